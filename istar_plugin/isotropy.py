@@ -1,0 +1,355 @@
+"""Isotropy of point clouds (rows are points): IsoScore, differentiable IsoScore*, and the seed papers' measures.
+
+IsoScore* normalises the spectrum of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S``;
+Algorithm 1 of Rudman & Eickhoff (2024) reduces exactly to ``(r**2 - 1) / (d - 1)`` with the participation
+ratio ``r = trace(S) / ||S||_F``. Both terms are expanded in the covariance product of the centred points,
+so the score costs one matrix product, needs no eigen- or singular-value decomposition and has a
+well-defined gradient everywhere (including repeated eigenvalues and n < d).
+
+>>> import torch
+>>> points = torch.randn(2000, 8, dtype=torch.float64) * torch.tensor([1., 1, 1, 1, 1, 1, 1, 1e-9]).double()
+>>> round(isoscore(points).item(), 1)  # 7 of 8 dimensions used equally: (7 - 1) / (8 - 1)
+0.9
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "isoscore",
+    "isoscore_star",
+    "isoscore_from_cov",
+    "CovarianceAccumulator",
+    "average_cosine_similarity",
+    "partition_isotropy",
+    "explained_variance_ratio",
+    "twonn_dimension",
+]
+
+
+def _compute_dtype(points: Tensor) -> torch.dtype:
+    """float64 stays float64; everything else (half, bfloat16, float32, integers) is computed in float32."""
+    return torch.float64 if points.dtype == torch.float64 else torch.float32
+
+
+def _check_points(points: Tensor, name: str = "points") -> None:
+    if points.ndim != 2:
+        raise ValueError(f"{name} must have shape (n, d) with points as rows, got shape {tuple(points.shape)}")
+    if points.shape[1] < 2:
+        raise ValueError(f"isotropy needs at least 2 dimensions, got d = {points.shape[1]}")
+
+
+def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor:
+    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix (no direction used)."""
+    nonzero = frobenius_sq > 0
+    safe = torch.where(nonzero, frobenius_sq, torch.ones_like(frobenius_sq))
+    ratio_sq = trace.square() / safe
+    return torch.where(nonzero, (ratio_sq - 1.0) / (dim - 1), torch.zeros_like(ratio_sq))
+
+
+class _CovarianceMoments(torch.autograd.Function):
+    """``[trace(C), ||C||_F**2, <C, A>]`` of ``C = Xc^T Xc / (n - 1)`` in one product, gradient in one more.
+
+    Every moment is linear or quadratic in C, so dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and
+    dLoss/dXc = ``2 Xc dC / (n - 1)``: one (n, d) x (d, d) product, half what autograd would spend on ``Xc^T Xc``.
+    With ``A`` absent and n < d the Gram matrix ``Xc Xc^T`` (n x n) is used instead: same moments, less work.
+    """
+
+    @staticmethod
+    def forward(ctx, centred: Tensor, other: Optional[Tensor]) -> Tensor:  # type: ignore[override]
+        n = centred.shape[0]
+        use_gram = other is None and n < centred.shape[1]
+        product = (centred @ centred.T if use_gram else centred.T @ centred) / (n - 1)
+        trace = centred.square().sum() / (n - 1)
+        frobenius_sq = product.square().sum()
+        cross = (product * other).sum() if other is not None else torch.zeros_like(trace)
+        ctx.save_for_backward(centred, product, other)
+        ctx.use_gram = use_gram
+        return torch.stack([trace, frobenius_sq, cross])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        centred, product, other = ctx.saved_tensors
+        n = centred.shape[0]
+        scale = 2.0 / (n - 1)
+        if ctx.use_gram:  # d||K||^2/dXc = 4 K Xc / (n-1) with K = Xc Xc^T / (n-1); dtrace/dXc = 2 Xc / (n-1)
+            grad_centred = scale * (grad[0] * centred + 2.0 * grad[1] * (product @ centred))
+        else:
+            grad_cov = 2.0 * grad[1] * product
+            if other is not None:
+                grad_cov = grad_cov + grad[2] * other
+            grad_cov.diagonal().add_(grad[0])
+            grad_cov = 0.5 * (grad_cov + grad_cov.T)
+            grad_centred = scale * (centred @ grad_cov)
+        return grad_centred, None
+
+
+def isoscore_star(
+    points: Tensor,
+    shrinkage_cov: Optional[Tensor] = None,
+    zeta: float = 0.0,
+    mask: Optional[Tensor] = None,
+) -> Tensor:
+    """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
+
+    ``points`` (n, d) rows are points; ``mask`` (n,) boolean keeps rows (padding tokens are not points).
+    Half-precision inputs are upcast to float32 and autocast is disabled inside. Differentiable in ``points``.
+
+    >>> import torch
+    >>> x = torch.randn(64, 16, requires_grad=True)
+    >>> score = isoscore_star(x, torch.eye(16), zeta=0.5)
+    >>> score.backward(); bool(0 <= score <= 1) and x.grad.shape == x.shape
+    True
+    """
+    _check_points(points)
+    if not 0.0 <= float(zeta) <= 1.0:
+        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
+    dim = points.shape[1]
+    if zeta > 0 and shrinkage_cov is None:
+        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
+        raise ValueError(
+            f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) to match points of dimension {dim}"
+        )
+    if mask is not None:
+        if mask.dtype != torch.bool or tuple(mask.shape) != (points.shape[0],):
+            raise ValueError(f"mask must be a boolean tensor of shape ({points.shape[0]},), got {mask.dtype} {tuple(mask.shape)}")
+        points = points[mask]
+    dtype = _compute_dtype(points)
+    with torch.autocast(device_type=points.device.type, enabled=False):
+        shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=points.device, dtype=dtype)
+        if zeta == 1.0:
+            return isoscore_from_cov(shrink)
+        n = points.shape[0]
+        if n < 2:
+            raise ValueError(f"IsoScore* with zeta = {zeta} < 1 needs at least 2 points, got {n}")
+        x = points.to(dtype)
+        centred = x - x.mean(dim=0, keepdim=True)
+        use_other = shrink is not None and zeta > 0
+        trace_c, frob_c, cross = _CovarianceMoments.apply(centred, shrink if use_other else None)
+        if not use_other:
+            return _score_from_moments(trace_c, frob_c, dim)
+        trace = (1 - zeta) * trace_c + zeta * torch.trace(shrink)
+        frobenius_sq = (1 - zeta) ** 2 * frob_c + 2 * zeta * (1 - zeta) * cross + zeta**2 * shrink.square().sum()
+        return _score_from_moments(trace, frobenius_sq, dim)
+
+
+def isoscore(points: Tensor) -> Tensor:
+    """Vanilla IsoScore (Algorithm 2): IsoScore* without shrinkage, in float64 for analysis.
+
+    >>> import torch
+    >>> round(isoscore(torch.randn(5000, 4, dtype=torch.float64)).item(), 1)
+    1.0
+    """
+    points = torch.as_tensor(points)
+    return isoscore_star(points.detach().to(torch.float64), zeta=0.0)
+
+
+def isoscore_from_cov(cov: Tensor) -> Tensor:
+    """IsoScore of a covariance matrix (e.g. a known Gaussian's, or Sigma_S).
+
+    >>> import torch
+    >>> isoscore_from_cov(torch.diag(torch.tensor([2., 2., 0., 0.]))).item()  # 2 of 4 directions: (2-1)/(4-1)
+    0.3333333432674408
+    """
+    cov = torch.as_tensor(cov)
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"cov must be a square (d, d) matrix, got shape {tuple(cov.shape)}")
+    if cov.shape[0] < 2:
+        raise ValueError(f"isotropy needs at least 2 dimensions, got d = {cov.shape[0]}")
+    cov = cov.to(_compute_dtype(cov))
+    return _score_from_moments(torch.trace(cov), cov.square().sum(), cov.shape[0])
+
+
+class CovarianceAccumulator:
+    """Streaming covariance in O(d^2) memory: count, mean and centred scatter, merged with Chan et al.'s update.
+
+    >>> import torch
+    >>> acc = CovarianceAccumulator(3)
+    >>> x = torch.randn(100, 3, dtype=torch.float64)
+    >>> acc.update(x[:30]); acc.update(x[30:])
+    >>> torch.allclose(acc.covariance(), torch.cov(x.T))
+    True
+    """
+
+    def __init__(self, dim: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None):
+        self.dim = dim
+        self.count = 0
+        self.mean = torch.zeros(dim, dtype=dtype, device=device)
+        self.scatter = torch.zeros(dim, dim, dtype=dtype, device=device)
+
+    @torch.no_grad()
+    def update(self, points: Tensor, mask: Optional[Tensor] = None) -> None:
+        """Add the rows of ``points`` (n, d) (those where ``mask`` is True)."""
+        _check_points(points)
+        if points.shape[1] != self.dim:
+            raise ValueError(f"points have dimension {points.shape[1]}, accumulator has {self.dim}")
+        if mask is not None:
+            points = points[mask.to(torch.bool)]
+        if points.shape[0] == 0:
+            return
+        x = points.to(device=self.mean.device, dtype=self.mean.dtype)
+        mean = x.mean(dim=0)
+        centred = x - mean
+        self._merge_moments(x.shape[0], mean, centred.T @ centred)
+
+    def _merge_moments(self, count: int, mean: Tensor, scatter: Tensor) -> None:
+        total = self.count + count
+        delta = mean - self.mean
+        self.scatter += scatter + torch.outer(delta, delta) * (self.count * count / total)
+        self.mean += delta * (count / total)
+        self.count = total
+
+    def merge(self, other: "CovarianceAccumulator") -> "CovarianceAccumulator":
+        """Pool ``other``'s points into this accumulator (in place; returns self)."""
+        if other.dim != self.dim:
+            raise ValueError(f"cannot merge accumulators of dimensions {self.dim} and {other.dim}")
+        if other.count:
+            self._merge_moments(other.count, other.mean.to(self.mean), other.scatter.to(self.scatter))
+        return self
+
+    def covariance(self) -> Tensor:
+        """Unbiased covariance (divides by count - 1) of every point seen."""
+        if self.count < 2:
+            raise ValueError(f"covariance needs at least 2 points, the accumulator has {self.count}")
+        return self.scatter / (self.count - 1)
+
+    @torch.no_grad()
+    def all_reduce(self, group=None) -> "CovarianceAccumulator":
+        """Pool across torch.distributed ranks in place: every rank ends with the statistics of the union.
+
+        Two all-reduces of O(d^2): counts and sums give the global mean; each rank then re-centres its
+        scatter on it (exact, no cancellation) before they are summed. Rank 0's result is broadcast so
+        every rank holds bitwise the same tensors.
+        """
+        import torch.distributed as dist
+
+        totals = torch.cat([self.mean.new_tensor([float(self.count)]), self.mean * self.count])
+        dist.all_reduce(totals, group=group)
+        count = int(round(totals[0].item()))
+        if count == 0:
+            return self
+        global_mean = totals[1:] / count
+        delta = self.mean - global_mean
+        scatter = self.scatter + torch.outer(delta, delta) * self.count
+        dist.all_reduce(scatter, group=group)
+        source = dist.get_global_rank(group, 0) if group is not None else 0
+        dist.broadcast(global_mean, src=source, group=group)
+        dist.broadcast(scatter, src=source, group=group)
+        self.count, self.mean, self.scatter = count, global_mean, scatter
+        return self
+
+    def state_dict(self) -> dict:
+        return {"dim": self.dim, "count": self.count, "mean": self.mean.clone(), "scatter": self.scatter.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["dim"] != self.dim:
+            raise ValueError(f"state has dimension {state['dim']}, accumulator has {self.dim}")
+        self.count = int(state["count"])
+        self.mean = state["mean"].to(self.mean)
+        self.scatter = state["scatter"].to(self.scatter)
+
+
+def average_cosine_similarity(points: Tensor) -> Tensor:
+    """Mean cosine similarity over ordered pairs i != j, in O(n d) (``||sum u||^2`` minus the diagonal).
+
+    Zero rows have no direction: they count as cosine 0 with every other point.
+
+    >>> import torch
+    >>> average_cosine_similarity(torch.tensor([[1., 0.], [1., 0.], [-1., 0.]])).item()  # pairs: 1, -1, -1
+    -0.3333333432674408
+    """
+    _check_points(points)
+    n = points.shape[0]
+    if n < 2:
+        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
+    units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
+    off_diagonal = units.sum(dim=0).square().sum() - units.square().sum()
+    return off_diagonal / (n * (n - 1))
+
+
+def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
+    """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
+
+    ``Z(c) = sum_i exp(c . x_i)`` over the direction set ``C`` = eigenvectors of ``X^T X`` taken with both
+    signs (which makes the result independent of the eigen-solver's sign choice).
+    ``I1 = min Z / max Z`` and ``I2 = std(Z) / mean(Z)`` (population std); perfectly isotropic: (1, 0).
+    Computed in log space (no overflow) with one (d, d) eigendecomposition and one (n, d) x (d, d) product.
+
+    >>> import torch
+    >>> i1, i2 = partition_isotropy(torch.randn(20000, 4, dtype=torch.float64) * 0.1)
+    >>> bool(i1 > 0.9 and i2 < 0.05)
+    True
+    """
+    _check_points(points)
+    x = points.detach().to(torch.float64)
+    directions = torch.linalg.eigh(x.T @ x).eigenvectors
+    directions = torch.cat([directions, -directions], dim=1)
+    log_z = torch.logsumexp(x @ directions, dim=0)
+    relative = torch.exp(log_z - log_z.max())
+    i1 = relative.min()
+    i2 = relative.std(unbiased=False) / relative.mean()
+    return i1, i2
+
+
+def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
+    """EV_k: share of the total variance along the top ``k`` principal components.
+
+    >>> import torch
+    >>> x = torch.randn(5000, 3, dtype=torch.float64) * torch.tensor([3., 1., 1.]).double()
+    >>> round(explained_variance_ratio(x, 1).item(), 1)  # 9 / (9 + 1 + 1)
+    0.8
+    """
+    _check_points(points)
+    dim = points.shape[1]
+    if not 1 <= k <= dim:
+        raise ValueError(f"k must lie in [1, {dim}] (the dimension), got {k}")
+    x = points.detach().to(torch.float64)
+    eigenvalues = torch.linalg.eigvalsh(torch.cov(x.T)).clamp_min(0).flip(0)
+    return eigenvalues[:k].sum() / eigenvalues.sum()
+
+
+@torch.no_grad()
+def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: int = 1024) -> Tensor:
+    """TwoNN intrinsic dimension (Facco et al. 2017) from each point's two nearest-neighbour distances.
+
+    With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over
+    the empirical distribution, dropping the largest ``discard_fraction`` of ``mu``. Neighbours are found
+    in chunks of ``chunk_size`` rows, so memory is O(chunk_size * n), never n x n. Duplicate points
+    (r1 = 0) are dropped.
+
+    >>> import torch
+    >>> plane = torch.randn(3000, 2, dtype=torch.float64) @ torch.randn(2, 10, dtype=torch.float64)
+    >>> round(twonn_dimension(plane).item())
+    2
+    """
+    _check_points(points, "points")
+    if not 0.0 <= discard_fraction < 1.0:
+        raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
+    x = points.to(torch.float64)
+    n = x.shape[0]
+    if n < 3:
+        raise ValueError(f"TwoNN needs at least 3 points, got {n}")
+    squared_norms = x.square().sum(dim=1)
+    nearest = []
+    for start in range(0, n, chunk_size):
+        block = x[start : start + chunk_size]
+        distances = squared_norms[start : start + chunk_size, None] + squared_norms[None, :] - 2 * block @ x.T
+        rows = torch.arange(block.shape[0])
+        distances[rows, rows + start] = float("inf")  # a point is not its own neighbour
+        nearest.append(distances.topk(2, dim=1, largest=False).values.clamp_min(0).sqrt())
+    r1, r2 = torch.cat(nearest).T
+    keep = r1 > 0
+    mu = (r2[keep] / r1[keep]).sort().values
+    m = mu.shape[0]
+    if m < 3:
+        raise ValueError(f"TwoNN needs at least 3 distinct points, got {m}")
+    used = max(2, int(m * (1 - discard_fraction)))
+    log_mu = mu[:used].log()
+    empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64) / m
+    target = -torch.log1p(-empirical_cdf)
+    return (log_mu * target).sum() / log_mu.square().sum()
