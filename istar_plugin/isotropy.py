@@ -13,7 +13,7 @@ well-defined gradient everywhere (including repeated eigenvalues and n < d).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -51,53 +51,59 @@ def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor
 
 
 class _CovarianceMoments(torch.autograd.Function):
-    """``[trace(C), ||C||_F**2, <C, A>]`` of ``C = Xc^T Xc / (n - 1)`` in one product, gradient in one more.
+    """``[trace(C), ||C||_F**2, <C, A>]`` of ``C = sum_k Xk^T Xk / (n - 1)`` over centred chunks ``Xk``.
 
-    Every moment is linear or quadratic in C, so dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and
-    dLoss/dXc = ``2 Xc dC / (n - 1)``: one (n, d) x (d, d) product, half what autograd would spend on ``Xc^T Xc``.
-    With ``A`` absent and n < d the Gram matrix ``Xc Xc^T`` (n x n) is used instead: same moments, less work.
+    One product forward and one backward: every moment is linear or quadratic in C, so dLoss/dC is the
+    symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xk dC / (n - 1)``, half what autograd would
+    spend on ``Xk^T Xk``. Chunks (e.g. one per transformer layer) are never concatenated. For a single
+    chunk with ``A`` absent and n < d the Gram matrix ``X X^T`` (n x n) gives the same moments for less work.
     """
 
     @staticmethod
-    def forward(ctx, centred: Tensor, other: Optional[Tensor]) -> Tensor:  # type: ignore[override]
-        n = centred.shape[0]
-        use_gram = other is None and n < centred.shape[1]
-        product = (centred @ centred.T if use_gram else centred.T @ centred) / (n - 1)
-        trace = centred.square().sum() / (n - 1)
+    def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
+        n = sum(chunk.shape[0] for chunk in chunks)
+        use_gram = other is None and len(chunks) == 1 and n < chunks[0].shape[1]
+        if use_gram:
+            product = chunks[0] @ chunks[0].T
+        else:
+            product = chunks[0].T @ chunks[0]
+            for chunk in chunks[1:]:
+                product.addmm_(chunk.T, chunk)
+        product /= n - 1
+        trace = sum(chunk.square().sum() for chunk in chunks) / (n - 1)
         frobenius_sq = product.square().sum()
         cross = (product * other).sum() if other is not None else torch.zeros_like(trace)
-        ctx.save_for_backward(centred, product, other)
-        ctx.use_gram = use_gram
+        ctx.save_for_backward(product, other, *chunks)
+        ctx.use_gram, ctx.n = use_gram, n
         return torch.stack([trace, frobenius_sq, cross])
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        centred, product, other = ctx.saved_tensors
-        n = centred.shape[0]
-        scale = 2.0 / (n - 1)
-        if ctx.use_gram:  # d||K||^2/dXc = 4 K Xc / (n-1) with K = Xc Xc^T / (n-1); dtrace/dXc = 2 Xc / (n-1)
-            grad_centred = scale * (grad[0] * centred + 2.0 * grad[1] * (product @ centred))
-        else:
-            grad_cov = 2.0 * grad[1] * product
-            if other is not None:
-                grad_cov = grad_cov + grad[2] * other
-            grad_cov.diagonal().add_(grad[0])
-            grad_cov = 0.5 * (grad_cov + grad_cov.T)
-            grad_centred = scale * (centred @ grad_cov)
-        return grad_centred, None
+        product, other, *chunks = ctx.saved_tensors
+        scale = 2.0 / (ctx.n - 1)
+        if ctx.use_gram:  # d||K||^2/dX = 4 K X / (n-1) with K = X X^T / (n-1); dtrace/dX = 2 X / (n-1)
+            (chunk,) = chunks
+            return None, scale * (grad[0] * chunk + 2.0 * grad[1] * (product @ chunk))
+        grad_cov = 2.0 * grad[1] * product
+        if other is not None:
+            grad_cov = grad_cov + grad[2] * 0.5 * (other + other.T)
+        grad_cov.diagonal().add_(grad[0])
+        return (None, *(scale * (chunk @ grad_cov) for chunk in chunks))
 
 
 def isoscore_star(
-    points: Tensor,
+    points: Tensor | Sequence[Tensor],
     shrinkage_cov: Optional[Tensor] = None,
     zeta: float = 0.0,
     mask: Optional[Tensor] = None,
 ) -> Tensor:
     """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
 
-    ``points`` (n, d) rows are points; ``mask`` (n,) boolean keeps rows (padding tokens are not points).
-    Half-precision inputs are upcast to float32 and autocast is disabled inside. Differentiable in ``points``.
+    ``points`` (n, d) rows are points, or a sequence of (n_k, d) tensors whose union is the cloud (e.g. one
+    per transformer layer: they are never concatenated). ``mask`` (n,) boolean keeps rows of a single
+    tensor (padding tokens are not points). Half-precision inputs are upcast to float32 and autocast is
+    disabled inside. Differentiable in ``points``.
 
     >>> import torch
     >>> x = torch.randn(64, 16, requires_grad=True)
@@ -105,37 +111,59 @@ def isoscore_star(
     >>> score.backward(); bool(0 <= score <= 1) and x.grad.shape == x.shape
     True
     """
-    _check_points(points)
+    chunks = _as_chunks(points, mask)
     if not 0.0 <= float(zeta) <= 1.0:
         raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
-    dim = points.shape[1]
+    dim = chunks[0].shape[1]
     if zeta > 0 and shrinkage_cov is None:
         raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
     if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
         raise ValueError(
             f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) to match points of dimension {dim}"
         )
-    if mask is not None:
-        if mask.dtype != torch.bool or tuple(mask.shape) != (points.shape[0],):
-            raise ValueError(f"mask must be a boolean tensor of shape ({points.shape[0]},), got {mask.dtype} {tuple(mask.shape)}")
-        points = points[mask]
-    dtype = _compute_dtype(points)
-    with torch.autocast(device_type=points.device.type, enabled=False):
-        shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=points.device, dtype=dtype)
+    dtype = _compute_dtype(chunks[0])
+    device = chunks[0].device
+    with torch.autocast(device_type=device.type, enabled=False):
+        shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=device, dtype=dtype)
         if zeta == 1.0:
             return isoscore_from_cov(shrink)
-        n = points.shape[0]
+        n = sum(chunk.shape[0] for chunk in chunks)
         if n < 2:
             raise ValueError(f"IsoScore* with zeta = {zeta} < 1 needs at least 2 points, got {n}")
-        x = points.to(dtype)
-        centred = x - x.mean(dim=0, keepdim=True)
+        chunks = [chunk.to(dtype) for chunk in chunks]
+        mean = sum(chunk.sum(dim=0) for chunk in chunks) / n
         use_other = shrink is not None and zeta > 0
-        trace_c, frob_c, cross = _CovarianceMoments.apply(centred, shrink if use_other else None)
+        centred = [chunk - mean for chunk in chunks]
+        trace_c, frob_c, cross = _CovarianceMoments.apply(shrink if use_other else None, *centred)
         if not use_other:
             return _score_from_moments(trace_c, frob_c, dim)
         trace = (1 - zeta) * trace_c + zeta * torch.trace(shrink)
         frobenius_sq = (1 - zeta) ** 2 * frob_c + 2 * zeta * (1 - zeta) * cross + zeta**2 * shrink.square().sum()
         return _score_from_moments(trace, frobenius_sq, dim)
+
+
+def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> list[Tensor]:
+    """Validate the cloud and return it as a list of (n_k, d) tensors, mask applied."""
+    if isinstance(points, Tensor):
+        _check_points(points)
+        if mask is not None:
+            if mask.dtype != torch.bool or tuple(mask.shape) != (points.shape[0],):
+                raise ValueError(
+                    f"mask must be a boolean tensor of shape ({points.shape[0]},), got {mask.dtype} {tuple(mask.shape)}"
+                )
+            points = points[mask]
+        return [points]
+    if mask is not None:
+        raise ValueError("mask applies to a single (n, d) tensor; mask each chunk of a sequence yourself")
+    chunks = list(points)
+    if not chunks:
+        raise ValueError("points is an empty sequence of chunks")
+    for chunk in chunks:
+        _check_points(chunk, "every chunk of points")
+    dims = {chunk.shape[1] for chunk in chunks}
+    if len(dims) > 1:
+        raise ValueError(f"chunks of points must share one dimension, got dimensions {sorted(dims)}")
+    return chunks
 
 
 def isoscore(points: Tensor) -> Tensor:
