@@ -1,0 +1,252 @@
+"""The run directory's files, written so that a crash never leaves a half-written file behind.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> _ = atomic_write_json(run / "config.json", {"lr": 2e-5, "seed": 1})
+>>> (run / "config.json").read_text()
+'{\\n  "lr": 2e-05,\\n  "seed": 1\\n}\\n'
+>>> with MetricsLog(run) as log:
+...     _ = log.append({"step": 10, "loss": 0.5})
+>>> [record["loss"] for record in log.records()]
+[0.5]
+>>> checkpoints = Checkpoints(run, keep_last=1)
+>>> _ = checkpoints.save({"step": 10}, step=10); _ = checkpoints.save({"step": 20}, step=20)
+>>> checkpoints.latest().name, checkpoints.load_latest()["step"]
+('step_00000020.pt', 20)
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import numbers
+import os
+import re
+import secrets
+import time
+import warnings
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, Mapping, Optional
+
+import torch
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "atomic_torch_save",
+    "MetricsLog",
+    "Checkpoints",
+    "TensorBoardLog",
+]
+
+PathLike = str | os.PathLike
+
+
+@contextlib.contextmanager
+def _atomic_file(path: PathLike) -> Iterator[BinaryIO]:
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it."""
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # os.open with mode 0o666 respects the umask (tempfile would make the target owner-only).
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX); a no-op where directories cannot be opened (Windows)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically; returns the path."""
+    with _atomic_file(path) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: PathLike, text: str) -> Path:
+    """Replace ``path`` with UTF-8 ``text`` atomically; returns the path."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: PathLike, obj: Any) -> Path:
+    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys, trailing newline) atomically; returns the path."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_torch_save(obj: Any, path: PathLike) -> Path:
+    """``torch.save(obj, path)``, atomically (argument order as torch.save); returns the path."""
+    with _atomic_file(path) as handle:
+        torch.save(obj, handle)
+    return Path(path)
+
+
+class MetricsLog:
+    """A JSON-lines file, one object per record, each durable (fsync'ed) once appended.
+
+    ``path`` is the ``.jsonl`` file itself or a directory to hold ``metrics.jsonl``. A line cut short by a
+    crash is skipped by :meth:`records` and dropped before the next append.
+    """
+
+    FILENAME = "metrics.jsonl"
+
+    def __init__(self, path: PathLike):
+        path = Path(path)
+        self.path = path if path.suffix == ".jsonl" else path / self.FILENAME
+        self._file: Optional[BinaryIO] = None
+
+    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``record`` plus a ``time`` field (seconds since the epoch); returns the written record."""
+        if "time" in record:
+            raise ValueError(f"metrics record already has a 'time' key ({record['time']!r}); MetricsLog adds it")
+        written = {**record, "time": time.time()}
+        line = json.dumps(written, sort_keys=True) + "\n"
+        if self._file is None:
+            self._file = self._open_for_append()
+        self._file.write(line.encode("utf-8"))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return written
+
+    def records(self) -> list[dict[str, Any]]:
+        """All complete records in file order; [] when the file does not exist yet."""
+        if not self.path.exists():
+            return []
+        lines = self.path.read_bytes().split(b"\n")
+        complete, tail = lines[:-1], lines[-1]  # tail is b"" unless the last write was cut short
+        if tail:
+            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write")
+        records = []
+        for number, line in enumerate(complete, start=1):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{self.path}: line {number} is not valid JSON: {error}") from None
+        return records
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "MetricsLog":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _open_for_append(self) -> BinaryIO:
+        """Open in append mode, first cutting off a partial last line so new records start on a line of their own."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            data = self.path.read_bytes()
+            keep = data.rfind(b"\n") + 1
+            if keep < len(data):
+                warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before appending")
+                with open(self.path, "r+b") as handle:
+                    handle.truncate(keep)
+        return open(self.path, "ab")
+
+
+class Checkpoints:
+    """``directory/checkpoints/step_XXXXXXXX.pt`` files, saved atomically; only the newest ``keep_last`` are kept."""
+
+    PATTERN = re.compile(r"step_(\d+)\.pt")
+
+    def __init__(self, directory: PathLike, keep_last: int = 2):
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+            raise ValueError(f"keep_last must be an integer >= 1, got {keep_last!r}")
+        self.directory = Path(directory) / "checkpoints"
+        self.keep_last = keep_last
+
+    def save(self, state: dict[str, Any], step: int) -> Path:
+        """Write ``state`` as the checkpoint of ``step``, then delete all but the ``keep_last`` highest steps."""
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise ValueError(f"checkpoint step must be an integer >= 0, got {step!r}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = atomic_torch_save(state, self.directory / f"step_{int(step):08d}.pt")
+        for old in self._by_step()[: -self.keep_last]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def latest(self) -> Optional[Path]:
+        """The checkpoint with the highest step, or None."""
+        checkpoints = self._by_step()
+        return checkpoints[-1] if checkpoints else None
+
+    def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
+        """The newest checkpoint's state (full unpickling: it holds RNG states and python objects), or None."""
+        path = self.latest()
+        return None if path is None else torch.load(path, map_location=map_location, weights_only=False)
+
+    def _by_step(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        found = [(int(match[1]), path) for path in self.directory.iterdir() if (match := self.PATTERN.fullmatch(path.name))]
+        return [path for _, path in sorted(found)]
+
+
+class TensorBoardLog:
+    """Scalars for TensorBoard in ``directory``; every method is a no-op when ``enabled`` is False (non-zero ranks).
+
+    >>> import tempfile
+    >>> log = TensorBoardLog(tempfile.mkdtemp())
+    >>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
+    """
+
+    def __init__(self, directory: PathLike, enabled: bool = True):
+        self.directory = Path(directory)
+        self._writer = None
+        if enabled:
+            from torch.utils.tensorboard import SummaryWriter  # imported only where it is used: it loads tensorboard
+
+            self._writer = SummaryWriter(log_dir=str(self.directory))
+
+    @property
+    def enabled(self) -> bool:
+        return self._writer is not None
+
+    def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
+        """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are skipped."""
+        if self._writer is None:
+            return
+        prefix = prefix.rstrip("/")
+        for name, value in values.items():
+            number = _as_number(value)
+            if number is not None:
+                self._writer.add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file; later calls log nothing."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _as_number(value: Any) -> Optional[float]:
+    """``value`` as a float if it is a real number or a one-element tensor, else None."""
+    if isinstance(value, torch.Tensor):
+        return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
