@@ -1,0 +1,219 @@
+"""Run configuration: typed dataclasses, recipes (YAML) and command-line composition with OmegaConf.
+
+``compose(["recipe=sst2", "criterion=istar", "model=minilm", "criterion.lam=-3", "seed=2"])`` builds the
+config from, in order: the dataclass defaults, the recipe YAML, the model preset, the recipe's tuned
+criterion parameters for that model (the paper's Table 2), then the dotted overrides. Unknown keys and
+wrong types fail naming the key and the allowed ones.
+
+>>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
+>>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
+('movie_snippets', 'istar', -2.0, 'minilm')
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from . import criterions as _criterions  # noqa: F401  (registers the built-in criterions)
+from . import models as _models  # noqa: F401  (registers the built-in model adapter)
+from . import tasks as _tasks  # noqa: F401  (registers the built-in tasks)
+from .data.config import DataConfig
+from .models import ModelConfig
+from .registry import CRITERIONS, MODELS, TASKS, load_plugins
+
+GROUPS = ("recipe", "criterion", "model")
+RECIPES_ENV = "ISTAR_RECIPES"
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.06
+    adam_eps: float = 1e-8
+    epochs: int = 3
+    grad_accum: int = 2  # the paper accumulates 2 batches per optimizer step
+    max_grad_norm: float = 1.0  # 0 disables clipping
+
+
+@dataclass
+class RunConfig:
+    task: str = "movie_snippets"
+    recipe: Optional[str] = None
+    criterion: Any = None  # filled from the registered criterion's dataclass, plus its ``name``
+    model: Any = None  # ModelConfig fields plus ``name`` (preset) and ``adapter`` (registered class)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    batch_size: int = 32
+    eval_batch_size: Optional[int] = None
+    seed: int = 42
+    max_steps: Optional[int] = None  # optimizer steps; caps the epochs
+    eval_every: Optional[int] = None  # optimizer steps between evaluations; None: at each epoch end
+    eval_before_training: bool = True  # the step-0 evaluation: metric and IsoScore* before fine-tuning
+    save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
+    log_every: int = 10
+    output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
+    resume: bool = False
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
+    progress: bool = True  # tqdm bars (also off when stderr is not a terminal)
+    tensorboard: bool = True
+
+
+class ConfigError(ValueError):
+    """A bad recipe, group option, key or value; the message names it and the allowed choices."""
+
+
+def recipe_dirs() -> list[Path]:
+    """Where recipes are looked up: ``$ISTAR_RECIPES`` (``:``-separated), the source tree, the install prefix."""
+    dirs = [Path(p) for p in os.environ.get(RECIPES_ENV, "").split(os.pathsep) if p]
+    dirs += [Path(__file__).resolve().parents[1] / "recipes", Path(sys.prefix) / "share" / "istar_plugin" / "recipes"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def available(subdir: str = "") -> list[str]:
+    """Names of the YAML files in the recipe directories (``subdir="model"`` for model presets)."""
+    names = {p.stem for d in recipe_dirs() for p in (d / subdir).glob("*.yaml")}
+    return sorted(names)
+
+
+def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
+    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
+        return Path(name)
+    for directory in recipe_dirs():
+        candidate = directory / subdir / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
+    groups, overrides = {}, []
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"argument {argument!r} is not of the form key=value")
+        if key in GROUPS:
+            groups[key] = value
+        else:
+            overrides.append(argument)
+    return groups, overrides
+
+
+def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, update)
+    except ConfigKeyError as error:
+        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {_allowed(base, error)}") from None
+    except (ValidationError, OmegaConfBaseException) as error:
+        raise ConfigError(f"{where}: bad value for {_full_key(error)!r}: {error.msg}") from None
+
+
+def _full_key(error: OmegaConfBaseException) -> str:
+    return str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
+
+
+def _allowed(base: DictConfig, error: OmegaConfBaseException) -> str:
+    parent = ".".join(_full_key(error).split(".")[:-1])
+    node = OmegaConf.select(base, parent) if parent else base
+    return ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
+
+
+def _criterion_node(name: str, params: dict) -> DictConfig:
+    entry = CRITERIONS.get(name)
+    node = OmegaConf.structured(entry.config_cls) if entry.config_cls else OmegaConf.create({})
+    node = _merge(node, params, f"criterion {name!r}")
+    with open_dict(node):
+        node.name = name
+    return node
+
+
+def _model_node(name: str) -> DictConfig:
+    node = OmegaConf.structured(ModelConfig)
+    preset = find_yaml(name, "model")
+    if preset is not None:
+        values = OmegaConf.load(preset)
+        adapter = values.pop("adapter", "hf_auto")
+        node = _merge(node, values, f"model preset {preset}")
+    elif name in MODELS:
+        adapter = name
+    else:
+        raise ConfigError(
+            f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
+            f"registered adapters: {', '.join(MODELS.names())}"
+        )
+    MODELS.get(adapter)
+    with open_dict(node):
+        node.name, node.adapter = name, adapter
+    return node
+
+
+def compose(arguments: list[str]) -> DictConfig:
+    """Build the resolved, read-only run config from command-line style arguments."""
+    load_plugins()
+    groups, overrides = split_arguments(arguments)
+    cfg = OmegaConf.structured(RunConfig)
+    recipe: DictConfig = OmegaConf.create({})
+    if "recipe" in groups:
+        path = find_yaml(groups["recipe"])
+        if path is None:
+            raise ConfigError(f"unknown recipe {groups['recipe']!r}; available: {', '.join(available()) or '(none)'}")
+        recipe = OmegaConf.load(path)
+        with open_dict(recipe):
+            recipe.recipe = groups["recipe"]
+    defaults = recipe.pop("defaults", {}) if "defaults" in recipe else {}
+    tuned = recipe.pop("tuned", {}) if "tuned" in recipe else {}
+    criterion_name = groups.get("criterion") or defaults.get("criterion", "cross_entropy")
+    model_name = groups.get("model") or defaults.get("model", "minilm")
+    with open_dict(cfg):
+        cfg.model = _model_node(model_name)
+        cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
+    cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
+    cfg = _merge(cfg, OmegaConf.from_dotlist(overrides), "command line")
+    if cfg.task not in TASKS:
+        raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
+    _validate(cfg)
+    OmegaConf.resolve(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def _validate(cfg: DictConfig) -> None:
+    """Build the typed dataclasses once so their own checks (ranges, choices) run before any work starts."""
+    try:
+        criterion_config(cfg)
+        data_config(cfg)
+        model_config(cfg)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error)) from None
+    if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):
+        raise ConfigError(f"precision {cfg.precision!r} unknown; choose one of: auto, fp32, bf16, fp16")
+
+
+def _without(node: DictConfig, *keys: str) -> dict:
+    values = OmegaConf.to_container(node, resolve=True)
+    return {k: v for k, v in values.items() if k not in keys}
+
+
+def criterion_config(cfg: DictConfig):
+    entry = CRITERIONS.get(cfg.criterion.name)
+    return entry.config_cls(**_without(cfg.criterion, "name")) if entry.config_cls else None
+
+
+def model_config(cfg: DictConfig) -> ModelConfig:
+    return MODELS.get(cfg.model.adapter).config_cls(**_without(cfg.model, "name", "adapter"))
+
+
+def data_config(cfg: DictConfig) -> DataConfig:
+    return TASKS.get(cfg.task).config_cls(**OmegaConf.to_container(cfg.data, resolve=True))
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg, resolve=True)

@@ -1,0 +1,412 @@
+"""The generic fine-tuning loop assembled from the registries: task, model adapter and criterion.
+
+AdamW with linear warmup and decay, gradient accumulation and clipping, mixed precision where the device
+has it, seeded batch order, evaluation with the task's metrics and the IsoScore* of the evaluation token
+cloud, atomic checkpoints with every RNG state, and exact resume (mid-epoch included).
+
+>>> from istar_plugin.config import compose
+>>> cfg = compose(["recipe=movie_snippets", "max_steps=2", "output_dir=/tmp/doc_run"])  # doctest: +SKIP
+>>> Trainer(cfg).fit()["step"]  # doctest: +SKIP
+2
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from . import config as config_module
+from .distributed import barrier, gather_to_all, init_from_env
+from .hooks import Hook
+from .isotropy import CovarianceAccumulator, isoscore_from_cov
+from .registry import CRITERIONS, MODELS, TASKS
+from .rundir import Checkpoints, MetricsLog, TensorBoardLog, atomic_write_json, atomic_write_text
+
+TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "start_positions", "end_positions")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
+    """This rank's share of the epoch's seeded permutation, padded (by wrapping) to equal length on every rank.
+
+    >>> len(epoch_order(5, 0, 0, 0, 2)) == len(epoch_order(5, 0, 0, 1, 2)) == 3
+    True
+    """
+    generator = torch.Generator().manual_seed(seed * 7919 + epoch)
+    order = torch.randperm(num_examples, generator=generator).tolist()
+    per_rank = math.ceil(num_examples / world_size)
+    order += order[: per_rank * world_size - num_examples]
+    return order[rank::world_size]
+
+
+class Trainer:
+    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results."""
+
+    def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
+        self.cfg = cfg
+        self.dist = init_from_env(cfg.device)
+        self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
+        if cfg.batch_size % self.world_size:
+            raise ValueError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
+        self.local_batch_size = cfg.batch_size // self.world_size
+        self.eval_batch_size = cfg.eval_batch_size or cfg.batch_size
+        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()
+        self.output_dir = Path(cfg.output_dir)
+        seed_everything(cfg.seed)
+
+        self.task = TASKS.build(cfg.task, config_module.data_config(cfg))
+        self.model = MODELS.get(cfg.model.adapter).cls(
+            config_module.model_config(cfg), self.task.kind, max(self.task.num_labels, 1)
+        ).to(self.device)
+        self.tokenizer = self.model.tokenizer
+        self.criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), self.task.kind)
+        self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
+        self.wrapped = self._wrap(self.model)
+
+        self.train_examples = self.task.load("train")
+        self.eval_examples = self.task.load("eval")
+        self.train_features = self.task.encode(self.train_examples, self.tokenizer, train=True)
+        self.eval_features = self.task.encode(self.eval_examples, self.tokenizer, train=False)
+
+        accumulation = cfg.optim.grad_accum
+        self.batches_per_epoch = math.ceil(math.ceil(len(self.train_features) / self.world_size) / self.local_batch_size)
+        self.steps_per_epoch = math.ceil(self.batches_per_epoch / accumulation)
+        self.total_steps = self.steps_per_epoch * cfg.optim.epochs
+        if cfg.max_steps is not None:
+            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.optimizer, self.scheduler = self._optimizer()
+        self.precision = self._precision()
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+
+        self.step = 0
+        self.epoch = 0
+        self.batches_done = 0  # micro-batches of the current epoch already consumed
+        self.history: list[dict[str, Any]] = []
+        self.checkpoints = Checkpoints(self.output_dir, keep_last=2)
+        is_main = self.dist.is_main
+        self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
+        self.tensorboard = TensorBoardLog(self.output_dir / "tensorboard", enabled=is_main and bool(cfg.tensorboard))
+
+    # ----------------------------------------------------------------- setup
+    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.world_size == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=device_ids)
+
+    def _optimizer(self):
+        cfg = self.cfg.optim
+        no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+        decay, plain = [], []
+        for name, parameter in self.model.named_parameters():
+            if parameter.requires_grad:
+                (plain if name.endswith(no_decay) else decay).append(parameter)
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
+            lr=cfg.lr,
+            eps=cfg.adam_eps,
+        )
+        warmup = int(cfg.warmup_ratio * self.total_steps)
+
+        def linear(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            return max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
+
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear)
+
+    def _precision(self) -> str:
+        chosen = self.cfg.precision
+        if chosen == "auto":
+            if self.device.type != "cuda":
+                return "fp32"
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        if chosen == "fp16" and self.device.type == "cpu":
+            raise ValueError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
+        return chosen
+
+    def autocast(self):
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    # ----------------------------------------------------------------- data
+    def collate(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """Pad a list of features to the longest one and move the tensors to the device."""
+        length = max(len(f["input_ids"]) for f in features)
+        pad_id = self.tokenizer.pad_token_id or 0
+        batch: dict[str, torch.Tensor] = {}
+        for name in TENSOR_FIELDS:
+            if name not in features[0] or features[0][name] is None:
+                continue
+            values = [f[name] for f in features]
+            if name in ("input_ids", "attention_mask", "token_type_ids"):
+                fill = pad_id if name == "input_ids" else 0
+                values = [list(v) + [fill] * (length - len(v)) for v in values]
+                batch[name] = torch.tensor(values, dtype=torch.long)
+            else:
+                dtype = torch.float32 if isinstance(values[0], float) else torch.long
+                batch[name] = torch.tensor(values, dtype=dtype)
+        return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+
+    def _train_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        order = epoch_order(len(self.train_features), self.cfg.seed, epoch, self.rank, self.world_size)
+        size = self.local_batch_size
+        for start in range(self.batches_done * size, len(order), size):
+            yield self.collate([self.train_features[i] for i in order[start : start + size]])
+
+    # ----------------------------------------------------------------- logging
+    def log(self, values: dict[str, Any], step: int) -> None:
+        if not self.dist.is_main:
+            return
+        self.metrics_log.append({"step": step, **values})
+        self.tensorboard.scalars(values, step)
+
+    # ----------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": rng_state(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "batches_done": self.batches_done,
+            "history": self.history,
+            "hooks": [hook.state_dict() for hook in self.hooks],
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"])
+        self.step, self.epoch, self.batches_done = state["step"], state["epoch"], state["batches_done"]
+        self.history = state["history"]
+        for hook, hook_state in zip(self.hooks, state["hooks"]):
+            hook.load_state_dict(hook_state)
+
+    def save_checkpoint(self) -> None:
+        if self.dist.is_main:
+            self.checkpoints.save(self.state_dict(), self.step)
+        barrier(self.world_size)
+
+    def _restore(self) -> bool:
+        state = self.checkpoints.load_latest(map_location="cpu")
+        if state is None:
+            return False
+        self.load_state_dict(state)
+        return True
+
+    # ----------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, Any]:
+        """Task metrics and IsoScore* (zeta = 0, whole evaluation set, padding excluded) overall and per layer."""
+        was_training = self.model.training
+        self.model.eval()
+        indices = list(range(self.rank, len(self.eval_features), self.world_size))
+        per_layer: list[CovarianceAccumulator] = []
+        outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": []}
+        bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
+        for start in range(0, len(indices), self.eval_batch_size):
+            chunk = indices[start : start + self.eval_batch_size]
+            batch = self.collate([self.eval_features[i] for i in chunk])
+            with self.autocast():
+                output = self.model(batch)
+            cloud = self.model.token_cloud(output, None)
+            if not per_layer:
+                per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in cloud]
+            for accumulator, layer_points in zip(per_layer, cloud):
+                accumulator.update(layer_points)
+            outputs["index"].extend(chunk)
+            mask = batch["attention_mask"].bool()
+            if self.task.kind == "extractive_qa":
+                for row, keep in zip(range(len(chunk)), mask):
+                    length = int(keep.sum())
+                    outputs["start"].append(output.start_logits[row, :length].float().cpu().numpy())
+                    outputs["end"].append(output.end_logits[row, :length].float().cpu().numpy())
+            else:
+                outputs["logits"].extend(output.logits.float().cpu().numpy())
+            bar.update(len(chunk))
+        bar.close()
+        self.model.train(was_training)
+        return self._finish_evaluation(outputs, per_layer)
+
+    def _finish_evaluation(self, outputs: dict[str, list], per_layer: list[CovarianceAccumulator]) -> dict[str, Any]:
+        if self.world_size > 1:
+            for accumulator in per_layer:
+                accumulator.all_reduce()
+        gathered = gather_to_all(outputs, self.world_size)
+        by_index: dict[int, tuple] = {}
+        for part in gathered:
+            for position, index in enumerate(part["index"]):
+                if self.task.kind == "extractive_qa":
+                    by_index[index] = (part["start"][position], part["end"][position])
+                else:
+                    by_index[index] = part["logits"][position]
+        ordered = [by_index[i] for i in range(len(self.eval_features))]  # each feature exactly once
+        if self.task.kind == "extractive_qa":
+            width = max(len(s) for s, _ in ordered)
+            start = np.full((len(ordered), width), -1e4, dtype=np.float32)
+            end = np.full_like(start, -1e4)
+            for row, (s, e) in enumerate(ordered):
+                start[row, : len(s)], end[row, : len(e)] = s, e
+            model_outputs: Any = (start, end)
+        else:
+            model_outputs = np.stack(ordered)
+        predictions, references = self.task.postprocess(self.eval_examples, self.eval_features, model_outputs)
+        metrics = self.task.compute_metrics(predictions, references)
+        union = CovarianceAccumulator(self.model.hidden_size, device=self.device)
+        for accumulator in per_layer:
+            union.merge(accumulator)
+        return {
+            **metrics,
+            "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
+            "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
+        }
+
+    def _record_evaluation(self) -> dict[str, Any]:
+        result = self.evaluate()
+        record = {"step": self.step, "epoch": self.epoch, **result}
+        self.history.append(record)
+        scalars = {f"eval/{k}": v for k, v in result.items() if isinstance(v, (int, float))}
+        scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
+        self.log(scalars, self.step)
+        return record
+
+    # ----------------------------------------------------------------- training
+    def fit(self) -> dict[str, Any]:
+        """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``."""
+        cfg = self.cfg
+        if self.dist.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        resumed = self._restore()
+        for hook in self.hooks:
+            hook.on_fit_start(self)
+        if not resumed and cfg.eval_before_training:
+            self._record_evaluation()
+        self.wrapped.train()
+        accumulation = cfg.optim.grad_accum
+        bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
+        sums: dict[str, float] = {}
+        count = 0
+        started = time.perf_counter()
+        while self.step < self.total_steps and self.epoch < cfg.optim.epochs:
+            for hook in self.hooks:
+                hook.on_epoch_start(self, self.epoch)
+            batches = self._train_batches(self.epoch)
+            while self.step < self.total_steps:
+                group = [b for _, b in zip(range(accumulation), batches)]
+                if not group:
+                    break
+                stats = self._optimizer_step(group)
+                self.batches_done += len(group)
+                self.step += 1
+                bar.update(1)
+                for name, value in stats.items():
+                    sums[name] = sums.get(name, 0.0) + value
+                count += 1
+                if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+                    averages = {f"train/{k}": v / count for k, v in sums.items()}
+                    averages["train/lr"] = self.scheduler.get_last_lr()[0]
+                    averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
+                    self.log(averages, self.step)
+                    sums, count, started = {}, 0, time.perf_counter()
+                for hook in self.hooks:
+                    hook.on_step_end(self, self.step, stats)
+                if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
+                    self._record_evaluation()
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self.save_checkpoint()
+            if self.batches_done >= self.batches_per_epoch:
+                for hook in self.hooks:
+                    hook.on_epoch_end(self, self.epoch)
+                self.epoch, self.batches_done = self.epoch + 1, 0
+                if self.step < self.total_steps:
+                    self._record_evaluation()
+                    self.save_checkpoint()
+        bar.close()
+        if not self.history or self.history[-1]["step"] != self.step:
+            self._record_evaluation()
+        self.save_checkpoint()
+        return self._write_results()
+
+    def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for index, batch in enumerate(group):
+            sync = index == len(group) - 1 or self.world_size == 1
+            context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
+            with context:
+                with self.autocast():
+                    output = self.wrapped(batch)
+                result = self.criterion(self.model, output, batch)
+                self.scaler.scale(result.loss / len(group)).backward()
+            totals["loss"] = totals.get("loss", 0.0) + result.loss.item() / len(group)
+            for name, value in result.stats.items():
+                totals[name] = totals.get(name, 0.0) + float(value) / len(group)
+        if self.cfg.optim.max_grad_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
+            totals["grad_norm"] = float(norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return totals
+
+    def _write_results(self) -> dict[str, Any]:
+        final = self.history[-1]
+        results = {
+            "task": self.cfg.task,
+            "model": self.cfg.model.name,
+            "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True),
+            "seed": self.cfg.seed,
+            "step": self.step,
+            "epoch": self.epoch,
+            "metrics": {k: v for k, v in final.items() if k not in ("step", "epoch")},
+            "main_metric": self.task.main_metric,
+            "initial": self.history[0] if self.history[0]["step"] == 0 else None,
+            "history": self.history,
+        }
+        results.update({k: final[k] for k in ("eval_isoscore_star", "eval_isoscore_star_per_layer")})
+        results.update({k: v for k, v in final.items() if k in self.task.metric_names})
+        if self.dist.is_main:
+            atomic_write_json(self.output_dir / "results.json", results)
+        self.tensorboard.close()
+        return results

@@ -1,0 +1,81 @@
+"""Config composition: recipes, model presets, tuned criterion parameters, overrides and their errors."""
+import pytest
+from omegaconf import OmegaConf
+
+from istar_plugin import config as config_module
+from istar_plugin.cli import main
+from istar_plugin.config import ConfigError, compose
+
+
+@pytest.mark.parametrize("recipe", config_module.available())
+@pytest.mark.parametrize("criterion", ["cross_entropy", "cosreg", "istar"])
+def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
+    cfg = compose([f"recipe={recipe}", f"criterion={criterion}"])
+    assert cfg.recipe == recipe and cfg.criterion.name == criterion
+    assert cfg.task in config_module.TASKS
+    assert cfg.output_dir == f"runs/{cfg.task}/{criterion}/seed{cfg.seed}"
+    config_module.data_config(cfg), config_module.model_config(cfg), config_module.criterion_config(cfg)
+
+
+@pytest.mark.parametrize("preset", config_module.available("model"))
+def test_every_model_preset_composes(preset):
+    cfg = compose(["recipe=sst2", f"model={preset}"])
+    assert cfg.model.name == preset and cfg.model.adapter == "hf_auto"
+    assert cfg.model.name_or_path
+
+
+def test_all_paper_tasks_have_recipes_and_presets_exist():
+    assert {"sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad", "movie_snippets"} <= set(
+        config_module.available()
+    )
+    assert {"bert", "albert", "distilbert", "roberta", "minilm"} <= set(config_module.available("model"))
+    assert compose(["recipe=sst2", "model=distilbert"]).model.name_or_path == "distilbert-base-cased"
+
+
+def test_tuned_parameters_apply_per_model_and_overrides_win():
+    bert = compose(["recipe=sst2", "criterion=istar", "model=bert"])
+    assert (bert.criterion.lam, bert.criterion.zeta) == (-5.0, 0.2)
+    minilm = compose(["recipe=sst2", "criterion=istar", "model=minilm"])
+    assert minilm.criterion.lam == -1.0  # no tuned value for MiniLM: the criterion's default
+    override = compose(["recipe=sst2", "criterion=istar", "model=bert", "criterion.lam=3", "criterion.layers=[-1]"])
+    assert override.criterion.lam == 3.0 and list(override.criterion.layers) == [-1]
+
+
+def test_overrides_are_typed_and_config_is_read_only():
+    cfg = compose(["recipe=sst2", "seed=7", "optim.lr=3e-5", "data.max_train_samples=10", "model.name_or_path=/x"])
+    assert (cfg.seed, cfg.optim.lr, cfg.data.max_train_samples, cfg.model.name_or_path) == (7, 3e-5, 10, "/x")
+    assert OmegaConf.is_readonly(cfg)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["optim.lrr=1"], "unknown key 'optim.lrr'; allowed: adam_eps, epochs, grad_accum, lr"),
+        (["batch_size=many"], "batch_size"),
+        (["criterion=istar", "criterion.zeta=1.5"], "criterion.zeta must lie in [0, 1], got 1.5"),
+        (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: lam, layers, name"),
+        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, istar"),
+        (["recipe=nope"], "unknown recipe 'nope'; available: "),
+        (["model=nope"], "unknown model 'nope'; presets: albert, bert"),
+        (["task=nope"], "unknown task 'nope'; registered tasks:"),
+        (["data.source=web"], "data.source 'web' is not supported; choose one of: files, hub, packaged"),
+        (["precision=fp8"], "precision 'fp8' unknown"),
+        (["seed"], "not of the form key=value"),
+    ],
+)
+def test_bad_input_names_the_key_and_the_choices(arguments, message):
+    with pytest.raises((ConfigError, KeyError)) as error:
+        compose(arguments)
+    assert message in str(error.value)
+
+
+def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
+    assert main(["recipe=sst2", "criterion=cosreg", "--cfg"]) == 0
+    printed = OmegaConf.create(capsys.readouterr().out)
+    assert printed.criterion.name == "cosreg" and printed.output_dir == "runs/sst2/cosreg/seed42"
+    assert main(["--list", "criterions"]) == 0
+    assert capsys.readouterr().out.split() == ["cosreg", "cross_entropy", "istar"]
+    assert main(["--list", "recipes"]) == 0
+    assert "squad" in capsys.readouterr().out.split()
+    assert main(["recipe=sst2", "optim.nope=1"]) == 2
+    assert "unknown key 'optim.nope'" in capsys.readouterr().err
