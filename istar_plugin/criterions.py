@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .isotropy import average_cosine_similarity, isoscore_star
+from .isotropy import average_cosine_similarity, isoscore_star, pooled_isoscore_star
 from .registry import CRITERIONS
 
 __all__ = [
@@ -74,9 +74,15 @@ def istar_loss(
     shrinkage_cov: Optional[Tensor],
     zeta: float,
     lam: float,
+    pooled: bool = False,
 ) -> Tensor:
-    """I-STAR: ``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the score in float32 outside autocast."""
-    return loss + lam * (1.0 - isoscore_star([chunk.float() for chunk in cloud], shrinkage_cov, zeta))
+    """I-STAR: ``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the score in float32 outside autocast.
+
+    ``pooled``: under torch.distributed, score the union of every rank's cloud (the single-GPU semantics
+    of the paper at the same global batch) instead of this rank's alone.
+    """
+    score = pooled_isoscore_star if pooled else isoscore_star
+    return loss + lam * (1.0 - score([chunk.float() for chunk in cloud], shrinkage_cov, zeta))
 
 
 @dataclass
@@ -121,6 +127,7 @@ class IStarConfig:
     shrinkage_points: int = 250_000
     layers: Optional[list[int]] = None  # hidden_states indices (0 = embeddings); None = every transformer layer
     shrinkage_mode: str = "eval"  # the official code computes Sigma_S with dropout off
+    distributed_cloud: str = "pooled"  # under DDP: "pooled" (all ranks' tokens, as one GPU) or "local"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.zeta <= 1.0:
@@ -129,6 +136,8 @@ class IStarConfig:
             raise ValueError(f"criterion.shrinkage_points must be at least 2, got {self.shrinkage_points}")
         if self.shrinkage_mode not in ("eval", "train"):
             raise ValueError(f"criterion.shrinkage_mode {self.shrinkage_mode!r} unknown; choose one of: eval, train")
+        if self.distributed_cloud not in ("pooled", "local"):
+            raise ValueError(f"criterion.distributed_cloud {self.distributed_cloud!r} unknown; choose one of: pooled, local")
 
 
 @CRITERIONS.register("istar", IStarConfig)
@@ -153,7 +162,7 @@ class IStarCriterion(CrossEntropyCriterion):
             raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook runs at fit start)")
         base = task_loss(self.kind, output, batch)
         cloud = model.token_cloud(output, self.cfg.layers)
-        loss = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam)
+        loss = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, self.cfg.distributed_cloud == "pooled")
         penalty = (loss - base).detach()
         score = 1.0 - penalty / self.cfg.lam if self.cfg.lam else torch.full_like(penalty, float("nan"))
         return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": penalty, "isoscore_star": score})

@@ -195,13 +195,14 @@ class Trainer:
         self.tensorboard.scalars(values, step)
 
     # ----------------------------------------------------------------- checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, rng_states: Optional[list] = None) -> dict[str, Any]:
+        """Everything a resumed run needs; ``rng_states`` holds every rank's RNG state (default: this rank's)."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "rng": rng_state(),
+            "rng": rng_states or [rng_state()],
             "step": self.step,
             "epoch": self.epoch,
             "batches_done": self.batches_done,
@@ -215,15 +216,16 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        set_rng_state(state["rng"])
+        set_rng_state(state["rng"][self.rank % len(state["rng"])])
         self.step, self.epoch, self.batches_done = state["step"], state["epoch"], state["batches_done"]
         self.history = state["history"]
         for hook, hook_state in zip(self.hooks, state["hooks"]):
             hook.load_state_dict(hook_state)
 
     def save_checkpoint(self) -> None:
+        rng_states = gather_to_all(rng_state(), self.world_size)  # each rank resumes its own random streams
         if self.dist.is_main:
-            self.checkpoints.save(self.state_dict(), self.step)
+            self.checkpoints.save(self.state_dict(rng_states), self.step)
         barrier(self.world_size)
 
     def _restore(self) -> bool:

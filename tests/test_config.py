@@ -53,7 +53,7 @@ def test_overrides_are_typed_and_config_is_read_only():
         (["optim.lrr=1"], "unknown key 'optim.lrr'; allowed: adam_eps, epochs, grad_accum, lr"),
         (["batch_size=many"], "batch_size"),
         (["criterion=istar", "criterion.zeta=1.5"], "criterion.zeta must lie in [0, 1], got 1.5"),
-        (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: lam, layers, name"),
+        (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
         (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, istar"),
         (["recipe=nope"], "unknown recipe 'nope'; available: "),
         (["model=nope"], "unknown model 'nope'; presets: albert, bert"),

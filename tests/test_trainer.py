@@ -43,7 +43,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert results["step"] == 6 and results["epoch"] == 2  # 48 examples / 8 = 6 batches = 3 steps per epoch
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
-    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval"}
+    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled"}
     assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2
     assert [h["step"] for h in saved["history"]] == [0, 3, 6]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
