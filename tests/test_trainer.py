@@ -93,3 +93,27 @@ def test_positive_lambda_raises_and_negative_lowers_batch_isotropy(tiny_bert, sh
                           "criterion.zeta=0", "optim.epochs=1", "eval_before_training=false")
         scores[lam] = Trainer(cfg).fit()["eval_isoscore_star"]
     assert scores[20] > scores[-20]
+
+
+def squad_article_split(shared_data, directory, train_articles=slice(0, 1), eval_articles=slice(47, 48)):
+    """SQuAD v1.1 dev split by article into train/eval files (../shared/data has no SQuAD train file)."""
+    squad = json.loads((shared_data / "squad" / "dev-v1.1.json").read_text())
+    paths = {}
+    for name, articles in (("train", train_articles), ("eval", eval_articles)):
+        paths[name] = directory / f"squad_{name}.json"
+        paths[name].write_text(json.dumps({"version": "1.1", "data": squad["data"][articles]}))
+    return paths
+
+
+def test_squad_trains_and_reports_exact_match_and_f1(tiny_bert, shared_data, tmp_path):
+    paths = squad_article_split(shared_data, tmp_path)
+    cfg = compose([
+        "recipe=squad", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=istar", "data.source=files",
+        f"data.train_file={paths['train']}", f"data.eval_file={paths['eval']}", "data.max_train_samples=16",
+        "data.max_eval_samples=8", "data.max_length=128", "data.doc_stride=64", "batch_size=8", "max_steps=2",
+        "criterion.shrinkage_points=500", f"output_dir={tmp_path / 'run'}", "progress=false",
+    ])
+    results = Trainer(cfg).fit()
+    assert results["main_metric"] == "f1" and results["step"] == 2
+    assert 0 <= results["exact_match"] <= results["f1"] <= 100
+    assert 0 < results["eval_isoscore_star"] < 1
