@@ -55,6 +55,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps"}
+
+
+def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ, ignoring those a resumed run may change (logging, placement, max_steps).
+
+    >>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True}, {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
+    ['optim.lr']
+    """
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        name = f"{prefix}{key}"
+        if name in RESUMABLE_CHANGES:
+            continue
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += config_changes(old, new, f"{name}.")
+        elif old != new:
+            changed.append(name)
+    return changed
+
+
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
     """This rank's share of the epoch's seeded permutation, padded (by wrapping) to equal length on every rank.
 
@@ -232,6 +254,12 @@ class Trainer:
         state = self.checkpoints.load_latest(map_location="cpu")
         if state is None:
             return False
+        changed = config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True))
+        if changed:
+            raise ValueError(
+                f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
+                "resume with the same settings or choose another output_dir"
+            )
         self.load_state_dict(state)
         return True
 

@@ -87,24 +87,30 @@ def test_missing_files_are_named(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "task, content, message",
+    "task, content, line, problem",
     [
-        ("sst2", "sentence\tlabel\ngood\t1\nbad\t0\textra\n", r"dev.tsv, line 3: expected 2 tab-separated fields, found 3"),
-        ("sst2", "sentence\tlabel\ngood\t1\nmeh\t2\n", r"dev.tsv, line 3: label '2' is not in the label set of sst2 \(0=negative, 1=positive\)"),
-        ("qnli", "index\tquestion\tsentence\tlabel\n0\tq?\ts.\tmaybe\n", r"dev.tsv, line 2: label 'maybe' is not in the label set of qnli"),
-        ("stsb", "sentence1\tsentence2\tscore\na\tb\t7.5\n", r"dev.tsv, line 2: score '7.5' of stsb must be a number in \[0.0, 5.0\]"),
-        ("stsb", "sentence1\tsentence2\tscore\na\tb\thigh\n", r"dev.tsv, line 2: score 'high' of stsb"),
-        ("sst2", "good\t1\n", r"dev.tsv, line 1: expected a header naming the columns sentence, label"),
-        ("sst2", "sentence\tlabel\n", r"sst2: the eval split \(validation, source files\) has no examples"),
-        ("sst5", "(3 (2 It) (3 works)\n", r"dev.tsv, line 1: malformed ptb line"),
-        ("sst5", "(3 (2 It) (3 works))\n__label__2\tbad\n", r"dev.tsv, line 2: expected ptb; found '__label__2\\tbad'"),
-        ("sst5", "__label__9\tfine\n", r"dev.tsv, line 1: label 8 is not in the label set of sst5"),
+        ("sst2", "sentence\tlabel\ngood\t1\nbad\t0\textra\n", 3, "expected 2 tab-separated fields, found 3"),
+        ("sst2", "sentence\tlabel\ngood\t1\nmeh\t2\n", 3,
+         r"label '2' is not in the label set of sst2 \(0=negative, 1=positive\)"),
+        ("qnli", "question\tsentence\tlabel\nq?\ts.\tmaybe\n", 2, "label 'maybe' is not in the label set of qnli"),
+        ("stsb", "sentence1\tsentence2\tscore\na\tb\t7.5\n", 2, r"score '7.5' of stsb must be a number in \[0.0, 5.0"),
+        ("stsb", "sentence1\tsentence2\tscore\na\tb\thigh\n", 2, "score 'high' of stsb"),
+        ("sst2", "good\t1\n", 1, "expected a header naming the columns sentence, label"),
+        ("sst5", "(3 (2 It) (3 works)\n", 1, "malformed ptb line"),
+        ("sst5", "(3 (2 It) (3 works))\n__label__2\tbad\n", 2, r"expected ptb; found '__label__2\\tbad'"),
+        ("sst5", "__label__9\tfine\n", 1, "label 8 is not in the label set of sst5"),
     ],
 )  # fmt: skip
-def test_malformed_rows_name_file_and_line(tmp_path, task, content, message):
+def test_malformed_rows_name_file_and_line(tmp_path, task, content, line, problem):
     write(tmp_path / "dev.tsv", content)
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(DataError, match=f"{tmp_path / 'dev.tsv'}, line {line}: {problem}"):
         files_task(task, tmp_path, eval_file="dev.tsv").load("eval")
+
+
+def test_empty_split(tmp_path):
+    write(tmp_path / "dev.tsv", "sentence\tlabel\n")
+    with pytest.raises(DataError, match=r"sst2: the eval split \(validation, source files\) has no examples"):
+        files_task("sst2", tmp_path).load("eval")
 
 
 def test_unreadable_files(tmp_path):
@@ -170,21 +176,27 @@ SQUAD_ROW = {
     "id": "x1", "title": "T", "context": "Ada wrote it.", "question": " Who wrote it?",
     "answers": {"text": ["Ada"], "answer_start": [0]},
 }  # fmt: skip
+GLUE = "nyu-mll/glue"
+PAIR, NLI = {"sentence1": "a", "sentence2": "b"}, {"premise": "a", "hypothesis": "b"}
 HUB_CASES = [
-    ("sst2", ("nyu-mll/glue", "sst2", "validation"), {"sentence": "fine ", "label": 1, "idx": 0}, ("fine", None, 1)),
-    ("qnli", ("nyu-mll/glue", "qnli", "validation"), {"question": "q", "sentence": "s", "label": 1}, ("q", "s", 1)),
-    ("rte", ("nyu-mll/glue", "rte", "validation"), {"sentence1": "a", "sentence2": "b", "label": 0}, ("a", "b", 0)),
-    ("mrpc", ("nyu-mll/glue", "mrpc", "validation"), {"sentence1": "a", "sentence2": "b", "label": 1}, ("a", "b", 1)),
-    ("qqp", ("nyu-mll/glue", "qqp", "validation"), {"question1": "a", "question2": "b", "label": 0}, ("a", "b", 0)),
-    ("cola", ("nyu-mll/glue", "cola", "validation"), {"sentence": "a", "label": 0}, ("a", None, 0)),
-    ("stsb", ("nyu-mll/glue", "stsb", "validation"), {"sentence1": "a", "sentence2": "b", "label": 3.8}, ("a", "b", 3.8)),
-    ("wnli", ("nyu-mll/glue", "wnli", "validation"), {"sentence1": "a", "sentence2": "b", "label": 1}, ("a", "b", 1)),
-    ("mnli", ("nyu-mll/glue", "mnli", "validation_matched"), {"premise": "p", "hypothesis": "h", "label": 2}, ("p", "h", 2)),
-    ("mnli_mismatched", ("nyu-mll/glue", "mnli", "validation_mismatched"), {"premise": "p", "hypothesis": "h", "label": 0},
-     ("p", "h", 0)),
-    ("sst5", ("SetFit/sst5", None, "validation"), {"text": "meh", "label": 2, "label_text": "neutral"}, ("meh", None, 2)),
-    ("snli", ("stanfordnlp/snli", None, "test"), {"premise": "p", "hypothesis": "h", "label": 1}, ("p", "h", 1)),
-]  # fmt: skip
+    ("sst2", (GLUE, "sst2", "validation"), {"sentence": "fine ", "label": 1, "idx": 0}, ("fine", None, 1)),
+    ("qnli", (GLUE, "qnli", "validation"), {"question": "a", "sentence": "b", "label": 1}, ("a", "b", 1)),
+    ("rte", (GLUE, "rte", "validation"), {**PAIR, "label": 0}, ("a", "b", 0)),
+    ("mrpc", (GLUE, "mrpc", "validation"), {**PAIR, "label": 1}, ("a", "b", 1)),
+    ("qqp", (GLUE, "qqp", "validation"), {"question1": "a", "question2": "b", "label": 0}, ("a", "b", 0)),
+    ("cola", (GLUE, "cola", "validation"), {"sentence": "a", "label": 0}, ("a", None, 0)),
+    ("stsb", (GLUE, "stsb", "validation"), {**PAIR, "label": 3.8}, ("a", "b", 3.8)),
+    ("wnli", (GLUE, "wnli", "validation"), {**PAIR, "label": 1}, ("a", "b", 1)),
+    ("mnli", (GLUE, "mnli", "validation_matched"), {**NLI, "label": 2}, ("a", "b", 2)),
+    ("mnli_mismatched", (GLUE, "mnli", "validation_mismatched"), {**NLI, "label": 0}, ("a", "b", 0)),
+    (
+        "sst5",
+        ("SetFit/sst5", None, "validation"),
+        {"text": "meh", "label": 2, "label_text": "neutral"},
+        ("meh", None, 2),
+    ),
+    ("snli", ("stanfordnlp/snli", None, "test"), {**NLI, "label": 1}, ("a", "b", 1)),
+]
 
 
 @pytest.mark.parametrize("name, call, row, expected", HUB_CASES)

@@ -117,3 +117,12 @@ def test_squad_trains_and_reports_exact_match_and_f1(tiny_bert, shared_data, tmp
     assert results["main_metric"] == "f1" and results["step"] == 2
     assert 0 <= results["exact_match"] <= results["f1"] <= 100
     assert 0 < results["eval_isoscore_star"] < 1
+
+
+def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, shared_data, tmp_path):
+    Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1")).fit()
+    before = (tmp_path / "run" / "results.json").read_text()
+    other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5")
+    with pytest.raises(ValueError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
+        Trainer(other).fit()
+    assert (tmp_path / "run" / "results.json").read_text() == before

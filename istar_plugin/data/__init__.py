@@ -1,0 +1,12 @@
+"""The data layer behind :mod:`istar_plugin.tasks`: the ``data`` config, file-layout readers, the hub and
+packaged sources, and SQuAD feature preparation.
+
+>>> from istar_plugin.data import DataConfig
+>>> DataConfig(source="hub").source
+'hub'
+"""
+
+from istar_plugin.data.config import DataConfig
+from istar_plugin.data.readers import DataError
+
+__all__ = ["DataConfig", "DataError"]

@@ -1,0 +1,213 @@
+"""Readers for the original file layouts of the benchmarks: GLUE-style TSV, HF parquet shards, JSON lines,
+Penn-treebank sentiment trees, fastText-labelled lines and SQuAD JSON. A ``.gz`` suffix is read through gzip.
+
+Every reader yields records tagged with where they came from (``"path, line N"``) so that a bad value
+can be reported precisely; malformed input raises :class:`DataError` naming the file and line.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
+>>> _ = path.write_text("sentence\\tlabel\\nso good \\t1\\n")
+>>> [(place.split(", ")[1], row) for place, row in read_tsv(path, required=("sentence", "label"))]
+[('line 2', {'sentence': 'so good ', 'label': '1'})]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+logger = logging.getLogger(__name__)
+
+Located = tuple[str, dict]
+"""A record and where it came from, e.g. ``("data/dev.tsv, line 7", {"sentence": ..., "label": "1"})``."""
+
+
+class DataError(ValueError):
+    """Data are missing or malformed; the message names the file and line (or the hub split and row)."""
+
+
+def where(path: Path | str, line: int, unit: str = "line") -> str:
+    """How records are located in messages: the file and the 1-based line (or row).
+
+    >>> where("a/dev.tsv", 3)
+    'a/dev.tsv, line 3'
+    """
+    return f"{path}, {unit} {line}"
+
+
+def open_text(path: Path | str) -> IO[str]:
+    """Open a UTF-8 text file (a byte-order mark is dropped), through gzip when it ends in ``.gz``.
+
+    Lines end only at ``\\n``, so a stray ``\\r`` or Unicode line separator inside a field stays in the field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
+    return open(path, encoding="utf-8-sig", newline="\n")
+
+
+def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line without its ``\\n`` / ``\\r\\n``) for every line of a text file."""
+    try:
+        with open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                yield number, line.rstrip("\n").removesuffix("\r")
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
+        raise DataError(f"{path}: cannot be read as UTF-8 text: {error}") from error
+
+
+def read_tsv(
+    path: Path | str,
+    required: Sequence[str],
+    headerless_columns: Sequence[str] | None = None,
+    skip_malformed: bool = False,
+) -> Iterator[Located]:
+    """Rows of a tab-separated file as dicts, without any quoting rules (as GLUE's files are written).
+
+    The first line is the header when it names every ``required`` column; otherwise the file must be
+    headerless and ``headerless_columns`` names its columns. A row with the wrong number of fields raises,
+    or with ``skip_malformed`` is dropped with a warning (GLUE's QQP carries such a known-bad row).
+    Blank lines are ignored.
+    """
+    columns: list[str] | None = None
+    for number, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if columns is None:
+            if all(name in fields for name in required):
+                columns = fields
+                continue
+            if headerless_columns is None:
+                raise DataError(
+                    f"{where(path, number)}: expected a header naming the columns {', '.join(required)}; "
+                    f"found {fields[:12]}"
+                )
+            columns = list(headerless_columns)
+        if len(fields) != len(columns):
+            problem = f"{where(path, number)}: expected {len(columns)} tab-separated fields, found {len(fields)}"
+            if not skip_malformed:
+                raise DataError(problem)
+            logger.warning("skipping malformed row: %s", problem)
+            continue
+        yield where(path, number), dict(zip(columns, fields))
+
+
+def read_jsonl(path: Path | str) -> Iterator[Located]:
+    """One JSON object per line (blank lines ignored)."""
+    for number, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{where(path, number)}: invalid JSON: {error}") from error
+        if not isinstance(record, dict):
+            raise DataError(f"{where(path, number)}: expected a JSON object, found {type(record).__name__}")
+        yield where(path, number), record
+
+
+def read_parquet(path: Path | str) -> Iterator[Located]:
+    """Rows of a parquet file (e.g. a Hugging Face dataset shard) as dicts, numbered from 1."""
+    import pyarrow
+    import pyarrow.parquet
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    try:
+        source = pyarrow.BufferReader(gzip.decompress(path.read_bytes())) if path.suffix == ".gz" else path
+        table = pyarrow.parquet.read_table(source)
+    except (pyarrow.ArrowException, OSError, EOFError) as error:
+        raise DataError(f"{path}: cannot be read as parquet: {error}") from error
+    for number, row in enumerate(table.to_pylist(), start=1):
+        yield where(path, number, unit="row"), row
+
+
+_TREE_LEAF = re.compile(r"\(\d+ ([^()]+)\)")
+_TREE_ROOT = re.compile(r"\((\d+) ")
+_BACKSLASH_ESCAPE = re.compile(r"\\(.)")
+_PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
+
+
+def tree_sentence(tree: str) -> tuple[str, str] | None:
+    """(sentence, root label) of one labelled PTB tree, or None when the line is not such a tree.
+
+    Bracket tokens (``-LRB-``) and backslash escapes (``\\/``) are undone, as pytreebank does.
+
+    >>> tree_sentence("(3 (2 It) (4 (3 works) (2 \\\\/) (2 -LRB-ok-RRB-)))")
+    ('It works / (ok)', '3')
+    """
+    root = _TREE_ROOT.match(tree)
+    leaves = _TREE_LEAF.findall(tree)
+    if root is None or not leaves or tree.count("(") != tree.count(")"):
+        return None
+    sentence = " ".join(leaves)
+    for token, bracket in _PTB_ESCAPES.items():
+        sentence = sentence.replace(token, bracket)
+    return _BACKSLASH_ESCAPE.sub(r"\1", sentence), root.group(1)
+
+
+_FASTTEXT_LINE = re.compile(r"__label__(\S+)\s+(.*)")
+
+
+def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
+    """Labelled sentences from SST-style files: PTB trees (``(3 (2 It) ...)``, label = root) or fastText
+    lines (``__label__4<TAB>It ...``, label as written). Records are ``{"text": ..., "label": ..., "format": ...}``
+    with format ``"ptb"`` or ``"fasttext"``; a file must use one format throughout.
+    """
+    file_format = None
+    for number, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        line_format = "ptb" if line.startswith("(") else "fasttext" if line.startswith("__label__") else None
+        if line_format is None or (file_format is not None and line_format != file_format):
+            expected = file_format or "a PTB tree '(label ...)' or a fastText line '__label__N<TAB>text'"
+            raise DataError(f"{where(path, number)}: expected {expected}; found {line[:60]!r}")
+        file_format = line_format
+        parsed = tree_sentence(line) if line_format == "ptb" else _fasttext_sentence(line)
+        if parsed is None:
+            raise DataError(f"{where(path, number)}: malformed {line_format} line: {line[:60]!r}")
+        text, label = parsed
+        yield where(path, number), {"text": text, "label": label, "format": line_format}
+
+
+def _fasttext_sentence(line: str) -> tuple[str, str] | None:
+    match = _FASTTEXT_LINE.fullmatch(line)
+    return None if match is None else (match.group(2), match.group(1))
+
+
+def read_squad_json(path: Path | str) -> Iterator[Located]:
+    """Questions of a SQuAD v1.1 JSON file as ``{"id", "question", "context", "answers": {"text", "answer_start"}}``."""
+    with open_text(path) as handle:
+        try:
+            document = json.load(handle)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise DataError(f"{path}: invalid SQuAD JSON: {error}") from error
+    try:
+        for article in document["data"]:
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                for question in paragraph["qas"]:
+                    answers = question["answers"]
+                    yield (
+                        f"{path}, question {question['id']}",
+                        {
+                            "id": question["id"],
+                            "question": question["question"],
+                            "context": context,
+                            "answers": {
+                                "text": [a["text"] for a in answers],
+                                "answer_start": [a["answer_start"] for a in answers],
+                            },
+                        },
+                    )
+    except (KeyError, TypeError) as error:
+        raise DataError(f"{path}: not in the SQuAD layout data/paragraphs/qas (missing {error})") from error

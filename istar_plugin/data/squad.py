@@ -1,0 +1,172 @@
+"""SQuAD v1.1 for extractive QA: windowed features from a fast tokenizer, answer spans as token positions,
+and decoding of start/end logits back to answer text through the offset mapping.
+
+>>> offsets = [None, None, (0, 3), (4, 9), (10, 12), (12, 13), None]  # [CLS] Who? [SEP] Ada wrote it . [SEP]
+>>> answer_token_span(offsets, start_char=4, end_char=12)
+(3, 4)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from istar_plugin.data.readers import DataError
+
+N_BEST = 20
+MAX_ANSWER_LENGTH = 30
+ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+
+Offsets = Sequence[tuple[int, int] | None]
+"""Per token, its (start, end) characters in the context, or None for question and special tokens."""
+
+
+def check_example(located: str, example: dict) -> None:
+    """Raise :class:`DataError` unless every gold answer is non-empty and sits in the context at its offset."""
+    answers = example["answers"]
+    if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
+        raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
+    context = example["context"]
+    for text, start in zip(answers["text"], answers["answer_start"]):
+        if not text or context[start : start + len(text)] != text:
+            raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
+
+
+def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int] | None:
+    """(first, last) token covering characters [start_char, end_char) of the context, or None when the
+    window does not hold the whole answer."""
+    context_tokens = [i for i, offset in enumerate(context_offsets) if offset is not None]
+    first, last = context_tokens[0], context_tokens[-1]
+    if context_offsets[first][0] > start_char or context_offsets[last][1] < end_char:
+        return None
+    start = first
+    while context_offsets[start][1] <= start_char:
+        start += 1
+    end = last
+    while context_offsets[end][0] >= end_char:
+        end -= 1
+    return start, end
+
+
+def train_features(
+    examples: Sequence[dict], tokenizer: Any, max_length: int = 384, doc_stride: int = 128
+) -> list[dict]:
+    """One feature per window with ``start_positions``/``end_positions`` of the first gold answer
+    (both at the CLS token when the window does not hold it)."""
+    encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
+    features = []
+    for index, example_index in enumerate(encoded["overflow_to_sample_mapping"]):
+        answers = examples[example_index]["answers"]
+        start_char = answers["answer_start"][0]
+        span = answer_token_span(_context_offsets(encoded, index), start_char, start_char + len(answers["text"][0]))
+        feature = _encoding(encoded, index)
+        if span is None:
+            cls_index = feature["input_ids"].index(tokenizer.cls_token_id)
+            span = (cls_index, cls_index)
+        feature["start_positions"], feature["end_positions"] = span
+        features.append(feature)
+    return features
+
+
+def eval_features(examples: Sequence[dict], tokenizer: Any, max_length: int = 384, doc_stride: int = 128) -> list[dict]:
+    """One feature per window with its ``example_id`` and ``offset_mapping`` (None outside the context)."""
+    encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
+    features = []
+    for index, example_index in enumerate(encoded["overflow_to_sample_mapping"]):
+        feature = _encoding(encoded, index)
+        feature["example_id"] = examples[example_index]["id"]
+        feature["offset_mapping"] = _context_offsets(encoded, index)
+        features.append(feature)
+    return features
+
+
+def decode_answers(
+    examples: Sequence[dict],
+    features: Sequence[dict],
+    start_logits: Sequence[Sequence[float]],
+    end_logits: Sequence[Sequence[float]],
+    n_best: int = N_BEST,
+    max_answer_length: int = MAX_ANSWER_LENGTH,
+) -> list[str]:
+    """The best-scoring answer text of each example (in order) over all its windows: the ``n_best`` start
+    and end tokens of each window, spans inside the context of at most ``max_answer_length`` tokens,
+    score = start + end logit; ``""`` when no window offers a valid span.
+
+    Logit rows may be longer than their feature (batch padding); the extra positions are ignored.
+    """
+    if not len(start_logits) == len(end_logits) == len(features):
+        raise ValueError(
+            f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} features"
+        )
+    windows = defaultdict(list)
+    for index, feature in enumerate(features):
+        windows[feature["example_id"]].append(index)
+    answers = []
+    for example in examples:
+        best_score, best_text = -np.inf, ""
+        for index in windows[example["id"]]:
+            offsets = features[index]["offset_mapping"]
+            score, span = _best_span(
+                offsets, _row(start_logits[index], len(offsets), index), _row(end_logits[index], len(offsets), index),
+                n_best, max_answer_length,
+            )  # fmt: skip
+            if span is not None and score > best_score:
+                best_score, best_text = score, example["context"][offsets[span[0]][0] : offsets[span[1]][1]]
+        answers.append(best_text)
+    return answers
+
+
+def _best_span(
+    offsets: Offsets, starts: np.ndarray, ends: np.ndarray, n_best: int, max_answer_length: int
+) -> tuple[float, tuple[int, int] | None]:
+    """(score, (start, end)) of the best valid span among the top ``n_best`` starts and ends of one window."""
+    top_starts = np.argsort(-starts, kind="stable")[:n_best]
+    top_ends = np.argsort(-ends, kind="stable")[:n_best]
+    in_context = np.array([offset is not None for offset in offsets])
+    span_tokens = top_ends[None, :] - top_starts[:, None] + 1
+    valid = (
+        in_context[top_starts][:, None] & in_context[top_ends][None, :]
+        & (span_tokens >= 1) & (span_tokens <= max_answer_length)
+    )  # fmt: skip
+    if not valid.any():
+        return -np.inf, None
+    scores = np.where(valid, starts[top_starts][:, None] + ends[top_ends][None, :], -np.inf)
+    i, j = np.unravel_index(np.argmax(scores), scores.shape)
+    return float(scores[i, j]), (int(top_starts[i]), int(top_ends[j]))
+
+
+def _row(logits: Sequence[float], length: int, index: int) -> np.ndarray:
+    row = np.asarray(logits, dtype=np.float64).reshape(-1)
+    if row.size < length:
+        raise ValueError(f"feature {index} has {length} tokens but only {row.size} logits")
+    return row[:length]
+
+
+def _tokenize(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int) -> Any:
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
+    if doc_stride >= max_length:
+        raise ValueError(f"doc_stride ({doc_stride}) must be below max_length ({max_length}) for SQuAD windows")
+    return tokenizer(
+        [example["question"].lstrip() for example in examples],
+        [example["context"] for example in examples],
+        truncation="only_second",
+        max_length=max_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+
+
+def _encoding(encoded: Any, index: int) -> dict:
+    return {key: encoded[key][index] for key in ENCODING_KEYS if key in encoded}
+
+
+def _context_offsets(encoded: Any, index: int) -> list[tuple[int, int] | None]:
+    return [
+        tuple(offset) if sequence == 1 else None
+        for offset, sequence in zip(encoded["offset_mapping"][index], encoded.sequence_ids(index))
+    ]

@@ -1,0 +1,230 @@
+"""Evaluation metrics for every task, as small self-contained functions (no download at run time).
+
+One entry point, :func:`compute`, picks the metrics of a task by name:
+
+>>> compute("mrpc", [1, 0, 1, 1], [1, 0, 0, 1])
+{'accuracy': 0.75, 'f1': 0.8, 'combined_score': 0.775}
+>>> compute("squad", ["The Eiffel tower"], [["eiffel tower", "tower"]])
+{'exact_match': 100.0, 'f1': 100.0}
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+
+def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
+    """Fraction of predictions equal to their reference.
+
+    >>> accuracy([0, 1, 1], [0, 1, 0])
+    0.6666666666666666
+    """
+    return sum(int(p) == int(r) for p, r in zip(predictions, references)) / len(references)
+
+
+def binary_f1(predictions: Sequence[int], references: Sequence[int]) -> float:
+    """F1 of the positive class (label 1); 0 when there is no true positive.
+
+    >>> binary_f1([1, 1, 0, 0], [1, 0, 1, 0])
+    0.5
+    """
+    true_pos = sum(int(p) == 1 and int(r) == 1 for p, r in zip(predictions, references))
+    if true_pos == 0:
+        return 0.0
+    precision = true_pos / sum(int(p) == 1 for p in predictions)
+    recall = true_pos / sum(int(r) == 1 for r in references)
+    return 2 * precision * recall / (precision + recall)
+
+
+def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) -> float:
+    """Matthews correlation coefficient (multi-class form); 0 when undefined (a constant row or column).
+
+    >>> matthews_correlation([1, 1, 0, 0], [1, 0, 0, 0])
+    0.5773502691896258
+    >>> matthews_correlation([1, 1, 1], [1, 0, 1])
+    0.0
+    """
+    labels = sorted({int(x) for x in predictions} | {int(x) for x in references})
+    predicted_counts = Counter(int(p) for p in predictions)
+    true_counts = Counter(int(r) for r in references)
+    n = len(references)
+    correct = sum(int(p) == int(r) for p, r in zip(predictions, references))
+    covariance = correct * n - sum(predicted_counts[k] * true_counts[k] for k in labels)
+    pred_spread = n * n - sum(predicted_counts[k] ** 2 for k in labels)
+    true_spread = n * n - sum(true_counts[k] ** 2 for k in labels)
+    if pred_spread == 0 or true_spread == 0:
+        return 0.0
+    return covariance / math.sqrt(pred_spread * true_spread)
+
+
+def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
+    """Pearson correlation; 0 when undefined (either side constant).
+
+    >>> round(pearson([1, 2, 3, 4], [2, 4, 5, 9]), 6)
+    0.964764
+    """
+    xs = [float(p) for p in predictions]
+    ys = [float(r) for r in references]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    dx = [x - mean_x for x in xs]
+    dy = [y - mean_y for y in ys]
+    spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
+    if spread == 0:
+        return 0.0
+    return max(-1.0, min(1.0, sum(a * b for a, b in zip(dx, dy)) / spread))
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """Ranks starting at 1, ties sharing the average of the ranks they span.
+
+    >>> average_ranks([10, 20, 10, 5])
+    [2.5, 4.0, 2.5, 1.0]
+    """
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
+    """Spearman rank correlation (Pearson of average ranks); 0 when undefined.
+
+    >>> spearman([1, 2, 3, 4], [2, 4, 5, 9])
+    1.0
+    """
+    return pearson(average_ranks([float(p) for p in predictions]), average_ranks([float(r) for r in references]))
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, fold whitespace.
+
+    >>> normalize_answer("  The  Eiffel-Tower! ")
+    'eiffeltower'
+    """
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def answer_f1(prediction: str, gold: str) -> float:
+    """Token-overlap F1 of two normalised answers, in [0, 1].
+
+    >>> answer_f1("the big cat", "a cat")
+    0.6666666666666666
+    """
+    predicted_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    overlap = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
+    if overlap == 0:
+        return 0.0
+    precision = overlap / len(predicted_tokens)
+    recall = overlap / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
+    """Percentage of predictions equal (after normalisation) to at least one gold answer.
+
+    >>> squad_exact_match(["a cat", "dog"], [["Cat"], ["cat", "the dogs"]])
+    50.0
+    """
+    hits = sum(
+        max(normalize_answer(p) == normalize_answer(g) for g in golds) for p, golds in zip(predictions, references)
+    )
+    return 100.0 * hits / len(references)
+
+
+def squad_f1(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
+    """Mean over questions of the best token F1 against any gold answer, x100.
+
+    >>> round(squad_f1(["big cat"], [["cat", "dog"]]), 4)
+    66.6667
+    """
+    total = sum(max(answer_f1(p, g) for g in golds) for p, golds in zip(predictions, references))
+    return 100.0 * total / len(references)
+
+
+Scorer = Callable[[Sequence, Sequence], float]
+_LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
+_ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
+
+TASK_SCORERS: dict[str, dict[str, Scorer]] = {
+    "sst2": _LABEL_ACCURACY,
+    "qnli": _LABEL_ACCURACY,
+    "rte": _LABEL_ACCURACY,
+    "sst5": _LABEL_ACCURACY,
+    "mnli": _LABEL_ACCURACY,
+    "mnli_mismatched": _LABEL_ACCURACY,
+    "wnli": _LABEL_ACCURACY,
+    "movie_snippets": _LABEL_ACCURACY,
+    "snli": _LABEL_ACCURACY,
+    "mrpc": _ACCURACY_AND_F1,
+    "qqp": _ACCURACY_AND_F1,
+    "cola": {"matthews_correlation": matthews_correlation},
+    "stsb": {"pearson": pearson, "spearman": spearman},
+    "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
+}
+"""Task name -> its metrics, by result key."""
+
+TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
+"""Tasks whose result also carries ``combined_score``, the mean of their metrics."""
+
+
+def metric_names(task: str) -> tuple[str, ...]:
+    """The keys :func:`compute` returns for ``task``.
+
+    >>> metric_names("stsb")
+    ('pearson', 'spearman', 'combined_score')
+    """
+    names = tuple(_scorers(task))
+    return names + ("combined_score",) if task in TASKS_WITH_COMBINED_SCORE else names
+
+
+def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
+    """All metrics of ``task``: label ids (classification), floats (regression), or for ``squad``
+    predicted answer strings and lists of gold answer strings.
+
+    >>> compute("cola", [1, 0, 1], [1, 0, 0])
+    {'matthews_correlation': 0.5}
+    """
+    scorers = _scorers(task)
+    predictions, references = list(predictions), list(references)
+    if len(predictions) != len(references):
+        raise ValueError(f"{task}: {len(predictions)} predictions but {len(references)} references")
+    if not references:
+        raise ValueError(f"{task}: no predictions to score")
+    if task == "squad":
+        _check_squad_inputs(predictions, references)
+    results = {name: float(score(predictions, references)) for name, score in scorers.items()}
+    if task in TASKS_WITH_COMBINED_SCORE:
+        results["combined_score"] = sum(results.values()) / len(results)
+    return results
+
+
+def _scorers(task: str) -> dict[str, Scorer]:
+    try:
+        return TASK_SCORERS[task]
+    except KeyError:
+        raise KeyError(f"no metrics for task {task!r}; known tasks: {', '.join(sorted(TASK_SCORERS))}") from None
+
+
+def _check_squad_inputs(predictions: list, references: list) -> None:
+    for index, (prediction, golds) in enumerate(zip(predictions, references)):
+        if not isinstance(prediction, str):
+            raise TypeError(f"squad: prediction {index} must be an answer string, got {type(prediction).__name__}")
+        if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
+            raise TypeError(f"squad: reference {index} must be a non-empty list of answer strings, got {golds!r}")
