@@ -1,0 +1,502 @@
+"""``istar-report GRID_DIR``: Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024) from a grid of runs.
+
+Every directory under GRID_DIR holding a ``config.yaml`` is a cell (one run); a finished cell also holds the
+trainer's ``results.json``. A cell without a readable one is reported as missing or failed, never dropped.
+Scores are percentages; a method's best setting is its lambda/zeta with the highest mean score over seeds.
+
+    istar-report GRID_DIR [--out DIR]   # table1.md/.csv, table2.md/.csv, cells.csv, figure3.png in DIR
+
+>>> import json, tempfile
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
+...     cell = grid / "sst2" / f"seed{seed}"
+...     cell.mkdir(parents=True)
+...     _ = (cell / "config.yaml").write_text("task: sst2\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "bert", "seed": seed,
+...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
+...         "eval_isoscore_star": 0.1}))
+>>> _ = (grid / "sst2" / "seed3").mkdir(); _ = (grid / "sst2" / "seed3" / "config.yaml").write_text("task: sst2\\n")
+>>> records, problems = collect(grid)
+>>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
+[(91.0, 1.4142, 2)]
+>>> [(Path(path).name, reason) for path, reason in problems]
+[('seed3', 'no results.json (not finished, or failed)')]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import numbers
+import os
+import statistics
+import sys
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from .rundir import atomic_write_bytes, atomic_write_text
+
+__all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "figure3_points",
+           "figure3", "main"]
+
+METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
+"""Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
+
+ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
+"""Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
+
+Key = tuple  # (model, task, method) or (model, task, method, lam, zeta)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One finished cell: ``value`` is the main metric as stored, ``score`` the same as a percentage."""
+
+    task: str
+    model: str
+    method: str
+    lam: Optional[float]
+    zeta: Optional[float]
+    seed: int
+    metric: str
+    value: float
+    score: float
+    isoscore_star: float
+    path: str
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, 0 for one seed)."""
+
+    model: str
+    task: str
+    method: str
+    lam: Optional[float]
+    zeta: Optional[float]
+    metric: str
+    seeds: tuple[int, ...]
+    scores: tuple[float, ...]
+    isoscores: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.scores) if self.n > 1 else 0.0
+
+    @property
+    def isoscore_mean(self) -> float:
+        return statistics.fmean(self.isoscores)
+
+    @property
+    def isoscore_std(self) -> float:
+        return statistics.stdev(self.isoscores) if self.n > 1 else 0.0
+
+
+class CellProblem(Exception):
+    """Why a cell gives no record; the message is the reason listed in the report."""
+
+
+# ----------------------------------------------------------------------------------------------- collecting
+def as_percent(task: str, metric: str, value: float) -> float:
+    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions.
+
+    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
+    (50.0, 88.5)
+    """
+    return value if metric in ALREADY_PERCENT.get(task, ()) else 100.0 * value
+
+
+def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
+    """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
+
+    A second cell with the same model, task, method, lam, zeta and seed as an earlier one (in path order) is
+    a problem too: averaging both would count one seed twice.
+    """
+    grid = Path(grid_dir)
+    if not grid.is_dir():
+        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    records: list[Record] = []
+    problems: list[tuple[str, str]] = []
+    first_of: dict[Key, Record] = {}
+    for cell in find_cells(grid):
+        try:
+            record = read_cell(cell)
+        except CellProblem as problem:
+            problems.append((str(cell), str(problem)))
+            continue
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.seed)
+        if key in first_of:
+            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed); left out"
+            problems.append((str(cell), reason))
+            continue
+        first_of[key] = record
+        records.append(record)
+    return records, problems
+
+
+def find_cells(grid: Path) -> list[Path]:
+    """Every directory under ``grid`` (itself included) holding a ``config.yaml``, in path order."""
+    cells = [Path(root) for root, _, files in os.walk(grid) if "config.yaml" in files]
+    return sorted(cells, key=lambda path: path.parts)
+
+
+def read_cell(cell: Path) -> Record:
+    """The record of a finished cell; raises :class:`CellProblem` saying why there is none."""
+    path = cell / "results.json"
+    if not path.is_file():
+        raise CellProblem("no results.json (not finished, or failed)" + _failure_hints(cell))
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CellProblem(f"unreadable results.json: {error}") from None
+    if not isinstance(results, dict):
+        raise CellProblem(f"results.json holds a {type(results).__name__}, not an object")
+    criterion = _field(results, "criterion", dict)
+    task, metric = _field(results, "task", str), _field(results, "main_metric", str)
+    metrics = results.get("metrics") if isinstance(results.get("metrics"), dict) else {}
+    value = _number(metrics.get(metric, results.get(metric)), f"main metric {metric!r}")
+    return Record(
+        task=task,
+        model=_field(results, "model", str),
+        method=_field(criterion, "name", str, "criterion.name"),
+        lam=_optional_number(criterion.get("lam"), "criterion.lam"),
+        zeta=_optional_number(criterion.get("zeta"), "criterion.zeta"),
+        seed=_field(results, "seed", int),
+        metric=metric,
+        value=value,
+        score=as_percent(task, metric, value),
+        isoscore_star=_number(results.get("eval_isoscore_star"), "eval_isoscore_star"),
+        path=str(cell),
+    )
+
+
+def _field(mapping: dict, key: str, kind: type, label: Optional[str] = None) -> Any:
+    value = mapping.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        found = "missing" if value is None else f"a {type(value).__name__} ({value!r})"
+        raise CellProblem(f"results.json: {label or key} should be a {kind.__name__}, is {found}")
+    return value
+
+
+def _number(value: Any, label: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CellProblem(f"results.json: {label} should be a number, is {'missing' if value is None else repr(value)}")
+    if not math.isfinite(value):
+        raise CellProblem(f"results.json: {label} is {value}")
+    return float(value)
+
+
+def _optional_number(value: Any, label: str) -> Optional[float]:
+    return None if value is None else _number(value, label)
+
+
+def _failure_hints(cell: Path) -> str:
+    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
+    hints = []
+    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
+    if checkpoints:
+        hints.append(f"last checkpoint {checkpoints[-1].name}")
+    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
+    if logs:
+        last_line = _last_line(logs[-1])
+        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
+    return "".join(f"; {hint}" for hint in hints)
+
+
+def _last_line(path: Path, limit: int = 200) -> str:
+    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+# ------------------------------------------------------------------------------------------------ tables
+def method_order(methods: Iterable[str]) -> list[str]:
+    """Base, CosReg, I-STAR first, then any other criterion by name."""
+    return sorted(set(methods), key=_method_rank)
+
+
+def _method_rank(method: str) -> tuple[int, str]:
+    known = list(METHOD_NAMES)
+    return (known.index(method) if method in known else len(known), method)
+
+
+def display_name(method: str) -> str:
+    return METHOD_NAMES.get(method, method)
+
+
+def settings(records: Sequence[Record]) -> list[Setting]:
+    """Records grouped by model, task, method, lam and zeta (seeds in ascending order)."""
+    groups: dict[Key, list[Record]] = {}
+    for record in records:
+        groups.setdefault((record.model, record.task, record.method, record.lam, record.zeta), []).append(record)
+    result = []
+    for (model, task, method, lam, zeta), group in groups.items():
+        group.sort(key=lambda record: record.seed)
+        metrics = {record.metric for record in group}
+        if len(metrics) > 1:
+            raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric ({', '.join(sorted(metrics))})")
+        result.append(Setting(
+            model, task, method, lam, zeta, metrics.pop(),
+            seeds=tuple(record.seed for record in group),
+            scores=tuple(record.score for record in group),
+            isoscores=tuple(record.isoscore_star for record in group),
+        ))
+    return sorted(result, key=_setting_order)
+
+
+def _setting_order(setting: Setting) -> tuple:
+    none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
+    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam), none_first(setting.zeta))
+
+
+def best_settings(records: Sequence[Record]) -> dict[Key, tuple[Setting, int]]:
+    """(model, task, method) -> (its setting with the highest mean score, how many settings were compared).
+
+    Ties go to the setting with more seeds, then to the first in lam/zeta order.
+    """
+    candidates: dict[Key, list[Setting]] = {}
+    for setting in settings(records):
+        candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
+    return {key: (max(group, key=lambda s: (s.mean, s.n)), len(group)) for key, group in candidates.items()}
+
+
+def table1(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """Rows model x task: ``model``, ``task``, ``metric`` and per method column title its best
+    :class:`Setting` (None where the method did not run)."""
+    best = best_settings(records)
+    columns = [display_name(method) for method in method_order(key[2] for key in best)]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for (model, task, method), (setting, _) in sorted(best.items(), key=lambda item: _setting_order(item[1][0])):
+        row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
+                                               **dict.fromkeys(columns)})
+        row[display_name(method)] = setting
+    return list(rows.values())
+
+
+def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """The selected hyperparameters: one row per model x task x method that has a lam or zeta to choose."""
+    rows = []
+    for (model, task, method), (setting, compared) in sorted(best_settings(records).items(),
+                                                             key=lambda item: _setting_order(item[1][0])):
+        if setting.lam is None and setting.zeta is None:
+            continue
+        rows.append({"model": model, "task": task, "method": display_name(method), "lam": setting.lam,
+                     "zeta": setting.zeta, "mean": setting.mean, "std": setting.std, "n": setting.n,
+                     "settings_compared": compared})
+    return rows
+
+
+def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The method column titles of :func:`table1` rows."""
+    return [key for key in rows[0] if key not in ("model", "task", "metric")] if rows else []
+
+
+def format_score(setting: Optional[Setting], most_seeds: int) -> str:
+    """``mean ± std``, marked ``(n=k)`` when fewer seeds than the grid's most, or only one, went in.
+
+    >>> format_score(Setting("bert", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
+    '92.50 ± 0.00 (n=1)'
+    """
+    if setting is None:
+        return "—"
+    text = f"{setting.mean:.2f} ± {setting.std:.2f}"
+    return text + (f" (n={setting.n})" if setting.n == 1 or setting.n < most_seeds else "")
+
+
+def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Table 1 as a markdown table; the best mean in each row in bold when methods compete."""
+    columns = method_columns(rows)
+    most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
+    lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
+    for row in rows:
+        present = [row[column] for column in columns if row[column] is not None]
+        top = max(s.mean for s in present)
+        cells = []
+        for column in columns:
+            text = format_score(row[column], most_seeds)
+            bold = len(present) > 1 and row[column] is not None and row[column].mean == top
+            cells.append(f"**{text}**" if bold else text)
+        lines.append(f"| {row['model']} | {row['task']} | {row['metric']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table1_csv_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table 1 flattened: per method ``<Method> mean``, ``std``, ``n``, ``lam`` and ``zeta`` columns."""
+    flat = []
+    for row in rows:
+        out = {"model": row["model"], "task": row["task"], "metric": row["metric"]}
+        for column in method_columns(rows):
+            setting = row[column]
+            for name in ("mean", "std", "n", "lam", "zeta"):
+                out[f"{column} {name}"] = None if setting is None else getattr(setting, name)
+        flat.append(out)
+    return flat
+
+
+def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    lines = ["| Model | Task | Method | λ | ζ | mean ± std | settings compared |", "|---" * 7 + "|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {_number_text(row['lam'])} | "
+                     f"{_number_text(row['zeta'])} | {row['mean']:.2f} ± {row['std']:.2f} | {row['settings_compared']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _number_text(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+    """Rows as CSV text: None as an empty field, floats to 10 decimals (no 90.40000000000002)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({key: _csv_value(value) for key, value in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    return round(value, 10) if isinstance(value, float) else value
+
+
+# ------------------------------------------------------------------------------------------------ figure 3
+def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
+    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta when
+    several were run) and cross_entropy as lambda 0 unless I-STAR ran lambda 0 itself."""
+    grouped = settings(records)
+    per_lambda: dict[tuple[str, str, float], Setting] = {}
+    for setting in grouped:
+        if setting.method == "istar" and setting.lam is not None:
+            key = (setting.task, setting.model, setting.lam)
+            if key not in per_lambda or setting.mean > per_lambda[key].mean:
+                per_lambda[key] = setting
+    for setting in grouped:
+        if setting.method == "cross_entropy":
+            per_lambda.setdefault((setting.task, setting.model, 0.0), setting)
+    points: dict[str, dict[str, list[tuple[float, Setting]]]] = {}
+    for (task, model, lam), setting in sorted(per_lambda.items()):
+        points.setdefault(task, {}).setdefault(model, []).append((lam, setting))
+    return points
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
+    """Figure 3: per task a panel of eval IsoScore* (x) against score (y), one point per lambda and model,
+    error bars one std over seeds on both axes, each point labelled with its lambda; written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = figure3_points(records)
+    if not points:
+        raise ValueError("figure 3 needs I-STAR or cross_entropy cells; none were given")
+    models = sorted({model for per_model in points.values() for model in per_model})
+    colours = {model: plt.cm.tab10(i % 10) for i, model in enumerate(models)}
+    markers = {model: MARKERS[i % len(MARKERS)] for i, model in enumerate(models)}
+    columns = min(3, len(points))
+    rows = math.ceil(len(points) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(max(6.0, 0.6 + 4.6 * columns), 1.3 + 3.7 * rows), dpi=130,
+                             squeeze=False, layout="constrained")
+    for ax in axes.flat[len(points):]:
+        ax.set_visible(False)
+    metric_of = {record.task: record.metric for record in records}
+    for ax, (task, per_model) in zip(axes.flat, points.items()):
+        for model, series in per_model.items():
+            _plot_series(ax, series, colours[model], markers[model], model)
+        ax.set_title(f"{task} ({metric_of[task]})", fontsize=11)
+        ax.set_xlabel("eval IsoScore*", fontsize=9)
+        ax.set_ylabel(f"{metric_of[task]} (%)", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.margins(0.15)
+    handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
+    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base)\n"
+                 "mean ± std over seeds on both axes", fontsize=10)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str) -> None:
+    xs = [setting.isoscore_mean for _, setting in series]
+    ys = [setting.mean for _, setting in series]
+    ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.5)
+    ax.errorbar(xs, ys, xerr=[s.isoscore_std for _, s in series], yerr=[s.std for _, s in series], fmt="none",
+                ecolor=colour, elinewidth=0.9, capsize=2.5, alpha=0.8)
+    ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, markersize=5.5, markeredgecolor="white",
+            markeredgewidth=0.6, zorder=3, label=model)
+    for lam, x, y in zip((lam for lam, _ in series), xs, ys):
+        ax.annotate(f"{lam:g}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, color=colour,
+                    fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+def write_report(records: Sequence[Record], out: Path) -> str:
+    """Write every output file into ``out``; returns Table 1 as markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows1, rows2 = table1(records), table2(records)
+    markdown1 = table1_markdown(rows1)
+    atomic_write_text(out / "table1.md", markdown1)
+    atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1)))
+    atomic_write_text(out / "table2.md", table2_markdown(rows2))
+    atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "mean", "std",
+                                                           "n", "settings_compared"]))
+    atomic_write_text(out / "cells.csv", csv_text([asdict(r) for r in records], [f.name for f in fields(Record)]))
+    if figure3_points(records):
+        figure3(records, out / "figure3.png")
+    return markdown1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-report", description=__doc__.split("\n\n>>>")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("grid_dir", type=Path, metavar="GRID_DIR", help="directory holding the grid's run directories")
+    parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report)")
+    args = parser.parse_args(argv)
+    try:
+        records, problems = collect(args.grid_dir)
+    except NotADirectoryError as error:
+        print(f"istar-report: {error}", file=sys.stderr)
+        return 2
+    if not records and not problems:
+        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)", file=sys.stderr)
+        return 2
+    out = args.out or args.grid_dir / "report"
+    if records:
+        print(write_report(records, out), end="")
+        if not figure3_points(records):
+            print("figure3.png not written: no I-STAR or cross_entropy cell finished")
+        print(f"\n{len(records)} finished cells; report in {out}")
+    else:
+        print("no cell has finished: no report written")
+    print(f"missing or failed cells: {len(problems)}")
+    for path, reason in problems:
+        print(f"  {path}: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""istar-report on a synthetic grid whose means, stds and best settings are known by construction.
+
+Every setting's three seeds score mean - s, mean, mean + s (so the sample std is exactly s) and its
+IsoScore* is iso - 0.01, iso, iso + 0.01 (std 0.01).
+"""
+import csv
+import json
+import shutil
+
+import pytest
+
+from istar_plugin import report
+
+SEEDS = (1, 2, 3)
+BASE = {"sst2": 90.0, "squad": 80.0}  # sst2 stores accuracy in [0, 1]; squad stores f1 already x100
+MODEL_OFFSET = {"bert": 2.0, "albert": 0.0}
+STD = {"cross_entropy": 0.5, "cosreg": 1.0, "istar": 2.0}
+BONUS = {  # (method, lam, zeta) -> points above Base
+    "bert": {("cross_entropy", None, None): 0.0, ("cosreg", -1.0, None): -0.5, ("cosreg", 1.0, None): 0.3,
+             ("istar", -1.0, 0.2): 0.5, ("istar", -5.0, 0.2): 1.5, ("istar", 1.0, 0.2): -1.0, ("istar", -5.0, 0.6): 1.0},
+    "albert": {("cross_entropy", None, None): 0.0, ("cosreg", -1.0, None): 0.4, ("cosreg", 1.0, None): -0.2,
+               ("istar", -1.0, 0.2): 0.8, ("istar", -5.0, 0.2): 0.2, ("istar", 1.0, 0.2): -0.5, ("istar", -5.0, 0.6): 1.2},
+}
+FINISHED = len(BASE) * sum(len(bonus) for bonus in BONUS.values()) * len(SEEDS)  # 84
+
+
+def isoscore(lam, zeta):
+    return 0.2 if lam is None else 0.2 + 0.03 * lam + (0.01 if zeta == 0.6 else 0.0)
+
+
+def criterion(method, lam, zeta):
+    if method == "cross_entropy":
+        return {"name": method}
+    if method == "cosreg":
+        return {"name": method, "lam": lam}
+    return {"name": method, "lam": lam, "zeta": zeta, "shrinkage_points": 250000, "layers": None,
+            "shrinkage_mode": "eval", "distributed_cloud": "pooled"}
+
+
+def write_cell(directory, task, model, method, lam, zeta, seed, score, iso):
+    directory.mkdir(parents=True)
+    (directory / "config.yaml").write_text(f"task: {task}\nseed: {seed}\n")
+    metric = "f1" if task == "squad" else "accuracy"
+    value = score if task == "squad" else score / 100
+    results = {"task": task, "model": model, "seed": seed, "step": 100, "epoch": 1,
+               "criterion": criterion(method, lam, zeta), "main_metric": metric, metric: value,
+               "metrics": {metric: value, "eval_isoscore_star": iso, "eval_isoscore_star_per_layer": [iso, iso]},
+               "eval_isoscore_star": iso, "eval_isoscore_star_per_layer": [iso, iso], "initial": None, "history": []}
+    (directory / "results.json").write_text(json.dumps(results))
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grid")
+    for task in BASE:
+        nesting = root / "batch1" / task if task == "squad" else root / task  # cells sit at different depths
+        for model, bonuses in BONUS.items():
+            for (method, lam, zeta), bonus in bonuses.items():
+                mean = BASE[task] + MODEL_OFFSET[model] + bonus
+                for seed, sign in zip(SEEDS, (-1, 0, 1)):
+                    cell = nesting / model / f"{method}_lam{lam}_zeta{zeta}" / f"seed{seed}"
+                    write_cell(cell, task, model, method, lam, zeta, seed,
+                               mean + sign * STD[method], isoscore(lam, zeta) + sign * 0.01)
+    missing = root / "sst2" / "bert" / "istar_lam-10.0_zeta0.2" / "seed1"
+    (missing / "logs").mkdir(parents=True)
+    (missing / "config.yaml").write_text("task: sst2\n")
+    (missing / "logs" / "123_0_log.err").write_text("train: 10%|#  | 10/100\r\nRuntimeError: CUDA out of memory\n\n")
+    (missing / "checkpoints").mkdir()
+    (missing / "checkpoints" / "step_00000050.pt").write_bytes(b"")
+    corrupt = root / "batch1" / "squad" / "albert" / "cosreg_lam2.0_zetaNone" / "seed1"
+    corrupt.mkdir(parents=True)
+    (corrupt / "config.yaml").write_text("task: squad\n")
+    (corrupt / "results.json").write_text('{"task": "squad", "model": "alb')
+    return root
+
+
+@pytest.fixture(scope="module")
+def collected(grid):
+    return report.collect(grid)
+
+
+def test_collect_reads_every_finished_cell_and_lists_the_others(grid, collected):
+    records, problems = collected
+    assert len(records) == FINISHED
+    by_key = {(r.task, r.model, r.method, r.lam, r.zeta, r.seed): r for r in records}
+    sst2 = by_key["sst2", "bert", "istar", -5.0, 0.2, 3]
+    assert (sst2.metric, sst2.value, sst2.isoscore_star) == ("accuracy", pytest.approx(0.955), pytest.approx(0.06))
+    assert sst2.score == pytest.approx(95.5)  # fractions are shown x100
+    squad = by_key["squad", "albert", "cross_entropy", None, None, 1]
+    assert (squad.metric, squad.value, squad.score) == ("f1", 79.5, 79.5)  # SQuAD is already a percentage
+    assert squad.path == str(grid / "batch1" / "squad" / "albert" / "cross_entropy_lamNone_zetaNone" / "seed1")
+    reasons = dict(problems)
+    assert len(problems) == 2
+    missing = reasons[str(grid / "sst2" / "bert" / "istar_lam-10.0_zeta0.2" / "seed1")]
+    assert missing.startswith("no results.json")
+    assert "last checkpoint step_00000050.pt" in missing and missing.endswith("RuntimeError: CUDA out of memory")
+    corrupt = reasons[str(grid / "batch1" / "squad" / "albert" / "cosreg_lam2.0_zetaNone" / "seed1")]
+    assert corrupt.startswith("unreadable results.json")
+
+
+def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
+    rows = report.table1(collected[0])
+    assert [(row["model"], row["task"], row["metric"]) for row in rows] == [
+        ("albert", "squad", "f1"), ("albert", "sst2", "accuracy"), ("bert", "squad", "f1"), ("bert", "sst2", "accuracy")]
+    assert report.method_columns(rows) == ["Base", "CosReg", "I-STAR"]
+    bert_sst2, albert_squad = rows[3], rows[0]
+    expected = {  # row -> method -> (mean, std, lam, zeta)
+        "bert_sst2": {"Base": (92.0, 0.5, None, None), "CosReg": (92.3, 1.0, 1.0, None), "I-STAR": (93.5, 2.0, -5.0, 0.2)},
+        "albert_squad": {"Base": (80.0, 0.5, None, None), "CosReg": (80.4, 1.0, -1.0, None),
+                         "I-STAR": (81.2, 2.0, -5.0, 0.6)},
+    }
+    for name, row in (("bert_sst2", bert_sst2), ("albert_squad", albert_squad)):
+        for method, (mean, std, lam, zeta) in expected[name].items():
+            setting = row[method]
+            assert (setting.mean, setting.std) == (pytest.approx(mean), pytest.approx(std)), (name, method)
+            assert (setting.lam, setting.zeta, setting.seeds) == (lam, zeta, SEEDS)
+    markdown = report.table1_markdown(rows)
+    assert "| Model | Task | Metric | Base | CosReg | I-STAR |" in markdown
+    assert "| bert | sst2 | accuracy | 92.00 ± 0.50 | 92.30 ± 1.00 | **93.50 ± 2.00** |" in markdown
+
+
+def test_table2_lists_the_selected_lambda_and_zeta(collected):
+    rows = report.table2(collected[0])
+    selected = {(row["model"], row["task"], row["method"]): (row["lam"], row["zeta"], row["settings_compared"])
+                for row in rows}
+    assert len(rows) == 8  # Base has no hyperparameter to choose
+    assert selected["bert", "sst2", "I-STAR"] == (-5.0, 0.2, 4)
+    assert selected["albert", "sst2", "I-STAR"] == (-5.0, 0.6, 4)
+    assert selected["bert", "squad", "CosReg"] == (1.0, None, 2)
+    assert selected["albert", "squad", "CosReg"] == (-1.0, None, 2)
+    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in report.table2_markdown(rows)
+
+
+def test_one_seed_is_marked(collected):
+    first_seed = [record for record in collected[0] if record.seed == 1]
+    markdown = report.table1_markdown(report.table1(first_seed))
+    assert "| bert | sst2 | accuracy | **91.50 ± 0.00 (n=1)** | 91.30 ± 0.00 (n=1) | **91.50 ± 0.00 (n=1)** |" in markdown
+
+
+def test_fewer_seeds_than_the_grid_are_marked(collected):
+    records = [r for r in collected[0] if not (r.model == "bert" and r.task == "sst2" and r.method == "cosreg"
+                                               and r.lam == 1.0 and r.seed == 3)]
+    rows = report.table1(records)
+    assert (rows[3]["CosReg"].lam, rows[3]["CosReg"].n) == (1.0, 2)  # seeds 1-2 of lam 1 (91.8) still beat lam -1 (91.5)
+    assert "| 92.00 ± 0.50 | 91.80 ± 0.71 (n=2) | **93.50 ± 2.00** |" in report.table1_markdown(rows)
+
+
+def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
+    copy = tmp_path / "grid"
+    shutil.copytree(grid / "sst2" / "bert", copy / "a" / "bert")
+    shutil.copytree(grid / "sst2" / "bert" / "cosreg_lam1.0_zetaNone" / "seed2", copy / "b" / "rerun")
+    records, problems = report.collect(copy)
+    assert len(records) == 7 * 3 + 0
+    assert problems[-1][0] == str(copy / "b" / "rerun") and problems[-1][1].startswith("duplicate of ")
+
+
+def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collected):
+    points = report.figure3_points(collected[0])
+    assert list(points) == ["squad", "sst2"]
+    bert = points["sst2"]["bert"]
+    assert [lam for lam, _ in bert] == [-5.0, -1.0, 0.0, 1.0]
+    assert bert[0][1].zeta == 0.2 and points["sst2"]["albert"][0][1].zeta == 0.6
+    assert bert[2][1].method == "cross_entropy"
+    assert (bert[0][1].isoscore_mean, bert[0][1].isoscore_std) == (pytest.approx(0.05), pytest.approx(0.01))
+
+
+@pytest.mark.parametrize("tasks", [("sst2",), ("sst2", "squad")])
+def test_figure3_writes_a_png(collected, tmp_path, tasks):
+    records = [record for record in collected[0] if record.task in tasks]
+    path = report.figure3(records, tmp_path / "figure3.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert report.main([str(grid), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| bert | sst2 | accuracy | 92.00 ± 0.50 | 92.30 ± 1.00 | **93.50 ± 2.00** |" in printed
+    assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["cells.csv", "figure3.png", "table1.csv", "table1.md",
+                                                      "table2.csv", "table2.md"]
+    with open(out / "cells.csv") as handle:
+        cells = list(csv.DictReader(handle))
+    assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
+                                                          "value", "score", "isoscore_star", "path"]
+    assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
+    with open(out / "table1.csv") as handle:
+        table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}
+    assert float(table["bert", "sst2"]["I-STAR mean"]) == pytest.approx(93.5)
+    assert float(table["bert", "sst2"]["I-STAR std"]) == pytest.approx(2.0)
+    assert (table["bert", "sst2"]["I-STAR lam"], table["bert", "sst2"]["I-STAR zeta"]) == ("-5.0", "0.2")
+    assert table["albert", "sst2"]["CosReg mean"] == "90.4"  # not 90.40000000000002
+    with open(out / "table2.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == 8
+    assert (out / "table1.md").read_text() in printed
+
+
+def test_main_on_default_out_dir(grid, capsys):
+    assert report.main([str(grid)]) == 0
+    assert (grid / "report" / "figure3.png").is_file()
+    shutil.rmtree(grid / "report")
+
+
+def test_main_without_cells_exits_2(tmp_path, capsys):
+    assert report.main([str(tmp_path)]) == 2
+    assert "no cells under" in capsys.readouterr().err
+    assert report.main([str(tmp_path / "absent")]) == 2
+    assert "not a directory" in capsys.readouterr().err
