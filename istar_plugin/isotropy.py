@@ -52,45 +52,49 @@ def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor
 
 
 class _CovarianceMoments(torch.autograd.Function):
-    """``[trace(C), ||C||_F**2, <C, A>]`` of ``C = sum_k Xk^T Xk / (n - 1)`` over centred chunks ``Xk``.
+    """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
 
-    One product forward and one backward: every moment is linear or quadratic in C, so dLoss/dC is the
-    symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xk dC / (n - 1)``, half what autograd would
-    spend on ``Xk^T Xk``. Chunks (e.g. one per transformer layer) are never concatenated. For a single
-    chunk with ``A`` absent and n < d the Gram matrix ``X X^T`` (n x n) gives the same moments for less work.
+    Centres the chunks on their common mean, then one product forward and one backward: every moment is
+    linear or quadratic in C, so dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk =
+    ``2 Xck dC / (n - 1)`` (the centring's Jacobian leaves it unchanged, since the centred points sum to
+    zero), half what autograd would spend on ``Xc^T Xc``. Chunks (e.g. one per transformer layer) are never
+    concatenated. For a single chunk with ``A`` absent and n < d the Gram matrix (n x n) is used instead.
     """
 
     @staticmethod
     def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
         n = sum(chunk.shape[0] for chunk in chunks)
-        use_gram = other is None and len(chunks) == 1 and n < chunks[0].shape[1]
+        mean = sum(chunk.sum(dim=0) for chunk in chunks) / n
+        centred = [chunk - mean for chunk in chunks]
+        use_gram = other is None and len(centred) == 1 and n < centred[0].shape[1]
         if use_gram:
-            product = chunks[0] @ chunks[0].T
+            product = centred[0] @ centred[0].T
         else:
-            product = chunks[0].T @ chunks[0]
-            for chunk in chunks[1:]:
+            product = centred[0].T @ centred[0]
+            for chunk in centred[1:]:
                 product.addmm_(chunk.T, chunk)
         product /= n - 1
-        trace = sum(chunk.square().sum() for chunk in chunks) / (n - 1)
+        trace = product.diagonal().sum()
         frobenius_sq = product.square().sum()
         cross = (product * other).sum() if other is not None else torch.zeros_like(trace)
-        ctx.save_for_backward(product, other, *chunks)
+        ctx.save_for_backward(product, other, *centred)
         ctx.use_gram, ctx.n = use_gram, n
         return torch.stack([trace, frobenius_sq, cross])
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        product, other, *chunks = ctx.saved_tensors
+        product, other, *centred = ctx.saved_tensors
         scale = 2.0 / (ctx.n - 1)
         if ctx.use_gram:  # d||K||^2/dX = 4 K X / (n-1) with K = X X^T / (n-1); dtrace/dX = 2 X / (n-1)
-            (chunk,) = chunks
-            return None, scale * (grad[0] * chunk + 2.0 * grad[1] * (product @ chunk))
-        grad_cov = 2.0 * grad[1] * product
+            (chunk,) = centred
+            return None, (scale * grad[0]) * chunk + (2.0 * scale * grad[1]) * (product @ chunk)
+        grad_cov = (2.0 * scale * grad[1]) * product  # the scale lives in the d x d matrix, not the n x d grads
         if other is not None:
-            grad_cov = grad_cov + grad[2] * 0.5 * (other + other.T)
-        grad_cov.diagonal().add_(grad[0])
-        return (None, *(scale * (chunk @ grad_cov) for chunk in chunks))
+            grad_cov = grad_cov + (0.5 * scale * grad[2]) * (other + other.T)
+        grad_cov.diagonal().add_(scale * grad[0])
+        grad_other = grad[2] * product if ctx.needs_input_grad[0] else None  # d<C, A>/dA = C
+        return (grad_other, *(chunk @ grad_cov for chunk in centred))
 
 
 def isoscore_star(
@@ -131,11 +135,9 @@ def isoscore_star(
         n = sum(chunk.shape[0] for chunk in chunks)
         if n < 2:
             raise ValueError(f"IsoScore* with zeta = {zeta} < 1 needs at least 2 points, got {n}")
-        chunks = [chunk.to(dtype) for chunk in chunks]
-        mean = sum(chunk.sum(dim=0) for chunk in chunks) / n
         use_other = shrink is not None and zeta > 0
-        centred = [chunk - mean for chunk in chunks]
-        trace_c, frob_c, cross = _CovarianceMoments.apply(shrink if use_other else None, *centred)
+        chunks = [chunk.to(dtype) for chunk in chunks]
+        trace_c, frob_c, cross = _CovarianceMoments.apply(shrink if use_other else None, *chunks)
         if not use_other:
             return _score_from_moments(trace_c, frob_c, dim)
         trace = (1 - zeta) * trace_c + zeta * torch.trace(shrink)
@@ -227,6 +229,8 @@ def pooled_isoscore_star(
         totals = torch.cat([sum(chunk.detach().sum(dim=0) for chunk in chunks), chunks[0].new_tensor([sum(c.shape[0] for c in chunks)])])
         dist.all_reduce(totals, group=group)
         count = totals[-1]
+        if count < 2:
+            raise ValueError(f"pooled IsoScore* needs at least 2 points over all ranks, got {int(count)}")
         mean = totals[:-1] / count  # no gradient needed: the centred points sum to zero over the union
         cov = _PooledScatter.apply(group, *(chunk - mean for chunk in chunks)) / (count - 1)
         if zeta > 0:
@@ -346,8 +350,8 @@ class CovarianceAccumulator:
         if state["dim"] != self.dim:
             raise ValueError(f"state has dimension {state['dim']}, accumulator has {self.dim}")
         self.count = int(state["count"])
-        self.mean = state["mean"].to(self.mean)
-        self.scatter = state["scatter"].to(self.scatter)
+        self.mean = state["mean"].to(self.mean, copy=True)
+        self.scatter = state["scatter"].to(self.scatter, copy=True)
 
 
 def average_cosine_similarity(points: Tensor) -> Tensor:
@@ -427,6 +431,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
     if not 0.0 <= discard_fraction < 1.0:
         raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
     x = points.to(torch.float64)
+    x = x - x.mean(dim=0)  # distances by |x|^2 + |y|^2 - 2 x.y lose precision far from the origin
     n = x.shape[0]
     if n < 3:
         raise ValueError(f"TwoNN needs at least 3 points, got {n}")
@@ -444,7 +449,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
     m = mu.shape[0]
     if m < 3:
         raise ValueError(f"TwoNN needs at least 3 distinct points, got {m}")
-    used = max(2, int(m * (1 - discard_fraction)))
+    used = min(m - 1, max(2, int(m * (1 - discard_fraction))))  # F = m / m = 1 would give log(0)
     log_mu = mu[:used].log()
     empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64) / m
     target = -torch.log1p(-empirical_cdf)

@@ -1,0 +1,1 @@
+"""Experiments reproducing the paper's figures."""
