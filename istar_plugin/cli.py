@@ -3,6 +3,11 @@
     istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
     istar-run --list criterions                        # or recipes, models, tasks
+    istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
+    istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
+
+``-m`` (multirun) sweeps every ``key=a,b,c`` and runs each combination as a cell of a grid (see
+``istar-grid --help`` for ``launcher=``, ``slurm=``, ``local.*`` and ``grid_dir=``).
 """
 from __future__ import annotations
 
@@ -43,15 +48,33 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+def multirun(arguments: list[str], dry_run: bool) -> int:
+    """``istar-run -m``: the arguments as a sweep, launched like a grid file's cells."""
+    from . import grid, grid_cli, profiles
+
+    try:
+        options, rest = profiles.parse(arguments)
+        return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
+    except (grid.GridError, profiles.LaunchError) as error:
+        print(f"istar-run: {error}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
+    parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
+    parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
     parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(listing(args.list)))
         return 0
+    if args.multirun:
+        return multirun(list(args.overrides), args.dry_run)
+    if args.dry_run:
+        parser.error("--dry-run needs -m/--multirun")
     try:
         cfg = config_module.compose(list(args.overrides))
     except (config_module.ConfigError, KeyError) as error:

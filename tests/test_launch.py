@@ -1,0 +1,143 @@
+"""Grids of tiny-model cells through real submitit executors: the local executor, time-outs and requeues, skips."""
+import json
+import sys
+import time
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from istar_plugin import grid as grid_module
+from istar_plugin import grid_cli
+from istar_plugin.cell import CellRunner, attempts
+from istar_plugin.hooks import Hook
+from istar_plugin.launch import launch, plan, read_manifest
+from istar_plugin.profiles import parse
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test hooks travel inside the job pickles
+
+
+def tiny_arguments(tiny_bert, shared_data):
+    """A 6-step run (48 examples, batch 8, 2 accumulated batches, 2 epochs) checkpointed after every step."""
+    return [
+        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=istar",
+        "criterion.shrinkage_points=300", "data.source=files", f"data.dir={shared_data / 'sst2'}",
+        "data.max_train_samples=48", "data.max_eval_samples=24", "data.max_length=32", "batch_size=8",
+        "optim.epochs=2", "optim.lr=1e-3", "save_every=1", "progress=false", "tensorboard=false",
+    ]
+
+
+class PauseOnce(Hook):
+    """Stands for a slow step: once per run directory, after optimizer step ``step`` of the cell named ``cell``,
+    sleep until the job is signalled (a time-out or preemption ends the sleep), at most ``limit_s`` seconds."""
+
+    def __init__(self, cell, step=3, limit_s=300):
+        self.cell, self.step, self.limit_s = cell, step, limit_s
+
+    def on_step_end(self, trainer, step, stats):
+        marker = trainer.output_dir / "paused"
+        if trainer.output_dir.name == self.cell and step == self.step and not marker.exists():
+            marker.write_text(str(step))
+            deadline = time.monotonic() + self.limit_s
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+
+
+class RecordWorld(Hook):
+    """Writes what the Trainer saw of torch.distributed, one file per rank."""
+
+    def on_fit_start(self, trainer):
+        (trainer.output_dir / f"world.{trainer.rank}.json").write_text(
+            json.dumps({"rank": trainer.rank, "world_size": trainer.world_size}))
+
+
+@pytest.fixture(scope="module")
+def timed_out_grid(tiny_bert, shared_data, tmp_path_factory):
+    """Two identical cells but for their logging interval, on the local executor; the first is paused after step 3
+    until its time limit (2 min, signal 60 s before: roomy for a slow start on a loaded machine) sends the
+    time-out signal, so submitit requeues it."""
+    grid = grid_module.sweep([*tiny_arguments(tiny_bert, shared_data), "log_every=1,2"])
+    grid_dir = tmp_path_factory.mktemp("local_grid")
+    options, _ = parse(["launcher=local", "local.parallelism=2", "local.timeout_min=2", "local.signal_delay_s=60",
+                        "local.max_requeues=5"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        started = time.monotonic()
+        launched = launch(grid, grid_dir, plan(grid, grid_dir), options, runner=CellRunner([PauseOnce("log_every=1")]))
+    return grid, grid_dir, options, launched, time.monotonic() - started
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
+    grid, grid_dir, _, launched, _ = timed_out_grid
+    assert [cell.name for cell in grid.cells] == ["log_every=1", "log_every=2"]
+    assert launched.statuses == {"log_every=1": "finished", "log_every=2": "finished"}
+    manifest = read_manifest(grid_dir)
+    for name in ("log_every=1", "log_every=2"):
+        entry = manifest["cells"][name]
+        assert entry["status"] == "finished" and entry["jobs"][0]["launcher"] == "local"
+        assert entry["jobs"][0]["job_id"] == launched.jobs[name] and entry["swept"] == {"log_every": name[-1]}
+        assert results(grid_dir / name)["step"] == 6
+        assert (grid_dir / name / "cell.yaml").is_file()
+    assert manifest["submissions"][0]["submitted"] == ["log_every=1", "log_every=2"]
+
+
+def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_result(timed_out_grid):
+    _, grid_dir, _, _, _ = timed_out_grid
+    interrupted, straight = grid_dir / "log_every=1", grid_dir / "log_every=2"
+    starts = [a for a in attempts(interrupted) if a["event"] == "start"]
+    assert len(starts) >= 2, "the paused cell should have been requeued after its time-out"
+    assert starts[0]["resume_step"] == 0 and starts[-1]["resume_step"] >= 1  # resumed from a checkpoint
+    assert all(a["executor"] == "local" for a in starts) and len({a["pid"] for a in starts}) == len(starts)
+    assert [a["event"] for a in attempts(straight)] == ["start", "finished"]
+    log = (grid_dir / "submitit").glob("*_0_log.err")
+    assert any("timed-out" in path.read_text() for path in log)  # submitit's own account of the signal
+    assert results(interrupted)["metrics"] == results(straight)["metrics"]
+    assert results(interrupted)["history"] == results(straight)["history"]
+
+
+def test_resubmitting_the_grid_skips_finished_cells(timed_out_grid):
+    grid, grid_dir, options, _, _ = timed_out_grid
+    before = {name: len(attempts(grid_dir / name)) for name in ("log_every=1", "log_every=2")}
+    planned = plan(grid, grid_dir)
+    assert [p.status for p in planned] == ["finished", "finished"]
+    again = launch(grid, grid_dir, planned, options)
+    assert again.statuses == {} and again.jobs == {}
+    assert {name: len(attempts(grid_dir / name)) for name in before} == before
+    submission = read_manifest(grid_dir)["submissions"][-1]
+    assert submission["submitted"] == [] and submission["skipped"] == {"log_every=1": "finished", "log_every=2": "finished"}
+
+
+def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, shared_data, tmp_path, capsys):
+    model = tmp_path / "model"  # not there yet: both cells fail
+    arguments = [a if not a.startswith("model.name_or_path=") else f"model.name_or_path={model}"
+                 for a in tiny_arguments(tiny_bert, shared_data)]
+    grid_file = tmp_path / "two_seeds.yaml"
+    grid_file.write_text("fixed:\n" + "".join(f"  {a.split('=', 1)[0]}: '{a.split('=', 1)[1]}'\n" for a in arguments)
+                         + "  max_steps: 1\nsweep:\n  seed: [1, 2]\n")
+    command = [str(grid_file), "launcher=inline", f"grid_dir={tmp_path / 'grid'}"]
+    assert grid_cli.main(command) == 1
+    manifest = read_manifest(tmp_path / "grid")
+    assert all(manifest["cells"][name]["status"].startswith("failed: ") for name in ("seed=1", "seed=2"))
+    model.symlink_to(tiny_bert)  # the missing model arrives
+    assert grid_cli.main([*command, "--cells", "seed=2"]) == 0
+    assert results(tmp_path / "grid" / "seed=2")["seed"] == 2 and not (tmp_path / "grid" / "seed=1" / "results.json").exists()
+    capsys.readouterr()
+    assert grid_cli.main(command) == 0
+    assert "1 cells finished, 0 failed, 1 skipped" in capsys.readouterr().out
+    assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2  # failed once, then ran once
+
+
+def test_a_cell_with_two_tasks_trains_in_one_process_group(tiny_bert, shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    grid = grid_module.sweep([*tiny_arguments(tiny_bert, shared_data), "max_steps=2", "seed=1,2"]).select(["seed=1"])
+    options, _ = parse(["launcher=local", "local.tasks_per_node=2", "local.timeout_min=5"])
+    launched = launch(grid, tmp_path, plan(grid, tmp_path), options, runner=CellRunner([RecordWorld()]))
+    assert launched.statuses == {"seed=1": "finished"}
+    worlds = [json.loads((tmp_path / "seed=1" / f"world.{rank}.json").read_text()) for rank in (0, 1)]
+    assert worlds == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
+    assert results(tmp_path / "seed=1")["step"] == 2
+    assert len([a for a in attempts(tmp_path / "seed=1") if a["event"] == "start"]) == 1  # rank 0 records, once

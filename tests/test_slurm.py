@@ -1,0 +1,118 @@
+"""A grid on a real SLURM cluster (slurm/local_cluster.sh in CI): one job array, a preempted cell requeued and
+resumed from its checkpoint, resubmission skipping finished cells."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+import submitit
+
+from istar_plugin import cli
+from istar_plugin import grid as grid_module
+from istar_plugin.cell import CellRunner, attempts
+from istar_plugin.launch import SUBMITIT_FOLDER, job_name, launch, plan, read_manifest, sbatch_script
+from istar_plugin.profiles import parse
+
+from test_launch import PauseOnce, results, tiny_arguments  # test_launch pickles its hooks by value
+
+MISSING = [what for what, ok in [("sbatch is not on PATH", shutil.which("sbatch")),
+                                 ("SLURM_CONF is not set", os.environ.get("SLURM_CONF"))] if not ok]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"needs a SLURM cluster ({'; '.join(MISSING)}): bash slurm/local_cluster.sh start, "
+                          "then source /tmp/istar-plugin-slurm/env.sh")
+
+
+def wait_for(condition, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(1)
+    raise TimeoutError(f"gave up after {timeout_s} s waiting for {what}")
+
+
+def accounted_states(array_id):
+    """``JOBID|NAME|STATE`` of each task of the array, from the accounting database (what submitit reads)."""
+    listing = subprocess.run(["sacct", "-n", "-P", "-X", "-j", array_id, "-o", "JobID,JobName,State"],
+                             capture_output=True, text=True, timeout=30)
+    return sorted(listing.stdout.split())
+
+
+def slurm_state(job_id):
+    line = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30).stdout
+    return dict(token.split("=", 1) for token in line.split() if "=" in token).get("JobState")
+
+
+@pytest.fixture(scope="module")
+def slurm_grid(tiny_bert, shared_data, tmp_path_factory):
+    """Two cells identical but for their logging interval, queued as one array with the `local` profile
+    (20 min limit: a signal then counts as a preemption); the first pauses after step 3 and is preempted."""
+    arguments = [*tiny_arguments(tiny_bert, shared_data), "log_every=1,2"]
+    grid = grid_module.sweep(arguments)
+    grid_dir = tmp_path_factory.mktemp("slurm_grid")
+    options, _ = parse(["slurm=local"])
+    started = time.monotonic()
+    launched = launch(grid, grid_dir, plan(grid, grid_dir), options, runner=CellRunner([PauseOnce("log_every=1")]))
+    returned_after = time.monotonic() - started
+    states_at_return = {name: slurm_state(job_id) for name, job_id in launched.jobs.items()}
+    folder = grid_dir / SUBMITIT_FOLDER
+    jobs = {name: submitit.SlurmJob(folder=folder, job_id=job_id) for name, job_id in launched.jobs.items()}
+    try:
+        wait_for(lambda: (grid_dir / "log_every=1" / "paused").exists(), 300, "the first cell to reach step 3")
+        jobs["log_every=1"]._interrupt()  # SIGTERM then USR2, as a preemption delivers them
+        for job in jobs.values():
+            wait_for(lambda: job.done(force_check=True), 400, f"job {job.job_id} to end")
+        array = next(iter(jobs.values())).job_id.split("_")[0]
+        wait_for(lambda: all(line.endswith("|COMPLETED") for line in accounted_states(array)), 60,
+                 f"sacct to record array {array} as completed")
+    finally:
+        for job in jobs.values():
+            if not job.done(force_check=True):
+                job.cancel(check=False)
+    outputs = {name: job.result() for name, job in jobs.items()}
+    return dict(grid=grid, grid_dir=grid_dir, options=options, launched=launched, arguments=arguments,
+                returned_after=returned_after, states_at_return=states_at_return, outputs=outputs)
+
+
+def test_grid_is_queued_as_one_job_array_and_submission_returns_at_once(slurm_grid):
+    launched, grid_dir = slurm_grid["launched"], slurm_grid["grid_dir"]
+    array = read_manifest(grid_dir)["submissions"][0]["array_job_ids"]
+    assert len(array) == 1
+    assert launched.jobs == {"log_every=1": f"{array[0]}_0", "log_every=2": f"{array[0]}_1"}
+    assert launched.statuses == {"log_every=1": "submitted", "log_every=2": "submitted"}
+    assert set(slurm_grid["states_at_return"].values()) <= {"PENDING", "RUNNING", "CONFIGURING"}
+    assert accounted_states(array[0]) == [f"{array[0]}_{i}|istar-{slurm_grid['grid'].name[:58]}|COMPLETED" for i in (0, 1)]
+    submitted = (grid_dir / SUBMITIT_FOLDER / f"{array[0]}_submission.sh").read_text()
+    assert submitted == sbatch_script(slurm_grid["options"].slurm, grid_dir / SUBMITIT_FOLDER,
+                                      job_name(slurm_grid["grid"]), 2)  # what --dry-run prints is what was sent
+    assert "#SBATCH --array=0-1%2" in submitted and "#SBATCH --time=20" in submitted
+
+
+def test_preempted_cell_is_requeued_and_resumes_to_the_same_result(slurm_grid):
+    grid_dir, outputs = slurm_grid["grid_dir"], slurm_grid["outputs"]
+    starts = [a for a in attempts(grid_dir / "log_every=1") if a["event"] == "start"]
+    assert len(starts) == 2 and starts[0]["resume_step"] == 0 and starts[1]["resume_step"] >= 1
+    assert starts[0]["job_id"] == starts[1]["job_id"] == slurm_grid["launched"].jobs["log_every=1"]
+    assert starts[0]["executor"] == "slurm" and starts[1]["slurm_restart_count"] == "1"
+    assert [a["event"] for a in attempts(grid_dir / "log_every=2")] == ["start", "finished"]
+    assert outputs["log_every=1"]["metrics"] == outputs["log_every=2"]["metrics"]
+    assert results(grid_dir / "log_every=1")["history"] == results(grid_dir / "log_every=2")["history"]
+    assert outputs["log_every=1"]["step"] == 6
+
+
+def test_resubmitting_a_finished_slurm_grid_from_the_command_line_queues_nothing(slurm_grid, capsys):
+    grid_dir = slurm_grid["grid_dir"]
+    assert cli.main(["-m", *slurm_grid["arguments"], "slurm=local", f"grid_dir={grid_dir}"]) == 0
+    assert "nothing to queue; skipped 2 finished or active" in capsys.readouterr().out
+    manifest = read_manifest(grid_dir)
+    assert manifest["submissions"][-1]["array_job_ids"] == [] and len(manifest["submissions"]) == 2
+    assert all(len(entry["jobs"]) == 1 and entry["status"] == "finished" for entry in manifest["cells"].values())
+
+
+def test_a_job_array_refused_by_sbatch_is_a_clear_error(tmp_path, capsys):
+    command = ["-m", "recipe=sst2", "seed=1,2", "slurm=local", "slurm.partition=nope", f"grid_dir={tmp_path}"]
+    assert cli.main(command) == 2
+    assert "istar-run: sbatch refused the job array (profile local): sbatch: error: invalid partition specified: nope" \
+        in capsys.readouterr().err
+    assert read_manifest(tmp_path)["submissions"][-1]["submitted"] == []
