@@ -17,6 +17,7 @@ Third-party packages add entries through installed-package entry points (group
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
@@ -91,8 +92,9 @@ TASKS = Registry("task")
 REGISTRIES = {"criterions": CRITERIONS, "models": MODELS, "tasks": TASKS}
 
 
-def load_plugins() -> list[str]:
-    """Import every installed entry point of the ``istar_plugin.<kind>s`` groups; return their names.
+@functools.lru_cache(maxsize=None)
+def load_plugins() -> tuple[str, ...]:
+    """Import every installed entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names.
 
     Loading an entry point imports its module, whose decorators register the plugin's classes.
     """
@@ -101,4 +103,4 @@ def load_plugins() -> list[str]:
         for entry_point in metadata.entry_points(group=registry.entry_point_group):
             entry_point.load()
             loaded.append(f"{registry.entry_point_group}:{entry_point.name}")
-    return loaded
+    return tuple(loaded)
