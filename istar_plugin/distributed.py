@@ -68,6 +68,16 @@ def gather_to_all(obj: Any, world_size: int) -> list[Any]:
     return gathered
 
 
+def mean_over_ranks(values: dict[str, float], world_size: int, device: torch.device) -> dict[str, float]:
+    """Each value averaged over the ranks (all ranks pass the same keys); ``values`` itself when not distributed."""
+    if world_size == 1:
+        return values
+    keys = sorted(values)
+    totals = torch.tensor([values[key] for key in keys], dtype=torch.float64, device=device)
+    dist.all_reduce(totals)
+    return {key: total / world_size for key, total in zip(keys, totals.tolist())}
+
+
 def barrier(world_size: int) -> None:
     if world_size > 1:
         dist.barrier()

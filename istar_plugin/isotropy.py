@@ -292,10 +292,11 @@ class CovarianceAccumulator:
             points = points[mask.to(torch.bool)]
         if points.shape[0] == 0:
             return
-        x = points.to(device=self.mean.device, dtype=self.mean.dtype)
+        # the batch's own moments in its precision (at least float32), the running merge in the accumulator's
+        x = points.to(device=self.mean.device, dtype=_compute_dtype(points))
         mean = x.mean(dim=0)
         centred = x - mean
-        self._merge_moments(x.shape[0], mean, centred.T @ centred)
+        self._merge_moments(x.shape[0], mean.to(self.mean.dtype), (centred.T @ centred).to(self.scatter.dtype))
 
     def _merge_moments(self, count: int, mean: Tensor, scatter: Tensor) -> None:
         total = self.count + count

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from . import config as config_module
-from .distributed import barrier, gather_to_all, init_from_env
+from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
 from .hooks import Hook
 from .isotropy import CovarianceAccumulator, isoscore_from_cov
 from .registry import CRITERIONS, MODELS, TASKS
@@ -270,7 +270,7 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         indices = list(range(self.rank, len(self.eval_features), self.world_size))
-        per_layer: list[CovarianceAccumulator] = []
+        per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in range(self.model.num_layers)]
         outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         for start in range(0, len(indices), self.eval_batch_size):
@@ -278,10 +278,7 @@ class Trainer:
             batch = self.collate([self.eval_features[i] for i in chunk])
             with self.autocast():
                 output = self.model(batch)
-            cloud = self.model.token_cloud(output, None)
-            if not per_layer:
-                per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in cloud]
-            for accumulator, layer_points in zip(per_layer, cloud):
+            for accumulator, layer_points in zip(per_layer, self.model.token_cloud(output, None)):
                 accumulator.update(layer_points)
             outputs["index"].extend(chunk)
             mask = batch["attention_mask"].bool()
@@ -373,6 +370,7 @@ class Trainer:
                     sums[name] = sums.get(name, 0.0) + value
                 count += 1
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+                    sums = mean_over_ranks(sums, self.world_size, self.device)  # the global batch's, not rank 0's
                     averages = {f"train/{k}": v / count for k, v in sums.items()}
                     averages["train/lr"] = self.scheduler.get_last_lr()[0]
                     averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
