@@ -113,6 +113,8 @@ class Trainer:
         self.criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), self.task.kind)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         self.wrapped = self._wrap(self.model)
+        if self.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
+            seed_everything(cfg.seed + 1_000_003 * self.rank)
 
         self.train_examples = self.task.load("train")
         self.eval_examples = self.task.load("eval")
