@@ -5,7 +5,7 @@ A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` 
 
 >>> import torch
 >>> cloud = [torch.randn(50, 8, requires_grad=True) for _ in range(2)]
->>> loss = istar_loss(torch.tensor(0.7), cloud, shrinkage_cov=torch.eye(8), zeta=0.2, lam=-1.0)
+>>> loss, score = istar_loss(torch.tensor(0.7), cloud, shrinkage_cov=torch.eye(8), zeta=0.2, lam=-1.0)
 >>> bool(loss < 0.7)  # lambda < 0 rewards anisotropy: the loss drops below the task loss
 True
 """
@@ -75,14 +75,17 @@ def istar_loss(
     zeta: float,
     lam: float,
     pooled: bool = False,
-) -> Tensor:
-    """I-STAR: ``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the score in float32 outside autocast.
+) -> tuple[Tensor, Tensor]:
+    """I-STAR: ``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``; returns (total, IsoScore*).
+
+    The score is computed in float32 outside autocast.
 
     ``pooled``: under torch.distributed, score the union of every rank's cloud (the single-GPU semantics
     of the paper at the same global batch) instead of this rank's alone.
     """
-    score = pooled_isoscore_star if pooled else isoscore_star
-    return loss + lam * (1.0 - score([chunk.float() for chunk in cloud], shrinkage_cov, zeta))
+    score_fn = pooled_isoscore_star if pooled else isoscore_star
+    score = score_fn([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
+    return loss + lam * (1.0 - score), score
 
 
 @dataclass
@@ -162,7 +165,7 @@ class IStarCriterion(CrossEntropyCriterion):
             raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook runs at fit start)")
         base = task_loss(self.kind, output, batch)
         cloud = model.token_cloud(output, self.cfg.layers)
-        loss = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, self.cfg.distributed_cloud == "pooled")
-        penalty = (loss - base).detach()
-        score = 1.0 - penalty / self.cfg.lam if self.cfg.lam else torch.full_like(penalty, float("nan"))
-        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": penalty, "isoscore_star": score})
+        pooled = self.cfg.distributed_cloud == "pooled"
+        loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, pooled)
+        stats = {"task_loss": base.detach(), "penalty": (loss - base).detach(), "isoscore_star": score.detach()}
+        return CriterionOutput(loss, stats)

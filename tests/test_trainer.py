@@ -2,7 +2,6 @@
 import json
 
 import pytest
-import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from istar_plugin.config import compose
