@@ -62,13 +62,18 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation; 0 when undefined (either side constant).
+    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite
+    (a diverged model's predictions: a failed run, not a perfect one).
 
     >>> round(pearson([1, 2, 3, 4], [2, 4, 5, 9]), 6)
     0.964764
+    >>> pearson([1, float("nan"), 3], [1, 2, 3])
+    nan
     """
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
+    if not all(map(math.isfinite, xs + ys)):
+        return math.nan
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     dx = [x - mean_x for x in xs]
     dy = [y - mean_y for y in ys]
@@ -98,11 +103,13 @@ def average_ranks(values: Sequence[float]) -> list[float]:
 
 
 def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Spearman rank correlation (Pearson of average ranks); 0 when undefined.
+    """Spearman rank correlation (Pearson of average ranks); 0 when undefined, NaN for non-finite values.
 
     >>> spearman([1, 2, 3, 4], [2, 4, 5, 9])
     1.0
     """
+    if not all(math.isfinite(float(v)) for v in [*predictions, *references]):
+        return math.nan
     return pearson(average_ranks([float(p) for p in predictions]), average_ranks([float(r) for r in references]))
 
 

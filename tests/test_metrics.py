@@ -57,6 +57,13 @@ def test_undefined_correlations_are_zero():
     assert metrics.spearman([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]) == 0.0
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_regression_predictions_score_nan_not_perfect(bad):
+    # A diverged STS-B model: clamping NaN would report a perfect correlation of 1.0.
+    scores = metrics.compute("stsb", [0.5, bad, 3.0, 4.5], [0.4, 2.0, 3.1, 4.4])
+    assert all(math.isnan(scores[name]) for name in ("pearson", "spearman", "combined_score")), scores
+
+
 def test_f1_without_true_positive_is_zero():
     assert metrics.binary_f1([0, 0, 0], [1, 0, 1]) == 0.0
     assert metrics.binary_f1([0, 0], [0, 0]) == 0.0
