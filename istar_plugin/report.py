@@ -1,8 +1,10 @@
 """``istar-report GRID_DIR``: Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024) from a grid of runs.
 
-Every directory under GRID_DIR holding a ``config.yaml`` is a cell (one run); a finished cell also holds the
-trainer's ``results.json``. A cell without a readable one is reported as missing or failed, never dropped.
-Scores are percentages; a method's best setting is its lambda/zeta with the highest mean score over seeds.
+Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
+snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
+without a readable one (queued, running, crashed) is reported as missing or failed, never dropped. Scores are
+percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its *variant*, e.g.
+``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
 
     istar-report GRID_DIR [--out DIR]   # table1.md/.csv, table2.md/.csv, cells.csv, figure3.png in DIR
 
@@ -33,9 +35,11 @@ import numbers
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
+
+import yaml
 
 from .rundir import atomic_write_bytes, atomic_write_text
 
@@ -48,7 +52,15 @@ METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
 """Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
 
-Key = tuple  # (model, task, method) or (model, task, method, lam, zeta)
+Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
+
+CELL_FILES = ("config.yaml", "cell.yaml")
+"""A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
+
+NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
+                           "log_every", "eval_every", "save_every", "device"})
+"""Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
+of their own) and how a run was placed and logged."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class Record:
     score: float
     isoscore_star: float
     path: str
+    variant: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class Setting:
     seeds: tuple[int, ...]
     scores: tuple[float, ...]
     isoscores: tuple[float, ...]
+    variant: str = ""
 
     @property
     def n(self) -> int:
@@ -120,25 +134,28 @@ def as_percent(task: str, metric: str, value: float) -> float:
 def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
     """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
 
-    A second cell with the same model, task, method, lam, zeta and seed as an earlier one (in path order) is
-    a problem too: averaging both would count one seed twice.
+    Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
+    model, task and method differ, e.g. a learning-rate sweep. A second cell with the same model, task,
+    method, lam, zeta, variant and seed as an earlier one (in path order) is a problem too: averaging both
+    would count one seed twice.
     """
     grid = Path(grid_dir)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
-    records: list[Record] = []
+    finished: list[tuple[Record, dict[str, Any]]] = []
     problems: list[tuple[str, str]] = []
-    first_of: dict[Key, Record] = {}
     for cell in find_cells(grid):
         try:
-            record = read_cell(cell)
+            finished.append((read_cell(cell), read_config(cell)))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
-            continue
-        key = (record.model, record.task, record.method, record.lam, record.zeta, record.seed)
+    records: list[Record] = []
+    first_of: dict[Key, Record] = {}
+    for record in with_variants(finished):
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
         if key in first_of:
-            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed); left out"
-            problems.append((str(cell), reason))
+            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed and config); left out"
+            problems.append((record.path, reason))
             continue
         first_of[key] = record
         records.append(record)
@@ -146,9 +163,51 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
 
 
 def find_cells(grid: Path) -> list[Path]:
-    """Every directory under ``grid`` (itself included) holding a ``config.yaml``, in path order."""
-    cells = [Path(root) for root, _, files in os.walk(grid) if "config.yaml" in files]
+    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
+    cells = [Path(root) for root, _, files in os.walk(grid) if any(name in files for name in CELL_FILES)]
     return sorted(cells, key=lambda path: path.parts)
+
+
+def read_config(cell: Path) -> dict[str, Any]:
+    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs.
+
+    >>> import tempfile
+    >>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
+    >>> read_config(cell)
+    {'optim.lr': 1e-05, 'seed': 3}
+    """
+    try:
+        config = yaml.safe_load((cell / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
+    return _flatten(config if isinstance(config, dict) else {})
+
+
+def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
+    """Each record with its ``variant``: ``key=value`` for every setting key whose value differs between the
+    cells of the same model, task and method ("" when nothing but lam, zeta and the seed was swept)."""
+    groups: dict[Key, list[dict[str, Any]]] = {}
+    for record, config in finished:
+        groups.setdefault((record.model, record.task, record.method), []).append(config)
+    swept: dict[Key, list[str]] = {}
+    for key, configs in groups.items():
+        names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
+        swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
+    return [
+        replace(record, variant=" ".join(f"{name}={config.get(name)}"
+                                         for name in swept[record.model, record.task, record.method]))
+        for record, config in finished
+    ]
 
 
 def read_cell(cell: Path) -> Record:
@@ -242,12 +301,13 @@ def display_name(method: str) -> str:
 
 
 def settings(records: Sequence[Record]) -> list[Setting]:
-    """Records grouped by model, task, method, lam and zeta (seeds in ascending order)."""
+    """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
     groups: dict[Key, list[Record]] = {}
     for record in records:
-        groups.setdefault((record.model, record.task, record.method, record.lam, record.zeta), []).append(record)
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
+        groups.setdefault(key, []).append(record)
     result = []
-    for (model, task, method, lam, zeta), group in groups.items():
+    for (model, task, method, lam, zeta, variant), group in groups.items():
         group.sort(key=lambda record: record.seed)
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
@@ -257,19 +317,21 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             seeds=tuple(record.seed for record in group),
             scores=tuple(record.score for record in group),
             isoscores=tuple(record.isoscore_star for record in group),
+            variant=variant,
         ))
     return sorted(result, key=_setting_order)
 
 
 def _setting_order(setting: Setting) -> tuple:
     none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
-    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam), none_first(setting.zeta))
+    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam), none_first(setting.zeta),
+            setting.variant)
 
 
 def best_settings(records: Sequence[Record]) -> dict[Key, tuple[Setting, int]]:
     """(model, task, method) -> (its setting with the highest mean score, how many settings were compared).
 
-    Ties go to the setting with more seeds, then to the first in lam/zeta order.
+    Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
     """
     candidates: dict[Key, list[Setting]] = {}
     for setting in settings(records):
@@ -291,14 +353,14 @@ def table1(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 
 def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """The selected hyperparameters: one row per model x task x method that has a lam or zeta to choose."""
+    """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
     rows = []
     for (model, task, method), (setting, compared) in sorted(best_settings(records).items(),
                                                              key=lambda item: _setting_order(item[1][0])):
-        if setting.lam is None and setting.zeta is None:
+        if setting.lam is None and setting.zeta is None and not setting.variant:
             continue
         rows.append({"model": model, "task": task, "method": display_name(method), "lam": setting.lam,
-                     "zeta": setting.zeta, "mean": setting.mean, "std": setting.std, "n": setting.n,
+                     "zeta": setting.zeta, "variant": setting.variant, "mean": setting.mean, "std": setting.std, "n": setting.n,
                      "settings_compared": compared})
     return rows
 
@@ -338,23 +400,28 @@ def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table 1 flattened: per method ``<Method> mean``, ``std``, ``n``, ``lam`` and ``zeta`` columns."""
+    """Table 1 flattened: per method ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta`` and ``variant`` columns."""
     flat = []
     for row in rows:
         out = {"model": row["model"], "task": row["task"], "metric": row["metric"]}
         for column in method_columns(rows):
             setting = row[column]
-            for name in ("mean", "std", "n", "lam", "zeta"):
+            for name in ("mean", "std", "n", "lam", "zeta", "variant"):
                 out[f"{column} {name}"] = None if setting is None else getattr(setting, name)
         flat.append(out)
     return flat
 
 
 def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Model | Task | Method | λ | ζ | mean ± std | settings compared |", "|---" * 7 + "|"]
+    """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
+    other = any(row["variant"] for row in rows)
+    titles = ["Model", "Task", "Method", "λ", "ζ", *(["other"] if other else []), "mean ± std", "settings compared"]
+    lines = ["| " + " | ".join(titles) + " |", "|---" * len(titles) + "|"]
     for row in rows:
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {_number_text(row['lam'])} | "
-                     f"{_number_text(row['zeta'])} | {row['mean']:.2f} ± {row['std']:.2f} | {row['settings_compared']} |")
+        cells = [row["model"], row["task"], row["method"], _number_text(row["lam"]), _number_text(row["zeta"]),
+                 *([row["variant"] or "—"] if other else []), f"{row['mean']:.2f} ± {row['std']:.2f}",
+                 str(row["settings_compared"])]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -379,8 +446,8 @@ def _csv_value(value: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------------ figure 3
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
-    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta when
-    several were run) and cross_entropy as lambda 0 unless I-STAR ran lambda 0 itself."""
+    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
+    when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself."""
     grouped = settings(records)
     per_lambda: dict[tuple[str, str, float], Setting] = {}
     for setting in grouped:
@@ -388,9 +455,12 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
             key = (setting.task, setting.model, setting.lam)
             if key not in per_lambda or setting.mean > per_lambda[key].mean:
                 per_lambda[key] = setting
+    base: dict[tuple[str, str, float], Setting] = {}
     for setting in grouped:
-        if setting.method == "cross_entropy":
-            per_lambda.setdefault((setting.task, setting.model, 0.0), setting)
+        key = (setting.task, setting.model, 0.0)
+        if setting.method == "cross_entropy" and (key not in base or setting.mean > base[key].mean):
+            base[key] = setting
+    per_lambda = {**base, **per_lambda}
     points: dict[str, dict[str, list[tuple[float, Setting]]]] = {}
     for (task, model, lam), setting in sorted(per_lambda.items()):
         points.setdefault(task, {}).setdefault(model, []).append((lam, setting))
@@ -462,8 +532,8 @@ def write_report(records: Sequence[Record], out: Path) -> str:
     atomic_write_text(out / "table1.md", markdown1)
     atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1)))
     atomic_write_text(out / "table2.md", table2_markdown(rows2))
-    atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "mean", "std",
-                                                           "n", "settings_compared"]))
+    atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "variant",
+                                                           "mean", "std", "n", "settings_compared"]))
     atomic_write_text(out / "cells.csv", csv_text([asdict(r) for r in records], [f.name for f in fields(Record)]))
     if figure3_points(records):
         figure3(records, out / "figure3.png")

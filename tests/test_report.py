@@ -154,6 +154,36 @@ def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
     assert problems[-1][0] == str(copy / "b" / "rerun") and problems[-1][1].startswith("duplicate of ")
 
 
+def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
+    queued = tmp_path / "grid" / "sst2_seed1"
+    queued.mkdir(parents=True)
+    (queued / "cell.yaml").write_text("task: sst2\nseed: 1\n")  # submitted, never started: no config.yaml yet
+    records, problems = report.collect(tmp_path / "grid")
+    assert records == [] and [(path, reason.split(" (")[0]) for path, reason in problems] == [
+        (str(queued), "no results.json")]
+
+
+def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_path):
+    grid = tmp_path / "grid"
+    for lr, mean in ((1e-5, 91.0), (3e-5, 93.0)):
+        for seed, sign in zip(SEEDS, (-1, 0, 1)):
+            for method, lam, zeta, bonus in (("istar", -1.0, 0.2, 1.0), ("cross_entropy", None, None, 0.0)):
+                cell = grid / f"{method}_lr{lr}_seed{seed}"
+                write_cell(cell, "sst2", "bert", method, lam, zeta, seed, mean + bonus + sign * 0.5, 0.1)
+                (cell / "config.yaml").write_text(f"task: sst2\nseed: {seed}\noptim: {{lr: {lr}, epochs: 3}}\n"
+                                                  f"output_dir: {cell}\n")
+    records, problems = report.collect(grid)
+    assert problems == [] and len(records) == 12
+    assert {record.variant for record in records} == {"optim.lr=1e-05", "optim.lr=3e-05"}
+    # Base's learning rate is a choice now, too: it gets a row of its own
+    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in report.table2(records)}
+    assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2), "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in report.table2_markdown(
+        report.table2(records))
+    assert [(lam, setting.variant) for lam, setting in report.figure3_points(records)["sst2"]["bert"]] == [
+        (-1.0, "optim.lr=3e-05"), (0.0, "optim.lr=3e-05")]
+
+
 def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collected):
     points = report.figure3_points(collected[0])
     assert list(points) == ["squad", "sst2"]
@@ -183,7 +213,7 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     with open(out / "cells.csv") as handle:
         cells = list(csv.DictReader(handle))
     assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
-                                                          "value", "score", "isoscore_star", "path"]
+                                                          "value", "score", "isoscore_star", "path", "variant"]
     assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
     with open(out / "table1.csv") as handle:
         table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}
