@@ -59,7 +59,6 @@ class RunConfig:
     save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
     log_every: int = 10
     output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
-    resume: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     progress: bool = True  # tqdm bars (also off when stderr is not a terminal)

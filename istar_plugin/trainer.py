@@ -55,7 +55,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "output_dir", "device", "eval_every", "save_every", "max_steps"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -338,14 +338,19 @@ class Trainer:
         self.log(scalars, self.step)
         return record
 
+    def _evaluate_unless_done(self) -> None:
+        """Evaluate now unless this step already was (an ``eval_every`` step that ends an epoch or the run)."""
+        if not self.history or self.history[-1]["step"] != self.step:
+            self._record_evaluation()
+
     # ----------------------------------------------------------------- training
     def fit(self) -> dict[str, Any]:
         """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``."""
         cfg = self.cfg
+        resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        resumed = self._restore()
         for hook in self.hooks:
             hook.on_fit_start(self)
         if not resumed and cfg.eval_before_training:
@@ -374,7 +379,6 @@ class Trainer:
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
                     sums = mean_over_ranks(sums, self.world_size, self.device)  # the global batch's, not rank 0's
                     averages = {f"train/{k}": v / count for k, v in sums.items()}
-                    averages["train/lr"] = self.scheduler.get_last_lr()[0]
                     averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
                     self.log(averages, self.step)
                     sums, count, started = {}, 0, time.perf_counter()
@@ -389,11 +393,10 @@ class Trainer:
                     hook.on_epoch_end(self, self.epoch)
                 self.epoch, self.batches_done = self.epoch + 1, 0
                 if self.step < self.total_steps:
-                    self._record_evaluation()
+                    self._evaluate_unless_done()
                     self.save_checkpoint()
         bar.close()
-        if not self.history or self.history[-1]["step"] != self.step:
-            self._record_evaluation()
+        self._evaluate_unless_done()
         self.save_checkpoint()
         return self._write_results()
 
@@ -417,6 +420,7 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        totals["lr"] = self.scheduler.get_last_lr()[0]  # the rate this step used, before the schedule moves on
         self.scheduler.step()
         return totals
 

@@ -48,6 +48,8 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if "train/loss" in r]
     assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
+    # the rate each step used: no warm-up (0.06 x 6 steps < 1), linear decay over 6 steps, the last one not 0
+    assert [r["train/lr"] for r in train] == pytest.approx([1e-3 * (6 - k) / 6 for k in range(6)])
     for r in train:  # loss = task loss + penalty, penalty = lam * (1 - IsoScore*)
         assert r["train/loss"] == pytest.approx(r["train/task_loss"] + r["train/penalty"], abs=1e-5)
         assert r["train/penalty"] == pytest.approx(-(1 - r["train/isoscore_star"]), abs=1e-5)
@@ -122,6 +124,16 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1")).fit()
     before = (tmp_path / "run" / "results.json").read_text()
     other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5")
+    config_before = (tmp_path / "run" / "config.yaml").read_text()
     with pytest.raises(ValueError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
+    assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
+
+
+def test_an_evaluation_step_that_ends_an_epoch_is_evaluated_once(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "eval_every=3")
+    results = Trainer(cfg).fit()  # 3 steps per epoch: step 3 is both an eval_every step and an epoch end
+    assert [h["step"] for h in results["history"]] == [0, 3, 6]
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("eval/accuracy")] == [0, 3, 6]
