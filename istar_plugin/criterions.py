@@ -162,7 +162,7 @@ class IStarCriterion(CrossEntropyCriterion):
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         if self.cfg.zeta > 0 and self.shrinkage_cov is None:
-            raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook runs at fit start)")
+            raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook computes it at each epoch start)")
         base = task_loss(self.kind, output, batch)
         cloud = model.token_cloud(output, self.cfg.layers)
         pooled = self.cfg.distributed_cloud == "pooled"

@@ -32,10 +32,15 @@ class DistInfo:
 
 
 def pick_device(requested: str, local_rank: int = 0) -> torch.device:
-    """``auto``: this process's GPU when there is one, else the CPU."""
+    """``auto``: this process's GPU when there is one, else the CPU; ``cuda`` without an index: this process's GPU
+    (``cuda:LOCAL_RANK``, so that ranks on one node do not all land on GPU 0).
+
+    >>> pick_device("cpu", local_rank=3)
+    device(type='cpu')
+    """
     if requested == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(requested)
+    device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {requested!r} asked for, but CUDA is not available; use device=cpu or auto")
     return device

@@ -32,7 +32,8 @@ class Hook:
 
 
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
-    """This rank's slice of a seeded permutation of the training set: disjoint across ranks, same for any rank count.
+    """This rank's slice of a seeded permutation of the training set: disjoint across ranks, whose union (the
+    permutation) does not depend on the number of ranks.
 
     >>> sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2))
     [0, 1, 2, 3, 4, 5]
