@@ -59,6 +59,7 @@ class RunConfig:
     save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
     log_every: int = 10
     output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
+    resume: bool = True  # continue from output_dir's latest checkpoint; false: refuse a directory that has one
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     progress: bool = True  # tqdm bars (also off when stderr is not a terminal)

@@ -55,7 +55,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "output_dir", "device", "eval_every", "save_every", "max_steps"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -253,9 +253,13 @@ class Trainer:
         barrier(self.world_size)
 
     def _restore(self) -> bool:
-        state = self.checkpoints.load_latest(map_location="cpu")
-        if state is None:
+        latest = self.checkpoints.latest()
+        if latest is None:
             return False
+        if not self.cfg.resume:
+            raise ValueError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
+                             "resume=true continues it, or choose another output_dir")
+        state = self.checkpoints.load_latest(map_location="cpu")
         changed = config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True))
         if changed:
             raise ValueError(

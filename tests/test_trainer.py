@@ -129,6 +129,10 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
+    fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "resume=false")
+    with pytest.raises(ValueError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
+        Trainer(fresh).fit()
+    assert (tmp_path / "run" / "results.json").read_text() == before
 
 
 def test_an_evaluation_step_that_ends_an_epoch_is_evaluated_once(tiny_bert, shared_data, tmp_path):
