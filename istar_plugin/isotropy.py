@@ -409,8 +409,12 @@ def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
     dim = points.shape[1]
     if not 1 <= k <= dim:
         raise ValueError(f"k must lie in [1, {dim}] (the dimension), got {k}")
+    if points.shape[0] < 2:
+        raise ValueError(f"explained variance needs at least 2 points, got {points.shape[0]}")
     x = points.detach().to(torch.float64)
     eigenvalues = torch.linalg.eigvalsh(torch.cov(x.T)).clamp_min(0).flip(0)
+    if eigenvalues.sum() == 0:
+        raise ValueError("explained variance is undefined: all points are identical (zero variance)")
     return eigenvalues[:k].sum() / eigenvalues.sum()
 
 

@@ -321,6 +321,10 @@ def test_other_measures_reject_bad_arguments():
         explained_variance_ratio(torch.randn(10, 3), 0)
     with pytest.raises(ValueError, match="got 4"):
         explained_variance_ratio(torch.randn(10, 3), 4)
+    with pytest.raises(ValueError, match="at least 2 points, got 1"):
+        explained_variance_ratio(torch.randn(1, 3), 1)
+    with pytest.raises(ValueError, match="all points are identical"):
+        explained_variance_ratio(torch.ones(10, 3), 1)  # 0 / 0, not a silent NaN
     with pytest.raises(ValueError, match="got 2"):
         twonn_dimension(torch.randn(2, 3))
     with pytest.raises(ValueError, match="got 1.0"):
