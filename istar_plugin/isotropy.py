@@ -445,7 +445,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
     for start in range(0, n, chunk_size):
         block = x[start : start + chunk_size]
         distances = squared_norms[start : start + chunk_size, None] + squared_norms[None, :] - 2 * block @ x.T
-        rows = torch.arange(block.shape[0])
+        rows = torch.arange(block.shape[0], device=x.device)
         distances[rows, rows + start] = float("inf")  # a point is not its own neighbour
         nearest.append(distances.topk(2, dim=1, largest=False).values.clamp_min(0).sqrt())
     r1, r2 = torch.cat(nearest).T
@@ -456,6 +456,6 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
         raise ValueError(f"TwoNN needs at least 3 distinct points, got {m}")
     used = min(m - 1, max(2, int(m * (1 - discard_fraction))))  # F = m / m = 1 would give log(0)
     log_mu = mu[:used].log()
-    empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64) / m
+    empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64, device=x.device) / m
     target = -torch.log1p(-empirical_cdf)
     return (log_mu * target).sum() / log_mu.square().sum()
