@@ -16,6 +16,7 @@ import math
 import random
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
@@ -240,7 +241,19 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        set_rng_state(state["rng"][self.rank % len(state["rng"])])
+        saved_world_size = len(state["rng"])  # one RNG state per rank of the run that saved it
+        if saved_world_size == self.world_size:
+            set_rng_state(state["rng"][self.rank])
+        elif 0 < state["batches_done"] < self.batches_per_epoch:
+            raise ValueError(
+                f"{self.output_dir}: the latest checkpoint (step {state['step']}) was taken mid-epoch by "
+                f"{saved_world_size} rank(s); resume it on {saved_world_size}, not {self.world_size} (each rank's "
+                "share of the epoch depends on the number of ranks), or from an epoch-end checkpoint"
+            )
+        else:  # an epoch boundary: the next epoch's order is split afresh; only the random streams must be new
+            warnings.warn(f"resuming a {saved_world_size}-rank checkpoint on {self.world_size} rank(s): random "
+                          "streams reseeded from (seed, step, rank); not bitwise the run an unchanged world size gives")
+            seed_everything(self.cfg.seed + 1_000_003 * self.rank + 7919 * state["step"])
         self.step, self.epoch, self.batches_done = state["step"], state["epoch"], state["batches_done"]
         self.history = state["history"]
         for hook, hook_state in zip(self.hooks, state["hooks"]):

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from istar_plugin.config import compose
@@ -71,6 +72,22 @@ def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data,
     assert resumed["step"] == straight["step"] == 6
     assert resumed["metrics"] == straight["metrics"]
     assert [h["step"] for h in resumed["history"]] == [0, 3, 6]
+
+
+def test_a_checkpoint_of_another_world_size_resumes_only_from_an_epoch_boundary(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "save_every=1")
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, hooks=[CrashAt(5)]).fit()  # killed before step 5's checkpoint: steps 3 and 4 are kept
+    checkpoints = tmp_path / "run" / "checkpoints"
+    for path in checkpoints.glob("step_*.pt"):  # as if two ranks had saved them: one RNG state per rank
+        state = torch.load(path, weights_only=False)
+        torch.save({**state, "rng": state["rng"] * 2}, path)
+    with pytest.raises(ValueError, match=r"step 4\) was taken mid-epoch by 2 rank\(s\); resume it on 2, not 1"):
+        Trainer(cfg).fit()
+    (checkpoints / "step_00000004.pt").unlink()  # step 3 ends epoch 1
+    with pytest.warns(UserWarning, match="2-rank checkpoint on 1 rank"):
+        results = Trainer(cfg).fit()
+    assert results["step"] == 6 and [h["step"] for h in results["history"]] == [0, 3, 6]
 
 
 def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, tmp_path):
