@@ -72,7 +72,7 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     """
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
-    if not all(map(math.isfinite, xs + ys)):
+    if not _all_finite(xs, ys):
         return math.nan
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     dx = [x - mean_x for x in xs]
@@ -81,6 +81,10 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     if spread == 0:
         return 0.0
     return max(-1.0, min(1.0, sum(a * b for a, b in zip(dx, dy)) / spread))
+
+
+def _all_finite(*sequences: Sequence[float]) -> bool:
+    return all(math.isfinite(float(value)) for values in sequences for value in values)
 
 
 def average_ranks(values: Sequence[float]) -> list[float]:
@@ -108,7 +112,7 @@ def spearman(predictions: Sequence[float], references: Sequence[float]) -> float
     >>> spearman([1, 2, 3, 4], [2, 4, 5, 9])
     1.0
     """
-    if not all(math.isfinite(float(v)) for v in [*predictions, *references]):
+    if not _all_finite(predictions, references):
         return math.nan
     return pearson(average_ranks([float(p) for p in predictions]), average_ranks([float(r) for r in references]))
 

@@ -448,19 +448,14 @@ def _csv_value(value: Any) -> Any:
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
     """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
     when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself."""
-    grouped = settings(records)
-    per_lambda: dict[tuple[str, str, float], Setting] = {}
-    for setting in grouped:
-        if setting.method == "istar" and setting.lam is not None:
-            key = (setting.task, setting.model, setting.lam)
-            if key not in per_lambda or setting.mean > per_lambda[key].mean:
-                per_lambda[key] = setting
-    base: dict[tuple[str, str, float], Setting] = {}
-    for setting in grouped:
-        key = (setting.task, setting.model, 0.0)
-        if setting.method == "cross_entropy" and (key not in base or setting.mean > base[key].mean):
-            base[key] = setting
-    per_lambda = {**base, **per_lambda}
+    best: dict[tuple[str, str, str, float], Setting] = {}  # (task, model, method, lambda) -> best setting
+    for setting in settings(records):
+        lam = setting.lam if setting.method == "istar" else 0.0 if setting.method == "cross_entropy" else None
+        key = (setting.task, setting.model, setting.method, lam)
+        if lam is not None and (key not in best or setting.mean > best[key].mean):
+            best[key] = setting
+    per_lambda = {(task, model, lam): setting for (task, model, method, lam), setting
+                  in sorted(best.items(), key=lambda item: item[0][2] == "istar")}  # I-STAR's own lambda 0 wins
     points: dict[str, dict[str, list[tuple[float, Setting]]]] = {}
     for (task, model, lam), setting in sorted(per_lambda.items()):
         points.setdefault(task, {}).setdefault(model, []).append((lam, setting))
