@@ -188,9 +188,12 @@ def compose(arguments: list[str]) -> DictConfig:
 def _validate(cfg: DictConfig) -> None:
     """Build the typed dataclasses once so their own checks (ranges, choices) run before any work starts."""
     try:
-        criterion_config(cfg)
+        criterion_cfg = criterion_config(cfg)
         data_config(cfg)
         model_config(cfg)
+        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).cls, "check_setup", None)
+        if check_setup is not None:
+            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).cls, getattr(TASKS.get(cfg.task).cls, "kind", None))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):

@@ -6,14 +6,34 @@
 >>> output = encoder(batch)
 >>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
 (torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
+
+Changing the model (the adapter mechanism): :meth:`HFEncoder.insert_before_head` puts a module between
+the representation the task head consumes (``output.representation``: BERT/ALBERT's pooled [CLS], the
+[CLS] state for RoBERTa/DistilBERT) and the head, for training and evaluation alike; the module is a
+submodule (its parameters are in ``state_dict()``, checkpoints, ``.to()`` and DDP) and each inserted
+module's output is in ``output.inserted``. Freezing is plain torch: the trainer's optimizer takes only the
+parameters that require gradients. A criterion does this in its ``adapt(model)`` hook.
+
+>>> layer = torch.nn.Linear(384, 384)
+>>> with torch.no_grad():
+...     _ = layer.weight.copy_(torch.eye(384)), layer.bias.zero_()
+>>> encoder.insert_before_head("isolayer", layer)
+>>> _ = encoder.requires_grad_(False), layer.requires_grad_(True)  # train the inserted layer alone
+>>> inserted = encoder(batch)
+>>> inserted.representation.shape, inserted.inserted["isolayer"].shape, inserted.head_input is inserted.inserted["isolayer"]
+(torch.Size([2, 384]), torch.Size([2, 384]), True)
+>>> torch.allclose(inserted.logits, output.logits, atol=1e-6)  # an identity layer: the same logits
+True
+>>> sorted(name for name, p in encoder.named_parameters() if p.requires_grad)
+['inserted.isolayer.bias', 'inserted.isolayer.weight']
 """
 from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -48,13 +68,25 @@ class ModelConfig:
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers)."""
+    """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
+
+    ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
+    inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
+    module's output, in insertion order; ``head_input`` is what the head actually received.
+    """
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]
     end_logits: Optional[Tensor]
     hidden_states: tuple[Tensor, ...]
     attention_mask: Tensor
+    representation: Optional[Tensor] = None
+    inserted: dict[str, Tensor] = field(default_factory=dict)
+
+    @property
+    def head_input(self) -> Optional[Tensor]:
+        """The representation after every inserted module: what the task head consumed."""
+        return next(reversed(self.inserted.values())) if self.inserted else self.representation
 
 
 def resolve_model_path(name_or_path: str | PathLike) -> str:
@@ -137,6 +169,10 @@ class HFEncoder(torch.nn.Module):
         if cfg.gradient_checkpointing:
             _enable_activation_checkpointing(self.model)
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(self.model.forward).parameters
+        self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
+        self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
+        if kind != "extractive_qa":
+            self.model.base_model.register_forward_hook(self._at_head_input)
 
     @property
     def hidden_size(self) -> int:
@@ -160,14 +196,49 @@ class HFEncoder(torch.nn.Module):
         inputs = {"input_ids": batch["input_ids"], "attention_mask": attention_mask}
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
+        self._head_site = {}
         out = self.model(**inputs, output_hidden_states=True)
+        site, self._head_site = self._head_site, {}
         return EncoderOutput(
             logits=getattr(out, "logits", None),
             start_logits=getattr(out, "start_logits", None),
             end_logits=getattr(out, "end_logits", None),
             hidden_states=tuple(out.hidden_states),
             attention_mask=attention_mask,
+            representation=site.get("representation"),
+            inserted=site.get("inserted", {}),
         )
+
+    def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the task head.
+
+        Modules chain in insertion order. The head consumes BERT/ALBERT's pooled output when the backbone
+        has a pooler, otherwise the first ([CLS]/<s>) token of the last layer (RoBERTa, DistilBERT, ELECTRA):
+        that vector is replaced by the module's output; the hidden states (and so every token cloud) are not.
+        """
+        if self.kind == "extractive_qa":
+            raise ValueError(f"cannot insert {name!r} before the head: an extractive_qa head reads every token, "
+                             "not one representation per example; use a classification or regression task")
+        if name in self.inserted:
+            raise ValueError(f"a module named {name!r} is already inserted before the head")
+        self.inserted[name] = module
+
+    def _at_head_input(self, backbone, args, out):
+        """Forward hook on the backbone: record the head's input and pass it through the inserted modules."""
+        pooled = getattr(out, "pooler_output", None)
+        representation = pooled if pooled is not None else out.last_hidden_state[:, 0]
+        inserted, current = {}, representation
+        for name, module in self.inserted.items():
+            current = inserted[name] = module(current)
+        self._head_site = {"representation": representation, "inserted": inserted}
+        if not inserted:
+            return None
+        if pooled is not None:
+            out.pooler_output = current
+        else:
+            rest = out.last_hidden_state[:, 1:]
+            out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
+        return out
 
     def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None) -> list[Tensor]:
         """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
@@ -184,7 +255,14 @@ class HFEncoder(torch.nn.Module):
         return self.token_cloud(output, [-1])[0]
 
     def save_pretrained(self, directory: str | PathLike) -> None:
-        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``)."""
+        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``).
+
+        Refused when modules are inserted before the head: a Hugging Face folder cannot hold them, and a
+        model reloaded without them would feed its head a different representation.
+        """
+        if len(self.inserted):
+            raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted before "
+                             "the head and HF has no place for them; use the run's checkpoint instead")
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
 

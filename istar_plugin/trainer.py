@@ -109,9 +109,13 @@ class Trainer:
         self.task = TASKS.build(cfg.task, config_module.data_config(cfg))
         self.model = MODELS.get(cfg.model.adapter).cls(
             config_module.model_config(cfg), self.task.kind, max(self.task.num_labels, 1)
-        ).to(self.device)
+        )
         self.tokenizer = self.model.tokenizer
         self.criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), self.task.kind)
+        adapt = getattr(self.criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
+        if adapt is not None:
+            adapt(self.model)
+        self.model.to(self.device)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         self.wrapped = self._wrap(self.model)
         if self.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank

@@ -2,6 +2,9 @@
 
 A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` where ``model`` is the
 (unwrapped) adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput` and ``batch`` the tensors.
+:class:`Criterion` is the protocol with its optional parts: ``hooks()`` (trainer callbacks),
+``adapt(model)`` (change the model once, before it moves to the device, is wrapped and gets its optimizer)
+and ``check_setup(cfg, adapter, kind)`` (refuse an unusable combination at config time).
 """
 from __future__ import annotations
 
@@ -42,20 +45,62 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
     raise ValueError(f"unknown task kind {kind!r}; choose one of: classification, regression, extractive_qa")
 
 
+class Criterion:
+    """Base class of criterions: no hooks, no change to the model, any model and task accepted.
+
+    ``adapt(model)`` is the one way a criterion changes the model: insert modules before the head
+    (``model.insert_before_head(name, module)``), freeze parameters (``requires_grad_(False)``: the
+    optimizer gets only those that still require gradients). It runs before a checkpoint is restored, so
+    inserted modules are saved and restored with the model, and they act in evaluation too.
+    A criterion keeps references to the modules it inserted to compute its loss from them.
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> class Scaled(Criterion):  # a third-party criterion that trains one inserted d x d layer only
+    ...     def adapt(self, model):
+    ...         self.layer = torch.nn.Linear(model.hidden_size, model.hidden_size)
+    ...         model.insert_before_head("scaled", self.layer)
+    ...         model.requires_grad_(False), self.layer.requires_grad_(True)
+    ...     def __call__(self, model, output, batch):
+    ...         return CriterionOutput(task_loss(self.kind, output, batch) + output.inserted["scaled"].square().mean())
+    >>> from istar_plugin.models import HFEncoder, ModelConfig
+    >>> model = HFEncoder(ModelConfig(), "classification")
+    >>> criterion = Scaled(None, "classification")
+    >>> criterion.adapt(model)
+    >>> [name for name, p in model.named_parameters() if p.requires_grad]
+    ['inserted.scaled.weight', 'inserted.scaled.bias']
+    >>> batch = dict(model.tokenizer(["fine", "awful"], padding=True, return_tensors="pt"), labels=torch.tensor([1, 0]))
+    >>> criterion(model, model(batch), batch).loss.backward()
+    >>> model.inserted.scaled.weight.grad.shape, model.model.classifier.weight.grad
+    (torch.Size([384, 384]), None)
+    """
+
+    def __init__(self, cfg, kind: str):
+        self.cfg, self.kind = cfg, kind
+
+    @classmethod
+    def check_setup(cls, cfg, adapter: type, kind: str) -> None:
+        """Raise ValueError (one line, naming the value and the choices) if ``cfg`` cannot run with this model
+        adapter class and task kind; called by ``compose`` before any model loads."""
+
+    def hooks(self) -> list:
+        return []
+
+    def adapt(self, model) -> None:
+        """Change ``model`` (the unwrapped adapter) before training; the default leaves it as it is."""
+
+    def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
+        raise NotImplementedError
+
+
 @dataclass
 class CrossEntropyConfig:
     """The task loss alone (no configuration)."""
 
 
 @CRITERIONS.register("cross_entropy", CrossEntropyConfig)
-class CrossEntropyCriterion:
+class CrossEntropyCriterion(Criterion):
     """Task loss only: the baseline every regulariser is compared with."""
-
-    def __init__(self, cfg: CrossEntropyConfig, kind: str):
-        self.cfg, self.kind = cfg, kind
-
-    def hooks(self) -> list:
-        return []
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         loss = task_loss(self.kind, output, batch)
