@@ -40,6 +40,7 @@ class OptimConfig:
     epochs: int = 3
     grad_accum: int = 2  # the paper accumulates 2 batches per optimizer step
     max_grad_norm: float = 1.0  # 0 disables clipping
+    schedule: str = "linear"  # after warmup: linear decay to 0, or constant
 
 
 @dataclass
@@ -196,6 +197,8 @@ def _validate(cfg: DictConfig) -> None:
             check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).cls, getattr(TASKS.get(cfg.task).cls, "kind", None))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
+    if cfg.optim.schedule not in ("linear", "constant"):
+        raise ConfigError(f"optim.schedule {cfg.optim.schedule!r} unknown; choose one of: linear, constant")
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):
         raise ConfigError(f"precision {cfg.precision!r} unknown; choose one of: auto, fp32, bf16, fp16")
 

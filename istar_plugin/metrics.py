@@ -15,6 +15,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Optional
 
 
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
@@ -224,6 +225,18 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
     if task in TASKS_WITH_COMBINED_SCORE:
         results["combined_score"] = sum(results.values()) / len(results)
     return results
+
+
+def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
+    """Whether a classifier predicted one class for every example (a regressor one value): a collapsed run,
+    whose metric is the majority-class score (or NaN). None for extractive QA, where it is not defined.
+
+    >>> collapsed("classification", [1, 1, 1]), collapsed("regression", [0.2, 0.3]), collapsed("extractive_qa", ["a"])
+    (True, False, None)
+    """
+    if kind not in ("classification", "regression"):
+        return None
+    return len(set(predictions)) <= 1
 
 
 def _scorers(task: str) -> dict[str, Scorer]:

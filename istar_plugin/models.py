@@ -254,6 +254,16 @@ class HFEncoder(torch.nn.Module):
         """The last layer's non-padding tokens, (n_tokens, hidden)."""
         return self.token_cloud(output, [-1])[0]
 
+    def word_embeddings(self) -> Tensor:
+        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow).
+
+        The matrix W of the isotropy-calibration papers (tied to the MLM output layer in these encoders).
+        """
+        embeddings = self.model.get_input_embeddings()
+        if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
+            raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")
+        return embeddings.weight
+
     def save_pretrained(self, directory: str | PathLike) -> None:
         """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``).
 

@@ -28,7 +28,8 @@ from tqdm.auto import tqdm
 from . import config as config_module
 from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
 from .hooks import Hook
-from .isotropy import CovarianceAccumulator, isoscore_from_cov
+from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
+from .metrics import collapsed
 from .registry import CRITERIONS, MODELS, TASKS
 from .rundir import Checkpoints, MetricsLog, TensorBoardLog, atomic_write_json, atomic_write_text
 
@@ -140,6 +141,7 @@ class Trainer:
         self.epoch = 0
         self.batches_done = 0  # micro-batches of the current epoch already consumed
         self.history: list[dict[str, Any]] = []
+        self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
         self.checkpoints = Checkpoints(self.output_dir, keep_last=2)
         is_main = self.dist.is_main
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
@@ -171,6 +173,8 @@ class Trainer:
         def linear(step: int) -> float:
             if step < warmup:
                 return (step + 1) / (warmup + 1)
+            if cfg.schedule == "constant":
+                return 1.0
             return max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
 
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear)
@@ -236,6 +240,7 @@ class Trainer:
             "epoch": self.epoch,
             "batches_done": self.batches_done,
             "history": self.history,
+            "embedding_before": self.embedding_before,
             "hooks": [hook.state_dict() for hook in self.hooks],
             "config": OmegaConf.to_container(self.cfg, resolve=True),
         }
@@ -260,6 +265,7 @@ class Trainer:
             seed_everything(self.cfg.seed + 1_000_003 * self.rank + 7919 * state["step"])
         self.step, self.epoch, self.batches_done = state["step"], state["epoch"], state["batches_done"]
         self.history = state["history"]
+        self.embedding_before = state.get("embedding_before", {})
         for hook, hook_state in zip(self.hooks, state["hooks"]):
             hook.load_state_dict(hook_state)
 
@@ -344,11 +350,24 @@ class Trainer:
         union = CovarianceAccumulator(self.model.hidden_size, device=self.device)
         for accumulator in per_layer:
             union.merge(accumulator)
-        return {
+        result = {
             **metrics,
             "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
             "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
+            **self._embedding_isotropy(),
         }
+        one_class = collapsed(self.task.kind, predictions)
+        if one_class is not None:
+            result["collapsed"] = one_class
+        return result
+
+    def _embedding_isotropy(self) -> dict[str, float]:
+        """I1 and I2 (partition-function isotropy) of the word-embedding matrix, when the model has one."""
+        word_embeddings = getattr(self.model, "word_embeddings", None)
+        if word_embeddings is None:
+            return {}
+        i1, i2 = partition_isotropy(word_embeddings().detach())
+        return {"embedding_i1": i1.item(), "embedding_i2": i2.item()}
 
     def _record_evaluation(self) -> dict[str, Any]:
         result = self.evaluate()
@@ -372,6 +391,10 @@ class Trainer:
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        if not resumed:
+            self.embedding_before = self._embedding_isotropy()
+            if self.embedding_before:
+                self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
         for hook in self.hooks:
             hook.on_fit_start(self)
         if not resumed and cfg.eval_before_training:
@@ -460,6 +483,8 @@ class Trainer:
             "history": self.history,
         }
         results.update({k: final[k] for k in ("eval_isoscore_star", "eval_isoscore_star_per_layer")})
+        results.update({k: final[k] for k in ("embedding_i1", "embedding_i2", "collapsed") if k in final})
+        results.update({f"{k}_before": v for k, v in self.embedding_before.items()})
         results.update({k: v for k, v in final.items() if k in self.task.metric_names})
         if self.dist.is_main:
             atomic_write_json(self.output_dir / "results.json", results)

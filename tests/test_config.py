@@ -54,7 +54,7 @@ def test_overrides_are_typed_and_config_is_read_only():
         (["batch_size=many"], "batch_size"),
         (["criterion=istar", "criterion.zeta=1.5"], "criterion.zeta must lie in [0, 1], got 1.5"),
         (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
-        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, istar"),
+        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, istar, spectrum"),
         (["recipe=nope"], "unknown recipe 'nope'; available: "),
         (["model=nope"], "unknown model 'nope'; presets: albert, bert"),
         (["task=nope"], "unknown task 'nope'; registered tasks:"),

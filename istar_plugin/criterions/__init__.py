@@ -4,10 +4,12 @@ A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` 
 (unwrapped) adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput` and ``batch`` the tensors;
 it may change the model through ``adapt(model)`` (see :class:`~.task.Criterion`).
 Importing this package registers the built-in criterions: ``cross_entropy`` (:mod:`.task`), ``cosreg``
-(:mod:`.cosreg`) and ``istar`` (:mod:`.istar`).
+(:mod:`.cosreg`), ``istar`` (:mod:`.istar`), ``spectrum`` (:mod:`.spectrum`) and ``flow`` (:mod:`.flow`).
 """
-from .cosreg import CosRegConfig, CosRegCriterion, cosreg_loss
+from .cosreg import CosRegConfig, CosRegCriterion, cosreg_loss, embedding_cosine
+from .flow import FlowConfig, FlowCriterion, Glow
 from .istar import IStarConfig, IStarCriterion, istar_loss
+from .spectrum import SpectrumConfig, SpectrumCriterion, spectrum_penalty, spectrum_targets
 from .task import Criterion, CriterionOutput, CrossEntropyConfig, CrossEntropyCriterion, task_loss
 
 __all__ = [
@@ -16,10 +18,18 @@ __all__ = [
     "task_loss",
     "cosreg_loss",
     "istar_loss",
+    "embedding_cosine",
+    "spectrum_penalty",
+    "spectrum_targets",
+    "Glow",
     "CrossEntropyConfig",
     "CrossEntropyCriterion",
     "CosRegConfig",
     "CosRegCriterion",
     "IStarConfig",
     "IStarCriterion",
+    "SpectrumConfig",
+    "SpectrumCriterion",
+    "FlowConfig",
+    "FlowCriterion",
 ]

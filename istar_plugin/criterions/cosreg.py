@@ -1,10 +1,16 @@
 """CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine similarity.
 
+Two targets, both called CosReg in the literature: ``hidden`` (the I-STAR paper's: the batch's last-layer
+token states, mean over pairs i != j) and ``embeddings`` (Gao et al. / Ding et al.: the rows of the word-
+embedding matrix, ``(1/|V|^2) sum_{i != j} w^_i . w^_j``, in O(|V| d), never |V| x |V|).
+
 >>> import torch
 >>> tokens = torch.ones(4, 3)  # identical directions: mean cosine 1
 >>> total, cosine = cosreg_loss(torch.tensor(0.5), tokens, lam=2.0)
 >>> round(total.item(), 4), round(cosine.item(), 4)
 (2.5, 1.0)
+>>> round(embedding_cosine(torch.ones(4, 3)).item(), 4)  # 12 ordered pairs / 4^2
+0.75
 """
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ from ..isotropy import average_cosine_similarity
 from ..registry import CRITERIONS
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
+TARGETS = ("hidden", "embeddings")
+
 
 def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Tensor, Tensor]:
     """CosReg (Gao et al. 2019): ``loss + lam * mean cosine over pairs i != j``; returns (total, mean cosine)."""
@@ -25,18 +33,39 @@ def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Te
     return loss + lam * cosine, cosine
 
 
+def embedding_cosine(matrix: Tensor) -> Tensor:
+    """``(1/|V|^2) sum_{i != j} cos(w_i, w_j)`` over the rows of ``matrix`` (Gao et al.'s normalisation), O(|V| d)."""
+    rows = matrix.shape[0]
+    with torch.autocast(device_type=matrix.device.type, enabled=False):
+        return average_cosine_similarity(matrix.float()) * ((rows - 1) / rows)
+
+
 @dataclass
 class CosRegConfig:
     lam: float = 1.0
+    target: str = "hidden"  # hidden: the batch's last-layer tokens; embeddings: the word-embedding matrix's rows
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"criterion.target {self.target!r} unknown; choose one of: {', '.join(TARGETS)}")
 
 
 @CRITERIONS.register("cosreg", CosRegConfig)
 class CosRegCriterion(CrossEntropyCriterion):
-    """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states (padding excluded)."""
+    """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states (padding excluded)
+    or, with ``target=embeddings``, of the rows of the word-embedding matrix."""
+
+    @classmethod
+    def check_setup(cls, cfg: CosRegConfig, adapter: type, kind: str) -> None:
+        if cfg.target == "embeddings" and not callable(getattr(adapter, "word_embeddings", None)):
+            raise ValueError(f"criterion.target=embeddings needs a model adapter with a word-embedding matrix "
+                             f"(word_embeddings()); {adapter.__name__} has none; choose criterion.target=hidden")
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         base = task_loss(self.kind, output, batch)
-        loss, cosine = cosreg_loss(base, model.last_layer_tokens(output), self.cfg.lam)
+        if self.cfg.target == "embeddings":
+            cosine = embedding_cosine(model.word_embeddings())
+            loss = base + self.cfg.lam * cosine
+        else:
+            loss, cosine = cosreg_loss(base, model.last_layer_tokens(output), self.cfg.lam)
         return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(), "cosine": cosine.detach()})
-
-
