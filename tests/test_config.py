@@ -8,7 +8,7 @@ from istar_plugin.config import ConfigError, compose
 
 
 @pytest.mark.parametrize("recipe", config_module.available())
-@pytest.mark.parametrize("criterion", ["cross_entropy", "cosreg", "istar"])
+@pytest.mark.parametrize("criterion", ["cross_entropy", "cosreg", "istar", "spectrum", "flow"])
 def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
     cfg = compose([f"recipe={recipe}", f"criterion={criterion}"])
     assert cfg.recipe == recipe and cfg.criterion.name == criterion
@@ -74,7 +74,7 @@ def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
     printed = OmegaConf.create(capsys.readouterr().out)
     assert printed.criterion.name == "cosreg" and printed.output_dir == "runs/sst2/cosreg/seed42"
     assert main(["--list", "criterions"]) == 0
-    assert capsys.readouterr().out.split() == ["cosreg", "cross_entropy", "istar"]
+    assert capsys.readouterr().out.split() == ["cosreg", "cross_entropy", "flow", "istar", "spectrum"]
     assert main(["--list", "recipes"]) == 0
     assert "squad" in capsys.readouterr().out.split()
     assert main(["recipe=sst2", "optim.nope=1"]) == 2
