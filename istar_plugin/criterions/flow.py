@@ -128,6 +128,8 @@ class Glow(nn.Module):
 
     def __init__(self, dim: int, depth: int = 2, width: int = 256):
         super().__init__()
+        if dim < 2:
+            raise ValueError(f"a coupling flow needs at least 2 dimensions to split, got {dim}")
         self.steps = nn.ModuleList(
             nn.ModuleList([ActNorm(dim), LULinear(dim), AffineCoupling(dim, width, flip=bool(i % 2))]) for i in range(depth)
         )
