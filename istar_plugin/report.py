@@ -8,6 +8,10 @@ percentages; a method's best setting is its lambda/zeta (and any other swept hyp
 
     istar-report GRID_DIR [--out DIR]   # table1.md/.csv, table2.md/.csv, cells.csv, figure3.png in DIR
 
+A run whose eval predictions were all one class is marked ``(k collapsed)``. A grid with isotropy-calibration
+cells (CosReg on the embeddings, spectrum, flow) also gets Ding et al.'s Table 1 and Table 4 with the paper's
+numbers beside ours (:mod:`istar_plugin.report_calibration`).
+
 >>> import json, tempfile
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
@@ -41,6 +45,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import yaml
 
+from . import report_calibration
 from .rundir import atomic_write_bytes, atomic_write_text
 
 __all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "figure3_points",
@@ -79,6 +84,7 @@ class Record:
     isoscore_star: float
     path: str
     variant: str = ""
+    collapsed: bool = False  # the eval predictions were all one class (or one value)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class Setting:
     scores: tuple[float, ...]
     isoscores: tuple[float, ...]
     variant: str = ""
+    collapsed: int = 0  # how many of its seeds collapsed to one predicted class
 
     @property
     def n(self) -> int:
@@ -237,6 +244,7 @@ def read_cell(cell: Path) -> Record:
         score=as_percent(task, metric, value),
         isoscore_star=_number(results.get("eval_isoscore_star"), "eval_isoscore_star"),
         path=str(cell),
+        collapsed=results.get("collapsed") is True,
     )
 
 
@@ -318,6 +326,7 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             scores=tuple(record.score for record in group),
             isoscores=tuple(record.isoscore_star for record in group),
             variant=variant,
+            collapsed=sum(record.collapsed for record in group),
         ))
     return sorted(result, key=_setting_order)
 
@@ -371,15 +380,19 @@ def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def format_score(setting: Optional[Setting], most_seeds: int) -> str:
-    """``mean ± std``, marked ``(n=k)`` when fewer seeds than the grid's most, or only one, went in.
+    """``mean ± std``, marked ``(n=k)`` when fewer seeds than the grid's most, or only one, went in, and
+    ``(k collapsed)`` when k of its runs predicted one class for every example.
 
     >>> format_score(Setting("bert", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
     '92.50 ± 0.00 (n=1)'
+    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1), collapsed=2), 2)
+    '81.20 ± 0.00 (2 collapsed)'
     """
     if setting is None:
         return "—"
     text = f"{setting.mean:.2f} ± {setting.std:.2f}"
-    return text + (f" (n={setting.n})" if setting.n == 1 or setting.n < most_seeds else "")
+    text += f" (n={setting.n})" if setting.n == 1 or setting.n < most_seeds else ""
+    return text + (f" ({setting.collapsed} collapsed)" if setting.collapsed else "")
 
 
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -532,6 +545,9 @@ def write_report(records: Sequence[Record], out: Path) -> str:
     atomic_write_text(out / "cells.csv", csv_text([asdict(r) for r in records], [f.name for f in fields(Record)]))
     if figure3_points(records):
         figure3(records, out / "figure3.png")
+    runs = report_calibration.read_runs(Path(record.path) for record in records)
+    if report_calibration.uses_calibration(runs):
+        markdown1 += "\n" + report_calibration.write_tables(runs, out)
     return markdown1
 
 

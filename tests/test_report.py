@@ -213,7 +213,8 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     with open(out / "cells.csv") as handle:
         cells = list(csv.DictReader(handle))
     assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
-                                                          "value", "score", "isoscore_star", "path", "variant"]
+                                                          "value", "score", "isoscore_star", "path", "variant",
+                                                          "collapsed"]
     assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
     with open(out / "table1.csv") as handle:
         table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}

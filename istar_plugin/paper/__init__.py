@@ -1,0 +1,1 @@
+"""Numbers the papers report, carried as data (each file names its source) for reports to show beside ours."""
