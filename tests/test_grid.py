@@ -186,3 +186,17 @@ def test_a_cell_keeps_its_name_when_the_grid_is_filtered(tmp_path):
     full = {cell.arguments: cell.name for cell in load(str(path)).cells}
     only_second = load(str(path), ["criterion=istar"]).cells
     assert [cell.name for cell in only_second] == [full[only_second[0].arguments]] == ["model.max_length=32,criterion=istar"]
+
+
+def test_calibration_grid_has_the_papers_settings():
+    grid = load("calibration")
+    assert len(grid.cells) == 3 * 10 * 5 * 3 and len({c.name for c in grid.cells}) == len(grid.cells)
+    swept = [dict(cell.swept) for cell in grid.cells]
+    assert {s["model"] for s in swept} == {"bert", "roberta", "distilbert"} and {s["seed"] for s in swept} == {"1", "2", "3"}
+    assert {s["task"] for s in swept} == {"sst2", "mrpc", "cola", "rte", "wnli", "stsb", "qnli", "mnli", "mnli_mismatched", "qqp"}
+    methods = {(s["criterion"], s.get("criterion.target"), s.get("criterion.decay")) for s in swept}
+    assert methods == {("cross_entropy", None, None), ("cosreg", "embeddings", None), ("spectrum", None, "polynomial"),
+                       ("spectrum", None, "exponential"), ("flow", None, None)}
+    for s in swept:
+        assert s["optim.epochs"] == ("5" if s["task"] in ("mrpc", "wnli") else "3")
+        assert float(s["optim.lr"]) == (1e-5 if s["model"] == "roberta" else 2e-5)
