@@ -37,6 +37,21 @@ def test_embedding_cosine_is_the_pairwise_mean_over_v_squared():
     assert embedding_cosine(matrix).item() == pytest.approx(expected.item(), abs=1e-6)  # computed in float32
 
 
+def test_embedding_cosine_gradient_is_exact_and_zero_rows_have_no_direction():
+    from istar_plugin.criterions.cosreg import _EmbeddingCosine
+
+    matrix = torch.randn(40, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_EmbeddingCosine.apply, (matrix,))
+    with_zero = torch.randn(30, 4, dtype=torch.float64)
+    with_zero[3] = 0
+    leaf = with_zero.clone().requires_grad_()
+    _EmbeddingCosine.apply(leaf).backward()
+    assert leaf.grad[3].abs().max() == 0 and leaf.grad.isfinite().all()
+    units = torch.nn.functional.normalize(with_zero, dim=1)  # the zero row stays zero: cosine 0 with the rest
+    expected = ((units @ units.T).sum() - units.square().sum()) / 30**2
+    assert _EmbeddingCosine.apply(with_zero).item() == pytest.approx(expected.item(), rel=1e-12)
+
+
 def test_cosreg_embeddings_penalises_the_matrix_and_its_gradient_reaches_it():
     matrix = (torch.randn(30, 5) + 2.0).requires_grad_()  # a common direction: mean cosine well above 0
     output, batch = _classification()

@@ -34,10 +34,35 @@ def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Te
 
 
 def embedding_cosine(matrix: Tensor) -> Tensor:
-    """``(1/|V|^2) sum_{i != j} cos(w_i, w_j)`` over the rows of ``matrix`` (Gao et al.'s normalisation), O(|V| d)."""
-    rows = matrix.shape[0]
+    """``(1/|V|^2) sum_{i != j} cos(w_i, w_j)`` over the rows of ``matrix`` (Gao et al.'s normalisation).
+
+    O(|V| d) and memory-lean: the unit rows are never materialised (``sum_i w^_i = W^T (1/||w_i||)``), and the
+    gradient is written in one pass. Zero rows count as cosine 0 with every other row.
+    """
     with torch.autocast(device_type=matrix.device.type, enabled=False):
-        return average_cosine_similarity(matrix.float()) * ((rows - 1) / rows)
+        return _EmbeddingCosine.apply(matrix.float())
+
+
+class _EmbeddingCosine(torch.autograd.Function):
+    """value = (||s||^2 - #nonzero rows) / n^2 with s = sum_i w_i / ||w_i||;
+    d value / d w_i = (2 / n^2) (s - (w^_i . s) w^_i) / ||w_i||."""
+
+    @staticmethod
+    def forward(ctx, matrix: Tensor) -> Tensor:
+        norms = torch.linalg.vector_norm(matrix, dim=1)
+        inverse = torch.where(norms > 0, 1.0 / norms.clamp_min(torch.finfo(matrix.dtype).tiny), torch.zeros_like(norms))
+        total = matrix.T @ inverse  # sum of the unit rows, without forming them
+        rows = matrix.shape[0]
+        ctx.save_for_backward(matrix, inverse, total)
+        return (total.dot(total) - (norms > 0).sum()) / rows**2
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor) -> Tensor:
+        matrix, inverse, total = ctx.saved_tensors
+        scale = 2.0 * grad_output / matrix.shape[0] ** 2
+        projections = matrix @ total  # w_i . s
+        grad = matrix * (-scale * projections * inverse.pow(3)).unsqueeze(1)
+        return grad.addr_(inverse, total, alpha=float(scale))
 
 
 @dataclass
