@@ -62,7 +62,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert len(list((tmp_path / "run" / "checkpoints").glob("step_*.pt"))) == 2
 
 
-@pytest.mark.parametrize("criterion", ["istar", "cosreg"])
+@pytest.mark.parametrize("criterion", ["istar", "cosreg", "flow"])
 def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data, tmp_path, criterion):
     straight = Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "straight", f"criterion={criterion}")).fit()
     crashed_cfg = tiny_config(tiny_bert, shared_data, tmp_path / "crashed", f"criterion={criterion}", "save_every=1")
@@ -158,3 +158,31 @@ def test_an_evaluation_step_that_ends_an_epoch_is_evaluated_once(tiny_bert, shar
     assert [h["step"] for h in results["history"]] == [0, 3, 6]
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
     assert [e.step for e in events.Scalars("eval/accuracy")] == [0, 3, 6]
+
+
+def test_every_run_records_embedding_isotropy_before_and_after_and_collapse(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=spectrum", "criterion.lam=1.0",
+                      "eval_before_training=false")
+    results = Trainer(cfg).fit()
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    for key in ("embedding_i1", "embedding_i2", "embedding_i1_before", "embedding_i2_before"):
+        assert saved[key] == results[key] and 0 <= saved[key] <= 1
+    assert saved["embedding_i1"] != saved["embedding_i1_before"]  # the penalty moved the matrix
+    assert isinstance(saved["collapsed"], bool)
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
+    assert events.Scalars("eval/embedding_i1")[-1].value == pytest.approx(saved["embedding_i1"])
+    assert events.Scalars("embedding/i1_before")[0].value == pytest.approx(saved["embedding_i1_before"])
+    assert events.Scalars("train/sigma_max")[-1].value > 0
+
+
+def test_a_one_class_classifier_is_marked_collapsed(tiny_bert, shared_data, tmp_path):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=flow", "max_steps=1")
+    trainer = Trainer(cfg)
+    with torch.no_grad():  # a head that ignores its input and always prefers class 1
+        trainer.model.model.classifier.weight.zero_()
+        trainer.model.model.classifier.bias.copy_(torch.tensor([0.0, 5.0]))
+        trainer.model.model.classifier.requires_grad_(False)
+    saved = trainer.fit()
+    assert saved["collapsed"] is True and saved["history"][0]["collapsed"] is True
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["eval/collapsed"] for r in records if "eval/collapsed" in r] == [True, True]
