@@ -58,6 +58,7 @@ class RunConfig:
     eval_every: Optional[int] = None  # optimizer steps between evaluations; None: at each epoch end
     eval_before_training: bool = True  # the step-0 evaluation: metric and IsoScore* before fine-tuning
     save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
+    keep_checkpoints: Optional[int] = None  # None: the last 2 while running, none once finished (model/ stays); N: the last N
     log_every: int = 10
     output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
     resume: bool = True  # continue from output_dir's latest checkpoint; false: refuse a directory that has one
@@ -199,6 +200,8 @@ def _validate(cfg: DictConfig) -> None:
         raise ConfigError(str(error)) from None
     if cfg.optim.schedule not in ("linear", "constant"):
         raise ConfigError(f"optim.schedule {cfg.optim.schedule!r} unknown; choose one of: linear, constant")
+    if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
+        raise ConfigError(f"keep_checkpoints must be an integer >= 1 (or null: none once the run finished), got {cfg.keep_checkpoints}")
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):
         raise ConfigError(f"precision {cfg.precision!r} unknown; choose one of: auto, fp32, bf16, fp16")
 

@@ -264,8 +264,9 @@ class HFEncoder(torch.nn.Module):
             raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")
         return embeddings.weight
 
-    def save_pretrained(self, directory: str | PathLike) -> None:
-        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``).
+    def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None, label2id: Optional[dict] = None) -> None:
+        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
+        ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
 
         Refused when modules are inserted before the head: a Hugging Face folder cannot hold them, and a
         model reloaded without them would feed its head a different representation.
@@ -273,6 +274,8 @@ class HFEncoder(torch.nn.Module):
         if len(self.inserted):
             raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted before "
                              "the head and HF has no place for them; use the run's checkpoint instead")
+        if id2label is not None:
+            self.model.config.id2label, self.model.config.label2id = dict(id2label), dict(label2id or {})
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
 

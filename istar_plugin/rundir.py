@@ -185,6 +185,16 @@ class Checkpoints:
             old.unlink(missing_ok=True)
         return path
 
+    def paths(self) -> dict[int, Path]:
+        """Every checkpoint by step, in increasing order."""
+        return {int(self.PATTERN.fullmatch(path.name)[1]): path for path in self._by_step()}
+
+    def keep_newest(self, count: int) -> None:
+        """Delete all but the ``count`` highest steps (0: every checkpoint)."""
+        checkpoints = self._by_step()
+        for old in checkpoints[: max(0, len(checkpoints) - count)]:
+            old.unlink(missing_ok=True)
+
     def latest(self) -> Optional[Path]:
         """The checkpoint with the highest step, or None."""
         checkpoints = self._by_step()

@@ -12,6 +12,7 @@ cloud, atomic checkpoints with every RNG state, and exact resume (mid-epoch incl
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import sys
@@ -26,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from . import config as config_module
+from . import export
 from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
 from .hooks import Hook
 from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
@@ -57,7 +59,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps",
+                     "keep_checkpoints"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -142,7 +145,7 @@ class Trainer:
         self.batches_done = 0  # micro-batches of the current epoch already consumed
         self.history: list[dict[str, Any]] = []
         self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
-        self.checkpoints = Checkpoints(self.output_dir, keep_last=2)
+        self.checkpoints = Checkpoints(self.output_dir, keep_last=cfg.keep_checkpoints or 2)
         is_main = self.dist.is_main
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
         self.tensorboard = TensorBoardLog(self.output_dir / "tensorboard", enabled=is_main and bool(cfg.tensorboard))
@@ -387,6 +390,9 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``."""
         cfg = self.cfg
+        finished = self._finished_results()
+        if finished is not None:
+            return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -442,7 +448,43 @@ class Trainer:
         bar.close()
         self._evaluate_unless_done()
         self.save_checkpoint()
-        return self._write_results()
+        self._export_model()
+        results = self._write_results()
+        if self.dist.is_main and cfg.keep_checkpoints is None and self.exported:
+            self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
+        return results
+
+    def _export_model(self) -> None:
+        """``output_dir/model`` in Hugging Face format; a model that cannot be saved so (an adapter without
+        ``save_pretrained``, modules inserted before the head) keeps its last checkpoint instead."""
+        self.exported = False
+        if not self.dist.is_main:
+            return
+        try:
+            export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR)
+            self.exported = True
+        except (TypeError, ValueError) as error:  # no save_pretrained(), or the adapter refuses (inserted modules)
+            warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept")
+
+    def _finished_results(self) -> Optional[dict[str, Any]]:
+        """The saved results of a run that finished here and whose checkpoints were removed, else None."""
+        results_path = self.output_dir / "results.json"
+        if self.checkpoints.latest() is not None or not results_path.is_file():
+            return None
+        if not self.cfg.resume:
+            raise ValueError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
+                             "choose another output_dir")
+        saved_config = OmegaConf.to_container(OmegaConf.load(self.output_dir / "config.yaml"), resolve=True)
+        changed = config_changes(saved_config, OmegaConf.to_container(self.cfg, resolve=True))
+        if changed:
+            raise ValueError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
+                             "choose another output_dir")
+        results = json.loads(results_path.read_text())
+        if results["step"] < self.total_steps:
+            raise ValueError(f"{self.output_dir} holds a run finished at step {results['step']} whose checkpoints were "
+                             f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
+                             "choose another output_dir")
+        return results
 
     def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         totals: dict[str, float] = {}

@@ -59,7 +59,8 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
     assert events.Scalars("eval/accuracy")[-1].value == pytest.approx(saved["accuracy"])
-    assert len(list((tmp_path / "run" / "checkpoints").glob("step_*.pt"))) == 2
+    assert list((tmp_path / "run" / "checkpoints").glob("step_*.pt")) == []  # finished: model/ replaces them
+    assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("criterion", ["istar", "cosreg", "flow"])
@@ -138,15 +139,16 @@ def test_squad_trains_and_reports_exact_match_and_f1(tiny_bert, shared_data, tmp
 
 
 def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, shared_data, tmp_path):
-    Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1")).fit()
+    kept = "keep_checkpoints=1"  # a finished run keeps its last checkpoint
+    Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", kept)).fit()
     before = (tmp_path / "run" / "results.json").read_text()
-    other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5")
+    other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5", kept)
     config_before = (tmp_path / "run" / "config.yaml").read_text()
     with pytest.raises(ValueError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
-    fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "resume=false")
+    fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "resume=false", kept)
     with pytest.raises(ValueError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
         Trainer(fresh).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
