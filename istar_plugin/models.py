@@ -41,7 +41,7 @@ from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelFor
 
 from istar_plugin.registry import MODELS
 
-__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "KINDS"]
+__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "KINDS"]
 
 KINDS = ("classification", "regression", "extractive_qa")
 PACKAGE_PREFIX = "package:"
@@ -245,10 +245,7 @@ class HFEncoder(torch.nn.Module):
 
         ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
         """
-        count = len(output.hidden_states)
-        indices = range(1, count) if layers is None else [self._check_layer(index, count) for index in layers]
-        positions = output.attention_mask.reshape(-1).bool().nonzero().squeeze(1)
-        return [_flat(output.hidden_states[index]).index_select(0, positions) for index in indices]
+        return token_cloud(output.hidden_states, output.attention_mask, layers)
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
         """The last layer's non-padding tokens, (n_tokens, hidden)."""
@@ -279,14 +276,30 @@ class HFEncoder(torch.nn.Module):
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
 
-    @staticmethod
-    def _check_layer(index: int, count: int) -> int:
-        if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
-            raise ValueError(
-                f"layer index {index!r} out of range: hidden_states has {count} entries "
-                f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
-            )
-        return index
+
+
+def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None) -> list[Tensor]:
+    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
+
+    ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+
+    >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+    >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
+    [torch.Size([3, 4])]
+    """
+    count = len(hidden_states)
+    indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
+    positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
+    return [_flat(hidden_states[index]).index_select(0, positions) for index in indices]
+
+
+def _check_layer(index: int, count: int) -> int:
+    if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
+        raise ValueError(
+            f"layer index {index!r} out of range: hidden_states has {count} entries "
+            f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
+        )
+    return index
 
 
 def _enable_activation_checkpointing(model) -> None:
