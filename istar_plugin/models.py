@@ -1,4 +1,5 @@
-"""BERT-family encoders with a task head, exposing every layer's token cloud for isotropy regularisers.
+"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud for
+isotropy regularisers. Decoders classify from their last real token (padded with end-of-text).
 
 >>> from istar_plugin.models import HFEncoder, ModelConfig
 >>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
@@ -45,8 +46,12 @@ __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "t
 
 KINDS = ("classification", "regression", "extractive_qa")
 PACKAGE_PREFIX = "package:"
-# (hidden, attention) dropout attribute names: BERT/ALBERT/RoBERTa, then DistilBERT.
-_DROPOUT_ATTRIBUTES = (("hidden_dropout_prob", "attention_probs_dropout_prob"), ("dropout", "attention_dropout"))
+# dropout attribute names, the first of each group present in the config: BERT/ALBERT/RoBERTa, DistilBERT, GPT-2.
+_DROPOUT_ATTRIBUTES = (
+    ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    ("dropout", "attention_dropout"),
+    ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+)
 _HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")
 _NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
 
@@ -166,6 +171,10 @@ class HFEncoder(torch.nn.Module):
         self.tokenizer = AutoTokenizer.from_pretrained(
             path, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only
         )
+        if self.tokenizer.pad_token is None:
+            _use_eos_as_padding(self.tokenizer)
+        if self.model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
         if cfg.gradient_checkpointing:
             _enable_activation_checkpointing(self.model)
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(self.model.forward).parameters
@@ -300,6 +309,15 @@ def _check_layer(index: int, count: int) -> int:
             f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
         )
     return index
+
+
+def _use_eos_as_padding(tokenizer) -> None:
+    """Decoders (GPT-2) ship without a pad token: pad with end-of-text, which task inputs never contain (their
+    tokenizers add no special tokens), so the classification head's "last token that is not padding" is the
+    last real token. Padding never enters a token cloud (the attention mask excludes it)."""
+    if tokenizer.eos_token is None:
+        raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an end-of-text token to pad batches with")
+    tokenizer.pad_token = tokenizer.eos_token
 
 
 def _enable_activation_checkpointing(model) -> None:

@@ -60,7 +60,7 @@ def test_overrides_are_typed_and_config_is_read_only():
         (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
         (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, istar, spectrum"),
         (["recipe=nope"], "unknown recipe 'nope'; available: "),
-        (["model=nope"], "unknown model 'nope'; presets: albert, bert"),
+        (["model=nope"], "unknown model 'nope'; presets: albert, bert, distilbert, gpt2"),
         (["task=nope"], "unknown task 'nope'; registered tasks:"),
         (["data.source=web"], "data.source 'web' is not supported; choose one of: files, hub, packaged"),
         (["precision=fp8"], "precision 'fp8' unknown"),
