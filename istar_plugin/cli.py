@@ -1,13 +1,16 @@
 """``istar-run``: compose a run config from recipes and overrides, then train and evaluate.
 
-    istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2
+    istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2   # source: files
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
     istar-run --list criterions                        # or recipes, models, tasks
     istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
     istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
 
 ``-m`` (multirun) sweeps every ``key=a,b,c`` and runs each combination as a cell of a grid (see
-``istar-grid --help`` for ``launcher=``, ``slurm=``, ``local.*`` and ``grid_dir=``).
+``istar-grid --help`` for ``launcher=``, ``slurm=``, ``local.*`` and ``grid_dir=``; ``output_dir=`` of a sweep
+is its ``grid_dir``). ``data.dir=`` (or ``data.train_file=``/``data.eval_file=``) without ``data.source=``
+means ``data.source=files``. A run that needs the Hugging Face hub checks it first and, when it cannot be
+reached, says which model or data set it could not fetch and the offline way.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import sys
 from typing import Optional, Sequence
 
 from . import config as config_module
+from . import hub_access
 from .registry import REGISTRIES, load_plugins
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
@@ -53,11 +57,27 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
     from . import grid, grid_cli, profiles
 
     try:
+        arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
         return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
     except (grid.GridError, profiles.LaunchError) as error:
         print(f"istar-run: {error}", file=sys.stderr)
         return 2
+
+
+def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
+    """``output_dir=DIR`` of a sweep names its grid directory (each cell gets its own run directory inside).
+
+    >>> _output_dir_as_grid_dir(["seed=1,2", "output_dir=/tmp/g"])
+    ['seed=1,2', 'grid_dir=/tmp/g']
+    """
+    keys = [argument.partition("=")[0] for argument in arguments]
+    if "output_dir" in keys and "grid_dir" in keys:
+        from .grid import GridError
+
+        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+    return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
+            for key, argument in zip(keys, arguments)]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -67,7 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
     parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
     parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
     if args.list:
         print("\n".join(listing(args.list)))
         return 0
@@ -77,6 +97,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--dry-run needs -m/--multirun")
     try:
         cfg = config_module.compose(list(args.overrides))
+        if not args.cfg:
+            hub_access.check(cfg)
     except (config_module.ConfigError, KeyError) as error:
         print(f"istar-run: {error.args[0] if error.args else error}", file=sys.stderr)
         return 2

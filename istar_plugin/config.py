@@ -157,6 +157,21 @@ def _model_node(name: str) -> DictConfig:
     return node
 
 
+FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
+
+
+def _infer_files_source(overrides: list[str]) -> list[str]:
+    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``.
+
+    >>> _infer_files_source(["data.dir=../shared/data/sst2"])
+    ['data.dir=../shared/data/sst2', 'data.source=files']
+    """
+    keys = {override.partition("=")[0] for override in overrides}
+    if keys & set(FILE_KEYS) and "data.source" not in keys:
+        return [*overrides, "data.source=files"]
+    return overrides
+
+
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     load_plugins()
@@ -178,7 +193,7 @@ def compose(arguments: list[str]) -> DictConfig:
         cfg.model = _model_node(model_name)
         cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
-    cfg = _merge(cfg, OmegaConf.from_dotlist(overrides), "command line")
+    cfg = _merge(cfg, OmegaConf.from_dotlist(_infer_files_source(overrides)), "command line")
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
     _validate(cfg)
@@ -200,6 +215,10 @@ def _validate(cfg: DictConfig) -> None:
         raise ConfigError(str(error)) from None
     if cfg.optim.schedule not in ("linear", "constant"):
         raise ConfigError(f"optim.schedule {cfg.optim.schedule!r} unknown; choose one of: linear, constant")
+    given = [key for key in FILE_KEYS if OmegaConf.select(cfg, key) is not None]
+    if given and cfg.data.source != "files":
+        raise ConfigError(f"{', '.join(given)} is read only with data.source=files, not data.source={cfg.data.source}; "
+                          "drop data.source= (files is then inferred) or the file settings")
     if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints must be an integer >= 1 (or null: none once the run finished), got {cfg.keep_checkpoints}")
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):

@@ -1,0 +1,68 @@
+"""istar-run's command line: the hub checked before anything loads, files inferred from data.dir, output_dir of a
+sweep as its grid directory, key=value after a flag."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from istar_plugin.cli import main
+from istar_plugin.config import ConfigError, compose
+
+OFFLINE_WAY = "offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; data.source=files data.dir=DIR"
+
+
+def closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # nothing listens once the socket is closed
+
+
+def istar_run(*arguments, **env):
+    command = [sys.executable, "-m", "istar_plugin.cli", *arguments]
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    return result, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("offline", ["0", "1"])
+def test_unreachable_hub_is_one_line_naming_what_and_the_offline_way(tmp_path, offline):
+    result, seconds = istar_run("recipe=squad", "criterion=istar", f"output_dir={tmp_path / 'run'}",
+                                HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE=offline,
+                                HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    assert result.returncode == 2 and seconds < 60
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    line = result.stderr
+    assert line.startswith("istar-run: cannot fetch model 'bert-base-cased' (model=bert) and data set 'rajpurkar/squad' (data.source=hub)")
+    assert ("HF_HUB_OFFLINE is set" if offline == "1" else "cannot be reached: [Errno 111] Connection refused") in line
+    assert OFFLINE_WAY in line and "e.g. ../shared/data/squad" in line
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_unreachable_hub_names_only_what_is_missing(tmp_path):
+    result, _ = istar_run("recipe=squad", "model=minilm", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
+    assert result.returncode == 2 and "cannot fetch data set 'rajpurkar/squad' (data.source=hub) from" in result.stderr
+    assert "model '" not in result.stderr
+
+
+def test_data_dir_means_files_and_contradictions_are_refused():
+    assert compose(["recipe=sst2", "data.dir=/data/sst2"]).data.source == "files"  # the recipe says hub
+    assert compose(["recipe=sst2", "data.train_file=/data/train.tsv"]).data.source == "files"
+    assert compose(["recipe=sst2"]).data.source == "hub"
+    with pytest.raises(ConfigError, match="data.dir is read only with data.source=files, not data.source=hub"):
+        compose(["recipe=sst2", "data.source=hub", "data.dir=/data/sst2"])
+
+
+def test_output_dir_of_a_sweep_is_its_grid_directory(tmp_path, capsys):
+    assert main(["-m", "recipe=sst2", "seed=1,2", f"output_dir={tmp_path / 'grid'}", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"grid recipe=sst2: 2 cells in {tmp_path / 'grid'};")
+    assert main(["-m", "recipe=sst2", "seed=1,2", "output_dir=a", "grid_dir=b", "--dry-run"]) == 2
+    assert "give output_dir= or grid_dir= to a sweep, not both" in capsys.readouterr().err
+
+
+def test_key_value_after_a_flag(capsys):
+    assert main(["recipe=sst2", "--cfg", "model=gpt2", "seed=7"]) == 0
+    shown = capsys.readouterr().out
+    assert "name_or_path: gpt2" in shown and "seed: 7" in shown
