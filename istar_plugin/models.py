@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Optional, Sequence
@@ -39,6 +40,7 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import Tensor
 from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 from istar_plugin.registry import MODELS
 
@@ -165,8 +167,8 @@ class HFEncoder(torch.nn.Module):
         path = resolve_model_path(cfg.name_or_path)
         config = _load_config(path, cfg, kind, num_labels)
         auto_class = AutoModelForQuestionAnswering if kind == "extractive_qa" else AutoModelForSequenceClassification
-        self.model = auto_class.from_pretrained(
-            path, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only
+        self.model = _load_with_one_line_report(
+            auto_class, path, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only
         )
         self.tokenizer = AutoTokenizer.from_pretrained(
             path, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only
@@ -309,6 +311,28 @@ def _check_layer(index: int, count: int) -> int:
             f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
         )
     return index
+
+
+def _load_with_one_line_report(auto_class, path: str, **kwargs):
+    """``auto_class.from_pretrained`` with transformers' load report (a table) replaced by one plain stderr line
+    naming the freshly initialised tensors (the task head) and counting the checkpoint's unused ones."""
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    try:
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+    fresh, unused = sorted(info.get("missing_keys", ())), info.get("unexpected_keys", ())
+    mismatched = [str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys", ())]
+    if fresh or unused or mismatched:
+        parts = [f"newly initialised: {', '.join(fresh) or 'none'}", f"{len(unused)} unused checkpoint tensor(s)"]
+        if mismatched:
+            parts.append(f"re-initialised for a new shape: {', '.join(mismatched)}")
+        print(f"{type(model).__name__} from {path}: {'; '.join(parts)}", file=sys.stderr)
+    return model
 
 
 def _use_eos_as_padding(tokenizer) -> None:

@@ -242,6 +242,21 @@ class TensorBoardLog:
             if number is not None:
                 self._writer.add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
 
+    def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
+        """The run's resolved config as text (tab TEXT, tag ``config``) and as hyperparameters (tab HPARAMS,
+        dotted keys) against the scalar tags ``metrics``, in the run's own event file."""
+        if self._writer is None:
+            return
+        import yaml
+        from torch.utils.tensorboard.summary import hparams
+
+        text = yaml.safe_dump(dict(config), sort_keys=False)
+        self._writer.add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
+        flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value) for key, value in _flat(config).items()}
+        writer = self._writer._get_file_writer()
+        for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
+            writer.add_summary(summary)
+
     def flush(self) -> None:
         if self._writer is not None:
             self._writer.flush()
@@ -260,3 +275,14 @@ def _as_number(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     return float(value)
+
+
+def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one level of dotted keys: ``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -376,7 +376,7 @@ class Trainer:
         result = self.evaluate()
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
-        scalars = {f"eval/{k}": v for k, v in result.items() if isinstance(v, (int, float))}
+        scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
         scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
         self.log(scalars, self.step)
         return record
@@ -397,6 +397,7 @@ class Trainer:
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+            self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), [f"eval/{self.task.main_metric}", "eval/isoscore_star"])
         if not resumed:
             self.embedding_before = self._embedding_isotropy()
             if self.embedding_before:

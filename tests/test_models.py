@@ -159,3 +159,11 @@ def test_bad_dropout_and_num_labels():
         HFEncoder(ModelConfig(dropout=1.5), "classification")
     with pytest.raises(ValueError, match="num_labels >= 2, got 1"):
         HFEncoder(ModelConfig(), "classification", num_labels=1)
+
+
+def test_a_fresh_head_is_reported_in_one_plain_line(tiny_bert, capfd):
+    HFEncoder(ModelConfig(name_or_path=str(tiny_bert)), kind="classification", num_labels=3)
+    err = capfd.readouterr().err
+    assert "LOAD REPORT" not in err and "Loading weights" not in err
+    assert err.splitlines() == [f"BertForSequenceClassification from {tiny_bert}: newly initialised: "
+                                "classifier.bias, classifier.weight; 0 unused checkpoint tensor(s)"]

@@ -1,39 +1,17 @@
 """Third-party criterions, installed as a real package with entry points, train from the command line."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-PLUGIN_MODULE = '''
-"""A third-party criterion: the task loss plus an L2 penalty on the last layer's token states."""
-from dataclasses import dataclass
-
-from istar_plugin.criterions import CriterionOutput, task_loss
-from istar_plugin.registry import CRITERIONS
-
-
-@dataclass
-class HiddenL2Config:
-    weight: float = 0.01
-
-
-@CRITERIONS.register("hidden_l2", HiddenL2Config)
-class HiddenL2:
-    def __init__(self, cfg, kind):
-        self.cfg, self.kind = cfg, kind
-
-    def hooks(self):
-        return []
-
-    def __call__(self, model, output, batch):
-        base = task_loss(self.kind, output, batch)
-        penalty = self.cfg.weight * model.last_layer_tokens(output).square().mean()
-        return CriterionOutput(base + penalty, {"task_loss": base.detach(), "penalty": penalty.detach()})
-'''
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hidden_l2_plugin"  # the README's package
 
 HEAD_LAYER_MODULE = '''
 """A third-party criterion that changes the model: a d x d layer before the frozen head, trained alone."""
@@ -66,30 +44,34 @@ class HeadLayer(Criterion):
 
 SETUP_CFG = '''
 [metadata]
-name = istar-hidden-l2
+name = istar-head-layer
 version = 0.0.1
 
 [options]
-py_modules = istar_hidden_l2, istar_head_layer
+py_modules = istar_head_layer
 
 [options.entry_points]
 istar_plugin.criterions =
-    hidden_l2 = istar_hidden_l2
     head_layer = istar_head_layer
 '''
 
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory):
-    """``pip install --no-deps`` of the plugin package into its own directory (the environment is untouched)."""
-    source = tmp_path_factory.mktemp("plugin_src")
-    (source / "istar_hidden_l2.py").write_text(PLUGIN_MODULE)
-    (source / "istar_head_layer.py").write_text(HEAD_LAYER_MODULE)
-    (source / "setup.cfg").write_text(SETUP_CFG)
-    (source / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    """``pip install --no-deps`` of two plugin packages into their own directory (the environment is untouched):
+    examples/hidden_l2_plugin (the README's, from a copy: building writes into the source folder) and head_layer."""
+    sources = tmp_path_factory.mktemp("plugin_src")
+    hidden_l2 = sources / "hidden_l2_plugin"
+    shutil.copytree(EXAMPLE, hidden_l2)
+    head_layer = sources / "head_layer_plugin"
+    head_layer.mkdir()
+    (head_layer / "istar_head_layer.py").write_text(HEAD_LAYER_MODULE)
+    (head_layer / "setup.cfg").write_text(SETUP_CFG)
+    (head_layer / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
     site = tmp_path_factory.mktemp("plugin_site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(source)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site),
+         str(hidden_l2), str(head_layer)],
         check=True,
     )
     return site
@@ -155,3 +137,10 @@ def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointe
     again = torch.load(checkpoints / "step_00000002.pt", weights_only=False)
     for name in inserted:  # the inserted layer was restored from step 1 and retrained to the same step 2
         assert torch.equal(again["model"][name], second["model"][name]), name
+
+
+def test_readme_shows_the_example_package_verbatim():
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    for name in ("pyproject.toml", "istar_hidden_l2.py"):
+        block = re.search(rf"`examples/hidden_l2_plugin/{re.escape(name)}`:\n\n```\w+\n(.*?)```", readme, re.S)
+        assert block is not None and block[1] == (EXAMPLE / name).read_text(), name

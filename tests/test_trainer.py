@@ -59,6 +59,15 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
     assert events.Scalars("eval/accuracy")[-1].value == pytest.approx(saved["accuracy"])
+    assert events.Scalars("eval/isoscore_star")[-1].value == pytest.approx(saved["eval_isoscore_star"])
+    assert not [tag for tag in events.Tags()["scalars"] if "eval_" in tag]  # no doubled prefix
+    config_text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "    lam: -1.0" in config_text and "    task: sst2" in config_text
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    hparams = EventMultiplexer({"run": str(tmp_path / "run" / "tensorboard")}).Reload().PluginRunToTagToContent("hparams")
+    session = plugin_data_pb2.HParamsPluginData.FromString(hparams["run"]["_hparams_/session_start_info"]).session_start_info
+    assert session.hparams["criterion.lam"].number_value == -1.0 and session.hparams["model.name"].string_value == "minilm"
     assert list((tmp_path / "run" / "checkpoints").glob("step_*.pt")) == []  # finished: model/ replaces them
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
 
