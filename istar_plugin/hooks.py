@@ -2,6 +2,13 @@
 
 A hook is called at fit start, epoch start/end and step end, and saves/restores its state with the
 checkpoint, so a resumed run continues with exactly the state it stopped with.
+
+Hooks receive the training loop as ``trainer`` and read only: ``model`` (an adapter: ``hidden_size``,
+``token_cloud(output, layers)``, ``train(mode)``/``training``, called on a batch), ``train_features`` (a
+sequence), ``collate(features)`` (a device batch), ``autocast()``, ``eval_batch_size``, ``cfg.seed``,
+``rank``, ``world_size``, ``device``, ``step``, ``show_progress`` and ``log(values, step)``. The
+``istar-run`` :class:`~istar_plugin.trainer.Trainer` provides them, and so does
+:class:`istar_plugin.hf.IStarTrainer` for a ``transformers.Trainer``: both run this module's code.
 """
 from __future__ import annotations
 
