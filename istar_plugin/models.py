@@ -284,7 +284,13 @@ class HFEncoder(torch.nn.Module):
                              "the head and HF has no place for them; use the run's checkpoint instead")
         if id2label is not None:
             self.model.config.id2label, self.model.config.label2id = dict(id2label), dict(label2id or {})
-        self.model.save_pretrained(directory)
+        bars = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()  # a run's log gets no "Writing model shards" bar
+        try:
+            self.model.save_pretrained(directory)
+        finally:
+            if bars:
+                transformers_logging.enable_progress_bar()
         self.tokenizer.save_pretrained(directory)
 
 
