@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from transformers import Trainer, TrainerCallback
 
-from .criterions import task_loss
+from .criterions import Criterion, task_loss
 from .distributed import mean_over_ranks
 from .models import _HIDDEN_SIZE_ATTRIBUTES, _NUM_LAYERS_ATTRIBUTES, EncoderOutput, _config_value, token_cloud
 from .registry import CRITERIONS, load_plugins
@@ -101,6 +101,10 @@ class HFModelView:
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
         return self.token_cloud(output, [-1])[0]
+
+    def word_embeddings(self) -> Tensor:
+        """The word-embedding matrix (the parameter itself), for criterions that regularise it."""
+        return self.model.get_input_embeddings().weight
 
 
 class _LoopView:
@@ -178,6 +182,9 @@ class IStarTrainer(Trainer):
         config = entry.config_cls(**(criterion_args or {})) if entry.config_cls else None
         self.kind = model_kind(self.model)
         self.criterion = entry.cls(config, self.kind)
+        if getattr(type(self.criterion), "adapt", Criterion.adapt) is not Criterion.adapt:
+            raise TypeError(f"criterion {criterion!r} changes the model (adapt); IStarTrainer runs criterions that "
+                            "only compute the loss: use istar-run for it")
         self.criterion_hooks = list(self.criterion.hooks())
         self.view = HFModelView(self.model, self.kind)
         self.loop = _LoopView(self)

@@ -54,6 +54,7 @@ _DROPOUT_ATTRIBUTES = (
     ("dropout", "attention_dropout"),
     ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
 )
+DECODER_MODEL_TYPES = ("gpt2",)  # classify from the last real token; no representation hook (it reads token 0)
 _HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")
 _NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
 
@@ -182,7 +183,8 @@ class HFEncoder(torch.nn.Module):
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(self.model.forward).parameters
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
-        if kind != "extractive_qa":
+        self.is_decoder = self.model.config.model_type in DECODER_MODEL_TYPES
+        if kind != "extractive_qa" and not self.is_decoder:
             self.model.base_model.register_forward_hook(self._at_head_input)
 
     @property
@@ -230,6 +232,9 @@ class HFEncoder(torch.nn.Module):
         if self.kind == "extractive_qa":
             raise ValueError(f"cannot insert {name!r} before the head: an extractive_qa head reads every token, "
                              "not one representation per example; use a classification or regression task")
+        if self.is_decoder:
+            raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.model.config.model_type}): its "
+                             "head reads the last real token of every sequence; use an encoder (e.g. model=minilm)")
         if name in self.inserted:
             raise ValueError(f"a module named {name!r} is already inserted before the head")
         self.inserted[name] = module

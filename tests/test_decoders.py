@@ -45,6 +45,9 @@ def test_gpt2_classifies_from_the_last_real_token_and_clouds_exclude_padding(tin
         output = model(batch)
         alone = torch.cat([model(dict(tokenizer([s], return_tensors="pt"))).logits for s in sentences])
     assert torch.allclose(output.logits, alone, atol=1e-5)  # padding never changes a prediction
+    assert output.representation is None  # not token 0: the head reads the last real token
+    with pytest.raises(ValueError, match="cannot insert 'layer' before the head of a decoder \\(gpt2\\)"):
+        model.insert_before_head("layer", torch.nn.Identity())
     real = int(batch["attention_mask"].sum())
     clouds = model.token_cloud(output)
     assert len(clouds) == model.num_layers == 2 and all(cloud.shape == (real, 32) for cloud in clouds)

@@ -69,5 +69,8 @@ def test_model_kind_and_unknown_models(tiny_bert):
     assert model_kind(model) == "regression"
     with pytest.raises(TypeError, match="supports \\*ForSequenceClassification"):
         model_kind(torch.nn.Linear(2, 2))
+    args = TrainingArguments(output_dir=".", use_cpu=True, report_to=[])
     with pytest.raises(KeyError, match="unknown criterion"):
-        IStarTrainer(model=model, args=TrainingArguments(output_dir=".", use_cpu=True, report_to=[]), criterion="nope")
+        IStarTrainer(model=model, args=args, criterion="nope")
+    with pytest.raises(TypeError, match="criterion 'flow' changes the model"):
+        IStarTrainer(model=model, args=args, criterion="flow")
