@@ -245,6 +245,9 @@ def _validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}{' or null' if nullable else ''}")
     if cfg.optim.warmup_ratio > 1:
         raise ConfigError(f"optim.warmup_ratio={cfg.optim.warmup_ratio} is out of range; allowed: 0 to 1")
+    dropout = cfg.model.get("dropout")
+    if dropout is not None and not 0 <= dropout < 1:
+        raise ConfigError(f"model.dropout={dropout} is out of range; allowed: 0 <= dropout < 1, or null (the model's own)")
     if not DEVICE_PATTERN.fullmatch(str(cfg.device)):
         raise ConfigError(f"device={cfg.device!r} unknown; choose one of: auto, cpu, cuda, cuda:N, mps")
     try:

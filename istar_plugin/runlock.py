@@ -59,6 +59,9 @@ class RunDirLock:
             self._created_directory = not self.directory.exists()
             self.directory.mkdir(parents=True, exist_ok=True)
             self._descriptor = self._lock()
+        except (FileExistsError, NotADirectoryError):
+            raise RunDirError(f"output_dir {self.directory} (or a parent) exists and is not a directory; "
+                              "choose another output_dir") from None
         except PermissionError as error:
             raise RunDirError(f"output_dir {self.directory} is not writable ({error.strerror}); "
                               "choose another output_dir") from None

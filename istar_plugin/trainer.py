@@ -443,6 +443,8 @@ class Trainer:
 
     def close(self) -> None:
         """Release the run directory (also done by ``fit()``); a no-op on other ranks and when already closed."""
+        if getattr(self, "metrics_log", None) is not None:
+            self.metrics_log.close()
         if self.run_lock is not None:
             self.run_lock.release()
             self.run_lock = None
