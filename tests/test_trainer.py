@@ -96,7 +96,7 @@ def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, 
     cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=istar", "save_every=1")
     with pytest.raises(KeyboardInterrupt):
         Trainer(cfg, hooks=[CrashAt(2)]).fit()
-    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_00000002.pt", weights_only=False)
+    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_00000001.pt", weights_only=False)  # CrashAt(2) precedes step 2's save
     saved_cov = checkpoint["hooks"][0]["shrinkage_cov"]
     assert saved_cov.shape == (32, 32) and torch.isfinite(saved_cov).all() and saved_cov.abs().sum() > 0
     first = Trainer(cfg)
