@@ -17,12 +17,11 @@ preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.j
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import submitit
 from omegaconf import DictConfig, OmegaConf
@@ -31,10 +30,10 @@ from .config import RunConfig, to_yaml
 from .hooks import Hook
 from .registry import load_plugins
 from .rundir import Checkpoints, MetricsLog, atomic_write_text
+from .runlock import RunDirLock
 
 SNAPSHOT = "cell.yaml"
 ATTEMPTS = "attempts.jsonl"
-LOCK = ".cell.lock"
 
 
 def write_snapshot(run_dir: Path, cfg: DictConfig) -> Path:
@@ -66,10 +65,10 @@ def differences(a: DictConfig, b: DictConfig) -> list[str]:
 
 
 def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
-    """True when ``results.json`` exists and was produced by exactly ``cfg``.
+    """True when ``results.json`` exists, was produced by exactly ``cfg`` and is not a failure record.
 
     The run's ``config.yaml`` (written by the Trainer as it starts) must equal ``cfg``, and the results'
-    task, model, criterion and seed must agree with it.
+    task, model, criterion and seed must agree with it. A failed run (``status: failed``) is run again.
     """
     results_path, config_path = run_dir / "results.json", run_dir / "config.yaml"
     if not (results_path.is_file() and config_path.is_file()):
@@ -82,24 +81,13 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
         return False
     expected = {"task": cfg.task, "model": cfg.model.name, "seed": cfg.seed,
                 "criterion": OmegaConf.to_container(cfg.criterion, resolve=True)}
-    return all(results.get(key) == value for key, value in expected.items())
+    return results.get("status") != "failed" and all(results.get(key) == value for key, value in expected.items())
 
 
 def latest_checkpoint_step(run_dir: Path) -> int:
     """The step of the newest checkpoint in ``run_dir``, 0 when there is none."""
     latest = Checkpoints(run_dir).latest()
     return int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) if latest else 0
-
-
-@contextlib.contextmanager
-def exclusive(run_dir: Path) -> Iterator[None]:
-    """Hold the cell's lock file: a second process running the same cell fails at once instead of racing."""
-    with open(run_dir / LOCK, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(f"cell {run_dir} is already running in another process (lock {run_dir / LOCK})") from None
-        yield
 
 
 def _job_environment() -> Optional[submitit.JobEnvironment]:
@@ -131,7 +119,7 @@ class CellRunner(submitit.helpers.Checkpointable):
         if environment is not None:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         is_main = int(os.environ.get("RANK", "0")) == 0
-        with exclusive(run_dir_path) if is_main else contextlib.nullcontext():
+        with RunDirLock(run_dir_path) if is_main else contextlib.nullcontext():  # a second start fails at once
             if is_main:
                 self._record(run_dir_path, "start", environment, resume_step=latest_checkpoint_step(run_dir_path))
             results = Trainer(cfg, hooks=list(self.hooks)).fit()

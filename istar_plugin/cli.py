@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from . import config as config_module
 from . import hub_access
+from .errors import TRACEBACK_ENV, ConfigError, run_command
 from .registry import REGISTRIES, load_plugins
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
@@ -86,6 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
     parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
+    parser.add_argument("--traceback", action="store_true",
+                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs always show it")
     parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
     args = parser.parse_intermixed_args(argv)  # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
     if args.list:
@@ -95,14 +98,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return multirun(list(args.overrides), args.dry_run)
     if args.dry_run:
         parser.error("--dry-run needs -m/--multirun")
+    return run_command("istar-run", lambda: run(list(args.overrides), args.cfg), args.traceback)
+
+
+def run(overrides: list[str], print_config: bool = False) -> int:
+    """Compose the config, then print it or train; expected failures raise :class:`~istar_plugin.errors.RunError`."""
     try:
-        cfg = config_module.compose(list(args.overrides))
-        if not args.cfg:
+        cfg = config_module.compose(overrides)
+        if not print_config:
             hub_access.check(cfg)
-    except (config_module.ConfigError, KeyError) as error:
-        print(f"istar-run: {error.args[0] if error.args else error}", file=sys.stderr)
-        return 2
-    if args.cfg:
+    except KeyError as error:  # an unknown registered name; the message lists the registered ones
+        raise ConfigError(error.args[0] if error.args else str(error)) from None
+    if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
     from .trainer import Trainer

@@ -11,12 +11,15 @@ wrong types fail naming the key and the allowed ones.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -24,6 +27,7 @@ from . import criterions as _criterions  # noqa: F401  (registers the built-in c
 from . import models as _models  # noqa: F401  (registers the built-in model adapter)
 from . import tasks as _tasks  # noqa: F401  (registers the built-in tasks)
 from .data.config import DataConfig
+from .errors import ConfigError
 from .models import ModelConfig
 from .registry import CRITERIONS, MODELS, TASKS, load_plugins
 
@@ -41,6 +45,7 @@ class OptimConfig:
     grad_accum: int = 2  # the paper accumulates 2 batches per optimizer step
     max_grad_norm: float = 1.0  # 0 disables clipping
     schedule: str = "linear"  # after warmup: linear decay to 0, or constant
+    overflow_patience: int = 25  # fp16: consecutive steps the GradScaler may skip on overflow before the run fails
 
 
 @dataclass
@@ -68,10 +73,6 @@ class RunConfig:
     tensorboard: bool = True
 
 
-class ConfigError(ValueError):
-    """A bad recipe, group option, key or value; the message names it and the allowed choices."""
-
-
 def recipe_dirs() -> list[Path]:
     """Where recipes are looked up: ``$ISTAR_RECIPES`` (``:``-separated), the source tree, the install prefix."""
     dirs = [Path(p) for p in os.environ.get(RECIPES_ENV, "").split(os.pathsep) if p]
@@ -93,6 +94,18 @@ def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
         if candidate.is_file():
             return candidate
     return None
+
+
+def load_yaml(path: Path, what: str) -> DictConfig:
+    """A recipe-like YAML file as a config; empty files, non-mappings and malformed YAML fail naming the file."""
+    try:
+        loaded = OmegaConf.load(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as error:
+        detail = " ".join(str(error).split())
+        raise ConfigError(f"{what} {path} cannot be read as YAML: {detail}") from None
+    if not isinstance(loaded, DictConfig) or not loaded:
+        raise ConfigError(f"{what} {path} is empty or not a mapping of keys to values")
+    return loaded
 
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -141,7 +154,7 @@ def _model_node(name: str) -> DictConfig:
     node = OmegaConf.structured(ModelConfig)
     preset = find_yaml(name, "model")
     if preset is not None:
-        values = OmegaConf.load(preset)
+        values = load_yaml(preset, "model preset")
         adapter = values.pop("adapter", "hf_auto")
         node = _merge(node, values, f"model preset {preset}")
     elif name in MODELS:
@@ -182,7 +195,7 @@ def compose(arguments: list[str]) -> DictConfig:
         path = find_yaml(groups["recipe"])
         if path is None:
             raise ConfigError(f"unknown recipe {groups['recipe']!r}; available: {', '.join(available()) or '(none)'}")
-        recipe = OmegaConf.load(path)
+        recipe = load_yaml(path, "recipe")
         with open_dict(recipe):
             recipe.recipe = groups["recipe"]
     defaults = recipe.pop("defaults", {}) if "defaults" in recipe else {}
@@ -198,12 +211,61 @@ def compose(arguments: list[str]) -> DictConfig:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
     _validate(cfg)
     OmegaConf.resolve(cfg)
+    from .preflight import check_model_limits
+
+    check_model_limits(cfg, lenient=True)
     OmegaConf.set_readonly(cfg, True)
     return cfg
 
 
+# (dotted key, lowest allowed value, whether it may be null, whether the bound itself is excluded)
+_LOWER_BOUNDS = (
+    ("batch_size", 1, False, False), ("eval_batch_size", 1, True, False), ("log_every", 1, False, False),
+    ("eval_every", 1, True, False), ("save_every", 1, True, False), ("max_steps", 1, True, False),
+    ("optim.epochs", 1, False, False), ("optim.grad_accum", 1, False, False), ("optim.lr", 0, False, True),
+    ("optim.adam_eps", 0, False, True), ("optim.weight_decay", 0, False, False),
+    ("optim.max_grad_norm", 0, False, False), ("optim.warmup_ratio", 0, False, False),
+    ("optim.overflow_patience", 0, False, False),
+)
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def non_finite_values(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys holding NaN or an infinity.
+
+    >>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
+    ['criterion.layers[1]', 'optim.lr']
+    """
+    if isinstance(node, dict):
+        return sorted(key for name, value in node.items() for key in non_finite_values(value, f"{prefix}{name}."))
+    if isinstance(node, (list, tuple)):
+        return [key for index, value in enumerate(node) for key in non_finite_values(value, f"{prefix.rstrip('.')}[{index}].")]
+    if isinstance(node, float) and not math.isfinite(node):
+        return [prefix.rstrip(".")]
+    return []
+
+
 def _validate(cfg: DictConfig) -> None:
-    """Build the typed dataclasses once so their own checks (ranges, choices) run before any work starts."""
+    """Refuse NaN/inf anywhere, out-of-range numbers and unknown choices, then build the typed dataclasses once
+    so their own checks (ranges, choices) run before any work starts."""
+    bad = non_finite_values(OmegaConf.to_container(cfg, resolve=True))
+    if bad:
+        values = ", ".join(f"{key}={OmegaConf.select(cfg, key.split('[')[0])}" for key in bad)
+        raise ConfigError(f"{values}: config values must be finite numbers (no NaN or inf)")
+    for key, low, nullable, strict in _LOWER_BOUNDS:
+        value = OmegaConf.select(cfg, key)
+        if value is None and nullable:
+            continue
+        if value is None or (value <= low if strict else value < low):
+            allowed = f"> {low}" if strict else f">= {low}"
+            raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}{' or null' if nullable else ''}")
+    if cfg.optim.warmup_ratio > 1:
+        raise ConfigError(f"optim.warmup_ratio={cfg.optim.warmup_ratio} is out of range; allowed: 0 to 1")
+    dropout = cfg.model.get("dropout")
+    if dropout is not None and not 0 <= dropout < 1:
+        raise ConfigError(f"model.dropout={dropout} is out of range; allowed: 0 <= dropout < 1, or null (the model's own)")
+    if not DEVICE_PATTERN.fullmatch(str(cfg.device)):
+        raise ConfigError(f"device={cfg.device!r} unknown; choose one of: auto, cpu, cuda, cuda:N, mps")
     try:
         criterion_cfg = criterion_config(cfg)
         data_config(cfg)

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .errors import ConfigError
+
 TIMEOUT_ENV = "ISTAR_DIST_TIMEOUT_S"
 
 
@@ -42,7 +44,7 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {requested!r} asked for, but CUDA is not available; use device=cpu or auto")
+        raise ConfigError(f"device={requested!r} asked for, but CUDA is not available here; use device=cpu or auto")
     return device
 
 

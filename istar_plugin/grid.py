@@ -32,9 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .config import available, find_yaml
+from .errors import ConfigError
 
 GRIDS_SUBDIR = "grids"
 FILE_KEYS = ("description", "fixed", "sweep", "variants")
@@ -42,7 +44,7 @@ MAX_NAME_LENGTH = 150
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
-class GridError(ValueError):
+class GridError(ConfigError):
     """A bad grid file or sweep; the message names the value and the choices."""
 
 
@@ -206,7 +208,10 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     an extra override for every cell (swept, and so named, when it lists several values).
     """
     path = grid_path(name)
-    spec = OmegaConf.load(path)
+    try:
+        spec = OmegaConf.load(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise GridError(f"grid file {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
     if not isinstance(spec, DictConfig):
         raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")
     unknown = sorted(set(spec.keys()) - set(FILE_KEYS))

@@ -44,11 +44,18 @@ def _check_points(points: Tensor, name: str = "points") -> None:
 
 
 def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor:
-    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix (no direction used)."""
+    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix (no direction used),
+    NaN when the covariance holds NaN or an infinity (a diverged model has no isotropy to report).
+
+    >>> _score_from_moments(torch.tensor(float("nan")), torch.tensor(float("nan")), 4).item()
+    nan
+    """
     nonzero = frobenius_sq > 0
     safe = torch.where(nonzero, frobenius_sq, torch.ones_like(frobenius_sq))
     ratio_sq = trace.square() / safe
-    return torch.where(nonzero, (ratio_sq - 1.0) / (dim - 1), torch.zeros_like(ratio_sq))
+    score = torch.where(nonzero, (ratio_sq - 1.0) / (dim - 1), torch.zeros_like(ratio_sq))
+    finite = torch.isfinite(trace) & torch.isfinite(frobenius_sq)
+    return torch.where(finite, score, torch.full_like(score, float("nan")))
 
 
 class _CovarianceMoments(torch.autograd.Function):

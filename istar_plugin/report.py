@@ -228,6 +228,8 @@ def read_cell(cell: Path) -> Record:
         raise CellProblem(f"unreadable results.json: {error}") from None
     if not isinstance(results, dict):
         raise CellProblem(f"results.json holds a {type(results).__name__}, not an object")
+    if results.get("status") == "failed":
+        raise CellProblem(f"failed: {results.get('reason', 'no reason recorded')}")
     criterion = _field(results, "criterion", dict)
     task, metric = _field(results, "task", str), _field(results, "main_metric", str)
     metrics = results.get("metrics") if isinstance(results.get("metrics"), dict) else {}

@@ -176,13 +176,17 @@ class Checkpoints:
         self.keep_last = keep_last
 
     def save(self, state: dict[str, Any], step: int) -> Path:
-        """Write ``state`` as the checkpoint of ``step``, then delete all but the ``keep_last`` highest steps."""
+        """Write ``state`` as the checkpoint of ``step`` with its SHA-256 beside it, then delete all but the
+        ``keep_last`` highest steps."""
+        from .integrity import digest_path, save_verified
+
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"checkpoint step must be an integer >= 0, got {step!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = atomic_torch_save(state, self.directory / f"step_{int(step):08d}.pt")
+        path = save_verified(state, self.directory / f"step_{int(step):08d}.pt")
         for old in self._by_step()[: -self.keep_last]:
             old.unlink(missing_ok=True)
+            digest_path(old).unlink(missing_ok=True)
         return path
 
     def paths(self) -> dict[int, Path]:
@@ -201,9 +205,33 @@ class Checkpoints:
         return checkpoints[-1] if checkpoints else None
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
-        """The newest checkpoint's state (full unpickling: it holds RNG states and python objects), or None."""
-        path = self.latest()
-        return None if path is None else torch.load(path, map_location=map_location, weights_only=False)
+        """The newest intact checkpoint's state (full unpickling: it holds RNG states and python objects), or None
+        when there is no checkpoint.
+
+        A checkpoint whose bytes do not match its SHA-256, or that cannot be unpickled, is renamed to
+        ``NAME.damaged`` (kept, never loaded again) with a warning, and the next newest is tried; when none is
+        intact, :class:`~istar_plugin.errors.CheckpointError` lists what was wrong with each.
+        """
+        from .errors import CheckpointError
+        from .integrity import problem
+
+        found = self._by_step()
+        damaged = []
+        for path in reversed(found):
+            reason = problem(path)
+            if reason is None:
+                try:
+                    return torch.load(path, map_location=map_location, weights_only=False)
+                except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
+                    reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+            damaged.append(f"{path.name}: {reason}")
+            path.rename(path.with_name(path.name + ".damaged"))
+            warnings.warn(f"checkpoint {path} is damaged ({reason}); renamed to {path.name}.damaged, "
+                          "falling back to the next newest")
+        if damaged:
+            raise CheckpointError(f"{self.directory}: no intact checkpoint to resume from ({'; '.join(damaged)}); "
+                                  "move the checkpoints directory aside to start the run afresh")
+        return None
 
     def _by_step(self) -> list[Path]:
         if not self.directory.is_dir():
@@ -215,6 +243,8 @@ class Checkpoints:
 class TensorBoardLog:
     """Scalars for TensorBoard in ``directory``; every method is a no-op when ``enabled`` is False (non-zero ranks).
 
+    The event file is created with the first scalar, so a run refused before logging anything leaves none.
+
     >>> import tempfile
     >>> log = TensorBoardLog(tempfile.mkdtemp())
     >>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
@@ -223,24 +253,28 @@ class TensorBoardLog:
     def __init__(self, directory: PathLike, enabled: bool = True):
         self.directory = Path(directory)
         self._writer = None
-        if enabled:
-            from torch.utils.tensorboard import SummaryWriter  # imported only where it is used: it loads tensorboard
-
-            self._writer = SummaryWriter(log_dir=str(self.directory))
+        self._enabled = enabled
 
     @property
     def enabled(self) -> bool:
-        return self._writer is not None
+        return self._enabled
+
+    def _open(self):
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter  # imported only where it is used: it loads tensorboard
+
+            self._writer = SummaryWriter(log_dir=str(self.directory))
+        return self._writer
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
         """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are skipped."""
-        if self._writer is None:
+        if not self._enabled:
             return
         prefix = prefix.rstrip("/")
         for name, value in values.items():
             number = _as_number(value)
             if number is not None:
-                self._writer.add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
+                self._open().add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
 
     def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
         """The run's resolved config as text (tab TEXT, tag ``config``) and as hyperparameters (tab HPARAMS,
@@ -263,6 +297,7 @@ class TensorBoardLog:
 
     def close(self) -> None:
         """Flush and close the event file; later calls log nothing."""
+        self._enabled = False
         if self._writer is not None:
             self._writer.close()
             self._writer = None

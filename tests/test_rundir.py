@@ -133,7 +133,8 @@ def test_checkpoints_prune_and_order(tmp_path):
     for step in (5, 100_000_000, 20, 300):  # 100_000_000 has 9 digits: order is numeric, not by name
         path = checkpoints.save({"step": step, "rng": torch.get_rng_state()}, step=np.int64(step))
         assert path.name == f"step_{step:08d}.pt"
-    assert sorted(path.name for path in (tmp_path / "checkpoints").iterdir()) == ["step_00000300.pt", "step_100000000.pt"]
+    assert sorted(path.name for path in (tmp_path / "checkpoints").iterdir()) == [
+        "step_00000300.pt", "step_00000300.pt.sha256", "step_100000000.pt", "step_100000000.pt.sha256"]
     assert checkpoints.latest().name == "step_100000000.pt"
     state = checkpoints.load_latest()
     assert state["step"] == 100_000_000 and torch.equal(state["rng"], torch.get_rng_state())

@@ -6,7 +6,9 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from istar_plugin.config import compose
+from istar_plugin.errors import RunDirError
 from istar_plugin.hooks import Hook
+from istar_plugin.integrity import save_verified
 from istar_plugin.trainer import Trainer, epoch_order
 
 
@@ -91,8 +93,8 @@ def test_a_checkpoint_of_another_world_size_resumes_only_from_an_epoch_boundary(
     checkpoints = tmp_path / "run" / "checkpoints"
     for path in checkpoints.glob("step_*.pt"):  # as if two ranks had saved them: one RNG state per rank
         state = torch.load(path, weights_only=False)
-        torch.save({**state, "rng": state["rng"] * 2}, path)
-    with pytest.raises(ValueError, match=r"step 4\) was taken mid-epoch by 2 rank\(s\); resume it on 2, not 1"):
+        save_verified({**state, "rng": state["rng"] * 2}, path)  # with its new checksum
+    with pytest.raises(RunDirError, match=r"step 4\) was taken mid-epoch by 2 rank\(s\); resume it on 2, not 1"):
         Trainer(cfg).fit()
     (checkpoints / "step_00000004.pt").unlink()  # step 3 ends epoch 1
     with pytest.warns(UserWarning, match="2-rank checkpoint on 1 rank"):
@@ -104,14 +106,16 @@ def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, 
     cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=istar", "save_every=1")
     with pytest.raises(KeyboardInterrupt):
         Trainer(cfg, hooks=[CrashAt(2)]).fit()
+    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_00000001.pt", weights_only=False)  # CrashAt(2) precedes step 2's save
+    saved_cov = checkpoint["hooks"][0]["shrinkage_cov"]
+    assert saved_cov.shape == (32, 32) and torch.isfinite(saved_cov).all() and saved_cov.abs().sum() > 0
     first = Trainer(cfg)
     first._restore()
-    saved_cov = first.criterion.shrinkage_cov.clone()
+    assert torch.equal(first.criterion.shrinkage_cov, saved_cov)  # the checkpoint's matrix, bit for bit
     records_before = (tmp_path / "run" / "metrics.jsonl").read_text().count("sigma_s/points")
     first.fit()
     records_after = (tmp_path / "run" / "metrics.jsonl").read_text().count("sigma_s/points")
     assert records_after - records_before == 1  # only the epoch-2 recomputation, not a new epoch-1 one
-    assert saved_cov.shape == (32, 32)
 
 
 def test_positive_lambda_raises_and_negative_lowers_batch_isotropy(tiny_bert, shared_data, tmp_path):
@@ -153,12 +157,12 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     before = (tmp_path / "run" / "results.json").read_text()
     other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5", kept)
     config_before = (tmp_path / "run" / "config.yaml").read_text()
-    with pytest.raises(ValueError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
+    with pytest.raises(RunDirError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
     fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "resume=false", kept)
-    with pytest.raises(ValueError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
+    with pytest.raises(RunDirError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
         Trainer(fresh).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
 

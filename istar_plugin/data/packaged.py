@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
+from istar_plugin.errors import DataError
+
 COMPLETE_MARKER = "SOURCE.json"
 
 
-class PackagedDataError(RuntimeError):
+class PackagedDataError(DataError, RuntimeError):
     """A packaged data set could not be downloaded or failed verification."""
 
 

