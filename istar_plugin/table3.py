@@ -2,7 +2,7 @@
 
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names, so the two
 columns hold exactly the fine-tuned models and the same models with the layer. Per model, task and stage
-(and stage-2 variant, when several were run): the main metric's median (sample std) over seeds, as a
+(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a
 percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the
 trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else the
 metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
@@ -58,22 +58,30 @@ class Run:
     seconds: Optional[float]
     init_from: Optional[Path]
     criterion: dict
+    one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
 
 
-def read_run(cell: Path) -> Optional[Run]:
-    """The cell's Table 3 record, or None when it has no readable ``results.json``."""
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
+    """The cell's Table 3 record, or None when it has no readable ``results.json``.
+
+    ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not our combined score); default
+    the run's main metric."""
     try:
         results = json.loads((cell / "results.json").read_text(encoding="utf-8"))
-        metric = results["main_metric"]
+        metric = (metrics or {}).get(results["task"], results["main_metric"])
         value = results["metrics"][metric]
         ev = results.get("cls_explained_variance")
         init = results.get("init_from")
         return Run(Path(cell).resolve(), results["model"], results["task"], metric, results["seed"],
                    as_percent(results["task"], metric, value), tuple(ev) if ev else None, results.get("cls_isoscore"),
                    results.get("trainable_parameters"), wall_seconds(cell), Path(init).resolve() if init else None,
-                   results["criterion"])
+                   results["criterion"], _one_class(results["metrics"].get("predicted_classes")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _one_class(predicted_classes: Any) -> Optional[bool]:
+    return None if predicted_classes is None else predicted_classes == 1
 
 
 def wall_seconds(cell: Path) -> Optional[float]:
@@ -101,20 +109,21 @@ def paper_numbers(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], dict[s
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
-    runs = {run.path: run for run in map(read_run, cells) if run is not None}
+    paper = paper_numbers()
+    paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
+    runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
     groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}
     for run in runs.values():
         if run.criterion.get("name") != STAGE_TWO:
             continue
         first = runs.get(run.init_from) if run.init_from else None
         if first is None and run.init_from is not None:
-            first = read_run(run.init_from)
+            first = read_run(run.init_from, paper_metric)
         variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
         groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
     variants_of: dict[tuple, set] = {}
     for model, task, _, variant in groups:
         variants_of.setdefault((model, task), set()).add(variant)
-    paper = paper_numbers()
     table = []
     for (model, task, metric, variant), pairs in sorted(groups.items()):
         firsts = [first for first, _ in pairs if first is not None]
@@ -123,7 +132,9 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
         row = {"model": model, "task": task, "metric": metric,
                "variant": variant if len(variants_of[model, task]) > 1 else "", "seeds": len(seconds)}
         for stage, stage_runs in (("1", firsts), ("2", seconds)):
-            row[f"stage {stage}"] = _median_std([r.score for r in stage_runs])
+            collapsed = sum(1 for r in stage_runs if r.one_class)
+            row[f"stage {stage}"] = _median_std([r.score for r in stage_runs]) + (
+                f", {collapsed}/{len(stage_runs)} one class" if collapsed else "")
             row[f"EV {stage}"] = _ev([r.ev for r in stage_runs])
             row[f"IsoScore {stage}"] = _median_text([r.isoscore for r in stage_runs], "{:.4f}")
             row[f"trainable {stage}"] = _median_text([r.trainable for r in stage_runs], "{:.0f}", "unknown")
@@ -150,7 +161,9 @@ def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str =
     known = [v for v in values if v is not None]
     if not values:
         return "–"
-    text = pattern.format(statistics.median(known)) if known else missing
+    if not known:
+        return missing
+    text = pattern.format(statistics.median(known))
     return text if len(known) == len(values) else f"{text} ({len(values) - len(known)} {missing})"
 
 
@@ -177,6 +190,7 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
     sources = sorted({row["paper source"] for row in table if row["paper source"]})
     notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on the "
-             "evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1."]
+             "evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": k runs "
+             "predicted a single class (collapsed classifiers)."]
     notes += [f"Paper: {source}." for source in sources] or ["Paper: no numbers for these models."]
     return "\n".join(lines + notes) + "\n"

@@ -50,7 +50,7 @@ def test_stage_one_holds_out_a_seeded_validation_split_and_ends_with_its_best_we
     assert validation["best"] == max(scores) and validation["best_step"] == validation["history"][scores.index(max(scores))]["step"]
     if validation["best_step"] != results["step"]:  # the best weights were put back and measured again
         assert results["history"][-1]["weights_from_step"] == validation["best_step"]
-    assert results["metrics"]["accuracy"] == results["accuracy"]
+    assert results["metrics"]["accuracy"] == results["accuracy"] and results["metrics"]["predicted_classes"] in (1, 2)
 
 
 def test_every_classification_run_records_parameters_and_head_input_isotropy(stage_one, tiny_bert):
@@ -198,7 +198,8 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
             (cell / "config.yaml").write_text(f"task: rte\nseed: {seed}\n")
             (cell / "results.json").write_text(json.dumps({
                 "task": "rte", "model": "bert", "seed": seed, "criterion": {"name": name, **({"alpha": 0.5} if stage == 2 else {})},
-                "main_metric": "accuracy", "metrics": {"accuracy": value}, "eval_isoscore_star": 0.1,
+                "main_metric": "accuracy", "eval_isoscore_star": 0.1,
+                "metrics": {"accuracy": value, "predicted_classes": 1 if (seed, stage) == (2, 1) else 2},
                 "init_from": str(tmp_path / f"seed={seed},criterion=cross_entropy") if stage == 2 else None,
                 "cls_isoscore": 0.005 * stage, "cls_explained_variance": [0.6 / stage, 0.75 / stage, 0.8 / stage],
                 "trainable_parameters": 110_000_000 if stage == 1 else 590_592}))
@@ -206,8 +207,8 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
     table = (tmp_path / "report" / "table3.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| bert | rte"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[4:12] == ["3", "60.0 (2.00)", ".60/.75/.80", "0.0050", "64.0 (2.52)", ".30/.38/.40", "0.0100", "2/3"]
-    assert cells[12:16] == ["110000000", "590592", "unknown", "unknown"]
+    assert cells[3:11] == ["3", "60.0 (2.00), 1/3 one class", ".60/.75/.80", "0.0050", "64.0 (2.52)", ".30/.38/.40", "0.0100", "2/3"]
+    assert cells[11:15] == ["110000000", "590592", "unknown", "unknown"]
     assert cells[-2:] == ["67.72 (0.83) .61/.75/.78", "70.40 (1.05) .27/.35/.38"]
     assert "Paper: Isotropy Layer paper (anonymous, under review)" in table
     assert "stage 1 beside stage 2" in capsys.readouterr().out
