@@ -75,13 +75,9 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
         return Run(Path(cell).resolve(), results["model"], results["task"], metric, results["seed"],
                    as_percent(results["task"], metric, value), tuple(ev) if ev else None, results.get("cls_isoscore"),
                    results.get("trainable_parameters"), wall_seconds(cell), Path(init).resolve() if init else None,
-                   results["criterion"], _one_class(results["metrics"].get("predicted_classes")))
+                   results["criterion"], results.get("collapsed"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _one_class(predicted_classes: Any) -> Optional[bool]:
-    return None if predicted_classes is None else predicted_classes == 1
 
 
 def wall_seconds(cell: Path) -> Optional[float]:

@@ -375,8 +375,6 @@ class Trainer:
             model_outputs = np.stack(ordered)
         predictions, references = self.task.postprocess(examples, features, model_outputs)
         metrics = self.task.compute_metrics(predictions, references)
-        if self.task.kind == "classification":  # 1: a collapsed classifier, whatever its accuracy looks like
-            metrics["predicted_classes"] = len(set(predictions))
         if per_layer is None:
             return metrics
         union = CovarianceAccumulator(self.model.hidden_size, device=self.device)

@@ -50,7 +50,7 @@ def test_stage_one_holds_out_a_seeded_validation_split_and_ends_with_its_best_we
     assert validation["best"] == max(scores) and validation["best_step"] == validation["history"][scores.index(max(scores))]["step"]
     if validation["best_step"] != results["step"]:  # the best weights were put back and measured again
         assert results["history"][-1]["weights_from_step"] == validation["best_step"]
-    assert results["metrics"]["accuracy"] == results["accuracy"] and results["metrics"]["predicted_classes"] in (1, 2)
+    assert results["metrics"]["accuracy"] == results["accuracy"] and results["collapsed"] in (True, False)
 
 
 def test_every_classification_run_records_parameters_and_head_input_isotropy(stage_one, tiny_bert):
@@ -199,7 +199,7 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
             (cell / "results.json").write_text(json.dumps({
                 "task": "rte", "model": "bert", "seed": seed, "criterion": {"name": name, **({"alpha": 0.5} if stage == 2 else {})},
                 "main_metric": "accuracy", "eval_isoscore_star": 0.1,
-                "metrics": {"accuracy": value, "predicted_classes": 1 if (seed, stage) == (2, 1) else 2},
+                "metrics": {"accuracy": value}, "collapsed": (seed, stage) == (2, 1),
                 "init_from": str(tmp_path / f"seed={seed},criterion=cross_entropy") if stage == 2 else None,
                 "cls_isoscore": 0.005 * stage, "cls_explained_variance": [0.6 / stage, 0.75 / stage, 0.8 / stage],
                 "trainable_parameters": 110_000_000 if stage == 1 else 590_592}))
