@@ -64,9 +64,9 @@ CELL_FILES = ("config.yaml", "cell.yaml")
 """A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
-                           "log_every", "eval_every", "save_every", "device"})
+                           "log_every", "eval_every", "save_every", "device", "init_from"})
 """Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
-of their own) and how a run was placed and logged."""
+of their own), how a run was placed and logged, and ``init_from`` (a second stage starts from its own seed's run)."""
 
 
 @dataclass(frozen=True)
