@@ -33,7 +33,7 @@ def stage_one(tiny_bert, shared_data, tmp_path_factory):
     """A finished cross-entropy run with early stopping on a 25% validation split."""
     directory = tmp_path_factory.mktemp("stage1") / "run"
     cfg = run_config(tiny_bert, shared_data, directory, "criterion=cross_entropy", "data.validation_split=0.25",
-                     "patience=1", "optim.epochs=3")
+                     "patience=1", "optim.epochs=3", "keep_checkpoints=1")
     return directory, Trainer(cfg).fit()
 
 
@@ -111,6 +111,10 @@ def test_init_from_refuses_missing_unfinished_and_mismatched_sources(stage_one, 
     for path, task, labels, model, message in cases:
         with pytest.raises(InitFromError, match=message):
             resolve(str(path), task, labels, model)
+    exported_only = tmp_path / "exported_only"  # a finished run that dropped its checkpoints: its model/ folder
+    shutil.copytree(source, exported_only)
+    shutil.rmtree(exported_only / "checkpoints")
+    assert resolve(str(exported_only), "sst2", SST2, str(tiny_bert)).path == exported_only / "model"
     unfinished = tmp_path / "unfinished"
     shutil.copytree(source, unfinished)
     (unfinished / "results.json").unlink()
@@ -126,7 +130,7 @@ def test_init_from_refuses_missing_unfinished_and_mismatched_sources(stage_one, 
 
 def test_istar_run_prints_one_line_for_a_bad_init_from(stage_one, tiny_bert, shared_data, tmp_path, capsys):
     source, _ = stage_one
-    arguments = ["recipe=rte", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=isolayer",
+    arguments = ["recipe=rte", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=isolayer", f"data.dir={shared_data / 'rte'}",
                  f"init_from={source}", f"output_dir={tmp_path / 'run'}"]
     assert main(arguments) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"istar-run: init_from {source}: a run of task sst2, not rte"]
