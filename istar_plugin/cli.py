@@ -112,9 +112,14 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
+    from .init_from import InitFromError
     from .trainer import Trainer
 
-    trainer = Trainer(cfg)
+    try:
+        trainer = Trainer(cfg)
+    except InitFromError as error:  # a bad init_from is bad input, found before the model loads
+        print(f"istar-run: {error}", file=sys.stderr)
+        return 2
     results = trainer.fit()
     if trainer.dist.is_main:
         print(summary(results))

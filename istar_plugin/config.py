@@ -61,6 +61,8 @@ class RunConfig:
     seed: int = 42
     max_steps: Optional[int] = None  # optimizer steps; caps the epochs
     eval_every: Optional[int] = None  # optimizer steps between evaluations; None: at each epoch end
+    init_from: Optional[str] = None  # a finished run's directory, or a Hugging Face model folder (istar_plugin.init_from)
+    patience: Optional[int] = None  # early stopping: evaluations on data.validation_split without improvement
     eval_before_training: bool = True  # the step-0 evaluation: metric and IsoScore* before fine-tuning
     save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
     keep_checkpoints: Optional[int] = None  # None: the last 2 while running, none once finished (model/ stays); N: the last N
@@ -106,6 +108,31 @@ def load_yaml(path: Path, what: str) -> DictConfig:
     if not isinstance(loaded, DictConfig) or not loaded:
         raise ConfigError(f"{what} {path} is empty or not a mapping of keys to values")
     return loaded
+
+
+def sibling_cell(*changes, _root_) -> str:
+    """``${cell:LABEL,VALUE,...}``: the run directory of the grid cell named like this run's (the last part of
+    ``output_dir``, ``label=value`` parts joined by ``,``) with each LABEL's part set to VALUE.
+
+    >>> cfg = OmegaConf.create({"output_dir": "/g/recipe=rte,seed=1,criterion=isolayer", "x": "${cell:criterion,cross_entropy}"})
+    >>> cfg.x
+    '/g/recipe=rte,seed=1,criterion=cross_entropy'
+    """
+    run_dir = Path(str(_root_.output_dir))
+    parts = [part.partition("=") for part in run_dir.name.split(",")]
+    if not all(sep for _, sep, _ in parts):
+        raise ConfigError(f"${{cell:...}} names a sibling grid cell, but output_dir {run_dir} is not a grid cell's directory (label=value,...)")
+    named = {label: value for label, _, value in parts}
+    labels, values = changes[::2], changes[1::2]
+    if len(labels) != len(values) or not set(map(str, labels)) <= set(named):
+        raise ConfigError(f"${{cell:{','.join(map(str, changes))}}}: expected LABEL,VALUE pairs with LABEL one of this cell's "
+                          f"({', '.join(named)})")
+    named.update({str(label): str(value) for label, value in zip(labels, values)})
+    return str(run_dir.parent / ",".join(f"{label}={value}" for label, value in named.items()))
+
+
+if not OmegaConf.has_resolver("cell"):
+    OmegaConf.register_resolver("cell", sibling_cell, annotation_validation="off")
 
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -283,6 +310,12 @@ def _validate(cfg: DictConfig) -> None:
                           "drop data.source= (files is then inferred) or the file settings")
     if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
         raise ConfigError(f"keep_checkpoints must be an integer >= 1 (or null: none once the run finished), got {cfg.keep_checkpoints}")
+    if cfg.patience is not None and (cfg.patience < 1 or not cfg.data.validation_split):
+        raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. data.validation_split=0.3 "
+                          f"(got data.validation_split={cfg.data.validation_split})")
+    if getattr(CRITERIONS.get(cfg.criterion.name).cls, "needs_init_from", False) and not cfg.init_from:
+        raise ConfigError(f"criterion {cfg.criterion.name} trains on a fine-tuned model: set init_from=RUN_DIR "
+                          "(a finished run's directory) or init_from=HF_MODEL_FOLDER")
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):
         raise ConfigError(f"precision {cfg.precision!r} unknown; choose one of: auto, fp32, bf16, fp16")
 

@@ -14,13 +14,20 @@ unambiguous in the grid). The name is the cell's run directory under the grid di
 
 A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of
 its lists, first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``;
-every key of ``sweep`` and ``variants`` names the cell)::
+every key of ``sweep`` and ``variants`` names the cell; a variant's own ``fixed`` mapping applies to its
+cells without naming them)::
 
     fixed: {data.source: hub}
     sweep: {recipe: [sst2, rte], seed: [1, 2, 3]}
     variants:
       - {criterion: cross_entropy}
       - {criterion: istar, criterion.lam: [-5, -1], criterion.zeta: [0.2, 0.4]}
+      - {criterion: isolayer, fixed: {init_from: "${cell:criterion,cross_entropy}", optim.lr: 1.0e-3}}
+
+``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.sibling_cell`) is the run directory of the cell named
+like this one with that part replaced: here each isolayer cell starts from the cross_entropy cell of the
+same recipe and seed. Cells run in grid order, so with ``local.parallelism=1`` stage 1 finishes first; on
+SLURM submit the stages one after the other (``istar-grid GRID criterion=cross_entropy``, then ``=isolayer``).
 """
 from __future__ import annotations
 
@@ -148,20 +155,21 @@ def _key_order(blocks: list[list[tuple[str, list[str]]]]) -> list[str]:
 
 def _build(
     name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
-    keys: Optional[list[str]] = None,
+    keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
 ) -> Grid:
     """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
 
     A filtered grid passes its full grid's ``keys``, so that a cell has the same name with or without filters.
+    ``block_fixed``: each block's own fixed overrides (after the common ones), not in the names.
     """
     keys = keys or _key_order(blocks)
     labels = _labels(keys)
     cells, seen = [], {}
-    for block in blocks:
+    for block, own_fixed in zip(blocks, block_fixed or [[] for _ in blocks]):
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
-            cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *swept]), tuple(swept))
+            cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *own_fixed, *swept]), tuple(swept))
             if cell.name in seen:
                 raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: {seen[cell.name]} and {swept}")
             seen[cell.name] = swept
@@ -193,7 +201,7 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value or [values], got {node!r}")
     axes = []
-    for key, value in node.items():
+    for key, value in node.items_ex(resolve=False):  # interpolations (``${cell:...}``) resolve per cell
         values = list(value) if isinstance(value, ListConfig) else [value]
         if not values:
             raise GridError(f"{where}: {key!r} has an empty list of values")
@@ -220,7 +228,8 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")
     base = _axes(spec.get("sweep") or OmegaConf.create({}), f"{path}: sweep")
     variants = spec.get("variants") or [OmegaConf.create({})]
-    blocks = [base + _axes(variant, f"{path}: variants[{i}]") for i, variant in enumerate(variants)]
+    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed") for i, variant in enumerate(variants)]
+    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]") for i, variant in enumerate(variants)]
     swept_keys = _key_order(blocks)
 
     keep: dict[str, list[str]] = {}
@@ -233,18 +242,29 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
             extra_axes.append((key, values))
         else:
             fixed.append((key, value))
-    blocks = [_restrict(block, keep) + extra_axes for block in blocks if set(keep) <= {key for key, _ in block}]
-    blocks = [block for block in blocks if all(values for _, values in block)]
-    if not blocks:
+    kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
+            if set(keep) <= {key for key, _ in block}]
+    kept = [(block, own) for block, own in kept if all(values for _, values in block)]
+    if not kept:
         wanted = " and ".join(f"{key} in {values}" for key, values in keep.items())
         raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
-    return _build(path.stem, fixed, blocks, path, keys=swept_keys + [key for key, _ in extra_axes])
+    return _build(path.stem, fixed, [block for block, _ in kept], path, keys=swept_keys + [key for key, _ in extra_axes],
+                  block_fixed=[own for _, own in kept])
+
+
+def _variant_part(variant: Any, fixed: bool) -> Any:
+    """A variant's ``fixed`` mapping (``fixed=True``) or its swept keys (the rest)."""
+    if not isinstance(variant, DictConfig):
+        return variant
+    if fixed:
+        return variant.get("fixed") or OmegaConf.create({})
+    return OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
 
 
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value, got {node!r}")
-    return [(str(key), format_value(value)) for key, value in node.items()]
+    return [(str(key), format_value(value)) for key, value in node.items_ex(resolve=False)]
 
 
 def _same(a: str, b: str) -> bool:

@@ -1,6 +1,6 @@
 """Trainer hooks, and the ShrinkageHook that keeps I-STAR's Sigma_S current and identical on every rank.
 
-A hook is called at fit start, epoch start/end and step end, and saves/restores its state with the
+A hook is called at fit start, epoch start/end, step end and fit end, and saves/restores its state with the
 checkpoint, so a resumed run continues with exactly the state it stopped with.
 
 Hooks receive the training loop as ``trainer`` and read only: ``model`` (an adapter: ``hidden_size``,
@@ -22,7 +22,10 @@ from .isotropy import CovarianceAccumulator, isoscore_from_cov
 
 
 class Hook:
-    """Base class: every callback is a no-op; override the ones you need."""
+    """Base class: every callback is a no-op; override the ones you need. A hook that sets ``stop_training``
+    ends training after the current epoch."""
+
+    stop_training = False
 
     def on_fit_start(self, trainer) -> None: ...
 
@@ -31,6 +34,13 @@ class Hook:
     def on_epoch_end(self, trainer, epoch: int) -> None: ...
 
     def on_step_end(self, trainer, step: int, stats: dict[str, float]) -> None: ...
+
+    def on_fit_end(self, trainer) -> None:
+        """After the last training step, before the final evaluation (e.g. restore the best weights)."""
+
+    def results(self) -> dict[str, Any]:
+        """Entries this hook adds to results.json."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -60,12 +70,14 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 
 
 @torch.no_grad()
-def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False) -> CovarianceAccumulator:
+def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False,
+                                  cloud=None) -> CovarianceAccumulator:
     """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
 
     Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
-    selected layers' padding-free clouds); one all-reduce pools the statistics, so each rank returns
-    the same accumulator. Nothing but O(d^2) statistics is kept.
+    selected layers' padding-free clouds, or of ``cloud(model, output)`` when given: a list of (n, d)
+    tensors); one all-reduce pools the statistics, so each rank returns the same accumulator. Nothing but
+    O(d^2) statistics is kept.
     """
     model = trainer.model
     quota = points_quota(total_points, trainer.rank, trainer.world_size)
@@ -82,7 +94,7 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
             batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
             with trainer.autocast():
                 output = model(batch)
-            for chunk in model.token_cloud(output, layers):
+            for chunk in (cloud(model, output) if cloud else model.token_cloud(output, layers)):
                 room = quota - accumulator.count
                 if room <= 0:
                     break
@@ -98,7 +110,10 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
 
 class ShrinkageHook(Hook):
     """Computes Sigma_S for an I-STAR criterion before training and after every epoch (i.e. at the start of
-    each epoch that lacks a current one), in eval mode by default as the official code does."""
+    each epoch that lacks a current one), in eval mode by default as the official code does.
+
+    The criterion provides ``cfg.shrinkage_points``, ``cfg.shrinkage_mode`` and either ``cfg.layers`` (the
+    token cloud's layers) or a ``shrinkage_cloud(model, output)`` method naming its own points."""
 
     def __init__(self, criterion):
         self.criterion = criterion
@@ -113,7 +128,8 @@ class ShrinkageHook(Hook):
         cfg = self.criterion.cfg
         started = time.perf_counter()
         accumulator = estimate_shrinkage_covariance(
-            trainer, cfg.layers, cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train"
+            trainer, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
+            cloud=getattr(self.criterion, "shrinkage_cloud", None),
         )
         if accumulator.count < 2:
             raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")

@@ -7,6 +7,7 @@ percentages; a method's best setting is its lambda/zeta (and any other swept hyp
 ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
 
     istar-report GRID_DIR [--out DIR]   # table1.md/.csv, table2.md/.csv, cells.csv, figure3.png in DIR
+                                        # (+ table3.md/.csv for isolayer cells: istar_plugin.table3)
 
 A run whose eval predictions were all one class is marked ``(k collapsed)``. A grid with isotropy-calibration
 cells (CosReg on the embeddings, spectrum, flow) also gets Ding et al.'s Table 1 and Table 4 with the paper's
@@ -63,9 +64,9 @@ CELL_FILES = ("config.yaml", "cell.yaml")
 """A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
-                           "log_every", "eval_every", "save_every", "device"})
+                           "log_every", "eval_every", "save_every", "device", "init_from"})
 """Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
-of their own) and how a run was placed and logged."""
+of their own), how a run was placed and logged, and ``init_from`` (a second stage starts from its own seed's run)."""
 
 
 @dataclass(frozen=True)
@@ -550,6 +551,14 @@ def write_report(records: Sequence[Record], out: Path) -> str:
     runs = report_calibration.read_runs(Path(record.path) for record in records)
     if report_calibration.uses_calibration(runs):
         markdown1 += "\n" + report_calibration.write_tables(runs, out)
+    from . import table3  # the Isotropy Layer's two-stage view, when the grid holds isolayer cells
+
+    rows3 = table3.rows([Path(record.path) for record in records])
+    if rows3:
+        markdown3 = table3.markdown(rows3)
+        atomic_write_text(out / "table3.md", markdown3)
+        atomic_write_text(out / "table3.csv", csv_text(rows3, list(table3.COLUMNS)))
+        markdown1 += "\nIsotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n" + markdown3
     return markdown1
 
 

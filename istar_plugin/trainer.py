@@ -29,10 +29,14 @@ from tqdm.auto import tqdm
 
 from . import config as config_module
 from . import export
+from .data.packaged import seeded_split
 from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
 from .divergence import NonFiniteGuard, likely_cause
+from .early_stopping import EarlyStopping
 from .errors import ConfigError, DivergedError, ModelError, RunDirError
+from .head_isotropy import head_input_isotropy
 from .hooks import Hook
+from .init_from import resolve as resolve_init_from
 from .integrity import remove_stale_temporaries
 from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
 from .metrics import collapsed
@@ -145,23 +149,34 @@ class Trainer:
         self.train_examples = self.task.load("train")  # a bad data file fails here, before the model loads
         self.eval_examples = self.task.load("eval")
         check_model_limits(cfg)  # from the model's config.json: max_length, criterion.layers
+        model_cfg = config_module.model_config(cfg)
+        init_source = None
+        if cfg.init_from:  # checked from its files, before the model loads
+            init_source = resolve_init_from(cfg.init_from, cfg.task, self.task.label_names, model_cfg.name_or_path)
+            model_cfg = init_source.model_config(model_cfg)
         try:
-            self.model = MODELS.get(cfg.model.adapter).cls(
-                config_module.model_config(cfg), self.task.kind, max(self.task.num_labels, 1)
-            )
+            self.model = MODELS.get(cfg.model.adapter).cls(model_cfg, self.task.kind, max(self.task.num_labels, 1))
         except (OSError, ImportError) as error:
             raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {' '.join(str(error).split())[:300]}") from None
+        if init_source is not None:
+            init_source.load_into(self.model)
         self.tokenizer = self.model.tokenizer
         self.criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), self.task.kind)
         adapt = getattr(self.criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
         if adapt is not None:
             adapt(self.model)
+        self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.model.to(self.device)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         self.wrapped = self._wrap(self.model)
         if self.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
             seed_everything(cfg.seed + 1_000_003 * self.rank)
 
+        split = cfg.data.validation_split
+        if split:  # the same held-out examples for every seed and stage (data.split_seed)
+            self.train_examples, validation = seeded_split(self.train_examples, split, cfg.data.split_seed)
+            features = self.task.encode(validation, self.tokenizer, train=False)
+            self.hooks.append(EarlyStopping(validation, features, self.task.main_metric, cfg.patience))
         self.train_features = self.task.encode(self.train_examples, self.tokenizer, train=True)
         self.eval_features = self.task.encode(self.eval_examples, self.tokenizer, train=False)
 
@@ -338,21 +353,27 @@ class Trainer:
 
     # ----------------------------------------------------------------- evaluation
     @torch.no_grad()
-    def evaluate(self) -> dict[str, Any]:
-        """Task metrics and IsoScore* (zeta = 0, whole evaluation set, padding excluded) overall and per layer."""
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]:
+        """Task metrics and, with ``isotropy``, IsoScore* (zeta = 0, padding excluded) overall and per layer and
+        the head input's IsoScore and EV_1..3; on the evaluation split unless ``examples``/``features`` are given."""
+        examples, features = (self.eval_examples, self.eval_features) if features is None else (examples, features)
         was_training = self.model.training
         self.model.eval()
-        indices = list(range(self.rank, len(self.eval_features), self.world_size))
+        indices = list(range(self.rank, len(features), self.world_size))
         per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in range(self.model.num_layers)]
-        outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": []}
+        outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": [], "head_input": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         for start in range(0, len(indices), self.eval_batch_size):
             chunk = indices[start : start + self.eval_batch_size]
-            batch = self.collate([self.eval_features[i] for i in chunk])
+            batch = self.collate([features[i] for i in chunk])
             with self.autocast():
                 output = self.model(batch)
-            for accumulator, layer_points in zip(per_layer, self.model.token_cloud(output, None)):
-                accumulator.update(layer_points)
+            if isotropy:
+                for accumulator, layer_points in zip(per_layer, self.model.token_cloud(output, None)):
+                    accumulator.update(layer_points)
+                if output.head_input is not None:
+                    outputs["head_input"].extend(output.head_input.float().cpu().numpy())
             outputs["index"].extend(chunk)
             mask = batch["attention_mask"].bool()
             if self.task.kind == "extractive_qa":
@@ -365,21 +386,25 @@ class Trainer:
             bar.update(len(chunk))
         bar.close()
         self.model.train(was_training)
-        return self._finish_evaluation(outputs, per_layer)
+        return self._finish_evaluation(outputs, per_layer if isotropy else None, examples, features)
 
-    def _finish_evaluation(self, outputs: dict[str, list], per_layer: list[CovarianceAccumulator]) -> dict[str, Any]:
+    def _finish_evaluation(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
+                           examples: Sequence[dict], features: Sequence[dict]) -> dict[str, Any]:
         if self.world_size > 1:
-            for accumulator in per_layer:
+            for accumulator in per_layer or ():
                 accumulator.all_reduce()
         gathered = gather_to_all(outputs, self.world_size)
         by_index: dict[int, tuple] = {}
+        head_inputs: dict[int, np.ndarray] = {}
         for part in gathered:
             for position, index in enumerate(part["index"]):
                 if self.task.kind == "extractive_qa":
                     by_index[index] = (part["start"][position], part["end"][position])
                 else:
                     by_index[index] = part["logits"][position]
-        ordered = [by_index[i] for i in range(len(self.eval_features))]  # each feature exactly once
+                if part["head_input"]:
+                    head_inputs[index] = part["head_input"][position]
+        ordered = [by_index[i] for i in range(len(features))]  # each feature exactly once
         if self.task.kind == "extractive_qa":
             width = max(len(s) for s, _ in ordered)
             start = np.full((len(ordered), width), -1e4, dtype=np.float32)
@@ -389,11 +414,15 @@ class Trainer:
             model_outputs: Any = (start, end)
         else:
             model_outputs = np.stack(ordered)
-        predictions, references = self.task.postprocess(self.eval_examples, self.eval_features, model_outputs)
+        predictions, references = self.task.postprocess(examples, features, model_outputs)
         metrics = self.task.compute_metrics(predictions, references)
+        if per_layer is None:
+            return metrics
         union = CovarianceAccumulator(self.model.hidden_size, device=self.device)
         for accumulator in per_layer:
             union.merge(accumulator)
+        if head_inputs:  # one vector per example: classification and regression
+            metrics.update(head_input_isotropy(torch.from_numpy(np.stack([head_inputs[i] for i in range(len(features))]))))
         result = {
             **metrics,
             "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
@@ -420,6 +449,7 @@ class Trainer:
         self.history.append(record)
         scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
         scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
+        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(result.get("cls_explained_variance") or (), start=1)})
         self.log(scalars, self.step)
         return record
 
@@ -467,6 +497,8 @@ class Trainer:
                 self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
         for hook in self.hooks:
             hook.on_fit_start(self)
+        if not resumed:
+            self.log({"model/trainable_parameters": self.trainable_parameters}, self.step)
         if not resumed and cfg.eval_before_training:
             self._record_evaluation()
         self.wrapped.train()
@@ -475,7 +507,7 @@ class Trainer:
         sums: dict[str, float] = {}
         count = 0
         started = time.perf_counter()
-        while self.step < self.total_steps and self.epoch < cfg.optim.epochs:
+        while self.step < self.total_steps and self.epoch < cfg.optim.epochs and not self._stop_requested():
             for hook in self.hooks:
                 hook.on_epoch_start(self, self.epoch)
             batches = self._train_batches(self.epoch)
@@ -512,6 +544,9 @@ class Trainer:
                     self.save_checkpoint()
         bar.close()
         self.guard.check(self.world_size)
+        for hook in self.hooks:
+            if hasattr(hook, "on_fit_end"):
+                hook.on_fit_end(self)
         self._evaluate_unless_done()
         self.save_checkpoint()
         self._export_model()
@@ -553,6 +588,9 @@ class Trainer:
                               f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
                               "choose another output_dir")
         return results
+
+    def _stop_requested(self) -> bool:
+        return any(getattr(hook, "stop_training", False) for hook in self.hooks)
 
     def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         totals: dict[str, float] = {}
@@ -603,12 +641,18 @@ class Trainer:
             "epoch": self.epoch,
             "metrics": {k: v for k, v in final.items() if k not in ("step", "epoch")},
             "main_metric": self.task.main_metric,
+            "label_names": list(self.task.label_names),
+            "init_from": self.cfg.init_from,
+            "trainable_parameters": self.trainable_parameters,
             "initial": self.history[0] if self.history[0]["step"] == 0 else None,
             "history": self.history,
         }
         results.update({k: final[k] for k in ("eval_isoscore_star", "eval_isoscore_star_per_layer")})
         results.update({k: final[k] for k in ("embedding_i1", "embedding_i2", "collapsed") if k in final})
         results.update({f"{k}_before": v for k, v in self.embedding_before.items()})
+        results.update({k: final[k] for k in ("cls_isoscore", "cls_explained_variance") if k in final})
+        for hook in self.hooks:
+            results.update(hook.results() if hasattr(hook, "results") else {})
         results.update({k: v for k, v in final.items() if k in self.task.metric_names})
         if self.dist.is_main:
             atomic_write_json(self.output_dir / "results.json", results)

@@ -58,7 +58,7 @@ def test_overrides_are_typed_and_config_is_read_only():
         (["batch_size=many"], "batch_size"),
         (["criterion=istar", "criterion.zeta=1.5"], "criterion.zeta must lie in [0, 1], got 1.5"),
         (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
-        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, istar, spectrum"),
+        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"),
         (["recipe=nope"], "unknown recipe 'nope'; available: "),
         (["model=nope"], "unknown model 'nope'; presets: albert, bert, distilbert, gpt2"),
         (["task=nope"], "unknown task 'nope'; registered tasks:"),
@@ -78,7 +78,7 @@ def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
     printed = OmegaConf.create(capsys.readouterr().out)
     assert printed.criterion.name == "cosreg" and printed.output_dir == "runs/sst2/cosreg/seed42"
     assert main(["--list", "criterions"]) == 0
-    assert capsys.readouterr().out.split() == ["cosreg", "cross_entropy", "flow", "istar", "spectrum"]
+    assert capsys.readouterr().out.split() == ["cosreg", "cross_entropy", "flow", "isolayer", "istar", "spectrum"]
     assert main(["--list", "recipes"]) == 0
     assert "squad" in capsys.readouterr().out.split()
     assert main(["recipe=sst2", "optim.nope=1"]) == 2

@@ -85,7 +85,7 @@ def run_cli(site, *arguments):
 def test_installed_plugin_is_listed_and_configurable(plugin_site):
     listed = run_cli(plugin_site, "--list", "criterions")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["cosreg", "cross_entropy", "flow", "head_layer", "hidden_l2", "istar", "spectrum"]
+    assert listed.stdout.split() == ["cosreg", "cross_entropy", "flow", "head_layer", "hidden_l2", "isolayer", "istar", "spectrum"]
     shown = run_cli(plugin_site, "recipe=sst2", "criterion=hidden_l2", "criterion.weight=0.5", "--cfg")
     assert "name: hidden_l2" in shown.stdout and "weight: 0.5" in shown.stdout
     bad = run_cli(plugin_site, "recipe=sst2", "criterion=hidden_l2", "criterion.wieght=0.5")

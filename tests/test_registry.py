@@ -42,7 +42,7 @@ def test_duplicate_name_from_another_class_is_rejected_but_same_class_is_harmles
 
 
 def test_unknown_name_lists_registered_ones_and_config_must_be_a_dataclass():
-    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, istar, spectrum"):
+    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"):
         CRITERIONS.get("mse")
     with pytest.raises(TypeError, match="is not a dataclass"):
         Registry("shape").register("box", dict)

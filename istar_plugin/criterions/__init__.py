@@ -4,10 +4,11 @@ A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` 
 (unwrapped) adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput` and ``batch`` the tensors;
 it may change the model through ``adapt(model)`` (see :class:`~.task.Criterion`).
 Importing this package registers the built-in criterions: ``cross_entropy`` (:mod:`.task`), ``cosreg``
-(:mod:`.cosreg`), ``istar`` (:mod:`.istar`), ``spectrum`` (:mod:`.spectrum`) and ``flow`` (:mod:`.flow`).
+(:mod:`.cosreg`), ``istar`` (:mod:`.istar`), ``spectrum`` (:mod:`.spectrum`), ``flow`` (:mod:`.flow`) and ``isolayer`` (:mod:`.isolayer`).
 """
 from .cosreg import CosRegConfig, CosRegCriterion, cosreg_loss, embedding_cosine
 from .flow import FlowConfig, FlowCriterion, Glow
+from .isolayer import IsoLayerConfig, IsoLayerCriterion, balanced_joint_loss, isotropy_loss
 from .istar import IStarConfig, IStarCriterion, istar_loss
 from .spectrum import SpectrumConfig, SpectrumCriterion, spectrum_penalty, spectrum_targets
 from .task import Criterion, CriterionOutput, CrossEntropyConfig, CrossEntropyCriterion, task_loss
@@ -32,4 +33,8 @@ __all__ = [
     "SpectrumCriterion",
     "FlowConfig",
     "FlowCriterion",
+    "balanced_joint_loss",
+    "isotropy_loss",
+    "IsoLayerConfig",
+    "IsoLayerCriterion",
 ]

@@ -25,6 +25,9 @@ class DataConfig:
 
     ``max_train_samples`` / ``max_eval_samples`` keep the first N examples of a split in file (or hub)
     order, after the task's own filtering, like ``datasets.Dataset.select(range(N))``.
+    ``validation_split`` > 0 holds that share of the (capped) training set out, a shuffle seeded by
+    ``split_seed`` (not the run's seed: every seed and every stage of a two-stage method sees the same
+    split), as the validation set of early stopping (``patience``); metrics stay on the evaluation split.
     """
 
     source: str = "files"
@@ -38,6 +41,7 @@ class DataConfig:
     max_length: int = 128
     doc_stride: int = 128
     split_seed: int = 0
+    validation_split: float = 0.0  # share of the training set held out for model selection / early stopping
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -48,6 +52,8 @@ class DataConfig:
                 raise ValueError(f"data.{name} must be a positive integer or None, got {value!r}")
         if self.max_length < 8:
             raise ValueError(f"data.max_length must be at least 8 tokens, got {self.max_length!r}")
+        if not 0.0 <= self.validation_split < 1.0:
+            raise ValueError(f"data.validation_split must lie in [0, 1) (0: no validation set), got {self.validation_split!r}")
         if self.doc_stride < 1:
             raise ValueError(f"data.doc_stride must be a positive number of tokens, got {self.doc_stride!r}")
 
