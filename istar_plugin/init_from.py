@@ -24,13 +24,14 @@ from typing import Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
+from .errors import ConfigError
 from .export import MODEL_DIR
 from .rundir import Checkpoints
 
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
-class InitFromError(ValueError):
+class InitFromError(ConfigError):
     """``init_from`` names no usable source; the message says why (``istar-run`` prints it as one line)."""
 
 

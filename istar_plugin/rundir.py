@@ -279,13 +279,13 @@ class TensorBoardLog:
     def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
         """The run's resolved config as text (tab TEXT, tag ``config``) and as hyperparameters (tab HPARAMS,
         dotted keys) against the scalar tags ``metrics``, in the run's own event file."""
-        if self._writer is None:
+        if not self._enabled:
             return
         import yaml
         from torch.utils.tensorboard.summary import hparams
 
         text = yaml.safe_dump(dict(config), sort_keys=False)
-        self._writer.add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
+        self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
         flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value) for key, value in _flat(config).items()}
         writer = self._writer._get_file_writer()
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
