@@ -60,11 +60,12 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 
 
 @torch.no_grad()
-def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False) -> CovarianceAccumulator:
+def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False,
+                                  include_padding: bool = False) -> CovarianceAccumulator:
     """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
 
     Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
-    selected layers' padding-free clouds); one all-reduce pools the statistics, so each rank returns
+    selected layers' clouds, padding-free unless ``include_padding``); one all-reduce pools the statistics, so each rank returns
     the same accumulator. Nothing but O(d^2) statistics is kept.
     """
     model = trainer.model
@@ -82,7 +83,7 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
             batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
             with trainer.autocast():
                 output = model(batch)
-            for chunk in model.token_cloud(output, layers):
+            for chunk in model.token_cloud(output, layers, include_padding=include_padding):
                 room = quota - accumulator.count
                 if room <= 0:
                     break
@@ -113,7 +114,8 @@ class ShrinkageHook(Hook):
         cfg = self.criterion.cfg
         started = time.perf_counter()
         accumulator = estimate_shrinkage_covariance(
-            trainer, cfg.layers, cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train"
+            trainer, cfg.layers, cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
+            include_padding=cfg.padding == "include",
         )
         if accumulator.count < 2:
             raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")
