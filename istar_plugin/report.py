@@ -12,6 +12,11 @@ A run whose eval predictions were all one class is marked ``(k collapsed)``. A g
 cells (CosReg on the embeddings, spectrum, flow) also gets Ding et al.'s Table 1 and Table 4 with the paper's
 numbers beside ours (:mod:`istar_plugin.report_calibration`).
 
+Table 1 is shown in the I-STAR paper's metrics (:mod:`istar_plugin.paper.istar`; the CSV keeps every other metric
+too), with its mean ± std and our difference beside each cell whose model, method, task and metric it reports.
+``figure7.png`` (score against zeta) and ``figure8.png`` (I-STAR on one layer at a time) are drawn when the grid
+holds such cells (:mod:`istar_plugin.ablations`).
+
 >>> import json, tempfile
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
@@ -622,6 +627,12 @@ def write_report(records: Sequence[Record], out: Path) -> str:
     runs = report_calibration.read_runs(Path(record.path) for record in records)
     if report_calibration.uses_calibration(runs):
         markdown1 += "\n" + report_calibration.write_tables(runs, out)
+    from .ablations import figure7, figure7_points, figure8, figure8_points  # they build on this module
+
+    if figure7_points(records):
+        figure7(records, out / "figure7.png")
+    if figure8_points(records):
+        figure8(records, out / "figure8.png")
     return markdown1
 
 

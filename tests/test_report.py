@@ -281,3 +281,63 @@ def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the
     accuracy = rows["bert", "mrpc", "accuracy"]
     assert accuracy["reported"] is True and accuracy["Base difference"] == pytest.approx(85.5 - 86.51)
     assert (accuracy["I-STAR paper mean"], accuracy["I-STAR paper std"]) == (86.76, 0.57)
+
+
+def _ablation_grid(root):
+    """Figure 7 cells (RTE, bert, lam -1, six zetas) and Figure 8 cells (CoLA, bert, layers 1-3, global, Base),
+    two seeds each scoring mean -/+ 1; the criterion's layers as the trainer writes them."""
+    def cell(name, task, method, lam, zeta, layers, mean):
+        for seed, sign in ((1, -1), (2, 1)):
+            directory = root / f"{name},seed={seed}"
+            write_cell(directory, task, "bert", method, lam, zeta, seed, mean + sign, 0.1)
+            results = json.loads((directory / "results.json").read_text())
+            if method == "istar":
+                results["criterion"]["layers"] = layers
+            if task == "cola":
+                value = (mean + sign) / 100
+                results.update(main_metric="matthews_correlation", metrics={"matthews_correlation": value})
+            (directory / "results.json").write_text(json.dumps(results))
+            (directory / "config.yaml").write_text(f"task: {task}\nseed: {seed}\ncriterion: {{layers: {layers}}}\n"
+                                                   .replace("None", "null"))
+
+    for zeta in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
+        cell(f"rte,zeta={zeta}", "rte", "istar", -1.0, zeta, None, 60.0 + 10 * zeta * (1 - zeta))  # peak at 0.4/0.6
+    for layer in (1, 2, 3):
+        cell(f"cola,layers={layer}", "cola", "istar", -1.0, 0.8, [layer], 50.0 + layer)
+    cell("cola,global", "cola", "istar", -1.0, 0.8, None, 55.0)
+    cell("cola,base", "cola", "cross_entropy", None, None, None, 52.0)
+
+
+def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
+    from istar_plugin import ablations
+
+    _ablation_grid(tmp_path / "grid")
+    records, problems = report.collect(tmp_path / "grid")
+    assert problems == [] and len(records) == 2 * (6 + 5)
+    zetas = ablations.figure7_points(records)
+    assert list(zetas) == ["rte"] and list(zetas["rte"]) == [("bert", -1.0)]
+    line = zetas["rte"]["bert", -1.0]
+    assert [z for z, _ in line] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert [s.mean for _, s in line] == pytest.approx([60.0, 61.6, 62.4, 62.4, 61.6, 60.0])
+    assert all(s.std == pytest.approx(2 ** 0.5) for _, s in line)
+    panels = ablations.figure8_points(records)
+    assert list(panels) == [("cola", "bert")]
+    panel = panels["cola", "bert"]
+    assert [(layer, s.mean) for layer, s in panel["layers"]] == [(1, pytest.approx(51.0)), (2, pytest.approx(52.0)),
+                                                                 (3, pytest.approx(53.0))]
+    assert (panel["global"].mean, panel["global"].variant) == (pytest.approx(55.0), "criterion.layers=None")
+    assert panel["base"].mean == pytest.approx(52.0) and panel["base"].method == "cross_entropy"
+    out = tmp_path / "report"
+    assert report.main([str(tmp_path / "grid"), "--out", str(out)]) == 0
+    for name in ("figure7.png", "figure8.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
+    from istar_plugin import ablations
+
+    records = collected[0]  # two zetas at most per lambda, no layers: neither figure
+    assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
+    with pytest.raises(ValueError, match="figure 8 needs I-STAR cells penalising a single layer"):
+        ablations.figure8(records, "unused.png")
