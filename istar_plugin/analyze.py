@@ -204,6 +204,8 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     started = time.perf_counter()
     trainer = load_trained(run_dir)
     loaded = time.perf_counter()
+    print(f"  {run_dir.name}: final model loaded from {Checkpoints(run_dir).latest().name} (step {trainer.step}) in "
+          f"{loaded - started:.0f} s", file=sys.stderr, flush=True)
     layers = stream_split(trainer, split, batch_size)
     streamed = time.perf_counter()
     embeddings_module = getattr(getattr(trainer.model, "model", None), "get_input_embeddings", None)
