@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .criterions.istar import padded_token_cloud
 from .isotropy import CovarianceAccumulator, isoscore_from_cov
 
 
@@ -83,7 +84,7 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
             batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
             with trainer.autocast():
                 output = model(batch)
-            for chunk in model.token_cloud(output, layers, include_padding=include_padding):
+            for chunk in padded_token_cloud(model, output, layers, include_padding):
                 room = quota - accumulator.count
                 if room <= 0:
                     break

@@ -96,3 +96,9 @@ def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(ru
     assert analyze.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_train_split_streams_the_runs_training_features(runs):
+    analysis = analyze.analyze_run(runs[1], split="train", batch_size=8)
+    assert (analysis["split"], analysis["examples"]) == ("train", 32)  # data.max_train_samples=32
+    assert "results_max_abs_difference" not in analysis and len(analysis["isoscore_star_per_layer"]) == 2

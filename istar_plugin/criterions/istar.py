@@ -38,6 +38,14 @@ def istar_loss(
     return loss + lam * (1.0 - score), score
 
 
+def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
+    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
+    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    if include_padding:
+        return model.token_cloud(output, layers, include_padding=True)
+    return model.token_cloud(output, layers)
+
+
 @dataclass
 class IStarConfig:
     lam: float = -1.0
@@ -83,7 +91,7 @@ class IStarCriterion(CrossEntropyCriterion):
         if self.cfg.zeta > 0 and self.shrinkage_cov is None:
             raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook computes it at each epoch start)")
         base = task_loss(self.kind, output, batch)
-        cloud = model.token_cloud(output, self.cfg.layers, include_padding=self.cfg.padding == "include")
+        cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
         pooled = self.cfg.distributed_cloud == "pooled"
         loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, pooled)
         stats = {"task_loss": base.detach(), "penalty": (loss - base).detach(), "isoscore_star": score.detach()}
