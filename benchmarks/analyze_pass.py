@@ -29,7 +29,7 @@ def main() -> None:
         parser.error("use a classification or regression run (one feature per example)")
     trainer.eval_examples = trainer.eval_examples[: args.examples]
     trainer.eval_features = trainer.eval_features[: args.examples]
-    embeddings = trainer.model.model.get_input_embeddings().weight.detach()
+    embeddings = trainer.model.word_embeddings().detach()
     times: dict[str, list[float]] = {"evaluate": [], "analyze": []}
     for _ in range(args.repeats):
         started = time.perf_counter()

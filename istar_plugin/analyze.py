@@ -208,8 +208,8 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
           f"{loaded - started:.0f} s", file=sys.stderr, flush=True)
     layers = stream_split(trainer, split, batch_size)
     streamed = time.perf_counter()
-    embeddings_module = getattr(getattr(trainer.model, "model", None), "get_input_embeddings", None)
-    word_embeddings = embeddings_module().weight.detach() if embeddings_module else None
+    word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
+    word_embeddings = word_embeddings().detach() if word_embeddings else None
     analysis = {
         "run_dir": str(run_dir),
         "label": run_label(results),

@@ -46,6 +46,8 @@ def test_isoscore_per_layer_is_the_one_results_json_reports(runs, analysed):
         assert analysis["isoscore_star"] == pytest.approx(results["eval_isoscore_star"], abs=1e-6)
         assert analysis["results_max_abs_difference"] < 1e-6
         assert (analysis["step"], analysis["examples"], analysis["split"]) == (results["step"], 40, "eval")
+        embeddings = analysis["word_embeddings"]
+        assert (embeddings["I1"], embeddings["I2"]) == pytest.approx((results["embedding_i1"], results["embedding_i2"]))
 
 
 def test_measures_match_an_independent_unbatched_pass(runs, analysed):

@@ -69,7 +69,7 @@ def test_every_recipe_holds_the_papers_table2(shared_data):
     import csv
 
     from istar_plugin.config import compose
-    from istar_plugin.paper import PAPER_MODELS
+    from istar_plugin.paper.istar import PAPER_MODELS
 
     path = shared_data.parent / "paper" / "table2.csv"
     if not path.is_file():
