@@ -63,7 +63,9 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         raise RunProblem(f"{run_dir}: no config.yaml (not a run directory)")
     latest = Checkpoints(run_dir).latest()
     if latest is None:
-        raise RunProblem(f"{run_dir}: no checkpoints/step_*.pt to load the model from")
+        exported = " (it has model/, which istar-analyze does not read yet; train with keep_checkpoints=1)" if (
+            run_dir / "model").is_dir() else ""
+        raise RunProblem(f"{run_dir}: no checkpoints/step_*.pt to load the model from{exported}")
     try:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -16,7 +16,7 @@ def tiny_run(tiny_bert, shared_data, output_dir, *extra):
         "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
         f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
         "data.max_length=32", "batch_size=8", "eval_batch_size=16", "optim.epochs=1", "optim.lr=1e-3",
-        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", *extra,
+        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", "keep_checkpoints=1", *extra,
     ])
     Trainer(cfg).fit()
     return output_dir
