@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .criterions.istar import padded_token_cloud
 from .isotropy import CovarianceAccumulator, isoscore_from_cov
 
 
@@ -71,13 +72,13 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 
 @torch.no_grad()
 def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False,
-                                  cloud=None) -> CovarianceAccumulator:
+                                  cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
     """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
 
     Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
-    selected layers' padding-free clouds, or of ``cloud(model, output)`` when given: a list of (n, d)
-    tensors); one all-reduce pools the statistics, so each rank returns the same accumulator. Nothing but
-    O(d^2) statistics is kept.
+    selected layers' clouds, padding-free unless ``include_padding``, or of ``cloud(model, output)`` when
+    given: a list of (n, d) tensors); one all-reduce pools the statistics, so each rank returns the same
+    accumulator. Nothing but O(d^2) statistics is kept.
     """
     model = trainer.model
     quota = points_quota(total_points, trainer.rank, trainer.world_size)
@@ -94,7 +95,7 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
             batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
             with trainer.autocast():
                 output = model(batch)
-            for chunk in (cloud(model, output) if cloud else model.token_cloud(output, layers)):
+            for chunk in (cloud(model, output) if cloud else padded_token_cloud(model, output, layers, include_padding)):
                 room = quota - accumulator.count
                 if room <= 0:
                     break
@@ -129,7 +130,7 @@ class ShrinkageHook(Hook):
         started = time.perf_counter()
         accumulator = estimate_shrinkage_covariance(
             trainer, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
-            cloud=getattr(self.criterion, "shrinkage_cloud", None),
+            cloud=getattr(self.criterion, "shrinkage_cloud", None), include_padding=getattr(cfg, "padding", "exclude") == "include",
         )
         if accumulator.count < 2:
             raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")

@@ -27,6 +27,8 @@ __all__ = [
     "average_cosine_similarity",
     "partition_isotropy",
     "explained_variance_ratio",
+    "explained_variance_curve",
+    "cosine_from_unit_sums",
     "twonn_dimension",
 ]
 
@@ -376,8 +378,20 @@ def average_cosine_similarity(points: Tensor) -> Tensor:
     if n < 2:
         raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    off_diagonal = units.sum(dim=0).square().sum() - units.square().sum()
-    return off_diagonal / (n * (n - 1))
+    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), n)
+
+
+def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: int) -> Tensor:
+    """Mean cosine over ordered pairs i != j of ``n`` points from the sum of their unit vectors and the sum of
+    their squared norms (1 per non-zero point): the streaming form of :func:`average_cosine_similarity`.
+
+    >>> import torch
+    >>> cosine_from_unit_sums(torch.tensor([1., 0.]), 3.0, 3).item()  # units (1, 0), (1, 0), (-1, 0)
+    -0.3333333432674408
+    """
+    if n < 2:
+        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
+    return (unit_sum.square().sum() - unit_square_sum) / (n * (n - 1))
 
 
 def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
@@ -413,16 +427,26 @@ def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
     0.8
     """
     _check_points(points)
-    dim = points.shape[1]
-    if not 1 <= k <= dim:
-        raise ValueError(f"k must lie in [1, {dim}] (the dimension), got {k}")
     if points.shape[0] < 2:
         raise ValueError(f"explained variance needs at least 2 points, got {points.shape[0]}")
-    x = points.detach().to(torch.float64)
-    eigenvalues = torch.linalg.eigvalsh(torch.cov(x.T)).clamp_min(0).flip(0)
+    return explained_variance_curve(torch.cov(points.detach().to(torch.float64).T), k)[k - 1]
+
+
+def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
+    """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one.
+
+    >>> import torch
+    >>> explained_variance_curve(torch.diag(torch.tensor([1., 6., 3.])), 3).tolist()
+    [0.6, 0.9, 1.0]
+    """
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"cov must be a square (d, d) matrix, got shape {tuple(cov.shape)}")
+    if not 1 <= k_max <= cov.shape[0]:
+        raise ValueError(f"k must lie in [1, {cov.shape[0]}] (the dimension), got {k_max}")
+    eigenvalues = torch.linalg.eigvalsh(cov.to(torch.float64)).clamp_min(0).flip(0)
     if eigenvalues.sum() == 0:
         raise ValueError("explained variance is undefined: all points are identical (zero variance)")
-    return eigenvalues[:k].sum() / eigenvalues.sum()
+    return eigenvalues[:k_max].cumsum(0) / eigenvalues.sum()
 
 
 @torch.no_grad()

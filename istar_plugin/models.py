@@ -256,12 +256,16 @@ class HFEncoder(torch.nn.Module):
             out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
         return out
 
-    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None) -> list[Tensor]:
+    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
+                    include_padding: bool = False) -> list[Tensor]:
         """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
 
         ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+        ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
+        code's cloud); (batch * padded length, hidden) per layer.
         """
-        return token_cloud(output.hidden_states, output.attention_mask, layers)
+        mask = torch.ones_like(output.attention_mask) if include_padding else output.attention_mask
+        return token_cloud(output.hidden_states, mask, layers)
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
         """The last layer's non-padding tokens, (n_tokens, hidden)."""

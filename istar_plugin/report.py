@@ -13,6 +13,11 @@ A run whose eval predictions were all one class is marked ``(k collapsed)``. A g
 cells (CosReg on the embeddings, spectrum, flow) also gets Ding et al.'s Table 1 and Table 4 with the paper's
 numbers beside ours (:mod:`istar_plugin.report_calibration`).
 
+Table 1 is shown in the I-STAR paper's metrics (:mod:`istar_plugin.paper.istar`; the CSV keeps every other metric
+too), with its mean ± std and our difference beside each cell whose model, method, task and metric it reports.
+``figure7.png`` (score against zeta) and ``figure8.png`` (I-STAR on one layer at a time) are drawn when the grid
+holds such cells (:mod:`istar_plugin.ablations`).
+
 >>> import json, tempfile
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
@@ -47,6 +52,7 @@ from typing import Any, Iterable, Optional, Sequence
 import yaml
 
 from . import report_calibration
+from .paper.istar import paper_result, reported_metrics
 from .rundir import atomic_write_bytes, atomic_write_text
 
 __all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "figure3_points",
@@ -71,7 +77,9 @@ of their own), how a run was placed and logged, and ``init_from`` (a second stag
 
 @dataclass(frozen=True)
 class Record:
-    """One finished cell: ``value`` is the main metric as stored, ``score`` the same as a percentage."""
+    """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
+    :mod:`istar_plugin.paper.istar`; else the task's main metric), ``score`` the same as a percentage, ``others`` every
+    other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
 
     task: str
     model: str
@@ -86,6 +94,8 @@ class Record:
     path: str
     variant: str = ""
     collapsed: bool = False  # the eval predictions were all one class (or one value)
+    others: tuple[tuple[str, float], ...] = ()
+    layers: Optional[tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -103,10 +113,18 @@ class Setting:
     isoscores: tuple[float, ...]
     variant: str = ""
     collapsed: int = 0  # how many of its seeds collapsed to one predicted class
+    others: tuple[tuple[str, tuple[float, ...]], ...] = ()  # other metrics every seed has: name -> per-seed scores
 
     @property
     def n(self) -> int:
         return len(self.scores)
+
+    def metric_scores(self, metric: str) -> Optional[tuple[float, ...]]:
+        """Per-seed percentages of ``metric`` (the table metric or one of ``others``); None if not every seed has it."""
+        return self.scores if metric == self.metric else dict(self.others).get(metric)
+
+    def metric_names(self) -> list[str]:
+        return [self.metric, *(name for name, _ in self.others)]
 
     @property
     def mean(self) -> float:
@@ -232,9 +250,10 @@ def read_cell(cell: Path) -> Record:
     if results.get("status") == "failed":
         raise CellProblem(f"failed: {results.get('reason', 'no reason recorded')}")
     criterion = _field(results, "criterion", dict)
-    task, metric = _field(results, "task", str), _field(results, "main_metric", str)
+    task = _field(results, "task", str)
+    metric = reported_metrics(task, _field(results, "main_metric", str))[0]
     metrics = results.get("metrics") if isinstance(results.get("metrics"), dict) else {}
-    value = _number(metrics.get(metric, results.get(metric)), f"main metric {metric!r}")
+    value = _number(metrics.get(metric, results.get(metric)), f"metric {metric!r}")
     return Record(
         task=task,
         model=_field(results, "model", str),
@@ -248,7 +267,22 @@ def read_cell(cell: Path) -> Record:
         isoscore_star=_number(results.get("eval_isoscore_star"), "eval_isoscore_star"),
         path=str(cell),
         collapsed=results.get("collapsed") is True,
+        others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in metrics.items()
+                            if name != metric and not name.startswith("eval_") and _finite(number))),
+        layers=_layers(criterion.get("layers")),
     )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _layers(value: Any) -> Optional[tuple[int, ...]]:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise CellProblem(f"results.json: criterion.layers should be a list of integers or null, is {value!r}")
+    return tuple(value)
 
 
 def _field(mapping: dict, key: str, kind: type, label: Optional[str] = None) -> Any:
@@ -323,6 +357,8 @@ def settings(records: Sequence[Record]) -> list[Setting]:
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
             raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric ({', '.join(sorted(metrics))})")
+        others = [dict(record.others) for record in group]
+        common = [name for name in others[0] if all(name in other for other in others)]
         result.append(Setting(
             model, task, method, lam, zeta, metrics.pop(),
             seeds=tuple(record.seed for record in group),
@@ -330,6 +366,7 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             isoscores=tuple(record.isoscore_star for record in group),
             variant=variant,
             collapsed=sum(record.collapsed for record in group),
+            others=tuple((name, tuple(other[name] for other in others)) for name in common),
         ))
     return sorted(result, key=_setting_order)
 
@@ -382,49 +419,91 @@ def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [key for key in rows[0] if key not in ("model", "task", "metric")] if rows else []
 
 
-def format_score(setting: Optional[Setting], most_seeds: int) -> str:
-    """``mean ± std``, marked ``(n=k)`` when fewer seeds than the grid's most, or only one, went in, and
-    ``(k collapsed)`` when k of its runs predicted one class for every example.
+def metric_summary(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, int]]:
+    """``(mean, sample std, n)`` of ``metric`` over the setting's seeds; None where it has no such metric."""
+    scores = None if setting is None else setting.metric_scores(metric)
+    if not scores:
+        return None
+    return statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, len(scores)
 
-    >>> format_score(Setting("bert", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
+
+def paper_comparison(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, float]]:
+    """``(paper mean, paper std, ours - paper)`` where the paper's Table 1 has this model, method, task and metric."""
+    ours = metric_summary(setting, metric)
+    paper = None if setting is None else paper_result(setting.model, setting.method, setting.task, metric)
+    if ours is None or paper is None:
+        return None
+    return paper[0], paper[1], ours[0] - paper[0]
+
+
+def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None) -> str:
+    """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
+    most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
+    followed by the paper's ``mean ± std`` and our difference where it has the cell.
+
+    >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
     '92.50 ± 0.00 (n=1)'
     >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1), collapsed=2), 2)
     '81.20 ± 0.00 (2 collapsed)'
+    >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
+    '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
     """
-    if setting is None:
+    summary = metric_summary(setting, metric or (setting.metric if setting else ""))
+    if summary is None:
         return "—"
-    text = f"{setting.mean:.2f} ± {setting.std:.2f}"
-    text += f" (n={setting.n})" if setting.n == 1 or setting.n < most_seeds else ""
-    return text + (f" ({setting.collapsed} collapsed)" if setting.collapsed else "")
+    mean, std, n = summary
+    text = f"{mean:.2f} ± {std:.2f}" + (f" (n={n})" if n == 1 or n < most_seeds else "")
+    text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
+    paper = paper_comparison(setting, metric or setting.metric)
+    return text + (f" · paper {paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})" if paper else "")
+
+
+def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
+    """The metrics a Table 1 row is shown in: the paper's for its task (those some method has), and with
+    ``everything`` every other metric the methods' cells report too (for the CSV)."""
+    settings_ = [row[column] for column in method_columns([row]) if row[column] is not None]
+    available = [name for setting in settings_ for name in setting.metric_names()]
+    reported = [name for name in reported_metrics(row["task"], row["metric"]) if name in available]
+    others = sorted(set(available) - set(reported)) if everything else []
+    return reported + others
 
 
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """Table 1 as a markdown table; the best mean in each row in bold when methods compete."""
+    """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
+    methods compete; the paper's mean ± std and our difference beside each cell it has."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
     for row in rows:
-        present = [row[column] for column in columns if row[column] is not None]
-        top = max(s.mean for s in present)
-        cells = []
-        for column in columns:
-            text = format_score(row[column], most_seeds)
-            bold = len(present) > 1 and row[column] is not None and row[column].mean == top
-            cells.append(f"**{text}**" if bold else text)
-        lines.append(f"| {row['model']} | {row['task']} | {row['metric']} | " + " | ".join(cells) + " |")
+        for metric in row_metrics(row):
+            summaries = {column: metric_summary(row[column], metric) for column in columns}
+            present = [summary[0] for summary in summaries.values() if summary]
+            cells = []
+            for column in columns:
+                text = format_score(row[column], most_seeds, metric)
+                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == max(present)
+                cells.append(f"**{text}**" if bold else text)
+            lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table 1 flattened: per method ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta`` and ``variant`` columns."""
+    """Table 1 flattened, one row per metric (``reported``: the paper's Table 1 shows it): per method
+    ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta``, ``variant``, ``paper mean``, ``paper std``, ``difference``."""
     flat = []
     for row in rows:
-        out = {"model": row["model"], "task": row["task"], "metric": row["metric"]}
-        for column in method_columns(rows):
-            setting = row[column]
-            for name in ("mean", "std", "n", "lam", "zeta", "variant"):
-                out[f"{column} {name}"] = None if setting is None else getattr(setting, name)
-        flat.append(out)
+        reported = row_metrics(row)
+        for metric in row_metrics(row, everything=True):
+            out = {"model": row["model"], "task": row["task"], "metric": metric, "reported": metric in reported}
+            for column in method_columns(rows):
+                setting = row[column]
+                summary = metric_summary(setting, metric)
+                paper = paper_comparison(setting, metric)
+                values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
+                          **{name: None if setting is None else getattr(setting, name) for name in ("lam", "zeta", "variant")},
+                          "paper mean": paper and paper[0], "paper std": paper and paper[1], "difference": paper and paper[2]}
+                out.update({f"{column} {name}": value for name, value in values.items()})
+            flat.append(out)
     return flat
 
 
@@ -559,6 +638,13 @@ def write_report(records: Sequence[Record], out: Path) -> str:
         atomic_write_text(out / "table3.md", markdown3)
         atomic_write_text(out / "table3.csv", csv_text(rows3, list(table3.COLUMNS)))
         markdown1 += "\nIsotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n" + markdown3
+
+    from .ablations import figure7, figure7_points, figure8, figure8_points  # they build on this module
+
+    if figure7_points(records):
+        figure7(records, out / "figure7.png")
+    if figure8_points(records):
+        figure8(records, out / "figure8.png")
     return markdown1
 
 

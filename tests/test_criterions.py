@@ -12,10 +12,12 @@ from istar_plugin.isotropy import average_cosine_similarity, isoscore_star
 class CloudModel:
     """Stands in for the adapter: hands the criterion a fixed token cloud, one tensor per layer."""
 
-    def __init__(self, chunks):
-        self.chunks = chunks
+    def __init__(self, chunks, padding_rows=None):
+        self.chunks, self.padding_rows = chunks, padding_rows
 
-    def token_cloud(self, output, layers):
+    def token_cloud(self, output, layers, include_padding=False):
+        if include_padding:
+            return [torch.cat([chunk, self.padding_rows]) for chunk in self.chunks]
         return self.chunks
 
     def last_layer_tokens(self, output):
@@ -62,6 +64,21 @@ def test_istar_gradient_pushes_the_score_in_the_direction_lambda_asks():
         scores[lam] = isoscore_star(torch.cat(stepped)).item()
     before = isoscore_star(torch.cat(model.chunks)).item()
     assert scores[-1.0] < before < scores[1.0]
+
+
+def test_istar_padding_include_scores_the_padded_positions_too():
+    model, output, batch = _inputs()
+    model.padding_rows = torch.full((60, 6), 4.0)  # identical padding vectors, as a padded batch has
+    scores = {}
+    for padding in ("exclude", "include"):
+        criterion = IStarCriterion(IStarConfig(lam=-1.0, zeta=0.0, padding=padding), "classification")
+        scores[padding] = criterion(model, output, batch).stats["isoscore_star"].item()
+    padded = [torch.cat([chunk, model.padding_rows]) for chunk in model.chunks]
+    assert scores["exclude"] == pytest.approx(isoscore_star(model.chunks).item(), abs=1e-6)
+    assert scores["include"] == pytest.approx(isoscore_star(padded).item(), abs=1e-6)
+    assert abs(scores["include"] - scores["exclude"]) > 0.01
+    with pytest.raises(ValueError, match="criterion.padding 'all' unknown; choose one of: exclude, include"):
+        IStarConfig(padding="all")
 
 
 def test_cosreg_adds_lambda_times_the_mean_pairwise_cosine_of_the_last_layer():

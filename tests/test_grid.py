@@ -61,6 +61,26 @@ def test_table1_grid_takes_the_tuned_values_from_the_recipes(tmp_path):
     bert_sst2 = grid.select(["recipe=sst2,model=bert,seed=1,criterion=istar"])
     (cell,) = plan(bert_sst2, tmp_path)
     assert (cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == (-5.0, 0.2)  # Table 2, from recipes/sst2.yaml
+    (cell,) = plan(grid.select(["recipe=cola,model=distilbert,seed=1,criterion=istar"]), tmp_path)
+    assert (cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == (-3.0, 0.4)
+
+
+def test_every_recipe_holds_the_papers_table2(shared_data):
+    import csv
+
+    from istar_plugin.config import compose
+    from istar_plugin.paper.istar import PAPER_MODELS
+
+    path = shared_data.parent / "paper" / "table2.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    with open(path) as handle:
+        table2 = {(row["model"], row["task"]): (float(row["lam"]), float(row["zeta"])) for row in csv.DictReader(handle)}
+    assert len(table2) == 27
+    for preset, name in PAPER_MODELS.items():
+        for task in PAPER_TASKS:
+            cfg = compose([f"recipe={task}", f"model={preset}", "criterion=istar"])
+            assert (cfg.criterion.lam, cfg.criterion.zeta) == table2[name, task], (preset, task)
 
 
 @pytest.mark.parametrize("name", available("grids"))
@@ -80,7 +100,7 @@ def test_grid_arguments_filter_swept_keys_and_override_the_rest():
 
 
 @pytest.mark.parametrize("name, arguments, message", [
-    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, isolayer, isolayer_minilm, paper, replication_minilm, smoke, table1"),
+    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, paper, replication_minilm, smoke, table1"),
     ("paper", ["recipe=imdb"], r"grid 'paper' has no cell with recipe in \['imdb'\]"),
     ("paper", ["seed"], "argument 'seed' is not of the form key=value"),
 ])
@@ -166,7 +186,7 @@ def test_grid_cli_errors_and_listing(capsys):
     assert grid_cli.main(["paper", "recipe=imdb", "--dry-run"]) == 2
     assert "istar-grid: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
     assert grid_cli.main(["--list"]) == 0
-    assert capsys.readouterr().out == "grids: calibration, calibration_minilm, isolayer, isolayer_minilm, paper, replication_minilm, smoke, table1\nslurm profiles: gpu_a100, local\n"
+    assert capsys.readouterr().out == "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, paper, replication_minilm, smoke, table1\nslurm profiles: gpu_a100, local\n"
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
     assert "istar-run: launcher 'cloud' unknown" in capsys.readouterr().err
 
@@ -200,3 +220,19 @@ def test_calibration_grid_has_the_papers_settings():
     for s in swept:
         assert s["optim.epochs"] == ("5" if s["task"] in ("mrpc", "wnli") else "3")
         assert float(s["optim.lr"]) == (1e-5 if s["model"] == "roberta" else 2e-5)
+
+
+def test_figure7_and_figure8_grids_are_the_papers_ablations(tmp_path):
+    zetas = load("figure7")
+    assert len(zetas.cells) == 3 * 5 * 6
+    swept = [dict(cell.swept) for cell in zetas.cells]
+    assert {float(s["criterion.zeta"]) for s in swept} == {0, 0.2, 0.4, 0.6, 0.8, 1}
+    (cell,) = plan(zetas.select(["model=distilbert,seed=3,zeta=0"]), tmp_path)
+    assert (cell.cfg.task, cell.cfg.criterion.name, cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == ("rte", "istar", -1.0, 0.0)
+    layers = load("figure8")
+    assert len(layers.cells) == 5 * (3 + 3 + 2 * 12 + 6)
+    (cell,) = plan(layers.select(["seed=1,model=bert,criterion=istar,layers=_12_"]), tmp_path)
+    assert (cell.cfg.task, list(cell.cfg.criterion.layers), cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == (
+        "cola", [12], -1.0, 0.8)
+    distilbert = {dict(c.swept).get("criterion.layers") for c in layers.cells if dict(c.swept)["model"] == "distilbert"}
+    assert distilbert == {None, *(f"[{layer}]" for layer in range(1, 7))}  # DistilBERT has 6 layers

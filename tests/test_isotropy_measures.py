@@ -355,3 +355,22 @@ def test_zero_point_cloud_with_shrinkage_scores_the_shrinkage_matrix():
     assert score.item() == pytest.approx(isoscore_from_cov(shrink).item(), abs=1e-12)
     (grad,) = torch.autograd.grad(score, zeros)
     assert torch.isfinite(grad).all()
+
+
+def test_streamed_forms_match_the_point_forms():
+    from istar_plugin.isotropy import CovarianceAccumulator, cosine_from_unit_sums, explained_variance_curve
+
+    generator = torch.Generator().manual_seed(3)
+    points = torch.randn(500, 12, generator=generator, dtype=torch.float64) * torch.linspace(0.2, 3.0, 12).double() + 1.5
+    accumulator = CovarianceAccumulator(12)
+    unit_sum, unit_squares = torch.zeros(12, dtype=torch.float64), 0.0
+    for chunk in points.split(64):
+        accumulator.update(chunk)
+        units = torch.nn.functional.normalize(chunk, dim=1)
+        unit_sum, unit_squares = unit_sum + units.sum(dim=0), unit_squares + units.square().sum().item()
+    curve = explained_variance_curve(accumulator.covariance(), 12)
+    expected = [explained_variance_ratio(points, k).item() for k in range(1, 13)]
+    assert curve.tolist() == pytest.approx(expected, abs=1e-12) and curve[-1].item() == pytest.approx(1.0)
+    assert bool((curve[1:] >= curve[:-1]).all())
+    streamed = cosine_from_unit_sums(unit_sum, unit_squares, 500).item()
+    assert streamed == pytest.approx(average_cosine_similarity(points).item(), abs=1e-12)

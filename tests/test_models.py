@@ -66,6 +66,13 @@ def test_token_cloud_drops_padding_in_every_layer(classifier, output, padded_bat
         torch.testing.assert_close(cloud, output.hidden_states[layer][mask], rtol=0, atol=0)
 
 
+def test_token_cloud_with_padding_keeps_every_position(classifier, output, padded_batch):
+    batch_size, length = padded_batch["input_ids"].shape
+    (last,) = classifier.token_cloud(output, [-1], include_padding=True)
+    assert last.shape == (batch_size * length, 384) and batch_size * length > int(padded_batch["attention_mask"].sum())
+    torch.testing.assert_close(last, output.hidden_states[6].reshape(-1, 384), rtol=0, atol=0)
+
+
 def test_token_cloud_layer_selection(classifier, output, padded_batch):
     mask = padded_batch["attention_mask"].bool()
     (embeddings,) = classifier.token_cloud(output, [0])

@@ -116,7 +116,8 @@ def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
             assert (setting.lam, setting.zeta, setting.seeds) == (lam, zeta, SEEDS)
     markdown = report.table1_markdown(rows)
     assert "| Model | Task | Metric | Base | CosReg | I-STAR |" in markdown
-    assert "| bert | sst2 | accuracy | 92.00 ± 0.50 | 92.30 ± 1.00 | **93.50 ± 2.00** |" in markdown
+    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | "
+            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in markdown
 
 
 def test_table2_lists_the_selected_lambda_and_zeta(collected):
@@ -134,7 +135,8 @@ def test_table2_lists_the_selected_lambda_and_zeta(collected):
 def test_one_seed_is_marked(collected):
     first_seed = [record for record in collected[0] if record.seed == 1]
     markdown = report.table1_markdown(report.table1(first_seed))
-    assert "| bert | sst2 | accuracy | **91.50 ± 0.00 (n=1)** | 91.30 ± 0.00 (n=1) | **91.50 ± 0.00 (n=1)** |" in markdown
+    assert ("| bert | sst2 | accuracy | **91.50 ± 0.00 (n=1) · paper 92.40 ± 0.41 (-0.90)** | "
+            "91.30 ± 0.00 (n=1) · paper 92.01 ± 0.23 (-0.71) | **91.50 ± 0.00 (n=1) · paper 92.65 ± 0.18 (-1.15)** |") in markdown
 
 
 def test_fewer_seeds_than_the_grid_are_marked(collected):
@@ -142,7 +144,8 @@ def test_fewer_seeds_than_the_grid_are_marked(collected):
                                                and r.lam == 1.0 and r.seed == 3)]
     rows = report.table1(records)
     assert (rows[3]["CosReg"].lam, rows[3]["CosReg"].n) == (1.0, 2)  # seeds 1-2 of lam 1 (91.8) still beat lam -1 (91.5)
-    assert "| 92.00 ± 0.50 | 91.80 ± 0.71 (n=2) | **93.50 ± 2.00** |" in report.table1_markdown(rows)
+    assert ("| 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 91.80 ± 0.71 (n=2) · paper 92.01 ± 0.23 (-0.21) | "
+            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in report.table1_markdown(rows)
 
 
 def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
@@ -206,7 +209,8 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     out = tmp_path / "report"
     assert report.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| bert | sst2 | accuracy | 92.00 ± 0.50 | 92.30 ± 1.00 | **93.50 ± 2.00** |" in printed
+    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | "
+            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in printed
     assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
     assert sorted(p.name for p in out.iterdir()) == ["cells.csv", "figure3.png", "table1.csv", "table1.md",
                                                       "table2.csv", "table2.md"]
@@ -214,7 +218,7 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
         cells = list(csv.DictReader(handle))
     assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
                                                           "value", "score", "isoscore_star", "path", "variant",
-                                                          "collapsed"]
+                                                          "collapsed", "others", "layers"]
     assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
     with open(out / "table1.csv") as handle:
         table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}
@@ -238,3 +242,102 @@ def test_main_without_cells_exits_2(tmp_path, capsys):
     assert "no cells under" in capsys.readouterr().err
     assert report.main([str(tmp_path / "absent")]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the_others_in_the_csv(tmp_path):
+    grid = tmp_path / "grid"
+    cells = {  # (task, model, method) -> metrics as stored, for seeds 1 and 2 (second = first + 0.01 / + 1)
+        ("mrpc", "bert", "cross_entropy"): {"accuracy": 0.85, "f1": 0.89, "combined_score": 0.87},
+        ("mrpc", "bert", "istar"): {"accuracy": 0.84, "f1": 0.90, "combined_score": 0.87},
+        ("squad", "distilbert", "istar"): {"f1": 83.0, "exact_match": 74.0},
+        ("stsb", "minilm", "cross_entropy"): {"pearson": 0.80, "spearman": 0.79, "combined_score": 0.795},
+    }
+    for (task, model, method), metrics in cells.items():
+        for seed in (1, 2):
+            cell = grid / f"{task}_{model}_{method}_{seed}"
+            lam, zeta = (-1.0, 0.2) if method == "istar" else (None, None)
+            write_cell(cell, task, model, method, lam, zeta, seed, 0.0, 0.1)
+            results = json.loads((cell / "results.json").read_text())
+            step = 1.0 if task == "squad" else 0.01
+            stored = {name: value + (seed - 1) * step for name, value in metrics.items()}
+            results.update(main_metric="f1" if task == "squad" else "combined_score", metrics=stored)
+            (cell / "results.json").write_text(json.dumps(results))
+    records, problems = report.collect(grid)
+    assert problems == [] and {r.metric for r in records} == {"accuracy", "f1", "pearson"}
+    markdown = report.table1_markdown(report.table1(records))
+    assert "| bert | mrpc | accuracy | **85.50 ± 0.71 · paper 86.51 ± 0.21 (-1.01)** | 84.50 ± 0.71 · paper 86.76 ± 0.57 (-2.26) |" in markdown
+    assert "| distilbert | squad | f1 | — | 83.50 ± 0.71 · paper 83.69 ± 0.36 (-0.19) |" in markdown
+    assert "| distilbert | squad | exact_match | — | 74.50 ± 0.71 · paper 74.80 ± 0.27 (-0.30) |" in markdown
+    assert "| minilm | stsb | pearson | 80.50 ± 0.71 | — |" in markdown  # no paper cell for MiniLM
+    assert "combined_score" not in markdown and "spearman" not in markdown
+    rows = {(row["model"], row["task"], row["metric"]): row for row in report.table1_csv_rows(report.table1(records))}
+    assert sorted(rows) == [("bert", "mrpc", "accuracy"), ("bert", "mrpc", "combined_score"), ("bert", "mrpc", "f1"),
+                            ("distilbert", "squad", "exact_match"), ("distilbert", "squad", "f1"),
+                            ("minilm", "stsb", "combined_score"), ("minilm", "stsb", "pearson"),
+                            ("minilm", "stsb", "spearman")]
+    mrpc_f1 = rows["bert", "mrpc", "f1"]
+    assert mrpc_f1["reported"] is False and mrpc_f1["I-STAR mean"] == pytest.approx(90.5)
+    assert mrpc_f1["I-STAR paper mean"] is None  # the paper reports MRPC in accuracy only
+    accuracy = rows["bert", "mrpc", "accuracy"]
+    assert accuracy["reported"] is True and accuracy["Base difference"] == pytest.approx(85.5 - 86.51)
+    assert (accuracy["I-STAR paper mean"], accuracy["I-STAR paper std"]) == (86.76, 0.57)
+
+
+def _ablation_grid(root):
+    """Figure 7 cells (RTE, bert, lam -1, six zetas) and Figure 8 cells (CoLA, bert, layers 1-3, global, Base),
+    two seeds each scoring mean -/+ 1; the criterion's layers as the trainer writes them."""
+    def cell(name, task, method, lam, zeta, layers, mean):
+        for seed, sign in ((1, -1), (2, 1)):
+            directory = root / f"{name},seed={seed}"
+            write_cell(directory, task, "bert", method, lam, zeta, seed, mean + sign, 0.1)
+            results = json.loads((directory / "results.json").read_text())
+            if method == "istar":
+                results["criterion"]["layers"] = layers
+            if task == "cola":
+                value = (mean + sign) / 100
+                results.update(main_metric="matthews_correlation", metrics={"matthews_correlation": value})
+            (directory / "results.json").write_text(json.dumps(results))
+            (directory / "config.yaml").write_text(f"task: {task}\nseed: {seed}\ncriterion: {{layers: {layers}}}\n"
+                                                   .replace("None", "null"))
+
+    for zeta in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
+        cell(f"rte,zeta={zeta}", "rte", "istar", -1.0, zeta, None, 60.0 + 10 * zeta * (1 - zeta))  # peak at 0.4/0.6
+    for layer in (1, 2, 3):
+        cell(f"cola,layers={layer}", "cola", "istar", -1.0, 0.8, [layer], 50.0 + layer)
+    cell("cola,global", "cola", "istar", -1.0, 0.8, None, 55.0)
+    cell("cola,base", "cola", "cross_entropy", None, None, None, 52.0)
+
+
+def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
+    from istar_plugin import ablations
+
+    _ablation_grid(tmp_path / "grid")
+    records, problems = report.collect(tmp_path / "grid")
+    assert problems == [] and len(records) == 2 * (6 + 5)
+    zetas = ablations.figure7_points(records)
+    assert list(zetas) == ["rte"] and list(zetas["rte"]) == [("bert", -1.0)]
+    line = zetas["rte"]["bert", -1.0]
+    assert [z for z, _ in line] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert [s.mean for _, s in line] == pytest.approx([60.0, 61.6, 62.4, 62.4, 61.6, 60.0])
+    assert all(s.std == pytest.approx(2 ** 0.5) for _, s in line)
+    panels = ablations.figure8_points(records)
+    assert list(panels) == [("cola", "bert")]
+    panel = panels["cola", "bert"]
+    assert [(layer, s.mean) for layer, s in panel["layers"]] == [(1, pytest.approx(51.0)), (2, pytest.approx(52.0)),
+                                                                 (3, pytest.approx(53.0))]
+    assert (panel["global"].mean, panel["global"].variant) == (pytest.approx(55.0), "criterion.layers=None")
+    assert panel["base"].mean == pytest.approx(52.0) and panel["base"].method == "cross_entropy"
+    out = tmp_path / "report"
+    assert report.main([str(tmp_path / "grid"), "--out", str(out)]) == 0
+    for name in ("figure7.png", "figure8.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
+    from istar_plugin import ablations
+
+    records = collected[0]  # two zetas at most per lambda, no layers: neither figure
+    assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
+    with pytest.raises(ValueError, match="figure 8 needs I-STAR cells penalising a single layer"):
+        ablations.figure8(records, "unused.png")

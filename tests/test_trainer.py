@@ -45,7 +45,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert results["step"] == 6 and results["epoch"] == 2  # 48 examples / 8 = 6 batches = 3 steps per epoch
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
-    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled"}
+    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled", "padding": "exclude"}
     assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2
     assert [h["step"] for h in saved["history"]] == [0, 3, 6]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -201,3 +201,18 @@ def test_a_one_class_classifier_is_marked_collapsed(tiny_bert, shared_data, tmp_
     assert saved["collapsed"] is True and saved["history"][0]["collapsed"] is True
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["eval/collapsed"] for r in records if "eval/collapsed" in r] == [True, True]
+
+
+def test_istar_padding_include_scores_the_padded_cloud_in_the_penalty_and_sigma_s(tiny_bert, shared_data, tmp_path):
+    first = {}
+    for padding in ("exclude", "include"):
+        cfg = tiny_config(tiny_bert, shared_data, tmp_path / padding, "criterion=istar", "max_steps=1",
+                          f"criterion.padding={padding}", "eval_before_training=false")
+        Trainer(cfg).fit()
+        records = [json.loads(line) for line in (tmp_path / padding / "metrics.jsonl").read_text().splitlines()]
+        first[padding] = {key: value for r in records for key, value in r.items() if key.startswith(("train/", "sigma_s/"))}
+    # same weights and batch at step 1: only the cloud differs (padded positions are points under include)
+    assert first["exclude"]["sigma_s/points"] == first["include"]["sigma_s/points"] == 300
+    assert first["exclude"]["sigma_s/isoscore"] != pytest.approx(first["include"]["sigma_s/isoscore"], abs=1e-4)
+    assert first["exclude"]["train/isoscore_star"] != pytest.approx(first["include"]["train/isoscore_star"], abs=1e-4)
+    assert first["exclude"]["train/task_loss"] == pytest.approx(first["include"]["train/task_loss"], abs=1e-6)

@@ -38,6 +38,14 @@ def istar_loss(
     return loss + lam * (1.0 - score), score
 
 
+def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
+    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
+    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    if include_padding:
+        return model.token_cloud(output, layers, include_padding=True)
+    return model.token_cloud(output, layers)
+
+
 @dataclass
 class IStarConfig:
     lam: float = -1.0
@@ -46,6 +54,7 @@ class IStarConfig:
     layers: Optional[list[int]] = None  # hidden_states indices (0 = embeddings); None = every transformer layer
     shrinkage_mode: str = "eval"  # the official code computes Sigma_S with dropout off
     distributed_cloud: str = "pooled"  # under DDP: "pooled" (all ranks' tokens, as one GPU) or "local"
+    padding: str = "exclude"  # "include": padded positions are points too, in the penalty and Sigma_S (official code)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.zeta <= 1.0:
@@ -56,13 +65,16 @@ class IStarConfig:
             raise ValueError(f"criterion.shrinkage_mode {self.shrinkage_mode!r} unknown; choose one of: eval, train")
         if self.distributed_cloud not in ("pooled", "local"):
             raise ValueError(f"criterion.distributed_cloud {self.distributed_cloud!r} unknown; choose one of: pooled, local")
+        if self.padding not in ("exclude", "include"):
+            raise ValueError(f"criterion.padding {self.padding!r} unknown; choose one of: exclude, include")
 
 
 @CRITERIONS.register("istar", IStarConfig)
 class IStarCriterion(CrossEntropyCriterion):
     """I-STAR: task loss plus ``lam * (1 - IsoScore*)`` of the all-layer token cloud, shrunk towards Sigma_S.
 
-    Sigma_S (``shrinkage_cov``) is kept current by the :class:`~istar_plugin.hooks.ShrinkageHook` this
+    ``padding="include"`` scores every position of the padded batch (and estimates Sigma_S from them), as the
+    official code does; the default scores real tokens only. Sigma_S (``shrinkage_cov``) is kept current by the :class:`~istar_plugin.hooks.ShrinkageHook` this
     criterion hands the trainer: before training and after every epoch.
     """
 
@@ -79,7 +91,7 @@ class IStarCriterion(CrossEntropyCriterion):
         if self.cfg.zeta > 0 and self.shrinkage_cov is None:
             raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook computes it at each epoch start)")
         base = task_loss(self.kind, output, batch)
-        cloud = model.token_cloud(output, self.cfg.layers)
+        cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
         pooled = self.cfg.distributed_cloud == "pooled"
         loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, pooled)
         stats = {"task_loss": base.detach(), "penalty": (loss - base).detach(), "isoscore_star": score.detach()}

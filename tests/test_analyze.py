@@ -1,0 +1,106 @@
+"""istar-analyze on two real (tiny) finished runs: numbers against results.json and an independent pass."""
+import json
+import shutil
+
+import pytest
+import torch
+
+from istar_plugin import analyze
+from istar_plugin.config import compose
+from istar_plugin.isotropy import twonn_dimension
+from istar_plugin.trainer import Trainer
+
+
+def tiny_run(tiny_bert, shared_data, output_dir, *extra):
+    cfg = compose([
+        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
+        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
+        "data.max_length=32", "batch_size=8", "eval_batch_size=16", "optim.epochs=1", "optim.lr=1e-3",
+        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", "keep_checkpoints=1", *extra,
+    ])
+    Trainer(cfg).fit()
+    return output_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_bert, shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return [tiny_run(tiny_bert, shared_data, root / "istar", "criterion=istar", "criterion.lam=-1",
+                     "criterion.shrinkage_points=300"),
+            tiny_run(tiny_bert, shared_data, root / "base", "criterion=cross_entropy")]
+
+
+@pytest.fixture(scope="module")
+def analysed(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("analysis")
+    before = {run: sorted(p.relative_to(run) for p in run.rglob("*")) for run in runs}
+    assert analyze.main([*map(str, runs), "--out", str(out)]) == 0
+    assert {run: sorted(p.relative_to(run) for p in run.rglob("*")) for run in runs} == before  # nothing written there
+    return out, [json.loads((out / run.name / "analysis.json").read_text()) for run in runs]
+
+
+def test_isoscore_per_layer_is_the_one_results_json_reports(runs, analysed):
+    for run, analysis in zip(runs, analysed[1]):
+        results = json.loads((run / "results.json").read_text())
+        assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
+        assert analysis["isoscore_star"] == pytest.approx(results["eval_isoscore_star"], abs=1e-6)
+        assert analysis["results_max_abs_difference"] < 1e-6
+        assert (analysis["step"], analysis["examples"], analysis["split"]) == (results["step"], 40, "eval")
+        embeddings = analysis["word_embeddings"]
+        assert (embeddings["I1"], embeddings["I2"]) == pytest.approx((results["embedding_i1"], results["embedding_i2"]))
+
+
+def test_measures_match_an_independent_unbatched_pass(runs, analysed):
+    analysis = analysed[1][0]
+    trainer = analyze.load_trained(runs[0])
+    with torch.no_grad():
+        output = trainer.model(trainer.collate(trainer.eval_features))  # one batch: other padding, same tokens
+    mask = output.attention_mask.bool()
+    last = output.hidden_states[-1][mask].double()
+    assert analysis["mean_activation"] == pytest.approx(last.mean(dim=0).tolist(), abs=1e-4)
+    assert analysis["tokens_per_layer"] == int(mask.sum())
+    twonn = [twonn_dimension(hidden[:, 0]).item() for hidden in output.hidden_states[1:]]
+    assert analysis["twonn_per_layer"] == pytest.approx(twonn, rel=1e-3)
+    units = torch.nn.functional.normalize(last, dim=1)
+    n = units.shape[0]
+    cosine = ((units @ units.T).sum() - n) / (n * (n - 1))
+    assert analysis["average_cosine_per_layer"][-1] == pytest.approx(cosine.item(), abs=1e-5)
+    curve = analysis["explained_variance_per_layer"][-1]
+    eigenvalues = torch.linalg.eigvalsh(torch.cov(last.T)).flip(0)
+    assert len(curve) == 20 and curve[0] == pytest.approx((eigenvalues[0] / eigenvalues.sum()).item(), abs=1e-5)
+    embeddings = analysis["word_embeddings"]
+    assert embeddings["shape"] == [trainer.tokenizer.vocab_size, 32] and 0 < embeddings["I1"] <= 1 and embeddings["I2"] >= 0
+
+
+def test_labels_and_figures(analysed):
+    out, analyses = analysed
+    assert [a["label"] for a in analyses] == ["I-STAR λ=-1 ζ=0.2", "Base"]
+    for number in (4, 5, 6):
+        data = (out / f"figure{number}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 15_000
+
+
+def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys):
+    assert analyze.main([str(runs[1]), "--out", str(tmp_path), "--batch-size", "8"]) == 0
+    captured = capsys.readouterr()
+    assert "eval: 8/40 examples" in captured.err and "eval: 40/40 examples" in captured.err
+    assert "Base: IsoScore* per layer" in captured.out and "figures: " in captured.out
+
+
+def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(runs, tmp_path, capsys, monkeypatch):
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(runs[1], unfinished)
+    (unfinished / "results.json").unlink()
+    monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
+    assert analyze.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == (f"istar-analyze: {unfinished}: no results.json: the run has not "
+                                               "finished (latest checkpoint step_00000002.pt)")
+    assert analyze.main([str(tmp_path / "absent")]) == 2
+    assert "absent: not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_train_split_streams_the_runs_training_features(runs):
+    analysis = analyze.analyze_run(runs[1], split="train", batch_size=8)
+    assert (analysis["split"], analysis["examples"]) == ("train", 32)  # data.max_train_samples=32
+    assert "results_max_abs_difference" not in analysis and len(analysis["isoscore_star_per_layer"]) == 2
