@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .criterions.istar import padded_token_cloud
 from .isotropy import CovarianceAccumulator, isoscore_from_cov
+from .models import padded_token_cloud
 
 
 class Hook:

@@ -371,3 +371,11 @@ def _enable_activation_checkpointing(model) -> None:
 def _flat(hidden: Tensor) -> Tensor:
     """(batch, tokens, hidden) -> (batch * tokens, hidden), a view when possible."""
     return hidden.reshape(-1, hidden.shape[-1])
+
+
+def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
+    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
+    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    if include_padding:
+        return model.token_cloud(output, layers, include_padding=True)
+    return model.token_cloud(output, layers)

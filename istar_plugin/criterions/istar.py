@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 from torch import Tensor
 
 from ..isotropy import isoscore_star, pooled_isoscore_star
+from ..models import padded_token_cloud
 from ..registry import CRITERIONS
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
@@ -36,14 +37,6 @@ def istar_loss(
     score_fn = pooled_isoscore_star if pooled else isoscore_star
     score = score_fn([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
     return loss + lam * (1.0 - score), score
-
-
-def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
-    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
-    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
-    if include_padding:
-        return model.token_cloud(output, layers, include_padding=True)
-    return model.token_cloud(output, layers)
 
 
 @dataclass
