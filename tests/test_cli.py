@@ -35,7 +35,7 @@ def test_unreachable_hub_is_one_line_naming_what_and_the_offline_way(tmp_path, o
     assert result.returncode == 2 and seconds < 60
     assert len(result.stderr.splitlines()) == 1, result.stderr
     line = result.stderr
-    assert line.startswith("istar-run: cannot fetch model 'bert-base-cased' (model=bert) and data set 'rajpurkar/squad' (data.source=hub)")
+    assert line.startswith("istar-run: error: cannot fetch model 'bert-base-cased' (model=bert) and data set 'rajpurkar/squad' (data.source=hub)")
     assert ("HF_HUB_OFFLINE is set" if offline == "1" else "cannot be reached: [Errno 111] Connection refused") in line
     assert OFFLINE_WAY in line and "e.g. ../shared/data/squad" in line
     assert not (tmp_path / "run").exists()  # refused before anything was written

@@ -5,6 +5,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
+from istar_plugin.errors import RunDirError
 from istar_plugin.config import compose
 from istar_plugin.export import main as export_main
 from istar_plugin.trainer import Trainer
@@ -49,11 +50,11 @@ def test_rerunning_a_finished_run_returns_its_results_without_training(tiny_bert
     lines = (run / "metrics.jsonl").read_text()
     again = Trainer(run_config(tiny_bert, shared_data, run, "max_steps=3")).fit()
     assert again == json.loads(json.dumps(first)) and (run / "metrics.jsonl").read_text() == lines
-    with pytest.raises(ValueError, match="finished at step 3 .* cannot continue to step 4"):
+    with pytest.raises(RunDirError, match="finished at step 3 .* cannot continue to step 4"):
         Trainer(run_config(tiny_bert, shared_data, run)).fit()
-    with pytest.raises(ValueError, match="changed: optim.lr"):
+    with pytest.raises(RunDirError, match="changed: optim.lr"):
         Trainer(run_config(tiny_bert, shared_data, run, "max_steps=3", "optim.lr=0.1")).fit()
-    with pytest.raises(ValueError, match="finished run .* resume=false"):
+    with pytest.raises(RunDirError, match="finished run .* resume=false"):
         Trainer(run_config(tiny_bert, shared_data, run, "max_steps=3", "resume=false")).fit()
 
 

@@ -131,9 +131,9 @@ def test_init_from_refuses_missing_unfinished_and_mismatched_sources(stage_one, 
 def test_istar_run_prints_one_line_for_a_bad_init_from(stage_one, tiny_bert, shared_data, tmp_path, capsys):
     source, _ = stage_one
     arguments = ["recipe=rte", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=isolayer", f"data.dir={shared_data / 'rte'}",
-                 f"init_from={source}", f"output_dir={tmp_path / 'run'}"]
+                 f"init_from={source}", f"output_dir={tmp_path / 'run'}", "data.max_length=32"]
     assert main(arguments) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"istar-run: init_from {source}: a run of task sst2, not rte"]
+    assert capsys.readouterr().err.strip().splitlines() == [f"istar-run: error: init_from {source}: a run of task sst2, not rte"]
     assert not (tmp_path / "run").exists()
 
 
