@@ -1,7 +1,7 @@
 """``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
 
-Loads each run's final model (its latest checkpoint, through the trainer that wrote it, with the run's own
-config, tokenizer and data) and streams one split through it, keeping O(d^2) statistics per layer plus the
+Loads each run's final model (its latest checkpoint, or else its exported ``model/``, through the trainer
+that wrote it, with the run's own config, tokenizer and data) and streams one split through it, keeping O(d^2) statistics per layer plus the
 [CLS] vectors TwoNN needs. Writes per run ``analysis.json``:
 
 - ``isoscore_star_per_layer`` (and ``isoscore_star``, all layers pooled): IsoScore* at zeta 0 over the whole
@@ -39,6 +39,7 @@ from omegaconf import OmegaConf
 
 from .isotropy import (CovarianceAccumulator, cosine_from_unit_sums, explained_variance_curve, isoscore_from_cov,
                        partition_isotropy, twonn_dimension)
+from .export import MODEL_DIR
 from .report import display_name
 from .rundir import Checkpoints, atomic_write_bytes, atomic_write_json
 
@@ -62,16 +63,18 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     if not (run_dir / "config.yaml").is_file():
         raise RunProblem(f"{run_dir}: no config.yaml (not a run directory)")
     latest = Checkpoints(run_dir).latest()
-    if latest is None:
-        exported = " (it has model/, which istar-analyze does not read yet; train with keep_checkpoints=1)" if (
-            run_dir / "model").is_dir() else ""
-        raise RunProblem(f"{run_dir}: no checkpoints/step_*.pt to load the model from{exported}")
+    if latest is None and not (run_dir / MODEL_DIR).is_dir():
+        raise RunProblem(f"{run_dir}: neither {MODEL_DIR}/ nor checkpoints/step_*.pt to load the model from")
     try:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RunProblem(f"{run_dir}: no results.json: the run has not finished (latest checkpoint {latest.name})") from None
+        raise RunProblem(f"{run_dir}: no results.json: the run has not finished") from None
     except (OSError, ValueError) as error:
         raise RunProblem(f"{run_dir}: unreadable results.json: {error}") from None
+    if results.get("status") == "failed":
+        raise RunProblem(f"{run_dir}: the run failed ({results.get('reason')}); there is no final model to analyse")
+    if latest is None:
+        return results  # a finished run keeps its final model in model/ (its checkpoints were removed)
     step = int(Checkpoints.PATTERN.fullmatch(latest.name)[1])
     if results.get("step") != step:
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
@@ -80,14 +83,19 @@ def check_run(run_dir: Path) -> dict[str, Any]:
 
 
 def load_trained(run_dir: Path):
-    """A :class:`~istar_plugin.trainer.Trainer` built from the run's ``config.yaml`` with its latest checkpoint
-    loaded; nothing is written into ``run_dir`` (no TensorBoard, no metrics, no progress bars)."""
+    """A :class:`~istar_plugin.trainer.Trainer` built from the run's ``config.yaml`` with its final model: its
+    latest checkpoint, or else its exported ``model/``; nothing is written into ``run_dir`` (no TensorBoard, no
+    metrics, no progress bars)."""
     from .trainer import Trainer
 
     cfg = OmegaConf.load(run_dir / "config.yaml")
     cfg.output_dir, cfg.tensorboard, cfg.progress = str(run_dir), False, False
+    checkpoint = Checkpoints(run_dir).latest()
+    if checkpoint is None:  # the Hugging Face folder holds the fine-tuned encoder and head
+        cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
     trainer = Trainer(cfg)
-    trainer.load_state_dict(trainer.checkpoints.load_latest(map_location="cpu"))
+    if checkpoint is not None:
+        trainer.load_state_dict(trainer.checkpoints.load_latest(map_location="cpu"))
     trainer.model.eval()
     return trainer
 
@@ -206,7 +214,8 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     started = time.perf_counter()
     trainer = load_trained(run_dir)
     loaded = time.perf_counter()
-    print(f"  {run_dir.name}: final model loaded from {Checkpoints(run_dir).latest().name} (step {trainer.step}) in "
+    source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/")
+    print(f"  {run_dir.name}: final model loaded from {source} (step {results.get('step')}) in "
           f"{loaded - started:.0f} s", file=sys.stderr, flush=True)
     layers = stream_split(trainer, split, batch_size)
     streamed = time.perf_counter()

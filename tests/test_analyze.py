@@ -16,7 +16,7 @@ def tiny_run(tiny_bert, shared_data, output_dir, *extra):
         "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
         f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
         "data.max_length=32", "batch_size=8", "eval_batch_size=16", "optim.epochs=1", "optim.lr=1e-3",
-        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", "keep_checkpoints=1", *extra,
+        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", *extra,
     ])
     Trainer(cfg).fit()
     return output_dir
@@ -26,8 +26,8 @@ def tiny_run(tiny_bert, shared_data, output_dir, *extra):
 def runs(tiny_bert, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     return [tiny_run(tiny_bert, shared_data, root / "istar", "criterion=istar", "criterion.lam=-1",
-                     "criterion.shrinkage_points=300"),
-            tiny_run(tiny_bert, shared_data, root / "base", "criterion=cross_entropy")]
+                     "criterion.shrinkage_points=300", "keep_checkpoints=1"),  # analysed from its checkpoint
+            tiny_run(tiny_bert, shared_data, root / "base", "criterion=cross_entropy")]  # from model/: no checkpoint left
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,7 @@ def analysed(runs, tmp_path_factory):
 
 
 def test_isoscore_per_layer_is_the_one_results_json_reports(runs, analysed):
+    assert not list((runs[1] / "checkpoints").glob("*.pt")) and (runs[1] / "model").is_dir()  # read from model/
     for run, analysis in zip(runs, analysed[1]):
         results = json.loads((run / "results.json").read_text())
         assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
@@ -89,12 +90,11 @@ def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys)
 
 def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(runs, tmp_path, capsys, monkeypatch):
     unfinished = tmp_path / "unfinished"
-    shutil.copytree(runs[1], unfinished)
+    shutil.copytree(runs[0], unfinished)
     (unfinished / "results.json").unlink()
     monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
     assert analyze.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip() == (f"istar-analyze: {unfinished}: no results.json: the run has not "
-                                               "finished (latest checkpoint step_00000002.pt)")
+    assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json: the run has not finished"
     assert analyze.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
