@@ -221,6 +221,7 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     streamed = time.perf_counter()
     word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
     word_embeddings = word_embeddings().detach() if word_embeddings else None
+    trainer.close()  # releases the run directory's lock: the run is left as it was
     analysis = {
         "run_dir": str(run_dir),
         "label": run_label(results),

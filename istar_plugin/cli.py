@@ -112,14 +112,9 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
-    from .init_from import InitFromError
     from .trainer import Trainer
 
-    try:
-        trainer = Trainer(cfg)
-    except InitFromError as error:  # a bad init_from is bad input, found before the model loads
-        print(f"istar-run: {error}", file=sys.stderr)
-        return 2
+    trainer = Trainer(cfg)  # a bad init_from, data file or model is an expected failure, before the model loads
     results = trainer.fit()
     if trainer.dist.is_main:
         print(summary(results))

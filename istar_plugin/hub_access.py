@@ -31,8 +31,15 @@ class HubUnavailable(ConfigError):
 
 
 def hub_model_id(name_or_path: str) -> Optional[str]:
-    """The hub id a model setting names, or None when it is local (a directory or ``package:MODULE``)."""
+    """The hub id a model setting names, or None when it is local (a directory or ``package:MODULE``) or a path
+    that no hub id can be (absolute, relative to ``.``/``~``, or nested): the model loader reports those.
+
+    >>> hub_model_id("bert-base-cased"), hub_model_id("org/model"), hub_model_id("/models/missing")
+    ('bert-base-cased', 'org/model', None)
+    """
     if name_or_path.startswith(PACKAGE_PREFIX) or Path(name_or_path).expanduser().exists():
+        return None
+    if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
         return None
     return name_or_path
 
