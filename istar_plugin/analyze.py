@@ -229,7 +229,7 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
         "model": results.get("model"),
         "criterion": results.get("criterion"),
         "seed": results.get("seed"),
-        "step": trainer.step,
+        "step": results.get("step"),  # the final model's step (model/ carries none of its own)
         "split": split,
         "examples": sum(len(cls) for cls in layers[-1].cls),
         "tokens_per_layer": layers[-1].tokens.count,
