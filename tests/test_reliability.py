@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 from istar_plugin import report
 from istar_plugin.config import compose
 from istar_plugin.divergence import NonFiniteGuard
-from istar_plugin.hooks import Hook
 from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
 from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
 from istar_plugin.rundir import Checkpoints
 from istar_plugin.runlock import RunDirLock
 from istar_plugin.tasks import clip_text
 from istar_plugin.trainer import Trainer
+from test_trainer import CrashAt
 
 TESTS = Path(__file__).resolve().parent
 
@@ -189,17 +189,6 @@ def test_bugs_keep_their_traceback():
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
-class CrashAt(Hook):
-    """Simulates a killed job: raises once the given optimizer step is done."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
-
-
 def saved_steps(tmp_path, steps=(1, 2, 3)):
     checkpoints = Checkpoints(tmp_path, keep_last=len(steps))
     for step in steps:
