@@ -66,6 +66,8 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
 
 def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
     """The checkpoint of ``step`` in ``run_dir`` (the latest when None); a clear error naming the ones there."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: not a directory")
     found = Checkpoints(run_dir).paths()
     if not found:
         model = run_dir / MODEL_DIR
