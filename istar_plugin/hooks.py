@@ -23,7 +23,9 @@ class Hook:
 
     def on_epoch_end(self, trainer, epoch: int) -> None: ...
 
-    def on_step_end(self, trainer, step: int, stats: dict[str, float]) -> None: ...
+    def on_step_end(self, trainer, step: int, stats: dict[str, Any]) -> None:
+        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one with
+        ``float()`` or ``.item()`` waits for the device: avoid it in every step), and ``lr`` as a float."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -119,6 +121,7 @@ class ShrinkageHook(Hook):
             {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
             step=trainer.step,
         )
+        trainer.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov

@@ -82,6 +82,7 @@ class EncoderOutput:
     attention_mask: Tensor
     representation: Optional[Tensor] = None
     inserted: dict[str, Tensor] = field(default_factory=dict)
+    token_positions: Optional[Tensor] = None  # flat indices of the real tokens, when the batch brings them
 
     @property
     def head_input(self) -> Optional[Tensor]:
@@ -207,6 +208,7 @@ class HFEncoder(torch.nn.Module):
             attention_mask=attention_mask,
             representation=site.get("representation"),
             inserted=site.get("inserted", {}),
+            token_positions=batch.get("token_positions"),
         )
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
@@ -244,10 +246,14 @@ class HFEncoder(torch.nn.Module):
         """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
 
         ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+        The real tokens are ``output.token_positions`` when the batch brought them (no host-device sync),
+        else the nonzero entries of the attention mask.
         """
         count = len(output.hidden_states)
         indices = range(1, count) if layers is None else [self._check_layer(index, count) for index in layers]
-        positions = output.attention_mask.reshape(-1).bool().nonzero().squeeze(1)
+        positions = output.token_positions
+        if positions is None:
+            positions = output.attention_mask.reshape(-1).bool().nonzero().squeeze(1)
         return [_flat(output.hidden_states[index]).index_select(0, positions) for index in indices]
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:

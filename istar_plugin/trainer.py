@@ -30,6 +30,7 @@ from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
 from .hooks import Hook
 from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
 from .metrics import collapsed
+from .progress import criterion_description, eval_line, train_line
 from .registry import CRITERIONS, MODELS, TASKS
 from .rundir import Checkpoints, MetricsLog, TensorBoardLog, atomic_write_json, atomic_write_text
 
@@ -57,7 +58,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every", "max_steps"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
+                     "max_steps", "data.sort_eval_by_length"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -79,17 +81,76 @@ def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
     return changed
 
 
-def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
+def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
+                lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
     """This rank's share of the epoch's seeded permutation, padded (by wrapping) to equal length on every rank.
+
+    With ``lengths``, the permutation is :func:`length_grouped_order` for global batches of ``batch_size``
+    (rank r takes every world_size-th example, so each rank's share of a global batch is its own length band).
 
     >>> len(epoch_order(5, 0, 0, 0, 2)) == len(epoch_order(5, 0, 0, 1, 2)) == 3
     True
     """
-    generator = torch.Generator().manual_seed(seed * 7919 + epoch)
-    order = torch.randperm(num_examples, generator=generator).tolist()
+    if lengths is None:
+        generator = torch.Generator().manual_seed(seed * 7919 + epoch)
+        order = torch.randperm(num_examples, generator=generator).tolist()
+    else:
+        order = length_grouped_order(lengths, batch_size, seed, epoch)
     per_rank = math.ceil(num_examples / world_size)
     order += order[: per_rank * world_size - num_examples]
     return order[rank::world_size]
+
+
+def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
+    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length.
+
+    As ``transformers``' length-grouped sampler: the epoch's random permutation is cut into mega-batches
+    of up to 50 batches (at least 4 mega-batches), each sorted by length; the full batches are then
+    shuffled and a partial last batch stays last, so every batch is still a random draw of a length band.
+
+    >>> order = length_grouped_order([5, 1, 9, 2, 8, 1, 7, 3], batch_size=2, seed=0, epoch=0)
+    >>> sorted(order) == list(range(8)), [sorted([5, 1, 9, 2, 8, 1, 7, 3][i] for i in order[k:k + 2]) for k in (0, 2, 4, 6)]
+    (True, [[8, 9], [1, 1], [5, 7], [2, 3]])
+    """
+    generator = torch.Generator().manual_seed(seed * 7919 + epoch)
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    mega = batch_size * max(1, min(50, len(lengths) // (4 * batch_size)))
+    ranked = [i for start in range(0, len(order), mega)
+              for i in sorted(order[start : start + mega], key=lambda i: lengths[i], reverse=True)]
+    batches = [ranked[start : start + batch_size] for start in range(0, len(ranked), batch_size)]
+    full = batches if len(batches[-1]) == batch_size else batches[:-1]
+    shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()] + batches[len(full):]
+    return [i for batch in shuffled for i in batch]
+
+
+class IntervalStatistics:
+    """The per-step statistics of one logging interval, summed where they live (device tensors stay on the
+    device); :meth:`means` reads them all at once: the interval's only host-device sync.
+
+    >>> interval = IntervalStatistics()
+    >>> interval.add({"loss": torch.tensor(1.0), "lr": 0.1}); interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
+    >>> means = interval.means(world_size=1); means["loss"], round(means["lr"], 6), interval.steps
+    (2.0, 0.2, 2)
+    """
+
+    def __init__(self):
+        self.sums: dict[str, Any] = {}
+        self.steps = 0
+        self.started = time.perf_counter()
+
+    def add(self, stats: dict[str, Any]) -> None:
+        for name, value in stats.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+        self.steps += 1
+
+    def means(self, world_size: int) -> dict[str, float]:
+        """Means over the interval's steps (device statistics also over the ranks: the global batch's)."""
+        on_device = sorted(name for name, value in self.sums.items() if isinstance(value, torch.Tensor))
+        means = {name: value / self.steps for name, value in self.sums.items() if name not in on_device}
+        if on_device:
+            totals = torch.stack([self.sums[name].to(torch.float64) for name in on_device]) / self.steps
+            means.update(zip(on_device, mean_over_ranks(totals, world_size).tolist()))
+        return means
 
 
 class Trainer:
@@ -103,7 +164,8 @@ class Trainer:
             raise ValueError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
         self.local_batch_size = cfg.batch_size // self.world_size
         self.eval_batch_size = cfg.eval_batch_size or cfg.batch_size
-        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()
+        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()  # tqdm bars
+        self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
         self.output_dir = Path(cfg.output_dir)
         seed_everything(cfg.seed)
 
@@ -163,10 +225,11 @@ class Trainer:
         for name, parameter in self.model.named_parameters():
             if parameter.requires_grad:
                 (plain if name.endswith(no_decay) else decay).append(parameter)
-        optimizer = torch.optim.AdamW(
+        optimizer = torch.optim.AdamW(  # fused: one kernel for all parameters, no host sync per parameter
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
             lr=cfg.lr,
             eps=cfg.adam_eps,
+            fused=True,
         )
         warmup = int(cfg.warmup_ratio * self.total_steps)
 
@@ -197,8 +260,14 @@ class Trainer:
 
     # ----------------------------------------------------------------- data
     def collate(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        """Pad a list of features to the longest one and move the tensors to the device."""
-        length = max(len(f["input_ids"]) for f in features)
+        """Pad a list of features to the longest one and move the tensors to the device.
+
+        ``token_positions`` (flat indices of the real tokens) is computed here, on the host, so that
+        selecting the padding-free token cloud needs no host-device sync. On a GPU the tensors are
+        pinned and copied asynchronously (the copy overlaps the previous batch's compute).
+        """
+        lengths = [len(f["input_ids"]) for f in features]
+        width = max(lengths)
         pad_id = self.tokenizer.pad_token_id or 0
         batch: dict[str, torch.Tensor] = {}
         for name in TENSOR_FIELDS:
@@ -207,15 +276,20 @@ class Trainer:
             values = [f[name] for f in features]
             if name in ("input_ids", "attention_mask", "token_type_ids"):
                 fill = pad_id if name == "input_ids" else 0
-                values = [list(v) + [fill] * (length - len(v)) for v in values]
+                values = [list(v) + [fill] * (width - len(v)) for v in values]
                 batch[name] = torch.tensor(values, dtype=torch.long)
             else:
                 dtype = torch.float32 if isinstance(values[0], float) else torch.long
                 batch[name] = torch.tensor(values, dtype=dtype)
+        batch["token_positions"] = torch.cat([torch.arange(length) + row * width for row, length in enumerate(lengths)])
+        if self.device.type == "cuda":
+            batch = {k: v.pin_memory() for k, v in batch.items()}
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def _train_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        order = epoch_order(len(self.train_features), self.cfg.seed, epoch, self.rank, self.world_size)
+        lengths = [len(f["input_ids"]) for f in self.train_features] if self.cfg.data.group_by_length else None
+        order = epoch_order(len(self.train_features), self.cfg.seed, epoch, self.rank, self.world_size,
+                            lengths, self.cfg.batch_size)
         size = self.local_batch_size
         for start in range(self.batches_done * size, len(order), size):
             yield self.collate([self.train_features[i] for i in order[start : start + size]])
@@ -226,6 +300,17 @@ class Trainer:
             return
         self.metrics_log.append({"step": step, **values})
         self.tensorboard.scalars(values, step)
+
+    def say(self, line: str) -> None:
+        """A progress line on stderr, when progress is on and stderr is not a terminal (where bars show it)."""
+        if self.progress_lines:
+            print(line, file=sys.stderr, flush=True)
+
+    def _log_interval(self, interval: IntervalStatistics) -> None:
+        means = interval.means(self.world_size)  # the one host sync of the interval
+        seconds_per_step = (time.perf_counter() - interval.started) / interval.steps
+        self.log({**{f"train/{k}": v for k, v in means.items()}, "train/seconds_per_step": seconds_per_step}, self.step)
+        self.say(train_line(self.step, self.total_steps, means, seconds_per_step))
 
     # ----------------------------------------------------------------- checkpoints
     def state_dict(self, rng_states: Optional[list] = None) -> dict[str, Any]:
@@ -296,11 +381,25 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> dict[str, Any]:
         """Task metrics and IsoScore* (zeta = 0, whole evaluation set, padding excluded) overall and per layer."""
+        outputs, per_layer = self.predict()
+        return self._finish_evaluation(outputs, per_layer)
+
+    @torch.no_grad()
+    def predict(self) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
+        """This rank's share of the evaluation set through the model in eval mode: per feature (by index) its
+        logits (or unpadded start/end logits), and per layer the statistics of the padding-free token cloud.
+
+        With ``data.sort_eval_by_length`` the batches hold features of similar lengths (longest first), so
+        little padding is computed; results are keyed by feature index, so the order is restored later.
+        Outputs stay on the device until the pass ends: no host sync per batch.
+        """
         was_training = self.model.training
         self.model.eval()
         indices = list(range(self.rank, len(self.eval_features), self.world_size))
+        if self.cfg.data.sort_eval_by_length:
+            indices.sort(key=lambda i: len(self.eval_features[i]["input_ids"]), reverse=True)
         per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in range(self.model.num_layers)]
-        outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": []}
+        on_device: dict[str, list] = {"logits": [], "start": [], "end": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         for start in range(0, len(indices), self.eval_batch_size):
             chunk = indices[start : start + self.eval_batch_size]
@@ -309,19 +408,23 @@ class Trainer:
                 output = self.model(batch)
             for accumulator, layer_points in zip(per_layer, self.model.token_cloud(output, None)):
                 accumulator.update(layer_points)
-            outputs["index"].extend(chunk)
-            mask = batch["attention_mask"].bool()
             if self.task.kind == "extractive_qa":
-                for row, keep in zip(range(len(chunk)), mask):
-                    length = int(keep.sum())
-                    outputs["start"].append(output.start_logits[row, :length].float().cpu().numpy())
-                    outputs["end"].append(output.end_logits[row, :length].float().cpu().numpy())
+                on_device["start"].append(output.start_logits.float())
+                on_device["end"].append(output.end_logits.float())
             else:
-                outputs["logits"].extend(output.logits.float().cpu().numpy())
+                on_device["logits"].append(output.logits.float())
             bar.update(len(chunk))
         bar.close()
         self.model.train(was_training)
-        return self._finish_evaluation(outputs, per_layer)
+        outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": []}
+        for name, parts in on_device.items():
+            for part in parts:  # one device-to-host copy per batch, after the last batch was queued
+                outputs[name].extend(part.cpu().numpy())
+        if self.task.kind == "extractive_qa":  # each feature's logits without its padding
+            lengths = [len(self.eval_features[i]["input_ids"]) for i in indices]
+            outputs["start"] = [row[:length] for row, length in zip(outputs["start"], lengths)]
+            outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
+        return outputs, per_layer
 
     def _finish_evaluation(self, outputs: dict[str, list], per_layer: list[CovarianceAccumulator]) -> dict[str, Any]:
         if self.world_size > 1:
@@ -373,6 +476,7 @@ class Trainer:
         result = self.evaluate()
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
+        self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
         scalars = {f"eval/{k}": v for k, v in result.items() if isinstance(v, (int, float))}
         scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
         self.log(scalars, self.step)
@@ -388,6 +492,11 @@ class Trainer:
         """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``."""
         cfg = self.cfg
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
+        if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
+            if self.dist.is_main:
+                print(f"{self.output_dir}: already complete ({self.step}/{self.total_steps} steps, "
+                      f"{criterion_description(OmegaConf.to_container(cfg.criterion))}); nothing to do", file=sys.stderr)
+            return self._write_results()
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
@@ -402,9 +511,7 @@ class Trainer:
         self.wrapped.train()
         accumulation = cfg.optim.grad_accum
         bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
-        sums: dict[str, float] = {}
-        count = 0
-        started = time.perf_counter()
+        interval = IntervalStatistics()
         while self.step < self.total_steps and self.epoch < cfg.optim.epochs:
             for hook in self.hooks:
                 hook.on_epoch_start(self, self.epoch)
@@ -417,15 +524,10 @@ class Trainer:
                 self.batches_done += len(group)
                 self.step += 1
                 bar.update(1)
-                for name, value in stats.items():
-                    sums[name] = sums.get(name, 0.0) + value
-                count += 1
+                interval.add(stats)
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
-                    sums = mean_over_ranks(sums, self.world_size, self.device)  # the global batch's, not rank 0's
-                    averages = {f"train/{k}": v / count for k, v in sums.items()}
-                    averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
-                    self.log(averages, self.step)
-                    sums, count, started = {}, 0, time.perf_counter()
+                    self._log_interval(interval)
+                    interval = IntervalStatistics()
                 for hook in self.hooks:
                     hook.on_step_end(self, self.step, stats)
                 if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
@@ -444,8 +546,9 @@ class Trainer:
         self.save_checkpoint()
         return self._write_results()
 
-    def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
-        totals: dict[str, float] = {}
+    def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        """One optimizer step over the micro-batches of ``group``; its statistics stay on the device (no host sync)."""
+        totals: dict[str, Any] = {}
         for index, batch in enumerate(group):
             sync = index == len(group) - 1 or self.world_size == 1
             context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
@@ -454,13 +557,13 @@ class Trainer:
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
                 self.scaler.scale(result.loss / len(group)).backward()
-            totals["loss"] = totals.get("loss", 0.0) + result.loss.item() / len(group)
+            totals["loss"] = totals.get("loss", 0.0) + result.loss.detach() / len(group)
             for name, value in result.stats.items():
-                totals[name] = totals.get(name, 0.0) + float(value) / len(group)
+                totals[name] = totals.get(name, 0.0) + torch.as_tensor(value, device=self.device) / len(group)
         if self.cfg.optim.max_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
-            totals["grad_norm"] = float(norm)
+            totals["grad_norm"] = norm.detach()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)

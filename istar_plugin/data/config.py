@@ -25,6 +25,7 @@ class DataConfig:
 
     ``max_train_samples`` / ``max_eval_samples`` keep the first N examples of a split in file (or hub)
     order, after the task's own filtering, like ``datasets.Dataset.select(range(N))``.
+    ``group_by_length`` and ``sort_eval_by_length`` only change how the trainer batches the examples.
     """
 
     source: str = "files"
@@ -38,6 +39,8 @@ class DataConfig:
     max_length: int = 128
     doc_stride: int = 128
     split_seed: int = 0
+    group_by_length: bool = False  # training batches drawn from length bands (less padding computed)
+    sort_eval_by_length: bool = True  # evaluation batches of similar lengths, results restored to data order
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
