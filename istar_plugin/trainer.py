@@ -108,9 +108,11 @@ def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epo
     of up to 50 batches (at least 4 mega-batches), each sorted by length; the full batches are then
     shuffled and a partial last batch stays last, so every batch is still a random draw of a length band.
 
-    >>> order = length_grouped_order([5, 1, 9, 2, 8, 1, 7, 3], batch_size=2, seed=0, epoch=0)
-    >>> sorted(order) == list(range(8)), [sorted([5, 1, 9, 2, 8, 1, 7, 3][i] for i in order[k:k + 2]) for k in (0, 2, 4, 6)]
-    (True, [[8, 9], [1, 1], [5, 7], [2, 3]])
+    >>> lengths = [(7 * i) % 32 + 1 for i in range(32)]  # 1..32, shuffled
+    >>> def spreads(order):  # longest minus shortest length in each batch of 4
+    ...     return [max(lengths[i] for i in order[k:k + 4]) - min(lengths[i] for i in order[k:k + 4]) for k in range(0, 32, 4)]
+    >>> spreads(length_grouped_order(lengths, 4, seed=0, epoch=0)), spreads(epoch_order(32, 0, 0, 0, 1))
+    ([14, 12, 8, 6, 7, 6, 17, 16], [21, 26, 19, 18, 25, 29, 21, 23])
     """
     generator = torch.Generator().manual_seed(seed * 7919 + epoch)
     order = torch.randperm(len(lengths), generator=generator).tolist()
