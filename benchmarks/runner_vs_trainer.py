@@ -38,7 +38,8 @@ def runner_args(args, output_dir: str) -> list[str]:
     return [
         "recipe=sst2", "model=minilm", f"model.name_or_path={args.model}", "criterion=cross_entropy",
         "data.source=files", f"data.dir={args.data_dir}", f"data.max_train_samples={args.samples}",
-        "data.max_eval_samples=16", "data.max_length=64", *(["data.group_by_length=true"] if args.group_by_length else []),
+        "data.max_eval_samples=16", "data.max_length=64",
+        *(["data.group_by_length=true"] if args.group_by_length else []),  # (absent from older source trees)
         "batch_size=16", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=2e-5", f"log_every={LOG_EVERY}",
         "eval_before_training=false", "progress=false", "device=cpu", "precision=fp32", f"output_dir={output_dir}",
     ]
@@ -101,7 +102,8 @@ def probe(args) -> None:
     timer = time_istar_run if args.probe == "istar-run" else time_hf_trainer
     with tempfile.TemporaryDirectory() as output_dir:
         stamps = timer(args, output_dir)
-    print(json.dumps({"steps": len(stamps), "seconds_per_step": (stamps[-1] - stamps[0]) / (len(stamps) - 1)}))
+    print(json.dumps({"steps": len(stamps), "seconds_per_step": (stamps[-1] - stamps[0]) / (len(stamps) - 1),
+                      "threads": torch.get_num_threads()}))  # as set, unless the library changed it
 
 
 def main() -> None:
@@ -137,6 +139,8 @@ def main() -> None:
             result = json.loads(done.stdout.splitlines()[-1])
             runs[variant].append(result["seconds_per_step"])
             steps[variant] = result["steps"]
+            if result["threads"] != args.threads:
+                sys.exit(f"{variant} ran with {result['threads']} threads, not {args.threads}")
     if len(set(steps.values())) > 1:
         sys.exit(f"the variants took different numbers of steps: {steps}")
 
