@@ -2,6 +2,8 @@
 
     python benchmarks/runner_vs_trainer.py [--rounds 3] [--samples 480] [--threads 2] [--data-dir ../shared/data/sst2]
 
+Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
+
 The job: the first ``--samples`` SST-2 training sentences, the packaged MiniLM with a fresh 2-way head,
 batch 16, one optimizer step per batch, ``max_length`` 64, cross-entropy, dynamic padding (each batch
 padded to its longest sentence), AdamW (weight decay 0.01 except biases and LayerNorm weights, linear
