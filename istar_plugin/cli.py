@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 from . import config as config_module
 from . import hub_access
 from .errors import TRACEBACK_ENV, ConfigError, run_command
+from .progress import criterion_description
 from .registry import REGISTRIES, load_plugins
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
@@ -40,9 +41,10 @@ def listing(what: str) -> list[str]:
 
 
 def summary(results: dict) -> str:
-    """The before/after lines printed at the end of a run."""
+    """The lines printed at the end of a run: what was trained, with which criterion, and before/after scores."""
     main = results["main_metric"]
-    lines = []
+    lines = [f"{results['task']} with {results['model']}, criterion {criterion_description(results['criterion'])}, "
+             f"seed {results['seed']}"]
     if results.get("initial"):
         initial = results["initial"]
         lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {initial['eval_isoscore_star']:.4f}")

@@ -75,14 +75,14 @@ def gather_to_all(obj: Any, world_size: int) -> list[Any]:
     return gathered
 
 
-def mean_over_ranks(values: dict[str, float], world_size: int, device: torch.device) -> dict[str, float]:
-    """Each value averaged over the ranks (all ranks pass the same keys); ``values`` itself when not distributed."""
+def mean_over_ranks(values: torch.Tensor, world_size: int) -> torch.Tensor:
+    """The element-wise mean of ``values`` over the ranks (every rank passes the same shape); ``values`` when not
+    distributed. Stays on the device: no host sync."""
     if world_size == 1:
         return values
-    keys = sorted(values)
-    totals = torch.tensor([values[key] for key in keys], dtype=torch.float64, device=device)
+    totals = values.clone()
     dist.all_reduce(totals)
-    return {key: total / world_size for key, total in zip(keys, totals.tolist())}
+    return totals / world_size
 
 
 def barrier(world_size: int) -> None:

@@ -9,7 +9,8 @@ lowers its scale: ``patience`` such consecutive steps are tolerated, one more is
 
 >>> import torch
 >>> guard = NonFiniteGuard(torch.device("cpu"))
->>> guard.observe(1, torch.tensor(0.7), torch.tensor(2.0)); guard.check()
+>>> guard.observe(1, torch.tensor(0.7), torch.tensor(2.0)); guard.check(also=torch.tensor([0.7]))
+[0.699999988079071]
 >>> guard.observe(2, torch.tensor(float("nan")), torch.tensor(float("nan")))
 >>> guard.observe(3, torch.tensor(float("nan")), torch.tensor(float("nan")))
 >>> guard.check()
@@ -26,6 +27,7 @@ import torch
 from .errors import DivergedError
 
 _NONE = torch.iinfo(torch.int64).max  # "no failure yet"; the smallest failed step wins across ranks
+_NONE_AS_FLOAT = float(2**62)  # _NONE read back through float64
 
 
 class NonFiniteGuard:
@@ -58,18 +60,25 @@ class NonFiniteGuard:
         self.loss_at_failure = torch.where(newly, loss, self.loss_at_failure)
         self.norm_at_failure = torch.where(newly, norm, self.norm_at_failure)
 
-    def check(self, world_size: int = 1) -> None:
-        """One host sync: raise :class:`DivergedError` if any rank's run has diverged since the start."""
+    def check(self, world_size: int = 1, also: Optional[torch.Tensor] = None) -> list[float]:
+        """One host sync: raise :class:`DivergedError` if any rank's run has diverged since the start.
+
+        ``also``: a 1-d device tensor read back in the same transfer (the trainer's interval statistics);
+        its values are returned ([] without it).
+        """
         first = self.first_failed
         if world_size > 1:
             import torch.distributed as dist
 
             first = first.clone()
             dist.all_reduce(first, op=dist.ReduceOp.MIN)
-        step = int(first.item())
-        if step == _NONE:
-            return
-        loss, norm = float(self.loss_at_failure.item()), float(self.norm_at_failure.item())
+        state = torch.stack([first.to(torch.float64), self.loss_at_failure.to(torch.float64),
+                             self.norm_at_failure.to(torch.float64)])  # steps < 2**53 are exact in float64
+        values = (state if also is None else torch.cat([state, also.detach().to(torch.float64).reshape(-1)])).tolist()
+        step, loss, norm = values[:3]
+        if step >= _NONE_AS_FLOAT:
+            return values[3:]
+        step = int(step)
         if _finite(loss):
             message = f"the gradient norm became {norm} at step {step} (loss {loss:.4g})"
         else:

@@ -30,11 +30,14 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import Tensor
 from transformers import Trainer, TrainerCallback
+from transformers.utils import logging
 
 from .criterions import Criterion, task_loss
-from .distributed import mean_over_ranks
+from .interval import IntervalStatistics
 from .models import _HIDDEN_SIZE_ATTRIBUTES, _NUM_LAYERS_ATTRIBUTES, EncoderOutput, _config_value, token_cloud
 from .registry import CRITERIONS, load_plugins
+
+logger = logging.get_logger(__name__)
 
 __all__ = ["IStarTrainer", "HFModelView", "model_kind"]
 
@@ -142,6 +145,11 @@ class _LoopView:
     def log(self, values: dict[str, Any], step: int) -> None:
         self.trainer.log(dict(values))
 
+    def say(self, line: str) -> None:
+        """A progress line through transformers' logging, from the main process (as the Trainer's own)."""
+        if self.trainer.is_world_process_zero():
+            logger.info(line)
+
 
 class _HooksCallback(TrainerCallback):
     """Runs the criterion's hooks at the Trainer's fit/epoch/step events."""
@@ -189,9 +197,8 @@ class IStarTrainer(Trainer):
         self.view = HFModelView(self.model, self.kind)
         self.loop = _LoopView(self)
         self.loss_is_scaled_for_ga = False  # the criterion's loss is a per-batch mean
-        self.last_stats: dict[str, float] = {}
-        self._stat_sums: dict[str, float] = {}
-        self._stat_count = 0
+        self.last_stats: dict[str, Tensor] = {}
+        self._interval = IntervalStatistics()
         self.add_callback(_HooksCallback(self))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -199,10 +206,9 @@ class IStarTrainer(Trainer):
         if model.training:
             result = self.criterion(self.view, output, inputs)
             loss = result.loss
-            self.last_stats = {name: float(value) for name, value in result.stats.items()}
-            for name, value in self.last_stats.items():
-                self._stat_sums[name] = self._stat_sums.get(name, 0.0) + value
-            self._stat_count += 1
+            # device tensors: summed where they live, read once per logging step (no host sync per step)
+            self.last_stats = {name: torch.as_tensor(value, device=self.args.device).detach() for name, value in result.stats.items()}
+            self._interval.add(self.last_stats)
         else:
             loss = task_loss(self.kind, output, inputs)
         if return_outputs:
@@ -211,10 +217,9 @@ class IStarTrainer(Trainer):
 
     def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
         """Training logs (those with ``loss``) also get the criterion's statistics, averaged since the last one."""
-        if "loss" in logs and self._stat_count:
-            means = {name: total / self._stat_count for name, total in self._stat_sums.items()}
-            means = mean_over_ranks(means, self.args.world_size, self.args.device)
+        if "loss" in logs and self._interval.steps:
+            means = self._interval.means(self.args.world_size)
             logs.update({name: round(value, 6) for name, value in means.items()})
-            self._stat_sums, self._stat_count = {}, 0
+            self._interval = IntervalStatistics()
         super().log(logs, start_time)
 

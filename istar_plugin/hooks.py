@@ -6,7 +6,7 @@ checkpoint, so a resumed run continues with exactly the state it stopped with.
 Hooks receive the training loop as ``trainer`` and read only: ``model`` (an adapter: ``hidden_size``,
 ``token_cloud(output, layers)``, ``train(mode)``/``training``, called on a batch), ``train_features`` (a
 sequence), ``collate(features)`` (a device batch), ``autocast()``, ``eval_batch_size``, ``cfg.seed``,
-``rank``, ``world_size``, ``device``, ``step``, ``show_progress`` and ``log(values, step)``. The
+``rank``, ``world_size``, ``device``, ``step``, ``show_progress``, ``log(values, step)`` and ``say(line)``. The
 ``istar-run`` :class:`~istar_plugin.trainer.Trainer` provides them, and so does
 :class:`istar_plugin.hf.IStarTrainer` for a ``transformers.Trainer``: both run this module's code.
 """
@@ -34,7 +34,9 @@ class Hook:
 
     def on_epoch_end(self, trainer, epoch: int) -> None: ...
 
-    def on_step_end(self, trainer, step: int, stats: dict[str, float]) -> None: ...
+    def on_step_end(self, trainer, step: int, stats: dict[str, Any]) -> None:
+        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one with
+        ``float()`` or ``.item()`` waits for the device: avoid it in every step), and ``lr`` as a float."""
 
     def on_fit_end(self, trainer) -> None:
         """After the last training step, before the final evaluation (e.g. restore the best weights)."""
@@ -143,6 +145,7 @@ class ShrinkageHook(Hook):
             {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
             step=trainer.step,
         )
+        trainer.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov

@@ -90,6 +90,7 @@ class EncoderOutput:
     attention_mask: Tensor
     representation: Optional[Tensor] = None
     inserted: dict[str, Tensor] = field(default_factory=dict)
+    token_positions: Optional[Tensor] = None  # flat indices of the real tokens, when the batch brings them
 
     @property
     def head_input(self) -> Optional[Tensor]:
@@ -220,6 +221,7 @@ class HFEncoder(torch.nn.Module):
             attention_mask=attention_mask,
             representation=site.get("representation"),
             inserted=site.get("inserted", {}),
+            token_positions=batch.get("token_positions"),
         )
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
@@ -262,10 +264,13 @@ class HFEncoder(torch.nn.Module):
 
         ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
         ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
-        code's cloud); (batch * padded length, hidden) per layer.
+        code's cloud); (batch * padded length, hidden) per layer. Otherwise the real tokens are
+        ``output.token_positions`` when the batch brought them (no host-device sync), else the nonzero
+        entries of the attention mask.
         """
-        mask = torch.ones_like(output.attention_mask) if include_padding else output.attention_mask
-        return token_cloud(output.hidden_states, mask, layers)
+        if include_padding:
+            return token_cloud(output.hidden_states, torch.ones_like(output.attention_mask), layers)
+        return token_cloud(output.hidden_states, output.attention_mask, layers, positions=output.token_positions)
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
         """The last layer's non-padding tokens, (n_tokens, hidden)."""
@@ -304,10 +309,13 @@ class HFEncoder(torch.nn.Module):
 
 
 
-def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None) -> list[Tensor]:
+def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None,
+                positions: Optional[Tensor] = None) -> list[Tensor]:
     """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
 
     ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+    ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
+    collator, so no host-device sync); else the nonzero entries of ``attention_mask``.
 
     >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
     >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
@@ -315,7 +323,8 @@ def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers:
     """
     count = len(hidden_states)
     indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
-    positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
+    if positions is None:
+        positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
     return [_flat(hidden_states[index]).index_select(0, positions) for index in indices]
 
 

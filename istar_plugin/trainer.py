@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from . import config as config_module
 from . import export
 from .data.packaged import seeded_split
-from .distributed import barrier, gather_to_all, init_from_env, mean_over_ranks
+from .distributed import barrier, gather_to_all, init_from_env
 from .divergence import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
 from .errors import ConfigError, DivergedError, ModelError, RunDirError
@@ -38,9 +38,11 @@ from .head_isotropy import head_input_isotropy
 from .hooks import Hook
 from .init_from import resolve as resolve_init_from
 from .integrity import remove_stale_temporaries
+from .interval import IntervalStatistics
 from .isotropy import CovarianceAccumulator, isoscore_from_cov, partition_isotropy
 from .metrics import collapsed
 from .preflight import check_model_limits
+from .progress import criterion_description, eval_line, train_line
 from .registry import CRITERIONS, MODELS, TASKS
 from .rundir import Checkpoints, MetricsLog, TensorBoardLog, atomic_write_json, atomic_write_text
 from .runlock import RunDirLock
@@ -70,7 +72,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
-                     "max_steps", "keep_checkpoints", "optim.overflow_patience"}
+                     "max_steps", "keep_checkpoints", "optim.overflow_patience", "data.sort_eval_by_length"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -92,17 +94,48 @@ def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
     return changed
 
 
-def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
+def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
+                lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
     """This rank's share of the epoch's seeded permutation, padded (by wrapping) to equal length on every rank.
+
+    With ``lengths``, the permutation is :func:`length_grouped_order` for global batches of ``batch_size``
+    (rank r takes every world_size-th example, so each rank's share of a global batch is its own length band).
 
     >>> len(epoch_order(5, 0, 0, 0, 2)) == len(epoch_order(5, 0, 0, 1, 2)) == 3
     True
     """
-    generator = torch.Generator().manual_seed(seed * 7919 + epoch)
-    order = torch.randperm(num_examples, generator=generator).tolist()
+    if lengths is None:
+        generator = torch.Generator().manual_seed(seed * 7919 + epoch)
+        order = torch.randperm(num_examples, generator=generator).tolist()
+    else:
+        order = length_grouped_order(lengths, batch_size, seed, epoch)
     per_rank = math.ceil(num_examples / world_size)
     order += order[: per_rank * world_size - num_examples]
     return order[rank::world_size]
+
+
+def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
+    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length.
+
+    As ``transformers``' length-grouped sampler: the epoch's random permutation is cut into mega-batches
+    of up to 50 batches (at least 4 mega-batches), each sorted by length; the full batches are then
+    shuffled and a partial last batch stays last, so every batch is still a random draw of a length band.
+
+    >>> lengths = [(7 * i) % 32 + 1 for i in range(32)]  # 1..32, shuffled
+    >>> def spreads(order):  # longest minus shortest length in each batch of 4
+    ...     return [max(lengths[i] for i in order[k:k + 4]) - min(lengths[i] for i in order[k:k + 4]) for k in range(0, 32, 4)]
+    >>> spreads(length_grouped_order(lengths, 4, seed=0, epoch=0)), spreads(epoch_order(32, 0, 0, 0, 1))
+    ([14, 12, 8, 6, 7, 6, 17, 16], [21, 26, 19, 18, 25, 29, 21, 23])
+    """
+    generator = torch.Generator().manual_seed(seed * 7919 + epoch)
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    mega = batch_size * max(1, min(50, len(lengths) // (4 * batch_size)))
+    ranked = [i for start in range(0, len(order), mega)
+              for i in sorted(order[start : start + mega], key=lambda i: lengths[i], reverse=True)]
+    batches = [ranked[start : start + batch_size] for start in range(0, len(ranked), batch_size)]
+    full = batches if len(batches[-1]) == batch_size else batches[:-1]
+    shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()] + batches[len(full):]
+    return [i for batch in shuffled for i in batch]
 
 
 def _unlock_on_failure(init):
@@ -142,7 +175,8 @@ class Trainer:
             raise ConfigError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
         self.local_batch_size = cfg.batch_size // self.world_size
         self.eval_batch_size = cfg.eval_batch_size or cfg.batch_size
-        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()
+        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()  # tqdm bars
+        self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
         seed_everything(cfg.seed)
 
         self.task = TASKS.build(cfg.task, config_module.data_config(cfg))
@@ -221,10 +255,11 @@ class Trainer:
         for name, parameter in self.model.named_parameters():
             if parameter.requires_grad:
                 (plain if name.endswith(no_decay) else decay).append(parameter)
-        optimizer = torch.optim.AdamW(
+        optimizer = torch.optim.AdamW(  # fused: one kernel for all parameters, no host sync per parameter
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
             lr=cfg.lr,
             eps=cfg.adam_eps,
+            fused=True,
         )
         warmup = int(cfg.warmup_ratio * self.total_steps)
 
@@ -255,8 +290,14 @@ class Trainer:
 
     # ----------------------------------------------------------------- data
     def collate(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        """Pad a list of features to the longest one and move the tensors to the device."""
-        length = max(len(f["input_ids"]) for f in features)
+        """Pad a list of features to the longest one and move the tensors to the device.
+
+        ``token_positions`` (flat indices of the real tokens) is computed here, on the host, so that
+        selecting the padding-free token cloud needs no host-device sync. On a GPU the tensors are
+        pinned and copied asynchronously (the copy overlaps the previous batch's compute).
+        """
+        lengths = [len(f["input_ids"]) for f in features]
+        width = max(lengths)
         pad_id = self.tokenizer.pad_token_id or 0
         batch: dict[str, torch.Tensor] = {}
         for name in TENSOR_FIELDS:
@@ -265,15 +306,20 @@ class Trainer:
             values = [f[name] for f in features]
             if name in ("input_ids", "attention_mask", "token_type_ids"):
                 fill = pad_id if name == "input_ids" else 0
-                values = [list(v) + [fill] * (length - len(v)) for v in values]
+                values = [list(v) + [fill] * (width - len(v)) for v in values]
                 batch[name] = torch.tensor(values, dtype=torch.long)
             else:
                 dtype = torch.float32 if isinstance(values[0], float) else torch.long
                 batch[name] = torch.tensor(values, dtype=dtype)
+        batch["token_positions"] = torch.cat([torch.arange(length) + row * width for row, length in enumerate(lengths)])
+        if self.device.type == "cuda":
+            batch = {k: v.pin_memory() for k, v in batch.items()}
         return {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
 
     def _train_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        order = epoch_order(len(self.train_features), self.cfg.seed, epoch, self.rank, self.world_size)
+        lengths = [len(f["input_ids"]) for f in self.train_features] if self.cfg.data.group_by_length else None
+        order = epoch_order(len(self.train_features), self.cfg.seed, epoch, self.rank, self.world_size,
+                            lengths, self.cfg.batch_size)
         size = self.local_batch_size
         for start in range(self.batches_done * size, len(order), size):
             yield self.collate([self.train_features[i] for i in order[start : start + size]])
@@ -284,6 +330,18 @@ class Trainer:
             return
         self.metrics_log.append({"step": step, **values})
         self.tensorboard.scalars(values, step)
+
+    def say(self, line: str) -> None:
+        """A progress line on stderr, when progress is on and stderr is not a terminal (where bars show it)."""
+        if self.progress_lines:
+            print(line, file=sys.stderr, flush=True)
+
+    def _log_interval(self, interval: IntervalStatistics) -> None:
+        # the one host sync of the interval: the statistics travel with the divergence guard's state
+        means = interval.means(self.world_size, read=lambda totals: self.guard.check(self.world_size, also=totals))
+        seconds_per_step = (time.perf_counter() - interval.started) / interval.steps
+        self.log({**{f"train/{k}": v for k, v in means.items()}, "train/seconds_per_step": seconds_per_step}, self.step)
+        self.say(train_line(self.step, self.total_steps, means, seconds_per_step))
 
     # ----------------------------------------------------------------- checkpoints
     def state_dict(self, rng_states: Optional[list] = None) -> dict[str, Any]:
@@ -352,17 +410,33 @@ class Trainer:
         return True
 
     # ----------------------------------------------------------------- evaluation
-    @torch.no_grad()
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
         """Task metrics and, with ``isotropy``, IsoScore* (zeta = 0, padding excluded) overall and per layer and
         the head input's IsoScore and EV_1..3; on the evaluation split unless ``examples``/``features`` are given."""
         examples, features = (self.eval_examples, self.eval_features) if features is None else (examples, features)
+        outputs, per_layer = self.predict(features, isotropy)
+        return self._finish_evaluation(outputs, per_layer if isotropy else None, examples, features)
+
+    @torch.no_grad()
+    def predict(self, features: Optional[Sequence[dict]] = None,
+                isotropy: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
+        """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
+        feature (by index) its logits (or unpadded start/end logits) and head input, and per layer the statistics
+        of the padding-free token cloud (with ``isotropy``).
+
+        With ``data.sort_eval_by_length`` the batches hold features of similar lengths (longest first), so
+        little padding is computed; results are keyed by feature index, so the order is restored later.
+        Outputs stay on the device until the pass ends: no host sync per batch.
+        """
+        features = self.eval_features if features is None else features
         was_training = self.model.training
         self.model.eval()
         indices = list(range(self.rank, len(features), self.world_size))
+        if self.cfg.data.sort_eval_by_length:
+            indices.sort(key=lambda i: len(features[i]["input_ids"]), reverse=True)
         per_layer = [CovarianceAccumulator(self.model.hidden_size, device=self.device) for _ in range(self.model.num_layers)]
-        outputs: dict[str, list] = {"index": [], "logits": [], "start": [], "end": [], "head_input": []}
+        on_device: dict[str, list] = {"logits": [], "start": [], "end": [], "head_input": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         for start in range(0, len(indices), self.eval_batch_size):
             chunk = indices[start : start + self.eval_batch_size]
@@ -373,20 +447,24 @@ class Trainer:
                 for accumulator, layer_points in zip(per_layer, self.model.token_cloud(output, None)):
                     accumulator.update(layer_points)
                 if output.head_input is not None:
-                    outputs["head_input"].extend(output.head_input.float().cpu().numpy())
-            outputs["index"].extend(chunk)
-            mask = batch["attention_mask"].bool()
+                    on_device["head_input"].append(output.head_input.float())
             if self.task.kind == "extractive_qa":
-                for row, keep in zip(range(len(chunk)), mask):
-                    length = int(keep.sum())
-                    outputs["start"].append(output.start_logits[row, :length].float().cpu().numpy())
-                    outputs["end"].append(output.end_logits[row, :length].float().cpu().numpy())
+                on_device["start"].append(output.start_logits.float())
+                on_device["end"].append(output.end_logits.float())
             else:
-                outputs["logits"].extend(output.logits.float().cpu().numpy())
+                on_device["logits"].append(output.logits.float())
             bar.update(len(chunk))
         bar.close()
         self.model.train(was_training)
-        return self._finish_evaluation(outputs, per_layer if isotropy else None, examples, features)
+        outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": [], "head_input": []}
+        for name, parts in on_device.items():
+            for part in parts:  # one device-to-host copy per batch, after the last batch was queued
+                outputs[name].extend(part.cpu().numpy())
+        if self.task.kind == "extractive_qa":  # each feature's logits without its padding
+            lengths = [len(features[i]["input_ids"]) for i in indices]
+            outputs["start"] = [row[:length] for row, length in zip(outputs["start"], lengths)]
+            outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
+        return outputs, per_layer
 
     def _finish_evaluation(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
                            examples: Sequence[dict], features: Sequence[dict]) -> dict[str, Any]:
@@ -447,6 +525,7 @@ class Trainer:
         result = self.evaluate()
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
+        self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
         scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
         scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
         scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(result.get("cls_explained_variance") or (), start=1)})
@@ -485,8 +564,12 @@ class Trainer:
         cfg = self.cfg
         finished = self._finished_results()
         if finished is not None:
+            self._say_complete(finished["step"])
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
+        if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
+            self._say_complete(self.step)
+            return self._write_results()
         if self.dist.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
@@ -504,9 +587,7 @@ class Trainer:
         self.wrapped.train()
         accumulation = cfg.optim.grad_accum
         bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
-        sums: dict[str, float] = {}
-        count = 0
-        started = time.perf_counter()
+        interval = IntervalStatistics()
         while self.step < self.total_steps and self.epoch < cfg.optim.epochs and not self._stop_requested():
             for hook in self.hooks:
                 hook.on_epoch_start(self, self.epoch)
@@ -519,16 +600,10 @@ class Trainer:
                 self.batches_done += len(group)
                 self.step += 1
                 bar.update(1)
-                for name, value in stats.items():
-                    sums[name] = sums.get(name, 0.0) + value
-                count += 1
+                interval.add(stats)
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
-                    self.guard.check(self.world_size)
-                    sums = mean_over_ranks(sums, self.world_size, self.device)  # the global batch's, not rank 0's
-                    averages = {f"train/{k}": v / count for k, v in sums.items()}
-                    averages["train/seconds_per_step"] = (time.perf_counter() - started) / count
-                    self.log(averages, self.step)
-                    sums, count, started = {}, 0, time.perf_counter()
+                    self._log_interval(interval)
+                    interval = IntervalStatistics()
                 for hook in self.hooks:
                     hook.on_step_end(self, self.step, stats)
                 if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
@@ -589,12 +664,17 @@ class Trainer:
                               "choose another output_dir")
         return results
 
+    def _say_complete(self, step: int) -> None:
+        if self.dist.is_main:
+            print(f"{self.output_dir}: already complete ({step}/{self.total_steps} steps, "
+                  f"{criterion_description(OmegaConf.to_container(self.cfg.criterion))}); nothing to do", file=sys.stderr)
+
     def _stop_requested(self) -> bool:
         return any(getattr(hook, "stop_training", False) for hook in self.hooks)
 
-    def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        step_loss = torch.zeros((), device=self.device)  # stays on the device: the guard syncs once per interval
+    def _optimizer_step(self, group: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        """One optimizer step over the micro-batches of ``group``; its statistics stay on the device (no host sync)."""
+        totals: dict[str, Any] = {}
         norm = None
         for index, batch in enumerate(group):
             sync = index == len(group) - 1 or self.world_size == 1
@@ -604,15 +684,14 @@ class Trainer:
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
                 self.scaler.scale(result.loss / len(group)).backward()
-            step_loss = step_loss + result.loss.detach().float() / len(group)
-            totals["loss"] = totals.get("loss", 0.0) + result.loss.item() / len(group)
+            totals["loss"] = totals.get("loss", 0.0) + result.loss.detach() / len(group)
             for name, value in result.stats.items():
-                totals[name] = totals.get(name, 0.0) + float(value) / len(group)
+                totals[name] = totals.get(name, 0.0) + torch.as_tensor(value, device=self.device) / len(group)
         if self.cfg.optim.max_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
-            totals["grad_norm"] = float(norm)
-        self.guard.observe(self.step + 1, step_loss, norm)
+            totals["grad_norm"] = norm.detach()
+        self.guard.observe(self.step + 1, totals["loss"], norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)

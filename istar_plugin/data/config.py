@@ -28,6 +28,7 @@ class DataConfig:
     ``validation_split`` > 0 holds that share of the (capped) training set out, a shuffle seeded by
     ``split_seed`` (not the run's seed: every seed and every stage of a two-stage method sees the same
     split), as the validation set of early stopping (``patience``); metrics stay on the evaluation split.
+    ``group_by_length`` and ``sort_eval_by_length`` only change how the trainer batches the examples.
     """
 
     source: str = "files"
@@ -42,6 +43,8 @@ class DataConfig:
     doc_stride: int = 128
     split_seed: int = 0
     validation_split: float = 0.0  # share of the training set held out for model selection / early stopping
+    group_by_length: bool = False  # training batches drawn from length bands (less padding computed)
+    sort_eval_by_length: bool = True  # evaluation batches of similar lengths, results restored to data order
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

