@@ -99,8 +99,12 @@ class HFModelView:
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
         return self.forward(batch)[1]
 
-    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None) -> list[Tensor]:
-        return token_cloud(output.hidden_states, output.attention_mask, layers)
+    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
+                    include_padding: bool = False) -> list[Tensor]:
+        """The padding-free token cloud per layer (``include_padding``: every padded position, for
+        ``criterion_args={"padding": "include"}``)."""
+        mask = torch.ones_like(output.attention_mask) if include_padding else output.attention_mask
+        return token_cloud(output.hidden_states, mask, layers)
 
     def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
         return self.token_cloud(output, [-1])[0]

@@ -74,3 +74,16 @@ def test_model_kind_and_unknown_models(tiny_bert):
         IStarTrainer(model=model, args=args, criterion="nope")
     with pytest.raises(TypeError, match="criterion 'flow' changes the model"):
         IStarTrainer(model=model, args=args, criterion="flow")
+
+
+def test_the_model_view_serves_the_padded_cloud_of_padding_include(tiny_bert, tmp_path):
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    trainer = IStarTrainer(model=model, args=args, criterion="istar", criterion_args={"lam": -1.0, "padding": "include"})
+    batch = AutoTokenizer.from_pretrained(tiny_bert)(["a long sentence of seven words here", "short"], padding=True,
+                                                      return_tensors="pt")
+    _, output = trainer.view.forward(dict(batch))
+    real, = trainer.view.token_cloud(output, [-1])
+    padded, = trainer.view.token_cloud(output, [-1], include_padding=True)
+    assert real.shape == (int(batch["attention_mask"].sum()), 32)
+    assert padded.shape == (batch["input_ids"].numel(), 32) and padded.shape[0] > real.shape[0]
