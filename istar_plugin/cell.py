@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import RunConfig, to_yaml
 from .hooks import Hook
+from .progress import run_summary
 from .registry import load_plugins
 from .rundir import Checkpoints, MetricsLog, atomic_write_text
 from .runlock import RunDirLock
@@ -125,6 +126,7 @@ class CellRunner(submitit.helpers.Checkpointable):
             results = Trainer(cfg, hooks=list(self.hooks)).fit()
             if is_main:
                 self._record(run_dir_path, "finished", environment, step=results["step"])
+                print(run_summary(results), flush=True)  # the cell's log ends with what it trained and scored
         return results
 
     @staticmethod

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 from . import config as config_module
 from . import hub_access
 from .errors import TRACEBACK_ENV, ConfigError, run_command
-from .progress import criterion_description
+from .progress import run_summary
 from .registry import REGISTRIES, load_plugins
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
@@ -38,21 +38,6 @@ def listing(what: str) -> list[str]:
             f"{name} (adapter)" for name in REGISTRIES["models"].names()
         ]
     return REGISTRIES[what].names()
-
-
-def summary(results: dict) -> str:
-    """The lines printed at the end of a run: what was trained, with which criterion, and before/after scores."""
-    main = results["main_metric"]
-    lines = [f"{results['task']} with {results['model']}, criterion {criterion_description(results['criterion'])}, "
-             f"seed {results['seed']}"]
-    if results.get("initial"):
-        initial = results["initial"]
-        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {initial['eval_isoscore_star']:.4f}")
-    lines.append(
-        f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
-        f"eval IsoScore* = {results['eval_isoscore_star']:.4f}"
-    )
-    return "\n".join(lines)
 
 
 def multirun(arguments: list[str], dry_run: bool) -> int:
@@ -119,7 +104,7 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     trainer = Trainer(cfg)  # a bad init_from, data file or model is an expected failure, before the model loads
     results = trainer.fit()
     if trainer.dist.is_main:
-        print(summary(results))
+        print(run_summary(results))
         print(f"results: {trainer.output_dir / 'results.json'}")
         print(f"TensorBoard logs: {trainer.output_dir / 'tensorboard'}  (tensorboard --logdir {trainer.output_dir})")
         print(json.dumps({k: results["metrics"][k] for k in results["metrics"] if k != "eval_isoscore_star_per_layer"}))

@@ -45,3 +45,29 @@ def criterion_description(criterion: Mapping[str, Any]) -> str:
     """The criterion's name with its lambda and zeta, when it has them."""
     named = [f"{label} {criterion[key]}" for key, label in (("lam", "lambda"), ("zeta", "zeta")) if key in criterion]
     return criterion["name"] + (f" ({', '.join(named)})" if named else "")
+
+
+def run_summary(results: Mapping[str, Any]) -> str:
+    """The lines printed at the end of a run: what was trained, with which criterion, before/after scores,
+    and a warning when the classifier collapsed to one class.
+
+    >>> print(run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
+    ...                    "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
+    ...                    "eval_isoscore_star": 0.2012, "collapsed": True}))
+    rte with minilm, criterion cross_entropy, seed 1
+    after 70 steps:  accuracy = 0.5271, eval IsoScore* = 0.2012
+    COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)
+    """
+    main = results["main_metric"]
+    lines = [f"{results['task']} with {results['model']}, criterion {criterion_description(results['criterion'])}, "
+             f"seed {results['seed']}"]
+    if results.get("initial"):
+        initial = results["initial"]
+        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {initial['eval_isoscore_star']:.4f}")
+    lines.append(
+        f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
+        f"eval IsoScore* = {results['eval_isoscore_star']:.4f}"
+    )
+    if results.get("collapsed"):
+        lines.append("COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
+    return "\n".join(lines)

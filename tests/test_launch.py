@@ -1,5 +1,6 @@
 """Grids of tiny-model cells through real submitit executors: the local executor, time-outs and requeues, skips."""
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ def tiny_arguments(tiny_bert, shared_data):
         "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=istar",
         "criterion.shrinkage_points=300", "data.source=files", f"data.dir={shared_data / 'sst2'}",
         "data.max_train_samples=48", "data.max_eval_samples=24", "data.max_length=32", "batch_size=8",
-        "optim.epochs=2", "optim.lr=1e-3", "save_every=1", "progress=false", "tensorboard=false",
+        "optim.epochs=2", "optim.lr=1e-3", "save_every=1", "tensorboard=false",
     ]
 
 
@@ -83,6 +84,15 @@ def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
         assert results(grid_dir / name)["step"] == 6
         assert (grid_dir / name / "cell.yaml").is_file()
     assert manifest["submissions"][0]["submitted"] == ["log_every=1", "log_every=2"]
+
+
+def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_grid):
+    _, grid_dir, _, launched, _ = timed_out_grid
+    job = launched.jobs["log_every=2"]
+    err = (grid_dir / "submitit" / f"{job}_0_log.err").read_text()
+    out = (grid_dir / "submitit" / f"{job}_0_log.out").read_text()
+    assert re.findall(r"^step (\d+)/6 \(\d+%\)  loss -?[\d.]+ .* s/step  ETA ", err, re.M) == ["2", "4", "6"]
+    assert re.search(r"^sst2 with minilm, criterion istar \(lambda [-\d.]+, zeta [\d.]+\), seed \d+\nbefore fine-tuning: .*\nafter 6 steps:  accuracy = [\d.]+", out, re.M)
 
 
 def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_result(timed_out_grid):
