@@ -70,6 +70,8 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     0.964764
     >>> pearson([1, float("nan"), 3], [1, 2, 3])
     nan
+    >>> pearson([0.0, 8e-164, 2e-163], [1, 2, 3]) > 0.99  # spreads far below sqrt(float min) still correlate
+    True
     """
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
@@ -78,9 +80,11 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     dx = [x - mean_x for x in xs]
     dy = [y - mean_y for y in ys]
-    spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
-    if spread == 0:
+    scale_x, scale_y = max(map(abs, dx)), max(map(abs, dy))
+    if scale_x == 0 or scale_y == 0:
         return 0.0
+    dx, dy = [d / scale_x for d in dx], [d / scale_y for d in dy]  # no underflow of tiny spreads when squared
+    spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
     return max(-1.0, min(1.0, sum(a * b for a, b in zip(dx, dy)) / spread))
 
 
