@@ -365,6 +365,10 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        # the rate of this run's schedule at the restored step (the saved rate ends the saved run's schedule,
+        # 0 when it finished; max_steps may have grown since); the same value when nothing changed
+        for group, base_lr, rate in zip(self.optimizer.param_groups, self.scheduler.base_lrs, self.scheduler.lr_lambdas):
+            group["lr"] = base_lr * rate(self.scheduler.last_epoch)
         self.scaler.load_state_dict(state["scaler"])
         saved_world_size = len(state["rng"])  # one RNG state per rank of the run that saved it
         if saved_world_size == self.world_size:
@@ -695,7 +699,7 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        totals["lr"] = self.scheduler.get_last_lr()[0]  # the rate this step used, before the schedule moves on
+        totals["lr"] = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
         self.scheduler.step()
         return totals
 

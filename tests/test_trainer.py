@@ -167,6 +167,15 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     assert (tmp_path / "run" / "results.json").read_text() == before
 
 
+def test_a_finished_run_extended_by_max_steps_trains_on_at_the_new_schedules_rate(tiny_bert, shared_data, tmp_path):
+    run = tmp_path / "run"
+    Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=2", "keep_checkpoints=1")).fit()
+    Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=4", "keep_checkpoints=1")).fit()
+    rates = {r["step"]: r["train/lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+             if "train/lr" in r}
+    assert rates[2] > 0 and rates[3] == pytest.approx(1e-3 * (4 - 2) / (4 - 0)) and rates[4] == pytest.approx(1e-3 / 4)
+
+
 def test_an_evaluation_step_that_ends_an_epoch_is_evaluated_once(tiny_bert, shared_data, tmp_path):
     cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "eval_every=3")
     results = Trainer(cfg).fit()  # 3 steps per epoch: step 3 is both an eval_every step and an epoch end
