@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from istar_plugin.analyze import load_trained, measures, stream_split
+from istar_plugin.reports.analyze import load_trained, measures, stream_split
 
 
 def main() -> None:

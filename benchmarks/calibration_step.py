@@ -16,17 +16,24 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-from pathlib import Path
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from istar_plugin.criterions import (CosRegConfig, CosRegCriterion, CrossEntropyCriterion, FlowConfig, FlowCriterion,
-                                     SpectrumConfig, SpectrumCriterion)
-from istar_plugin.models import HFEncoder, ModelConfig
+from istar_plugin.criterions import (
+    CosRegConfig,
+    CosRegCriterion,
+    CrossEntropyCriterion,
+    FlowConfig,
+    FlowCriterion,
+    SpectrumConfig,
+    SpectrumCriterion,
+)
+from istar_plugin.models.encoder import HFEncoder, ModelConfig
 
 METHODS = ("cross_entropy", "cosreg_embeddings", "spectrum", "flow")
 TARGETS = {"cosreg_embeddings": 1.1, "spectrum": 1.3, "flow": 1.5}

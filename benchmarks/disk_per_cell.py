@@ -18,12 +18,17 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import (AlbertConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification, BertConfig,
-                          DistilBertConfig)
+from transformers import (
+    AlbertConfig,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    BertConfig,
+    DistilBertConfig,
+)
 
 from istar_plugin.config import compose
 from istar_plugin.registry import TASKS
-from istar_plugin.trainer import Trainer
+from istar_plugin.training.trainer import Trainer
 
 PAPER_TASKS = ("sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad")
 CELLS_PER_TASK_AND_MODEL = 5 * (1 + 1 + 6 * 4)  # seeds x (cross_entropy + cosreg + 6 lambdas x 4 zetas) = 130

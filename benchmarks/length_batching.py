@@ -18,7 +18,7 @@ import time
 import torch
 
 from istar_plugin.config import compose
-from istar_plugin.trainer import Trainer
+from istar_plugin.training.trainer import Trainer
 
 
 def build(args, grouped: bool, output_dir: str) -> Trainer:

@@ -18,8 +18,8 @@ import torch
 from transformers import AutoTokenizer
 
 from istar_plugin.data.config import DataConfig
-from istar_plugin.models import resolve_model_path
-from istar_plugin.tasks import get_task
+from istar_plugin.data.tasks import get_task
+from istar_plugin.models.encoder import resolve_model_path
 
 
 def padding_share(lengths: torch.Tensor, batch_size: int, seed: int = 0) -> float:

@@ -50,7 +50,7 @@ def runner_args(args, output_dir: str) -> list[str]:
 def time_istar_run(args, output_dir: str) -> list[float]:
     from istar_plugin.config import compose
     from istar_plugin.hooks import Hook
-    from istar_plugin.trainer import Trainer
+    from istar_plugin.training.trainer import Trainer
 
     stamps: list[float] = []
 
@@ -63,14 +63,20 @@ def time_istar_run(args, output_dir: str) -> list[float]:
 
 
 def time_hf_trainer(args, output_dir: str) -> list[float]:
-    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
-                              TrainerCallback, TrainingArguments)
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     from istar_plugin import config as config_module
     from istar_plugin.config import compose
-    from istar_plugin.models import resolve_model_path
+    from istar_plugin.models.encoder import resolve_model_path
     from istar_plugin.registry import TASKS
-    from istar_plugin.trainer import epoch_order
+    from istar_plugin.training.batching import epoch_order
 
     cfg = compose(runner_args(args, output_dir))
     path = resolve_model_path(args.model)

@@ -25,7 +25,7 @@ import torch
 
 from istar_plugin.criterions.spectrum import singular_values, spectrum_targets
 from istar_plugin.isotropy import partition_isotropy
-from istar_plugin.models import HFEncoder, ModelConfig
+from istar_plugin.models.encoder import HFEncoder, ModelConfig
 
 CANDIDATES = [  # (decay, c1, c2, gamma)
     ("polynomial", 1.0, 0.0, -0.5), ("polynomial", 5.0, 0.0, -0.5), ("polynomial", 10.0, 0.0, -0.5),

@@ -17,8 +17,16 @@ import time
 
 import torch
 
-from istar_plugin.criterions import CosRegConfig, CosRegCriterion, CriterionOutput, CrossEntropyCriterion, IStarConfig, IStarCriterion, task_loss
-from istar_plugin.models import HFEncoder, ModelConfig
+from istar_plugin.criterions import (
+    CosRegConfig,
+    CosRegCriterion,
+    CriterionOutput,
+    CrossEntropyCriterion,
+    IStarConfig,
+    IStarCriterion,
+    task_loss,
+)
+from istar_plugin.models.encoder import HFEncoder, ModelConfig
 
 
 def official_isoscore_star(points: torch.Tensor, c0: torch.Tensor, zeta: float) -> torch.Tensor:

@@ -23,12 +23,10 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from . import criterions as _criterions  # noqa: F401  (registers the built-in criterions)
-from . import models as _models  # noqa: F401  (registers the built-in model adapter)
-from . import tasks as _tasks  # noqa: F401  (registers the built-in tasks)
 from .data.config import DataConfig
 from .errors import ConfigError
-from .models import ModelConfig
+from .models.encoder import ModelConfig
+from .models.preflight import check_model_limits
 from .registry import CRITERIONS, MODELS, TASKS, load_plugins
 
 GROUPS = ("recipe", "criterion", "model")
@@ -61,7 +59,7 @@ class RunConfig:
     seed: int = 42
     max_steps: Optional[int] = None  # optimizer steps; caps the epochs
     eval_every: Optional[int] = None  # optimizer steps between evaluations; None: at each epoch end
-    init_from: Optional[str] = None  # a finished run's directory, or a Hugging Face model folder (istar_plugin.init_from)
+    init_from: Optional[str] = None  # a finished run's directory, or a Hugging Face model folder (istar_plugin.training.init_from)
     patience: Optional[int] = None  # early stopping: evaluations on data.validation_split without improvement
     eval_before_training: bool = True  # the step-0 evaluation: metric and IsoScore* before fine-tuning
     save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
@@ -238,8 +236,6 @@ def compose(arguments: list[str]) -> DictConfig:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
     _validate(cfg)
     OmegaConf.resolve(cfg)
-    from .preflight import check_model_limits
-
     check_model_limits(cfg, lenient=True)
     OmegaConf.set_readonly(cfg, True)
     return cfg

@@ -1,7 +1,9 @@
 """Typed registries: a name maps to a class and its config dataclass, declared in one decorator.
 
-Third-party packages add entries through installed-package entry points (group
-``istar_plugin.<kind>s``, e.g. ``istar_plugin.criterions``), loaded by :func:`load_plugins`.
+Packages add entries through installed-package entry points (group ``istar_plugin.<kind>s``, e.g.
+``istar_plugin.criterions``), loaded by :func:`load_plugins` the first time a registry is asked for a name.
+The built-ins are registered the same way (this project's own entry points name ``istar_plugin.criterions``,
+``istar_plugin.models.encoder`` and ``istar_plugin.data.tasks``): importing a package registers what it defines.
 
 >>> from dataclasses import dataclass
 >>> widgets = Registry("widget")
@@ -17,7 +19,6 @@ Third-party packages add entries through installed-package entry points (group
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
@@ -60,6 +61,8 @@ class Registry:
         return decorator
 
     def get(self, name: str) -> Entry:
+        if name not in self._entries:
+            load_plugins()
         try:
             return self._entries[name]
         except KeyError:
@@ -73,12 +76,16 @@ class Registry:
         return entry.cls(cfg if cfg is not None else entry.config_cls(), *args, **kwargs)
 
     def names(self) -> list[str]:
+        load_plugins()
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
+        if name not in self._entries:
+            load_plugins()
         return name in self._entries
 
     def __len__(self) -> int:
+        load_plugins()
         return len(self._entries)
 
 
@@ -92,15 +99,27 @@ TASKS = Registry("task")
 REGISTRIES = {"criterions": CRITERIONS, "models": MODELS, "tasks": TASKS}
 
 
-@functools.lru_cache(maxsize=None)
+_loaded: list[str] = []
+_loading = False
+
+
 def load_plugins() -> tuple[str, ...]:
     """Import every installed entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names.
 
-    Loading an entry point imports its module, whose decorators register the plugin's classes.
+    Loading an entry point imports its module, whose decorators register the plugin's classes. A lookup made
+    while the plugins load (a plugin's module asking a registry) sees what has registered so far.
     """
-    loaded = []
-    for registry in REGISTRIES.values():
-        for entry_point in metadata.entry_points(group=registry.entry_point_group):
-            entry_point.load()
-            loaded.append(f"{registry.entry_point_group}:{entry_point.name}")
-    return tuple(loaded)
+    global _loading
+    if _loaded or _loading:
+        return tuple(_loaded)
+    _loading = True
+    try:
+        names = []
+        for registry in REGISTRIES.values():
+            for entry_point in metadata.entry_points(group=registry.entry_point_group):
+                entry_point.load()
+                names.append(f"{registry.entry_point_group}:{entry_point.name}")
+        _loaded.extend(names)
+    finally:
+        _loading = False
+    return tuple(_loaded)

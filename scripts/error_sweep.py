@@ -20,13 +20,13 @@ Prints one line per case and the counts; ``--json FILE`` writes the details.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
+import io
 import json
 import os
-import shutil
-import contextlib
-import io
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,7 +80,7 @@ class Sweep:
         """A tool's ``main(arguments)`` in this process: its exit status, stdout and stderr as a process would show."""
         import importlib
 
-        module = {"grid": "istar_plugin.grid_cli", "report": "istar_plugin.report"}.get(arguments[0], "istar_plugin.cli")
+        module = {"grid": "istar_plugin.cli.grid", "report": "istar_plugin.cli.report"}.get(arguments[0], "istar_plugin.cli")
         argv = arguments[1:] if arguments[0] in ("grid", "report") else arguments
         out, err = io.StringIO(), io.StringIO()
         started = time.perf_counter()
@@ -97,9 +97,9 @@ class Sweep:
 
     def command(self, arguments: list[str]) -> list[str]:
         if arguments[:1] == ["grid"]:
-            return [self.python, "-m", "istar_plugin.grid_cli", *arguments[1:]]
+            return [self.python, "-m", "istar_plugin.cli.grid", *arguments[1:]]
         if arguments[:1] == ["report"]:
-            return [self.python, "-m", "istar_plugin.report", *arguments[1:]]
+            return [self.python, "-m", "istar_plugin.cli.report", *arguments[1:]]
         return [self.python, "-m", "istar_plugin.cli", *arguments]
 
     def run(self, arguments: list[str], cwd: Path, background: bool = False, process: bool = False):
@@ -266,7 +266,7 @@ def tokenises_quickly(limit: float):
         script = f"""
 import json, time
 from transformers import AutoTokenizer
-from istar_plugin.tasks import DataConfig, get_task
+from istar_plugin.data.tasks import DataConfig, get_task
 tokenizer = AutoTokenizer.from_pretrained({str(sweep.model)!r})
 task = get_task("rte", DataConfig(max_length=32))
 long = [{{"text": {LONG!r}, "text_pair": {LONG!r}, "label": 0}}] * 2
@@ -397,8 +397,8 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
         sweep.train(directory, "save_every=1", "max_steps=2")
         run = directory / "run"
         (run / "results.json").unlink()
-        script = (f"import os, time\nfrom istar_plugin.rundir import atomic_write_bytes\n"
-                  f"import istar_plugin.rundir as r\n"
+        script = (f"import os, time\nfrom istar_plugin.storage.atomic import atomic_write_bytes\n"
+                  f"import istar_plugin.storage.atomic as r\n"
                   f"with r._atomic_file({str(run / 'checkpoints' / 'step_00000003.pt')!r}) as h:\n"
                   f"    h.write(b'x' * 1000); h.flush(); print('writing', flush=True); time.sleep(60)\n")
         writer = subprocess.Popen([sweep.python, "-c", script], env=sweep.env(), stdout=subprocess.PIPE, text=True)

@@ -14,10 +14,11 @@ import torch
 
 from istar_plugin.config import compose
 from istar_plugin.criterions import IStarConfig, IStarCriterion
-from istar_plugin.distributed import init_from_env
-from istar_plugin.hooks import Hook, estimate_shrinkage_covariance
+from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
+from istar_plugin.hooks import Hook
 from istar_plugin.isotropy import pooled_isoscore_star
-from istar_plugin.trainer import Trainer
+from istar_plugin.training.distributed import init_from_env
+from istar_plugin.training.trainer import Trainer
 
 WORLD_SIZE = 2
 DIM = 6

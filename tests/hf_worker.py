@@ -10,11 +10,16 @@ from pathlib import Path
 
 import datasets
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, TrainingArguments
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    TrainingArguments,
+)
 
 from istar_plugin.data.config import DataConfig
+from istar_plugin.data.tasks import get_task
 from istar_plugin.hf import IStarTrainer
-from istar_plugin.tasks import get_task
 
 
 def sst2_dataset(sst2_dir, tokenizer, count):

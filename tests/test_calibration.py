@@ -8,8 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from istar_plugin.config import ConfigError, compose
-from istar_plugin.criterions import (CosRegConfig, CosRegCriterion, FlowConfig, FlowCriterion, Glow, SpectrumConfig,
-                                     SpectrumCriterion, embedding_cosine, spectrum_penalty, spectrum_targets)
+from istar_plugin.criterions import (
+    CosRegConfig,
+    CosRegCriterion,
+    FlowConfig,
+    FlowCriterion,
+    Glow,
+    SpectrumConfig,
+    SpectrumCriterion,
+    embedding_cosine,
+    spectrum_penalty,
+    spectrum_targets,
+)
 from istar_plugin.criterions.flow import standard_normal_nll
 
 

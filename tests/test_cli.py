@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from istar_plugin.cli import main
+from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
 
 OFFLINE_WAY = "offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; data.source=files data.dir=DIR"

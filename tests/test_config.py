@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from istar_plugin import config as config_module
-from istar_plugin.cli import main
+from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
 
 

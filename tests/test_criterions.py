@@ -4,8 +4,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from istar_plugin.criterions import (CosRegConfig, CosRegCriterion, CrossEntropyConfig, CrossEntropyCriterion,
-                                     IStarConfig, IStarCriterion, task_loss)
+from istar_plugin.criterions import (
+    CosRegConfig,
+    CosRegCriterion,
+    CrossEntropyConfig,
+    CrossEntropyCriterion,
+    IStarConfig,
+    IStarCriterion,
+    task_loss,
+)
 from istar_plugin.isotropy import average_cosine_similarity, isoscore_star
 
 

@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import distributed_workers as workers
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-import distributed_workers as workers
 from istar_plugin.config import compose
-from istar_plugin.hooks import estimate_shrinkage_covariance
+from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
 from istar_plugin.isotropy import isoscore_star
-from istar_plugin.trainer import Trainer
+from istar_plugin.training.trainer import Trainer
 
 WORKERS = Path(workers.__file__)
 FAILING_RUN = ("criterion.shrinkage_points=300", "data.max_train_samples=16", "data.max_eval_samples=8",

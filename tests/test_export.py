@@ -5,10 +5,10 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
-from istar_plugin.errors import RunDirError
+from istar_plugin.cli.export import main as export_main
 from istar_plugin.config import compose
-from istar_plugin.export import main as export_main
-from istar_plugin.trainer import Trainer
+from istar_plugin.errors import RunDirError
+from istar_plugin.training.trainer import Trainer
 
 
 def run_config(tiny_bert, shared_data, output_dir, *extra):

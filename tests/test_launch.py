@@ -8,12 +8,12 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from istar_plugin import grid as grid_module
-from istar_plugin import grid_cli
-from istar_plugin.cell import CellRunner, attempts
+from istar_plugin.cli import grid as grid_cli
 from istar_plugin.hooks import Hook
-from istar_plugin.launch import launch, plan, read_manifest
-from istar_plugin.profiles import parse
+from istar_plugin.launch import grid as grid_module
+from istar_plugin.launch.cell import CellRunner, attempts
+from istar_plugin.launch.options import parse
+from istar_plugin.launch.submit import launch, plan, read_manifest
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test hooks travel inside the job pickles
 

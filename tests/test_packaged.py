@@ -18,7 +18,7 @@ from istar_plugin.data.packaged import (
     PackagedDataError,
     fetch_archive,
 )
-from istar_plugin.tasks import get_task
+from istar_plugin.data.tasks import get_task
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from istar_plugin.paper.istar import PAPER_METRICS, paper_result, paper_table1
+from istar_plugin.reports.paper.istar import PAPER_METRICS, paper_result, paper_table1
 
 
 def test_the_packaged_table_has_every_cell_of_the_paper():

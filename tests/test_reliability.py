@@ -15,17 +15,24 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
-from istar_plugin import report
-from istar_plugin.config import compose
-from istar_plugin.divergence import NonFiniteGuard
-from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
-from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
-from istar_plugin.rundir import Checkpoints
-from istar_plugin.runlock import RunDirLock
-from istar_plugin.tasks import clip_text
-from istar_plugin.trainer import Trainer
 from test_trainer import CrashAt
+
+from istar_plugin.config import compose
+from istar_plugin.data.tasks import clip_text
+from istar_plugin.errors import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    DivergedError,
+    RunDirError,
+    run_command,
+)
+from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
+from istar_plugin.reports import istar_tables as report
+from istar_plugin.storage.checkpoints import Checkpoints
+from istar_plugin.storage.lock import RunDirLock
+from istar_plugin.training.divergence_guard import NonFiniteGuard
+from istar_plugin.training.trainer import Trainer
 
 TESTS = Path(__file__).resolve().parent
 
@@ -237,8 +244,8 @@ def test_a_run_resumes_past_a_damaged_checkpoint_and_removes_a_kill_s_temporary(
     latest = run / "checkpoints" / "step_00000002.pt"
     latest.write_bytes(latest.read_bytes()[:1000])
     writer = subprocess.Popen(  # a real process killed while it writes a checkpoint
-        [sys.executable, "-c", "import sys, time\nfrom istar_plugin.rundir import _atomic_file\n"
-         f"with _atomic_file({str(run / 'checkpoints' / 'step_00000004.pt')!r}) as handle:\n"
+        [sys.executable, "-c", "import sys, time\nfrom istar_plugin.storage.atomic import atomic_file\n"
+         f"with atomic_file({str(run / 'checkpoints' / 'step_00000004.pt')!r}) as handle:\n"
          "    handle.write(b'x' * 4096); handle.flush(); print('writing', flush=True); time.sleep(120)\n"],
         stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline() == "writing\n"
@@ -254,7 +261,7 @@ def test_a_run_resumes_past_a_damaged_checkpoint_and_removes_a_kill_s_temporary(
 # ------------------------------------------------------------------------------------------ run directory
 def hold_lock(directory):
     """A real process holding ``directory``'s lock until killed."""
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom istar_plugin.runlock import RunDirLock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom istar_plugin.storage.lock import RunDirLock\n"
                                f"RunDirLock({str(directory)!r}).acquire(); print('locked', flush=True); time.sleep(300)\n"],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "locked\n"

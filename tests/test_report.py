@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from istar_plugin import report
+from istar_plugin.cli import report as report_cli
+from istar_plugin.reports import istar_tables as report
 
 SEEDS = (1, 2, 3)
 BASE = {"sst2": 90.0, "squad": 80.0}  # sst2 stores accuracy in [0, 1]; squad stores f1 already x100
@@ -207,7 +208,7 @@ def test_figure3_writes_a_png(collected, tmp_path, tasks):
 
 def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     out = tmp_path / "report"
-    assert report.main([str(grid), "--out", str(out)]) == 0
+    assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | "
             "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in printed
@@ -232,15 +233,15 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
 
 
 def test_main_on_default_out_dir(grid, capsys):
-    assert report.main([str(grid)]) == 0
+    assert report_cli.main([str(grid)]) == 0
     assert (grid / "report" / "figure3.png").is_file()
     shutil.rmtree(grid / "report")
 
 
 def test_main_without_cells_exits_2(tmp_path, capsys):
-    assert report.main([str(tmp_path)]) == 2
+    assert report_cli.main([str(tmp_path)]) == 2
     assert "no cells under" in capsys.readouterr().err
-    assert report.main([str(tmp_path / "absent")]) == 2
+    assert report_cli.main([str(tmp_path / "absent")]) == 2
     assert "not a directory" in capsys.readouterr().err
 
 
@@ -309,7 +310,7 @@ def _ablation_grid(root):
 
 
 def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
-    from istar_plugin import ablations
+    from istar_plugin.reports import zeta_and_layer_figures as ablations
 
     _ablation_grid(tmp_path / "grid")
     records, problems = report.collect(tmp_path / "grid")
@@ -328,14 +329,14 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
     assert (panel["global"].mean, panel["global"].variant) == (pytest.approx(55.0), "criterion.layers=None")
     assert panel["base"].mean == pytest.approx(52.0) and panel["base"].method == "cross_entropy"
     out = tmp_path / "report"
-    assert report.main([str(tmp_path / "grid"), "--out", str(out)]) == 0
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(out)]) == 0
     for name in ("figure7.png", "figure8.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
 def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
-    from istar_plugin import ablations
+    from istar_plugin.reports import zeta_and_layer_figures as ablations
 
     records = collected[0]  # two zetas at most per lambda, no layers: neither figure
     assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}

@@ -3,7 +3,7 @@ import json
 
 import yaml
 
-from istar_plugin import report
+from istar_plugin.cli import report
 
 CELLS = [  # (model, task, criterion, seed, metrics, collapsed, I1)
     ("bert", "mrpc", {"name": "cross_entropy"}, 1, {"f1": 0.88, "accuracy": 0.84, "combined_score": 0.86}, False, 0.93),

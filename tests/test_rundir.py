@@ -7,16 +7,15 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from istar_plugin import rundir
-from istar_plugin.rundir import (
-    Checkpoints,
-    MetricsLog,
-    TensorBoardLog,
+from istar_plugin.storage import atomic as rundir
+from istar_plugin.storage.atomic import (
     atomic_torch_save,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
 )
+from istar_plugin.storage.checkpoints import Checkpoints
+from istar_plugin.storage.logs import MetricsLog, TensorBoardLog
 
 
 class Unpicklable:

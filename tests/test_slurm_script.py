@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from istar_plugin.grid import load
-from istar_plugin.launch import job_name, sbatch_script
-from istar_plugin.profiles import load_profile
+from istar_plugin.launch.grid import load
+from istar_plugin.launch.options import load_profile
+from istar_plugin.launch.submit import job_name, sbatch_script
 
 GOLDEN = Path(__file__).parent / "golden"
 GRID_DIR = Path("/GRID_DIR")  # stands for the absolute grid directory

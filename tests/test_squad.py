@@ -5,7 +5,7 @@ import pytest
 
 from istar_plugin.data import DataConfig
 from istar_plugin.data.squad import answer_token_span, decode_answers
-from istar_plugin.tasks import get_task
+from istar_plugin.data.tasks import get_task
 
 N_EXAMPLES = 300
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from istar_plugin.data import DataConfig, DataError
+from istar_plugin.data.tasks import get_task
 from istar_plugin.registry import TASKS
-from istar_plugin.tasks import get_task
 
 ALL_TASKS = [
     "cola", "mnli", "mnli_mismatched", "movie_snippets", "mrpc", "qnli", "qqp", "rte", "snli", "squad", "sst2",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from istar_plugin.data import DataConfig
-from istar_plugin.tasks import get_task
+from istar_plugin.data.tasks import get_task
 
 QQP_SUBSET = "train_subset_mieseung_new_dev/new_dev.tsv"
 

@@ -8,8 +8,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.hooks import Hook
-from istar_plugin.integrity import save_verified
-from istar_plugin.trainer import Trainer, epoch_order
+from istar_plugin.storage.checkpoints import save_verified
+from istar_plugin.training.batching import epoch_order
+from istar_plugin.training.trainer import Trainer
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
@@ -65,8 +66,8 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert not [tag for tag in events.Tags()["scalars"] if "eval_" in tag]  # no doubled prefix
     config_text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
     assert "    lam: -1.0" in config_text and "    task: sst2" in config_text
-    from tensorboard.plugins.hparams import plugin_data_pb2
     from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams import plugin_data_pb2
     hparams = EventMultiplexer({"run": str(tmp_path / "run" / "tensorboard")}).Reload().PluginRunToTagToContent("hparams")
     session = plugin_data_pb2.HParamsPluginData.FromString(hparams["run"]["_hparams_/session_start_info"]).session_start_info
     assert session.hparams["criterion.lam"].number_value == -1.0 and session.hparams["model.name"].string_value == "minilm"

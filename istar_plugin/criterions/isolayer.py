@@ -50,6 +50,7 @@ from torch import Tensor
 from ..hooks import Hook
 from ..isotropy import isoscore_star
 from ..registry import CRITERIONS
+from .shrinkage import ShrinkageHook
 from .task import Criterion, CriterionOutput, task_loss
 
 LAYER_NAME = "isolayer"
@@ -183,8 +184,6 @@ class IsoLayerCriterion(Criterion):
         self.layer.requires_grad_(True)
 
     def hooks(self) -> list:
-        from ..hooks import ShrinkageHook
-
         return [_BalanceState(self), *([ShrinkageHook(self)] if self.cfg.zeta > 0 else [])]
 
     def shrinkage_cloud(self, model, output) -> list[Tensor]:

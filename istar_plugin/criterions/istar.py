@@ -14,8 +14,9 @@ from typing import Optional, Sequence
 from torch import Tensor
 
 from ..isotropy import isoscore_star, pooled_isoscore_star
-from ..models import padded_token_cloud
+from ..models.encoder import padded_token_cloud
 from ..registry import CRITERIONS
+from .shrinkage import ShrinkageHook
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
 
@@ -76,8 +77,6 @@ class IStarCriterion(CrossEntropyCriterion):
         self.shrinkage_cov: Optional[Tensor] = None
 
     def hooks(self) -> list:
-        from ..hooks import ShrinkageHook
-
         return [ShrinkageHook(self)]
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:

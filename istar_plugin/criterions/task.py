@@ -63,7 +63,7 @@ class Criterion:
     ...         model.requires_grad_(False), self.layer.requires_grad_(True)
     ...     def __call__(self, model, output, batch):
     ...         return CriterionOutput(task_loss(self.kind, output, batch) + output.inserted["scaled"].square().mean())
-    >>> from istar_plugin.models import HFEncoder, ModelConfig
+    >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
     >>> model = HFEncoder(ModelConfig(), "classification")
     >>> criterion = Scaled(None, "classification")
     >>> criterion.adapt(model)

@@ -1,4 +1,4 @@
-"""The data layer behind :mod:`istar_plugin.tasks`: the ``data`` config, file-layout readers, the hub and
+"""The data layer behind :mod:`istar_plugin.data.tasks`: the ``data`` config, file-layout readers, the hub and
 packaged sources, and SQuAD feature preparation.
 
 >>> from istar_plugin.data import DataConfig
@@ -6,7 +6,7 @@ packaged sources, and SQuAD feature preparation.
 'hub'
 """
 
-from istar_plugin.data.config import DataConfig
-from istar_plugin.data.readers import DataError
+from .config import DataConfig
+from .readers import DataError
 
 __all__ = ["DataConfig", "DataError"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from istar_plugin.data.readers import Located
+from .readers import Located
 
 HubLoader = Callable[..., Iterable[dict]]
 """``loader(dataset_id, config_name, split=split)`` -> rows as dicts (``datasets.load_dataset`` fits)."""

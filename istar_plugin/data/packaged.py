@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
-from istar_plugin.errors import DataError
+from ..errors import DataError
 
 COMPLETE_MARKER = "SOURCE.json"
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from istar_plugin.errors import DataError
+from ..errors import DataError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from istar_plugin.data.readers import DataError
+from .readers import DataError
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30

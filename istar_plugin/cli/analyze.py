@@ -1,0 +1,71 @@
+"""``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
+
+Loads each run's final model (its latest checkpoint, or else its exported ``model/``) with the run's own
+config, tokenizer and data, streams one split through it keeping O(d^2) statistics per layer, and writes per
+run ``analysis.json`` (IsoScore* per layer, TwoNN per layer, mean activation per dimension, EV_k and average
+cosine per layer, I1/I2 of the word embeddings) and, overlaying the runs, Figures 4, 5 and 6 of Rudman &
+Eickhoff (2024) as PNG.
+
+    istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..reports.analyze import (
+    CONSISTENCY_TOLERANCE,
+    SPLITS,
+    RunProblem,
+    _distinct_labels,
+    analyze_run,
+    check_run,
+    figure4,
+    figure5,
+    figure6,
+    output_names,
+)
+from ..storage.atomic import atomic_write_json
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="finished run directories")
+    parser.add_argument("--split", choices=SPLITS, default="eval", help="which split to stream (default eval)")
+    parser.add_argument("--out", type=Path, default=Path("analysis"), help="output directory (default ./analysis)")
+    parser.add_argument("--batch-size", type=int, help="examples per forward pass (default: the run's eval batch size)")
+    args = parser.parse_args(argv)
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    try:
+        for run_dir in args.run_dirs:
+            check_run(run_dir)
+    except RunProblem as problem:
+        print(f"istar-analyze: {problem}", file=sys.stderr)
+        return 2
+    analyses = []
+    for number, (run_dir, name) in enumerate(zip(args.run_dirs, output_names(args.run_dirs)), start=1):
+        print(f"[{number}/{len(args.run_dirs)}] {run_dir}", file=sys.stderr, flush=True)
+        analysis = analyze_run(run_dir, args.split, args.batch_size)
+        (args.out / name).mkdir(parents=True, exist_ok=True)
+        path = atomic_write_json(args.out / name / "analysis.json", analysis)
+        print(f"  {analysis['label']}: IsoScore* per layer "
+              f"{' '.join(f'{v:.3f}' for v in analysis['isoscore_star_per_layer'])}; TwoNN "
+              f"{' '.join('-' if v is None else f'{v:.1f}' for v in analysis['twonn_per_layer'])}; "
+              f"{analysis['seconds']['total']:.1f} s -> {path}", flush=True)
+        difference = analysis.get("results_max_abs_difference")
+        if difference is not None and difference > CONSISTENCY_TOLERANCE:
+            print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
+        analyses.append(analysis)
+    _distinct_labels(analyses)
+    figures = [figure(analyses, args.out / f"figure{number}.png")
+               for number, figure in ((4, figure4), (5, figure5), (6, figure6))]
+    print("figures: " + ", ".join(str(path) for path in figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""``istar-export RUN_DIR``: a run's checkpoint as a Hugging Face model folder.
+
+The folder holds ``save_pretrained`` of the model and its tokenizer, with the task's label names in
+``id2label``/``label2id``, so ``AutoModelForSequenceClassification`` (or ``...ForQuestionAnswering``) and
+``transformers.pipeline`` load it like any hub model:
+
+    istar-export runs/sst2/istar/seed42                       # the latest checkpoint -> RUN_DIR/model
+    istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..training.export import export_checkpoint
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a run directory (holding checkpoints/step_*.pt)")
+    parser.add_argument("--step", type=int, help="the checkpoint's step (default: the latest)")
+    parser.add_argument("--out", type=Path, help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
+    args = parser.parse_args(argv)
+    try:
+        directory = export_checkpoint(args.run_dir, args.step, args.out)
+    except FileNotFoundError as error:
+        print(f"istar-export: {error}", file=sys.stderr)
+        return 2
+    print(f"exported to {directory} (load with AutoModelForSequenceClassification/...ForQuestionAnswering or pipeline())")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

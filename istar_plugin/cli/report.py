@@ -1,0 +1,56 @@
+"""``istar-report GRID_DIR``: the papers' tables and figures from a grid of runs.
+
+Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
+snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
+without a readable one (queued, running, crashed) is reported as missing or failed, never dropped. Scores are
+percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its variant, e.g.
+``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
+
+    istar-report GRID_DIR [--out DIR]
+
+writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
+(table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); Figures 7 and 8 when the grid sweeps zeta or
+penalises single layers; the Isotropy Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4
+for isotropy-calibration cells. A run whose eval predictions were all one class is marked "(k collapsed)".
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..reports.grid_report import write_report
+from ..reports.istar_tables import collect, figure3_points
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("grid_dir", type=Path, metavar="GRID_DIR", help="directory holding the grid's run directories")
+    parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report)")
+    args = parser.parse_args(argv)
+    try:
+        records, problems = collect(args.grid_dir)
+    except NotADirectoryError as error:
+        print(f"istar-report: {error}", file=sys.stderr)
+        return 2
+    if not records and not problems:
+        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)", file=sys.stderr)
+        return 2
+    out = args.out or args.grid_dir / "report"
+    if records:
+        print(write_report(records, out), end="")
+        if not figure3_points(records):
+            print("figure3.png not written: no I-STAR or cross_entropy cell finished")
+        print(f"\n{len(records)} finished cells; report in {out}")
+    else:
+        print("no cell has finished: no report written")
+    print(f"missing or failed cells: {len(problems)}")
+    for path, reason in problems:
+        print(f"  {path}: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""``istar-run``: compose a run config from recipes and overrides, then train and evaluate.
+
+    istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2   # source: files
+    istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
+    istar-run --list criterions                        # or recipes, models, tasks
+    istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
+    istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
+
+``-m`` (multirun) sweeps every ``key=a,b,c`` and runs each combination as a cell of a grid (see
+``istar-grid --help`` for ``launcher=``, ``slurm=``, ``local.*`` and ``grid_dir=``; ``output_dir=`` of a sweep
+is its ``grid_dir``). ``data.dir=`` (or ``data.train_file=``/``data.eval_file=``) without ``data.source=``
+means ``data.source=files``. A run that needs the Hugging Face hub checks it first and, when it cannot be
+reached, says which model or data set it could not fetch and the offline way.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+from .. import config as config_module
+from ..errors import TRACEBACK_ENV, ConfigError, run_command
+from ..launch import hub_check as hub_access
+from ..registry import REGISTRIES, load_plugins
+from ..training.progress import run_summary
+
+LISTABLE = ("criterions", "recipes", "models", "tasks")
+
+
+def listing(what: str) -> list[str]:
+    """Names for ``--list``: registered classes, or recipe YAMLs (models also list their presets)."""
+    load_plugins()
+    if what == "recipes":
+        return config_module.available()
+    if what == "models":
+        return [f"{name} (preset)" for name in config_module.available("model")] + [
+            f"{name} (adapter)" for name in REGISTRIES["models"].names()
+        ]
+    return REGISTRIES[what].names()
+
+
+def multirun(arguments: list[str], dry_run: bool) -> int:
+    """``istar-run -m``: the arguments as a sweep, launched like a grid file's cells."""
+    from ..launch import grid
+    from ..launch import options as profiles
+    from . import grid as grid_cli
+
+    try:
+        arguments = _output_dir_as_grid_dir(arguments)
+        options, rest = profiles.parse(arguments)
+        return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
+    except (grid.GridError, profiles.LaunchError) as error:
+        print(f"istar-run: {error}", file=sys.stderr)
+        return 2
+
+
+def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
+    """``output_dir=DIR`` of a sweep names its grid directory (each cell gets its own run directory inside).
+
+    >>> _output_dir_as_grid_dir(["seed=1,2", "output_dir=/tmp/g"])
+    ['seed=1,2', 'grid_dir=/tmp/g']
+    """
+    keys = [argument.partition("=")[0] for argument in arguments]
+    if "output_dir" in keys and "grid_dir" in keys:
+        from ..launch.grid import GridError
+
+        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+    return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
+            for key, argument in zip(keys, arguments)]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
+    parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
+    parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
+    parser.add_argument("--traceback", action="store_true",
+                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs always show it")
+    parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
+    args = parser.parse_intermixed_args(argv)  # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
+    if args.list:
+        print("\n".join(listing(args.list)))
+        return 0
+    if args.multirun:
+        return multirun(list(args.overrides), args.dry_run)
+    if args.dry_run:
+        parser.error("--dry-run needs -m/--multirun")
+    return run_command("istar-run", lambda: run(list(args.overrides), args.cfg), args.traceback)
+
+
+def run(overrides: list[str], print_config: bool = False) -> int:
+    """Compose the config, then print it or train; expected failures raise :class:`~istar_plugin.errors.RunError`."""
+    try:
+        cfg = config_module.compose(overrides)
+        if not print_config:
+            hub_access.check(cfg)
+    except KeyError as error:  # an unknown registered name; the message lists the registered ones
+        raise ConfigError(error.args[0] if error.args else str(error)) from None
+    if print_config:
+        print(config_module.to_yaml(cfg), end="")
+        return 0
+    from ..training.trainer import Trainer
+
+    trainer = Trainer(cfg)  # a bad init_from, data file or model is an expected failure, before the model loads
+    results = trainer.fit()
+    if trainer.dist.is_main:
+        print(run_summary(results))
+        print(f"results: {trainer.output_dir / 'results.json'}")
+        print(f"TensorBoard logs: {trainer.output_dir / 'tensorboard'}  (tensorboard --logdir {trainer.output_dir})")
+        print(json.dumps({k: results["metrics"][k] for k in results["metrics"] if k != "eval_isoscore_star_per_layer"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

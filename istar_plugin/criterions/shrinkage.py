@@ -1,0 +1,129 @@
+"""Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept
+current and identical on every rank by the :class:`ShrinkageHook` that I-STAR (and the Isotropy Layer) hand
+the trainer.
+
+>>> [points_quota(250_000, rank, 3) for rank in range(3)]
+[83334, 83333, 83333]
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..hooks import Hook
+from ..isotropy import CovarianceAccumulator, isoscore_from_cov
+from ..models.encoder import padded_token_cloud
+
+
+def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
+    """This rank's slice of a seeded permutation of the training set: disjoint across ranks, whose union (the
+    permutation) does not depend on the number of ranks.
+
+    >>> sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2))
+    [0, 1, 2, 3, 4, 5]
+    """
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(num_examples, generator=generator).tolist()
+    return order[rank::world_size]
+
+
+def points_quota(total: int, rank: int, world_size: int) -> int:
+    """Points this rank collects so that the ranks' quotas add up to ``total`` whatever the world size.
+
+    >>> [points_quota(10, r, 3) for r in range(3)]
+    [4, 3, 3]
+    """
+    return total // world_size + (1 if rank < total % world_size else 0)
+
+
+@torch.no_grad()
+def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False,
+                                  cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
+    """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
+
+    Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
+    selected layers' clouds, padding-free unless ``include_padding``, or of ``cloud(model, output)`` when
+    given: a list of (n, d) tensors); one all-reduce pools the statistics, so each rank returns the same
+    accumulator. Nothing but O(d^2) statistics is kept.
+    """
+    model = trainer.model
+    quota = points_quota(total_points, trainer.rank, trainer.world_size)
+    indices = shrinkage_shard(len(trainer.train_features), trainer.cfg.seed, epoch, trainer.rank, trainer.world_size)
+    accumulator = CovarianceAccumulator(model.hidden_size, device=trainer.device)
+    was_training = model.training
+    model.train(train_mode)
+    bar = tqdm(total=quota, desc="Sigma_S", unit="pt", disable=not trainer.show_progress, leave=False)
+    try:
+        batch_size = trainer.eval_batch_size
+        for start in range(0, len(indices), batch_size):
+            if accumulator.count >= quota:
+                break
+            batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
+            with trainer.autocast():
+                output = model(batch)
+            for chunk in (cloud(model, output) if cloud else padded_token_cloud(model, output, layers, include_padding)):
+                room = quota - accumulator.count
+                if room <= 0:
+                    break
+                accumulator.update(chunk[:room])
+                bar.update(min(room, chunk.shape[0]))
+    finally:
+        bar.close()
+        model.train(was_training)
+    if trainer.world_size > 1:
+        accumulator.all_reduce()
+    return accumulator
+
+
+class ShrinkageHook(Hook):
+    """Computes Sigma_S for an I-STAR criterion before training and after every epoch (i.e. at the start of
+    each epoch that lacks a current one), in eval mode by default as the official code does.
+
+    The criterion provides ``cfg.shrinkage_points``, ``cfg.shrinkage_mode`` and either ``cfg.layers`` (the
+    token cloud's layers) or a ``shrinkage_cloud(model, output)`` method naming its own points."""
+
+    def __init__(self, criterion):
+        self.criterion = criterion
+        self.epoch_computed: int | None = None
+        self.points_used = 0
+
+    def on_epoch_start(self, trainer, epoch: int) -> None:
+        if self.epoch_computed == epoch and self.criterion.shrinkage_cov is not None:
+            # restored from a checkpoint taken during this epoch: keep it, do not recompute a different one
+            self.criterion.shrinkage_cov = self.criterion.shrinkage_cov.to(trainer.device)
+            return
+        cfg = self.criterion.cfg
+        started = time.perf_counter()
+        accumulator = estimate_shrinkage_covariance(
+            trainer, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
+            cloud=getattr(self.criterion, "shrinkage_cloud", None), include_padding=getattr(cfg, "padding", "exclude") == "include",
+        )
+        if accumulator.count < 2:
+            raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")
+        covariance = accumulator.covariance()
+        self.criterion.shrinkage_cov = covariance.float()
+        self.epoch_computed, self.points_used = epoch, accumulator.count
+        seconds = time.perf_counter() - started
+        score = isoscore_from_cov(covariance).item()
+        trainer.log(
+            {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
+            step=trainer.step,
+        )
+        trainer.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
+
+    def state_dict(self) -> dict[str, Any]:
+        cov = self.criterion.shrinkage_cov
+        return {
+            "epoch_computed": self.epoch_computed,
+            "points_used": self.points_used,
+            "shrinkage_cov": None if cov is None else cov.detach().cpu(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch_computed = state["epoch_computed"]
+        self.points_used = state["points_used"]
+        cov = state["shrinkage_cov"]
+        self.criterion.shrinkage_cov = cov

@@ -1,1 +1,0 @@
-"""Experiments reproducing the paper's figures."""

@@ -1,0 +1,1 @@
+"""The toolkit inside other training loops: ``transformers.Trainer`` (:mod:`.hf`)."""

@@ -1,0 +1,235 @@
+"""I-STAR, or any registered criterion, inside a ``transformers.Trainer`` script: :class:`IStarTrainer`.
+
+    trainer = IStarTrainer(model=AutoModelForSequenceClassification.from_pretrained(...), args=TrainingArguments(...),
+                           train_dataset=..., data_collator=DataCollatorWithPadding(tokenizer),
+                           criterion="istar", criterion_args={"lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
+    trainer.train()
+
+The model's hidden states are requested internally and padding is kept out of the token cloud. The
+criterion's hooks run as Trainer callbacks on a view of this trainer, so Sigma_S comes from the very
+:class:`~istar_plugin.hooks.ShrinkageHook` the ``istar-run`` loop uses: before training and at each epoch
+start, over a seeded sample of ``train_dataset`` sharded over the ranks and pooled into one Sigma_S for all
+of them (torchrun / accelerate). The criterion's statistics (``task_loss``, ``penalty``, ``isoscore_star``)
+are averaged since the last log and over the ranks, and logged with ``loss`` through the Trainer's own
+logging (its console, TensorBoard, W&B ... callbacks); the Sigma_S pass logs ``sigma_s/*``. Evaluation
+reports the task loss alone. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
+
+Resuming from a Trainer checkpoint recomputes Sigma_S at the resumed epoch's start (from the resumed
+weights): Trainer checkpoints do not hold it.
+
+>>> model_kind(type("BertForQuestionAnswering", (), {"config": None})())
+'extractive_qa'
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from types import SimpleNamespace
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor
+from transformers import Trainer, TrainerCallback
+from transformers.utils import logging
+
+from ..criterions import Criterion, task_loss
+from ..models.encoder import (
+    _HIDDEN_SIZE_ATTRIBUTES,
+    _NUM_LAYERS_ATTRIBUTES,
+    EncoderOutput,
+    _config_value,
+    token_cloud,
+)
+from ..registry import CRITERIONS, load_plugins
+from ..training.step_statistics import IntervalStatistics
+
+logger = logging.get_logger(__name__)
+
+__all__ = ["IStarTrainer", "HFModelView", "model_kind"]
+
+LABEL_KEYS = ("labels", "start_positions", "end_positions")
+
+
+def model_kind(model) -> str:
+    """The task kind of an ``AutoModelFor*`` model: ``extractive_qa``, ``regression`` or ``classification``."""
+    name = type(model).__name__
+    if name.endswith("ForQuestionAnswering"):
+        return "extractive_qa"
+    if name.endswith("ForSequenceClassification"):
+        config = model.config
+        return "regression" if config.problem_type == "regression" or config.num_labels == 1 else "classification"
+    raise TypeError(f"IStarTrainer supports *ForSequenceClassification and *ForQuestionAnswering models, got {name}")
+
+
+class HFModelView:
+    """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter: a forward pass returning
+    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and padding-free token clouds."""
+
+    def __init__(self, model: torch.nn.Module, kind: str):
+        self.model, self.kind = model, kind
+        self.inputs = set(inspect.signature(model.forward).parameters) - set(LABEL_KEYS)
+
+    @property
+    def hidden_size(self) -> int:
+        return _config_value(self.model.config, _HIDDEN_SIZE_ATTRIBUTES)
+
+    @property
+    def num_layers(self) -> int:
+        return _config_value(self.model.config, _NUM_LAYERS_ATTRIBUTES)
+
+    @property
+    def training(self) -> bool:
+        return self.model.training
+
+    def train(self, mode: bool = True) -> "HFModelView":
+        self.model.train(mode)
+        return self
+
+    def forward(self, batch: dict[str, Any], model: Optional[torch.nn.Module] = None):
+        """Run ``model`` (default: the view's; pass the DDP-wrapped one when training) on the batch's model inputs;
+        returns (the Hugging Face output, its :class:`EncoderOutput`)."""
+        inputs = {key: value for key, value in batch.items() if key in self.inputs}
+        attention_mask = inputs.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(inputs["input_ids"])
+        out = (model or self.model)(**inputs, output_hidden_states=True)
+        output = EncoderOutput(
+            logits=getattr(out, "logits", None),
+            start_logits=getattr(out, "start_logits", None),
+            end_logits=getattr(out, "end_logits", None),
+            hidden_states=tuple(out.hidden_states),
+            attention_mask=attention_mask,
+        )
+        return out, output
+
+    def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
+        return self.forward(batch)[1]
+
+    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
+                    include_padding: bool = False) -> list[Tensor]:
+        """The padding-free token cloud per layer (``include_padding``: every padded position, for
+        ``criterion_args={"padding": "include"}``)."""
+        mask = torch.ones_like(output.attention_mask) if include_padding else output.attention_mask
+        return token_cloud(output.hidden_states, mask, layers)
+
+    def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
+        return self.token_cloud(output, [-1])[0]
+
+    def word_embeddings(self) -> Tensor:
+        """The word-embedding matrix (the parameter itself), for criterions that regularise it."""
+        return self.model.get_input_embeddings().weight
+
+
+class _LoopView:
+    """The attributes hooks read from the ``istar-run`` trainer (see :mod:`istar_plugin.hooks`), from a HF Trainer."""
+
+    def __init__(self, trainer: "IStarTrainer"):
+        self.trainer = trainer
+        self.model = trainer.view
+        self.cfg = SimpleNamespace(seed=trainer.args.seed)
+        self.show_progress = False
+        self._features = None
+
+    rank = property(lambda self: self.trainer.args.process_index)
+    world_size = property(lambda self: self.trainer.args.world_size)
+    device = property(lambda self: self.trainer.args.device)
+    step = property(lambda self: self.trainer.state.global_step)
+    eval_batch_size = property(lambda self: self.trainer.args.per_device_eval_batch_size)
+
+    @property
+    def train_features(self):
+        """The training set as the model sees it (unused columns removed, as the Trainer's own loader does)."""
+        if self._features is None:
+            dataset = self.trainer.train_dataset
+            if hasattr(dataset, "column_names"):
+                dataset = self.trainer._remove_unused_columns(dataset, "Sigma_S")
+            self._features = dataset
+        return self._features
+
+    def collate(self, features: Sequence[dict]) -> dict[str, Any]:
+        return self.trainer._prepare_inputs(self.trainer.data_collator(list(features)))
+
+    def autocast(self):
+        return self.trainer.autocast_smart_context_manager()
+
+    def log(self, values: dict[str, Any], step: int) -> None:
+        self.trainer.log(dict(values))
+
+    def say(self, line: str) -> None:
+        """A progress line through transformers' logging, from the main process (as the Trainer's own)."""
+        if self.trainer.is_world_process_zero():
+            logger.info(line)
+
+
+class _HooksCallback(TrainerCallback):
+    """Runs the criterion's hooks at the Trainer's fit/epoch/step events."""
+
+    def __init__(self, trainer: "IStarTrainer"):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        for hook in self.trainer.criterion_hooks:
+            hook.on_fit_start(self.trainer.loop)
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        for hook in self.trainer.criterion_hooks:
+            hook.on_epoch_start(self.trainer.loop, _epoch(state))
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        for hook in self.trainer.criterion_hooks:
+            hook.on_epoch_end(self.trainer.loop, _epoch(state) - 1)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        for hook in self.trainer.criterion_hooks:
+            hook.on_step_end(self.trainer.loop, state.global_step, dict(self.trainer.last_stats))
+
+
+def _epoch(state) -> int:
+    """The index of the epoch that is starting (``state.epoch`` is fractional mid-epoch, after a resume)."""
+    return math.floor((state.epoch or 0.0) + 1e-6)
+
+
+class IStarTrainer(Trainer):
+    """A ``transformers.Trainer`` whose training loss is a registered criterion (``istar``, ``cosreg``,
+    ``cross_entropy`` or a third-party one) with ``criterion_args`` as its config fields."""
+
+    def __init__(self, *args, criterion: str = "istar", criterion_args: Optional[dict[str, Any]] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        load_plugins()
+        entry = CRITERIONS.get(criterion)
+        config = entry.config_cls(**(criterion_args or {})) if entry.config_cls else None
+        self.kind = model_kind(self.model)
+        self.criterion = entry.cls(config, self.kind)
+        if getattr(type(self.criterion), "adapt", Criterion.adapt) is not Criterion.adapt:
+            raise TypeError(f"criterion {criterion!r} changes the model (adapt); IStarTrainer runs criterions that "
+                            "only compute the loss: use istar-run for it")
+        self.criterion_hooks = list(self.criterion.hooks())
+        self.view = HFModelView(self.model, self.kind)
+        self.loop = _LoopView(self)
+        self.loss_is_scaled_for_ga = False  # the criterion's loss is a per-batch mean
+        self.last_stats: dict[str, Tensor] = {}
+        self._interval = IntervalStatistics()
+        self.add_callback(_HooksCallback(self))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out, output = self.view.forward(inputs, model)
+        if model.training:
+            result = self.criterion(self.view, output, inputs)
+            loss = result.loss
+            # device tensors: summed where they live, read once per logging step (no host sync per step)
+            self.last_stats = {name: torch.as_tensor(value, device=self.args.device).detach() for name, value in result.stats.items()}
+            self._interval.add(self.last_stats)
+        else:
+            loss = task_loss(self.kind, output, inputs)
+        if return_outputs:
+            return loss, type(out)(**{k: v for k, v in out.items() if k not in ("hidden_states", "loss")})
+        return loss
+
+    def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
+        """Training logs (those with ``loss``) also get the criterion's statistics, averaged since the last one."""
+        if "loss" in logs and self._interval.steps:
+            means = self._interval.means(self.args.world_size)
+            logs.update({name: round(value, 6) for name, value in means.items()})
+            self._interval = IntervalStatistics()
+        super().log(logs, start_time)
+

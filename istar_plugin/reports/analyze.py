@@ -1,0 +1,336 @@
+"""``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
+
+Loads each run's final model (its latest checkpoint, or else its exported ``model/``, through the trainer
+that wrote it, with the run's own config, tokenizer and data) and streams one split through it, keeping O(d^2) statistics per layer plus the
+[CLS] vectors TwoNN needs. Writes per run ``analysis.json``:
+
+- ``isoscore_star_per_layer`` (and ``isoscore_star``, all layers pooled): IsoScore* at zeta 0 over the whole
+  split, padding excluded, exactly what ``results.json`` reports for the evaluation split (checked: the
+  largest difference is stored as ``results_max_abs_difference``);
+- ``twonn_per_layer``: TwoNN intrinsic dimension of the [CLS] (first-position) vectors of each layer;
+- ``mean_activation``: the last layer's mean over tokens, per dimension;
+- ``explained_variance_per_layer``: EV_k for k = 1..20 of each layer's token cloud (``cls_explained_variance``:
+  the same for the last layer's [CLS] vectors); ``average_cosine_per_layer``;
+- ``word_embeddings``: I1 and I2 (partition-function isotropy) of the input word-embedding matrix;
+
+and, overlaying the runs (labelled by criterion and lambda), Figure 4 (mean activation per dimension),
+Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickhoff (2024) as PNG.
+
+    istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
+
+>>> run_label({"criterion": {"name": "istar", "lam": -1.0, "zeta": 0.2}})
+'I-STAR λ=-1 ζ=0.2'
+>>> run_label({"criterion": {"name": "cross_entropy"}}), run_label({"criterion": {"name": "cosreg", "lam": 1.0}})
+('Base', 'CosReg λ=1')
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from omegaconf import OmegaConf
+
+from ..isotropy import (
+    CovarianceAccumulator,
+    cosine_from_unit_sums,
+    explained_variance_curve,
+    isoscore_from_cov,
+    partition_isotropy,
+    twonn_dimension,
+)
+from ..storage.atomic import atomic_write_bytes
+from ..storage.checkpoints import Checkpoints
+from ..training.export import MODEL_DIR
+from .istar_tables import display_name
+
+__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_label", "figure4", "figure5", "figure6",
+           "main"]
+
+SPLITS = ("eval", "train")
+EV_COMPONENTS = 20
+CONSISTENCY_TOLERANCE = 1e-4
+
+
+class RunProblem(ValueError):
+    """A run directory that cannot be analysed; the message says why, in one line."""
+
+
+def check_run(run_dir: Path) -> dict[str, Any]:
+    """The run's ``results.json`` if it is a finished run whose latest checkpoint is its final model; else raise
+    :class:`RunProblem` naming what is missing (before any model loads)."""
+    if not run_dir.is_dir():
+        raise RunProblem(f"{run_dir}: not a directory")
+    if not (run_dir / "config.yaml").is_file():
+        raise RunProblem(f"{run_dir}: no config.yaml (not a run directory)")
+    latest = Checkpoints(run_dir).latest()
+    if latest is None and not (run_dir / MODEL_DIR).is_dir():
+        raise RunProblem(f"{run_dir}: neither {MODEL_DIR}/ nor checkpoints/step_*.pt to load the model from")
+    try:
+        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunProblem(f"{run_dir}: no results.json: the run has not finished") from None
+    except (OSError, ValueError) as error:
+        raise RunProblem(f"{run_dir}: unreadable results.json: {error}") from None
+    if results.get("status") == "failed":
+        raise RunProblem(f"{run_dir}: the run failed ({results.get('reason')}); there is no final model to analyse")
+    if latest is None:
+        return results  # a finished run keeps its final model in model/ (its checkpoints were removed)
+    step = int(Checkpoints.PATTERN.fullmatch(latest.name)[1])
+    if results.get("step") != step:
+        raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
+                         f"{results.get('step')})")
+    return results
+
+
+def load_trained(run_dir: Path):
+    """A :class:`~istar_plugin.training.trainer.Trainer` built from the run's ``config.yaml`` with its final model: its
+    latest checkpoint, or else its exported ``model/``; nothing is written into ``run_dir`` (no TensorBoard, no
+    metrics, no progress bars)."""
+    from ..training.trainer import Trainer
+
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg.output_dir, cfg.tensorboard, cfg.progress = str(run_dir), False, False
+    checkpoint = Checkpoints(run_dir).latest()
+    if checkpoint is None:  # the Hugging Face folder holds the fine-tuned encoder and head
+        cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
+    trainer = Trainer(cfg)
+    if checkpoint is not None:
+        trainer.load_state_dict(trainer.checkpoints.load_latest(map_location="cpu"))
+    trainer.model.eval()
+    return trainer
+
+
+class LayerStatistics:
+    """Streamed statistics of one layer: token covariance (padding excluded), unit-vector sums for the average
+    cosine, and the [CLS] vectors (n x d, the only part that grows with the split, for TwoNN)."""
+
+    def __init__(self, dim: int, device: torch.device | str | None = None):
+        self.tokens = CovarianceAccumulator(dim, device=device)
+        self.unit_sum = torch.zeros(dim, dtype=torch.float64, device=device)
+        self.unit_squares = 0.0
+        self.cls: list[torch.Tensor] = []
+
+    def update(self, tokens: torch.Tensor, cls: torch.Tensor) -> None:
+        self.tokens.update(tokens)
+        units = torch.nn.functional.normalize(tokens.double(), dim=1)
+        self.unit_sum += units.sum(dim=0)
+        self.unit_squares += units.square().sum().item()
+        self.cls.append(cls.float().cpu())
+
+    def cls_points(self) -> torch.Tensor:
+        return torch.cat(self.cls)
+
+
+class Progress:
+    """Examples done out of ``total``: a tqdm bar on a terminal, otherwise a line every tenth (logs, SLURM)."""
+
+    def __init__(self, total: int, description: str, stream=None):
+        self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
+        self.stream = stream or sys.stderr
+        self.bar = None
+        if self.stream.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=description, unit="ex", leave=False, file=self.stream)
+        self.next_report = max(1, math.ceil(total / 10))
+
+    def update(self, count: int) -> None:
+        self.done += count
+        if self.bar is not None:
+            self.bar.update(count)
+        elif self.done >= self.next_report or self.done == self.total:
+            seconds = time.perf_counter() - self.started
+            print(f"  {self.description}: {self.done}/{self.total} examples, {seconds:.0f} s", file=self.stream, flush=True)
+            self.next_report = self.done + max(1, math.ceil(self.total / 10))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@torch.no_grad()
+def stream_split(trainer, split: str, batch_size: Optional[int] = None) -> list[LayerStatistics]:
+    """One eval-mode pass over the split's encoded features, batched and collated as the trainer evaluates."""
+    features = trainer.eval_features if split == "eval" else trainer.train_features
+    batch_size = batch_size or trainer.eval_batch_size
+    model = trainer.model
+    layers = [LayerStatistics(model.hidden_size, trainer.device) for _ in range(model.num_layers)]
+    progress = Progress(len(features), split)
+    for start in range(0, len(features), batch_size):
+        batch = trainer.collate(features[start : start + batch_size])
+        with trainer.autocast():
+            output = model(batch)
+        for statistics, tokens, hidden in zip(layers, model.token_cloud(output, None), output.hidden_states[1:]):
+            statistics.update(tokens, hidden[:, 0])
+        progress.update(batch["input_ids"].shape[0])
+    progress.close()
+    return layers
+
+
+def _twonn_or_none(points: torch.Tensor) -> Optional[float]:
+    """TwoNN, or None where it is undefined (fewer than 3 distinct points: a collapsed layer)."""
+    try:
+        return twonn_dimension(points).item()
+    except ValueError:
+        return None
+
+
+def measures(layers: Sequence[LayerStatistics], word_embeddings: Optional[torch.Tensor]) -> dict[str, Any]:
+    """The analysis numbers from the streamed statistics (see the module docstring)."""
+    union = CovarianceAccumulator(layers[0].tokens.dim, device=layers[0].tokens.mean.device)
+    for statistics in layers:
+        union.merge(statistics.tokens)
+    k = min(EV_COMPONENTS, union.dim)
+    last_cls = layers[-1].cls_points()
+    result = {
+        "isoscore_star": isoscore_from_cov(union.covariance()).item(),
+        "isoscore_star_per_layer": [isoscore_from_cov(s.tokens.covariance()).item() for s in layers],
+        "twonn_per_layer": [_twonn_or_none(s.cls_points()) for s in layers],
+        "mean_activation": layers[-1].tokens.mean.tolist(),
+        "explained_variance_per_layer": [explained_variance_curve(s.tokens.covariance(), k).tolist() for s in layers],
+        "cls_explained_variance": explained_variance_curve(torch.cov(last_cls.double().T), k).tolist(),
+        "average_cosine_per_layer": [cosine_from_unit_sums(s.unit_sum, s.unit_squares, s.tokens.count).item()
+                                     for s in layers],
+        "word_embeddings": None,
+    }
+    if word_embeddings is not None:
+        i1, i2 = partition_isotropy(word_embeddings)
+        result["word_embeddings"] = {"shape": list(word_embeddings.shape), "I1": i1.item(), "I2": i2.item()}
+    return result
+
+
+def run_label(results: dict[str, Any]) -> str:
+    """``Base``, ``CosReg λ=1``, ``I-STAR λ=-1 ζ=0.2``: the criterion's column title and its lambda (and zeta)."""
+    criterion = results.get("criterion") or {}
+    parts = [display_name(str(criterion.get("name", "?")))]
+    parts += [f"{symbol}={criterion[key]:g}" for key, symbol in (("lam", "λ"), ("zeta", "ζ"))
+              if isinstance(criterion.get(key), (int, float))]
+    return " ".join(parts)
+
+
+def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = None) -> dict[str, Any]:
+    """The analysis of one finished run (what ``analysis.json`` holds), with timings in ``seconds``."""
+    results = check_run(run_dir)
+    started = time.perf_counter()
+    trainer = load_trained(run_dir)
+    loaded = time.perf_counter()
+    source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/")
+    print(f"  {run_dir.name}: final model loaded from {source} (step {results.get('step')}) in "
+          f"{loaded - started:.0f} s", file=sys.stderr, flush=True)
+    layers = stream_split(trainer, split, batch_size)
+    streamed = time.perf_counter()
+    word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
+    word_embeddings = word_embeddings().detach() if word_embeddings else None
+    trainer.close()  # releases the run directory's lock: the run is left as it was
+    analysis = {
+        "run_dir": str(run_dir),
+        "label": run_label(results),
+        "task": results.get("task"),
+        "model": results.get("model"),
+        "criterion": results.get("criterion"),
+        "seed": results.get("seed"),
+        "step": results.get("step"),  # the final model's step (model/ carries none of its own)
+        "split": split,
+        "examples": sum(len(cls) for cls in layers[-1].cls),
+        "tokens_per_layer": layers[-1].tokens.count,
+        "main_metric": results.get("main_metric"),
+        "score": (results.get("metrics") or {}).get(results.get("main_metric")),
+        **measures(layers, word_embeddings),
+    }
+    if split == "eval" and results.get("eval_isoscore_star_per_layer"):
+        reported = [results["eval_isoscore_star"], *results["eval_isoscore_star_per_layer"]]
+        ours = [analysis["isoscore_star"], *analysis["isoscore_star_per_layer"]]
+        analysis["results_max_abs_difference"] = max(abs(a - b) for a, b in zip(reported, ours))
+    finished = time.perf_counter()
+    analysis["seconds"] = {"load": loaded - started, "stream": streamed - loaded, "measures": finished - streamed,
+                           "total": finished - started}
+    return analysis
+
+
+# ------------------------------------------------------------------------------------------------- figures
+def _figure(title: str, xlabel: str, ylabel: str, width: float = 7.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, 4.2), dpi=130, layout="constrained")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def _context(analyses: Sequence[dict[str, Any]]) -> str:
+    tasks = sorted({str(a["task"]) for a in analyses})
+    models = sorted({str(a["model"]) for a in analyses})
+    return f"{'/'.join(models)} on {'/'.join(tasks)}, {analyses[0]['split']} split"
+
+
+def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Figure 4: the last layer's mean activation per dimension, one series per run."""
+    fig, ax = _figure(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension", "mean activation",
+                      width=9.0)
+    for analysis in analyses:
+        means = analysis["mean_activation"]
+        ax.plot(range(len(means)), means, linewidth=0.7, alpha=0.75, label=analysis["label"])
+    ax.axhline(0.0, color="black", linewidth=0.5)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path) -> Path:
+    fig, ax = _figure(f"{title} ({_context(analyses)})", "layer", ylabel)
+    for marker, analysis in zip("osD^vPX*" * len(analyses), analyses):
+        values = analysis[key]
+        layers = [i + 1 for i, v in enumerate(values) if v is not None]
+        ax.plot(layers, [v for v in values if v is not None], marker=marker, markersize=4, label=analysis["label"])
+    ax.set_xticks(range(1, len(analyses[0][key]) + 1))
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Figure 5: TwoNN intrinsic dimension of the [CLS] vectors per layer, one line per run."""
+    return _per_layer(analyses, "twonn_per_layer", "TwoNN intrinsic dimension of [CLS] per layer", "TwoNN dimension", path)
+
+
+def figure6(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Figure 6: IsoScore* (zeta 0, padding excluded) of each layer's token cloud, one line per run."""
+    return _per_layer(analyses, "isoscore_star_per_layer", "IsoScore* per layer, tokens, ζ = 0", "IsoScore*", path)
+
+
+# ----------------------------------------------------------------------------------------------------- CLI
+def output_names(run_dirs: Sequence[Path]) -> list[str]:
+    """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat.
+
+    >>> output_names([Path("a/seed1"), Path("b/seed1"), Path("b/seed2")])
+    ['a_seed1', 'b_seed1', 'seed2']
+    """
+    names = [path.name for path in run_dirs]
+    return [f"{p.parent.name}_{p.name}" if names.count(p.name) > 1 else p.name for p in run_dirs]
+
+
+def _distinct_labels(analyses: list[dict[str, Any]]) -> None:
+    """Runs sharing a label (e.g. seeds of one setting) get their seed added to it."""
+    labels = [a["label"] for a in analyses]
+    for analysis in analyses:
+        if labels.count(analysis["label"]) > 1:
+            analysis["label"] += f" seed {analysis['seed']}"

@@ -1,0 +1,192 @@
+"""Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
+
+A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names, so the two
+columns hold exactly the fine-tuned models and the same models with the layer. Per model, task and stage
+(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a
+percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the
+trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else the
+metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
+``paper/isolayer_table3.csv`` (source named there) and are shown for the model names they were
+measured with (``bert`` = bert-base-cased, ``roberta_large``).
+
+>>> import json, tempfile
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed in (1, 2):
+...     for stage, name, value in ((1, "cross_entropy", 0.60 + seed / 100), (2, "isolayer", 0.63)):
+...         cell = grid / f"seed={seed},criterion={name}"
+...         cell.mkdir()
+...         init = str(grid / f"seed={seed},criterion=cross_entropy") if stage == 2 else None
+...         _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "bert", "seed": seed,
+...             "criterion": {"name": name}, "main_metric": "accuracy", "metrics": {"accuracy": value},
+...             "init_from": init, "cls_isoscore": 0.01 * stage, "cls_explained_variance": [0.6 / stage, 0.7, 0.8],
+...             "trainable_parameters": 1000 if stage == 1 else 10}))
+>>> (row,) = rows(sorted(grid.iterdir()))
+>>> row["stage 1"], row["stage 2"], row["improved"], row["paper stage 2"]
+('61.5 (0.71)', '63.0 (0.00)', '2/2', '70.40 (1.05) .27/.35/.38')
+"""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .istar_tables import as_percent
+
+PAPER_TABLE = Path(__file__).resolve().parent / "paper" / "isolayer_table3.csv"
+STAGE_TWO = "isolayer"
+COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
+           "IsoScore 2", "improved", "trainable 1", "trainable 2", "seconds 1", "seconds 2", "paper stage 1",
+           "paper stage 2", "paper source")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What Table 3 needs of one finished cell."""
+
+    path: Path
+    model: str
+    task: str
+    metric: str
+    seed: int
+    score: float
+    ev: Optional[tuple[float, ...]]
+    isoscore: Optional[float]
+    trainable: Optional[int]
+    seconds: Optional[float]
+    init_from: Optional[Path]
+    criterion: dict
+    one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
+
+
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
+    """The cell's Table 3 record, or None when it has no readable ``results.json``.
+
+    ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not our combined score); default
+    the run's main metric."""
+    try:
+        results = json.loads((cell / "results.json").read_text(encoding="utf-8"))
+        metric = (metrics or {}).get(results["task"], results["main_metric"])
+        value = results["metrics"][metric]
+        ev = results.get("cls_explained_variance")
+        init = results.get("init_from")
+        return Run(Path(cell).resolve(), results["model"], results["task"], metric, results["seed"],
+                   as_percent(results["task"], metric, value), tuple(ev) if ev else None, results.get("cls_isoscore"),
+                   results.get("trainable_parameters"), wall_seconds(cell), Path(init).resolve() if init else None,
+                   results["criterion"], results.get("collapsed"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def wall_seconds(cell: Path) -> Optional[float]:
+    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
+    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
+        try:
+            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            continue
+        if first_event:
+            starts = [r["time"] for r in records if r.get("event") == first_event]
+            ends = [r["time"] for r in records if r.get("event") == "finished"]
+            if starts and ends and ends[-1] >= starts[-1]:
+                return ends[-1] - starts[-1]
+        elif len(records) > 1:
+            return records[-1]["time"] - records[0]["time"]
+    return None
+
+
+def paper_numbers(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], dict[str, str]]:
+    """(model, task, stage) -> the paper's row of ``paper/isolayer_table3.csv``."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {(row["model"], row["task"], row["stage"]): row for row in csv.DictReader(handle)}
+
+
+def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
+    """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
+    paper = paper_numbers()
+    paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
+    runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
+    groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}
+    for run in runs.values():
+        if run.criterion.get("name") != STAGE_TWO:
+            continue
+        first = runs.get(run.init_from) if run.init_from else None
+        if first is None and run.init_from is not None:
+            first = read_run(run.init_from, paper_metric)
+        variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
+        groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
+    variants_of: dict[tuple, set] = {}
+    for model, task, _, variant in groups:
+        variants_of.setdefault((model, task), set()).add(variant)
+    table = []
+    for (model, task, metric, variant), pairs in sorted(groups.items()):
+        firsts = [first for first, _ in pairs if first is not None]
+        seconds = [second for _, second in pairs]
+        improved = sum(1 for first, second in pairs if first is not None and second.score > first.score)
+        row = {"model": model, "task": task, "metric": metric,
+               "variant": variant if len(variants_of[model, task]) > 1 else "", "seeds": len(seconds)}
+        for stage, stage_runs in (("1", firsts), ("2", seconds)):
+            collapsed = sum(1 for r in stage_runs if r.one_class)
+            row[f"stage {stage}"] = _median_std([r.score for r in stage_runs]) + (
+                f", {collapsed}/{len(stage_runs)} one class" if collapsed else "")
+            row[f"EV {stage}"] = _ev([r.ev for r in stage_runs])
+            row[f"IsoScore {stage}"] = _median_text([r.isoscore for r in stage_runs], "{:.4f}")
+            row[f"trainable {stage}"] = _median_text([r.trainable for r in stage_runs], "{:.0f}", "unknown")
+            row[f"seconds {stage}"] = _median_text([r.seconds for r in stage_runs], "{:.0f}", "unknown")
+            reference = paper.get((model, task, stage))
+            row[f"paper stage {stage}"] = _paper_text(reference)
+            if reference:
+                row["paper source"] = reference["source"]
+        row["improved"] = f"{improved}/{len(firsts)}"
+        row.setdefault("paper source", "")
+        table.append(row)
+    return table
+
+
+def _median_std(values: Sequence[float]) -> str:
+    if not values:
+        return "–"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.median(values):.1f} ({std:.2f})"
+
+
+def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:
+    """Median of the known values; ``missing`` names what a None means (a collapsed representation, or unknown)."""
+    known = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    if not known:
+        return missing
+    text = pattern.format(statistics.median(known))
+    return text if len(known) == len(values) else f"{text} ({len(values) - len(known)} {missing})"
+
+
+def _ev(values: Sequence[Optional[tuple[float, ...]]]) -> str:
+    known = [v for v in values if v]
+    if not known:
+        return "collapsed" if values else "–"
+    return "/".join(f"{statistics.median(v[k] for v in known):.2f}".lstrip("0") for k in range(len(known[0])))
+
+
+def _paper_text(reference: Optional[dict[str, str]]) -> str:
+    if not reference:
+        return "–"
+    text = f"{reference['median']} ({reference['std']})"
+    if reference["ev1"]:
+        text += " " + "/".join(reference[f"ev{k}"].lstrip("0") for k in (1, 2, 3))
+    return text
+
+
+def markdown(table: Sequence[dict[str, Any]]) -> str:
+    """The rows as a Markdown table, the paper's source named below it."""
+    columns = [c for c in COLUMNS if c != "paper source" and (c != "variant" or any(row["variant"] for row in table))]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
+    sources = sorted({row["paper source"] for row in table if row["paper source"]})
+    notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on the "
+             "evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": k runs "
+             "predicted a single class (collapsed classifiers)."]
+    notes += [f"Paper: {source}." for source in sources] or ["Paper: no numbers for these models."]
+    return "\n".join(lines + notes) + "\n"

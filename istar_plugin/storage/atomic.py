@@ -1,0 +1,95 @@
+"""Atomic writes: a file is replaced whole or not at all, so a crash never leaves a half-written file behind.
+
+Each write goes to a temporary file beside the target (``.NAME.XXXXXXXX.tmp``), is fsync'ed and renamed onto
+the target; :func:`remove_stale_temporaries` deletes the temporaries a kill left behind.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> _ = atomic_write_json(run / "config.json", {"lr": 2e-5, "seed": 1})
+>>> (run / "config.json").read_text()
+'{\\n  "lr": 2e-05,\\n  "seed": 1\\n}\\n'
+>>> sorted(path.name for path in run.iterdir())
+['config.json']
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import torch
+
+PathLike = str | os.PathLike
+
+
+@contextlib.contextmanager
+def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it."""
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # os.open with mode 0o666 respects the umask (tempfile would make the target owner-only).
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX); a no-op where directories cannot be opened (Windows)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically; returns the path."""
+    with atomic_file(path) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: PathLike, text: str) -> Path:
+    """Replace ``path`` with UTF-8 ``text`` atomically; returns the path."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: PathLike, obj: Any) -> Path:
+    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys, trailing newline) atomically; returns the path."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_torch_save(obj: Any, path: PathLike) -> Path:
+    """``torch.save(obj, path)``, atomically (argument order as torch.save); returns the path."""
+    with atomic_file(path) as handle:
+        torch.save(obj, handle)
+    return Path(path)
+
+
+TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")  # the temporaries of atomic_file
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete the atomic-write temp files in ``directory`` (call only while holding the run's lock); returns them."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    stale = [path for path in directory.iterdir() if TEMPORARY.fullmatch(path.name) and path.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

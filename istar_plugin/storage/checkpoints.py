@@ -1,0 +1,169 @@
+"""Checkpoints of a run that prove they are intact: a SHA-256 written beside each, verified before loading.
+
+:class:`Checkpoints` keeps ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``, the newest ``keep_last`` of them, and
+loads the newest intact one (a damaged one is renamed aside, never loaded).
+
+``save_verified`` hashes the bytes as ``torch.save`` writes them and puts ``NAME.sha256`` (the format of
+``sha256sum``, so ``sha256sum -c`` checks it too) beside the checkpoint before the checkpoint is renamed
+into place. ``problem`` says what is wrong with a file (empty, truncated, damaged bytes) or None.
+
+>>> import tempfile
+>>> directory = Path(tempfile.mkdtemp())
+>>> path = save_verified({"step": 3}, directory / "step_3.pt")
+>>> problem(path) is None, (directory / "step_3.pt.sha256").read_text().endswith("  step_3.pt\\n")
+(True, True)
+>>> data = bytearray(path.read_bytes()); data[40] ^= 0xFF; _ = path.write_bytes(bytes(data))
+>>> problem(path)
+'its SHA-256 does not match step_3.pt.sha256 (damaged bytes)'
+>>> checkpoints = Checkpoints(directory, keep_last=1)
+>>> _ = checkpoints.save({"step": 10}, step=10); _ = checkpoints.save({"step": 20}, step=20)
+>>> checkpoints.latest().name, checkpoints.load_latest()["step"]
+('step_00000020.pt', 20)
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import numbers
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ..errors import CheckpointError
+from .atomic import PathLike, atomic_file, atomic_write_text
+
+DIGEST_SUFFIX = ".sha256"
+CHUNK = 1 << 22
+
+
+class _HashingWriter(io.RawIOBase):
+    """A write-only file that hashes what passes through it on the way to ``handle``."""
+
+    def __init__(self, handle):
+        self.handle, self.sha256 = handle, hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        written = self.handle.write(data)
+        self.sha256.update(memoryview(data)[:written])
+        return written
+
+
+def digest_path(path: Path) -> Path:
+    return path.with_name(path.name + DIGEST_SUFFIX)
+
+
+def save_verified(obj: Any, path: Path) -> Path:
+    """``torch.save(obj, path)`` atomically, with ``path.sha256`` written before the checkpoint appears."""
+    path = Path(path)
+    with atomic_file(path) as handle:
+        writer = _HashingWriter(handle)
+        torch.save(obj, writer)
+        atomic_write_text(digest_path(path), f"{writer.sha256.hexdigest()}  {path.name}\n")
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    sha256 = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            sha256.update(chunk)
+    return sha256.hexdigest()
+
+
+def problem(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256.
+
+    A checkpoint without a ``.sha256`` (written by an older version) is checked only for being non-empty.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    if size == 0:
+        return "it is empty (0 bytes)"
+    recorded = digest_path(path)
+    if not recorded.is_file():
+        return None
+    expected = recorded.read_text(encoding="utf-8", errors="replace").split()[:1]
+    if expected != [sha256_of(path)]:
+        return f"its SHA-256 does not match {recorded.name} (damaged bytes)"
+    return None
+
+
+class Checkpoints:
+    """``directory/checkpoints/step_XXXXXXXX.pt`` files, saved atomically; only the newest ``keep_last`` are kept."""
+
+    PATTERN = re.compile(r"step_(\d+)\.pt")
+
+    def __init__(self, directory: PathLike, keep_last: int = 2):
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+            raise ValueError(f"keep_last must be an integer >= 1, got {keep_last!r}")
+        self.directory = Path(directory) / "checkpoints"
+        self.keep_last = keep_last
+
+    def save(self, state: dict[str, Any], step: int) -> Path:
+        """Write ``state`` as the checkpoint of ``step`` with its SHA-256 beside it, then delete all but the
+        ``keep_last`` highest steps."""
+
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise ValueError(f"checkpoint step must be an integer >= 0, got {step!r}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = save_verified(state, self.directory / f"step_{int(step):08d}.pt")
+        for old in self._by_step()[: -self.keep_last]:
+            old.unlink(missing_ok=True)
+            digest_path(old).unlink(missing_ok=True)
+        return path
+
+    def paths(self) -> dict[int, Path]:
+        """Every checkpoint by step, in increasing order."""
+        return {int(self.PATTERN.fullmatch(path.name)[1]): path for path in self._by_step()}
+
+    def keep_newest(self, count: int) -> None:
+        """Delete all but the ``count`` highest steps (0: every checkpoint)."""
+        checkpoints = self._by_step()
+        for old in checkpoints[: max(0, len(checkpoints) - count)]:
+            old.unlink(missing_ok=True)
+
+    def latest(self) -> Optional[Path]:
+        """The checkpoint with the highest step, or None."""
+        checkpoints = self._by_step()
+        return checkpoints[-1] if checkpoints else None
+
+    def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
+        """The newest intact checkpoint's state (full unpickling: it holds RNG states and python objects), or None
+        when there is no checkpoint.
+
+        A checkpoint whose bytes do not match its SHA-256, or that cannot be unpickled, is renamed to
+        ``NAME.damaged`` (kept, never loaded again) with a warning, and the next newest is tried; when none is
+        intact, :class:`~istar_plugin.errors.CheckpointError` lists what was wrong with each.
+        """
+        found = self._by_step()
+        damaged = []
+        for path in reversed(found):
+            reason = problem(path)
+            if reason is None:
+                try:
+                    return torch.load(path, map_location=map_location, weights_only=False)
+                except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
+                    reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+            damaged.append(f"{path.name}: {reason}")
+            path.rename(path.with_name(path.name + ".damaged"))
+            warnings.warn(f"checkpoint {path} is damaged ({reason}); renamed to {path.name}.damaged, "
+                          "falling back to the next newest")
+        if damaged:
+            raise CheckpointError(f"{self.directory}: no intact checkpoint to resume from ({'; '.join(damaged)}); "
+                                  "move the checkpoints directory aside to start the run afresh")
+        return None
+
+    def _by_step(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        found = [(int(match[1]), path) for path in self.directory.iterdir() if (match := self.PATTERN.fullmatch(path.name))]
+        return [path for _, path in sorted(found)]

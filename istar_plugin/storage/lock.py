@@ -1,0 +1,134 @@
+"""An exclusive lock on a run directory, so that two processes never train into the same one.
+
+``flock(2)`` on ``RUN_DIR/.lock``, taken without waiting: a second run is refused at once with a
+:class:`~istar_plugin.errors.RunDirError` naming the holder's host and pid. The OS releases the lock when
+the holder dies (``kill -9`` included), so a requeued job never finds a stale lock. The file holds the
+holder's host, pid and start time while the lock is held and is deleted on release (a process that
+locked a file unlinked meanwhile notices and locks the new one). Nested locks of one directory by one
+process (a grid cell's runner, then its Trainer) share the lock.
+
+Where it holds: local filesystems, and NFS (Linux maps flock onto NFS byte-range locks, honoured across
+clients). Lustre needs the ``flock`` mount option; where locks are unsupported the run warns and goes on
+unlocked.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp()) / "run"
+>>> with RunDirLock(run):
+...     sorted(path.name for path in run.iterdir())
+['.lock']
+>>> run.exists()  # created by the lock, left empty: removed again
+False
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from ..errors import RunDirError
+
+LOCK_NAME = ".lock"
+_HELD: dict[str, "RunDirLock"] = {}  # real path of the directory -> the lock this process holds on it
+
+
+class RunDirLock:
+    """``with RunDirLock(directory):`` or ``lock = RunDirLock(directory).acquire(); ...; lock.release()``."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+        self.path = self.directory / LOCK_NAME
+        self._descriptor: Optional[int] = None
+        self._depth = 0
+        self._created_directory = False
+        self._shared: Optional["RunDirLock"] = None
+
+    def acquire(self) -> "RunDirLock":
+        key = os.path.realpath(self.directory)
+        held = _HELD.get(key)
+        if held is not None:  # this process already holds it: share that lock
+            held._depth += 1
+            self._shared = held
+            return self
+        try:
+            self._created_directory = not self.directory.exists()
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._descriptor = self._lock()
+        except (FileExistsError, NotADirectoryError):
+            raise RunDirError(f"output_dir {self.directory} (or a parent) exists and is not a directory; "
+                              "choose another output_dir") from None
+        except PermissionError as error:
+            raise RunDirError(f"output_dir {self.directory} is not writable ({error.strerror}); "
+                              "choose another output_dir") from None
+        except OSError as error:
+            if error.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise RunDirError(f"output_dir {self.directory} cannot be used ({error.strerror})") from None
+            warnings.warn(f"{self.directory}: this filesystem refuses file locks ({error.strerror}); running unlocked, "
+                          "so make sure no other run uses this output_dir")
+        self._depth = 1
+        _HELD[key] = self
+        return self
+
+    def _lock(self) -> Optional[int]:
+        """The descriptor of the locked file, which is the file at ``self.path`` (not one unlinked meanwhile)."""
+        while True:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(descriptor)
+                os.close(descriptor)
+                raise RunDirError(f"output_dir {self.directory} is in use by another run ({holder}); wait for it to "
+                                  "finish or choose another output_dir") from None
+            except BaseException:
+                os.close(descriptor)
+                raise
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                record = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()})
+                os.ftruncate(descriptor, 0)
+                os.pwrite(descriptor, (record + "\n").encode(), 0)
+                return descriptor
+            os.close(descriptor)  # the holder released and deleted it between our open and our flock: retry
+
+    def release(self) -> None:
+        if self._shared is not None:
+            shared, self._shared = self._shared, None
+            shared.release()
+            return
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        _HELD.pop(os.path.realpath(self.directory), None)
+        if self._descriptor is not None:
+            self.path.unlink(missing_ok=True)  # while still locked: nobody can be holding this file
+            os.close(self._descriptor)
+            self._descriptor = None
+        if self._created_directory:
+            try:
+                self.directory.rmdir()  # only when nothing was written into it
+            except OSError:
+                pass
+
+    def __enter__(self) -> "RunDirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
+def _read_holder(descriptor: int) -> str:
+    try:
+        record = json.loads(os.pread(descriptor, 4096, 0).decode() or "{}")
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record["since"]))
+        return f"host {record['host']}, pid {record['pid']}, since {started}"
+    except (ValueError, KeyError, TypeError, OSError):
+        return "holder unknown"

@@ -1,0 +1,174 @@
+"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> with MetricsLog(run) as log:
+...     _ = log.append({"step": 10, "loss": 0.5})
+>>> [record["loss"] for record in log.records()]
+[0.5]
+"""
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any, BinaryIO, Mapping, Optional
+
+import torch
+
+from .atomic import PathLike
+
+
+class MetricsLog:
+    """A JSON-lines file, one object per record, each durable (fsync'ed) once appended.
+
+    ``path`` is the ``.jsonl`` file itself or a directory to hold ``metrics.jsonl``. A line cut short by a
+    crash is skipped by :meth:`records` and dropped before the next append.
+    """
+
+    FILENAME = "metrics.jsonl"
+
+    def __init__(self, path: PathLike):
+        path = Path(path)
+        self.path = path if path.suffix == ".jsonl" else path / self.FILENAME
+        self._file: Optional[BinaryIO] = None
+
+    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``record`` plus a ``time`` field (seconds since the epoch); returns the written record."""
+        if "time" in record:
+            raise ValueError(f"metrics record already has a 'time' key ({record['time']!r}); MetricsLog adds it")
+        written = {**record, "time": time.time()}
+        line = json.dumps(written, sort_keys=True) + "\n"
+        if self._file is None:
+            self._file = self._open_for_append()
+        self._file.write(line.encode("utf-8"))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return written
+
+    def records(self) -> list[dict[str, Any]]:
+        """All complete records in file order; [] when the file does not exist yet."""
+        if not self.path.exists():
+            return []
+        lines = self.path.read_bytes().split(b"\n")
+        complete, tail = lines[:-1], lines[-1]  # tail is b"" unless the last write was cut short
+        if tail:
+            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write")
+        records = []
+        for number, line in enumerate(complete, start=1):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{self.path}: line {number} is not valid JSON: {error}") from None
+        return records
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "MetricsLog":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _open_for_append(self) -> BinaryIO:
+        """Open in append mode, first cutting off a partial last line so new records start on a line of their own."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            data = self.path.read_bytes()
+            keep = data.rfind(b"\n") + 1
+            if keep < len(data):
+                warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before appending")
+                with open(self.path, "r+b") as handle:
+                    handle.truncate(keep)
+        return open(self.path, "ab")
+
+
+class TensorBoardLog:
+    """Scalars for TensorBoard in ``directory``; every method is a no-op when ``enabled`` is False (non-zero ranks).
+
+    The event file is created with the first scalar, so a run refused before logging anything leaves none.
+
+    >>> import tempfile
+    >>> log = TensorBoardLog(tempfile.mkdtemp())
+    >>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
+    """
+
+    def __init__(self, directory: PathLike, enabled: bool = True):
+        self.directory = Path(directory)
+        self._writer = None
+        self._enabled = enabled
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def _open(self):
+        if self._writer is None:
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # imported only where it is used: it loads tensorboard
+            )
+
+            self._writer = SummaryWriter(log_dir=str(self.directory))
+        return self._writer
+
+    def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
+        """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are skipped."""
+        if not self._enabled:
+            return
+        prefix = prefix.rstrip("/")
+        for name, value in values.items():
+            number = _as_number(value)
+            if number is not None:
+                self._open().add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
+
+    def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
+        """The run's resolved config as text (tab TEXT, tag ``config``) and as hyperparameters (tab HPARAMS,
+        dotted keys) against the scalar tags ``metrics``, in the run's own event file."""
+        if not self._enabled:
+            return
+        import yaml
+        from torch.utils.tensorboard.summary import hparams
+
+        text = yaml.safe_dump(dict(config), sort_keys=False)
+        self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
+        flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value) for key, value in _flat(config).items()}
+        writer = self._writer._get_file_writer()
+        for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
+            writer.add_summary(summary)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file; later calls log nothing."""
+        self._enabled = False
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _as_number(value: Any) -> Optional[float]:
+    """``value`` as a float if it is a real number or a one-element tensor, else None."""
+    if isinstance(value, torch.Tensor):
+        return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
+
+
+def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one level of dotted keys: ``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

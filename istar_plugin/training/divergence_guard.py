@@ -1,0 +1,111 @@
+"""Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step, with one host sync.
+
+The trainer hands every optimizer step's loss and gradient norm to :meth:`NonFiniteGuard.observe`, which
+only updates small device tensors (no ``.item()``, so GPU steps stay asynchronous); :meth:`check` reads them
+back once and raises :class:`~istar_plugin.errors.DivergedError`. The trainer checks at every logging
+interval, before every evaluation and checkpoint, and at the end, so no checkpoint or result is ever
+written after a non-finite step. Under fp16 the GradScaler skips steps whose gradients overflow and
+lowers its scale: ``patience`` such consecutive steps are tolerated, one more is a divergence.
+
+>>> import torch
+>>> guard = NonFiniteGuard(torch.device("cpu"))
+>>> guard.observe(1, torch.tensor(0.7), torch.tensor(2.0)); guard.check(also=torch.tensor([0.7]))
+[0.699999988079071]
+>>> guard.observe(2, torch.tensor(float("nan")), torch.tensor(float("nan")))
+>>> guard.observe(3, torch.tensor(float("nan")), torch.tensor(float("nan")))
+>>> guard.check()
+Traceback (most recent call last):
+...
+istar_plugin.errors.DivergedError: the loss became nan at step 2 (gradient norm nan); stopped, no checkpoint written from that step on
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..errors import DivergedError
+
+_NONE = torch.iinfo(torch.int64).max  # "no failure yet"; the smallest failed step wins across ranks
+_NONE_AS_FLOAT = float(2**62)  # _NONE read back through float64
+
+
+class NonFiniteGuard:
+    """Tracks, on the device, the first optimizer step at which the run counts as diverged.
+
+    ``patience``: consecutive non-finite steps tolerated (the fp16 GradScaler skips them); 0 elsewhere.
+    ``hint``: a function of the failing step's values returning the likely cause (see :func:`likely_cause`).
+    """
+
+    def __init__(self, device: torch.device, patience: int = 0, hint=None):
+        self.patience = patience
+        self.hint = hint
+        self.first_failed = torch.tensor(_NONE, dtype=torch.int64, device=device)
+        self.loss_at_failure = torch.tensor(0.0, device=device)
+        self.norm_at_failure = torch.tensor(0.0, device=device)
+        self.consecutive = torch.tensor(0, dtype=torch.int64, device=device)
+        self.last_checked_step = 0
+
+    def observe(self, step: int, loss: torch.Tensor, grad_norm: Optional[torch.Tensor] = None) -> None:
+        """Record optimizer step ``step``'s (detached) loss and gradient norm; device-side only."""
+        loss = loss.detach().float()
+        finite = torch.isfinite(loss)
+        norm = loss.new_tensor(0.0) if grad_norm is None else grad_norm.detach().float()
+        finite = finite & torch.isfinite(norm)
+        self.consecutive = torch.where(finite, torch.zeros_like(self.consecutive), self.consecutive + 1)
+        newly = (self.consecutive > self.patience) & (self.first_failed == _NONE)
+        # the first non-finite step of the run of failures that exhausted the patience
+        first_of_run = torch.full_like(self.first_failed, step) - self.consecutive + 1
+        self.first_failed = torch.where(newly, first_of_run, self.first_failed)
+        self.loss_at_failure = torch.where(newly, loss, self.loss_at_failure)
+        self.norm_at_failure = torch.where(newly, norm, self.norm_at_failure)
+
+    def check(self, world_size: int = 1, also: Optional[torch.Tensor] = None) -> list[float]:
+        """One host sync: raise :class:`DivergedError` if any rank's run has diverged since the start.
+
+        ``also``: a 1-d device tensor read back in the same transfer (the trainer's interval statistics);
+        its values are returned ([] without it).
+        """
+        first = self.first_failed
+        if world_size > 1:
+            import torch.distributed as dist
+
+            first = first.clone()
+            dist.all_reduce(first, op=dist.ReduceOp.MIN)
+        state = torch.stack([first.to(torch.float64), self.loss_at_failure.to(torch.float64),
+                             self.norm_at_failure.to(torch.float64)])  # steps < 2**53 are exact in float64
+        values = (state if also is None else torch.cat([state, also.detach().to(torch.float64).reshape(-1)])).tolist()
+        step, loss, norm = values[:3]
+        if step >= _NONE_AS_FLOAT:
+            return values[3:]
+        step = int(step)
+        if _finite(loss):
+            message = f"the gradient norm became {norm} at step {step} (loss {loss:.4g})"
+        else:
+            message = f"the loss became {loss} at step {step} (gradient norm {norm})"
+        if self.patience:
+            message += f" and stayed non-finite for more than optim.overflow_patience={self.patience} steps"
+        message += "; stopped, no checkpoint written from that step on"
+        cause = self.hint(loss, norm) if self.hint else None
+        raise DivergedError(message + (f"; likely cause: {cause}" if cause else ""))
+
+
+def _finite(value: float) -> bool:
+    return value == value and abs(value) != float("inf")
+
+
+def likely_cause(lr: float, precision: str, lam: Optional[float]) -> str:
+    """A short guess at why a run diverged, from the settings that usually cause it.
+
+    >>> likely_cause(1e6, "fp32", None)
+    'optim.lr=1000000.0 is far above fine-tuning rates (1e-5 to 1e-4): lower it'
+    >>> likely_cause(2e-5, "fp16", -1.0)
+    'fp16 overflow the GradScaler could not absorb: use precision=bf16 or fp32'
+    """
+    if lr > 1e-2:
+        return f"optim.lr={lr} is far above fine-tuning rates (1e-5 to 1e-4): lower it"
+    if precision == "fp16":
+        return "fp16 overflow the GradScaler could not absorb: use precision=bf16 or fp32"
+    if lam is not None and abs(lam) > 10:
+        return f"criterion.lam={lam} makes the penalty dominate the loss: try |lam| <= 5"
+    return "the learning rate (lower optim.lr), or non-finite inputs or labels in the data"

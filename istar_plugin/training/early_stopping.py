@@ -1,0 +1,83 @@
+"""Early stopping on the task metric, measured on a validation split held out of the training set.
+
+The trainer adds an :class:`EarlyStopping` hook when ``data.validation_split > 0``: after every epoch it
+evaluates the validation examples, keeps a copy of the trainable parameters that scored best on the task's
+main metric (higher is better for every task here), and after ``patience`` epochs without improvement
+(``None``: never) ends training. At the end the best parameters are put back and the evaluation split is
+measured once more: the run's final metrics are those of the selected model. Its state (best score, step
+and parameters) is saved with every checkpoint, so a resumed run selects exactly as an uninterrupted one.
+
+>>> stopper = EarlyStopping([], [], "accuracy", patience=2)
+>>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
+[True, True, False, False]
+>>> stopper.stop_training, stopper.best, stopper.best_step
+(True, 0.6, 2)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import torch
+
+from ..hooks import Hook
+
+
+class EarlyStopping(Hook):
+    """Validate after each epoch, remember the best trainable parameters, stop after ``patience`` bad epochs."""
+
+    def __init__(self, examples: Sequence[dict], features: Sequence[dict], metric: str, patience: Optional[int]):
+        self.examples, self.features, self.metric, self.patience = examples, features, metric, patience
+        self.best: Optional[float] = None
+        self.best_step: Optional[int] = None
+        self.best_parameters: dict[str, torch.Tensor] = {}
+        self.epochs_without_improvement = 0
+        self.stop_training = False
+        self.records: list[dict[str, Any]] = []
+
+    def observe(self, value: float, step: int) -> bool:
+        """Record a validation score; True when it improves on the best so far (a NaN never does)."""
+        improved = not math.isnan(value) and (self.best is None or value > self.best)
+        if improved:
+            self.best, self.best_step, self.epochs_without_improvement = value, step, 0
+        else:
+            self.epochs_without_improvement += 1
+            if self.patience is not None and self.epochs_without_improvement >= self.patience:
+                self.stop_training = True
+        return improved
+
+    def on_epoch_end(self, trainer, epoch: int) -> None:
+        result = trainer.evaluate(self.examples, self.features, isotropy=False)
+        value = float(result[self.metric])
+        if self.observe(value, trainer.step):
+            self.best_parameters = {name: p.detach().cpu().clone() for name, p in trainer.model.named_parameters()
+                                    if p.requires_grad}
+        self.records.append({"step": trainer.step, "epoch": epoch, self.metric: value})
+        trainer.log({f"valid/{self.metric}": value, "valid/best": self.best,
+                     "valid/epochs_without_improvement": self.epochs_without_improvement}, trainer.step)
+        if self.stop_training:
+            trainer.log({"valid/stopped_at_epoch": epoch}, trainer.step)
+
+    def on_fit_end(self, trainer) -> None:
+        """Put the best parameters back and re-measure the evaluation split, unless they are the current ones."""
+        if not self.best_parameters or self.best_step == trainer.step:
+            return
+        parameters = dict(trainer.model.named_parameters())
+        with torch.no_grad():
+            for name, value in self.best_parameters.items():
+                parameters[name].copy_(value)
+        trainer._record_evaluation()
+        trainer.history[-1]["weights_from_step"] = self.best_step
+
+    def results(self) -> dict[str, Any]:
+        return {"validation": {"metric": self.metric, "examples": len(self.examples), "best": self.best,
+                               "best_step": self.best_step, "stopped_early": self.stop_training,
+                               "patience": self.patience, "history": self.records}}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in ("best", "best_step", "best_parameters", "epochs_without_improvement",
+                                                     "stop_training", "records")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)

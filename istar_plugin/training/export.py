@@ -1,0 +1,95 @@
+"""The fine-tuned model in Hugging Face format: ``model/`` of a finished run, and ``istar-export`` for any checkpoint.
+
+A finished run's ``RUN_DIR/model`` holds ``save_pretrained`` of the model and its tokenizer, with the
+task's label names in ``id2label``/``label2id``, so ``AutoModelForSequenceClassification`` (or
+``...ForQuestionAnswering``) and ``transformers.pipeline`` load it like any hub model:
+
+    istar-export runs/sst2/istar/seed42                       # the latest checkpoint -> RUN_DIR/model
+    istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
+
+>>> label_maps("classification", ("negative", "positive"))
+({0: 'negative', 1: 'positive'}, {'negative': 0, 'positive': 1})
+>>> label_maps("extractive_qa", ())
+(None, None)
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+from omegaconf import OmegaConf
+
+from .. import config as config_module
+from ..registry import MODELS, TASKS, load_plugins
+from ..storage.checkpoints import Checkpoints
+
+MODEL_DIR = "model"
+
+
+def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], Optional[dict]]:
+    """``(id2label, label2id)`` of a classification or regression head; ``(None, None)`` for other kinds."""
+    if kind not in ("classification", "regression") or not label_names:
+        return None, None
+    id2label = dict(enumerate(label_names))
+    return id2label, {name: index for index, name in id2label.items()}
+
+
+def can_export(model) -> bool:
+    """Whether a model adapter can write itself in Hugging Face format (it has ``save_pretrained``)."""
+    return callable(getattr(model, "save_pretrained", None))
+
+
+def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path) -> Path:
+    """Write ``model`` (an adapter with ``save_pretrained``) to ``directory``, replacing what was there.
+
+    The files are written into a temporary sibling first, so ``directory`` is never half-written.
+    """
+    directory = Path(directory)
+    if not can_export(model):
+        raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
+    id2label, label2id = label_maps(kind, label_names)
+    temporary = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
+        if directory.exists():
+            shutil.rmtree(directory)
+        temporary.rename(directory)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return directory
+
+
+def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
+    """The checkpoint of ``step`` in ``run_dir`` (the latest when None); a clear error naming the ones there."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: not a directory")
+    found = Checkpoints(run_dir).paths()
+    if not found:
+        model = run_dir / MODEL_DIR
+        hint = f"; the finished run's model is in {model}" if model.is_dir() else ""
+        raise FileNotFoundError(f"{run_dir}: no checkpoints (checkpoints/step_*.pt){hint}")
+    chosen = max(found) if step is None else step
+    if chosen not in found:
+        raise FileNotFoundError(f"{run_dir}: no checkpoint of step {step}; steps: {', '.join(map(str, sorted(found)))}")
+    return found[chosen]
+
+
+def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Path:
+    """Rebuild the run's model from its config, load a checkpoint's weights and export it; returns the directory.
+
+    ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``.
+    """
+    run_dir = Path(run_dir)
+    path = checkpoint_path(run_dir, step)
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    load_plugins()
+    cfg = OmegaConf.create(state["config"])
+    task = TASKS.build(cfg.task, config_module.data_config(cfg))
+    model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
+    model.load_state_dict(state["model"])
+    if out is None:
+        out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
+    return export_model(model, task.kind, task.label_names, out)

