@@ -266,7 +266,8 @@ def tokenises_quickly(limit: float):
         script = f"""
 import json, time
 from transformers import AutoTokenizer
-from istar_plugin.data.tasks import DataConfig, get_task
+from istar_plugin.data import DataConfig
+from istar_plugin.data.tasks import get_task
 tokenizer = AutoTokenizer.from_pretrained({str(sweep.model)!r})
 task = get_task("rte", DataConfig(max_length=32))
 long = [{{"text": {LONG!r}, "text_pair": {LONG!r}, "label": 0}}] * 2

@@ -5,9 +5,9 @@ import shutil
 import pytest
 import torch
 
+from istar_plugin.cli import analyze as analyze_cli
 from istar_plugin.config import compose
 from istar_plugin.isotropy import twonn_dimension
-from istar_plugin.cli import analyze as analyze_cli
 from istar_plugin.reports import analyze
 from istar_plugin.training.trainer import Trainer
 

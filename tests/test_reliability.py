@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_trainer import CrashAt
 
 from istar_plugin.config import compose
-from istar_plugin.data.tasks import clip_text
+from istar_plugin.data.task import clip_text
 from istar_plugin.errors import (
     CheckpointError,
     ConfigError,

