@@ -243,3 +243,12 @@ def test_figure7_and_figure8_grids_are_the_papers_ablations(tmp_path):
         "cola", [12], -1.0, 0.8)
     distilbert = {dict(c.swept).get("criterion.layers") for c in layers.cells if dict(c.swept)["model"] == "distilbert"}
     assert distilbert == {None, *(f"[{layer}]" for layer in range(1, 7))}  # DistilBERT has 6 layers
+
+
+def test_planning_talks_while_it_composes_and_options_may_follow_arguments(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(launch, "PLAN_PROGRESS_S", 0.0)  # a progress line after every composed cell
+    assert grid_cli.main(["smoke", f"grid_dir={tmp_path / 'grid'}", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"planning 4 cells of grid smoke in {tmp_path / 'grid'}",
+                                         *(f"  composed {k}/4 cell configs" for k in range(1, 5))]
+    assert captured.out.startswith(f"grid smoke: 4 cells in {tmp_path / 'grid'}; 4 to run")

@@ -27,7 +27,7 @@ from ..launch import submit as launch
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
     """Plan, then print (dry run) or launch; returns the exit status (1 when a local or inline cell failed)."""
     grid_dir = (options.grid_dir or grid.default_dir()).resolve()
-    planned = launch.plan(grid, grid_dir)
+    planned = launch.plan(grid, grid_dir, say=lambda line: print(line, file=sys.stderr, flush=True))
     if dry_run:
         print(launch.describe(grid, grid_dir, planned, options))
         return 0
@@ -54,7 +54,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="only cells whose name matches this shell pattern (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and the sbatch script; submit nothing")
     parser.add_argument("--list", action="store_true", help="list the grid files and SLURM profiles")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may follow key=value: istar-grid smoke grid_dir=DIR --dry-run
     if args.list:
         print("grids: " + ", ".join(available(grid_module.GRIDS_SUBDIR)))
         print("slurm profiles: " + ", ".join(profiles.available_profiles()))

@@ -28,6 +28,7 @@ inline launcher, or found finished), ``failed: MESSAGE`` (local, inline). The ru
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import multiprocessing
@@ -62,6 +63,7 @@ SUBMITIT_FOLDER = "submitit"
 POLL_S = 1.0
 PARALLEL_PLAN_CELLS = 200  # grids at least this big are composed by a pool of processes
 MAX_PLAN_WORKERS = 16
+PLAN_PROGRESS_S = 10.0  # seconds between progress lines while a big grid is planned
 
 
 @dataclass
@@ -83,12 +85,16 @@ def _yaml_quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def plan(grid: Grid, grid_dir: Path) -> list[Planned]:
-    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error."""
+def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
+    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error.
+
+    ``say`` receives progress lines while the configs are composed (about 0.1 s a cell).
+    """
     grid_dir = grid_dir.resolve()
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
-    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells])
+    say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
+    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells], say)
     for cell, cfg in zip(grid.cells, configs):
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
@@ -118,17 +124,28 @@ def _compose_or_error(arguments: list[str]) -> DictConfig | str:
         return str(error.args[0] if error.args else error)
 
 
-def compose_all(argument_lists: Sequence[list[str]]) -> list[DictConfig | str]:
+def compose_all(argument_lists: Sequence[list[str]],
+                say: Callable[[str], None] = lambda line: None) -> list[DictConfig | str]:
     """``compose`` of each argument list, or its error message; big grids use a pool of processes.
 
-    ``compose`` takes about 0.1 s, so the paper's 3510 cells take minutes in one process.
+    ``compose`` takes about 0.1 s, so the paper's 3510 cells take minutes in one process; ``say`` hears how
+    many are done about every 10 seconds.
     """
     workers = min(os.cpu_count() or 1, MAX_PLAN_WORKERS)
-    if len(argument_lists) < PARALLEL_PLAN_CELLS or workers < 2:
-        return [_compose_or_error(arguments) for arguments in argument_lists]
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: forking one that loaded torch is unsafe
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return list(pool.map(_compose_or_error, argument_lists, chunksize=32))
+    configs, reported = [], time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if len(argument_lists) < PARALLEL_PLAN_CELLS or workers < 2:
+            results = map(_compose_or_error, argument_lists)
+        else:  # spawn: a fresh interpreter (forking one that loaded torch is unsafe)
+            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn")))
+            results = pool.map(_compose_or_error, argument_lists, chunksize=32)
+        for config in results:
+            configs.append(config)
+            if time.monotonic() - reported > PLAN_PROGRESS_S:
+                say(f"  composed {len(configs)}/{len(argument_lists)} cell configs")
+                reported = time.monotonic()
+    return configs
 
 
 # ----------------------------------------------------------------------------------------------- manifest
@@ -225,9 +242,14 @@ class Launched:
         return [name for name, status in self.statuses.items() if status.startswith("failed")]
 
 
+def say_now(line: str) -> None:
+    """Print ``line`` at once, also when stdout is a file or a pipe (a SLURM log, ``> grid.log``)."""
+    print(line, flush=True)
+
+
 def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions,
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
-           log: Callable[[str], None] = print) -> Launched:
+           log: Callable[[str], None] = say_now) -> Launched:
     """Snapshot the pending cells' configs, run or queue them, and write the manifest.
 
     Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it).
@@ -283,14 +305,15 @@ def _failure(error: BaseException) -> str:
 
 def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[str], None]) -> dict[str, str]:
     statuses = {}
-    for item in pending:
-        log(f"running {item.cell.name}")
+    for number, item in enumerate(pending, start=1):
+        log(f"[{number}/{len(pending)}] running {item.cell.name}")
+        started = time.monotonic()
         try:
             runner(str(item.run_dir))
             statuses[item.cell.name] = "finished"
         except Exception as error:  # one failed cell does not stop the grid; its status says why
             statuses[item.cell.name] = _failure(error)
-        log(f"{item.cell.name}: {statuses[item.cell.name]}")
+        log(f"[{number}/{len(pending)}] {item.cell.name}: {statuses[item.cell.name]} ({time.monotonic() - started:.0f} s)")
     return statuses
 
 
@@ -300,19 +323,20 @@ def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOption
     local = options.local
     executor = submitit.LocalExecutor(folder=grid_dir / SUBMITIT_FOLDER, max_num_timeout=local.max_requeues)
     executor.update_parameters(**local.executor_parameters())
-    queue, running, statuses, jobs = list(pending), {}, {}, {}
+    queue, running, statuses, jobs, started = list(pending), {}, {}, {}, {}
     while queue or running:
         while queue and len(running) < local.parallelism:
             item = queue.pop(0)
             job = executor.submit(runner, str(item.run_dir))
             running[item.cell.name], jobs[item.cell.name] = job, job.job_id
-            log(f"started {item.cell.name} (local job {job.job_id})")
+            started[item.cell.name] = time.monotonic()
+            log(f"started {item.cell.name} (local job {job.job_id}; log {job.paths.stderr})")
         done = [name for name, job in running.items() if job.done()]
         for name in done:
             job = running.pop(name)
             error = job.exception()
             statuses[name] = "finished" if error is None else _failure(error)
-            log(f"{name}: {statuses[name]}")
+            log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - started[name]:.0f} s)")
         if not done:
             time.sleep(POLL_S)
     return statuses, jobs
