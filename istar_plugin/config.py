@@ -27,7 +27,7 @@ from .data.config import DataConfig
 from .errors import ConfigError
 from .models.encoder import ModelConfig
 from .models.preflight import check_model_limits
-from .registry import CRITERIONS, MODELS, TASKS, load_plugins
+from .registry import CRITERIONS, MODELS, TASKS
 
 GROUPS = ("recipe", "criterion", "model")
 RECIPES_ENV = "ISTAR_RECIPES"
@@ -212,7 +212,6 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
 
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
-    load_plugins()
     groups, overrides = split_arguments(arguments)
     cfg = OmegaConf.structured(RunConfig)
     recipe: DictConfig = OmegaConf.create({})

@@ -21,16 +21,19 @@ from typing import Optional, Sequence
 
 from .. import config as config_module
 from ..errors import TRACEBACK_ENV, ConfigError, run_command
+from ..launch import grid
 from ..launch import hub_check as hub_access
-from ..registry import REGISTRIES, load_plugins
+from ..launch import options as profiles
+from ..registry import REGISTRIES
 from ..training.progress import run_summary
+from ..training.trainer import Trainer
+from . import grid as grid_cli
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
 
 
 def listing(what: str) -> list[str]:
     """Names for ``--list``: registered classes, or recipe YAMLs (models also list their presets)."""
-    load_plugins()
     if what == "recipes":
         return config_module.available()
     if what == "models":
@@ -42,10 +45,6 @@ def listing(what: str) -> list[str]:
 
 def multirun(arguments: list[str], dry_run: bool) -> int:
     """``istar-run -m``: the arguments as a sweep, launched like a grid file's cells."""
-    from ..launch import grid
-    from ..launch import options as profiles
-    from . import grid as grid_cli
-
     try:
         arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
@@ -63,9 +62,7 @@ def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
     """
     keys = [argument.partition("=")[0] for argument in arguments]
     if "output_dir" in keys and "grid_dir" in keys:
-        from ..launch.grid import GridError
-
-        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+        raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
     return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
             for key, argument in zip(keys, arguments)]
 
@@ -101,8 +98,6 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
-    from ..training.trainer import Trainer
-
     trainer = Trainer(cfg)  # a bad init_from, data file or model is an expected failure, before the model loads
     results = trainer.fit()
     if trainer.dist.is_main:

@@ -28,12 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import RunConfig, to_yaml
 from ..hooks import Hook
-from ..registry import load_plugins
 from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog
 from ..training.progress import run_summary
+from ..training.trainer import Trainer
 
 SNAPSHOT = "cell.yaml"
 ATTEMPTS = "attempts.jsonl"
@@ -113,9 +113,6 @@ class CellRunner(submitit.helpers.Checkpointable):
         self.hooks = tuple(hooks)
 
     def __call__(self, run_dir: str) -> dict[str, Any]:
-        from ..training.trainer import Trainer
-
-        load_plugins()
         run_dir_path = Path(run_dir)
         cfg = load_snapshot(run_dir_path)
         environment = _job_environment()
