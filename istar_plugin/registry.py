@@ -66,7 +66,11 @@ class Registry:
         try:
             return self._entries[name]
         except KeyError:
-            known = ", ".join(sorted(self._entries)) or "(none)"
+            if not self._entries:  # not even the built-ins: their entry points are missing from the installed metadata
+                raise KeyError(f"unknown {self.kind} {name!r}: no {self.kind}s are registered, not even the built-in ones, "
+                               f"because the installed istar_plugin has no entry points in group {self.entry_point_group}; "
+                               "install it again (pip install -e . in a source checkout)") from None
+            known = ", ".join(sorted(self._entries))
             raise KeyError(f"unknown {self.kind} {name!r}; registered {self.kind}s: {known}") from None
 
     def build(self, name: str, cfg: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -46,3 +46,11 @@ def test_unknown_name_lists_registered_ones_and_config_must_be_a_dataclass():
         CRITERIONS.get("mse")
     with pytest.raises(TypeError, match="is not a dataclass"):
         Registry("shape").register("box", dict)
+
+
+def test_a_registry_with_no_entry_points_says_to_reinstall():
+    """An install whose metadata predates the built-ins' entry points registers nothing; the error says why."""
+    empty = Registry("gadget")  # no package declares the istar_plugin.gadgets group
+    with pytest.raises(KeyError, match=r"unknown gadget 'x': no gadgets are registered, not even the built-in ones, .*"
+                                       r"group istar_plugin.gadgets; install it again"):
+        empty.get("x")
