@@ -80,7 +80,7 @@ class Sweep:
         """A tool's ``main(arguments)`` in this process: its exit status, stdout and stderr as a process would show."""
         import importlib
 
-        module = {"grid": "istar_plugin.cli.grid", "report": "istar_plugin.cli.report"}.get(arguments[0], "istar_plugin.cli")
+        module = {"grid": "istar_plugin.cli.grid", "report": "istar_plugin.cli.report"}.get(arguments[0], "istar_plugin.cli.run")
         argv = arguments[1:] if arguments[0] in ("grid", "report") else arguments
         out, err = io.StringIO(), io.StringIO()
         started = time.perf_counter()
@@ -398,9 +398,8 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
         sweep.train(directory, "save_every=1", "max_steps=2")
         run = directory / "run"
         (run / "results.json").unlink()
-        script = (f"import os, time\nfrom istar_plugin.storage.atomic import atomic_write_bytes\n"
-                  f"import istar_plugin.storage.atomic as r\n"
-                  f"with r._atomic_file({str(run / 'checkpoints' / 'step_00000003.pt')!r}) as h:\n"
+        script = (f"import os, time\nfrom istar_plugin.storage.atomic import atomic_file\n"
+                  f"with atomic_file({str(run / 'checkpoints' / 'step_00000003.pt')!r}) as h:\n"
                   f"    h.write(b'x' * 1000); h.flush(); print('writing', flush=True); time.sleep(60)\n")
         writer = subprocess.Popen([sweep.python, "-c", script], env=sweep.env(), stdout=subprocess.PIPE, text=True)
         writer.stdout.readline()
