@@ -95,7 +95,7 @@ def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(ru
     (unfinished / "results.json").unlink()
     monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json: the run has not finished"
+    assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json (the run has not finished)"
     assert analyze_cli.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -118,7 +118,7 @@ def test_init_from_refuses_missing_unfinished_and_mismatched_sources(stage_one, 
     unfinished = tmp_path / "unfinished"
     shutil.copytree(source, unfinished)
     (unfinished / "results.json").unlink()
-    with pytest.raises(InitFromError, match=r"the run has not finished \(no results.json; latest checkpoint step_"):
+    with pytest.raises(InitFromError, match=r"no results.json \(the run has not finished\); latest checkpoint step_"):
         resolve(str(unfinished), "sst2", SST2, str(tiny_bert))
     three = tmp_path / "three_labels"
     three.mkdir()

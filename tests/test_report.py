@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from istar_plugin.cli import report as report_cli
+from istar_plugin.reports import istar_figure3
 from istar_plugin.reports import istar_tables as report
 
 SEEDS = (1, 2, 3)
@@ -184,12 +185,12 @@ def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_
     assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2), "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
     assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in report.table2_markdown(
         report.table2(records))
-    assert [(lam, setting.variant) for lam, setting in report.figure3_points(records)["sst2"]["bert"]] == [
+    assert [(lam, setting.variant) for lam, setting in istar_figure3.figure3_points(records)["sst2"]["bert"]] == [
         (-1.0, "optim.lr=3e-05"), (0.0, "optim.lr=3e-05")]
 
 
 def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collected):
-    points = report.figure3_points(collected[0])
+    points = istar_figure3.figure3_points(collected[0])
     assert list(points) == ["squad", "sst2"]
     bert = points["sst2"]["bert"]
     assert [lam for lam, _ in bert] == [-5.0, -1.0, 0.0, 1.0]
@@ -201,7 +202,7 @@ def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collect
 @pytest.mark.parametrize("tasks", [("sst2",), ("sst2", "squad")])
 def test_figure3_writes_a_png(collected, tmp_path, tasks):
     records = [record for record in collected[0] if record.task in tasks]
-    path = report.figure3(records, tmp_path / "figure3.png")
+    path = istar_figure3.figure3(records, tmp_path / "figure3.png")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..reports.grid_report import write_report
-from ..reports.istar_tables import collect, figure3_points
+from ..reports.grid_report import unwritten_figures, write_report
+from ..reports.istar_cells import collect
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -41,8 +41,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = args.out or args.grid_dir / "report"
     if records:
         print(write_report(records, out), end="")
-        if not figure3_points(records):
-            print("figure3.png not written: no I-STAR or cross_entropy cell finished")
+        for line in unwritten_figures(records):
+            print(line)
         print(f"\n{len(records)} finished cells; report in {out}")
     else:
         print("no cell has finished: no report written")

@@ -17,7 +17,6 @@ preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.j
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from pathlib import Path
@@ -32,6 +31,7 @@ from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog
+from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.progress import run_summary
 from ..training.trainer import Trainer
 
@@ -71,20 +71,20 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
     """True when ``results.json`` exists, was produced by exactly ``cfg`` and is not a failure record.
 
     The run's ``config.yaml`` (written by the Trainer as it starts) must equal ``cfg``, and the results'
-    task, model, criterion and seed must agree with it. A failed run (``status: failed``) is run again.
+    task, model, criterion and seed must agree with it. A failed run (``status: failed``) is run again, and so
+    is a cell whose ``results.json`` cannot be read (:func:`~istar_plugin.storage.results.read_results`).
     """
-    results_path, config_path = run_dir / "results.json", run_dir / "config.yaml"
-    if not (results_path.is_file() and config_path.is_file()):
+    config_path = run_dir / "config.yaml"
+    if not ((run_dir / RESULTS).is_file() and config_path.is_file()):
         return False
     if differences(OmegaConf.load(config_path), cfg):
         return False
     try:
-        results = json.loads(results_path.read_text())
-    except json.JSONDecodeError:
+        results = read_results(run_dir / RESULTS, require_finished=True)
+    except ResultsError:
         return False
-    expected = {"task": cfg.task, "model": cfg.model.name, "seed": cfg.seed,
-                "criterion": OmegaConf.to_container(cfg.criterion, resolve=True)}
-    return results.get("status") != "failed" and all(results.get(key) == value for key, value in expected.items())
+    criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
+    return (results.task, results.model, results.seed, results.criterion) == (cfg.task, cfg.model.name, cfg.seed, criterion)
 
 
 def latest_checkpoint_step(run_dir: Path) -> int:

@@ -25,8 +25,6 @@ Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickho
 """
 from __future__ import annotations
 
-import io
-import json
 import math
 import sys
 import time
@@ -44,9 +42,10 @@ from ..isotropy import (
     partition_isotropy,
     twonn_dimension,
 )
-from ..storage.atomic import atomic_write_bytes
 from ..storage.checkpoints import Checkpoints
+from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
+from .figures import save_png, single
 from .istar_tables import display_name
 
 __all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_label", "figure4", "figure5", "figure6",
@@ -72,20 +71,16 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     if latest is None and not (run_dir / MODEL_DIR).is_dir():
         raise RunProblem(f"{run_dir}: neither {MODEL_DIR}/ nor checkpoints/step_*.pt to load the model from")
     try:
-        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunProblem(f"{run_dir}: no results.json: the run has not finished") from None
-    except (OSError, ValueError) as error:
-        raise RunProblem(f"{run_dir}: unreadable results.json: {error}") from None
-    if results.get("status") == "failed":
-        raise RunProblem(f"{run_dir}: the run failed ({results.get('reason')}); there is no final model to analyse")
+        results = read_results(run_dir / RESULTS, require_finished=True)
+    except ResultsError as error:
+        raise RunProblem(str(error)) from None
     if latest is None:
-        return results  # a finished run keeps its final model in model/ (its checkpoints were removed)
+        return results.to_json()  # a finished run keeps its final model in model/ (its checkpoints were removed)
     step = int(Checkpoints.PATTERN.fullmatch(latest.name)[1])
-    if results.get("step") != step:
+    if results.step != step:
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
-                         f"{results.get('step')})")
-    return results
+                         f"{results.step})")
+    return results.to_json()
 
 
 def load_trained(run_dir: Path):
@@ -254,30 +249,6 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
 
 
 # ------------------------------------------------------------------------------------------------- figures
-def _figure(title: str, xlabel: str, ylabel: str, width: float = 7.0):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(width, 4.2), dpi=130, layout="constrained")
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=9)
-    ax.tick_params(labelsize=8)
-    ax.grid(True, alpha=0.3)
-    return fig, ax
-
-
-def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buffer.getvalue())
-
-
 def _context(analyses: Sequence[dict[str, Any]]) -> str:
     tasks = sorted({str(a["task"]) for a in analyses})
     models = sorted({str(a["model"]) for a in analyses})
@@ -286,25 +257,25 @@ def _context(analyses: Sequence[dict[str, Any]]) -> str:
 
 def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     """Figure 4: the last layer's mean activation per dimension, one series per run."""
-    fig, ax = _figure(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension", "mean activation",
+    fig, ax = single(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension", "mean activation",
                       width=9.0)
     for analysis in analyses:
         means = analysis["mean_activation"]
         ax.plot(range(len(means)), means, linewidth=0.7, alpha=0.75, label=analysis["label"])
     ax.axhline(0.0, color="black", linewidth=0.5)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path) -> Path:
-    fig, ax = _figure(f"{title} ({_context(analyses)})", "layer", ylabel)
+    fig, ax = single(f"{title} ({_context(analyses)})", "layer", ylabel)
     for marker, analysis in zip("osD^vPX*" * len(analyses), analyses):
         values = analysis[key]
         layers = [i + 1 for i, v in enumerate(values) if v is not None]
         ax.plot(layers, [v for v in values if v is not None], marker=marker, markersize=4, label=analysis["label"])
     ax.set_xticks(range(1, len(analyses[0][key]) + 1))
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:

@@ -22,13 +22,15 @@ after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ran
 from __future__ import annotations
 
 import csv
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
+
+from ..storage.atomic import atomic_write_text
+from ..storage.results import RESULTS, read_results
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
                 "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
@@ -75,19 +77,19 @@ def calibration_method(criterion: dict[str, Any]) -> str:
 
 
 def read_runs(cells: Iterable[Path]) -> list[Run]:
-    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task."""
+    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
+    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
     runs = []
     for cell in cells:
-        results = json.loads((Path(cell) / "results.json").read_text(encoding="utf-8"))
-        task = results["task"]
+        results = read_results(Path(cell) / RESULTS, require_finished=True)
+        task = results.task
         if task not in PAPER_METRIC:
             continue
-        metrics = results.get("metrics") or {}
-        value = metrics.get(PAPER_METRIC[task], results.get(PAPER_METRIC[task]))
+        value = results.metric(PAPER_METRIC[task])
         score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
-        runs.append(Run(results["model"], task, calibration_method(results["criterion"]), results["seed"], score,
-                        results.get("collapsed") is True, results.get("embedding_i1"), results.get("embedding_i2"),
-                        results.get("eval_isoscore_star")))
+        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
+                        results.collapsed is True, results.embedding_i1, results.embedding_i2,
+                        results.eval_isoscore_star))
     return runs
 
 
@@ -168,8 +170,6 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def write_tables(runs: Sequence[Run], out: Path) -> str:
     """Write ``calibration_table1.md`` and ``calibration_table4.md`` into ``out``; returns both as markdown."""
-    from ..storage.atomic import atomic_write_text
-
     rows = calibration_rows(runs)
     table1 = (f"Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
               f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n" + table1_markdown(rows))

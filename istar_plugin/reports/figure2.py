@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
+import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
+from ..storage.atomic import atomic_write_text
+from .figures import pyplot, save_png
 
 LEADING_VARIANCES = (10.0, 6.0, 4.0, 4.0)
 ZETAS = (0.0, 0.2, 0.4, 0.6, 0.8)
@@ -64,26 +66,16 @@ def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_0
     return rows, isoscore_from_cov(torch.diag(variances)).item(), isoscore_from_cov(sigma_s).item()
 
 
-def _temporary(path: Path) -> Path:
-    """A hidden sibling of ``path``: same file system, so os.replace onto ``path`` is atomic."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
 def write_csv(rows: list[dict], path: Path) -> None:
-    temporary = _temporary(path)
-    with open(temporary, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["zeta", "n_points", "mean", "std"])
-        writer.writeheader()
-        writer.writerows({**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows)
-    os.replace(temporary, path)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["zeta", "n_points", "mean", "std"], lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows({**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows)
+    atomic_write_text(path, buffer.getvalue())
 
 
 def plot(rows: list[dict], population: float, shrink_score: float, path: Path, repeats: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=150)
     zetas = sorted({row["zeta"] for row in rows})
     colours = plt.cm.plasma(np.linspace(0, 0.85, len(zetas)))
@@ -104,10 +96,7 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    temporary = _temporary(path)
-    fig.savefig(temporary, format="png")
-    plt.close(fig)
-    os.replace(temporary, path)
+    save_png(fig, path)
 
 
 def format_table(rows: list[dict]) -> str:

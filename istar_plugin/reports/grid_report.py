@@ -1,6 +1,6 @@
 """Everything ``istar-report`` writes for a grid: each paper's tables and figures that the grid's cells allow.
 
-I-STAR's Tables 1 and 2 and Figure 3 (:mod:`.istar_tables`), Figures 7 and 8 (:mod:`.zeta_and_layer_figures`),
+I-STAR's Tables 1 and 2 (:mod:`.istar_tables`, from :mod:`.istar_cells`) and Figure 3 (:mod:`.istar_figure3`), Figures 7 and 8 (:mod:`.zeta_and_layer_figures`),
 the Isotropy Layer paper's Table 3 (:mod:`.isolayer_table3`) and Ding et al.'s calibration tables
 (:mod:`.calibration_tables`).
 """
@@ -12,11 +12,10 @@ from typing import Sequence
 
 from ..storage.atomic import atomic_write_text
 from . import calibration_tables, isolayer_table3
+from .istar_cells import Record
+from .istar_figure3 import figure3, figure3_points
 from .istar_tables import (
-    Record,
     csv_text,
-    figure3,
-    figure3_points,
     table1,
     table1_csv_rows,
     table1_markdown,
@@ -24,6 +23,19 @@ from .istar_tables import (
     table2_markdown,
 )
 from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+
+
+FIGURES = (
+    ("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
+    ("figure7.png", figure7_points, figure7, "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
+    ("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
+)
+"""(file name, the points it draws (empty: nothing to draw), the drawing function, why it is not drawn)."""
+
+
+def unwritten_figures(records: Sequence[Record]) -> list[str]:
+    """``NAME not written: WHY`` for each figure the records give nothing to draw."""
+    return [f"{name} not written: {why}" for name, points, _, why in FIGURES if not points(records)]
 
 
 def write_report(records: Sequence[Record], out: Path) -> str:
@@ -37,8 +49,6 @@ def write_report(records: Sequence[Record], out: Path) -> str:
     atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "variant",
                                                            "mean", "std", "n", "settings_compared"]))
     atomic_write_text(out / "cells.csv", csv_text([asdict(r) for r in records], [f.name for f in fields(Record)]))
-    if figure3_points(records):
-        figure3(records, out / "figure3.png")
     runs = calibration_tables.read_runs(Path(record.path) for record in records)
     if calibration_tables.uses_calibration(runs):
         markdown1 += "\n" + calibration_tables.write_tables(runs, out)
@@ -48,9 +58,7 @@ def write_report(records: Sequence[Record], out: Path) -> str:
         atomic_write_text(out / "table3.md", markdown3)
         atomic_write_text(out / "table3.csv", csv_text(rows3, list(isolayer_table3.COLUMNS)))
         markdown1 += "\nIsotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n" + markdown3
-
-    if figure7_points(records):
-        figure7(records, out / "figure7.png")
-    if figure8_points(records):
-        figure8(records, out / "figure8.png")
+    for name, points, draw, _ in FIGURES:
+        if points(records):
+            draw(records, out / name)
     return markdown1

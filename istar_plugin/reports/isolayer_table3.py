@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .istar_tables import as_percent
+from ..storage.results import RESULTS, ResultsError, read_results
+from .istar_cells import as_percent
 
 PAPER_TABLE = Path(__file__).resolve().parent / "paper" / "isolayer_table3.csv"
 STAGE_TWO = "isolayer"
@@ -62,22 +63,24 @@ class Run:
 
 
 def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record, or None when it has no readable ``results.json``.
+    """The cell's Table 3 record, or None when it has no readable ``results.json`` of a finished run (the grid
+    report lists such cells among its missing or failed ones, with :func:`~istar_plugin.storage.results.read_results`'
+    line).
 
     ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not our combined score); default
     the run's main metric."""
     try:
-        results = json.loads((cell / "results.json").read_text(encoding="utf-8"))
-        metric = (metrics or {}).get(results["task"], results["main_metric"])
-        value = results["metrics"][metric]
-        ev = results.get("cls_explained_variance")
-        init = results.get("init_from")
-        return Run(Path(cell).resolve(), results["model"], results["task"], metric, results["seed"],
-                   as_percent(results["task"], metric, value), tuple(ev) if ev else None, results.get("cls_isoscore"),
-                   results.get("trainable_parameters"), wall_seconds(cell), Path(init).resolve() if init else None,
-                   results["criterion"], results.get("collapsed"))
-    except (OSError, ValueError, KeyError, TypeError):
+        results = read_results(Path(cell) / RESULTS, require_finished=True)
+        metric = (metrics or {}).get(results.task) or results.check("main_metric", results.main_metric, "str")
+        value = results.check(f"metric {metric!r}", results.metrics.get(metric), "number")
+    except ResultsError:
         return None
+    ev = results.cls_explained_variance
+    init = results.init_from
+    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
+               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
+               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
+               results.criterion, results.collapsed)
 
 
 def wall_seconds(cell: Path) -> Optional[float]:

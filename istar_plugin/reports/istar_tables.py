@@ -1,4 +1,4 @@
-"""``istar-report GRID_DIR``: Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024) from a grid of runs.
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's cells (:mod:`.istar_cells`); Figure 3 is :mod:`.istar_figure3`.
 
 Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
 snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
@@ -19,6 +19,7 @@ too), with its mean ± std and our difference beside each cell whose model, meth
 holds such cells (:mod:`istar_plugin.reports.zeta_and_layer_figures`).
 
 >>> import json, tempfile
+>>> from pathlib import Path
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
 ...     cell = grid / "sst2" / f"seed{seed}"
@@ -32,68 +33,24 @@ holds such cells (:mod:`istar_plugin.reports.zeta_and_layer_figures`).
 >>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
 [(91.0, 1.4142, 2)]
 >>> [(Path(path).name, reason) for path, reason in problems]
-[('seed3', 'no results.json (not finished, or failed)')]
+[('seed3', 'no results.json (the run has not finished)')]
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
-import math
-import numbers
-import os
 import statistics
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-import yaml
-
-from ..storage.atomic import atomic_write_bytes
+from .istar_cells import Key, Record, as_percent, collect  # noqa: F401  (collect, as_percent: this module's API too)
 from .paper.istar import paper_result, reported_metrics
 
-__all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "figure3_points",
-           "figure3", "main"]
+__all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "table1_markdown",
+           "table2_markdown", "table1_csv_rows", "csv_text", "display_name", "method_order"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
-
-ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
-"""Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
-
-Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
-
-CELL_FILES = ("config.yaml", "cell.yaml")
-"""A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
-
-NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
-                           "log_every", "eval_every", "save_every", "device", "init_from"})
-"""Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
-of their own), how a run was placed and logged, and ``init_from`` (a second stage starts from its own seed's run)."""
-
-
-@dataclass(frozen=True)
-class Record:
-    """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
-    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage, ``others`` every
-    other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
-
-    task: str
-    model: str
-    method: str
-    lam: Optional[float]
-    zeta: Optional[float]
-    seed: int
-    metric: str
-    value: float
-    score: float
-    isoscore_star: float
-    path: str
-    variant: str = ""
-    collapsed: bool = False  # the eval predictions were all one class (or one value)
-    others: tuple[tuple[str, float], ...] = ()
-    layers: Optional[tuple[int, ...]] = None
-
 
 @dataclass(frozen=True)
 class Setting:
@@ -138,194 +95,6 @@ class Setting:
     @property
     def isoscore_std(self) -> float:
         return statistics.stdev(self.isoscores) if self.n > 1 else 0.0
-
-
-class CellProblem(Exception):
-    """Why a cell gives no record; the message is the reason listed in the report."""
-
-
-# ----------------------------------------------------------------------------------------------- collecting
-def as_percent(task: str, metric: str, value: float) -> float:
-    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions.
-
-    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
-    (50.0, 88.5)
-    """
-    return value if metric in ALREADY_PERCENT.get(task, ()) else 100.0 * value
-
-
-def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
-
-    Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
-    model, task and method differ, e.g. a learning-rate sweep. A second cell with the same model, task,
-    method, lam, zeta, variant and seed as an earlier one (in path order) is a problem too: averaging both
-    would count one seed twice.
-    """
-    grid = Path(grid_dir)
-    if not grid.is_dir():
-        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
-    finished: list[tuple[Record, dict[str, Any]]] = []
-    problems: list[tuple[str, str]] = []
-    for cell in find_cells(grid):
-        try:
-            finished.append((read_cell(cell), read_config(cell)))
-        except CellProblem as problem:
-            problems.append((str(cell), str(problem)))
-    records: list[Record] = []
-    first_of: dict[Key, Record] = {}
-    for record in with_variants(finished):
-        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
-        if key in first_of:
-            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed and config); left out"
-            problems.append((record.path, reason))
-            continue
-        first_of[key] = record
-        records.append(record)
-    return records, problems
-
-
-def find_cells(grid: Path) -> list[Path]:
-    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
-    cells = [Path(root) for root, _, files in os.walk(grid) if any(name in files for name in CELL_FILES)]
-    return sorted(cells, key=lambda path: path.parts)
-
-
-def read_config(cell: Path) -> dict[str, Any]:
-    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs.
-
-    >>> import tempfile
-    >>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
-    >>> read_config(cell)
-    {'optim.lr': 1e-05, 'seed': 3}
-    """
-    try:
-        config = yaml.safe_load((cell / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
-    return _flatten(config if isinstance(config, dict) else {})
-
-
-def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
-    """Each record with its ``variant``: ``key=value`` for every setting key whose value differs between the
-    cells of the same model, task and method ("" when nothing but lam, zeta and the seed was swept)."""
-    groups: dict[Key, list[dict[str, Any]]] = {}
-    for record, config in finished:
-        groups.setdefault((record.model, record.task, record.method), []).append(config)
-    swept: dict[Key, list[str]] = {}
-    for key, configs in groups.items():
-        names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
-        swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
-    return [
-        replace(record, variant=" ".join(f"{name}={config.get(name)}"
-                                         for name in swept[record.model, record.task, record.method]))
-        for record, config in finished
-    ]
-
-
-def read_cell(cell: Path) -> Record:
-    """The record of a finished cell; raises :class:`CellProblem` saying why there is none."""
-    path = cell / "results.json"
-    if not path.is_file():
-        raise CellProblem("no results.json (not finished, or failed)" + _failure_hints(cell))
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CellProblem(f"unreadable results.json: {error}") from None
-    if not isinstance(results, dict):
-        raise CellProblem(f"results.json holds a {type(results).__name__}, not an object")
-    if results.get("status") == "failed":
-        raise CellProblem(f"failed: {results.get('reason', 'no reason recorded')}")
-    criterion = _field(results, "criterion", dict)
-    task = _field(results, "task", str)
-    metric = reported_metrics(task, _field(results, "main_metric", str))[0]
-    metrics = results.get("metrics") if isinstance(results.get("metrics"), dict) else {}
-    value = _number(metrics.get(metric, results.get(metric)), f"metric {metric!r}")
-    return Record(
-        task=task,
-        model=_field(results, "model", str),
-        method=_field(criterion, "name", str, "criterion.name"),
-        lam=_optional_number(criterion.get("lam"), "criterion.lam"),
-        zeta=_optional_number(criterion.get("zeta"), "criterion.zeta"),
-        seed=_field(results, "seed", int),
-        metric=metric,
-        value=value,
-        score=as_percent(task, metric, value),
-        isoscore_star=_number(results.get("eval_isoscore_star"), "eval_isoscore_star"),
-        path=str(cell),
-        collapsed=results.get("collapsed") is True,
-        others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in metrics.items()
-                            if name != metric and not name.startswith("eval_") and _finite(number))),
-        layers=_layers(criterion.get("layers")),
-    )
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _layers(value: Any) -> Optional[tuple[int, ...]]:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise CellProblem(f"results.json: criterion.layers should be a list of integers or null, is {value!r}")
-    return tuple(value)
-
-
-def _field(mapping: dict, key: str, kind: type, label: Optional[str] = None) -> Any:
-    value = mapping.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        found = "missing" if value is None else f"a {type(value).__name__} ({value!r})"
-        raise CellProblem(f"results.json: {label or key} should be a {kind.__name__}, is {found}")
-    return value
-
-
-def _number(value: Any, label: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise CellProblem(f"results.json: {label} should be a number, is {'missing' if value is None else repr(value)}")
-    if not math.isfinite(value):
-        raise CellProblem(f"results.json: {label} is {value}")
-    return float(value)
-
-
-def _optional_number(value: Any, label: str) -> Optional[float]:
-    return None if value is None else _number(value, label)
-
-
-def _failure_hints(cell: Path) -> str:
-    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
-    hints = []
-    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
-    if checkpoints:
-        hints.append(f"last checkpoint {checkpoints[-1].name}")
-    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
-    if logs:
-        last_line = _last_line(logs[-1])
-        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
-    return "".join(f"; {hint}" for hint in hints)
-
-
-def _last_line(path: Path, limit: int = 200) -> str:
-    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
-    return lines[-1][:limit] if lines else ""
-
 
 # ------------------------------------------------------------------------------------------------ tables
 def method_order(methods: Iterable[str]) -> list[str]:
@@ -534,77 +303,3 @@ def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
     return round(value, 10) if isinstance(value, float) else value
-
-
-# ------------------------------------------------------------------------------------------------ figure 3
-def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
-    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
-    when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself."""
-    best: dict[tuple[str, str, str, float], Setting] = {}  # (task, model, method, lambda) -> best setting
-    for setting in settings(records):
-        lam = setting.lam if setting.method == "istar" else 0.0 if setting.method == "cross_entropy" else None
-        key = (setting.task, setting.model, setting.method, lam)
-        if lam is not None and (key not in best or setting.mean > best[key].mean):
-            best[key] = setting
-    per_lambda = {(task, model, lam): setting for (task, model, method, lam), setting
-                  in sorted(best.items(), key=lambda item: item[0][2] == "istar")}  # I-STAR's own lambda 0 wins
-    points: dict[str, dict[str, list[tuple[float, Setting]]]] = {}
-    for (task, model, lam), setting in sorted(per_lambda.items()):
-        points.setdefault(task, {}).setdefault(model, []).append((lam, setting))
-    return points
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
-    """Figure 3: per task a panel of eval IsoScore* (x) against score (y), one point per lambda and model,
-    error bars one std over seeds on both axes, each point labelled with its lambda; written as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    points = figure3_points(records)
-    if not points:
-        raise ValueError("figure 3 needs I-STAR or cross_entropy cells; none were given")
-    models = sorted({model for per_model in points.values() for model in per_model})
-    colours = {model: plt.cm.tab10(i % 10) for i, model in enumerate(models)}
-    markers = {model: MARKERS[i % len(MARKERS)] for i, model in enumerate(models)}
-    columns = min(3, len(points))
-    rows = math.ceil(len(points) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(max(6.0, 0.6 + 4.6 * columns), 1.3 + 3.7 * rows), dpi=130,
-                             squeeze=False, layout="constrained")
-    for ax in axes.flat[len(points):]:
-        ax.set_visible(False)
-    metric_of = {record.task: record.metric for record in records}
-    for ax, (task, per_model) in zip(axes.flat, points.items()):
-        for model, series in per_model.items():
-            _plot_series(ax, series, colours[model], markers[model], model)
-        ax.set_title(f"{task} ({metric_of[task]})", fontsize=11)
-        ax.set_xlabel("eval IsoScore*", fontsize=9)
-        ax.set_ylabel(f"{metric_of[task]} (%)", fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, alpha=0.3)
-        ax.margins(0.15)
-    handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
-    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base)\n"
-                 "mean ± std over seeds on both axes", fontsize=10)
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buffer.getvalue())
-
-
-def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str) -> None:
-    xs = [setting.isoscore_mean for _, setting in series]
-    ys = [setting.mean for _, setting in series]
-    ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.5)
-    ax.errorbar(xs, ys, xerr=[s.isoscore_std for _, s in series], yerr=[s.std for _, s in series], fmt="none",
-                ecolor=colour, elinewidth=0.9, capsize=2.5, alpha=0.8)
-    ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, markersize=5.5, markeredgecolor="white",
-            markeredgewidth=0.6, zorder=3, label=model)
-    for lam, x, y in zip((lam for lam, _ in series), xs, ys):
-        ax.annotate(f"{lam:g}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, color=colour,
-                    fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))

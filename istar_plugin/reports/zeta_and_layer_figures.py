@@ -6,7 +6,7 @@ Figure 7 needs I-STAR cells (all-layer penalty) at three or more zetas for one m
 ``istar-report`` draws each figure when its grid holds such cells. Scores are mean ± std over seeds; where
 several settings share a point (e.g. lambdas under one layer), the best mean is shown, as in Table 1.
 
->>> from istar_plugin.reports.istar_tables import Record
+>>> from istar_plugin.reports.istar_cells import Record
 >>> records = [Record("rte", "bert", "istar", -1.0, zeta, seed, "accuracy", 0.6, 60.0 + zeta + seed, 0.1, "")
 ...            for zeta in (0.0, 0.4, 0.8) for seed in (1, 2)]
 >>> [(zeta, round(setting.mean, 2)) for zeta, setting in figure7_points(records)["rte"]["bert", -1.0]]
@@ -16,14 +16,13 @@ several settings share a point (e.g. lambdas under one layer), the best mean is 
 """
 from __future__ import annotations
 
-import io
-import math
 import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..storage.atomic import atomic_write_bytes
-from .istar_tables import MARKERS, Record, Setting, settings
+from .figures import MARKERS, panels, save_png, style
+from .istar_cells import Record
+from .istar_tables import Setting, settings
 
 __all__ = ["figure7_points", "figure8_points", "figure7", "figure8"]
 
@@ -72,53 +71,21 @@ def figure8_points(records: Sequence[Record]) -> dict[tuple[str, str], dict[str,
     return dict(sorted(result.items()))
 
 
-def _panels(count: int, width: float = 4.8, height: float = 3.6):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = min(3, count)
-    rows = math.ceil(count / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(0.6 + width * columns, 1.2 + height * rows), dpi=130,
-                             squeeze=False, layout="constrained")
-    for ax in axes.flat[count:]:
-        ax.set_visible(False)
-    return fig, list(axes.flat[:count])
-
-
-def _save(fig, path: str | os.PathLike) -> Path:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buffer.getvalue())
-
-
-def _style(ax, title: str, xlabel: str, ylabel: str) -> None:
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=9)
-    ax.tick_params(labelsize=8)
-    ax.grid(True, alpha=0.3)
-
-
 def figure7(records: Sequence[Record], path: str | os.PathLike) -> Path:
     """Figure 7: per task a panel of score (mean ± std over seeds) against zeta, one line per model and lambda."""
     points = figure7_points(records)
     if not points:
         raise ValueError(f"figure 7 needs all-layer I-STAR cells at {MIN_ZETAS} or more zetas; none were given")
-    fig, axes = _panels(len(points))
+    fig, axes = panels(len(points))
     for ax, (task, series) in zip(axes, points.items()):
         for marker, ((model, lam), line) in zip(MARKERS * len(series), series.items()):
             ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=[s.std for _, s in line], marker=marker,
                         markersize=5, capsize=3, linewidth=1.2, label=f"{model} λ={lam:g}")
         metric = next(iter(series.values()))[0][1].metric
-        _style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{metric} (%)")
+        style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{metric} (%)")
         ax.legend(fontsize=8)
     fig.suptitle("Task performance against ζ (mean ± std over seeds)", fontsize=10)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
@@ -127,20 +94,20 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
     points = figure8_points(records)
     if not points:
         raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); none were given")
-    fig, axes = _panels(len(points))
+    fig, axes = panels(len(points))
     for ax, ((task, model), panel) in zip(axes, points.items()):
         layers = [layer for layer, _ in panel["layers"]]
         ax.errorbar(layers, [s.mean for _, s in panel["layers"]], yerr=[s.std for _, s in panel["layers"]], fmt="o",
                     markersize=5, capsize=3, color="tab:blue", label="I-STAR on one layer")
-        for name, colour, style, label in (("global", "tab:green", "-", "I-STAR, all layers"),
+        for name, colour, line_style, label in (("global", "tab:green", "-", "I-STAR, all layers"),
                                            ("base", "tab:gray", "--", "Base")):
             reference: Optional[Setting] = panel[name]
             if reference is not None:
-                ax.axhline(reference.mean, color=colour, linestyle=style, linewidth=1.2, label=label)
+                ax.axhline(reference.mean, color=colour, linestyle=line_style, linewidth=1.2, label=label)
                 ax.axhspan(reference.mean - reference.std, reference.mean + reference.std, color=colour, alpha=0.12)
         ax.set_xticks(layers)
         metric = panel["layers"][0][1].metric
-        _style(ax, f"{model} on {task}", "penalised layer", f"{metric} (%)")
+        style(ax, f"{model} on {task}", "penalised layer", f"{metric} (%)")
         ax.legend(fontsize=7)
     fig.suptitle("I-STAR on one layer vs all layers\n(mean ± std over seeds)", fontsize=10)
-    return _save(fig, path)
+    return save_png(fig, path)

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 
 from ..errors import ConfigError
 from ..storage.checkpoints import Checkpoints
+from ..storage.results import RESULTS, ResultsError, read_results
 from .export import MODEL_DIR
 
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
@@ -75,20 +76,20 @@ def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path:
 def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str) -> InitSource:
     config = OmegaConf.load(path / "config.yaml")
     latest = Checkpoints(path).latest()
-    results_path = path / "results.json"
-    if not results_path.is_file():
-        progress = f"latest checkpoint {latest.name}" if latest else "no checkpoint"
-        raise InitFromError(f"init_from {path}: the run has not finished (no results.json; {progress}); finish it first")
-    results = json.loads(results_path.read_text())
+    try:
+        results = read_results(path / RESULTS, require_finished=True)
+    except ResultsError as error:
+        progress = f"; latest checkpoint {latest.name}" if latest else "; no checkpoint"
+        raise InitFromError(f"init_from {error}" + (f"{progress}; finish it first" if error.missing else "")) from None
     exported = path / MODEL_DIR
     if latest is None and not (exported / "config.json").is_file():
         raise InitFromError(f"init_from {path}: the run finished but kept neither {MODEL_DIR}/ nor a checkpoint")
-    if latest is not None and int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) != results.get("step"):
-        raise InitFromError(f"init_from {path}: results.json is from step {results.get('step')} but the latest checkpoint is "
+    if latest is not None and int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) != results.step:
+        raise InitFromError(f"init_from {path}: results.json is from step {results.step} but the latest checkpoint is "
                          f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
     if config.task != task:
         raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
-    saved_labels = tuple(results.get("label_names") or label_names)
+    saved_labels = tuple(results.label_names or label_names)
     if saved_labels != label_names:
         raise InitFromError(f"init_from {path}: label set {list(saved_labels)} differs from task {task}'s {list(label_names)}")
     if config.model.name_or_path != name_or_path:

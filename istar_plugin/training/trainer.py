@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import sys
 import time
@@ -35,13 +34,13 @@ from ..metrics import collapsed
 from ..models.preflight import check_model_limits
 from ..registry import CRITERIONS, MODELS, TASKS
 from ..storage.atomic import (
-    atomic_write_json,
     atomic_write_text,
     remove_stale_temporaries,
 )
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog, TensorBoardLog
+from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
 from . import export
 from .batching import epoch_order
 from .distributed import barrier, gather_to_all, init_from_env
@@ -589,11 +588,11 @@ class Trainer:
 
     def _finished_results(self) -> Optional[dict[str, Any]]:
         """The saved results of a run that finished here and whose checkpoints were removed, else None."""
-        results_path = self.output_dir / "results.json"
+        results_path = self.output_dir / RESULTS
         if self.checkpoints.latest() is not None or not results_path.is_file():
             return None
-        results = json.loads(results_path.read_text())
-        if results.get("status") == "failed":  # a diverged run is trained again, not returned as a result
+        record = read_results(results_path)  # a malformed or too new file: one ResultsError line
+        if not record.finished:  # a diverged run is trained again, not returned as a result
             return None
         if not self.cfg.resume:
             raise RunDirError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
@@ -603,11 +602,11 @@ class Trainer:
         if changed:
             raise RunDirError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
                               "choose another output_dir")
-        if results["step"] < self.total_steps:
-            raise RunDirError(f"{self.output_dir} holds a run finished at step {results['step']} whose checkpoints were "
+        if record.step is None or record.step < self.total_steps:
+            raise RunDirError(f"{self.output_dir} holds a run finished at step {record.step} whose checkpoints were "
                               f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
                               "choose another output_dir")
-        return results
+        return record.to_json()
 
     def _say_complete(self, step: int) -> None:
         if self.dist.is_main:
@@ -647,38 +646,41 @@ class Trainer:
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
         if self.dist.is_main:
-            atomic_write_json(self.output_dir / "results.json", {
-                "status": "failed", "reason": reason, "task": self.cfg.task, "model": self.cfg.model.name,
-                "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "seed": self.cfg.seed,
-            })
+            write_results(self.output_dir / RESULTS, failed_record(
+                reason, self.cfg.task, self.cfg.model.name, OmegaConf.to_container(self.cfg.criterion, resolve=True),
+                self.cfg.seed))
         self.tensorboard.close()
 
     def _write_results(self) -> dict[str, Any]:
         final = self.history[-1]
-        results = {
-            "status": "finished",
-            "task": self.cfg.task,
-            "model": self.cfg.model.name,
-            "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True),
-            "seed": self.cfg.seed,
-            "step": self.step,
-            "epoch": self.epoch,
-            "metrics": {k: v for k, v in final.items() if k not in ("step", "epoch")},
-            "main_metric": self.task.main_metric,
-            "label_names": list(self.task.label_names),
-            "init_from": self.cfg.init_from,
-            "trainable_parameters": self.trainable_parameters,
-            "initial": self.history[0] if self.history[0]["step"] == 0 else None,
-            "history": self.history,
-        }
-        results.update({k: final[k] for k in ("eval_isoscore_star", "eval_isoscore_star_per_layer")})
-        results.update({k: final[k] for k in ("embedding_i1", "embedding_i2", "collapsed") if k in final})
-        results.update({f"{k}_before": v for k, v in self.embedding_before.items()})
-        results.update({k: final[k] for k in ("cls_isoscore", "cls_explained_variance") if k in final})
+        hooked: dict[str, Any] = {}
         for hook in self.hooks:
-            results.update(hook.results() if hasattr(hook, "results") else {})
-        results.update({k: v for k, v in final.items() if k in self.task.metric_names})
+            hooked.update(hook.results() if hasattr(hook, "results") else {})
+        record = ResultsRecord(
+            status="finished",
+            task=self.cfg.task,
+            model=self.cfg.model.name,
+            criterion=OmegaConf.to_container(self.cfg.criterion, resolve=True),
+            seed=self.cfg.seed,
+            step=self.step,
+            epoch=self.epoch,
+            metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
+            main_metric=self.task.main_metric,
+            label_names=tuple(self.task.label_names),
+            init_from=self.cfg.init_from,
+            trainable_parameters=self.trainable_parameters,
+            initial=self.history[0] if self.history[0]["step"] == 0 else None,
+            history=tuple(self.history),
+            eval_isoscore_star=final["eval_isoscore_star"],
+            eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
+            **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
+            cls_explained_variance=None if final.get("cls_explained_variance") is None else tuple(final["cls_explained_variance"]),
+            **{f"{k}_before": v for k, v in self.embedding_before.items()},
+            validation=hooked.pop("validation", None),
+            top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
+            extra=hooked,
+        )
         if self.dist.is_main:
-            atomic_write_json(self.output_dir / "results.json", results)
+            write_results(self.output_dir / RESULTS, record)
         self.tensorboard.close()
-        return results
+        return record.to_json()

@@ -1,0 +1,69 @@
+"""What every report figure shares: a headless matplotlib figure (one axis, or a grid of panels), the same axis
+style, and an atomic PNG write (a crash leaves the old figure or the new one, never half a file).
+
+>>> import tempfile
+>>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")
+>>> _ = ax.plot([1, 2], [0.1, 0.2])
+>>> path = save_png(fig, Path(tempfile.mkdtemp()) / "figure.png")
+>>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+True
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+
+from ..storage.atomic import atomic_write_bytes
+
+__all__ = ["MARKERS", "pyplot", "single", "panels", "style", "save_png"]
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DPI = 130
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use: reports that draw no
+    figure never load matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def style(ax, title: str, xlabel: str, ylabel: str, title_size: float = 10) -> None:
+    """The reports' axis style: title, labels, small ticks, a light grid."""
+    ax.set_title(title, fontsize=title_size)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.3)
+
+
+def single(title: str, xlabel: str, ylabel: str, width: float = 7.0, height: float = 4.2):
+    """``(fig, ax)``: one styled axis."""
+    fig, ax = pyplot().subplots(figsize=(width, height), dpi=DPI, layout="constrained")
+    style(ax, title, xlabel, ylabel)
+    return fig, ax
+
+
+def panels(count: int, width: float = 4.8, height: float = 3.6, margin: float = 1.2, min_width: float = 0.0):
+    """``(fig, axes)``: ``count`` panels in rows of at most three (unused grid slots hidden)."""
+    columns = min(3, count)
+    rows = math.ceil(count / columns)
+    fig, axes = pyplot().subplots(rows, columns, figsize=(max(min_width, 0.6 + width * columns), margin + height * rows),
+                                  dpi=DPI, squeeze=False, layout="constrained")
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:count])
+
+
+def save_png(fig, path: str | os.PathLike) -> Path:
+    """Write ``fig`` to ``path`` as PNG atomically and close it; returns the path."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    pyplot().close(fig)
+    return atomic_write_bytes(path, buffer.getvalue())

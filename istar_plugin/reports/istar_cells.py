@@ -1,0 +1,222 @@
+"""The cells of a grid of runs and what each finished one gives the I-STAR tables: one :class:`Record` per cell.
+
+Every directory under a grid holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
+snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``, read
+through :mod:`istar_plugin.storage.results`. A cell without a readable one of a finished run (queued, running,
+crashed, failed, malformed) is listed with that module's one-line reason, never dropped.
+
+>>> as_percent("sst2", "accuracy", 0.905), as_percent("squad", "f1", 88.5)
+(90.5, 88.5)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import yaml
+
+from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results
+from .paper.istar import reported_metrics
+
+__all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
+           "with_variants"]
+
+ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
+"""Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
+
+Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
+
+CELL_FILES = ("config.yaml", "cell.yaml")
+"""A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
+
+NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
+                           "log_every", "eval_every", "save_every", "device", "init_from"})
+"""Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
+of their own), how a run was placed and logged, and ``init_from`` (a second stage starts from its own seed's run)."""
+
+
+
+@dataclass(frozen=True)
+class Record:
+    """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
+    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage, ``others`` every
+    other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
+
+    task: str
+    model: str
+    method: str
+    lam: Optional[float]
+    zeta: Optional[float]
+    seed: int
+    metric: str
+    value: float
+    score: float
+    isoscore_star: float
+    path: str
+    variant: str = ""
+    collapsed: bool = False  # the eval predictions were all one class (or one value)
+    others: tuple[tuple[str, float], ...] = ()
+    layers: Optional[tuple[int, ...]] = None
+
+
+class CellProblem(Exception):
+    """Why a cell gives no record; the message is the reason listed in the report."""
+
+# ----------------------------------------------------------------------------------------------- collecting
+def as_percent(task: str, metric: str, value: float) -> float:
+    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions.
+
+    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
+    (50.0, 88.5)
+    """
+    return value if metric in ALREADY_PERCENT.get(task, ()) else 100.0 * value
+
+
+def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
+    """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
+
+    Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
+    model, task and method differ, e.g. a learning-rate sweep. A second cell with the same model, task,
+    method, lam, zeta, variant and seed as an earlier one (in path order) is a problem too: averaging both
+    would count one seed twice.
+    """
+    grid = Path(grid_dir)
+    if not grid.is_dir():
+        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    finished: list[tuple[Record, dict[str, Any]]] = []
+    problems: list[tuple[str, str]] = []
+    for cell in find_cells(grid):
+        try:
+            finished.append((read_cell(cell), read_config(cell)))
+        except CellProblem as problem:
+            problems.append((str(cell), str(problem)))
+    records: list[Record] = []
+    first_of: dict[Key, Record] = {}
+    for record in with_variants(finished):
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
+        if key in first_of:
+            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed and config); left out"
+            problems.append((record.path, reason))
+            continue
+        first_of[key] = record
+        records.append(record)
+    return records, problems
+
+
+def find_cells(grid: Path) -> list[Path]:
+    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
+    cells = [Path(root) for root, _, files in os.walk(grid) if any(name in files for name in CELL_FILES)]
+    return sorted(cells, key=lambda path: path.parts)
+
+
+def read_config(cell: Path) -> dict[str, Any]:
+    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs.
+
+    >>> import tempfile
+    >>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
+    >>> read_config(cell)
+    {'optim.lr': 1e-05, 'seed': 3}
+    """
+    try:
+        config = yaml.safe_load((cell / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
+    return _flatten(config if isinstance(config, dict) else {})
+
+
+def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
+    """Each record with its ``variant``: ``key=value`` for every setting key whose value differs between the
+    cells of the same model, task and method ("" when nothing but lam, zeta and the seed was swept)."""
+    groups: dict[Key, list[dict[str, Any]]] = {}
+    for record, config in finished:
+        groups.setdefault((record.model, record.task, record.method), []).append(config)
+    swept: dict[Key, list[str]] = {}
+    for key, configs in groups.items():
+        names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
+        swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
+    return [
+        replace(record, variant=" ".join(f"{name}={config.get(name)}"
+                                         for name in swept[record.model, record.task, record.method]))
+        for record, config in finished
+    ]
+
+
+def read_cell(cell: Path) -> Record:
+    """The record of a finished cell; raises :class:`CellProblem` saying why there is none: the one line of
+    :class:`~istar_plugin.storage.results.ResultsError` (and, with no results.json, where to look next)."""
+    try:
+        results = read_results(cell / RESULTS, require_finished=True)
+        return cell_record(results, cell)
+    except ResultsError as error:
+        raise CellProblem(error.problem + (_failure_hints(cell) if error.missing else "")) from None
+
+
+def cell_record(results: ResultsRecord, cell: Path) -> Record:
+    """The table row of a finished run's results (raises ResultsError when it lacks what the tables need)."""
+    criterion, task = results.criterion, results.task
+    metric = reported_metrics(task, results.check("main_metric", results.main_metric, "str"))[0]
+    value = results.finite_metric(metric)
+    layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
+    if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
+        raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
+    lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True) for key in ("lam", "zeta"))
+    return Record(
+        task=task,
+        model=results.model,
+        method=results.check("criterion.name", criterion.get("name"), "str"),
+        lam=None if lam is None else float(lam),
+        zeta=None if zeta is None else float(zeta),
+        seed=results.seed,
+        metric=metric,
+        value=value,
+        score=as_percent(task, metric, value),
+        isoscore_star=results.finite_metric("eval_isoscore_star", "eval_isoscore_star"),
+        path=str(cell),
+        collapsed=results.collapsed is True,
+        others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
+                            if name != metric and not name.startswith("eval_") and _finite(number))),
+        layers=None if layers is None else tuple(layers),
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _failure_hints(cell: Path) -> str:
+    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
+    hints = []
+    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
+    if checkpoints:
+        hints.append(f"last checkpoint {checkpoints[-1].name}")
+    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
+    if logs:
+        last_line = _last_line(logs[-1])
+        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
+    return "".join(f"; {hint}" for hint in hints)
+
+
+def _last_line(path: Path, limit: int = 200) -> str:
+    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
+    return lines[-1][:limit] if lines else ""

@@ -1,0 +1,72 @@
+"""Figure 3 of Rudman & Eickhoff (2024): per task, eval IsoScore* against the score, one point per I-STAR lambda.
+
+Drawn by ``istar-report`` when the grid holds finished I-STAR cells (:func:`figure3_points` is empty otherwise);
+Base (cross_entropy) is lambda 0.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from .figures import MARKERS, panels, pyplot, save_png, style
+from .istar_cells import Record
+from .istar_tables import Setting, settings
+
+__all__ = ["figure3_points", "figure3"]
+
+def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
+    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
+    when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself;
+    only tasks on which I-STAR ran (empty: no figure to draw)."""
+    best: dict[tuple[str, str, str, float], Setting] = {}  # (task, model, method, lambda) -> best setting
+    for setting in settings(records):
+        lam = setting.lam if setting.method == "istar" else 0.0 if setting.method == "cross_entropy" else None
+        key = (setting.task, setting.model, setting.method, lam)
+        if lam is not None and (key not in best or setting.mean > best[key].mean):
+            best[key] = setting
+    per_lambda = {(task, model, lam): setting for (task, model, method, lam), setting
+                  in sorted(best.items(), key=lambda item: item[0][2] == "istar")}  # I-STAR's own lambda 0 wins
+    with_istar = {task for (task, _, method, _) in best if method == "istar"}  # Base alone is no lambda sweep
+    points: dict[str, dict[str, list[tuple[float, Setting]]]] = {}
+    for (task, model, lam), setting in sorted(per_lambda.items()):
+        if task in with_istar:
+            points.setdefault(task, {}).setdefault(model, []).append((lam, setting))
+    return points
+
+
+def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
+    """Figure 3: per task a panel of eval IsoScore* (x) against score (y), one point per lambda and model,
+    error bars one std over seeds on both axes, each point labelled with its lambda; written as PNG."""
+    points = figure3_points(records)
+    if not points:
+        raise ValueError("figure 3 needs finished I-STAR cells; none were given")
+    plt = pyplot()
+    models = sorted({model for per_model in points.values() for model in per_model})
+    colours = {model: plt.cm.tab10(i % 10) for i, model in enumerate(models)}
+    markers = {model: MARKERS[i % len(MARKERS)] for i, model in enumerate(models)}
+    fig, axes = panels(len(points), width=4.6, height=3.7, margin=1.3, min_width=6.0)
+    metric_of = {record.task: record.metric for record in records}
+    for ax, (task, per_model) in zip(axes, points.items()):
+        for model, series in per_model.items():
+            _plot_series(ax, series, colours[model], markers[model], model)
+        style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", f"{metric_of[task]} (%)", title_size=11)
+        ax.margins(0.15)
+    handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
+    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base)\n"
+                 "mean ± std over seeds on both axes", fontsize=10)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
+    return save_png(fig, path)
+
+
+def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str) -> None:
+    xs = [setting.isoscore_mean for _, setting in series]
+    ys = [setting.mean for _, setting in series]
+    ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.5)
+    ax.errorbar(xs, ys, xerr=[s.isoscore_std for _, s in series], yerr=[s.std for _, s in series], fmt="none",
+                ecolor=colour, elinewidth=0.9, capsize=2.5, alpha=0.8)
+    ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, markersize=5.5, markeredgecolor="white",
+            markeredgewidth=0.6, zorder=3, label=model)
+    for lam, x, y in zip((lam for lam, _ in series), xs, ys):
+        ax.annotate(f"{lam:g}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, color=colour,
+                    fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))

@@ -1,0 +1,246 @@
+"""``results.json``: the typed, versioned record a run leaves behind, and the one way to read and write it.
+
+The trainer writes a :class:`ResultsRecord` with :func:`write_results` (atomically); every reader (the reports,
+``istar-analyze``, ``init_from``, istar-grid's finished-cell check, the trainer's own resume) gets it back with
+:func:`read_results`, which raises one :class:`ResultsError` whose message is a single line naming the run
+directory and what is wrong: no file, not JSON, not an object, a required field missing or of the wrong type, a
+``schema_version`` newer than this code, or (``require_finished=True``) a run that failed.
+
+The JSON layout is the one the trainer always wrote plus ``schema_version`` (:data:`SCHEMA_VERSION`); a file
+without it is version 1 and is read when it holds the required fields (``task``, ``model``, ``criterion``,
+``seed``; a version-1 file without ``status`` is a finished run). Keys this module does not know (added by
+hooks) are kept in :attr:`ResultsRecord.extra` and written back unchanged.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> record = ResultsRecord("finished", "sst2", "bert", {"name": "istar", "lam": -1.0}, seed=1, step=10, epoch=1,
+...                        metrics={"accuracy": 0.9}, main_metric="accuracy", top_level_metrics=("accuracy",))
+>>> _ = write_results(run / "results.json", record)
+>>> read_results(run / "results.json") == record
+True
+>>> _ = write_results(run / "results.json", failed_record("the loss became nan at step 2", "sst2", "bert",
+...                                                        {"name": "istar"}, seed=1))
+>>> read_results(run / "results.json", require_finished=True)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.storage.results.ResultsError: ...: failed: the loss became nan at step 2 (results.json status: failed)
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ..errors import DataError, one_line
+from .atomic import atomic_write_json
+
+__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results",
+           "write_results", "record_from_json"]
+
+SCHEMA_VERSION = 2
+"""The version this code writes; 1 is the layout without ``schema_version`` (read when its required fields hold)."""
+
+RESULTS = "results.json"
+STATUSES = ("finished", "failed")
+FROM_FINAL_EVALUATION = ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore", "cls_explained_variance")
+"""Written at top level exactly when the final evaluation (``metrics``) holds them, even as null."""
+ALWAYS_WRITTEN = ("step", "epoch", "metrics", "main_metric", "label_names", "init_from", "trainable_parameters",
+                  "initial", "history", "eval_isoscore_star", "eval_isoscore_star_per_layer")
+"""A finished record's keys that are written even when null."""
+
+
+class ResultsError(DataError):
+    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed.
+
+    ``str(error)`` is ``RUN_DIR: PROBLEM`` on one line; ``problem`` alone is what a report lists beside the cell.
+    """
+
+    def __init__(self, path: str | os.PathLike, problem: str, missing: bool = False, failed: bool = False):
+        self.path, self.problem, self.missing, self.failed = Path(path), one_line(problem), missing, failed
+        super().__init__(f"{self.path.parent}: {self.problem}")
+
+
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "number": (numbers.Real,), "bool": (bool,),
+                                       "dict": (dict,), "list": (list, tuple)}
+
+
+def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True) -> Any:
+    """``value`` if it is of ``kind`` (or None when ``optional``), else raise the one-line :class:`ResultsError`."""
+    if value is None and optional:
+        return None
+    wrong_bool = isinstance(value, bool) and kind in ("int", "number")
+    if value is None or wrong_bool or not isinstance(value, _KINDS[kind]):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        found = "missing" if value is None else f"a {type(value).__name__} ({shown})"
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ResultsError(path, f"{RESULTS}: {label} should be {article} {kind}, is {found}")
+    return value
+
+
+# the optional fields -> their kind, in the dataclass's order
+_OPTIONAL = {"reason": "str", "step": "int", "epoch": "int", "metrics": "dict", "main_metric": "str",
+             "label_names": "list", "init_from": "str", "trainable_parameters": "int", "initial": "dict",
+             "history": "list", "eval_isoscore_star": "number", "eval_isoscore_star_per_layer": "list",
+             "embedding_i1": "number", "embedding_i2": "number", "embedding_i1_before": "number",
+             "embedding_i2_before": "number", "collapsed": "bool", "cls_isoscore": "number",
+             "cls_explained_variance": "list", "validation": "dict"}
+_TUPLES = ("label_names", "history", "eval_isoscore_star_per_layer", "cls_explained_variance")
+
+
+@dataclass(frozen=True)
+class ResultsRecord:
+    """Everything ``results.json`` holds; sequences are tuples here and lists on disk.
+
+    ``top_level_metrics``: the task's metric names whose final values are copied beside ``metrics`` (as the
+    trainer always did, e.g. ``accuracy``); ``extra``: any other key (a plugin hook's results), kept as is.
+    """
+
+    status: str
+    task: str
+    model: str
+    criterion: dict
+    seed: int
+    reason: Optional[str] = None
+    step: Optional[int] = None
+    epoch: Optional[int] = None
+    metrics: dict = field(default_factory=dict)
+    main_metric: Optional[str] = None
+    label_names: Optional[tuple] = None
+    init_from: Optional[str] = None
+    trainable_parameters: Optional[int] = None
+    initial: Optional[dict] = None
+    history: tuple = ()
+    eval_isoscore_star: Optional[float] = None
+    eval_isoscore_star_per_layer: Optional[tuple] = None
+    embedding_i1: Optional[float] = None
+    embedding_i2: Optional[float] = None
+    embedding_i1_before: Optional[float] = None
+    embedding_i2_before: Optional[float] = None
+    collapsed: Optional[bool] = None
+    cls_isoscore: Optional[float] = None
+    cls_explained_variance: Optional[tuple] = None
+    validation: Optional[dict] = None
+    top_level_metrics: tuple = ()
+    extra: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    path: Optional[Path] = field(default=None, compare=False, repr=False)  # where it was read from
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    def require_finished(self) -> "ResultsRecord":
+        """This record if the run finished, else raise the failed run's one-line :class:`ResultsError`."""
+        if not self.finished:
+            raise ResultsError(self._where(), f"failed: {self.reason or 'no reason recorded'} ({RESULTS} status: failed)",
+                               failed=True)
+        return self
+
+    def error(self, problem: str) -> ResultsError:
+        """A :class:`ResultsError` about this record (for a reader's own checks, e.g. a report's table metric)."""
+        return ResultsError(self._where(), f"{RESULTS}: {problem}")
+
+    def check(self, label: str, value: Any, kind: str, optional: bool = False) -> Any:
+        """``value`` (found in this record under ``label``) if of ``kind`` (str, int, number, bool, dict, list), else
+        raise the same one-line error :func:`read_results` gives for a field of the wrong type."""
+        return _check(self._where(), label, value, kind, optional)
+
+    def metric(self, name: str) -> Any:
+        """The final value of metric ``name``: from ``metrics``, else a top-level key (older files), else None."""
+        if name in self.metrics:
+            return self.metrics[name]
+        return getattr(self, name) if name in _OPTIONAL else self.extra.get(name)
+
+    def finite_metric(self, name: str, label: Optional[str] = None) -> float:
+        """:meth:`metric` as a float, raising the one-line error when it is missing, not a number or not finite."""
+        value = self.check(label or f"metric {name!r}", self.metric(name), "number")
+        if not math.isfinite(value):
+            raise self.error(f"{label or f'metric {name!r}'} is {value}")
+        return float(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk object: the trainer's keys as always, plus ``schema_version``."""
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "status": self.status, "task": self.task,
+                               "model": self.model, "criterion": self.criterion, "seed": self.seed}
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            empty = value is None or (isinstance(value, (tuple, dict)) and not value)
+            written = not empty or (self.finished and name in ALWAYS_WRITTEN) or (
+                name in FROM_FINAL_EVALUATION and name in self.metrics)
+            if written:
+                out[name] = list(value) if isinstance(value, tuple) else value
+        out.update(self.extra)
+        out.update({name: self.metrics[name] for name in self.top_level_metrics if name in self.metrics})
+        return out
+
+    def _where(self) -> Path:
+        return self.path or Path(RESULTS)
+
+
+def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:
+    """The record of a run that failed: why, and which run, with no metric a reader could take for a result."""
+    return ResultsRecord("failed", task, model, criterion, seed, reason=reason)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRecord:
+    """The record held by a decoded ``results.json`` object; :class:`ResultsError` when it is not one."""
+    path = Path(path)
+    if not isinstance(data, dict):
+        raise ResultsError(path, f"{RESULTS} holds a {type(data).__name__}, not an object")
+    version = data.get("schema_version", 1)
+    _check(path, "schema_version", version, "int")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(path, f"{RESULTS} has schema_version {version}, newer than this istar_plugin reads "
+                                 f"({SCHEMA_VERSION}): upgrade istar_plugin")
+    if version < 1:
+        raise ResultsError(path, f"{RESULTS}: schema_version should be 1 or more, is {version}")
+    status = data.get("status", "finished" if version == 1 else None)
+    if status not in STATUSES:
+        raise ResultsError(path, f"{RESULTS}: status should be finished or failed, is "
+                                 f"{'missing' if status is None else repr(status)}")
+    values: dict[str, Any] = {"status": status}
+    for name, kind in (("task", "str"), ("model", "str"), ("criterion", "dict"), ("seed", "int")):
+        values[name] = _check(path, name, data.get(name), kind, optional=False)
+    required = {"failed": ("reason",), "finished": ("step", "metrics", "main_metric")}[status] if version >= 2 else ()
+    for name, kind in _OPTIONAL.items():
+        value = _check(path, name, data.get(name), kind, optional=name not in required)
+        if value is not None:
+            values[name] = tuple(value) if name in _TUPLES else value
+    metrics = values.get("metrics", {})
+    known = {"schema_version", "status", "task", "model", "criterion", "seed", *_OPTIONAL}
+    unknown = [key for key in data if key not in known]
+    values["top_level_metrics"] = tuple(key for key in unknown if key in metrics and _same(data[key], metrics[key]))
+    values["extra"] = {key: data[key] for key in unknown if key not in values["top_level_metrics"]}
+    return ResultsRecord(**values, schema_version=version, path=path)
+
+
+def read_results(path: str | os.PathLike, require_finished: bool = False) -> ResultsRecord:
+    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
+    record = record_from_json(data, path)
+    return record.require_finished() if require_finished else record
+
+
+def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
+    """Write ``record`` to ``path`` atomically (a crash leaves the old file or the new one); returns the path."""
+    return atomic_write_json(path, record.to_json())
