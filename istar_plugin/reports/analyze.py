@@ -45,6 +45,7 @@ from ..isotropy import (
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
+from ..training.trainer import Trainer
 from .figures import save_png, single
 from .istar_tables import display_name
 
@@ -87,8 +88,6 @@ def load_trained(run_dir: Path):
     """A :class:`~istar_plugin.training.trainer.Trainer` built from the run's ``config.yaml`` with its final model: its
     latest checkpoint, or else its exported ``model/``; nothing is written into ``run_dir`` (no TensorBoard, no
     metrics, no progress bars)."""
-    from ..training.trainer import Trainer
-
     cfg = OmegaConf.load(run_dir / "config.yaml")
     cfg.output_dir, cfg.tensorboard, cfg.progress = str(run_dir), False, False
     checkpoint = Checkpoints(run_dir).latest()

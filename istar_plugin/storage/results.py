@@ -33,7 +33,7 @@ import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from ..errors import DataError, one_line
 from .atomic import atomic_write_json
