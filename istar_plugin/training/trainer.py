@@ -183,8 +183,7 @@ class Trainer:
                                             cfg.optim.max_grad_norm)
 
     def _setup_state(self) -> None:
-        self.step = 0
-        self.epoch = 0
+        self.step, self.epoch = 0, 0
         self.batches_done = 0  # micro-batches of the current epoch already consumed
         self.history: list[dict[str, Any]] = []
         self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
@@ -274,10 +273,11 @@ class Trainer:
             self.checkpoints.save(self.state_dict(rng_states), self.step)
         barrier(self.world_size)
 
-    def _restore(self) -> bool:
+    def _restore(self) -> Optional[str]:
+        """The name of the checkpoint this run continues from (its state now loaded), None for a new run."""
         latest = self.checkpoints.latest()
         if latest is None:
-            return False
+            return None
         if not self.cfg.resume:
             raise RunDirError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
                              "resume=true continues it, or choose another output_dir")
@@ -289,9 +289,7 @@ class Trainer:
                 "resume with the same settings or choose another output_dir"
             )
         self.load_state_dict(state)
-        self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} "
-                 f"(checkpoint {self.checkpoints.paths()[self.step].name})", even_with_bars=True)
-        return True
+        return self.checkpoints.paths()[self.step].name
 
     # ----------------------------------------------------------------- evaluation
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
@@ -300,8 +298,7 @@ class Trainer:
         return self.evaluator.evaluate(examples, features, isotropy)
 
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True):
-        """This rank's share of ``features`` (default: the evaluation split) through the model (:meth:`.evaluation.Evaluator.predict`)."""
-        return self.evaluator.predict(features, isotropy)
+        return self.evaluator.predict(features, isotropy)  # this rank's share: Evaluator.predict
 
     def _record_evaluation(self) -> dict[str, Any]:
         self.guard.check(self.world_size)  # a diverged model's accuracy would look like a result
@@ -352,7 +349,10 @@ class Trainer:
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
             self._say_complete(self.step)
             return self._write_results()
-        self._start(resumed)
+        if resumed:
+            self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
+                     even_with_bars=True)
+        self._start(bool(resumed))
         self._train()
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
