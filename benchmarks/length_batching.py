@@ -69,7 +69,7 @@ def main() -> None:
                 times.setdefault(("eval", name), []).append(time.perf_counter() - started)
                 started = time.perf_counter()
                 for group in batches[name]:
-                    runner._optimizer_step(group)
+                    runner.optimizer_step(group, runner.step + 1)
                 times.setdefault(("train", name), []).append((time.perf_counter() - started) / args.steps)
     shares = {("eval", name): eval_padding_share(runner) for name, runner in runners.items()}
     shares.update({("train", name): padding_share(b[0] for b in batches[name]) for name in runners})

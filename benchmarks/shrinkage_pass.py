@@ -55,7 +55,7 @@ def forward_only(trainer, total_points: int, epoch: int) -> int:
 def run(trainer, variant: str, points: int) -> int:
     """One pass; returns the points it saw."""
     if variant == "sigma_s":
-        return estimate_shrinkage_covariance(trainer, None, points, epoch=0).count
+        return estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0).count
     return forward_only(trainer, points, epoch=0)
 
 

@@ -3,35 +3,167 @@
 A hook is called at fit start, epoch start/end, step end and fit end, and saves/restores its state with the
 checkpoint, so a resumed run continues with exactly the state it stopped with.
 
-Hooks receive the training loop as ``trainer`` and read only: ``model`` (an adapter: ``hidden_size``,
-``token_cloud(output, layers)``, ``train(mode)``/``training``, called on a batch), ``train_features`` (a
-sequence), ``collate(features)`` (a device batch), ``autocast()``, ``eval_batch_size``, ``cfg.seed``,
-``rank``, ``world_size``, ``device``, ``step``, ``show_progress``, ``log(values, step)`` and ``say(line)``. The
-``istar-run`` :class:`~istar_plugin.training.trainer.Trainer` provides them, and so does
-:class:`istar_plugin.hf.IStarTrainer` for a ``transformers.Trainer``: both run this module's code.
+Hooks never receive the training loop itself: every callback gets a read-only :class:`RunView`, which names
+everything a hook may read (the model, the training features, ``collate``, ``autocast``, ``evaluate`` ...)
+and carries the run's :class:`TrainingControl`, through which a hook asks the loop to stop after the epoch
+or to re-measure the evaluation split. The ``istar-run``
+:class:`~istar_plugin.training.trainer.Trainer` hands hooks such a view, and so does
+:class:`istar_plugin.integrations.hf.IStarTrainer` for a ``transformers.Trainer``: both run this module's
+:class:`HookDispatcher`.
+
+>>> class Count(Hook):
+...     def __init__(self):
+...         self.steps = 0
+...     def on_step_end(self, run, step, stats):
+...         self.steps += 1
+...         if step == 2:
+...             run.control.request_stop("enough")
+>>> class View(ReadOnlyView):
+...     __slots__ = ("control",)
+...     def __init__(self):
+...         object.__setattr__(self, "control", TrainingControl())
+>>> view, counter = View(), Count()
+>>> dispatcher = HookDispatcher([counter], view)
+>>> for step in (1, 2):
+...     dispatcher.step_end(step, {})
+>>> counter.steps, view.control.should_stop, view.control.stop_reason
+(2, True, 'enough')
+>>> view.step = 3
+Traceback (most recent call last):
+...
+AttributeError: a run view is read-only: cannot set 'step'
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import (
+    Any,
+    ContextManager,
+    Iterable,
+    Optional,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
+
+import torch
+
+__all__ = ["Hook", "RunView", "TrainingControl", "ReadOnlyView", "HookDispatcher", "EVENTS"]
+
+EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_step_end", "on_fit_end")
+
+
+class TrainingControl:
+    """What hooks may ask of the loop (in the spirit of ``transformers.TrainerControl``).
+
+    ``request_stop(reason)``: end training after the current epoch. ``request_evaluation(**annotations)``:
+    measure the evaluation split again after ``on_fit_end`` (e.g. once the best weights are restored), its
+    record annotated with ``annotations``.
+
+    >>> control = TrainingControl()
+    >>> control.request_evaluation(weights_from_step=3)
+    >>> control.take_evaluation_request(), control.take_evaluation_request()
+    ({'weights_from_step': 3}, None)
+    """
+
+    def __init__(self) -> None:
+        self.should_stop = False
+        self.stop_reason: Optional[str] = None
+        self._evaluation: Optional[dict[str, Any]] = None
+
+    def request_stop(self, reason: str) -> None:
+        """End training after the current epoch; the first reason given is kept."""
+        if not self.should_stop:
+            self.should_stop, self.stop_reason = True, reason
+
+    def request_evaluation(self, **annotations: Any) -> None:
+        """Evaluate once more after ``on_fit_end``; ``annotations`` are added to that evaluation's record."""
+        self._evaluation = {**(self._evaluation or {}), **annotations}
+
+    def take_evaluation_request(self) -> Optional[dict[str, Any]]:
+        """The pending request's annotations (``{}`` when none were given), or None; clears it (the loop calls this)."""
+        request, self._evaluation = self._evaluation, None
+        return request
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """Exactly what a hook may read of the run; a view refuses assignment and every other attribute.
+
+    ``model``: the adapter (``hidden_size``, ``num_layers``, ``token_cloud(output, layers)``,
+    ``train(mode)``/``training``, ``named_parameters()``, called on a batch). ``train_features``: the training
+    set as the model sees it. ``collate(features)``: a device batch. ``autocast()``: the run's mixed-precision
+    context. ``evaluate(examples, features, isotropy)``: the task's metrics on ``features`` (default: the
+    evaluation split). ``mid_epoch``: some of the current epoch's batches were already consumed (a resumed
+    epoch). ``log(values, step)``: metrics to the run's logs; ``say(line)``: a progress line.
+    ``control``: the run's :class:`TrainingControl`.
+    """
+
+    @property
+    def model(self) -> Any: ...
+    @property
+    def train_features(self) -> Sequence[Any]: ...
+    @property
+    def eval_batch_size(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def mid_epoch(self) -> bool: ...
+    @property
+    def show_progress(self) -> bool: ...
+    @property
+    def output_dir(self) -> Path: ...
+    @property
+    def control(self) -> TrainingControl: ...
+
+    def collate(self, features: Sequence[dict]) -> dict[str, Any]: ...
+
+    def autocast(self) -> ContextManager: ...
+
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]: ...
+
+    def log(self, values: dict[str, Any], step: int) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class ReadOnlyView:
+    """Base of the run views: no instance dictionary and no assignment (set attributes in ``__init__`` with
+    ``object.__setattr__``), so a hook can neither add state to the run nor reach what the view does not name."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a run view is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a run view is read-only: cannot delete {name!r}")
 
 
 class Hook:
-    """Base class: every callback is a no-op; override the ones you need. A hook that sets ``stop_training``
-    ends training after the current epoch."""
+    """Base class: every callback is a no-op; override the ones you need. ``run`` is a :class:`RunView`; a
+    hook ends training after the current epoch with ``run.control.request_stop(reason)``."""
 
-    stop_training = False
+    def on_fit_start(self, run: RunView) -> None: ...
 
-    def on_fit_start(self, trainer) -> None: ...
+    def on_epoch_start(self, run: RunView, epoch: int) -> None: ...
 
-    def on_epoch_start(self, trainer, epoch: int) -> None: ...
+    def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
-    def on_epoch_end(self, trainer, epoch: int) -> None: ...
-
-    def on_step_end(self, trainer, step: int, stats: dict[str, Any]) -> None:
+    def on_step_end(self, run: RunView, step: int, stats: dict[str, Any]) -> None:
         """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one with
         ``float()`` or ``.item()`` waits for the device: avoid it in every step), and ``lr`` as a float."""
 
-    def on_fit_end(self, trainer) -> None:
+    def on_fit_end(self, run: RunView) -> None:
         """After the last training step, before the final evaluation (e.g. restore the best weights)."""
 
     def results(self) -> dict[str, Any]:
@@ -44,3 +176,40 @@ class Hook:
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+class HookDispatcher:
+    """Calls every hook, in order, for an event, handing each the run's view; ``hooks`` is the live list (hooks
+    appended later are called too). An object that is no :class:`Hook` and lacks an event's method is skipped."""
+
+    def __init__(self, hooks: Iterable[Hook], view: RunView):
+        self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)
+        self.view = view
+
+    def dispatch(self, event: str, *args: Any) -> None:
+        if event not in EVENTS:
+            raise ValueError(f"unknown hook event {event!r}; events: {', '.join(EVENTS)}")
+        for hook in self.hooks:
+            method = getattr(hook, event, None)
+            if method is not None:
+                method(self.view, *args)
+
+    def fit_start(self) -> None:
+        self.dispatch("on_fit_start")
+
+    def epoch_start(self, epoch: int) -> None:
+        self.dispatch("on_epoch_start", epoch)
+
+    def epoch_end(self, epoch: int) -> None:
+        self.dispatch("on_epoch_end", epoch)
+
+    def step_end(self, step: int, stats: dict[str, Any]) -> None:
+        self.dispatch("on_step_end", step, stats)
+
+    def fit_end(self) -> None:
+        self.dispatch("on_fit_end")
+
+    def state_dicts(self) -> list[dict[str, Any]]:
+        return [hook.state_dict() for hook in self.hooks]
+
+    def load_state_dicts(self, states: Sequence[dict[str, Any]]) -> None:
+        for hook, state in zip(self.hooks, states):
+            hook.load_state_dict(state)

@@ -80,7 +80,7 @@ def collective_checks(rank: int, port: int, overrides: list, out_dir: str) -> No
         criterion_scores[mode] = stats["isoscore_star"].item()
 
     trainer = Trainer(compose(overrides))
-    sigma = {points: estimate_shrinkage_covariance(trainer, None, points, epoch=0).state_dict() for points in (10**6, 301)}
+    sigma = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0).state_dict() for points in (10**6, 301)}
     torch.save({"pooled": pooled.detach(), "grads": [chunk.grad for chunk in chunks], "criterion": criterion_scores,
                 "sigma": sigma}, f"{out_dir}/rank{rank}.pt")
     torch.distributed.destroy_process_group()

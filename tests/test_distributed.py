@@ -79,7 +79,7 @@ def runs(sigma_overrides, tmp_path_factory):
     context = mp.spawn(workers.collective_checks, args=(workers.free_port(), sigma_overrides, str(out_dir)),
                        nprocs=workers.WORLD_SIZE, join=False)
     trainer = Trainer(compose([*sigma_overrides, f"output_dir={tmp_path_factory.mktemp('single')}"]))  # rank 0 holds theirs
-    single = {points: estimate_shrinkage_covariance(trainer, None, points, epoch=0) for points in (10**6, 301)}
+    single = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0) for points in (10**6, 301)}
     single["tokens"] = sum(len(feature["input_ids"]) for feature in trainer.train_features)
     while not context.join():
         pass

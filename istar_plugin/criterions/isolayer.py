@@ -140,8 +140,8 @@ class _BalanceState(Hook):
     def __init__(self, criterion: "IsoLayerCriterion"):
         self.criterion = criterion
 
-    def on_epoch_start(self, trainer, epoch: int) -> None:
-        if self.criterion.cfg.restart_per_epoch and trainer.batches_done == 0:
+    def on_epoch_start(self, run, epoch: int) -> None:
+        if self.criterion.cfg.restart_per_epoch and not run.mid_epoch:
             self.criterion.step = 0
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept
 current and identical on every rank by the :class:`ShrinkageHook` that I-STAR (and the Isotropy Layer) hand
-the trainer.
+the training loop.
 
 >>> [points_quota(250_000, rank, 3) for rank in range(3)]
 [83334, 83333, 83333]
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..hooks import Hook
+from ..hooks import Hook, RunView
 from ..isotropy import CovarianceAccumulator, isoscore_from_cov
 from ..models.encoder import padded_token_cloud
 
@@ -40,29 +40,29 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 
 
 @torch.no_grad()
-def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int, train_mode: bool = False,
+def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch: int, train_mode: bool = False,
                                   cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
     """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
 
     Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
     selected layers' clouds, padding-free unless ``include_padding``, or of ``cloud(model, output)`` when
     given: a list of (n, d) tensors); one all-reduce pools the statistics, so each rank returns the same
-    accumulator. Nothing but O(d^2) statistics is kept.
+    accumulator. Nothing but O(d^2) statistics is kept. ``run``: the loop's :class:`~istar_plugin.hooks.RunView`.
     """
-    model = trainer.model
-    quota = points_quota(total_points, trainer.rank, trainer.world_size)
-    indices = shrinkage_shard(len(trainer.train_features), trainer.cfg.seed, epoch, trainer.rank, trainer.world_size)
-    accumulator = CovarianceAccumulator(model.hidden_size, device=trainer.device)
+    model = run.model
+    quota = points_quota(total_points, run.rank, run.world_size)
+    indices = shrinkage_shard(len(run.train_features), run.seed, epoch, run.rank, run.world_size)
+    accumulator = CovarianceAccumulator(model.hidden_size, device=run.device)
     was_training = model.training
     model.train(train_mode)
-    bar = tqdm(total=quota, desc="Sigma_S", unit="pt", disable=not trainer.show_progress, leave=False)
+    bar = tqdm(total=quota, desc="Sigma_S", unit="pt", disable=not run.show_progress, leave=False)
     try:
-        batch_size = trainer.eval_batch_size
+        batch_size = run.eval_batch_size
         for start in range(0, len(indices), batch_size):
             if accumulator.count >= quota:
                 break
-            batch = trainer.collate([trainer.train_features[i] for i in indices[start : start + batch_size]])
-            with trainer.autocast():
+            batch = run.collate([run.train_features[i] for i in indices[start : start + batch_size]])
+            with run.autocast():
                 output = model(batch)
             for chunk in (cloud(model, output) if cloud else padded_token_cloud(model, output, layers, include_padding)):
                 room = quota - accumulator.count
@@ -73,7 +73,7 @@ def estimate_shrinkage_covariance(trainer, layers, total_points: int, epoch: int
     finally:
         bar.close()
         model.train(was_training)
-    if trainer.world_size > 1:
+    if run.world_size > 1:
         accumulator.all_reduce()
     return accumulator
 
@@ -90,15 +90,15 @@ class ShrinkageHook(Hook):
         self.epoch_computed: int | None = None
         self.points_used = 0
 
-    def on_epoch_start(self, trainer, epoch: int) -> None:
+    def on_epoch_start(self, run: RunView, epoch: int) -> None:
         if self.epoch_computed == epoch and self.criterion.shrinkage_cov is not None:
             # restored from a checkpoint taken during this epoch: keep it, do not recompute a different one
-            self.criterion.shrinkage_cov = self.criterion.shrinkage_cov.to(trainer.device)
+            self.criterion.shrinkage_cov = self.criterion.shrinkage_cov.to(run.device)
             return
         cfg = self.criterion.cfg
         started = time.perf_counter()
         accumulator = estimate_shrinkage_covariance(
-            trainer, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
+            run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
             cloud=getattr(self.criterion, "shrinkage_cloud", None), include_padding=getattr(cfg, "padding", "exclude") == "include",
         )
         if accumulator.count < 2:
@@ -108,11 +108,11 @@ class ShrinkageHook(Hook):
         self.epoch_computed, self.points_used = epoch, accumulator.count
         seconds = time.perf_counter() - started
         score = isoscore_from_cov(covariance).item()
-        trainer.log(
+        run.log(
             {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
-            step=trainer.step,
+            step=run.step,
         )
-        trainer.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
+        run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
@@ -33,13 +33,9 @@ from transformers import Trainer, TrainerCallback
 from transformers.utils import logging
 
 from ..criterions import Criterion, task_loss
-from ..models.encoder import (
-    _HIDDEN_SIZE_ATTRIBUTES,
-    _NUM_LAYERS_ATTRIBUTES,
-    EncoderOutput,
-    _config_value,
-    token_cloud,
-)
+from ..hooks import HookDispatcher, ReadOnlyView, TrainingControl
+from ..models.encoder import EncoderOutput
+from ..models.token_cloud import TokenCloudSurface, attention_mask_or_ones
 from ..registry import CRITERIONS, load_plugins
 from ..training.step_statistics import IntervalStatistics
 
@@ -61,21 +57,15 @@ def model_kind(model) -> str:
     raise TypeError(f"IStarTrainer supports *ForSequenceClassification and *ForQuestionAnswering models, got {name}")
 
 
-class HFModelView:
+class HFModelView(TokenCloudSurface):
     """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter: a forward pass returning
-    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and padding-free token clouds."""
+    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and padding-free token clouds
+    (``hidden_size``, ``num_layers``, ``token_cloud``, ``last_layer_tokens`` and ``word_embeddings`` are
+    :class:`~istar_plugin.models.token_cloud.TokenCloudSurface`'s, as for :class:`~istar_plugin.models.HFEncoder`)."""
 
     def __init__(self, model: torch.nn.Module, kind: str):
         self.model, self.kind = model, kind
         self.inputs = set(inspect.signature(model.forward).parameters) - set(LABEL_KEYS)
-
-    @property
-    def hidden_size(self) -> int:
-        return _config_value(self.model.config, _HIDDEN_SIZE_ATTRIBUTES)
-
-    @property
-    def num_layers(self) -> int:
-        return _config_value(self.model.config, _NUM_LAYERS_ATTRIBUTES)
 
     @property
     def training(self) -> bool:
@@ -85,13 +75,14 @@ class HFModelView:
         self.model.train(mode)
         return self
 
+    def named_parameters(self, *args, **kwargs):
+        return self.model.named_parameters(*args, **kwargs)
+
     def forward(self, batch: dict[str, Any], model: Optional[torch.nn.Module] = None):
         """Run ``model`` (default: the view's; pass the DDP-wrapped one when training) on the batch's model inputs;
         returns (the Hugging Face output, its :class:`EncoderOutput`)."""
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
-        attention_mask = inputs.get("attention_mask")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(inputs["input_ids"])
+        attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
         output = EncoderOutput(
             logits=getattr(out, "logits", None),
@@ -105,83 +96,84 @@ class HFModelView:
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
         return self.forward(batch)[1]
 
-    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
-                    include_padding: bool = False) -> list[Tensor]:
-        """The padding-free token cloud per layer (``include_padding``: every padded position, for
-        ``criterion_args={"padding": "include"}``)."""
-        mask = torch.ones_like(output.attention_mask) if include_padding else output.attention_mask
-        return token_cloud(output.hidden_states, mask, layers)
 
-    def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
-        return self.token_cloud(output, [-1])[0]
+class _LoopView(ReadOnlyView):
+    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer: what hooks may read, as the ``istar-run`` trainer's view."""
 
-    def word_embeddings(self) -> Tensor:
-        """The word-embedding matrix (the parameter itself), for criterions that regularise it."""
-        return self.model.get_input_embeddings().weight
-
-
-class _LoopView:
-    """The attributes hooks read from the ``istar-run`` trainer (see :mod:`istar_plugin.hooks`), from a HF Trainer."""
+    __slots__ = ("_trainer", "_features", "control")
 
     def __init__(self, trainer: "IStarTrainer"):
-        self.trainer = trainer
-        self.model = trainer.view
-        self.cfg = SimpleNamespace(seed=trainer.args.seed)
-        self.show_progress = False
-        self._features = None
+        object.__setattr__(self, "_trainer", trainer)
+        object.__setattr__(self, "_features", None)
+        object.__setattr__(self, "control", TrainingControl())
 
-    rank = property(lambda self: self.trainer.args.process_index)
-    world_size = property(lambda self: self.trainer.args.world_size)
-    device = property(lambda self: self.trainer.args.device)
-    step = property(lambda self: self.trainer.state.global_step)
-    eval_batch_size = property(lambda self: self.trainer.args.per_device_eval_batch_size)
+    model = property(lambda self: self._trainer.view)
+    seed = property(lambda self: self._trainer.args.seed)
+    rank = property(lambda self: self._trainer.args.process_index)
+    world_size = property(lambda self: self._trainer.args.world_size)
+    device = property(lambda self: self._trainer.args.device)
+    step = property(lambda self: self._trainer.state.global_step)
+    eval_batch_size = property(lambda self: self._trainer.args.per_device_eval_batch_size)
+    output_dir = property(lambda self: Path(self._trainer.args.output_dir))
+    show_progress = property(lambda self: False)
+    mid_epoch = property(lambda self: (self._trainer.state.epoch or 0.0) % 1 > 1e-6)
 
     @property
     def train_features(self):
         """The training set as the model sees it (unused columns removed, as the Trainer's own loader does)."""
         if self._features is None:
-            dataset = self.trainer.train_dataset
+            dataset = self._trainer.train_dataset
             if hasattr(dataset, "column_names"):
-                dataset = self.trainer._remove_unused_columns(dataset, "Sigma_S")
-            self._features = dataset
+                dataset = self._trainer._remove_unused_columns(dataset, "Sigma_S")
+            object.__setattr__(self, "_features", dataset)
         return self._features
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]:
-        return self.trainer._prepare_inputs(self.trainer.data_collator(list(features)))
+        return self._trainer._prepare_inputs(self._trainer.data_collator(list(features)))
 
     def autocast(self):
-        return self.trainer.autocast_smart_context_manager()
+        return self._trainer.autocast_smart_context_manager()
+
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]:
+        """The Trainer's own evaluation (``eval_*`` metrics) of ``features`` (default: its ``eval_dataset``)."""
+        return self._trainer.evaluate(eval_dataset=features) if features is not None else self._trainer.evaluate()
 
     def log(self, values: dict[str, Any], step: int) -> None:
-        self.trainer.log(dict(values))
+        self._trainer.log(dict(values))
 
     def say(self, line: str) -> None:
         """A progress line through transformers' logging, from the main process (as the Trainer's own)."""
-        if self.trainer.is_world_process_zero():
+        if self._trainer.is_world_process_zero():
             logger.info(line)
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's fit/epoch/step events."""
+    """Runs the criterion's hooks at the Trainer's fit/epoch/step events through the trainer's
+    :class:`~istar_plugin.hooks.HookDispatcher`; a hook's stop request ends training after the epoch, and
+    its evaluation request (after ``on_fit_end``) runs the Trainer's evaluation."""
 
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer
 
     def on_train_begin(self, args, state, control, **kwargs):
-        for hook in self.trainer.criterion_hooks:
-            hook.on_fit_start(self.trainer.loop)
+        self.trainer.hooks.fit_start()
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        for hook in self.trainer.criterion_hooks:
-            hook.on_epoch_start(self.trainer.loop, _epoch(state))
+        self.trainer.hooks.epoch_start(_epoch(state))
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        for hook in self.trainer.criterion_hooks:
-            hook.on_epoch_end(self.trainer.loop, _epoch(state) - 1)
+        self.trainer.hooks.epoch_end(_epoch(state) - 1)
+        if self.trainer.loop.control.should_stop:
+            control.should_training_stop = True
 
     def on_step_end(self, args, state, control, **kwargs):
-        for hook in self.trainer.criterion_hooks:
-            hook.on_step_end(self.trainer.loop, state.global_step, dict(self.trainer.last_stats))
+        self.trainer.hooks.step_end(state.global_step, dict(self.trainer.last_stats))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.trainer.hooks.fit_end()
+        if self.trainer.loop.control.take_evaluation_request() is not None:
+            self.trainer.loop.evaluate()
 
 
 def _epoch(state) -> int:
@@ -206,6 +198,7 @@ class IStarTrainer(Trainer):
         self.criterion_hooks = list(self.criterion.hooks())
         self.view = HFModelView(self.model, self.kind)
         self.loop = _LoopView(self)
+        self.hooks = HookDispatcher(self.criterion_hooks, self.loop)
         self.loss_is_scaled_for_ga = False  # the criterion's loss is a per-batch mean
         self.last_stats: dict[str, Tensor] = {}
         self._interval = IntervalStatistics()

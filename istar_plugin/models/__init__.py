@@ -13,7 +13,9 @@ from .encoder import (
     ModelConfig,
     padded_token_cloud,
     resolve_model_path,
+    restoring_weights,
     token_cloud,
 )
 
-__all__ = ["EncoderOutput", "HFEncoder", "ModelConfig", "padded_token_cloud", "resolve_model_path", "token_cloud"]
+__all__ = ["EncoderOutput", "HFEncoder", "ModelConfig", "padded_token_cloud", "resolve_model_path", "restoring_weights",
+           "token_cloud"]

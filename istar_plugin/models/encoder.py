@@ -30,12 +30,14 @@ True
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
 import sys
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -48,8 +50,15 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
+from .token_cloud import (
+    TokenCloudSurface,
+    attention_mask_or_ones,
+    padded_token_cloud,
+    token_cloud,
+)
 
-__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "KINDS"]
+__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "padded_token_cloud", "KINDS",
+           "restoring_weights"]
 
 KINDS = ("classification", "regression", "extractive_qa")
 PACKAGE_PREFIX = "package:"
@@ -60,8 +69,6 @@ _DROPOUT_ATTRIBUTES = (
     ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
 )
 DECODER_MODEL_TYPES = ("gpt2",)  # classify from the last real token; no representation hook (it reads token 0)
-_HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")
-_NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
 
 
 @dataclass
@@ -131,15 +138,6 @@ def resolve_model_path(name_or_path: str | PathLike) -> str:
     return str(get_model_path())
 
 
-def _config_value(config, names: Sequence[str]) -> int:
-    """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
-    for name in names:
-        value = getattr(config, name, None)
-        if value is not None:
-            return int(value)
-    raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
-
-
 def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
     """The pretrained config with the head size, problem type and dropout override applied."""
     overrides = {}
@@ -163,7 +161,7 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
 
 
 @MODELS.register("hf_auto", ModelConfig)
-class HFEncoder(torch.nn.Module):
+class HFEncoder(TokenCloudSurface, torch.nn.Module):
     """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
@@ -193,15 +191,6 @@ class HFEncoder(torch.nn.Module):
         if kind != "extractive_qa" and not self.is_decoder:
             self.model.base_model.register_forward_hook(self._at_head_input)
 
-    @property
-    def hidden_size(self) -> int:
-        return _config_value(self.model.config, _HIDDEN_SIZE_ATTRIBUTES)
-
-    @property
-    def num_layers(self) -> int:
-        """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
-        return _config_value(self.model.config, _NUM_LAYERS_ATTRIBUTES)
-
     def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
         """Run the model on ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the model takes them).
 
@@ -209,9 +198,7 @@ class HFEncoder(torch.nn.Module):
         """
         if "input_ids" not in batch:
             raise KeyError(f"batch needs 'input_ids'; got keys {sorted(batch)}")
-        attention_mask = batch.get("attention_mask")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(batch["input_ids"])
+        attention_mask = attention_mask_or_ones(batch)
         inputs = {"input_ids": batch["input_ids"], "attention_mask": attention_mask}
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
@@ -263,34 +250,6 @@ class HFEncoder(torch.nn.Module):
             out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
         return out
 
-    def token_cloud(self, output: EncoderOutput, layers: Optional[Sequence[int]] = None,
-                    include_padding: bool = False) -> list[Tensor]:
-        """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
-
-        ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
-        ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
-        code's cloud); (batch * padded length, hidden) per layer. Otherwise the real tokens are
-        ``output.token_positions`` when the batch brought them (no host-device sync), else the nonzero
-        entries of the attention mask.
-        """
-        if include_padding:
-            return token_cloud(output.hidden_states, torch.ones_like(output.attention_mask), layers)
-        return token_cloud(output.hidden_states, output.attention_mask, layers, positions=output.token_positions)
-
-    def last_layer_tokens(self, output: EncoderOutput) -> Tensor:
-        """The last layer's non-padding tokens, (n_tokens, hidden)."""
-        return self.token_cloud(output, [-1])[0]
-
-    def word_embeddings(self) -> Tensor:
-        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow).
-
-        The matrix W of the isotropy-calibration papers (tied to the MLM output layer in these encoders).
-        """
-        embeddings = self.model.get_input_embeddings()
-        if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
-            raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")
-        return embeddings.weight
-
     def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None, label2id: Optional[dict] = None) -> None:
         """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
         ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
@@ -314,32 +273,23 @@ class HFEncoder(torch.nn.Module):
 
 
 
-def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None,
-                positions: Optional[Tensor] = None) -> list[Tensor]:
-    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
+_WEIGHTS_RESTORED_LATER = contextvars.ContextVar("weights_restored_later", default=False)
 
-    ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
-    ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
-    collator, so no host-device sync); else the nonzero entries of ``attention_mask``.
 
-    >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
-    >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
-    [torch.Size([3, 4])]
+@contextlib.contextmanager
+def restoring_weights() -> Iterator[None]:
+    """Models built inside print no load report ("newly initialised: classifier.*"): their weights, the fresh
+    head's included, are about to come from a checkpoint (a resumed or finished run, ``istar-export``).
+
+    >>> with restoring_weights():
+    ...     _WEIGHTS_RESTORED_LATER.get()
+    True
     """
-    count = len(hidden_states)
-    indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
-    if positions is None:
-        positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
-    return [_flat(hidden_states[index]).index_select(0, positions) for index in indices]
-
-
-def _check_layer(index: int, count: int) -> int:
-    if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
-        raise ValueError(
-            f"layer index {index!r} out of range: hidden_states has {count} entries "
-            f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
-        )
-    return index
+    token = _WEIGHTS_RESTORED_LATER.set(True)
+    try:
+        yield
+    finally:
+        _WEIGHTS_RESTORED_LATER.reset(token)
 
 
 def _load_with_one_line_report(auto_class, path: str, **kwargs):
@@ -356,7 +306,7 @@ def _load_with_one_line_report(auto_class, path: str, **kwargs):
             transformers_logging.enable_progress_bar()
     fresh, unused = sorted(info.get("missing_keys", ())), info.get("unexpected_keys", ())
     mismatched = [str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys", ())]
-    if fresh or unused or mismatched:
+    if (fresh or unused or mismatched) and not _WEIGHTS_RESTORED_LATER.get():
         parts = [f"newly initialised: {', '.join(fresh) or 'none'}", f"{len(unused)} unused checkpoint tensor(s)"]
         if mismatched:
             parts.append(f"re-initialised for a new shape: {', '.join(mismatched)}")
@@ -380,16 +330,3 @@ def _enable_activation_checkpointing(model) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-
-def _flat(hidden: Tensor) -> Tensor:
-    """(batch, tokens, hidden) -> (batch * tokens, hidden), a view when possible."""
-    return hidden.reshape(-1, hidden.shape[-1])
-
-
-def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
-    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
-    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
-    if include_padding:
-        return model.token_cloud(output, layers, include_padding=True)
-    return model.token_cloud(output, layers)

@@ -20,6 +20,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from ..errors import ConfigError, ModelError
+from .token_cloud import hidden_size, num_layers
 
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
 
@@ -33,20 +34,15 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
         return None
     from transformers import AutoConfig
 
-    from .encoder import (
-        _HIDDEN_SIZE_ATTRIBUTES,
-        _NUM_LAYERS_ATTRIBUTES,
-        _config_value,
-        resolve_model_path,
-    )
+    from .encoder import resolve_model_path
 
     name = cfg.model.name_or_path
     try:
         path = resolve_model_path(name)
         config = AutoConfig.from_pretrained(path, revision=cfg.model.revision,
                                             local_files_only=local_only or cfg.model.local_files_only)
-        layers = _config_value(config, _NUM_LAYERS_ATTRIBUTES)
-        _config_value(config, _HIDDEN_SIZE_ATTRIBUTES)
+        layers = num_layers(config)
+        hidden_size(config)
     except (OSError, ImportError, ValueError) as error:
         detail = " ".join(str(error).split())
         raise ModelError(f"model {name!r} cannot be loaded: {detail[:300]}") from None

@@ -1,14 +1,47 @@
-"""The order of training examples: a seeded permutation per epoch, split over ranks, optionally grouped by length.
+"""Batches: the order of training examples (a seeded permutation per epoch, split over ranks, optionally
+grouped by length) and their collation into padded device tensors.
 
 >>> sorted(epoch_order(5, seed=1, epoch=0, rank=0, world_size=2) + epoch_order(5, seed=1, epoch=0, rank=1, world_size=2))[:5]
 [0, 1, 2, 3, 4]
+>>> batch = collate([{"input_ids": [5, 6, 7], "labels": 1}, {"input_ids": [8], "labels": 0}], pad_id=0, device=torch.device("cpu"))
+>>> batch["input_ids"].tolist(), batch["token_positions"].tolist()
+([[5, 6, 7], [8, 0, 0]], [0, 1, 2, 3])
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
+
+TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "start_positions", "end_positions")
+
+
+def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Pad a list of features to the longest one (``input_ids`` with ``pad_id``) and move the tensors to ``device``.
+
+    ``token_positions`` (flat indices of the real tokens) is computed here, on the host, so that
+    selecting the padding-free token cloud needs no host-device sync. On a GPU the tensors are
+    pinned and copied asynchronously (the copy overlaps the previous batch's compute).
+    """
+    lengths = [len(f["input_ids"]) for f in features]
+    width = max(lengths)
+    batch: dict[str, torch.Tensor] = {}
+    for name in TENSOR_FIELDS:
+        if name not in features[0] or features[0][name] is None:
+            continue
+        values = [f[name] for f in features]
+        if name in ("input_ids", "attention_mask", "token_type_ids"):
+            fill = pad_id if name == "input_ids" else 0
+            values = [list(v) + [fill] * (width - len(v)) for v in values]
+            batch[name] = torch.tensor(values, dtype=torch.long)
+        else:
+            dtype = torch.float32 if isinstance(values[0], float) else torch.long
+            batch[name] = torch.tensor(values, dtype=dtype)
+    batch["token_positions"] = torch.cat([torch.arange(length) + row * width for row, length in enumerate(lengths)])
+    if device.type == "cuda":
+        batch = {k: v.pin_memory() for k, v in batch.items()}
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,

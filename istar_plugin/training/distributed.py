@@ -88,3 +88,13 @@ def mean_over_ranks(values: torch.Tensor, world_size: int) -> torch.Tensor:
 def barrier(world_size: int) -> None:
     if world_size > 1:
         dist.barrier()
+
+
+def wrap_model(model: torch.nn.Module, world_size: int, device: torch.device) -> torch.nn.Module:
+    """``model`` itself on one rank, else wrapped in DistributedDataParallel (on ``device`` for a GPU)."""
+    if world_size == 1:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)

@@ -6,6 +6,8 @@ main metric (higher is better for every task here), and after ``patience`` epoch
 (``None``: never) ends training. At the end the best parameters are put back and the evaluation split is
 measured once more: the run's final metrics are those of the selected model. Its state (best score, step
 and parameters) is saved with every checkpoint, so a resumed run selects exactly as an uninterrupted one.
+The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone and acts through the view's
+:class:`~istar_plugin.hooks.TrainingControl` (``request_stop``, ``request_evaluation``).
 
 >>> stopper = EarlyStopping([], [], "accuracy", patience=2)
 >>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
@@ -20,7 +22,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ..hooks import Hook
+from ..hooks import Hook, RunView
 
 
 class EarlyStopping(Hook):
@@ -46,28 +48,36 @@ class EarlyStopping(Hook):
                 self.stop_training = True
         return improved
 
-    def on_epoch_end(self, trainer, epoch: int) -> None:
-        result = trainer.evaluate(self.examples, self.features, isotropy=False)
-        value = float(result[self.metric])
-        if self.observe(value, trainer.step):
-            self.best_parameters = {name: p.detach().cpu().clone() for name, p in trainer.model.named_parameters()
-                                    if p.requires_grad}
-        self.records.append({"step": trainer.step, "epoch": epoch, self.metric: value})
-        trainer.log({f"valid/{self.metric}": value, "valid/best": self.best,
-                     "valid/epochs_without_improvement": self.epochs_without_improvement}, trainer.step)
-        if self.stop_training:
-            trainer.log({"valid/stopped_at_epoch": epoch}, trainer.step)
+    def on_fit_start(self, run: RunView) -> None:
+        if self.stop_training:  # resumed after the epoch that decided to stop: stop again
+            run.control.request_stop(self._stop_reason())
 
-    def on_fit_end(self, trainer) -> None:
-        """Put the best parameters back and re-measure the evaluation split, unless they are the current ones."""
-        if not self.best_parameters or self.best_step == trainer.step:
+    def on_epoch_end(self, run: RunView, epoch: int) -> None:
+        result = run.evaluate(self.examples, self.features, isotropy=False)
+        value = float(result[self.metric])
+        if self.observe(value, run.step):
+            self.best_parameters = {name: p.detach().cpu().clone() for name, p in run.model.named_parameters()
+                                    if p.requires_grad}
+        self.records.append({"step": run.step, "epoch": epoch, self.metric: value})
+        run.log({f"valid/{self.metric}": value, "valid/best": self.best,
+                 "valid/epochs_without_improvement": self.epochs_without_improvement}, run.step)
+        if self.stop_training:
+            run.log({"valid/stopped_at_epoch": epoch}, run.step)
+            run.control.request_stop(self._stop_reason())
+
+    def on_fit_end(self, run: RunView) -> None:
+        """Put the best parameters back and ask for the evaluation split to be re-measured, unless they are the
+        current ones."""
+        if not self.best_parameters or self.best_step == run.step:
             return
-        parameters = dict(trainer.model.named_parameters())
+        parameters = dict(run.model.named_parameters())
         with torch.no_grad():
             for name, value in self.best_parameters.items():
                 parameters[name].copy_(value)
-        trainer._record_evaluation()
-        trainer.history[-1]["weights_from_step"] = self.best_step
+        run.control.request_evaluation(weights_from_step=self.best_step)
+
+    def _stop_reason(self) -> str:
+        return f"early stopping: validation {self.metric} did not improve for {self.epochs_without_improvement} epoch(s)"
 
     def results(self) -> dict[str, Any]:
         return {"validation": {"metric": self.metric, "examples": len(self.examples), "best": self.best,

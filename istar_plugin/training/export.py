@@ -23,6 +23,7 @@ import torch
 from omegaconf import OmegaConf
 
 from .. import config as config_module
+from ..models.encoder import restoring_weights
 from ..registry import MODELS, TASKS, load_plugins
 from ..storage.checkpoints import Checkpoints
 
@@ -88,7 +89,8 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
     load_plugins()
     cfg = OmegaConf.create(state["config"])
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
-    model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
+    with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
+        model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
     model.load_state_dict(state["model"])
     if out is None:
         out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")

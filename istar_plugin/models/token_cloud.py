@@ -1,0 +1,139 @@
+"""The token cloud of a Hugging Face model's hidden states, and the config lookups both model surfaces share.
+
+:class:`~istar_plugin.models.encoder.HFEncoder` (the ``istar-run`` adapter) and
+:class:`~istar_plugin.integrations.hf.HFModelView` (a ``transformers.Trainer``'s model as criterions see it)
+both build on :class:`TokenCloudSurface`: hidden size and layer count from the model's config, the padding-free
+token cloud of selected layers, the last layer's tokens and the word-embedding matrix.
+
+>>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+>>> mask = attention_mask_or_ones({"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])})
+>>> [cloud.shape for cloud in token_cloud(states, mask)], [cloud.shape for cloud in token_cloud(states, mask, include_padding=True)]
+([torch.Size([3, 4])], [torch.Size([6, 4])])
+>>> from types import SimpleNamespace
+>>> hidden_size(SimpleNamespace(dim=384)), num_layers(SimpleNamespace(num_hidden_layers=6, n_layers=None))
+(384, 6)
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["HIDDEN_SIZE_ATTRIBUTES", "NUM_LAYERS_ATTRIBUTES", "config_value", "hidden_size", "num_layers",
+           "attention_mask_or_ones", "token_cloud", "padded_token_cloud", "TokenCloudSurface"]
+
+HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")  # BERT family, DistilBERT
+NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
+
+
+def config_value(config: Any, names: Sequence[str]) -> int:
+    """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return int(value)
+    raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
+
+
+def hidden_size(config: Any) -> int:
+    """The width of a model's hidden states, from its Hugging Face config."""
+    return config_value(config, HIDDEN_SIZE_ATTRIBUTES)
+
+
+def num_layers(config: Any) -> int:
+    """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
+    return config_value(config, NUM_LAYERS_ATTRIBUTES)
+
+
+def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
+    """The batch's attention mask; a batch without one has no padding (every position is a token)."""
+    mask = inputs.get("attention_mask")
+    return torch.ones_like(inputs["input_ids"]) if mask is None else mask
+
+
+def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None,
+                positions: Optional[Tensor] = None, include_padding: bool = False) -> list[Tensor]:
+    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
+
+    ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+    ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
+    collator, so no host-device sync); else the nonzero entries of ``attention_mask``. ``include_padding``:
+    every position of the padded batch is a point, padding too (the official I-STAR code's cloud).
+
+    >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
+    >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
+    [torch.Size([3, 4])]
+    """
+    count = len(hidden_states)
+    indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
+    if include_padding:
+        positions = torch.arange(attention_mask.numel(), device=attention_mask.device)
+    elif positions is None:
+        positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
+    return [_flat(hidden_states[index]).index_select(0, positions) for index in indices]
+
+
+def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
+    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
+    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    if include_padding:
+        return model.token_cloud(output, layers, include_padding=True)
+    return model.token_cloud(output, layers)
+
+
+class TokenCloudSurface:
+    """What criterions and hooks read of a model wrapping a Hugging Face model as ``self.model``: its hidden
+    size and layer count, the token cloud of an :class:`~istar_plugin.models.encoder.EncoderOutput`, the last
+    layer's tokens and the word-embedding matrix."""
+
+    model: Any
+
+    @property
+    def hidden_size(self) -> int:
+        return hidden_size(self.model.config)
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
+        return num_layers(self.model.config)
+
+    def token_cloud(self, output, layers: Optional[Sequence[int]] = None, include_padding: bool = False) -> list[Tensor]:
+        """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
+
+        ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
+        ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
+        code's cloud); (batch * padded length, hidden) per layer. Otherwise the real tokens are
+        ``output.token_positions`` when the batch brought them (no host-device sync), else the nonzero
+        entries of the attention mask.
+        """
+        return token_cloud(output.hidden_states, output.attention_mask, layers,
+                           positions=getattr(output, "token_positions", None), include_padding=include_padding)
+
+    def last_layer_tokens(self, output) -> Tensor:
+        """The last layer's non-padding tokens, (n_tokens, hidden)."""
+        return self.token_cloud(output, [-1])[0]
+
+    def word_embeddings(self) -> Tensor:
+        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow).
+
+        The matrix W of the isotropy-calibration papers (tied to the MLM output layer in these encoders).
+        """
+        embeddings = self.model.get_input_embeddings()
+        if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
+            raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")
+        return embeddings.weight
+
+
+def _check_layer(index: int, count: int) -> int:
+    if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
+        raise ValueError(
+            f"layer index {index!r} out of range: hidden_states has {count} entries "
+            f"(0 = embeddings, 1..{count - 1} = transformer layers), valid indices {-count}..{count - 1}"
+        )
+    return index
+
+
+def _flat(hidden: Tensor) -> Tensor:
+    """(batch, tokens, hidden) -> (batch * tokens, hidden), a view when possible."""
+    return hidden.reshape(-1, hidden.shape[-1])

@@ -1,0 +1,180 @@
+"""Evaluation: the task's metrics, IsoScore* of the evaluation token cloud (overall and per layer), the
+isotropy of what the classifier's head sees, and I1/I2 of the word embeddings.
+
+:class:`Evaluator` runs a rank's share of the features through the model in eval mode, gathers every
+rank's outputs and scores them with the task. :func:`head_input_isotropy` gives the IsoScore and EV_1..3 of
+the head inputs (one vector per example: the pooled or [CLS] representation, or the output of modules
+inserted before the head, e.g. the Isotropy Layer), as the Isotropy Layer paper reports them.
+
+>>> axes = torch.diag(torch.tensor([4., 1, 1, 1, 1, 1, 1, 1]))  # variances 16 : 1 : ... : 1
+>>> summary = head_input_isotropy(torch.cat([axes, -axes]))
+>>> [round(v, 2) for v in summary["cls_explained_variance"]], summary["cls_isoscore"] < 0.6  # 16/23, 17/23, 18/23
+([0.7, 0.74, 0.78], True)
+>>> head_input_isotropy(torch.ones(5, 8))  # a collapsed representation has no principal directions
+{'cls_isoscore': None, 'cls_explained_variance': None}
+>>> embedding_isotropy(object())  # a model without word embeddings
+{}
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ContextManager, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..isotropy import (
+    CovarianceAccumulator,
+    explained_variance_ratio,
+    isoscore,
+    isoscore_from_cov,
+    partition_isotropy,
+)
+from ..metrics import collapsed
+from .distributed import gather_to_all
+
+EV_COMPONENTS = (1, 2, 3)
+
+
+def head_input_isotropy(points: Tensor) -> dict[str, Any]:
+    """``cls_isoscore`` and ``cls_explained_variance`` ([EV_1, EV_2, EV_3]) of ``points`` (n, d); None when
+    the points have no variance (every example mapped to the same vector: a collapsed representation)."""
+    points = torch.as_tensor(points).detach().to(torch.float64)
+    if points.shape[0] < 2 or not bool((points - points[0]).abs().amax() > 0):
+        return {"cls_isoscore": None, "cls_explained_variance": None}
+    components = [k for k in EV_COMPONENTS if k <= points.shape[1]]
+    return {
+        "cls_isoscore": isoscore(points).item(),
+        "cls_explained_variance": [explained_variance_ratio(points, k).item() for k in components],
+    }
+
+
+def embedding_isotropy(model) -> dict[str, float]:
+    """I1 and I2 (partition-function isotropy) of the word-embedding matrix, when the model has one."""
+    word_embeddings = getattr(model, "word_embeddings", None)
+    if word_embeddings is None:
+        return {}
+    i1, i2 = partition_isotropy(word_embeddings().detach())
+    return {"embedding_i1": i1.item(), "embedding_i2": i2.item()}
+
+
+class Evaluator:
+    """Scores the model on the evaluation split (or other features) with the task's metrics and isotropy.
+
+    ``collate(features)`` makes a device batch and ``autocast()`` the forward pass's precision context (the
+    trainer's); each rank takes every ``world_size``-th feature, and the outputs are gathered to every rank.
+    """
+
+    def __init__(self, task, model, examples: Sequence[dict], features: Sequence[dict], *,
+                 collate: Callable[[Sequence[dict]], dict[str, Tensor]], autocast: Callable[[], ContextManager],
+                 batch_size: int, rank: int, world_size: int, device: torch.device, sort_by_length: bool,
+                 show_progress: bool):
+        self.task, self.model, self.examples, self.features = task, model, examples, features
+        self.collate, self.autocast, self.batch_size = collate, autocast, batch_size
+        self.rank, self.world_size, self.device = rank, world_size, device
+        self.sort_by_length, self.show_progress = sort_by_length, show_progress
+
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]:
+        """Task metrics and, with ``isotropy``, IsoScore* (zeta = 0, padding excluded) overall and per layer and
+        the head input's IsoScore and EV_1..3; on the evaluation split unless ``examples``/``features`` are given."""
+        examples, features = (self.examples, self.features) if features is None else (examples, features)
+        outputs, per_layer = self.predict(features, isotropy)
+        return self.finish(outputs, per_layer if isotropy else None, examples, features)
+
+    @torch.no_grad()
+    def predict(self, features: Optional[Sequence[dict]] = None,
+                isotropy: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
+        """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
+        feature (by index) its logits (or unpadded start/end logits) and head input, and per layer the statistics
+        of the padding-free token cloud (with ``isotropy``).
+
+        With ``sort_by_length`` the batches hold features of similar lengths (longest first), so little
+        padding is computed; results are keyed by feature index, so the order is restored later.
+        Outputs stay on the device until the pass ends: no host sync per batch.
+        """
+        features = self.features if features is None else features
+        model = self.model
+        was_training = model.training
+        model.eval()
+        indices = list(range(self.rank, len(features), self.world_size))
+        if self.sort_by_length:
+            indices.sort(key=lambda i: len(features[i]["input_ids"]), reverse=True)
+        per_layer = [CovarianceAccumulator(model.hidden_size, device=self.device) for _ in range(model.num_layers)]
+        on_device: dict[str, list] = {"logits": [], "start": [], "end": [], "head_input": []}
+        bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
+        for start in range(0, len(indices), self.batch_size):
+            chunk = indices[start : start + self.batch_size]
+            batch = self.collate([features[i] for i in chunk])
+            with self.autocast():
+                output = model(batch)
+            if isotropy:
+                for accumulator, layer_points in zip(per_layer, model.token_cloud(output, None)):
+                    accumulator.update(layer_points)
+                if output.head_input is not None:
+                    on_device["head_input"].append(output.head_input.float())
+            if self.task.kind == "extractive_qa":
+                on_device["start"].append(output.start_logits.float())
+                on_device["end"].append(output.end_logits.float())
+            else:
+                on_device["logits"].append(output.logits.float())
+            bar.update(len(chunk))
+        bar.close()
+        model.train(was_training)
+        outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": [], "head_input": []}
+        for name, parts in on_device.items():
+            for part in parts:  # one device-to-host copy per batch, after the last batch was queued
+                outputs[name].extend(part.cpu().numpy())
+        if self.task.kind == "extractive_qa":  # each feature's logits without its padding
+            lengths = [len(features[i]["input_ids"]) for i in indices]
+            outputs["start"] = [row[:length] for row, length in zip(outputs["start"], lengths)]
+            outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
+        return outputs, per_layer
+
+    def finish(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
+               examples: Sequence[dict], features: Sequence[dict]) -> dict[str, Any]:
+        """Every rank's outputs gathered in feature order and scored; with ``per_layer``, the isotropy too."""
+        if self.world_size > 1:
+            for accumulator in per_layer or ():
+                accumulator.all_reduce()
+        gathered = gather_to_all(outputs, self.world_size)
+        by_index: dict[int, tuple] = {}
+        head_inputs: dict[int, np.ndarray] = {}
+        for part in gathered:
+            for position, index in enumerate(part["index"]):
+                if self.task.kind == "extractive_qa":
+                    by_index[index] = (part["start"][position], part["end"][position])
+                else:
+                    by_index[index] = part["logits"][position]
+                if part["head_input"]:
+                    head_inputs[index] = part["head_input"][position]
+        ordered = [by_index[i] for i in range(len(features))]  # each feature exactly once
+        if self.task.kind == "extractive_qa":
+            width = max(len(s) for s, _ in ordered)
+            start = np.full((len(ordered), width), -1e4, dtype=np.float32)
+            end = np.full_like(start, -1e4)
+            for row, (s, e) in enumerate(ordered):
+                start[row, : len(s)], end[row, : len(e)] = s, e
+            model_outputs: Any = (start, end)
+        else:
+            model_outputs = np.stack(ordered)
+        predictions, references = self.task.postprocess(examples, features, model_outputs)
+        metrics = self.task.compute_metrics(predictions, references)
+        if per_layer is None:
+            return metrics
+        union = CovarianceAccumulator(self.model.hidden_size, device=self.device)
+        for accumulator in per_layer:
+            union.merge(accumulator)
+        if head_inputs:  # one vector per example: classification and regression
+            metrics.update(head_input_isotropy(torch.from_numpy(np.stack([head_inputs[i] for i in range(len(features))]))))
+        result = {
+            **metrics,
+            "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
+            "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
+            **embedding_isotropy(self.model),
+        }
+        one_class = collapsed(self.task.kind, predictions)
+        if one_class is not None:
+            result["collapsed"] = one_class
+        return result

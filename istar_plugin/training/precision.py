@@ -1,0 +1,43 @@
+"""Mixed precision: which one a run uses on its device, and the autocast context of its forward passes.
+
+``precision=auto`` is bf16 on a GPU that has it, else fp16 on a GPU, and fp32 on a CPU; fp16 needs a GPU
+(and a gradient scaler, which the trainer enables for it alone).
+
+>>> import torch
+>>> choose_precision("auto", torch.device("cpu")), choose_precision("bf16", torch.device("cpu"))
+('fp32', 'bf16')
+>>> autocast("fp32", torch.device("cpu"))  # doctest: +ELLIPSIS
+<contextlib.nullcontext object at ...>
+>>> with autocast("bf16", torch.device("cpu")):
+...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
+torch.bfloat16
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import ContextManager
+
+import torch
+
+from ..errors import ConfigError
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def choose_precision(chosen: str, device: torch.device) -> str:
+    """The precision a run uses: ``chosen`` (``auto`` or one of :data:`PRECISIONS`) on ``device``."""
+    if chosen == "auto":
+        if device.type != "cuda":
+            return "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if chosen == "fp16" and device.type == "cpu":
+        raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
+    return chosen
+
+
+def autocast(precision: str, device: torch.device) -> ContextManager:
+    """The context of a forward pass in ``precision``: no autocast for fp32, else autocast to bf16 or fp16."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)

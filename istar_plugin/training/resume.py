@@ -1,0 +1,69 @@
+"""What a resumed run may change, and the pieces of a restore that do not need the whole trainer: the
+learning rate at the restored step, and each rank's random streams.
+
+>>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True}, {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
+['optim.lr']
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+from ..errors import RunDirError
+from ..storage.checkpoints import Checkpoints
+from .rng import seed_everything, set_rng_state
+
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
+                     "max_steps", "keep_checkpoints", "optim.overflow_patience", "data.sort_eval_by_length"}
+
+
+def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ, ignoring those a resumed run may change (logging, placement, max_steps)."""
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        name = f"{prefix}{key}"
+        if name in RESUMABLE_CHANGES:
+            continue
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += config_changes(old, new, f"{name}.")
+        elif old != new:
+            changed.append(name)
+    return changed
+
+
+def rates_at_restored_step(optimizer: torch.optim.Optimizer, scheduler) -> None:
+    """Set each group's rate to this run's schedule at the restored step (the saved rate ends the saved run's
+    schedule, 0 when it finished; max_steps may have grown since); the same value when nothing changed."""
+    for group, base_lr, rate in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        group["lr"] = base_lr * rate(scheduler.last_epoch)
+
+
+def restore_random_streams(state: dict, rank: int, world_size: int, batches_per_epoch: int, seed: int,
+                           output_dir: Path) -> None:
+    """This rank's saved RNG state; a checkpoint of another world size is resumed only at an epoch boundary,
+    with streams reseeded from (seed, step, rank)."""
+    saved_world_size = len(state["rng"])  # one RNG state per rank of the run that saved it
+    if saved_world_size == world_size:
+        set_rng_state(state["rng"][rank])
+    elif 0 < state["batches_done"] < batches_per_epoch:
+        raise RunDirError(
+            f"{output_dir}: the latest checkpoint (step {state['step']}) was taken mid-epoch by "
+            f"{saved_world_size} rank(s); resume it on {saved_world_size}, not {world_size} (each rank's "
+            "share of the epoch depends on the number of ranks), or from an epoch-end checkpoint"
+        )
+    else:  # an epoch boundary: the next epoch's order is split afresh; only the random streams must be new
+        warnings.warn(f"resuming a {saved_world_size}-rank checkpoint on {world_size} rank(s): random "
+                      "streams reseeded from (seed, step, rank); not bitwise the run an unchanged world size gives")
+        seed_everything(seed + 1_000_003 * rank + 7919 * state["step"])
+
+
+def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
+    """``run_dir`` holds the model's trained weights: a checkpoint to resume, or a finished run's results."""
+    if checkpoints.latest() is not None:
+        return True
+    results_path = run_dir / "results.json"
+    return results_path.is_file() and json.loads(results_path.read_text()).get("status") != "failed"
