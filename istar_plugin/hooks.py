@@ -207,6 +207,13 @@ class HookDispatcher:
     def fit_end(self) -> None:
         self.dispatch("on_fit_end")
 
+    def results(self) -> dict[str, Any]:
+        """What the hooks add to ``results.json``, later hooks' entries over earlier ones'."""
+        merged: dict[str, Any] = {}
+        for hook in self.hooks:
+            merged.update(getattr(hook, "results", dict)())
+        return merged
+
     def state_dicts(self) -> list[dict[str, Any]]:
         return [hook.state_dict() for hook in self.hooks]
 

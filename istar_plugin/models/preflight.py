@@ -18,8 +18,10 @@ from __future__ import annotations
 from typing import Optional
 
 from omegaconf import DictConfig
+from transformers import AutoConfig
 
 from ..errors import ConfigError, ModelError
+from .encoder import resolve_model_path
 from .token_cloud import hidden_size, num_layers
 
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
@@ -32,10 +34,6 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
     """
     if cfg.model.adapter != "hf_auto":
         return None
-    from transformers import AutoConfig
-
-    from .encoder import resolve_model_path
-
     name = cfg.model.name_or_path
     try:
         path = resolve_model_path(name)

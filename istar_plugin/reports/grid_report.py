@@ -24,7 +24,6 @@ from .istar_tables import (
 )
 from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
 
-
 FIGURES = (
     ("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
     ("figure7.png", figure7_points, figure7, "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),

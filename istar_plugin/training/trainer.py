@@ -38,7 +38,13 @@ from ..storage.atomic import (
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
+from ..storage.results import (
+    RESULTS,
+    ResultsRecord,
+    failed_record,
+    read_results,
+    write_results,
+)
 from . import export
 from .batching import collate, epoch_order
 from .distributed import barrier, gather_to_all, init_from_env, wrap_model
@@ -466,12 +472,9 @@ class Trainer:
                 self.cfg.seed))
         self.tensorboard.close()
 
-
     def _write_results(self) -> dict[str, Any]:
         final = self.history[-1]
-        hooked: dict[str, Any] = {}
-        for hook in self.hooks:
-            hooked.update(hook.results() if hasattr(hook, "results") else {})
+        hooked = self.dispatch.results()
         record = ResultsRecord(
             status="finished",
             task=self.cfg.task,
