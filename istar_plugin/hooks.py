@@ -183,6 +183,10 @@ class HookDispatcher:
     def __init__(self, hooks: Iterable[Hook], view: RunView):
         self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)
         self.view = view
+        for hook in self.hooks:
+            if hasattr(hook, "stop_training"):  # the attribute earlier versions read: refuse it rather than ignore it
+                raise TypeError(f"hook {type(hook).__name__} has a stop_training attribute, which is no longer read; "
+                                "stop training with run.control.request_stop(reason) instead")
 
     def dispatch(self, event: str, *args: Any) -> None:
         if event not in EVENTS:

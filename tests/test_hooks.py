@@ -118,3 +118,11 @@ def test_a_resumed_run_says_where_it_resumes_and_reports_no_fresh_head(tiny_bert
     export_checkpoint(run_dir, out=tmp_path / "exported")
     load_trained(run_dir)
     assert "newly initialised" not in capfd.readouterr().err
+
+
+def test_a_hook_written_for_the_old_stop_training_attribute_is_refused_not_ignored():
+    class OldStyle(Hook):
+        stop_training = False
+
+    with pytest.raises(TypeError, match="OldStyle has a stop_training attribute, which is no longer read; .*request_stop"):
+        HookDispatcher([OldStyle()], view=None)
