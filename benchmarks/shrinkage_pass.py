@@ -27,10 +27,7 @@ import time
 import torch
 
 from istar_plugin.config import compose
-from istar_plugin.criterions.shrinkage import (
-    estimate_shrinkage_covariance,
-    shrinkage_shard,
-)
+from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance, shrinkage_shard
 from istar_plugin.training.trainer import Trainer
 
 VARIANTS = ("forward_only", "sigma_s")

@@ -36,15 +36,7 @@ AttributeError: a run view is read-only: cannot set 'step'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import (
-    Any,
-    ContextManager,
-    Iterable,
-    Optional,
-    Protocol,
-    Sequence,
-    runtime_checkable,
-)
+from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 import torch
 

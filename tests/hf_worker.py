@@ -10,12 +10,7 @@ from pathlib import Path
 
 import datasets
 import torch
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorWithPadding,
-    TrainingArguments,
-)
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, TrainingArguments
 
 from istar_plugin.data.config import DataConfig
 from istar_plugin.data.tasks import get_task

@@ -5,13 +5,7 @@ import json
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (
-    AutoModelForSequenceClassification,
-    GPT2Config,
-    GPT2Model,
-    GPT2TokenizerFast,
-    pipeline,
-)
+from transformers import AutoModelForSequenceClassification, GPT2Config, GPT2Model, GPT2TokenizerFast, pipeline
 
 from istar_plugin.config import compose
 from istar_plugin.models.encoder import HFEncoder, ModelConfig

@@ -11,12 +11,7 @@ from istar_plugin.config import available
 from istar_plugin.launch import submit as launch
 from istar_plugin.launch.cell import load_snapshot, write_snapshot
 from istar_plugin.launch.grid import GridError, load, split_values, sweep
-from istar_plugin.launch.options import (
-    LaunchError,
-    available_profiles,
-    load_profile,
-    parse,
-)
+from istar_plugin.launch.options import LaunchError, available_profiles, load_profile, parse
 from istar_plugin.launch.submit import plan
 
 PAPER_TASKS = ["sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "squad"]

@@ -7,11 +7,7 @@ import hf_worker
 import pytest
 import torch
 from distributed_workers import free_port
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    TrainingArguments,
-)
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainingArguments
 
 from istar_plugin.hf import IStarTrainer, model_kind
 from istar_plugin.isotropy import CovarianceAccumulator, isoscore_from_cov

@@ -358,11 +358,7 @@ def test_zero_point_cloud_with_shrinkage_scores_the_shrinkage_matrix():
 
 
 def test_streamed_forms_match_the_point_forms():
-    from istar_plugin.isotropy import (
-        CovarianceAccumulator,
-        cosine_from_unit_sums,
-        explained_variance_curve,
-    )
+    from istar_plugin.isotropy import CovarianceAccumulator, cosine_from_unit_sums, explained_variance_curve
 
     generator = torch.Generator().manual_seed(3)
     points = torch.randn(500, 12, generator=generator, dtype=torch.float64) * torch.linspace(0.2, 3.0, 12).double() + 1.5

@@ -8,12 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from IsoScore import IsoScore as official
 
-from istar_plugin.isotropy import (
-    CovarianceAccumulator,
-    isoscore,
-    isoscore_from_cov,
-    isoscore_star,
-)
+from istar_plugin.isotropy import CovarianceAccumulator, isoscore, isoscore_from_cov, isoscore_star
 
 KINDS = ("normal", "uniform", "student_t", "anisotropic", "low_rank")
 

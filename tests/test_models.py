@@ -1,22 +1,10 @@
 """HFEncoder on the real offline MiniLM, plus tiny random DistilBERT/ALBERT checkpoints for config-name handling."""
 import pytest
 import torch
-from transformers import (
-    AlbertConfig,
-    AlbertModel,
-    BertTokenizerFast,
-    DistilBertConfig,
-    DistilBertModel,
-)
+from transformers import AlbertConfig, AlbertModel, BertTokenizerFast, DistilBertConfig, DistilBertModel
 
 from istar_plugin.isotropy import isoscore_star
-from istar_plugin.models.encoder import (
-    KINDS,
-    EncoderOutput,
-    HFEncoder,
-    ModelConfig,
-    resolve_model_path,
-)
+from istar_plugin.models.encoder import KINDS, EncoderOutput, HFEncoder, ModelConfig, resolve_model_path
 from istar_plugin.registry import MODELS
 
 SENTENCES = ["a short one", "a slightly longer sentence than that"]

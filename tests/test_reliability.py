@@ -19,14 +19,7 @@ from test_trainer import CrashAt
 
 from istar_plugin.config import compose
 from istar_plugin.data.task import clip_text
-from istar_plugin.errors import (
-    CheckpointError,
-    ConfigError,
-    DataError,
-    DivergedError,
-    RunDirError,
-    run_command,
-)
+from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
 from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
 from istar_plugin.reports import istar_tables as report
 from istar_plugin.storage.checkpoints import Checkpoints

@@ -8,12 +8,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from istar_plugin.storage import atomic as rundir
-from istar_plugin.storage.atomic import (
-    atomic_torch_save,
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_text,
-)
+from istar_plugin.storage.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_json, atomic_write_text
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.storage.logs import MetricsLog, TensorBoardLog
 

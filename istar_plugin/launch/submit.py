@@ -47,14 +47,7 @@ from omegaconf import DictConfig
 
 from ..config import ConfigError, compose
 from ..storage.atomic import atomic_write_json
-from .cell import (
-    CellRunner,
-    differences,
-    is_finished,
-    latest_checkpoint_step,
-    load_snapshot,
-    write_snapshot,
-)
+from .cell import CellRunner, differences, is_finished, latest_checkpoint_step, load_snapshot, write_snapshot
 from .grid import Cell, Grid, GridError
 from .options import LaunchError, LaunchOptions, SlurmProfile
 

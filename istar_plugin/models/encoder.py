@@ -41,21 +41,11 @@ from typing import Any, Iterator, Optional
 
 import torch
 from torch import Tensor
-from transformers import (
-    AutoConfig,
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-)
+from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
-from .token_cloud import (
-    TokenCloudSurface,
-    attention_mask_or_ones,
-    padded_token_cloud,
-    token_cloud,
-)
+from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "padded_token_cloud", "KINDS",
            "restoring_weights"]

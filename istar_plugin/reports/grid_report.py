@@ -14,14 +14,7 @@ from ..storage.atomic import atomic_write_text
 from . import calibration_tables, isolayer_table3
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
-from .istar_tables import (
-    csv_text,
-    table1,
-    table1_csv_rows,
-    table1_markdown,
-    table2,
-    table2_markdown,
-)
+from .istar_tables import csv_text, table1, table1_csv_rows, table1_markdown, table2, table2_markdown
 from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
 
 FIGURES = (

@@ -24,13 +24,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..isotropy import (
-    CovarianceAccumulator,
-    explained_variance_ratio,
-    isoscore,
-    isoscore_from_cov,
-    partition_isotropy,
-)
+from ..isotropy import CovarianceAccumulator, explained_variance_ratio, isoscore, isoscore_from_cov, partition_isotropy
 from ..metrics import collapsed
 from .distributed import gather_to_all
 

@@ -31,20 +31,11 @@ from ..hooks import Hook, HookDispatcher, TrainingControl
 from ..models.encoder import restoring_weights
 from ..models.preflight import check_model_limits
 from ..registry import CRITERIONS, MODELS, TASKS
-from ..storage.atomic import (
-    atomic_write_text,
-    remove_stale_temporaries,
-)
+from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import (
-    RESULTS,
-    ResultsRecord,
-    failed_record,
-    read_results,
-    write_results,
-)
+from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
 from . import export
 from .batching import collate, epoch_order
 from .distributed import barrier, gather_to_all, init_from_env, wrap_model
@@ -55,12 +46,7 @@ from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
 from .precision import autocast, choose_precision
 from .progress import criterion_description, eval_line, train_line
-from .resume import (
-    config_changes,
-    holds_weights,
-    rates_at_restored_step,
-    restore_random_streams,
-)
+from .resume import config_changes, holds_weights, rates_at_restored_step, restore_random_streams
 from .rng import rng_state, seed_everything
 from .run_view import TrainerView
 from .step import OptimizerStep
