@@ -88,6 +88,13 @@ def test_every_table_has_a_marker(page):
     assert text.count("<!-- table: ") == text.count("<!-- end table -->")
 
 
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_relative_link_resolves(page):
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text())
+    missing = [t for t in targets if not (page.parent / t).exists()]
+    assert not missing, f"{page_id(page)}: links to missing files {missing}"
+
+
 def test_every_results_csv_is_shown():
     shown = {(page.parent / csv_path).resolve() for page in PAGES for csv_path, _ in docs_tables.marked_tables(page.read_text())}
     unused = [p.name for p in sorted((ROOT / "docs" / "results").glob("*.csv")) if p.resolve() not in shown]
