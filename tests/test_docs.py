@@ -6,7 +6,8 @@ Blocks run in page order in one scratch directory per page, so a later block may
 venv's bin first on PATH; python blocks are exec'd in this process with the scratch directory as cwd. The scratch
 directory holds ``../shared/data`` (the benchmark files), ``docs/``, ``README.md`` and ``.venv`` (this interpreter's
 environment) as symlinks and a copy of ``examples/``. Fences with any other info string (``text``, ``toml``) are illustrations and are not run.
-Whole file, measured: 13.4 minutes on a shared 2-core machine (the README 9.9 of them, its quick-start job 5.5).
+Whole file, measured on the 2-core development machine: 4.8 minutes when it was idle (the README's blocks 3.2 of them,
+most of it the quick-start job), 13.4 minutes while other jobs loaded it (the README's 9.9).
 """
 import json
 import os
