@@ -111,14 +111,11 @@ class Checkpoints:
     def save(self, state: dict[str, Any], step: int) -> Path:
         """Write ``state`` as the checkpoint of ``step`` with its SHA-256 beside it, then delete all but the
         ``keep_last`` highest steps."""
-
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"checkpoint step must be an integer >= 0, got {step!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
         path = save_verified(state, self.directory / f"step_{int(step):08d}.pt")
-        for old in self._by_step()[: -self.keep_last]:
-            old.unlink(missing_ok=True)
-            digest_path(old).unlink(missing_ok=True)
+        self.keep_newest(self.keep_last)
         return path
 
     def paths(self) -> dict[int, Path]:
@@ -126,10 +123,11 @@ class Checkpoints:
         return {int(self.PATTERN.fullmatch(path.name)[1]): path for path in self._by_step()}
 
     def keep_newest(self, count: int) -> None:
-        """Delete all but the ``count`` highest steps (0: every checkpoint)."""
+        """Delete all but the ``count`` highest steps (0: every checkpoint), each with its SHA-256 file."""
         checkpoints = self._by_step()
         for old in checkpoints[: max(0, len(checkpoints) - count)]:
             old.unlink(missing_ok=True)
+            digest_path(old).unlink(missing_ok=True)
 
     def latest(self) -> Optional[Path]:
         """The checkpoint with the highest step, or None."""
