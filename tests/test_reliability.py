@@ -21,7 +21,7 @@ from istar_plugin.config import compose
 from istar_plugin.data.task import clip_text
 from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
 from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
-from istar_plugin.reports import istar_tables as report
+from istar_plugin.reports import istar_cells
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.storage.lock import RunDirLock
 from istar_plugin.training.divergence_guard import NonFiniteGuard
@@ -73,7 +73,7 @@ def test_a_diverged_run_exits_6_naming_the_step_and_is_reported_as_failed(tiny_b
     assert results["status"] == "failed" and results["reason"] == line.removeprefix("istar-run: error: ")
     assert "accuracy" not in results and "metrics" not in results and "eval_isoscore_star" not in results
     assert [p.name for p in (run / "checkpoints").glob("step_*.pt")] == ["step_00000001.pt"]  # none from step 2 on
-    records, problems = report.collect(tmp_path / "grid")
+    records, problems = istar_cells.collect(tmp_path / "grid")
     assert records == [] and [(Path(path).name, reason[:37]) for path, reason in problems] == [("cell", "failed: the loss became nan at step 2")]
 
 

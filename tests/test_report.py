@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from istar_plugin.cli import report as report_cli
-from istar_plugin.reports import istar_figure3
+from istar_plugin.reports import istar_cells, istar_figure3
 from istar_plugin.reports import istar_tables as report
 
 SEEDS = (1, 2, 3)
@@ -78,7 +78,7 @@ def grid(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def collected(grid):
-    return report.collect(grid)
+    return istar_cells.collect(grid)
 
 
 def test_collect_reads_every_finished_cell_and_lists_the_others(grid, collected):
@@ -154,7 +154,7 @@ def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
     copy = tmp_path / "grid"
     shutil.copytree(grid / "sst2" / "bert", copy / "a" / "bert")
     shutil.copytree(grid / "sst2" / "bert" / "cosreg_lam1.0_zetaNone" / "seed2", copy / "b" / "rerun")
-    records, problems = report.collect(copy)
+    records, problems = istar_cells.collect(copy)
     assert len(records) == 7 * 3 + 0
     assert problems[-1][0] == str(copy / "b" / "rerun") and problems[-1][1].startswith("duplicate of ")
 
@@ -163,7 +163,7 @@ def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
     queued = tmp_path / "grid" / "sst2_seed1"
     queued.mkdir(parents=True)
     (queued / "cell.yaml").write_text("task: sst2\nseed: 1\n")  # submitted, never started: no config.yaml yet
-    records, problems = report.collect(tmp_path / "grid")
+    records, problems = istar_cells.collect(tmp_path / "grid")
     assert records == [] and [(path, reason.split(" (")[0]) for path, reason in problems] == [
         (str(queued), "no results.json")]
 
@@ -177,7 +177,7 @@ def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_
                 write_cell(cell, "sst2", "bert", method, lam, zeta, seed, mean + bonus + sign * 0.5, 0.1)
                 (cell / "config.yaml").write_text(f"task: sst2\nseed: {seed}\noptim: {{lr: {lr}, epochs: 3}}\n"
                                                   f"output_dir: {cell}\n")
-    records, problems = report.collect(grid)
+    records, problems = istar_cells.collect(grid)
     assert problems == [] and len(records) == 12
     assert {record.variant for record in records} == {"optim.lr=1e-05", "optim.lr=3e-05"}
     # Base's learning rate is a choice now, too: it gets a row of its own
@@ -264,7 +264,7 @@ def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the
             stored = {name: value + (seed - 1) * step for name, value in metrics.items()}
             results.update(main_metric="f1" if task == "squad" else "combined_score", metrics=stored)
             (cell / "results.json").write_text(json.dumps(results))
-    records, problems = report.collect(grid)
+    records, problems = istar_cells.collect(grid)
     assert problems == [] and {r.metric for r in records} == {"accuracy", "f1", "pearson"}
     markdown = report.table1_markdown(report.table1(records))
     assert "| bert | mrpc | accuracy | **85.50 ± 0.71 · paper 86.51 ± 0.21 (-1.01)** | 84.50 ± 0.71 · paper 86.76 ± 0.57 (-2.26) |" in markdown
@@ -314,7 +314,7 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
     from istar_plugin.reports import zeta_and_layer_figures as ablations
 
     _ablation_grid(tmp_path / "grid")
-    records, problems = report.collect(tmp_path / "grid")
+    records, problems = istar_cells.collect(tmp_path / "grid")
     assert problems == [] and len(records) == 2 * (6 + 5)
     zetas = ablations.figure7_points(records)
     assert list(zetas) == ["rte"] and list(zetas["rte"]) == [("bert", -1.0)]

@@ -20,6 +20,7 @@ holds such cells (:mod:`istar_plugin.reports.zeta_and_layer_figures`).
 
 >>> import json, tempfile
 >>> from pathlib import Path
+>>> from istar_plugin.reports.istar_cells import collect
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
 ...     cell = grid / "sst2" / f"seed{seed}"
@@ -43,10 +44,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-from .istar_cells import Key, Record, as_percent, collect  # noqa: F401  (collect, as_percent: this module's API too)
+from .istar_cells import Key, Record
 from .paper.istar import paper_result, reported_metrics
 
-__all__ = ["Record", "Setting", "collect", "settings", "best_settings", "table1", "table2", "table1_markdown",
+__all__ = ["Setting", "settings", "best_settings", "table1", "table2", "table1_markdown",
            "table2_markdown", "table1_csv_rows", "csv_text", "display_name", "method_order"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
