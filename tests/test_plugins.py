@@ -1,7 +1,6 @@
 """Third-party criterions, installed as a real package with entry points, train from the command line."""
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -139,10 +138,3 @@ def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointe
     again = torch.load(checkpoints / "step_00000002.pt", weights_only=False)
     for name in inserted:  # the inserted layer was restored from step 1 and retrained to the same step 2
         assert torch.equal(again["model"][name], second["model"][name]), name
-
-
-def test_readme_shows_the_example_package_verbatim():
-    readme = (EXAMPLE.parents[1] / "README.md").read_text()
-    for name in ("pyproject.toml", "istar_hidden_l2.py"):
-        block = re.search(rf"`examples/hidden_l2_plugin/{re.escape(name)}`:\n\n```\w+\n(.*?)```", readme, re.S)
-        assert block is not None and block[1] == (EXAMPLE / name).read_text(), name

@@ -12,7 +12,7 @@ The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone an
 >>> stopper = EarlyStopping([], [], "accuracy", patience=2)
 >>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
 [True, True, False, False]
->>> stopper.stop_training, stopper.best, stopper.best_step
+>>> stopper.stopped_early, stopper.best, stopper.best_step
 (True, 0.6, 2)
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ class EarlyStopping(Hook):
         self.best_step: Optional[int] = None
         self.best_parameters: dict[str, torch.Tensor] = {}
         self.epochs_without_improvement = 0
-        self.stop_training = False
+        self.stopped_early = False
         self.records: list[dict[str, Any]] = []
 
     def observe(self, value: float, step: int) -> bool:
@@ -45,11 +45,11 @@ class EarlyStopping(Hook):
         else:
             self.epochs_without_improvement += 1
             if self.patience is not None and self.epochs_without_improvement >= self.patience:
-                self.stop_training = True
+                self.stopped_early = True
         return improved
 
     def on_fit_start(self, run: RunView) -> None:
-        if self.stop_training:  # resumed after the epoch that decided to stop: stop again
+        if self.stopped_early:  # resumed after the epoch that decided to stop: stop again
             run.control.request_stop(self._stop_reason())
 
     def on_epoch_end(self, run: RunView, epoch: int) -> None:
@@ -61,7 +61,7 @@ class EarlyStopping(Hook):
         self.records.append({"step": run.step, "epoch": epoch, self.metric: value})
         run.log({f"valid/{self.metric}": value, "valid/best": self.best,
                  "valid/epochs_without_improvement": self.epochs_without_improvement}, run.step)
-        if self.stop_training:
+        if self.stopped_early:
             run.log({"valid/stopped_at_epoch": epoch}, run.step)
             run.control.request_stop(self._stop_reason())
 
@@ -81,13 +81,15 @@ class EarlyStopping(Hook):
 
     def results(self) -> dict[str, Any]:
         return {"validation": {"metric": self.metric, "examples": len(self.examples), "best": self.best,
-                               "best_step": self.best_step, "stopped_early": self.stop_training,
+                               "best_step": self.best_step, "stopped_early": self.stopped_early,
                                "patience": self.patience, "history": self.records}}
 
     def state_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in ("best", "best_step", "best_parameters", "epochs_without_improvement",
-                                                     "stop_training", "records")}
+        return {"best": self.best, "best_step": self.best_step, "best_parameters": self.best_parameters,
+                "epochs_without_improvement": self.epochs_without_improvement, "records": self.records,
+                "stop_training": self.stopped_early}  # the key checkpoints have always used
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
+        self.best, self.best_step, self.best_parameters = state["best"], state["best_step"], state["best_parameters"]
+        self.epochs_without_improvement, self.records = state["epochs_without_improvement"], state["records"]
+        self.stopped_early = state["stop_training"]
