@@ -166,7 +166,7 @@ def train_file(name: str):
 def trained(*extra: str, then: Optional[Callable[[Path], None]] = None):
     """A setup that first trains the base run (checkpoints at every step), then applies ``then`` to its directory."""
     def setup(sweep: Sweep, directory: Path) -> None:
-        sweep.train(directory, "save_every=1", *extra)
+        sweep.train(directory, "save_every=1", "keep_checkpoints=4", *extra)  # keep them all: the run finishes
         if then:
             then(directory / "run")
     return setup
