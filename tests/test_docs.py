@@ -189,3 +189,13 @@ def test_every_command_and_code_block_runs(page, tmp_path, shared_data, monkeypa
                 monkeypatch.setenv(key, "1")
             exec(compile(body, f"{page_id(page)} python block", "exec"), {"__name__": "__docs__"})
             capsys.readouterr()
+
+
+def test_the_renderer_refuses_a_missing_page_or_csv_with_one_line(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- table: missing.csv -->\n<!-- end table -->\n")
+    for target in (tmp_path / "absent.md", page):
+        assert docs_tables.main([str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("docs_tables: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert page.read_text() == "<!-- table: missing.csv -->\n<!-- end table -->\n"  # left as it was

@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from ..storage.atomic import atomic_write_text
+
 MARKER = re.compile(r"<!-- table: (?P<csv>[^ ]+) -->\n(?P<body>.*?)<!-- end table -->", re.S)
 
 
@@ -77,21 +79,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="+", help="Markdown pages or directories of them")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its CSV")
     args = parser.parse_args(argv)
+    try:
+        return update(pages(args.targets), args.check)
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # a missing page or CSV, a malformed CSV
+        print(f"docs_tables: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+
+
+def update(targets: list[Path], check: bool) -> int:
+    """Render every marked table of ``targets``; rewrite stale pages (atomically) unless ``check``; 1 if ``check``
+    found a stale one."""
     stale = []
-    for page in pages(args.targets):
+    for page in targets:
         text = page.read_text(encoding="utf-8")
         rendered = render_page(text, page.parent)
         if rendered != text:
             stale.append(page)
-            if not args.check:
-                page.write_text(rendered, encoding="utf-8")
+            if not check:
+                atomic_write_text(page, rendered)
         count = len(marked_tables(text))
         if count:
             state = "differs" if rendered != text else "up to date"
-            if not args.check and rendered != text:
+            if not check and rendered != text:
                 state = "rewritten"
             print(f"{page}: {count} table(s), {state}")
-    return 1 if args.check and stale else 0
+    return 1 if check and stale else 0
 
 
 if __name__ == "__main__":
