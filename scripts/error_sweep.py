@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+WORK_MARKER = ".error_sweep"  # marks a --work directory as the sweep's own, so a later sweep may empty it
 SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -465,21 +466,25 @@ def last_line(text: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, required=True, help="scratch directory (emptied first)")
+    parser.add_argument("--work", type=Path, required=True,
+                        help="scratch directory: new or empty, or one an earlier sweep made (emptied first)")
     parser.add_argument("--code", type=Path, help="a checkout of the package to test instead of this one (PYTHONPATH)")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--only", help="shell pattern of case names")
     parser.add_argument("--timeout", type=float, default=120, help="seconds for the long-text process")
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
     args = parser.parse_args()
+    if args.work.exists() and not (args.work / WORK_MARKER).is_file() and (not args.work.is_dir() or any(args.work.iterdir())):
+        parser.error(f"--work {args.work} holds files this sweep did not write; give a new or empty directory")
     os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     os.environ.pop("ISTAR_TRACEBACK", None)
     import torch
 
     torch.set_num_threads(1)
     if args.work.exists():
-        shutil.rmtree(args.work)
+        shutil.rmtree(args.work)  # empty, or made by an earlier sweep (it holds the marker)
     args.work.mkdir(parents=True)
+    (args.work / WORK_MARKER).write_text("scratch directory of scripts/error_sweep.py; the next sweep empties it\n")
     sweep = Sweep(args.work.resolve(), args.code.resolve() if args.code else None, args.python, args.timeout)
     sweep.make_model()
     counts: dict[str, int] = {}

@@ -75,7 +75,7 @@ def test_config_keys_are_unchanged(criterion):
     ("istar_plugin.hooks", "Hook"), ("istar_plugin.models", "HFEncoder"), ("istar_plugin.cell", "CellRunner"),
 ])
 def test_public_imports_still_work(module, name):
-    assert callable(getattr(importlib.import_module(module), name)) or getattr(importlib.import_module(module), name)
+    assert getattr(importlib.import_module(module), name) is not None  # an import or attribute error fails first
 
 
 def test_a_cellrunner_pickled_before_the_layout_still_loads():

@@ -16,3 +16,11 @@ def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
     unclear = [(case["case"], case["verdict"], case["last_line"]) for case in sweep["cases"] if case["verdict"] != "clear"]
     assert sweep["counts"] == {"clear": 70} and unclear == [], unclear
     assert result.stdout.rstrip().endswith("counts: clear 70 (of 70)")
+
+
+def test_the_sweep_refuses_a_work_directory_of_someone_elses_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"), "--work", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "holds files this sweep did not write" in result.stderr
+    assert "Traceback" not in result.stderr and (tmp_path / "notes.txt").read_text() == "mine"
