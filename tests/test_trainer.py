@@ -9,6 +9,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.hooks import Hook
 from istar_plugin.storage.checkpoints import save_verified
+from istar_plugin.storage.predictions import read_predictions
 from istar_plugin.training.batching import epoch_order
 from istar_plugin.training.trainer import Trainer
 
@@ -48,7 +49,10 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
     # the run directory's files, as documented (docs/results/run_files.csv): checkpoints go once the run finished
     assert sorted(path.name for path in (tmp_path / "run").iterdir() if path.name != "checkpoints") == [
-        "config.yaml", "metrics.jsonl", "model", "results.json", "tensorboard"]
+        "config.yaml", "metrics.jsonl", "model", "predictions.json", "results.json", "tensorboard"]
+    scored = read_predictions(tmp_path / "run")  # per example, in the eval split's order: the accuracy recomputed
+    assert scored.step == 6 and len(scored.predictions) == len(scored.references) == 24
+    assert sum(p == r for p, r in zip(scored.predictions, scored.references)) / 24 == pytest.approx(saved["accuracy"])
     assert not list((tmp_path / "run" / "checkpoints").glob("step_*")) and saved["schema_version"] == 2
     assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled", "padding": "exclude"}
     assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2

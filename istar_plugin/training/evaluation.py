@@ -68,6 +68,7 @@ class Evaluator:
         self.collate, self.autocast, self.batch_size = collate, autocast, batch_size
         self.rank, self.world_size, self.device = rank, world_size, device
         self.sort_by_length, self.show_progress = sort_by_length, show_progress
+        self.last_predictions: Optional[tuple[list, list]] = None  # (predictions, references) of the last scoring
 
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
@@ -155,6 +156,7 @@ class Evaluator:
             model_outputs = np.stack(ordered)
         predictions, references = self.task.postprocess(examples, features, model_outputs)
         metrics = self.task.compute_metrics(predictions, references)
+        self.last_predictions = (predictions, references)
         if per_layer is None:
             return metrics
         union = CovarianceAccumulator(self.model.hidden_size, device=self.device)

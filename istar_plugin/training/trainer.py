@@ -34,6 +34,7 @@ from ..registry import CRITERIONS, MODELS, TASKS
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
+from ..storage.predictions import write_predictions
 from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
 from . import export
@@ -177,6 +178,7 @@ class Trainer:
         self.step, self.epoch = 0, 0
         self.batches_done = 0  # micro-batches of the current epoch already consumed
         self.history: list[dict[str, Any]] = []
+        self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
         is_main = self.dist.is_main
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
@@ -294,6 +296,7 @@ class Trainer:
     def _record_evaluation(self) -> dict[str, Any]:
         self.guard.check(self.world_size)  # a diverged model's accuracy would look like a result
         result = self.evaluate()
+        self.evaluated_predictions = (self.step, self.evaluator.last_predictions)
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
         self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
@@ -486,6 +489,9 @@ class Trainer:
             extra=hooked,
         )
         if self.dist.is_main:
+            step, scored = self.evaluated_predictions
+            if step == final["step"] and scored is not None:  # not when a resume found the last evaluation done
+                write_predictions(self.output_dir, self.cfg.task, step, *scored)
             write_results(self.output_dir / RESULTS, record)
         self.tensorboard.close()
         return record.to_json()
