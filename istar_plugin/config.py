@@ -129,8 +129,26 @@ def sibling_cell(*changes, _root_) -> str:
     return str(run_dir.parent / ",".join(f"{label}={value}" for label, value in named.items()))
 
 
+def value_for_task(*pairs, _root_) -> Any:
+    """``${for_task:TASK,VALUE,...}``: the VALUE paired with this run's ``task``, for a grid that sets one option per
+    task (Table 2's zeta for RTE and MRPC); a task with no pair is an error naming the ones given.
+
+    >>> cfg = OmegaConf.create({"task": "mrpc", "zeta": "${for_task:rte,0.8,mrpc,0.6}"})
+    >>> cfg.zeta
+    0.6
+    """
+    tasks, values = [str(task) for task in pairs[::2]], pairs[1::2]
+    if not tasks or len(tasks) != len(values):
+        raise ConfigError(f"${{for_task:{','.join(map(str, pairs))}}}: expected TASK,VALUE pairs")
+    if str(_root_.task) not in tasks:
+        raise ConfigError(f"${{for_task:...}} has no value for task {_root_.task!r}; it gives: {', '.join(tasks)}")
+    return values[tasks.index(str(_root_.task))]
+
+
 if not OmegaConf.has_resolver("cell"):
     OmegaConf.register_resolver("cell", sibling_cell, annotation_validation="off")
+if not OmegaConf.has_resolver("for_task"):
+    OmegaConf.register_resolver("for_task", value_for_task)
 
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
