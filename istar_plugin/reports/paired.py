@@ -1,0 +1,165 @@
+"""Each method against Base, paired by seed: the difference per seed, its mean, a 95% interval and a verdict.
+
+Two runs with the same seed share the classifier's initialisation and the order of the training data, so the
+difference of their scores removes what the seed alone does. The interval is a two-level (hierarchical)
+percentile bootstrap: each round draws the seeds with replacement and, within each drawn seed, the evaluation
+examples with replacement, the same examples for the method's run and Base's (``predictions.json``,
+:mod:`istar_plugin.storage.predictions`); the round's value is the mean over its seeds of the metric's
+difference. Examples are resampled for the classification metrics (accuracy, F1, Matthews correlation: computed
+from confusion matrices, so thousands of rounds take milliseconds); for a correlation (STS-B), SQuAD's answer
+metrics, a plugin task's own metric, or a run without per-example predictions (written before they were), only
+the seeds are resampled (``resampled="seeds"``) and the interval says less.
+
+With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
+by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
+the verdict as "at this sample size". It is ``better`` when the whole interval lies above 0, ``worse`` below,
+else ``not distinguishable``.
+
+>>> refs = [1, 0] * 200
+>>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
+>>> better = {1: (refs, refs), 2: (refs[:300] + [1] * 100, refs)}       # 100% and 87.5%
+>>> result = paired_difference("rte", "accuracy", better, base)
+>>> result.differences, round(result.mean, 2), result.verdict, result.resampled
+((50.0, 37.5), 43.75, 'better', 'seeds and examples')
+>>> paired_difference("rte", "accuracy", base, base).verdict
+'not distinguishable'
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from ..metrics import TASK_SCORERS
+from .istar_cells import as_percent
+
+__all__ = ["PairedDifference", "paired_difference", "hierarchical_bootstrap", "CONFUSION_METRICS", "ROUNDS", "LEVEL"]
+
+ROUNDS = 2000
+"""Bootstrap rounds; the generator is seeded, so a report is reproducible."""
+
+LEVEL = 0.95
+
+Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Method minus Base in the metric's percentage points, per common seed, with its bootstrap interval."""
+
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]
+    low: float
+    high: float
+    resampled: str  # "seeds and examples" or "seeds"
+    level: float = LEVEL
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.differences)
+
+    @property
+    def verdict(self) -> str:
+        return "better" if self.low > 0 else "worse" if self.high < 0 else "not distinguishable"
+
+    def text(self) -> str:
+        """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""
+        short = {"not distinguishable": "n.d."}.get(self.verdict, self.verdict)
+        return f"{self.mean:+.2f} [{self.low:+.2f}, {self.high:+.2f}] {short}"
+
+
+def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome]], base: dict[int, Optional[Outcome]],
+                      scores: Optional[tuple[dict[int, float], dict[int, float]]] = None, rounds: int = ROUNDS,
+                      seed: int = 0) -> Optional[PairedDifference]:
+    """The paired comparison of ``method`` and ``base`` runs (seed -> outcome) on their common seeds; None when they
+    share no seed. ``scores`` (seed -> percentage, method then Base) stand in where outcomes are missing.
+
+    The examples are resampled when every paired run has an outcome on the same references and the task's metric
+    has a scorer here; otherwise the seeds alone, from ``scores``.
+    """
+    seeds = sorted(set(method) & set(base))
+    if not seeds:
+        return None
+    scorer = TASK_SCORERS.get(task, {}).get(metric)
+    outcomes = [(method[s], base[s]) for s in seeds]
+    examples = metric in CONFUSION_METRICS and scorer is not None and all(
+        m is not None and b is not None and list(m[1]) == list(b[1]) for m, b in outcomes)
+    if examples:
+        differences = [as_percent(task, metric, scorer(*m) - scorer(*b)) for m, b in outcomes]
+        low, high = (as_percent(task, metric, end) for end in
+                     hierarchical_bootstrap([(m[0], b[0], m[1]) for m, b in outcomes], metric, rounds, seed))
+    else:
+        if scores is None:
+            return None
+        differences = [scores[0][s] - scores[1][s] for s in seeds]
+        low, high = _seed_bootstrap(differences, rounds, seed)
+    return PairedDifference(tuple(seeds), tuple(differences), low, high, "seeds and examples" if examples else "seeds")
+
+
+def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
+                           seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)`` (fractions), resampling seeds,
+    then examples within each, the same examples for both runs of a seed. ``pairs``: per seed (method
+    predictions, Base predictions, references), class labels; ``metric`` one of :data:`CONFUSION_METRICS`.
+
+    Resampling a seed's examples is drawing counts of its (method prediction, Base prediction, reference)
+    triples from a multinomial with their observed shares, so each metric comes from two confusion matrices.
+
+    >>> refs = [0, 1, 2, 3] * 25
+    >>> hierarchical_bootstrap([(refs, refs, refs)], "accuracy", rounds=50)  # identical runs differ by nothing
+    (0.0, 0.0)
+    """
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
+    differences = np.zeros(drawn.shape)
+    for index, (method, base, references) in enumerate(pairs):
+        labels = sorted(set(method) | set(base) | set(references))
+        code = {label: i for i, label in enumerate(labels)}
+        k = len(labels)
+        triples = [(code[m] * k + code[b]) * k + code[r] for m, b, r in zip(method, base, references)]
+        shares = np.bincount(triples, minlength=k ** 3) / len(triples)
+        where = drawn == index
+        counts = rng.multinomial(len(triples), shares, size=int(where.sum())).reshape(-1, k, k, k)
+        score = CONFUSION_METRICS[metric]
+        positive = code.get(1)
+        differences[where] = score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
+    tail = (1 - level) / 2
+    values = differences.mean(axis=1)
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
+    return np.trace(confusion, axis1=1, axis2=2) / confusion.sum(axis=(1, 2))
+
+
+def _binary_f1(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
+    """F1 of label 1 (0 without a true positive), as :func:`istar_plugin.metrics.binary_f1`."""
+    if positive is None:
+        return np.zeros(len(confusion))
+    true_positive = confusion[:, positive, positive]
+    wrong = confusion[:, positive, :].sum(axis=1) + confusion[:, :, positive].sum(axis=1) - 2 * true_positive
+    return np.where(true_positive > 0, 2 * true_positive / np.maximum(2 * true_positive + wrong, 1), 0.0)
+
+
+def _matthews(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
+    """Multi-class MCC (0 where undefined), as :func:`istar_plugin.metrics.matthews_correlation`."""
+    total = confusion.sum(axis=(1, 2)).astype(float)
+    correct = np.trace(confusion, axis1=1, axis2=2).astype(float)
+    predicted, true = confusion.sum(axis=2).astype(float), confusion.sum(axis=1).astype(float)
+    numerator = correct * total - (predicted * true).sum(axis=1)
+    denominator = np.sqrt((total ** 2 - (predicted ** 2).sum(axis=1)) * (total ** 2 - (true ** 2).sum(axis=1)))
+    return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)
+
+
+CONFUSION_METRICS: dict[str, Callable[[np.ndarray, Optional[int]], np.ndarray]] = {
+    "accuracy": _accuracy, "f1": _binary_f1, "matthews_correlation": _matthews}
+"""Metrics computed from a confusion matrix (axis 1: prediction, axis 2: reference), batched over its first axis."""
+
+
+def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    values = np.asarray(differences)[rng.integers(len(differences), size=(rounds, len(differences)))].mean(axis=1)
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
