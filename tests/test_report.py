@@ -211,16 +211,25 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     out = tmp_path / "report"
     assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | "
-            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in printed
+    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29)"
+            " · Δ +0.30 [-0.20, +0.80] n.d. | **93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85) · Δ +1.50 [+0.00, +3.00] n.d.** |"
+            ) in printed
+    assert printed.startswith("Table 1: each method's best setting by its mean over seeds on the evaluation split, as the "
+                              "paper selects: the score is optimistic")
+    # no predictions.json in this grid: the seeds alone are resampled, and 3 seeds bound the interval by their range
+    assert ("| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 3 | +0.50 | [-1.00, +2.00] | not distinguishable | "
+            "-1.00 +0.50 +2.00 | seeds |") in printed
     assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
     assert sorted(p.name for p in out.iterdir()) == ["cells.csv", "figure3.png", "table1.csv", "table1.md",
-                                                      "table2.csv", "table2.md"]
+                                                      "table2.csv", "table2.md", "versus_base.csv", "versus_base.md"]
+    with open(out / "versus_base.csv") as handle:
+        versus = list(csv.DictReader(handle))
+    assert len(versus) == 24 and {row["resampled"] for row in versus} == {"seeds"}  # 2 tasks x 2 models x 6 settings
     with open(out / "cells.csv") as handle:
         cells = list(csv.DictReader(handle))
     assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
                                                           "value", "score", "isoscore_star", "path", "variant",
-                                                          "collapsed", "others", "layers"]
+                                                          "collapsed", "others", "layers", "validation"]
     assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
     with open(out / "table1.csv") as handle:
         table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}
@@ -343,3 +352,27 @@ def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
     assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
     with pytest.raises(ValueError, match="figure 8 needs I-STAR cells penalising a single layer"):
         ablations.figure8(records, "unused.png")
+
+
+def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys):
+    """lam -1 wins on the evaluation split, lam -5 on the validation split held out of training: Table 1 keeps the
+    paper's (optimistic) choice, table1_heldout the validation's, each saying how it chose."""
+    grid = tmp_path / "grid"
+    for lam, eval_score, valid_score in [(None, 0.80, 0.70), (-1.0, 0.85, 0.70), (-5.0, 0.83, 0.75)]:
+        for seed in SEEDS:
+            cell = grid / f"lam{lam}" / f"seed{seed}"
+            write_cell(cell, "sst2", "bert", "cross_entropy" if lam is None else "istar", lam, None if lam is None else 0.2,
+                       seed, 100 * eval_score, 0.2)
+            results = json.loads((cell / "results.json").read_text())
+            results["validation"] = {"metric": "accuracy", "best": valid_score, "examples": 100, "best_step": 10,
+                                     "stopped_early": False, "patience": None, "history": []}
+            (cell / "results.json").write_text(json.dumps(results))
+    out = tmp_path / "report"
+    assert report_cli.main([str(grid), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    optimistic, held_out = (out / "table1.md").read_text(), (out / "table1_heldout.md").read_text()
+    assert "evaluation split, as the paper selects: the score is optimistic" in optimistic and "**85.00 ± 0.00" in optimistic
+    assert "validation split held out of the training set" in held_out and "**83.00 ± 0.00" in held_out
+    assert held_out in printed
+    with open(out / "table1_heldout.csv") as handle:
+        assert next(csv.DictReader(handle))["I-STAR lam"] == "-5.0"

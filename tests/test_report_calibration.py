@@ -45,7 +45,7 @@ def test_calibration_tables_show_ours_beside_the_paper_and_mark_collapse(tmp_pat
     assert "calibration_table1.md" not in printed and "(2/2 collapsed)" in printed
     # the main Table 1 (the I-STAR paper's metric, MRPC accuracy: polynomial, 68 > 57) marks its collapsed runs too
     main_table = (out / "table1.md").read_text()
-    assert "| 68.00 ± 0.00 (2 collapsed) |" in main_table
+    assert "| 68.00 ± 0.00 (2 collapsed) · Δ -15.00 [-16.00, -14.00] worse |" in main_table
 
 
 def test_no_calibration_tables_without_calibration_cells(tmp_path):

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import calibration_tables, isolayer_table3
+from . import calibration_tables, isolayer_table3, versus_base
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
-from .istar_tables import csv_text, table1, table1_csv_rows, table1_markdown, table2, table2_markdown
+from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
+                           table2_markdown)
+from .paired import LEVEL
 from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
 
 FIGURES = (
@@ -31,12 +33,28 @@ def unwritten_figures(records: Sequence[Record]) -> list[str]:
 
 
 def write_report(records: Sequence[Record], out: Path) -> str:
-    """Write every output file into ``out``; returns Table 1 as markdown."""
+    """Write every output file into ``out``; returns what to print: Table 1 (and its held-out selection when the
+    cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables."""
     out.mkdir(parents=True, exist_ok=True)
-    rows1, rows2 = table1(records), table2(records)
-    markdown1 = table1_markdown(rows1)
+    rows1, rows2, paired = table1(records), table2(records), versus_base.comparisons(records)
+    interval = lambda setting: versus_base.comparison_of(paired, setting)  # noqa: E731
+    markdown1 = f"Table 1: {SELECTIONS['eval']}.\n\n" + table1_markdown(rows1, interval)
     atomic_write_text(out / "table1.md", markdown1)
     atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1)))
+    if has_validation(records):
+        held_out = table1(records, selection="validation")
+        markdown_held_out = f"Table 1, held out: {SELECTIONS['validation']}.\n\n" + table1_markdown(held_out, interval)
+        atomic_write_text(out / "table1_heldout.md", markdown_held_out)
+        atomic_write_text(out / "table1_heldout.csv", csv_text(table1_csv_rows(held_out)))
+        markdown1 += "\n" + markdown_held_out
+    if paired:
+        caption = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
+                   "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
+                   "sample size (n.d.: not distinguishable).\n\n")
+        atomic_write_text(out / "versus_base.md", caption + versus_base.markdown(paired))
+        atomic_write_text(out / "versus_base.csv", csv_text([{k: row[k] for k in versus_base.COLUMNS} for row in paired],
+                                                            list(versus_base.COLUMNS)))
+        markdown1 += "\n" + caption + versus_base.markdown(paired)
     atomic_write_text(out / "table2.md", table2_markdown(rows2))
     atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "variant",
                                                            "mean", "std", "n", "settings_compared"]))

@@ -61,6 +61,7 @@ class Record:
     collapsed: bool = False  # the eval predictions were all one class (or one value)
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
+    validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
 
 
 class CellProblem(Exception):
@@ -190,7 +191,15 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and not name.startswith("eval_") and _finite(number))),
         layers=None if layers is None else tuple(layers),
+        validation=_validation_score(results),
     )
+
+
+def _validation_score(results: ResultsRecord) -> Optional[float]:
+    """The run's best score on its held-out validation split, as a percentage; None without one."""
+    validation = results.validation or {}
+    best, metric = validation.get("best"), validation.get("metric")
+    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and _finite(best) else None
 
 
 def _finite(value: Any) -> bool:

@@ -1,7 +1,8 @@
 """Figure 3 of Rudman & Eickhoff (2024): per task, eval IsoScore* against the score, one point per I-STAR lambda.
 
 Drawn by ``istar-report`` when the grid holds finished I-STAR cells (:func:`figure3_points` is empty otherwise);
-Base (cross_entropy) is lambda 0.
+Base (cross_entropy) is lambda 0. Beside each task's panel, each lambda's paired difference to Base with the
+interval of :mod:`.versus_base` (the same numbers as ``versus_base.md``).
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from .figures import MARKERS, panels, pyplot, save_png, style
+from . import versus_base
+from .figures import DPI, MARKERS, pyplot, save_png, style
 from .istar_cells import Record
 from .istar_tables import Setting, settings
 
@@ -36,27 +38,48 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
 
 
 def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
-    """Figure 3: per task a panel of eval IsoScore* (x) against score (y), one point per lambda and model,
-    error bars one std over seeds on both axes, each point labelled with its lambda; written as PNG."""
+    """Figure 3, one row per task: left, eval IsoScore* (x) against score (y), one point per lambda and model, error
+    bars one std over seeds on both axes, each point labelled with its lambda; right, each lambda's difference to
+    Base paired by seed with its 95% bootstrap interval (:mod:`.versus_base`; filled: the interval excludes 0).
+    Written as PNG."""
     points = figure3_points(records)
     if not points:
         raise ValueError("figure 3 needs finished I-STAR cells; none were given")
     plt = pyplot()
+    paired = versus_base.comparisons(records)
     models = sorted({model for per_model in points.values() for model in per_model})
     colours = {model: plt.cm.tab10(i % 10) for i, model in enumerate(models)}
     markers = {model: MARKERS[i % len(MARKERS)] for i, model in enumerate(models)}
-    fig, axes = panels(len(points), width=4.6, height=3.7, margin=1.3, min_width=6.0)
+    fig, axes = plt.subplots(len(points), 2, figsize=(10.0, 1.3 + 3.6 * len(points)), dpi=DPI, squeeze=False,
+                             layout="constrained")
     metric_of = {record.task: record.metric for record in records}
-    for ax, (task, per_model) in zip(axes, points.items()):
+    for (ax, ax_delta), (task, per_model) in zip(axes, points.items()):
         for model, series in per_model.items():
             _plot_series(ax, series, colours[model], markers[model], model)
+            _plot_differences(ax_delta, series, paired, colours[model], markers[model])
         style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", f"{metric_of[task]} (%)", title_size=11)
         ax.margins(0.15)
+        style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ", f"Δ {metric_of[task]} (points)", title_size=11)
+        ax_delta.axhline(0.0, color="0.35", linewidth=0.9)
+        ax_delta.margins(0.15)
     handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
-    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base)\n"
-                 "mean ± std over seeds on both axes", fontsize=10)
+    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base): mean ± std over "
+                 "seeds\nright: difference to Base with its 95% bootstrap interval over seeds and examples "
+                 "(filled: interval excludes 0)", fontsize=10)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
     return save_png(fig, path)
+
+
+def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str) -> None:
+    for lam, setting in series:
+        difference = versus_base.comparison_of(paired, setting)
+        if difference is None:
+            continue
+        ax.errorbar([lam], [difference.mean], yerr=[[difference.mean - difference.low], [difference.high - difference.mean]],
+                    fmt="none", ecolor=colour, elinewidth=1.1, capsize=3)
+        filled = difference.verdict != "not distinguishable"
+        ax.plot([lam], [difference.mean], linestyle="none", marker=marker, markersize=6, color=colour,
+                markerfacecolor=colour if filled else "white", markeredgecolor=colour, zorder=3)
 
 
 def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str) -> None:

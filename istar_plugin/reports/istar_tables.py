@@ -42,12 +42,12 @@ import csv
 import io
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from .istar_cells import Key, Record
 from .paper.istar import paper_result, reported_metrics
 
-__all__ = ["Setting", "settings", "best_settings", "table1", "table2", "table1_markdown",
+__all__ = ["Setting", "SELECTIONS", "settings", "best_settings", "has_validation", "table1", "table2", "table1_markdown",
            "table2_markdown", "table1_csv_rows", "csv_text", "display_name", "method_order"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
@@ -69,6 +69,14 @@ class Setting:
     variant: str = ""
     collapsed: int = 0  # how many of its seeds collapsed to one predicted class
     others: tuple[tuple[str, tuple[float, ...]], ...] = ()  # other metrics every seed has: name -> per-seed scores
+    validations: tuple[Optional[float], ...] = ()  # per seed: best score on the held-out validation split, if any
+
+    @property
+    def validation_mean(self) -> Optional[float]:
+        """Mean validation score over seeds; None unless every seed held a validation split out."""
+        if not self.validations or any(v is None for v in self.validations):
+            return None
+        return statistics.fmean(self.validations)
 
     @property
     def n(self) -> int:
@@ -134,6 +142,7 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             variant=variant,
             collapsed=sum(record.collapsed for record in group),
             others=tuple((name, tuple(other[name] for other in others)) for name in common),
+            validations=tuple(record.validation for record in group),
         ))
     return sorted(result, key=_setting_order)
 
@@ -144,21 +153,40 @@ def _setting_order(setting: Setting) -> tuple:
             setting.variant)
 
 
-def best_settings(records: Sequence[Record]) -> dict[Key, tuple[Setting, int]]:
+SELECTIONS = {
+    "eval": "each method's best setting by its mean over seeds on the evaluation split, as the paper selects: "
+            "the score is optimistic (chosen and reported on the same examples)",
+    "validation": "each method's best setting by its mean over seeds on the validation split held out of the "
+                  "training set (data.validation_split); the evaluation split is scored once, after the choice",
+}
+"""How a table's settings were selected -> the caption line saying so."""
+
+
+def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
     """(model, task, method) -> (its setting with the highest mean score, how many settings were compared).
 
-    Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
+    ``selection="validation"`` compares the mean held-out validation score instead, among settings whose every
+    seed has one. Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
     """
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
     for setting in settings(records):
-        candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
-    return {key: (max(group, key=lambda s: (s.mean, s.n)), len(group)) for key, group in candidates.items()}
+        if selection == "eval" or setting.validation_mean is not None:
+            candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
+    by = (lambda s: (s.mean, s.n)) if selection == "eval" else (lambda s: (s.validation_mean, s.n))
+    return {key: (max(group, key=by), len(group)) for key, group in candidates.items()}
 
 
-def table1(records: Sequence[Record]) -> list[dict[str, Any]]:
+def has_validation(records: Sequence[Record]) -> bool:
+    """Whether some setting's every seed scored a held-out validation split (a held-out selection is possible)."""
+    return any(setting.validation_mean is not None for setting in settings(records))
+
+
+def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
     """Rows model x task: ``model``, ``task``, ``metric`` and per method column title its best
-    :class:`Setting` (None where the method did not run)."""
-    best = best_settings(records)
+    :class:`Setting` (None where the method did not run), selected as ``selection`` (:data:`SELECTIONS`)."""
+    best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, task, method), (setting, _) in sorted(best.items(), key=lambda item: _setting_order(item[1][0])):
@@ -235,9 +263,11 @@ def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
     return reported + others
 
 
-def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
+def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None) -> str:
     """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
-    methods compete; the paper's mean ± std and our difference beside each cell it has."""
+    methods compete; the paper's mean ± std and our difference beside each cell it has; and, in the table metric,
+    ``Δ`` to Base with its interval and verdict where ``versus_base(setting)`` gives one
+    (:func:`istar_plugin.reports.versus_base.comparison_of`)."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
@@ -248,6 +278,8 @@ def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
             cells = []
             for column in columns:
                 text = format_score(row[column], most_seeds, metric)
+                paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
+                text += f" · Δ {paired.text()}" if paired is not None else ""
                 bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == max(present)
                 cells.append(f"**{text}**" if bold else text)
             lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")

@@ -1,0 +1,114 @@
+"""Every setting of every method in a grid against Base on the same model and task, paired by seed
+(:mod:`.paired`): the table ``istar-report`` writes as ``versus_base.md``/``.csv`` and the intervals Table 1 and
+Figure 3 show.
+
+Each setting is compared with the Base setting of the same variant where Base has one (e.g. the same learning
+rate), else with Base's best setting. Per-example outcomes come from each run's ``predictions.json``.
+
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.istar_cells import collect
+>>> from istar_plugin.storage.predictions import write_predictions
+>>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
+>>> for method, seed, correct in [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]:
+...     cell = grid / f"{method}{seed}"; cell.mkdir()
+...     _ = (cell / "config.yaml").write_text("task: rte\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
+...         "criterion": {"name": method, "lam": -1 if method == "istar" else None}, "main_metric": "accuracy",
+...         "metrics": {"accuracy": correct / 100}, "eval_isoscore_star": 0.1}))
+...     _ = write_predictions(cell, "rte", 10, refs[:correct] + [1 - r for r in refs[correct:]], refs)
+>>> [row["text"] for row in comparisons(collect(grid)[0])]
+['+28.00 [+21.00, +34.50] better']
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import DataError
+from ..storage.predictions import read_predictions
+from .istar_cells import Record
+from .istar_tables import Setting, display_name, settings
+from .paired import PairedDifference, paired_difference
+
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS"]
+
+BASE = "cross_entropy"
+
+COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
+           "verdict", "resampled", "per_seed", "base_variant")
+
+
+def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per non-Base setting that shares a seed with a Base setting of its model and task (:data:`COLUMNS`,
+    plus ``text`` and the :class:`~.paired.PairedDifference` as ``paired``), in settings order."""
+    groups = _records_by_setting(records)
+    all_settings = settings(records)
+    rows = []
+    for setting in all_settings:
+        if setting.method == BASE:
+            continue
+        base = _base_for(setting, all_settings)
+        if base is None:
+            continue
+        paired = _compare(setting, base, groups)
+        if paired is None:
+            continue
+        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
+                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
+                     "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
+                     "verdict": paired.verdict, "resampled": paired.resampled,
+                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences), "base_variant": base.variant,
+                     "text": paired.text(), "paired": paired, "setting": setting})
+    return rows
+
+
+def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) -> Optional[PairedDifference]:
+    """The paired difference of ``setting`` in ``rows`` (None for Base, or a setting without one)."""
+    return next((row["paired"] for row in rows if row["setting"] == setting), None)
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The comparison as a Markdown table: difference to Base, its 95% interval and the verdict."""
+    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | per seed | resampled |",
+             "|---" * 13 + "|"]
+    for row in rows:
+        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
+        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
+                     f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
+                     f"{row['verdict']} | {row['per_seed']} | {row['resampled']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+    groups: dict[tuple, list[Record]] = {}
+    for record in records:
+        groups.setdefault(_key(record), []).append(record)
+    return groups
+
+
+def _key(item: Record | Setting) -> tuple:
+    return item.model, item.task, item.method, item.lam, item.zeta, item.variant
+
+
+def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
+    bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
+    same_variant = [s for s in bases if s.variant == setting.variant]
+    return (same_variant or sorted(bases, key=lambda s: (s.mean, s.n)))[-1] if bases else None
+
+
+def _compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
+    method_runs, base_runs = groups[_key(setting)], groups[_key(base)]
+    return paired_difference(
+        setting.task, setting.metric,
+        {r.seed: _outcome(r) for r in method_runs}, {r.seed: _outcome(r) for r in base_runs},
+        scores=({r.seed: r.score for r in method_runs}, {r.seed: r.score for r in base_runs}))
+
+
+def _outcome(record: Record) -> Optional[tuple[tuple, tuple]]:
+    """The run's (predictions, references), or None without (or with a damaged) ``predictions.json``."""
+    try:
+        scored = read_predictions(Path(record.path))
+    except DataError:
+        return None
+    return None if scored is None else (scored.predictions, scored.references)
