@@ -73,9 +73,9 @@ def test_every_marked_table_is_its_csv_rendered(page):
     text = page.read_text()
     for csv_path, body in docs_tables.marked_tables(text):
         assert (page.parent / csv_path).is_file(), f"{page_id(page)}: {csv_path} does not exist"
-        expected = docs_tables.render_csv(page.parent / csv_path)
+        expected = docs_tables.render_source(page.parent / csv_path)
         assert body == expected, (
-            f"{page_id(page)}: the table of {csv_path} differs from its CSV; "
+            f"{page_id(page)}: the table of {csv_path} differs from its file; "
             f"run python -m istar_plugin.reports.docs_tables docs/ README.md"
         )
     assert docs_tables.render_page(text, page.parent) == text
@@ -96,10 +96,11 @@ def test_every_relative_link_resolves(page):
     assert not missing, f"{page_id(page)}: links to missing files {missing}"
 
 
-def test_every_results_csv_is_shown():
+def test_every_results_file_is_shown():
     shown = {(page.parent / csv_path).resolve() for page in PAGES for csv_path, _ in docs_tables.marked_tables(page.read_text())}
-    unused = [p.name for p in sorted((ROOT / "docs" / "results").glob("*.csv")) if p.resolve() not in shown]
-    assert not unused, f"CSV files no page shows: {unused}"
+    files = sorted((ROOT / "docs" / "results").glob("*.csv")) + sorted((ROOT / "docs" / "results").glob("*.md"))
+    unused = [p.name for p in files if p.resolve() not in shown]
+    assert not unused, f"table files no page shows: {unused}"
 
 
 def test_renderer_escapes_and_checks(tmp_path):
@@ -113,6 +114,10 @@ def test_renderer_escapes_and_checks(tmp_path):
     assert docs_tables.main([str(page), "--check"]) == 1
     assert docs_tables.main([str(page)]) == 0 and docs_tables.main([str(page), "--check"]) == 0
     assert page.read_text() == "x\n<!-- table: t.csv -->\n| a | b |\n|---|---|\n| x\\|y | 1 |\n<!-- end table -->\ny\n"
+    (tmp_path / "report.md").write_text("Caption.\n\n| a |\n|---|\n| 1 |")  # an istar-report table, copied in as it is
+    page.write_text("<!-- table: report.md -->\n<!-- end table -->\n")
+    assert docs_tables.main([str(page)]) == 0
+    assert page.read_text() == "<!-- table: report.md -->\nCaption.\n\n| a |\n|---|\n| 1 |\n<!-- end table -->\n"
 
 
 # --- commands and code --------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ A docs page marks each table with its CSV (a path relative to the page)::
 
 ``python -m istar_plugin.reports.docs_tables docs/ [README.md ...]`` rewrites the region between every pair of
 markers from its CSV; ``--check`` only reports the pages whose tables differ from their CSVs (exit 1).
-Cells are written as the CSV holds them (strings, no reformatting); a ``|`` in a cell is escaped.
+Cells are written as the CSV holds them (strings, no reformatting); a ``|`` in a cell is escaped. A marker may
+name a ``.md`` file instead, a table ``istar-report`` wrote (``table1.md``, ``versus_base.md``), copied in as it is.
 """
 from __future__ import annotations
 
@@ -58,11 +59,19 @@ def marked_tables(text: str) -> list[tuple[str, str]]:
     return [(m.group("csv"), m.group("body")) for m in MARKER.finditer(text)]
 
 
+def render_source(path: str | Path) -> str:
+    """The Markdown of one table file: a CSV rendered, or a ``.md`` file (a table ``istar-report`` wrote) as it is."""
+    if Path(path).suffix == ".md":
+        text = Path(path).read_text(encoding="utf-8")
+        return text if text.endswith("\n") else text + "\n"
+    return render_csv(path)
+
+
 def render_page(text: str, base: str | Path) -> str:
-    """The page with every marked region replaced by its CSV's table (CSV paths relative to ``base``)."""
+    """The page with every marked region replaced by its file's table (paths relative to ``base``)."""
     base = Path(base)
     return MARKER.sub(
-        lambda m: f"<!-- table: {m.group('csv')} -->\n{render_csv(base / m.group('csv'))}<!-- end table -->", text
+        lambda m: f"<!-- table: {m.group('csv')} -->\n{render_source(base / m.group('csv'))}<!-- end table -->", text
     )
 
 
