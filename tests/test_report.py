@@ -218,7 +218,7 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
                               "paper selects: the score is optimistic")
     # no predictions.json in this grid: the seeds alone are resampled, and 3 seeds bound the interval by their range
     assert ("| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 3 | +0.50 | [-1.00, +2.00] | not distinguishable | "
-            "-1.00 +0.50 +2.00 | seeds |") in printed
+            "-1.00 +0.50 +2.00 | 0/3 | seeds |") in printed
     assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
     assert sorted(p.name for p in out.iterdir()) == ["cells.csv", "figure3.png", "table1.csv", "table1.md",
                                                       "table2.csv", "table2.md", "versus_base.csv", "versus_base.md"]

@@ -36,7 +36,7 @@ __all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS"]
 BASE = "cross_entropy"
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
-           "verdict", "resampled", "per_seed", "base_variant")
+           "verdict", "resampled", "per_seed", "collapsed", "base_variant")
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -58,7 +58,9 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
                      "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
                      "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
                      "verdict": paired.verdict, "resampled": paired.resampled,
-                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences), "base_variant": base.variant,
+                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences),
+                     "collapsed": f"{setting.collapsed}/{setting.n}" + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+                     "base_variant": base.variant,
                      "text": paired.text(), "paired": paired, "setting": setting})
     return rows
 
@@ -69,14 +71,15 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The comparison as a Markdown table: difference to Base, its 95% interval and the verdict."""
-    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | per seed | resampled |",
-             "|---" * 13 + "|"]
+    """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
+    setting's runs (and Base's) predicted one class for every example."""
+    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | per seed | "
+             "one class | resampled |", "|---" * 14 + "|"]
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
                      f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
-                     f"{row['verdict']} | {row['per_seed']} | {row['resampled']} |")
+                     f"{row['verdict']} | {row['per_seed']} | {row['collapsed']} | {row['resampled']} |")
     return "\n".join(lines) + "\n"
 
 
