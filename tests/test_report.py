@@ -229,7 +229,8 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
         cells = list(csv.DictReader(handle))
     assert len(cells) == FINISHED and list(cells[0]) == ["task", "model", "method", "lam", "zeta", "seed", "metric",
                                                           "value", "score", "isoscore_star", "path", "variant",
-                                                          "collapsed", "others", "layers", "validation"]
+                                                          "collapsed", "others", "layers", "validation",
+                                                          "seconds"]
     assert {cell["lam"] for cell in cells if cell["method"] == "cross_entropy"} == {""}
     with open(out / "table1.csv") as handle:
         table = {(row["model"], row["task"]): row for row in csv.DictReader(handle)}
@@ -367,6 +368,7 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
             results["validation"] = {"metric": "accuracy", "best": valid_score, "examples": 100, "best_step": 10,
                                      "stopped_early": False, "patience": None, "history": []}
             (cell / "results.json").write_text(json.dumps(results))
+            (cell / "metrics.jsonl").write_text('{"time": 100.0}\n{"time": %.1f}\n' % (100 + 540 + 30 * seed))
     out = tmp_path / "report"
     assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -374,5 +376,6 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
     assert "evaluation split, as the paper selects: the score is optimistic" in optimistic and "**85.00 ± 0.00" in optimistic
     assert "validation split held out of the training set" in held_out and "**83.00 ± 0.00" in held_out
     assert held_out in printed
+    assert "| bert | sst2 | I-STAR | — | 6 | 10.0 | 9.5-10.5 |" in (out / "wall_times.md").read_text()  # 570, 600, 630 s x 2
     with open(out / "table1_heldout.csv") as handle:
         assert next(csv.DictReader(handle))["I-STAR lam"] == "-5.0"

@@ -49,8 +49,7 @@ from ..training.trainer import Trainer
 from .figures import save_png, single
 from .istar_tables import display_name
 
-__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_label", "figure4", "figure5", "figure6",
-           "main"]
+__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_label", "figure4", "figure5", "figure6"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import calibration_tables, isolayer_table3, versus_base
+from . import calibration_tables, isolayer_table3, versus_base, wall_times
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
 from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
@@ -55,6 +55,11 @@ def write_report(records: Sequence[Record], out: Path) -> str:
         atomic_write_text(out / "versus_base.csv", csv_text([{k: row[k] for k in versus_base.COLUMNS} for row in paired],
                                                             list(versus_base.COLUMNS)))
         markdown1 += "\n" + caption + versus_base.markdown(paired)
+    times = wall_times.wall_times(records)
+    if times:
+        caption = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
+        atomic_write_text(out / "wall_times.md", caption + wall_times.markdown(times))
+        atomic_write_text(out / "wall_times.csv", csv_text(times, list(wall_times.COLUMNS)))
     atomic_write_text(out / "table2.md", table2_markdown(rows2))
     atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "variant",
                                                            "mean", "std", "n", "settings_compared"]))

@@ -27,14 +27,13 @@ measured with (``bert`` = bert-base-cased, ``roberta_large``).
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..storage.results import RESULTS, ResultsError, read_results
-from .istar_cells import as_percent
+from .istar_cells import as_percent, wall_seconds
 
 PAPER_TABLE = Path(__file__).resolve().parent / "paper" / "isolayer_table3.csv"
 STAGE_TWO = "isolayer"
@@ -81,23 +80,6 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
                as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
                results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
                results.criterion, results.collapsed)
-
-
-def wall_seconds(cell: Path) -> Optional[float]:
-    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
-    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
-        try:
-            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            continue
-        if first_event:
-            starts = [r["time"] for r in records if r.get("event") == first_event]
-            ends = [r["time"] for r in records if r.get("event") == "finished"]
-            if starts and ends and ends[-1] >= starts[-1]:
-                return ends[-1] - starts[-1]
-        elif len(records) > 1:
-            return records[-1]["time"] - records[0]["time"]
-    return None
 
 
 def paper_numbers(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], dict[str, str]]:

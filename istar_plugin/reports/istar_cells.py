@@ -10,6 +10,7 @@ crashed, failed, malformed) is listed with that module's one-line reason, never 
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import os
@@ -23,7 +24,7 @@ from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results
 from .paper.istar import reported_metrics
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
-           "with_variants"]
+           "with_variants", "wall_seconds"]
 
 ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
 """Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
@@ -62,6 +63,7 @@ class Record:
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
+    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`wall_seconds`)
 
 
 class CellProblem(Exception):
@@ -192,6 +194,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
                             if name != metric and not name.startswith("eval_") and _finite(number))),
         layers=None if layers is None else tuple(layers),
         validation=_validation_score(results),
+        seconds=wall_seconds(cell),
     )
 
 
@@ -229,3 +232,20 @@ def _last_line(path: Path, limit: int = 200) -> str:
         return ""
     lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
     return lines[-1][:limit] if lines else ""
+
+
+def wall_seconds(cell: Path) -> Optional[float]:
+    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
+    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
+        try:
+            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            continue
+        if first_event:
+            starts = [r["time"] for r in records if r.get("event") == first_event]
+            ends = [r["time"] for r in records if r.get("event") == "finished"]
+            if starts and ends and ends[-1] >= starts[-1]:
+                return ends[-1] - starts[-1]
+        elif len(records) > 1:
+            return records[-1]["time"] - records[0]["time"]
+    return None

@@ -1,0 +1,41 @@
+"""How long a grid's cells took, start to finish, per model, task, method and variant: what a reader needs to
+size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``.csv``).
+
+>>> from istar_plugin.reports.istar_cells import Record
+>>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
+...                                            f"/g/{method}{seed}", seconds=seconds)
+>>> wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
+[{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, 'max s': 440.0}]
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Sequence
+
+from .istar_cells import Record
+from .istar_tables import _method_rank, display_name
+
+__all__ = ["COLUMNS", "wall_times", "markdown"]
+
+COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
+
+
+def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per model, task, method and variant whose cells have a wall time (:data:`COLUMNS`)."""
+    groups: dict[tuple, list[float]] = {}
+    for record in records:
+        if record.seconds is not None:
+            groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
+    order = sorted(groups, key=lambda key: (key[0], key[1], _method_rank(key[2]), key[3]))
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(groups[key]),
+             "median s": statistics.median(groups[key]), "min s": min(groups[key]), "max s": max(groups[key])}
+            for key in order for model, task, method, variant in [key]]
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The wall times as a Markdown table, in minutes."""
+    lines = ["| Model | Task | Method | other | cells | median min | range min |", "|---" * 7 + "|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {row['variant'] or '—'} | {row['cells']} | "
+                     f"{row['median s'] / 60:.1f} | {row['min s'] / 60:.1f}-{row['max s'] / 60:.1f} |")
+    return "\n".join(lines) + "\n"
