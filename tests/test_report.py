@@ -379,3 +379,17 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
     assert "| bert | sst2 | I-STAR | — | 6 | 10.0 | 9.5-10.5 |" in (out / "wall_times.md").read_text()  # 570, 600, 630 s x 2
     with open(out / "table1_heldout.csv") as handle:
         assert next(csv.DictReader(handle))["I-STAR lam"] == "-5.0"
+
+
+def test_paper_model_sets_the_papers_numbers_beside_a_model_it_did_not_run(tmp_path, capsys):
+    grid = tmp_path / "grid"
+    for seed in SEEDS:
+        write_cell(grid / f"base{seed}", "rte", "minilm", "cross_entropy", None, None, seed, 60.0 + seed, 0.2)
+    assert report_cli.main([str(grid), "--out", str(tmp_path / "plain")]) == 0
+    assert "| minilm | rte | accuracy | 62.00 ± 1.00 |" in capsys.readouterr().out  # no paper MiniLM: nothing beside
+    assert report_cli.main([str(grid), "--out", str(tmp_path / "beside"), "--paper-model", "bert"]) == 0
+    assert "| minilm | rte | accuracy | 62.00 ± 1.00 · paper bert 62.24 ± 0.48 (-0.24) |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        report_cli.main([str(grid), "--paper-model", "gpt2"])
+    assert refused.value.code == 2 and "invalid choice: 'gpt2' (choose from 'albert', 'bert', 'distilbert')" in capsys.readouterr().err
+    assert not (grid / "report").exists()  # refused before writing anything

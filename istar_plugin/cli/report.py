@@ -6,7 +6,7 @@ without a readable one (queued, running, crashed) is reported as missing or fail
 percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its variant, e.g.
 ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
 
-    istar-report GRID_DIR [--out DIR]
+    istar-report GRID_DIR [--out DIR] [--paper-model bert]
 
 writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.istar_cells import collect
+from ..reports.paper.istar import PAPER_MODELS
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -32,6 +33,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid_dir", type=Path, metavar="GRID_DIR", help="directory holding the grid's run directories")
     parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report)")
+    parser.add_argument("--paper-model", choices=sorted(PAPER_MODELS),
+                        help="set this model's numbers from the paper's Table 1 beside a model the paper did not run "
+                             "(e.g. MiniLM), marked with its name")
     args = parser.parse_args(argv)
     try:
         records, problems = collect(args.grid_dir)
@@ -43,7 +47,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     out = args.out or args.grid_dir / "report"
     if records:
-        print(write_report(records, out), end="")
+        print(write_report(records, out, args.paper_model), end="")
         for line in unwritten_figures(records):
             print(line)
         print(f"\n{len(records)} finished cells; report in {out}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from ..storage.atomic import atomic_write_text
 from . import calibration_tables, isolayer_table3, versus_base, wall_times
@@ -32,20 +32,22 @@ def unwritten_figures(records: Sequence[Record]) -> list[str]:
     return [f"{name} not written: {why}" for name, points, _, why in FIGURES if not points(records)]
 
 
-def write_report(records: Sequence[Record], out: Path) -> str:
+def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None) -> str:
     """Write every output file into ``out``; returns what to print: Table 1 (and its held-out selection when the
-    cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables."""
+    cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables.
+    ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run."""
     out.mkdir(parents=True, exist_ok=True)
     rows1, rows2, paired = table1(records), table2(records), versus_base.comparisons(records)
     interval = lambda setting: versus_base.comparison_of(paired, setting)  # noqa: E731
-    markdown1 = f"Table 1: {SELECTIONS['eval']}.\n\n" + table1_markdown(rows1, interval)
+    markdown1 = f"Table 1: {SELECTIONS['eval']}.\n\n" + table1_markdown(rows1, interval, paper_model)
     atomic_write_text(out / "table1.md", markdown1)
-    atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1)))
+    atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1, paper_model)))
     if has_validation(records):
         held_out = table1(records, selection="validation")
-        markdown_held_out = f"Table 1, held out: {SELECTIONS['validation']}.\n\n" + table1_markdown(held_out, interval)
+        markdown_held_out = (f"Table 1, held out: {SELECTIONS['validation']}.\n\n"
+                             + table1_markdown(held_out, interval, paper_model))
         atomic_write_text(out / "table1_heldout.md", markdown_held_out)
-        atomic_write_text(out / "table1_heldout.csv", csv_text(table1_csv_rows(held_out)))
+        atomic_write_text(out / "table1_heldout.csv", csv_text(table1_csv_rows(held_out, paper_model)))
         markdown1 += "\n" + markdown_held_out
     if paired:
         caption = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "

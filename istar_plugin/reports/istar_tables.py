@@ -222,16 +222,22 @@ def metric_summary(setting: Optional[Setting], metric: str) -> Optional[tuple[fl
     return statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, len(scores)
 
 
-def paper_comparison(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, float]]:
-    """``(paper mean, paper std, ours - paper)`` where the paper's Table 1 has this model, method, task and metric."""
+def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
+                     ) -> Optional[tuple[float, float, float, str]]:
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this model, method, task
+    and metric; for a model the paper did not run (MiniLM), the paper's ``paper_model`` (``bert``) if given."""
     ours = metric_summary(setting, metric)
-    paper = None if setting is None else paper_result(setting.model, setting.method, setting.task, metric)
-    if ours is None or paper is None:
+    if ours is None or setting is None:
         return None
-    return paper[0], paper[1], ours[0] - paper[0]
+    for model in (setting.model, paper_model):
+        paper = None if model is None else paper_result(model, setting.method, setting.task, metric)
+        if paper is not None:
+            return paper[0], paper[1], ours[0] - paper[0], model
+    return None
 
 
-def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None) -> str:
+def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None,
+                 paper_model: Optional[str] = None) -> str:
     """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
     most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
     followed by the paper's ``mean ± std`` and our difference where it has the cell.
@@ -242,6 +248,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     '81.20 ± 0.00 (2 collapsed)'
     >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
     '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
+    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2, paper_model="bert")
+    '61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
     """
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None:
@@ -249,8 +257,11 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     mean, std, n = summary
     text = f"{mean:.2f} ± {std:.2f}" + (f" (n={n})" if n == 1 or n < most_seeds else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
-    paper = paper_comparison(setting, metric or setting.metric)
-    return text + (f" · paper {paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})" if paper else "")
+    paper = paper_comparison(setting, metric or setting.metric, paper_model)
+    if paper is None:
+        return text
+    named = "" if paper[3] == setting.model else f"{paper[3]} "
+    return text + f" · paper {named}{paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})"
 
 
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
@@ -263,11 +274,13 @@ def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
     return reported + others
 
 
-def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None) -> str:
+def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None,
+                    paper_model: Optional[str] = None) -> str:
     """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
     methods compete; the paper's mean ± std and our difference beside each cell it has; and, in the table metric,
     ``Δ`` to Base with its interval and verdict where ``versus_base(setting)`` gives one
-    (:func:`istar_plugin.reports.versus_base.comparison_of`)."""
+    (:func:`istar_plugin.reports.versus_base.comparison_of`). ``paper_model``: whose paper numbers stand beside a
+    model the paper did not run."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
@@ -277,7 +290,7 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
             present = [summary[0] for summary in summaries.values() if summary]
             cells = []
             for column in columns:
-                text = format_score(row[column], most_seeds, metric)
+                text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
                 bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == max(present)
@@ -286,9 +299,10 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
     return "\n".join(lines) + "\n"
 
 
-def table1_csv_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:
     """Table 1 flattened, one row per metric (``reported``: the paper's Table 1 shows it): per method
-    ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta``, ``variant``, ``paper mean``, ``paper std``, ``difference``."""
+    ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta``, ``variant``, ``paper mean``, ``paper std``, ``difference``,
+    ``paper model`` (the model whose paper numbers those are)."""
     flat = []
     for row in rows:
         reported = row_metrics(row)
@@ -297,10 +311,11 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for column in method_columns(rows):
                 setting = row[column]
                 summary = metric_summary(setting, metric)
-                paper = paper_comparison(setting, metric)
+                paper = paper_comparison(setting, metric, paper_model)
                 values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
                           **{name: None if setting is None else getattr(setting, name) for name in ("lam", "zeta", "variant")},
-                          "paper mean": paper and paper[0], "paper std": paper and paper[1], "difference": paper and paper[2]}
+                          "paper mean": paper and paper[0], "paper std": paper and paper[1], "difference": paper and paper[2],
+                          "paper model": paper and paper[3]}
                 out.update({f"{column} {name}": value for name, value in values.items()})
             flat.append(out)
     return flat
