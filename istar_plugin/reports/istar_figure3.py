@@ -54,9 +54,12 @@ def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
                              layout="constrained")
     metric_of = {record.task: record.metric for record in records}
     for (ax, ax_delta), (task, per_model) in zip(axes, points.items()):
-        for model, series in per_model.items():
+        lambdas = [lam for series in per_model.values() for lam, _ in series]
+        step = 0.03 * ((max(lambdas) - min(lambdas)) or 1.0)  # models at one lambda sit side by side
+        for rank, (model, series) in enumerate(per_model.items()):
             _plot_series(ax, series, colours[model], markers[model], model)
-            _plot_differences(ax_delta, series, paired, colours[model], markers[model])
+            _plot_differences(ax_delta, series, paired, colours[model], markers[model],
+                              step * (rank - (len(per_model) - 1) / 2))
         style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", f"{metric_of[task]} (%)", title_size=11)
         ax.margins(0.15)
         style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ", f"Δ {metric_of[task]} (points)", title_size=11)
@@ -64,21 +67,22 @@ def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
         ax_delta.margins(0.15)
     handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
     fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base): mean ± std over "
-                 "seeds\nright: difference to Base with its 95% bootstrap interval over seeds and examples "
-                 "(filled: interval excludes 0)", fontsize=10)
+                 "seeds\nright: difference to Base, paired by seed, with its 95% bootstrap interval as in versus_base.md "
+                 "(filled: the interval excludes 0)", fontsize=10)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
     return save_png(fig, path)
 
 
-def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str) -> None:
+def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str, dodge: float) -> None:
+    """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
     for lam, setting in series:
         difference = versus_base.comparison_of(paired, setting)
         if difference is None:
             continue
-        ax.errorbar([lam], [difference.mean], yerr=[[difference.mean - difference.low], [difference.high - difference.mean]],
-                    fmt="none", ecolor=colour, elinewidth=1.1, capsize=3)
+        ax.errorbar([lam + dodge], [difference.mean], fmt="none", ecolor=colour, elinewidth=1.1, capsize=3,
+                    yerr=[[difference.mean - difference.low], [difference.high - difference.mean]])
         filled = difference.verdict != "not distinguishable"
-        ax.plot([lam], [difference.mean], linestyle="none", marker=marker, markersize=6, color=colour,
+        ax.plot([lam + dodge], [difference.mean], linestyle="none", marker=marker, markersize=6, color=colour,
                 markerfacecolor=colour if filled else "white", markeredgecolor=colour, zorder=3)
 
 
