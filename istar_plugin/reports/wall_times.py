@@ -13,7 +13,7 @@ import statistics
 from typing import Any, Sequence
 
 from .istar_cells import Record
-from .istar_tables import _method_rank, display_name
+from .istar_tables import display_name, method_order
 
 __all__ = ["COLUMNS", "wall_times", "markdown"]
 
@@ -26,7 +26,8 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
     for record in records:
         if record.seconds is not None:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
-    order = sorted(groups, key=lambda key: (key[0], key[1], _method_rank(key[2]), key[3]))
+    methods = method_order(method for _, _, method, _ in groups)
+    order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
     return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(groups[key]),
              "median s": statistics.median(groups[key]), "min s": min(groups[key]), "max s": max(groups[key])}
             for key in order for model, task, method, variant in [key]]
