@@ -42,7 +42,8 @@ class DataError(RunError, ValueError):
 
 
 class RunDirError(RunError):
-    """The run directory cannot be used: held by another run, holding another run, or not writable."""
+    """A run directory or output folder cannot be used: held by another run, holding another run or files the
+    toolkit did not write, or not writable."""
 
     exit_code = 4
 
