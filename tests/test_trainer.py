@@ -48,7 +48,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
     # the run directory's files, as documented (docs/results/run_files.csv): checkpoints go once the run finished
     assert sorted(path.name for path in (tmp_path / "run").iterdir() if path.name != "checkpoints") == [
-        "config.yaml", "metrics.jsonl", "model", "results.json", "tensorboard"]
+        ".istar-run", "config.yaml", "metrics.jsonl", "model", "results.json", "tensorboard"]
     assert not list((tmp_path / "run" / "checkpoints").glob("step_*")) and saved["schema_version"] == 2
     assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled", "padding": "exclude"}
     assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2

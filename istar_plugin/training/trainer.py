@@ -34,6 +34,7 @@ from ..registry import CRITERIONS, MODELS, TASKS
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
+from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
 from . import export
@@ -95,6 +96,7 @@ class Trainer:
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
         self.output_dir = Path(cfg.output_dir)
         if self.dist.is_main:  # before anything heavy: a second run into this directory is refused at once
+            check_writable(self.output_dir, RUN_MARKER, "output_dir")  # a folder of someone else's files: refused
             self.run_lock = RunDirLock(self.output_dir).acquire()
             for directory in (self.output_dir, self.output_dir / "checkpoints"):
                 remove_stale_temporaries(directory)  # left by a kill during an atomic write
@@ -362,7 +364,8 @@ class Trainer:
         """The run directory's config and TensorBoard header, the "before" measurements of a new run, the hooks' start."""
         cfg = self.cfg
         if self.dist.is_main:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
+            if not (self.output_dir / RUN_MARKER).is_file():
+                mark(self.output_dir, RUN_MARKER, task=cfg.task, criterion=cfg.criterion.name, seed=cfg.seed)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
             self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), [f"eval/{self.task.main_metric}", "eval/isoscore_star"])
         if not resumed:
@@ -417,7 +420,8 @@ class Trainer:
         if not self.dist.is_main:
             return
         try:
-            export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR)
+            export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
+                                what="model folder", run=str(self.output_dir.resolve()), step=self.step)
             self.exported = True
         except (TypeError, ValueError) as error:  # no save_pretrained(), or the adapter refuses (inserted modules)
             warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept")
