@@ -1,6 +1,7 @@
 """Commands write only into folders they created or that carry their own marker: real folders of user files are
 refused in one line and left byte for byte as they were; istar-export holds the run's lock and says what it exported."""
 import hashlib
+import os
 import subprocess
 import sys
 import textwrap
@@ -82,6 +83,10 @@ def test_istar_export_replaces_only_its_own_export_and_says_the_step(kept_run, t
     assert export_main([str(kept_run), "--out", str(out)]) == 0
     assert (out / EXPORT_MARKER).is_file() and not (out / "stale.txt").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or old copy left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in out.iterdir() if path.is_file()}["model.safetensors"] \
+        == oct(0o666 & ~umask)  # not safetensors' owner-only 0600: the group sharing the cluster can load it
 
 
 def test_istar_export_refuses_a_run_another_process_holds(kept_run, capsys):

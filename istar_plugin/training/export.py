@@ -14,6 +14,7 @@ task's label names in ``id2label``/``label2id``, so ``AutoModelForSequenceClassi
 """
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     previous = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.old")
     try:
         model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
+        readable_as_umask_allows(temporary)
         mark(temporary, EXPORT_MARKER, **details)
         if directory.exists():
             directory.rename(previous)
@@ -72,6 +74,16 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return directory
+
+
+def readable_as_umask_allows(directory: Path) -> None:
+    """Give the files under ``directory`` the mode a plain ``open`` would (0666 less the umask): safetensors writes
+    its weights owner-only (0600), which hides an exported model from the rest of a group sharing a cluster."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
 
 
 def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
