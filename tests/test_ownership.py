@@ -136,3 +136,13 @@ def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run,
     assert err == f"istar-export: {checkpoint}: its SHA-256 does not match {checkpoint.name}.sha256 (damaged bytes); " \
                   "nothing exported (another step: --step)"
     assert checkpoint.is_file() and not (damaged / "model").exists()  # a reader renames nothing
+
+
+def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert, shared_data, tmp_path, capsys):
+    run = tmp_path / "flow"
+    Trainer(compose(arguments(tiny_bert, shared_data, run, "criterion=flow", "max_steps=1", "keep_checkpoints=1"))).fit()
+    before, _ = snapshot(run), capsys.readouterr()
+    assert export_main([str(run)]) == 7
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "modules inserted before its head (flow)" in err and "nothing exported" in err
+    assert snapshot(run) == before and not (run / "model").exists()

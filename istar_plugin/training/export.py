@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from .. import config as config_module
 from ..models.encoder import restoring_weights
 from ..registry import MODELS, TASKS, load_plugins
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ModelError
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
@@ -115,6 +115,11 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         if damage is not None:
             raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
         state = torch.load(path, map_location="cpu", weights_only=False)
+        inserted = sorted({key.split(".")[1] for key in state["model"] if key.startswith("inserted.")})
+        if inserted:
+            raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), which a "
+                             f"Hugging Face folder has no place for; nothing exported. Load {path} with istar_plugin "
+                             "instead: istar-analyze RUN_DIR, or Trainer(cfg) and load_state_dict(state['model'])")
         load_plugins()
         cfg = OmegaConf.create(state["config"])
         task = TASKS.build(cfg.task, config_module.data_config(cfg))
