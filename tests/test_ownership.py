@@ -1,6 +1,8 @@
 """Commands write only into folders they created or that carry their own marker: real folders of user files are
-refused in one line and left byte for byte as they were; istar-export holds the run's lock and says what it exported."""
+refused in one line and left byte for byte as they were; istar-export holds the run's lock and says what it exported;
+a run resumes only onto the data it started on."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +13,8 @@ import pytest
 from istar_plugin.cli.export import main as export_main
 from istar_plugin.cli.run import main as run_main
 from istar_plugin.config import compose
+from istar_plugin.errors import RunDirError
+from istar_plugin.hooks import Hook
 from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
 from istar_plugin.training.trainer import Trainer
 
@@ -146,3 +150,36 @@ def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "modules inserted before its head (flow)" in err and "nothing exported" in err
     assert snapshot(run) == before and not (run / "model").exists()
+
+
+class CrashAt(Hook):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, stats):
+        if step == self.step:
+            raise KeyboardInterrupt(f"simulated kill at step {step}")
+
+
+def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, shared_data, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (shared_data / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:40]
+    (data / "train.tsv").write_text("".join(lines))
+    (data / "dev.tsv").write_text((shared_data / "sst2" / "dev.tsv").read_text())
+    run = tmp_path / "run"
+    cfg = compose(arguments(tiny_bert, shared_data, run, f"data.dir={data}", "save_every=1"))
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, hooks=[CrashAt(2)]).fit()  # killed before step 2's checkpoint: step 1's is kept
+    os.utime(data / "train.tsv")  # touched, same content: resumable
+    lines[3] = lines[3].replace("\t0", "\t1") if "\t0" in lines[3] else lines[3].replace("\t1", "\t0")
+    (data / "train.tsv").write_text("".join(lines))  # one label edited in place
+    with pytest.raises(RunDirError, match=rf"on other data \(changed: train \({data / 'train.tsv'}: 16 examples then, "
+                                          r"16 now, their content differs\)\); resume with the data it started on"):
+        Trainer(cfg).fit()
+    lines[3] = lines[3].replace("\t1", "\t0") if "\t1" in lines[3] else lines[3].replace("\t0", "\t1")
+    (data / "train.tsv").write_text("".join(lines))  # put back: the run resumes and records what it read
+    results = Trainer(cfg).fit()
+    saved = json.loads((run / "results.json").read_text())
+    assert results["step"] == 2 and saved["data"]["train"]["source"] == str(data / "train.tsv")
+    assert saved["data"]["train"]["examples"] == 16 and len(saved["data"]["eval"]["sha256"]) == 64

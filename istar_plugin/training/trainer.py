@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from .. import config as config_module
+from ..data.fingerprint import changed_splits, split_fingerprint
 from ..data.packaged import seeded_split
 from ..errors import ConfigError, DivergedError, ModelError, RunDirError
 from ..hooks import Hook, HookDispatcher, TrainingControl
@@ -113,6 +114,8 @@ class Trainer:
         self.task = TASKS.build(self.cfg.task, config_module.data_config(self.cfg))
         self.train_examples = self.task.load("train")
         self.eval_examples = self.task.load("eval")
+        self.data_fingerprint = {split: split_fingerprint(examples, self.task.source_of(split))
+                                 for split, examples in (("train", self.train_examples), ("eval", self.eval_examples))}
 
     def _setup_model(self) -> None:
         cfg = self.cfg
@@ -245,6 +248,7 @@ class Trainer:
             "embedding_before": self.embedding_before,
             "hooks": self.dispatch.state_dicts(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "data": self.data_fingerprint,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -280,6 +284,12 @@ class Trainer:
             raise RunDirError(
                 f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
                 "resume with the same settings or choose another output_dir"
+            )
+        changed_data = changed_splits(state.get("data", {}), self.data_fingerprint)
+        if changed_data:
+            raise RunDirError(
+                f"{self.output_dir} holds a checkpoint of a run on other data (changed: {'; '.join(changed_data)}); "
+                "resume with the data it started on or choose another output_dir"
             )
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
@@ -487,7 +497,7 @@ class Trainer:
             **{f"{k}_before": v for k, v in self.embedding_before.items()},
             validation=hooked.pop("validation", None),
             top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
-            extra=hooked,
+            extra={**hooked, "data": self.data_fingerprint},
         )
         if self.dist.is_main:
             write_results(self.output_dir / RESULTS, record)
