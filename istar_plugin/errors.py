@@ -66,6 +66,15 @@ class ModelError(RunError):
     exit_code = 7
 
 
+class Stopped(RunError):
+    """A signal (SIGTERM, SIGINT) stopped the run at a step's end, after saving a checkpoint to resume from; the
+    exit status is 128 + the signal's number, as a shell reports a process the signal killed."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
 EXPECTED = (ConfigError, DataError, RunDirError, CheckpointError, DivergedError, ModelError)
 
 

@@ -37,20 +37,21 @@ from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
+from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
 from . import export
 from .batching import collate, epoch_order
-from .distributed import barrier, gather_to_all, init_from_env, wrap_model
+from .distributed import any_rank, barrier, gather_to_all, init_from_env, wrap_model
 from .divergence_guard import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
 from .evaluation import Evaluator, embedding_isotropy
 from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
 from .precision import autocast, choose_precision
-from .progress import criterion_description, eval_line, train_line
-from .resume import config_changes, holds_weights, rates_at_restored_step, restore_random_streams
+from .progress import complete_line, eval_line, train_line
+from .resume import config_changes, finished_results, holds_weights, rates_at_restored_step, restore_random_streams
 from .rng import rng_state, seed_everything
 from .run_view import TrainerView
+from .signals import StopSignal, stopped
 from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
 
@@ -77,6 +78,7 @@ class Trainer:
     """
 
     run_lock: Optional[RunDirLock] = None
+    stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     @_unlock_on_failure
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
@@ -249,6 +251,7 @@ class Trainer:
             "hooks": self.dispatch.state_dicts(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "data": self.data_fingerprint,
+            "metrics_bytes": self.metrics_log.size() if self.metrics_log is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -262,6 +265,9 @@ class Trainer:
         self.history = state["history"]
         self.embedding_before = state.get("embedding_before", {})
         self.dispatch.load_state_dicts(state["hooks"])
+        if self.metrics_log is not None:  # what the interrupted attempt logged after this checkpoint is logged again
+            self.metrics_log.truncate(state.get("metrics_bytes"))
+        self.tensorboard.purge_from(self.step + 1)
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
@@ -346,17 +352,20 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         finished = self._finished_results()
         if finished is not None:
-            self._say_complete(finished["step"])
+            if self.dist.is_main:
+                print(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion), file=sys.stderr)
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            self._say_complete(self.step)
+            if self.dist.is_main:
+                print(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion), file=sys.stderr)
             return self._write_results()
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         self._start(bool(resumed))
-        self._train()
+        with StopSignal() as self.stop_signal:
+            self._train()
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
         annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
@@ -369,6 +378,13 @@ class Trainer:
         if self.dist.is_main and self.cfg.keep_checkpoints is None and self.exported:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
+
+    def _stop_for_signal(self) -> None:
+        """Checkpoint this step (unless just done) and stop with :class:`Stopped`, saying where and how to resume."""
+        if self.checkpoints.latest() is None or max(self.checkpoints.paths()) != self.step:
+            self.save_checkpoint()
+        raise stopped(self.stop_signal.received, self.step, self.total_steps, self.epoch,
+                      self.checkpoints.paths()[self.step], self.output_dir)
 
     def _start(self, resumed: bool) -> None:
         """The run directory's config and TensorBoard header, the "before" measurements of a new run, the hooks' start."""
@@ -415,6 +431,8 @@ class Trainer:
                     self._record_evaluation()
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save_checkpoint()
+                if any_rank(self.stop_signal.received is not None, self.world_size, self.device):
+                    self._stop_for_signal()
             if self.batches_done >= self.batches_per_epoch:
                 self.dispatch.epoch_end(self.epoch)
                 self.epoch, self.batches_done = self.epoch + 1, 0
@@ -438,31 +456,8 @@ class Trainer:
 
     def _finished_results(self) -> Optional[dict[str, Any]]:
         """The saved results of a run that finished here and whose checkpoints were removed, else None."""
-        results_path = self.output_dir / RESULTS
-        if self.checkpoints.latest() is not None or not results_path.is_file():
-            return None
-        record = read_results(results_path)  # a malformed or too new file: one ResultsError line
-        if not record.finished:  # a diverged run is trained again, not returned as a result
-            return None
-        if not self.cfg.resume:
-            raise RunDirError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
-                              "choose another output_dir")
-        saved_config = OmegaConf.to_container(OmegaConf.load(self.output_dir / "config.yaml"), resolve=True)
-        changed = config_changes(saved_config, OmegaConf.to_container(self.cfg, resolve=True))
-        if changed:
-            raise RunDirError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
-                              "choose another output_dir")
-        if record.step is None or record.step < self.total_steps:
-            raise RunDirError(f"{self.output_dir} holds a run finished at step {record.step} whose checkpoints were "
-                              f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
-                              "choose another output_dir")
-        return record.to_json()
-
-
-    def _say_complete(self, step: int) -> None:
-        if self.dist.is_main:
-            print(f"{self.output_dir}: already complete ({step}/{self.total_steps} steps, "
-                  f"{criterion_description(OmegaConf.to_container(self.cfg.criterion))}); nothing to do", file=sys.stderr)
+        return finished_results(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
+                                self.total_steps)
 
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
