@@ -42,7 +42,8 @@ class DataError(RunError, ValueError):
 
 
 class RunDirError(RunError):
-    """The run directory cannot be used: held by another run, holding another run, or not writable."""
+    """A run directory or output folder cannot be used: held by another run, holding another run or files the
+    toolkit did not write, or not writable."""
 
     exit_code = 4
 
@@ -63,6 +64,15 @@ class ModelError(RunError):
     """The model cannot be found, loaded, or placed on the requested device."""
 
     exit_code = 7
+
+
+class Stopped(RunError):
+    """A signal (SIGTERM, SIGINT) stopped the run at a step's end, after saving a checkpoint to resume from; the
+    exit status is 128 + the signal's number, as a shell reports a process the signal killed."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
 
 
 EXPECTED = (ConfigError, DataError, RunDirError, CheckpointError, DivergedError, ModelError)

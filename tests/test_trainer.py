@@ -49,7 +49,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert saved["accuracy"] == results["metrics"]["accuracy"] and 0 <= saved["accuracy"] <= 1
     # the run directory's files, as documented (docs/results/run_files.csv): checkpoints go once the run finished
     assert sorted(path.name for path in (tmp_path / "run").iterdir() if path.name != "checkpoints") == [
-        "config.yaml", "metrics.jsonl", "model", "predictions.json", "results.json", "tensorboard"]
+        ".istar-run", "config.yaml", "metrics.jsonl", "model", "predictions.json", "results.json", "tensorboard"]
     scored = read_predictions(tmp_path / "run")  # per example, in the eval split's order: the accuracy recomputed
     assert scored.step == 6 and len(scored.predictions) == len(scored.references) == 24
     assert sum(p == r for p, r in zip(scored.predictions, scored.references)) / 24 == pytest.approx(saved["accuracy"])

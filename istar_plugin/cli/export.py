@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..errors import RunError, exit_code, one_line
 from ..training.export import export_checkpoint
 
 
@@ -24,11 +25,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
     args = parser.parse_args(argv)
     try:
-        directory = export_checkpoint(args.run_dir, args.step, args.out)
+        exported = export_checkpoint(args.run_dir, args.step, args.out)
     except FileNotFoundError as error:
         print(f"istar-export: {error}", file=sys.stderr)
         return 2
-    print(f"exported to {directory} (load with AutoModelForSequenceClassification/...ForQuestionAnswering or pipeline())")
+    except RunError as error:  # the folder is not ours, the run is in use, the checkpoint is damaged
+        print(f"istar-export: {one_line(error)}", file=sys.stderr)
+        return exit_code(error)
+    state = "" if exported.run == "finished" else f"; the run is {exported.run}, not finished"
+    print(f"exported step {exported.step} to {exported.directory}{state} "
+          "(load with AutoModelForSequenceClassification/...ForQuestionAnswering or pipeline())")
     return 0
 
 

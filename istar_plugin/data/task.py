@@ -103,6 +103,15 @@ class Task:
             raise DataError(f"{self.name}: the {split} split ({split_name}, source {self.cfg.source}) has no examples")
         return loaded
 
+    def source_of(self, split: str) -> str:
+        """Where ``split`` is read from: the file's path, or the hub data set and split."""
+        split_name = self.split_name(split)
+        if self.cfg.source == "hub":
+            return f"hub {self.hub} {split_name}"
+        if self.cfg.source == "packaged":
+            return str(self.packaged_path(split_name))
+        return str(self.data_file(split, split_name))
+
     def examples(self, split: str, split_name: str) -> Iterator[dict]:
         """All examples of a split, in source order, bad records raising :class:`DataError`."""
         for located, record in self.records(split, split_name):

@@ -40,8 +40,10 @@ _HELD: dict[str, "RunDirLock"] = {}  # real path of the directory -> the lock th
 class RunDirLock:
     """``with RunDirLock(directory):`` or ``lock = RunDirLock(directory).acquire(); ...; lock.release()``."""
 
-    def __init__(self, directory: str | os.PathLike):
+    def __init__(self, directory: str | os.PathLike, role: str = "output_dir",
+                 advice: str = "wait for it to finish or choose another output_dir"):
         self.directory = Path(directory)
+        self.role, self.advice = role, advice  # how a refusal names the directory and what it suggests
         self.path = self.directory / LOCK_NAME
         self._descriptor: Optional[int] = None
         self._depth = 0
@@ -83,8 +85,7 @@ class RunDirLock:
             except BlockingIOError:
                 holder = _read_holder(descriptor)
                 os.close(descriptor)
-                raise RunDirError(f"output_dir {self.directory} is in use by another run ({holder}); wait for it to "
-                                  "finish or choose another output_dir") from None
+                raise RunDirError(f"{self.role} {self.directory} is in use by another run ({holder}); {self.advice}") from None
             except BaseException:
                 os.close(descriptor)
                 raise

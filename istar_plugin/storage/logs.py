@@ -65,6 +65,20 @@ class MetricsLog:
                 raise ValueError(f"{self.path}: line {number} is not valid JSON: {error}") from None
         return records
 
+    def size(self) -> int:
+        """The file's length in bytes (0 before the first record): where a checkpoint's records end."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def truncate(self, size: Optional[int]) -> None:
+        """Drop what was appended after the file was ``size`` bytes long (None: keep all), e.g. the records of steps
+        that a run resumed from an earlier checkpoint repeats."""
+        if size is None or self.size() <= size:
+            return
+        self.close()
+        with open(self.path, "r+b") as handle:
+            handle.truncate(size)
+            os.fsync(handle.fileno())
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -103,6 +117,11 @@ class TensorBoardLog:
         self.directory = Path(directory)
         self._writer = None
         self._enabled = enabled
+        self._purge_step: Optional[int] = None
+
+    def purge_from(self, step: int) -> None:
+        """Hide the events of ``step`` and later that an earlier attempt wrote (a resumed run writes them again)."""
+        self._purge_step = step
 
     @property
     def enabled(self) -> bool:
@@ -114,7 +133,7 @@ class TensorBoardLog:
                 SummaryWriter,  # imported only where it is used: it loads tensorboard
             )
 
-            self._writer = SummaryWriter(log_dir=str(self.directory))
+            self._writer = SummaryWriter(log_dir=str(self.directory), purge_step=self._purge_step)
         return self._writer
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:

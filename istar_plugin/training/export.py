@@ -14,10 +14,12 @@ task's label names in ``id2label``/``label2id``, so ``AutoModelForSequenceClassi
 """
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from omegaconf import OmegaConf
@@ -25,7 +27,11 @@ from omegaconf import OmegaConf
 from .. import config as config_module
 from ..models.encoder import restoring_weights
 from ..registry import MODELS, TASKS, load_plugins
-from ..storage.checkpoints import Checkpoints
+from ..errors import CheckpointError, ModelError
+from ..storage.checkpoints import Checkpoints, problem
+from ..storage.lock import RunDirLock
+from ..storage.ownership import EXPORT_MARKER, check_writable, mark
+from ..storage.results import RESULTS, ResultsError, read_results
 
 MODEL_DIR = "model"
 
@@ -43,24 +49,41 @@ def can_export(model) -> bool:
     return callable(getattr(model, "save_pretrained", None))
 
 
-def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path) -> Path:
-    """Write ``model`` (an adapter with ``save_pretrained``) to ``directory``, replacing what was there.
-
-    The files are written into a temporary sibling first, so ``directory`` is never half-written.
+def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
+                 **details: Any) -> Path:
+    """Write ``model`` (an adapter with ``save_pretrained``) to ``directory`` with the export marker (``details``:
+    where it came from), replacing an export written before; refuses a folder of anything else (one line naming it,
+    :mod:`istar_plugin.storage.ownership`). The files go into a temporary sibling first, so ``directory`` is never
+    half-written, and the old export is removed only once the new one is in place.
     """
     directory = Path(directory)
     if not can_export(model):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
+    check_writable(directory, EXPORT_MARKER, what)
     id2label, label2id = label_maps(kind, label_names)
     temporary = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.tmp")
+    previous = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.old")
     try:
         model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
+        readable_as_umask_allows(temporary)
+        mark(temporary, EXPORT_MARKER, **details)
         if directory.exists():
-            shutil.rmtree(directory)
+            directory.rename(previous)
         temporary.rename(directory)
+        shutil.rmtree(previous, ignore_errors=True)  # an export of ours (checked above)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return directory
+
+
+def readable_as_umask_allows(directory: Path) -> None:
+    """Give the files under ``directory`` the mode a plain ``open`` would (0666 less the umask): safetensors writes
+    its weights owner-only (0600), which hides an exported model from the rest of a group sharing a cluster."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
 
 
 def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
@@ -78,20 +101,51 @@ def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
     return found[chosen]
 
 
-def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Path:
-    """Rebuild the run's model from its config, load a checkpoint's weights and export it; returns the directory.
+def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Exported:
+    """Rebuild the run's model from its config, load a checkpoint's weights and export it, holding the run's lock
+    (a run still training there is refused, naming it); returns where it went, the step, and the run's state.
 
     ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``.
     """
     run_dir = Path(run_dir)
-    path = checkpoint_path(run_dir, step)
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    load_plugins()
-    cfg = OmegaConf.create(state["config"])
-    task = TASKS.build(cfg.task, config_module.data_config(cfg))
-    with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
-        model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
-    model.load_state_dict(state["model"])
-    if out is None:
-        out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
-    return export_model(model, task.kind, task.label_names, out)
+    checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
+    with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
+        path = checkpoint_path(run_dir, step)
+        damage = problem(path)
+        if damage is not None:
+            raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        inserted = sorted({key.split(".")[1] for key in state["model"] if key.startswith("inserted.")})
+        if inserted:
+            raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), which a "
+                             f"Hugging Face folder has no place for; nothing exported. Load {path} with istar_plugin "
+                             "instead: istar-analyze RUN_DIR, or Trainer(cfg) and load_state_dict(state['model'])")
+        load_plugins()
+        cfg = OmegaConf.create(state["config"])
+        task = TASKS.build(cfg.task, config_module.data_config(cfg))
+        with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
+            model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
+        model.load_state_dict(state["model"])
+        if out is None:
+            out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
+        directory = export_model(model, task.kind, task.label_names, out, run=str(run_dir.resolve()), step=state["step"])
+        return Exported(directory, state["step"], run_state(run_dir))
+
+
+@dataclass(frozen=True)
+class Exported:
+    """Where an export went, the checkpoint's step, and the run's state then (``finished``, ``failed: ...``,
+    ``unfinished``)."""
+
+    directory: Path
+    step: int
+    run: str
+
+
+def run_state(run_dir: Path) -> str:
+    """``finished``, ``failed: REASON`` or ``unfinished`` (no results.json yet), from the run's results.json."""
+    try:
+        record = read_results(run_dir / RESULTS)
+    except ResultsError as error:
+        return "unfinished" if error.missing else f"unreadable results.json ({error.problem})"
+    return "finished" if record.finished else f"failed: {record.reason}"

@@ -41,6 +41,11 @@ def eval_line(step: int, total: int, result: Mapping[str, Any], main_metric: str
     return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {result['eval_isoscore_star']:.4f}"
 
 
+def complete_line(output_dir, step: int, total_steps: int, criterion: Mapping[str, Any]) -> str:
+    """What a run says when its directory already holds it, finished."""
+    return f"{output_dir}: already complete ({step}/{total_steps} steps, {criterion_description(criterion)}); nothing to do"
+
+
 def criterion_description(criterion: Mapping[str, Any]) -> str:
     """The criterion's name with its lambda and zeta, when it has them."""
     named = [f"{label} {criterion[key]}" for key, label in (("lam", "lambda"), ("zeta", "zeta")) if key in criterion]

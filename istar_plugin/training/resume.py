@@ -1,5 +1,5 @@
-"""What a resumed run may change, and the pieces of a restore that do not need the whole trainer: the
-learning rate at the restored step, and each rank's random streams.
+"""What a resumed run may change, and the pieces of a restore that do not need the whole trainer: whether a
+finished run's results stand, the learning rate at the restored step, and each rank's random streams.
 
 >>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True}, {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
 ['optim.lr']
@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
 
 import torch
 
 from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
+from ..storage.results import RESULTS, read_results
 from .rng import seed_everything, set_rng_state
 
 RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
@@ -67,3 +71,29 @@ def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
         return True
     results_path = run_dir / "results.json"
     return results_path.is_file() and json.loads(results_path.read_text()).get("status") != "failed"
+
+
+def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[str, Any], total_steps: int
+                     ) -> Optional[dict[str, Any]]:
+    """The saved results of a run that finished in ``output_dir`` and whose checkpoints were removed, if this run
+    (``config``, ``total_steps``) is that one; None when there is no such result; a different or longer run, or
+    ``resume=false``, is refused (:class:`RunDirError`)."""
+    results_path = output_dir / RESULTS
+    if checkpoints.latest() is not None or not results_path.is_file():
+        return None
+    record = read_results(results_path)  # a malformed or too new file: one ResultsError line
+    if not record.finished:  # a diverged run is trained again, not returned as a result
+        return None
+    if not config["resume"]:
+        raise RunDirError(f"{output_dir} already holds a finished run (results.json) and resume=false; "
+                          "choose another output_dir")
+    saved_config = OmegaConf.to_container(OmegaConf.load(output_dir / "config.yaml"), resolve=True)
+    changed = config_changes(saved_config, config)
+    if changed:
+        raise RunDirError(f"{output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
+                          "choose another output_dir")
+    if record.step is None or record.step < total_steps:
+        raise RunDirError(f"{output_dir} holds a run finished at step {record.step} whose checkpoints were "
+                          f"removed when it finished (keep_checkpoints); it cannot continue to step {total_steps}: "
+                          "choose another output_dir")
+    return record.to_json()

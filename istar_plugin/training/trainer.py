@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from .. import config as config_module
+from ..data.fingerprint import changed_splits, split_fingerprint
 from ..data.packaged import seeded_split
 from ..errors import ConfigError, DivergedError, ModelError, RunDirError
 from ..hooks import Hook, HookDispatcher, TrainingControl
@@ -34,22 +35,24 @@ from ..registry import CRITERIONS, MODELS, TASKS
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
+from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
 from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
+from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
 from . import export
 from .batching import collate, epoch_order
-from .distributed import barrier, gather_to_all, init_from_env, wrap_model
+from .distributed import any_rank, barrier, gather_to_all, init_from_env, wrap_model
 from .divergence_guard import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
 from .evaluation import Evaluator, embedding_isotropy
 from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
 from .precision import autocast, choose_precision
-from .progress import criterion_description, eval_line, train_line
-from .resume import config_changes, holds_weights, rates_at_restored_step, restore_random_streams
+from .progress import complete_line, eval_line, train_line
+from .resume import config_changes, finished_results, holds_weights, rates_at_restored_step, restore_random_streams
 from .rng import rng_state, seed_everything
 from .run_view import TrainerView
+from .signals import StopSignal, stopped
 from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
 
@@ -76,6 +79,7 @@ class Trainer:
     """
 
     run_lock: Optional[RunDirLock] = None
+    stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     @_unlock_on_failure
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
@@ -96,6 +100,7 @@ class Trainer:
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
         self.output_dir = Path(cfg.output_dir)
         if self.dist.is_main:  # before anything heavy: a second run into this directory is refused at once
+            check_writable(self.output_dir, RUN_MARKER, "output_dir")  # a folder of someone else's files: refused
             self.run_lock = RunDirLock(self.output_dir).acquire()
             for directory in (self.output_dir, self.output_dir / "checkpoints"):
                 remove_stale_temporaries(directory)  # left by a kill during an atomic write
@@ -112,6 +117,8 @@ class Trainer:
         self.task = TASKS.build(self.cfg.task, config_module.data_config(self.cfg))
         self.train_examples = self.task.load("train")
         self.eval_examples = self.task.load("eval")
+        self.data_fingerprint = {split: split_fingerprint(examples, self.task.source_of(split))
+                                 for split, examples in (("train", self.train_examples), ("eval", self.eval_examples))}
 
     def _setup_model(self) -> None:
         cfg = self.cfg
@@ -245,6 +252,8 @@ class Trainer:
             "embedding_before": self.embedding_before,
             "hooks": self.dispatch.state_dicts(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "data": self.data_fingerprint,
+            "metrics_bytes": self.metrics_log.size() if self.metrics_log is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -258,6 +267,9 @@ class Trainer:
         self.history = state["history"]
         self.embedding_before = state.get("embedding_before", {})
         self.dispatch.load_state_dicts(state["hooks"])
+        if self.metrics_log is not None:  # what the interrupted attempt logged after this checkpoint is logged again
+            self.metrics_log.truncate(state.get("metrics_bytes"))
+        self.tensorboard.purge_from(self.step + 1)
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
@@ -280,6 +292,12 @@ class Trainer:
             raise RunDirError(
                 f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
                 "resume with the same settings or choose another output_dir"
+            )
+        changed_data = changed_splits(state.get("data", {}), self.data_fingerprint)
+        if changed_data:
+            raise RunDirError(
+                f"{self.output_dir} holds a checkpoint of a run on other data (changed: {'; '.join(changed_data)}); "
+                "resume with the data it started on or choose another output_dir"
             )
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
@@ -337,17 +355,20 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         finished = self._finished_results()
         if finished is not None:
-            self._say_complete(finished["step"])
+            if self.dist.is_main:
+                print(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion), file=sys.stderr)
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            self._say_complete(self.step)
+            if self.dist.is_main:
+                print(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion), file=sys.stderr)
             return self._write_results()
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         self._start(bool(resumed))
-        self._train()
+        with StopSignal() as self.stop_signal:
+            self._train()
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
         annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
@@ -361,11 +382,19 @@ class Trainer:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
+    def _stop_for_signal(self) -> None:
+        """Checkpoint this step (unless just done) and stop with :class:`Stopped`, saying where and how to resume."""
+        if self.checkpoints.latest() is None or max(self.checkpoints.paths()) != self.step:
+            self.save_checkpoint()
+        raise stopped(self.stop_signal.received, self.step, self.total_steps, self.epoch,
+                      self.checkpoints.paths()[self.step], self.output_dir)
+
     def _start(self, resumed: bool) -> None:
         """The run directory's config and TensorBoard header, the "before" measurements of a new run, the hooks' start."""
         cfg = self.cfg
         if self.dist.is_main:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
+            if not (self.output_dir / RUN_MARKER).is_file():
+                mark(self.output_dir, RUN_MARKER, task=cfg.task, criterion=cfg.criterion.name, seed=cfg.seed)
             atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
             self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), [f"eval/{self.task.main_metric}", "eval/isoscore_star"])
         if not resumed:
@@ -405,6 +434,8 @@ class Trainer:
                     self._record_evaluation()
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save_checkpoint()
+                if any_rank(self.stop_signal.received is not None, self.world_size, self.device):
+                    self._stop_for_signal()
             if self.batches_done >= self.batches_per_epoch:
                 self.dispatch.epoch_end(self.epoch)
                 self.epoch, self.batches_done = self.epoch + 1, 0
@@ -420,38 +451,16 @@ class Trainer:
         if not self.dist.is_main:
             return
         try:
-            export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR)
+            export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
+                                what="model folder", run=str(self.output_dir.resolve()), step=self.step)
             self.exported = True
         except (TypeError, ValueError) as error:  # no save_pretrained(), or the adapter refuses (inserted modules)
             warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept")
 
     def _finished_results(self) -> Optional[dict[str, Any]]:
         """The saved results of a run that finished here and whose checkpoints were removed, else None."""
-        results_path = self.output_dir / RESULTS
-        if self.checkpoints.latest() is not None or not results_path.is_file():
-            return None
-        record = read_results(results_path)  # a malformed or too new file: one ResultsError line
-        if not record.finished:  # a diverged run is trained again, not returned as a result
-            return None
-        if not self.cfg.resume:
-            raise RunDirError(f"{self.output_dir} already holds a finished run (results.json) and resume=false; "
-                              "choose another output_dir")
-        saved_config = OmegaConf.to_container(OmegaConf.load(self.output_dir / "config.yaml"), resolve=True)
-        changed = config_changes(saved_config, OmegaConf.to_container(self.cfg, resolve=True))
-        if changed:
-            raise RunDirError(f"{self.output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
-                              "choose another output_dir")
-        if record.step is None or record.step < self.total_steps:
-            raise RunDirError(f"{self.output_dir} holds a run finished at step {record.step} whose checkpoints were "
-                              f"removed when it finished (keep_checkpoints); it cannot continue to step {self.total_steps}: "
-                              "choose another output_dir")
-        return record.to_json()
-
-
-    def _say_complete(self, step: int) -> None:
-        if self.dist.is_main:
-            print(f"{self.output_dir}: already complete ({step}/{self.total_steps} steps, "
-                  f"{criterion_description(OmegaConf.to_container(self.cfg.criterion))}); nothing to do", file=sys.stderr)
+        return finished_results(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
+                                self.total_steps)
 
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
@@ -486,7 +495,7 @@ class Trainer:
             **{f"{k}_before": v for k, v in self.embedding_before.items()},
             validation=hooked.pop("validation", None),
             top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
-            extra=hooked,
+            extra={**hooked, "data": self.data_fingerprint},
         )
         if self.dist.is_main:
             step, scored = self.evaluated_predictions

@@ -1,0 +1,51 @@
+"""What a run read: for each split, where it came from and a SHA-256 of its examples as loaded, so that a run
+resumed onto changed data is refused, naming the split and its file, as a changed config is.
+
+The hash covers the examples themselves (text, pair, label, ids: after the task parsed them and after the
+``max_*_samples`` cap), so it catches an edited file, another hub revision or another file under the same name,
+and ignores what does not change them (a ``touch``, a re-compressed copy). Files also record size and
+modification time, for the message.
+
+>>> a = [{"text": "a fine film", "label": 1}]
+>>> split_fingerprint(a, "data/train.tsv") == split_fingerprint([dict(a[0])], "data/train.tsv")
+True
+>>> changed_splits({"train": split_fingerprint(a, "train.tsv")},
+...                {"train": split_fingerprint([{"text": "a fine film", "label": 0}], "train.tsv")})
+['train (train.tsv: 1 examples then, 1 now, their content differs)']
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["split_fingerprint", "changed_splits"]
+
+
+def split_fingerprint(examples: Sequence[dict], source: str) -> dict[str, Any]:
+    """``source`` (a file path or a hub name), ``examples`` (how many) and their ``sha256``; a file's ``size`` and
+    ``mtime`` too."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps(example, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    record: dict[str, Any] = {"source": source, "examples": len(examples), "sha256": digest.hexdigest()}
+    if os.path.isfile(source):
+        stat = Path(source).stat()
+        record.update(size=stat.st_size, mtime=stat.st_mtime)
+    return record
+
+
+def changed_splits(saved: dict[str, dict], current: dict[str, dict]) -> list[str]:
+    """One phrase per split whose examples differ between ``saved`` and ``current`` (splits only one side has are
+    not compared: a checkpoint of an older version has none)."""
+    changed = []
+    for split in sorted(set(saved) & set(current)):
+        then, now = saved[split], current[split]
+        if then.get("sha256") != now.get("sha256"):
+            where = now["source"] if then.get("source") == now["source"] else f"{then.get('source')} then, {now['source']} now"
+            changed.append(f"{split} ({where}: {then.get('examples')} examples then, {now['examples']} now, "
+                           "their content differs)")
+    return changed

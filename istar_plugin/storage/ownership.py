@@ -1,0 +1,68 @@
+"""What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new,
+empty, or carries the toolkit's own marker for that kind of folder.
+
+A run directory carries ``.istar-run`` (written when a run starts; a run directory of an older version is
+recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
+folder carries ``.istar-export``. Anything else that exists and is not empty is refused with one line naming the
+path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`, exit 4): the user's files are never
+replaced or removed.
+
+>>> import tempfile
+>>> folder = Path(tempfile.mkdtemp())
+>>> check_writable(folder / "new", EXPORT_MARKER, "--out")         # new: fine
+>>> _ = (folder / "notes.txt").write_text("mine")
+>>> check_writable(folder, EXPORT_MARKER, "--out")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.errors.RunDirError: --out .../...: exists and holds files istar_plugin did not write (notes.txt); ...
+>>> _ = mark(folder / "export", EXPORT_MARKER, run="runs/x", step=3)
+>>> check_writable(folder / "export", EXPORT_MARKER, "--out")      # an export we wrote: may be replaced
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunDirError
+from .atomic import atomic_write_text
+
+RUN_MARKER = ".istar-run"
+EXPORT_MARKER = ".istar-export"
+IGNORED = frozenset({".lock"})
+"""Entries that make no folder foreign: the run lock, which any command may have just created."""
+
+
+def owned(directory: str | os.PathLike, marker: str) -> bool:
+    """Whether ``directory`` carries ``marker`` (or, for runs, is a run or grid cell of an older version)."""
+    directory = Path(directory)
+    if (directory / marker).is_file():
+        return True
+    if marker == RUN_MARKER:
+        return (directory / "cell.yaml").is_file() or all((directory / name).is_file() for name in ("config.yaml", "metrics.jsonl"))
+    # a run's own model/ or model_step_N/, written by an older version without the marker
+    return (directory.name == "model" or directory.name.startswith("model_step_")) and owned(directory.parent, RUN_MARKER)
+
+
+def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:
+    """Refuse ``directory`` unless it is new, empty (but for a lock), or ``owned`` with ``marker``; ``what`` names it
+    in the message (``output_dir``, ``--out``)."""
+    directory = Path(directory)
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise RunDirError(f"{what} {directory}: exists and is not a directory; choose another {what}")
+    entries = sorted(entry.name for entry in directory.iterdir() if entry.name not in IGNORED)
+    if entries and not owned(directory, marker):
+        shown = ", ".join(entries[:3]) + (f", ... ({len(entries)} entries)" if len(entries) > 3 else "")
+        raise RunDirError(f"{what} {directory}: exists and holds files istar_plugin did not write ({shown}); "
+                          f"choose a new or empty {what}, nothing was changed")
+
+
+def mark(directory: str | os.PathLike, marker: str, **details: Any) -> Path:
+    """Write ``marker`` into ``directory`` (created if needed): JSON of ``details`` and the time."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(directory / marker, json.dumps({**details, "time": time.time()}, sort_keys=True) + "\n")

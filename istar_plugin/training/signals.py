@@ -1,0 +1,62 @@
+"""Stopping on SIGTERM (what SLURM sends before a kill, and at preemption) and SIGINT (Ctrl-C) at the next optimizer
+step's end, with a checkpoint of that step to resume from and an exit status a launcher can read (128 + the
+signal's number: 143 for SIGTERM, 130 for SIGINT). A second signal stops at once (KeyboardInterrupt).
+
+Handlers are installed only in the main thread and only over the default ones: a launcher that handles the
+signal itself (submitit bypasses SIGTERM in its jobs and checkpoints on its own signal) keeps its handler.
+
+>>> import os, signal
+>>> with StopSignal() as stop:
+...     os.kill(os.getpid(), signal.SIGTERM)
+...     stop.received, stop.name
+(15, 'SIGTERM')
+>>> signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the default handler is back
+True
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import Stopped
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+DEFAULTS = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+
+
+class StopSignal:
+    """``with StopSignal() as stop:`` ... ``if stop.received: ...``: remembers the first SIGTERM or SIGINT."""
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.received).name if self.received else ""
+
+    def __enter__(self) -> "StopSignal":
+        if threading.current_thread() is threading.main_thread():
+            for number in SIGNALS:
+                if signal.getsignal(number) == DEFAULTS[number]:
+                    self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous.clear()
+
+    def _handle(self, number: int, frame: Any) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(number).name}: stopping at once")
+        self.received = number
+
+
+def stopped(number: Optional[int], step: int, total_steps: int, epoch: int, checkpoint: Path, output_dir: Path) -> Stopped:
+    """The error that ends a run stopped by signal ``number`` (SIGTERM when it reached another rank only)."""
+    number = number or signal.SIGTERM
+    return Stopped(f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
+                   f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume", number)

@@ -1,0 +1,185 @@
+"""Commands write only into folders they created or that carry their own marker: real folders of user files are
+refused in one line and left byte for byte as they were; istar-export holds the run's lock and says what it exported;
+a run resumes only onto the data it started on."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from istar_plugin.cli.export import main as export_main
+from istar_plugin.cli.run import main as run_main
+from istar_plugin.config import compose
+from istar_plugin.errors import RunDirError
+from istar_plugin.hooks import Hook
+from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
+from istar_plugin.training.trainer import Trainer
+
+
+def arguments(tiny_bert, shared_data, output_dir, *extra):
+    return ["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
+            f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
+            "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", f"output_dir={output_dir}",
+            "progress=false", "tensorboard=false", *extra]
+
+
+def snapshot(folder):
+    """Every file under ``folder`` with its SHA-256: what must not change."""
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def user_folder(path):
+    path.mkdir(parents=True)
+    (path / "thesis.tex").write_text("\\chapter{Isotropy}\n")
+    (path / "model").mkdir()
+    (path / "model" / "weights.bin").write_bytes(b"\x00\x01 my own model")
+    return snapshot(path)
+
+
+@pytest.fixture(scope="module")
+def kept_run(tiny_bert, shared_data, tmp_path_factory):
+    """A finished run that keeps its last checkpoint (so istar-export has one to load)."""
+    run = tmp_path_factory.mktemp("kept") / "run"
+    Trainer(compose(arguments(tiny_bert, shared_data, run, "keep_checkpoints=1"))).fit()
+    return run
+
+
+def test_istar_run_refuses_a_folder_of_user_files_before_loading_a_model(tiny_bert, shared_data, tmp_path, capsys):
+    before = user_folder(tmp_path / "mine")
+    assert run_main(arguments(tiny_bert, shared_data, tmp_path / "mine")) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"istar-run: error: output_dir {tmp_path / 'mine'}: exists and holds files istar_plugin did not "
+                              "write (model, thesis.tex); choose a new or empty output_dir")
+    assert "newly initialised" not in "\n".join(err)  # refused before the model loaded
+    assert snapshot(tmp_path / "mine") == before and not (tmp_path / "mine" / ".lock").exists()
+
+
+def test_a_run_marks_its_folder_and_an_empty_folder_is_fine(tiny_bert, shared_data, tmp_path):
+    (tmp_path / "empty").mkdir()
+    Trainer(compose(arguments(tiny_bert, shared_data, tmp_path / "empty", "max_steps=1"))).fit()
+    assert (tmp_path / "empty" / RUN_MARKER).is_file() and (tmp_path / "empty" / "model" / EXPORT_MARKER).is_file()
+
+
+@pytest.mark.parametrize("target", ["run itself", "user folder", "a file"])
+def test_istar_export_refuses_an_out_it_did_not_write(kept_run, tmp_path, capsys, target):
+    out = {"run itself": kept_run, "user folder": tmp_path / "mine", "a file": tmp_path / "notes.txt"}[target]
+    if target == "user folder":
+        user_folder(out)
+    if target == "a file":
+        out.write_text("notes")
+    before_run, before_out = snapshot(kept_run), (snapshot(out) if out.is_dir() else out.read_bytes())
+    assert export_main([str(kept_run), "--out", str(out)]) == 4
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"istar-export: --out {out}: exists and ") and len(err.splitlines()) == 1
+    assert snapshot(kept_run) == before_run
+    assert (snapshot(out) if out.is_dir() else out.read_bytes()) == before_out
+
+
+def test_istar_export_replaces_only_its_own_export_and_says_the_step(kept_run, tmp_path, capsys):
+    out = tmp_path / "exported"
+    assert export_main([str(kept_run), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"exported step 2 to {out} (load with")  # finished: nothing more said
+    (out / "stale.txt").write_text("from the first export")  # inside our export: ours to replace
+    assert export_main([str(kept_run), "--out", str(out)]) == 0
+    assert (out / EXPORT_MARKER).is_file() and not (out / "stale.txt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or old copy left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in out.iterdir() if path.is_file()}["model.safetensors"] \
+        == oct(0o666 & ~umask)  # not safetensors' owner-only 0600: the group sharing the cluster can load it
+
+
+def test_istar_export_refuses_a_run_another_process_holds(kept_run, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from istar_plugin.storage.lock import RunDirLock
+        with RunDirLock({str(kept_run)!r}):
+            print("held", flush=True)
+            time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = snapshot(kept_run)
+        assert export_main([str(kept_run)]) == 4
+        err = capsys.readouterr().err.strip()
+        assert f"run {kept_run} is in use by another run (host " in err and f"pid {holder.pid}" in err
+        assert err.endswith("export once it has finished (or stop it)") and snapshot(kept_run) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_istar_export_of_an_unfinished_run_says_so(kept_run, tmp_path, capsys):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    for path in kept_run.rglob("*"):
+        if path.is_file() and path.name != "results.json" and "model" not in path.parts:
+            (unfinished / path.relative_to(kept_run)).parent.mkdir(parents=True, exist_ok=True)
+            (unfinished / path.relative_to(kept_run)).write_bytes(path.read_bytes())
+    assert export_main([str(unfinished)]) == 0
+    assert f"exported step 2 to {unfinished / 'model'}; the run is unfinished, not finished" in capsys.readouterr().out
+
+
+def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run, tmp_path, capsys):
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for path in kept_run.rglob("*"):
+        if path.is_file() and "model" not in path.parts:
+            (damaged / path.relative_to(kept_run)).parent.mkdir(parents=True, exist_ok=True)
+            (damaged / path.relative_to(kept_run)).write_bytes(path.read_bytes())
+    checkpoint = next((damaged / "checkpoints").glob("step_*.pt"))
+    data = bytearray(checkpoint.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    checkpoint.write_bytes(bytes(data))
+    assert export_main([str(damaged)]) == 5
+    err = capsys.readouterr().err.strip()
+    assert err == f"istar-export: {checkpoint}: its SHA-256 does not match {checkpoint.name}.sha256 (damaged bytes); " \
+                  "nothing exported (another step: --step)"
+    assert checkpoint.is_file() and not (damaged / "model").exists()  # a reader renames nothing
+
+
+def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert, shared_data, tmp_path, capsys):
+    run = tmp_path / "flow"
+    Trainer(compose(arguments(tiny_bert, shared_data, run, "criterion=flow", "max_steps=1", "keep_checkpoints=1"))).fit()
+    before, _ = snapshot(run), capsys.readouterr()
+    assert export_main([str(run)]) == 7
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "modules inserted before its head (flow)" in err and "nothing exported" in err
+    assert snapshot(run) == before and not (run / "model").exists()
+
+
+class CrashAt(Hook):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, stats):
+        if step == self.step:
+            raise KeyboardInterrupt(f"simulated kill at step {step}")
+
+
+def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, shared_data, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (shared_data / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:40]
+    (data / "train.tsv").write_text("".join(lines))
+    (data / "dev.tsv").write_text((shared_data / "sst2" / "dev.tsv").read_text())
+    run = tmp_path / "run"
+    cfg = compose(arguments(tiny_bert, shared_data, run, f"data.dir={data}", "save_every=1"))
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, hooks=[CrashAt(2)]).fit()  # killed before step 2's checkpoint: step 1's is kept
+    os.utime(data / "train.tsv")  # touched, same content: resumable
+    lines[3] = lines[3].replace("\t0", "\t1") if "\t0" in lines[3] else lines[3].replace("\t1", "\t0")
+    (data / "train.tsv").write_text("".join(lines))  # one label edited in place
+    with pytest.raises(RunDirError, match=rf"on other data \(changed: train \({data / 'train.tsv'}: 16 examples then, "
+                                          r"16 now, their content differs\)\); resume with the data it started on"):
+        Trainer(cfg).fit()
+    lines[3] = lines[3].replace("\t1", "\t0") if "\t1" in lines[3] else lines[3].replace("\t0", "\t1")
+    (data / "train.tsv").write_text("".join(lines))  # put back: the run resumes and records what it read
+    results = Trainer(cfg).fit()
+    saved = json.loads((run / "results.json").read_text())
+    assert results["step"] == 2 and saved["data"]["train"]["source"] == str(data / "train.tsv")
+    assert saved["data"]["train"]["examples"] == 16 and len(saved["data"]["eval"]["sha256"]) == 64
