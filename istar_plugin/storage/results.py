@@ -186,6 +186,33 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
     return ResultsRecord("failed", task, model, criterion, seed, reason=reason)
 
 
+def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
+                    embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
+    """The record of a finished run from its evaluations (``history``, the last one final).
+
+    ``run``: ``task``, ``model``, ``criterion``, ``seed``, ``step``, ``epoch``, ``init_from``,
+    ``trainable_parameters`` and ``data`` (the fingerprint of what it read); ``task_metrics``: the main metric, the
+    label names and the task's metric names; ``hooked``: what hooks add (``validation`` gets its own field).
+    """
+    final, hooked = history[-1], dict(hooked)
+    main_metric, label_names, metric_names = task_metrics
+    ev = final.get("cls_explained_variance")
+    return ResultsRecord(
+        status="finished", task=run["task"], model=run["model"], criterion=run["criterion"], seed=run["seed"],
+        step=run["step"], epoch=run["epoch"], metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
+        main_metric=main_metric, label_names=tuple(label_names), init_from=run["init_from"],
+        trainable_parameters=run["trainable_parameters"], initial=history[0] if history[0]["step"] == 0 else None,
+        history=tuple(history), eval_isoscore_star=final["eval_isoscore_star"],
+        eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
+        **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
+        cls_explained_variance=None if ev is None else tuple(ev),
+        **{f"{k}_before": v for k, v in embedding_before.items()},
+        validation=hooked.pop("validation", None),
+        top_level_metrics=tuple(k for k in final if k in metric_names),
+        extra={**hooked, "data": run["data"]},
+    )
+
+
 def _same(a: Any, b: Any) -> bool:
     return a is b or a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 

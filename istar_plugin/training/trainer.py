@@ -38,7 +38,7 @@ from ..storage.lock import RunDirLock
 from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
 from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
+from ..storage.results import RESULTS, failed_record, finished_record, write_results
 from . import export
 from .batching import collate, epoch_order
 from .distributed import any_rank, barrier, gather_to_all, init_from_env, wrap_model
@@ -471,35 +471,14 @@ class Trainer:
         self.tensorboard.close()
 
     def _write_results(self) -> dict[str, Any]:
-        final = self.history[-1]
-        hooked = self.dispatch.results()
-        record = ResultsRecord(
-            status="finished",
-            task=self.cfg.task,
-            model=self.cfg.model.name,
-            criterion=OmegaConf.to_container(self.cfg.criterion, resolve=True),
-            seed=self.cfg.seed,
-            step=self.step,
-            epoch=self.epoch,
-            metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-            main_metric=self.task.main_metric,
-            label_names=tuple(self.task.label_names),
-            init_from=self.cfg.init_from,
-            trainable_parameters=self.trainable_parameters,
-            initial=self.history[0] if self.history[0]["step"] == 0 else None,
-            history=tuple(self.history),
-            eval_isoscore_star=final["eval_isoscore_star"],
-            eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
-            **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
-            cls_explained_variance=None if final.get("cls_explained_variance") is None else tuple(final["cls_explained_variance"]),
-            **{f"{k}_before": v for k, v in self.embedding_before.items()},
-            validation=hooked.pop("validation", None),
-            top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
-            extra={**hooked, "data": self.data_fingerprint},
-        )
+        run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
+               "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "epoch": self.epoch,
+               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters, "data": self.data_fingerprint}
+        task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
+        record = finished_record(run, self.history, task_metrics, self.embedding_before, self.dispatch.results())
         if self.dist.is_main:
             step, scored = self.evaluated_predictions
-            if step == final["step"] and scored is not None:  # not when a resume found the last evaluation done
+            if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
             write_results(self.output_dir / RESULTS, record)
         self.tensorboard.close()
