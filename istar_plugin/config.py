@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
 
 from .data.config import DataConfig
 from .errors import ConfigError
@@ -251,8 +251,13 @@ def compose(arguments: list[str]) -> DictConfig:
     cfg = _merge(cfg, OmegaConf.from_dotlist(_infer_files_source(overrides)), "command line")
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
-    _validate(cfg)
-    OmegaConf.resolve(cfg)
+    try:
+        _validate(cfg)
+        OmegaConf.resolve(cfg)
+    except InterpolationResolutionError as error:  # ${cell:...}, ${for_task:...} or a key that does not exist
+        if isinstance(error.__cause__, ConfigError):
+            raise error.__cause__ from None
+        raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
     check_model_limits(cfg, lenient=True)
     OmegaConf.set_readonly(cfg, True)
     return cfg

@@ -89,16 +89,30 @@ def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys)
     assert "Base: IsoScore* per layer" in captured.out and "figures: " in captured.out
 
 
-def test_unfinished_or_foreign_directories_are_refused_before_any_model_loads(runs, tmp_path, capsys, monkeypatch):
+def test_a_bad_run_is_skipped_in_one_line_and_the_others_are_analysed(runs, tmp_path, capsys, monkeypatch):
     unfinished = tmp_path / "unfinished"
     shutil.copytree(runs[0], unfinished)
     (unfinished / "results.json").unlink()
+    assert analyze_cli.main([str(runs[1]), str(unfinished), "--out", str(tmp_path / "out")]) == 2  # partial: exit 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == f"istar-analyze: skipped {unfinished}: no results.json (the run has not finished)"
+    assert (tmp_path / "out" / runs[1].name / "analysis.json").is_file() and (tmp_path / "out" / "figure6.png").is_file()
     monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
-    assert analyze_cli.main([str(runs[0]), str(unfinished), "--out", str(tmp_path / "out")]) == 2
+    assert analyze_cli.main([str(unfinished), "--out", str(tmp_path / "none")]) == 2  # no good run: nothing loads
     assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json (the run has not finished)"
     assert analyze_cli.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "none").exists()
+
+
+def test_an_out_folder_of_user_files_is_refused_and_left_as_it_was(runs, tmp_path, capsys, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "figure6.PNG").write_bytes(b"my figure")
+    monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
+    assert analyze_cli.main([str(runs[1]), "--out", str(mine)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"istar-analyze: --out {mine}: exists and holds files istar_plugin did not write")
+    assert [p.name for p in mine.iterdir()] == ["figure6.PNG"] and (mine / "figure6.PNG").read_bytes() == b"my figure"
 
 
 def test_the_train_split_streams_the_runs_training_features(runs):

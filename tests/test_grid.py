@@ -7,7 +7,8 @@ from omegaconf import OmegaConf
 
 from istar_plugin.cli import grid as grid_cli
 from istar_plugin.cli import run as cli
-from istar_plugin.config import available
+from istar_plugin.config import available, compose
+from istar_plugin.errors import ConfigError
 from istar_plugin.launch import submit as launch
 from istar_plugin.launch.cell import load_snapshot, write_snapshot
 from istar_plugin.launch.grid import GridError, load, split_values, sweep
@@ -102,7 +103,7 @@ def test_grid_arguments_filter_swept_keys_and_override_the_rest():
 
 
 @pytest.mark.parametrize("name, arguments, message", [
-    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, paper, replication_minilm, smoke, table1"),
+    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, paper, replication_glue_minilm, replication_minilm, smoke, table1"),
     ("paper", ["recipe=imdb"], r"grid 'paper' has no cell with recipe in \['imdb'\]"),
     ("paper", ["seed"], "argument 'seed' is not of the form key=value"),
 ])
@@ -188,7 +189,7 @@ def test_grid_cli_errors_and_listing(capsys):
     assert grid_cli.main(["paper", "recipe=imdb", "--dry-run"]) == 2
     assert "istar-grid: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
     assert grid_cli.main(["--list"]) == 0
-    assert capsys.readouterr().out == "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, paper, replication_minilm, smoke, table1\nslurm profiles: gpu_a100, local\n"
+    assert capsys.readouterr().out == "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, paper, replication_glue_minilm, replication_minilm, smoke, table1\nslurm profiles: gpu_a100, local\n"
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
     assert "istar-run: launcher 'cloud' unknown" in capsys.readouterr().err
 
@@ -247,3 +248,15 @@ def test_planning_talks_while_it_composes_and_options_may_follow_arguments(tmp_p
     assert captured.err.splitlines() == [f"planning 4 cells of grid smoke in {tmp_path / 'grid'}",
                                          *(f"  composed {k}/4 cell configs" for k in range(1, 5))]
     assert captured.out.startswith(f"grid smoke: 4 cells in {tmp_path / 'grid'}; 4 to run")
+
+
+def test_replication_glue_grid_sets_table_2s_zeta_per_task_and_the_papers_schedule():
+    grid = load("replication_glue_minilm", ["data.dir=/data/${task}"])
+    assert len(grid.cells) == 30 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
+    configs = {cell.name: compose(list(cell.arguments)) for cell in grid.cells if "lam=-1," in cell.name and "seed=1" in cell.name}
+    rte, mrpc = (configs[f"recipe={task},seed=1,criterion=istar,lam=-1,padding=include"] for task in ("rte", "mrpc"))
+    assert (rte.criterion.zeta, mrpc.criterion.zeta, rte.criterion.padding) == (0.8, 0.6, "include")
+    assert (rte.data.dir, rte.optim.epochs, rte.batch_size * rte.optim.grad_accum, rte.optim.warmup_ratio) == ("/data/rte", 3, 32, 0.0)
+    assert rte.optim.schedule == "constant" and rte.data.max_length == 128
+    with pytest.raises(ConfigError, match=r"no value for task 'sst2'; it gives: rte, mrpc"):
+        compose(["recipe=sst2", "criterion=istar", "criterion.zeta=${for_task:rte,0.8,mrpc,0.6}"])

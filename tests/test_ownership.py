@@ -183,3 +183,12 @@ def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, s
     saved = json.loads((run / "results.json").read_text())
     assert results["step"] == 2 and saved["data"]["train"]["source"] == str(data / "train.tsv")
     assert saved["data"]["train"]["examples"] == 16 and len(saved["data"]["eval"]["sha256"]) == 64
+
+
+def test_istar_grid_refuses_a_grid_dir_of_user_files(tmp_path, capsys):
+    from istar_plugin.cli.grid import main as grid_main
+    before = user_folder(tmp_path / "mine")
+    assert grid_main(["smoke", "launcher=local", f"grid_dir={tmp_path / 'mine'}", "--dry-run"]) == 4
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"istar-grid: grid_dir {tmp_path / 'mine'}: exists and holds files istar_plugin did not write")
+    assert snapshot(tmp_path / "mine") == before

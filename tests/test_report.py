@@ -393,3 +393,16 @@ def test_paper_model_sets_the_papers_numbers_beside_a_model_it_did_not_run(tmp_p
         report_cli.main([str(grid), "--paper-model", "gpt2"])
     assert refused.value.code == 2 and "invalid choice: 'gpt2' (choose from 'albert', 'bert', 'distilbert')" in capsys.readouterr().err
     assert not (grid / "report").exists()  # refused before writing anything
+
+
+def test_an_out_folder_of_user_files_is_refused_and_a_report_folder_is_rewritten(grid, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "table1.md").write_text("my own table")
+    assert report_cli.main([str(grid), "--out", str(mine)]) == 4
+    assert capsys.readouterr().err.strip().startswith(f"istar-report: --out {mine}: exists and holds files istar_plugin "
+                                                      "did not write (table1.md)")
+    assert [p.name for p in mine.iterdir()] == ["table1.md"] and (mine / "table1.md").read_text() == "my own table"
+    ours = tmp_path / "ours"
+    assert report_cli.main([str(grid), "--out", str(ours)]) == 0 and report_cli.main([str(grid), "--out", str(ours)]) == 0
+    assert (ours / ".istar-report").is_file()

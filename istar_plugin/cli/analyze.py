@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..errors import RunDirError, RunError, one_line
 from ..reports.analyze import (
     CONSISTENCY_TOLERANCE,
     SPLITS,
@@ -28,6 +29,7 @@ from ..reports.analyze import (
     output_names,
 )
 from ..storage.atomic import atomic_write_json
+from ..storage.ownership import ANALYSIS_MARKER, check_writable, mark
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -40,16 +42,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    try:
-        for run_dir in args.run_dirs:
+    problems, good = [], []  # one bad run does not stop the others
+    for run_dir in args.run_dirs:
+        try:
             check_run(run_dir)
-    except RunProblem as problem:
-        print(f"istar-analyze: {problem}", file=sys.stderr)
+            good.append(run_dir)
+        except RunProblem as problem:
+            problems.append(str(problem))
+    try:
+        check_writable(args.out, ANALYSIS_MARKER, "--out")
+    except RunDirError as error:
+        problems.insert(0, str(error))
+        good = []
+    if not good:
+        for problem in problems:
+            print(f"istar-analyze: {problem}", file=sys.stderr)
         return 2
+    mark(args.out, ANALYSIS_MARKER)
     analyses = []
-    for number, (run_dir, name) in enumerate(zip(args.run_dirs, output_names(args.run_dirs)), start=1):
-        print(f"[{number}/{len(args.run_dirs)}] {run_dir}", file=sys.stderr, flush=True)
-        analysis = analyze_run(run_dir, args.split, args.batch_size)
+    for number, (run_dir, name) in enumerate(zip(good, output_names(good)), start=1):
+        print(f"[{number}/{len(good)}] {run_dir}", file=sys.stderr, flush=True)
+        try:
+            analysis = analyze_run(run_dir, args.split, args.batch_size)
+        except RunError as error:  # this run cannot be loaded or read: the others still are analysed
+            problems.append(f"{run_dir}: {one_line(error)}")
+            continue
         (args.out / name).mkdir(parents=True, exist_ok=True)
         path = atomic_write_json(args.out / name / "analysis.json", analysis)
         print(f"  {analysis['label']}: IsoScore* per layer "
@@ -60,11 +77,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if difference is not None and difference > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
         analyses.append(analysis)
+    for problem in problems:  # each run left out, in one line, after the ones analysed
+        print(f"istar-analyze: skipped {problem}", file=sys.stderr)
+    if not analyses:
+        return 2
     _distinct_labels(analyses)
     figures = [figure(analyses, args.out / f"figure{number}.png")
                for number, figure in ((4, figure4), (5, figure5), (6, figure6))]
     print("figures: " + ", ".join(str(path) for path in figures))
-    return 0
+    return 2 if problems else 0  # some runs were left out: a script should notice
 
 
 if __name__ == "__main__":

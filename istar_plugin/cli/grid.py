@@ -19,6 +19,7 @@ import sys
 from typing import Optional, Sequence
 
 from ..config import available
+from ..errors import RunDirError
 from ..launch import grid as grid_module
 from ..launch import options as profiles
 from ..launch import submit as launch
@@ -70,6 +71,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (grid_module.GridError, profiles.LaunchError) as error:
         print(f"istar-grid: {error}", file=sys.stderr)
         return 2
+    except RunDirError as error:  # grid_dir holds someone else's files
+        print(f"istar-grid: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

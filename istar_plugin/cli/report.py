@@ -23,9 +23,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..errors import RunDirError
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.istar_cells import collect
 from ..reports.paper.istar import PAPER_MODELS
+from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -47,6 +49,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     out = args.out or args.grid_dir / "report"
     if records:
+        try:
+            check_writable(out, REPORT_MARKER, "--out")
+        except RunDirError as error:
+            print(f"istar-report: {error}", file=sys.stderr)
+            return error.exit_code
+        mark(out, REPORT_MARKER, grid=str(args.grid_dir.resolve()))
         print(write_report(records, out, args.paper_model), end="")
         for line in unwritten_figures(records):
             print(line)

@@ -47,6 +47,7 @@ from omegaconf import DictConfig
 
 from ..config import ConfigError, compose
 from ..storage.atomic import atomic_write_json
+from ..storage.ownership import GRID_MARKER, check_writable, mark
 from .cell import CellRunner, differences, is_finished, latest_checkpoint_step, load_snapshot, write_snapshot
 from .grid import Cell, Grid, GridError
 from .options import LaunchError, LaunchOptions, SlurmProfile
@@ -84,6 +85,7 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
     ``say`` receives progress lines while the configs are composed (about 0.1 s a cell).
     """
     grid_dir = grid_dir.resolve()
+    check_writable(grid_dir, GRID_MARKER, "grid_dir")  # a folder of someone else's files: refused, untouched
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
     say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
@@ -250,6 +252,8 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]
+    if pending:
+        mark(grid_dir, GRID_MARKER, grid=grid.name)
     for item in pending:
         write_snapshot(item.run_dir, item.cfg)
     submission = {"time": now(), "launcher": options.launcher, "profile": options.profile, "arguments": list(arguments),

@@ -3,7 +3,9 @@ empty, or carries the toolkit's own marker for that kind of folder.
 
 A run directory carries ``.istar-run`` (written when a run starts; a run directory of an older version is
 recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
-folder carries ``.istar-export``. Anything else that exists and is not empty is refused with one line naming the
+folder ``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an
+``istar-report`` folder ``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis``
+(or its ``figure6.png``). Anything else that exists and is not empty is refused with one line naming the
 path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`, exit 4): the user's files are never
 replaced or removed.
 
@@ -31,6 +33,9 @@ from .atomic import atomic_write_text
 
 RUN_MARKER = ".istar-run"
 EXPORT_MARKER = ".istar-export"
+GRID_MARKER = ".istar-grid"
+REPORT_MARKER = ".istar-report"
+ANALYSIS_MARKER = ".istar-analysis"
 IGNORED = frozenset({".lock"})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
 
@@ -40,10 +45,17 @@ def owned(directory: str | os.PathLike, marker: str) -> bool:
     directory = Path(directory)
     if (directory / marker).is_file():
         return True
-    if marker == RUN_MARKER:
-        return (directory / "cell.yaml").is_file() or all((directory / name).is_file() for name in ("config.yaml", "metrics.jsonl"))
-    # a run's own model/ or model_step_N/, written by an older version without the marker
-    return (directory.name == "model" or directory.name.startswith("model_step_")) and owned(directory.parent, RUN_MARKER)
+    return LEGACY[marker](directory)  # written by a version from before the markers
+
+
+LEGACY = {
+    RUN_MARKER: lambda d: (d / "cell.yaml").is_file() or all((d / name).is_file() for name in ("config.yaml", "metrics.jsonl")),
+    EXPORT_MARKER: lambda d: (d.name == "model" or d.name.startswith("model_step_")) and owned(d.parent, RUN_MARKER),
+    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file() for cell in d.iterdir()),
+    REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
+    ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
+}
+"""How each kind of folder was recognised before it carried its marker."""
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:
