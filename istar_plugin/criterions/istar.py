@@ -76,6 +76,12 @@ class IStarCriterion(CrossEntropyCriterion):
         super().__init__(cfg, kind)
         self.shrinkage_cov: Optional[Tensor] = None
 
+    def constant_penalty(self) -> Optional[str]:
+        if self.cfg.zeta == 1 and self.cfg.lam != 0:
+            return ("criterion.zeta=1: Sigma_zeta is Sigma_S alone, so IsoScore* does not depend on the batch and the "
+                    "penalty is a constant with no gradient; the run trains on the task loss alone")
+        return super().constant_penalty()
+
     def hooks(self) -> list:
         return [ShrinkageHook(self)]
 

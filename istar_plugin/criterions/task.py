@@ -9,6 +9,7 @@ and ``check_setup(cfg, adapter, kind)`` (refuse an unusable combination at confi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -85,6 +86,13 @@ class Criterion:
 
     def hooks(self) -> list:
         return []
+
+    def constant_penalty(self) -> Optional[str]:
+        """Why this criterion adds nothing to learn from with these settings (a constant penalty), else None; the
+        trainer says it at the start. By default: a ``lam`` of 0."""
+        if getattr(self.cfg, "lam", None) == 0:
+            return "criterion.lam=0: the penalty is 0, so the run trains on the task loss alone"
+        return None
 
     def adapt(self, model) -> None:
         """Change ``model`` (the unwrapped adapter) before training; the default leaves it as it is."""

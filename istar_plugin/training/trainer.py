@@ -145,6 +145,7 @@ class Trainer:
             adapt(self.model)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
+        self._warn(self.criterion.constant_penalty())
 
     def _place_model(self) -> None:
         self.model.to(self.device)
@@ -159,6 +160,9 @@ class Trainer:
             self.train_examples, validation = seeded_split(self.train_examples, split, cfg.data.split_seed)
             features = self.task.encode(validation, self.tokenizer, train=False)
             self.hooks.append(EarlyStopping(validation, features, self.task.main_metric, cfg.patience))
+        labels = {example.get("label") for example in self.train_examples} if self.task.kind == "classification" else ()
+        self._warn(f"the training set holds one class only (label {labels.pop()}): the classifier can only learn to "
+                   "predict it" if len(labels) == 1 else None)
         self.train_features = self.task.encode(self.train_examples, self.tokenizer, train=True)
         self.eval_features = self.task.encode(self.eval_examples, self.tokenizer, train=False)
 
@@ -222,6 +226,11 @@ class Trainer:
             return
         self.metrics_log.append({"step": step, **values})
         self.tensorboard.scalars(values, step)
+
+    def _warn(self, problem: Optional[str]) -> None:
+        """A line on stderr at the start of a run whose settings make it pointless (whatever ``progress`` says)."""
+        if problem and self.dist.is_main:
+            print(f"warning: {problem}", file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
         """A progress line on stderr, when progress is on and stderr is not a terminal (where bars show it);
