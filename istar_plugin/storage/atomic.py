@@ -14,34 +14,75 @@ the target; :func:`remove_stale_temporaries` deletes the temporaries a kill left
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, Optional
 
 import torch
+
+from ..errors import RunDirError
 
 PathLike = str | os.PathLike
 
 
+STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
+"""What a full disk, a quota, a file-size limit, missing permissions or a failing device raise on a write."""
+
+
+def write_failure(path: PathLike, error: BaseException) -> Optional[RunDirError]:
+    """The one-line error for a write to ``path`` that the storage refused, also when a writer wrapped the OSError
+    (torch.save raises a RuntimeError from it; safetensors names it as ``os error N``); None for anything else."""
+    number = _storage_errno(error)
+    if number is None:
+        return None
+    return RunDirError(f"{path}: cannot be written ({os.strerror(number).lower()}); the file it would have "
+                       "replaced, if any, is unchanged")
+
+
+def _storage_errno(error: Optional[BaseException]) -> Optional[int]:
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in STORAGE_ERRORS:
+            return error.errno
+        named = OS_ERROR.search(str(error))
+        if named and int(named[1]) in STORAGE_ERRORS:
+            return int(named[1])
+        error = error.__cause__ or error.__context__
+    return None
+
+
+OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
 @contextlib.contextmanager
 def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
-    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it."""
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it.
+
+    A write the storage refuses (no space left, a quota, a size limit, no permission) raises one
+    :class:`~istar_plugin.errors.RunDirError` line naming ``path`` and the cause; no temporary is left.
+    """
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    # os.open with mode 0o666 respects the umask (tempfile would make the target owner-only).
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+        # os.open with mode 0o666 respects the umask (tempfile would make the target owner-only).
+        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+    except (OSError, RuntimeError) as error:
+        refused = write_failure(target, error)
+        if refused is None:
+            raise
+        raise refused from None
     _fsync_directory(target.parent)
 
 

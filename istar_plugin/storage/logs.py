@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Mapping, Optional
 
 import torch
 
-from .atomic import PathLike
+from .atomic import PathLike, write_failure
 
 
 class MetricsLog:
@@ -42,11 +42,17 @@ class MetricsLog:
             raise ValueError(f"metrics record already has a 'time' key ({record['time']!r}); MetricsLog adds it")
         written = {**record, "time": time.time()}
         line = json.dumps(written, sort_keys=True) + "\n"
-        if self._file is None:
-            self._file = self._open_for_append()
-        self._file.write(line.encode("utf-8"))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            if self._file is None:
+                self._file = self._open_for_append()
+            self._file.write(line.encode("utf-8"))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as error:  # a part written is cut off by the next append
+            refused = write_failure(self.path, error)
+            if refused is None:
+                raise
+            raise refused from None
         return written
 
     def records(self) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from .. import config as config_module
 from ..models.encoder import restoring_weights
 from ..registry import MODELS, TASKS, load_plugins
 from ..errors import CheckpointError, ModelError
+from ..storage.atomic import write_failure
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
@@ -64,7 +65,13 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     temporary = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.tmp")
     previous = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.old")
     try:
-        model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
+        try:
+            model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
+        except Exception as error:  # a full disk, a quota (OSError, or a writer's own error naming it): one line
+            refused = write_failure(directory, error)
+            if refused is None:
+                raise
+            raise refused from None
         readable_as_umask_allows(temporary)
         mark(temporary, EXPORT_MARKER, **details)
         if directory.exists():
