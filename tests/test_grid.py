@@ -260,3 +260,12 @@ def test_replication_glue_grid_sets_table_2s_zeta_per_task_and_the_papers_schedu
     assert rte.optim.schedule == "constant" and rte.data.max_length == 128
     with pytest.raises(ConfigError, match=r"no value for task 'sst2'; it gives: rte, mrpc"):
         compose(["recipe=sst2", "criterion=istar", "criterion.zeta=${for_task:rte,0.8,mrpc,0.6}"])
+
+
+def test_a_grid_whose_cells_need_the_unreachable_hub_is_refused_before_any_cell_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert grid_cli.main(["smoke", "model=bert", "launcher=local", f"grid_dir={tmp_path / 'grid'}"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("istar-grid: cannot fetch model 'bert-base-cased' (model=bert) from the Hugging Face hub "
+                           "(HF_HUB_OFFLINE is set); offline: model=minilm")
+    assert not (tmp_path / "grid").exists()  # refused before a cell was written or started

@@ -130,6 +130,9 @@ def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, share
                          + "  max_steps: 1\nsweep:\n  seed: [1, 2]\n")
     command = [str(grid_file), "launcher=inline", f"grid_dir={tmp_path / 'grid'}"]
     assert grid_cli.main(command) == 1
+    failures = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  seed=")]
+    assert len(failures) == 2 and all(f"model '{model}' cannot be loaded" in line for line in failures), failures
+    assert all(line.endswith("no results.json (the run has not finished)") for line in failures)  # and why nothing more
     manifest = read_manifest(tmp_path / "grid")
     assert all(manifest["cells"][name]["status"].startswith("failed: ") for name in ("seed=1", "seed=2"))
     model.symlink_to(tiny_bert)  # the missing model arrives

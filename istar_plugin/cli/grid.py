@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from ..config import available
-from ..errors import RunDirError
+from ..errors import ConfigError, RunDirError, one_line
 from ..launch import grid as grid_module
+from ..launch import hub_check
 from ..launch import options as profiles
 from ..launch import submit as launch
+from ..reports.istar_cells import CellProblem, read_cell
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
@@ -33,6 +36,10 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
         print(launch.describe(grid, grid_dir, planned, options))
         return 0
     skipped = len(planned) - sum(p.status == "pending" for p in planned)
+    if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
+        for needs, item in {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}.items():
+            if needs:
+                hub_check.check(item.cfg)
     launched = launch.launch(grid, grid_dir, planned, options, arguments=arguments)
     manifest = grid_dir / launch.MANIFEST
     if options.launcher == "slurm":
@@ -43,8 +50,17 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
     print(f"{len(launched.statuses) - len(launched.failed)} cells finished, {len(launched.failed)} failed, "
           f"{skipped} skipped; manifest: {manifest}")
     for name in launched.failed:
-        print(f"  {name}: {launched.statuses[name]} (logs: {grid_dir / launch.SUBMITIT_FOLDER})", file=sys.stderr)
+        print(f"  {name}: {launched.statuses[name]}: {failure_reason(grid_dir / name)}", file=sys.stderr)
     return 1 if launched.failed else 0
+
+
+def failure_reason(run_dir: Path) -> str:
+    """Why a cell did not finish, in one line: its results.json's reason, else its last checkpoint and log line."""
+    try:
+        read_cell(run_dir)
+    except CellProblem as problem:
+        return str(problem)
+    return "finished"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -71,8 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (grid_module.GridError, profiles.LaunchError) as error:
         print(f"istar-grid: {error}", file=sys.stderr)
         return 2
-    except RunDirError as error:  # grid_dir holds someone else's files
-        print(f"istar-grid: {error}", file=sys.stderr)
+    except (RunDirError, ConfigError) as error:  # grid_dir holds someone else's files; the hub is out of reach
+        print(f"istar-grid: {one_line(error)}", file=sys.stderr)
         return error.exit_code
 
 
