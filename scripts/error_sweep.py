@@ -1,4 +1,5 @@
-"""Feed istar-run, istar-grid and istar-report 70 bad inputs and faults, as a new user would, and classify each outcome.
+"""Feed istar-run, istar-grid, istar-report, istar-export and istar-analyze bad inputs and faults, as a new user
+would, and classify each outcome.
 
     python scripts/error_sweep.py --work /tmp/sweep                                      # this checkout
     PYTHONPATH=/tmp/old python scripts/error_sweep.py --work /tmp/sweep-old --code /tmp/old   # another checkout
@@ -13,7 +14,8 @@ long-text run (its own process, under a time and memory limit). An outcome is
 - ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
   survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
 - ``traceback``: a Python traceback was printed;
-- ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed.
+- ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed;
+- ``lost``: files the toolkit did not write were changed or removed (checked file by file).
 
 Prints one line per case and the counts; ``--json FILE`` writes the details.
 """
@@ -41,13 +43,15 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK_MARKER = ".error_sweep"  # marks a --work directory as the sweep's own, so a later sweep may empty it
 SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACEBACK = "Traceback (most recent call last)"
+TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export", "analyze")}
+"""A case's first argument naming another tool than istar-run."""
 
 
 @dataclass
 class Case:
     name: str
     arguments: list[str]  # istar-run arguments, or ["grid", ...] / ["report", ...]
-    expect: str = "error"  # "error": must be refused; "recover": must finish, warning about the fault
+    expect: str = "error"  # "error": must be refused; "recover": must finish, warning about the fault; "warn": must say so
     setup: Optional[Callable[["Sweep", Path], None]] = None
     check: Optional[Callable[["Sweep", Path, "Outcome"], Optional[str]]] = None  # overrides the classification
     warning: str = ""  # for "recover": a word the warning must contain
@@ -81,8 +85,8 @@ class Sweep:
         """A tool's ``main(arguments)`` in this process: its exit status, stdout and stderr as a process would show."""
         import importlib
 
-        module = {"grid": "istar_plugin.cli.grid", "report": "istar_plugin.cli.report"}.get(arguments[0], "istar_plugin.cli.run")
-        argv = arguments[1:] if arguments[0] in ("grid", "report") else arguments
+        module = TOOLS.get(arguments[0], "istar_plugin.cli.run")
+        argv = arguments[1:] if arguments[0] in TOOLS else arguments
         out, err = io.StringIO(), io.StringIO()
         started = time.perf_counter()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
@@ -97,23 +101,28 @@ class Sweep:
         return Outcome(code or 0, out.getvalue(), err.getvalue(), time.perf_counter() - started)
 
     def command(self, arguments: list[str]) -> list[str]:
-        if arguments[:1] == ["grid"]:
-            return [self.python, "-m", "istar_plugin.cli.grid", *arguments[1:]]
-        if arguments[:1] == ["report"]:
-            return [self.python, "-m", "istar_plugin.cli.report", *arguments[1:]]
+        if arguments[:1] and arguments[0] in TOOLS:
+            return [self.python, "-m", TOOLS[arguments[0]], *arguments[1:]]
         return [self.python, "-m", "istar_plugin.cli", *arguments]
 
-    def run(self, arguments: list[str], cwd: Path, background: bool = False, process: bool = False):
+    def run(self, arguments: list[str], cwd: Path, background: bool = False, process: bool = False,
+            file_size_limit: Optional[int] = None):
         if not (background or process):
             return self.invoke(arguments)
         command = self.command(arguments)
         if background:
             return subprocess.Popen(command, cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
+
+        def limits() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+            if file_size_limit:  # what a full disk does to a write: it fails (EFBIG instead of the killing SIGXFSZ)
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
         started = time.perf_counter()
         try:
             done = subprocess.run(command, cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=self.timeout,
-                                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30)))
+                                  preexec_fn=limits)
         except subprocess.TimeoutExpired as expired:
             return Outcome(-9, expired.stdout or "", (expired.stderr or "") + "\n[timed out]", self.timeout)
         return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
@@ -207,6 +216,36 @@ def resume_unfinished(then: Callable[[Path], None]):
     return apply
 
 
+USER_FILES = {"thesis.tex": "\\chapter{Isotropy}\n", "model/weights.bin": "my own model\n"}
+"""A folder of someone's own files, which no command may change."""
+
+
+def user_folder(name: str):
+    """A setup writing :data:`USER_FILES` into ``directory/name``."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        for relative, text in USER_FILES.items():
+            (directory / name / relative).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name / relative).write_text(text)
+    return setup
+
+
+def both(*setups):
+    def setup(sweep: Sweep, directory: Path) -> None:
+        for step in setups:
+            step(sweep, directory)
+    return setup
+
+
+def edited_training_file(sweep: Sweep, directory: Path) -> None:
+    """A run on a copy of SST-2's first rows, interrupted (no results.json), whose file is then edited in place."""
+    rows = (SHARED / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:17]
+    (directory / "t.tsv").write_text("".join(rows))
+    sweep.train(directory, f"data.train_file={directory / 't.tsv'}", "save_every=1", "keep_checkpoints=4")
+    (directory / "run" / "results.json").unlink()
+    rows[5] = rows[5][:-2] + ("1\n" if rows[5].endswith("0\n") else "0\n")
+    (directory / "t.tsv").write_text("".join(rows))
+
+
 # --------------------------------------------------------------------------------------------- checks
 def diverged(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
     """A diverged run must fail, and not leave a results.json that reads as a result."""
@@ -256,6 +295,61 @@ def snapshot_listing(then: Optional[Callable[[Path], None]] = None):
         listing = [str(p.relative_to(run.parent)) for p in run.rglob("*")]
         (run.parent / "listing.json").write_text(json.dumps(listing))
     return apply
+
+
+def kept(name: str, *, written_is_silent: bool = True):
+    """The folder ``directory/name`` (the user's, or a run another command must not change) is as it was: a file
+    changed or removed is ``lost``; with ``written_is_silent``, a file added is ``silent``."""
+    def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        before = json.loads((directory / f"{name}.hashes.json").read_text())
+        after = hashes(directory / name)
+        gone = sorted(path for path in before if after.get(path) != before[path])
+        added = sorted(set(after) - set(before))
+        if gone:
+            outcome.note = f"changed or removed: {', '.join(gone[:4])}"
+            return "lost"
+        if TRACEBACK in outcome.stderr:
+            return "traceback"
+        if outcome.code == 0 or (added and written_is_silent):
+            outcome.note = f"accepted; wrote {', '.join(added[:4])}" if added else "accepted"
+            return "silent"
+        return None
+    return check
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    import hashlib
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def protected(name: str, setup):
+    """``setup``, then a record of ``directory/name``'s files for :func:`kept`."""
+    def apply(sweep: Sweep, directory: Path) -> None:
+        setup(sweep, directory)
+        (directory / f"{name}.hashes.json").write_text(json.dumps(hashes(directory / name)))
+    return apply
+
+
+def analysed_the_good_run(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if not (directory / "analysis" / "run" / "analysis.json").is_file():
+        outcome.note = "the good run was not analysed"
+        return "silent"
+    return "clear" if outcome.code != 0 and "skipped" in outcome.stderr else "silent"
+
+
+def write_refused_cleanly(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """A checkpoint write past the size limit: one line, the last intact checkpoint kept, no temporary left."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    left = [p.name for p in (directory / "run").rglob("*.tmp")]
+    lines = [line for line in outcome.stderr.splitlines() if line.strip()]
+    if outcome.code == 0 or left or not lines or "cannot be written" not in lines[-1]:
+        outcome.note = f"exit {outcome.code}; temporaries left: {left}" if left else f"exit {outcome.code}"
+        return "silent"
+    return "clear"
 
 
 def tokenises_quickly(limit: float):
@@ -379,6 +473,33 @@ def cases() -> list[Case]:
         Case("report of a missing directory", ["report", "/nonexistent/grid"]),
         # long input
         Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20)),
+        # someone else's files (issue 24)
+        Case("output_dir holds the user's files", [], setup=protected("run", user_folder("run")), check=kept("run")),
+        Case("export --out the run itself", ["export", "{run}", "--out", "{run}"],
+             setup=protected("run", trained()), check=kept("run", written_is_silent=False)),
+        Case("export --out a folder of the user's files", ["export", "{run}", "--out", "{dir}/mine"],
+             setup=both(trained(), protected("mine", user_folder("mine"))), check=kept("mine")),
+        Case("report --out a folder of the user's files", ["report", "{dir}", "--out", "{dir}/mine"],
+             setup=both(trained(), protected("mine", user_folder("mine"))), check=kept("mine")),
+        Case("analyze --out a folder of the user's files", ["analyze", "{run}", "--out", "{dir}/mine"],
+             setup=both(trained(), protected("mine", user_folder("mine"))), check=kept("mine")),
+        Case("grid_dir holds the user's files", ["grid", "{dir}/tiny.yaml", "launcher=inline", "grid_dir={dir}/mine"],
+             setup=protected("mine", user_folder("mine")), check=kept("mine")),
+        Case("export while a run trains there", []),  # see run_case: the run is a real istar-run
+        # data, disk, signals, pointless settings, other tools
+        Case("resume onto an edited training file", [], setup=edited_training_file),
+        Case("checkpoint write past a file-size limit", [], check=write_refused_cleanly),
+        Case("SIGTERM during training", []),  # see run_case: a real istar-run and a real signal
+        Case("I-STAR at zeta 1 (a constant penalty)", ["criterion=istar", "criterion.zeta=1", "criterion.shrinkage_points=200"],
+             expect="warn", warning="constant"),
+        Case("a one-class training set", train_file("t.tsv"), expect="warn", warning="one class",
+             setup=files("t.tsv", SST2_HEADER + "".join(f"fine film number {i}\t1\n" for i in range(16)))),
+        Case("export of a flow run", ["export", "{run}"], setup=trained("criterion=flow")),
+        Case("analyze a bad run beside a good one", ["analyze", "{run}", "{dir}/notarun", "--out", "{dir}/analysis"],
+             setup=trained(), check=analysed_the_good_run),
+        Case("grid cells need the hub, offline", ["grid", "{dir}/hub.yaml", "launcher=inline", "grid_dir={dir}/g"],
+             setup=files("hub.yaml", "fixed: {recipe: sst2, model: bert, max_steps: 1, data.max_train_samples: 8}\n"
+                                      "sweep: {seed: [1]}\n")),
     ]
     return c
 
@@ -416,9 +537,22 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
         arguments = sweep.base(directory)
         arguments[0] = "recipe=rte"
         return [a.replace(str(SHARED / "sst2"), str(directory / "rte")) for a in arguments]
+    if name == "grid_dir holds the user's files":
+        fixed = "".join(f"  {a.split('=', 1)[0]}: '{a.split('=', 1)[1]}'\n" for a in sweep.base(directory)
+                        if not a.startswith("output_dir="))
+        (directory / "tiny.yaml").write_text("fixed:\n" + fixed + "sweep:\n  seed: [1]\n")
+    if name == "resume onto an edited training file":
+        return sweep.base(directory, f"data.train_file={directory / 't.tsv'}", "save_every=1", "keep_checkpoints=4")
+    if name == "checkpoint write past a file-size limit":
+        sweep.train(directory, "save_every=1", "keep_checkpoints=4")
+        (directory / "run" / "results.json").unlink()
+        for late in checkpoints(directory / "run")[1:]:  # back to step 1: the next save is step 2's
+            late.unlink()
+            late.with_name(late.name + ".sha256").unlink(missing_ok=True)
+        return sweep.base(directory, "save_every=1", "keep_checkpoints=4")
     arguments = case.arguments
-    if arguments[:1] in (["grid"], ["report"]):
-        return [a.replace("FILE:", f"{directory}/") for a in arguments]
+    if arguments[:1] and arguments[0] in TOOLS:
+        return [a.format(run=directory / "run", dir=directory).replace("FILE:", f"{directory}/") for a in arguments]
     final = sweep.base(directory, *arguments)
     return [a.replace("FILE:", f"{directory}/") for a in final]
 
@@ -428,6 +562,8 @@ def classify(case: Case, outcome: Outcome) -> str:
         return "traceback"
     if case.expect == "recover":  # a clean refusal counts as clear too; only an unnoticed fault is silent
         return "silent" if outcome.code == 0 and case.warning not in outcome.stderr.lower() else "clear"
+    if case.expect == "warn":  # a pointless setting: the run may go on, but must say so
+        return "clear" if "warning" in outcome.stderr.lower() and case.warning in outcome.stderr.lower() else "silent"
     return "silent" if outcome.code == 0 else "clear"
 
 
@@ -454,8 +590,44 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
         else:
             outcome.verdict = "clear"
         return outcome
-    outcome = sweep.run(arguments, directory, process=case.name.startswith("22 kB"))
+    if case.name in ("export while a run trains there", "SIGTERM during training"):
+        return holder_case(case, sweep, directory)
+    limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
+    outcome = sweep.run(arguments, directory, process=case.name.startswith("22 kB") or limit is not None,
+                        file_size_limit=limit)
     outcome.verdict = (case.check(sweep, directory, outcome) if case.check else None) or classify(case, outcome)
+    return outcome
+
+
+def holder_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
+    """A real istar-run training (checkpoints at every step): istar-export of its directory meanwhile, or SIGTERM."""
+    run = sweep.run(sweep.base(directory, "max_steps=5000", "data.max_train_samples=64", "optim.epochs=400",
+                               "save_every=1"), directory, background=True)
+    deadline = time.time() + 900
+    while not checkpoints(directory / "run") and run.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    if case.name == "SIGTERM during training":
+        run.send_signal(signal.SIGTERM)
+        try:
+            stdout, stderr = run.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            stdout, stderr = run.communicate()
+        outcome = Outcome(run.returncode, stdout, stderr, 0)
+        said = [line for line in stderr.splitlines() if "stopped by SIGTERM" in line]
+        outcome.verdict = "traceback" if TRACEBACK in stderr else "clear" if run.returncode == 143 and said else "silent"
+        outcome.note = "" if said else f"exit {run.returncode} without a line saying where it stopped"
+        return outcome
+    outcome = sweep.run(["export", str(directory / "run")], directory)
+    still_running = run.poll() is None
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    if TRACEBACK in outcome.stderr:
+        outcome.verdict = "traceback"
+    elif outcome.code == 0 and still_running:
+        outcome.verdict, outcome.note = "silent", "exported from a run still writing there"
+    else:
+        outcome.verdict = "clear"
     return outcome
 
 

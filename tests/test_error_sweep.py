@@ -1,4 +1,4 @@
-"""``scripts/error_sweep.py`` (the documented sweep of 70 bad inputs and faults) runs, and every outcome is clear:
+"""``scripts/error_sweep.py`` (the documented sweep of 85 bad inputs and faults) runs, and every outcome is clear:
 one line and a non-zero exit, or a fault survived with a warning naming it; no traceback, nothing silent."""
 import json
 import subprocess
@@ -14,8 +14,8 @@ def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     unclear = [(case["case"], case["verdict"], case["last_line"]) for case in sweep["cases"] if case["verdict"] != "clear"]
-    assert sweep["counts"] == {"clear": 70} and unclear == [], unclear
-    assert result.stdout.rstrip().endswith("counts: clear 70 (of 70)")
+    assert sweep["counts"] == {"clear": 85} and unclear == [], unclear
+    assert result.stdout.rstrip().endswith("counts: clear 85 (of 85)")
 
 
 def test_the_sweep_refuses_a_work_directory_of_someone_elses_files(tmp_path):

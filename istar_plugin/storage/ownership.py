@@ -36,6 +36,9 @@ EXPORT_MARKER = ".istar-export"
 GRID_MARKER = ".istar-grid"
 REPORT_MARKER = ".istar-report"
 ANALYSIS_MARKER = ".istar-analysis"
+KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER: "grid directory",
+         REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder"}
+"""What each marker makes a folder, in messages."""
 IGNORED = frozenset({".lock"})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
 
@@ -68,6 +71,10 @@ def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None
         raise RunDirError(f"{what} {directory}: exists and is not a directory; choose another {what}")
     entries = sorted(entry.name for entry in directory.iterdir() if entry.name not in IGNORED)
     if entries and not owned(directory, marker):
+        other = next((kind for mark_, kind in KINDS.items() if mark_ != marker and owned(directory, mark_)), None)
+        if other:
+            raise RunDirError(f"{what} {directory}: is a {other}, not a {KINDS[marker]}; choose a new or empty {what}, "
+                              "nothing was changed")
         shown = ", ".join(entries[:3]) + (f", ... ({len(entries)} entries)" if len(entries) > 3 else "")
         raise RunDirError(f"{what} {directory}: exists and holds files istar_plugin did not write ({shown}); "
                           f"choose a new or empty {what}, nothing was changed")
