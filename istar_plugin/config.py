@@ -306,6 +306,10 @@ def _validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}{' or null' if nullable else ''}")
     if cfg.optim.warmup_ratio > 1:
         raise ConfigError(f"optim.warmup_ratio={cfg.optim.warmup_ratio} is out of range; allowed: 0 to 1")
+    for key in ("seed", "data.split_seed"):  # what numpy, torch and random all take
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not 0 <= value < 2 ** 32:
+            raise ConfigError(f"{key}={value} is out of range; allowed: 0 to 4294967295")
     dropout = cfg.model.get("dropout")
     if dropout is not None and not 0 <= dropout < 1:
         raise ConfigError(f"model.dropout={dropout} is out of range; allowed: 0 <= dropout < 1, or null (the model's own)")

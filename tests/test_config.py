@@ -83,3 +83,15 @@ def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
     assert "squad" in capsys.readouterr().out.split()
     assert main(["recipe=sst2", "optim.nope=1"]) == 2
     assert "unknown key 'optim.nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["seed=-1"], "seed=-1 is out of range; allowed: 0 to 4294967295"),
+    (["seed=4294967296"], "seed=4294967296 is out of range"),
+    (["data.split_seed=-2"], "data.split_seed=-2 is out of range"),
+    (["criterion=istar", "criterion.layers=[2,2]"], r"criterion.layers=\[2, 2\] must name each layer once"),
+    (["criterion=istar", "criterion.layers=[]"], r"criterion.layers=\[\] must name each layer once"),
+])
+def test_seeds_and_layer_lists_are_range_checked_before_anything_loads(arguments, message):
+    with pytest.raises(ConfigError, match=message):
+        compose(["recipe=sst2", *arguments])

@@ -61,6 +61,9 @@ class IStarConfig:
             raise ValueError(f"criterion.distributed_cloud {self.distributed_cloud!r} unknown; choose one of: pooled, local")
         if self.padding not in ("exclude", "include"):
             raise ValueError(f"criterion.padding {self.padding!r} unknown; choose one of: exclude, include")
+        if self.layers is not None and (not self.layers or len(set(self.layers)) < len(self.layers)):
+            raise ValueError(f"criterion.layers={list(self.layers)} must name each layer once (1..L, or 0 for the "
+                             "embeddings), or be null for every transformer layer")
 
 
 @CRITERIONS.register("istar", IStarConfig)
