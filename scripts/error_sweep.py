@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import hashlib
 import io
 import json
 import os
@@ -318,7 +319,6 @@ def kept(name: str, *, written_is_silent: bool = True):
 
 
 def hashes(folder: Path) -> dict[str, str]:
-    import hashlib
     return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(folder.rglob("*")) if path.is_file()}
 

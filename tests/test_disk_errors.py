@@ -8,11 +8,11 @@ import pytest
 
 from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
-from istar_plugin.hooks import Hook
 from istar_plugin.storage.atomic import atomic_write_text
 from istar_plugin.storage.checkpoints import problem
 from istar_plugin.storage.logs import MetricsLog
 from istar_plugin.training.trainer import Trainer
+from test_trainer import CrashAt
 
 
 @contextlib.contextmanager
@@ -27,14 +27,6 @@ def file_size_limit(size):
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
 
-
-class CrashAt(Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
 
 
 def test_atomic_and_appended_writes_past_the_limit_are_one_line_and_leave_the_old_file(tmp_path):

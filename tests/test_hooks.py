@@ -7,6 +7,7 @@ from istar_plugin.hooks import Hook, HookDispatcher, RunView, TrainingControl
 from istar_plugin.reports.analyze import load_trained
 from istar_plugin.training.export import export_checkpoint
 from istar_plugin.training.trainer import Trainer
+from test_trainer import CrashAt
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
@@ -87,14 +88,6 @@ def test_a_hook_sees_a_read_only_view_and_stops_training_after_the_epoch(tiny_be
     assert stopper.epochs_ended == [0] and stopper.steps == [1, 2, 3, 4]  # 32 examples / 8: one epoch of 4 steps
     assert results["step"] == 4 and results["epoch"] == 1
 
-
-class CrashAt(Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, run, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
 
 
 def test_a_resumed_run_says_where_it_resumes_and_reports_no_fresh_head(tiny_bert, shared_data, tmp_path, capfd):

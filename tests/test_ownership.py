@@ -14,9 +14,9 @@ from istar_plugin.cli.export import main as export_main
 from istar_plugin.cli.run import main as run_main
 from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
-from istar_plugin.hooks import Hook
 from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
 from istar_plugin.training.trainer import Trainer
+from test_trainer import CrashAt
 
 
 def arguments(tiny_bert, shared_data, output_dir, *extra):
@@ -154,14 +154,6 @@ def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert
     assert len(err.splitlines()) == 1 and "modules inserted before its head (flow)" in err and "nothing exported" in err
     assert snapshot(run) == before and not (run / "model").exists()
 
-
-class CrashAt(Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
 
 
 def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, shared_data, tmp_path):
