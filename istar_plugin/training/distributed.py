@@ -85,15 +85,6 @@ def mean_over_ranks(values: torch.Tensor, world_size: int) -> torch.Tensor:
     return totals / world_size
 
 
-def any_rank(flag: bool, world_size: int, device: torch.device) -> bool:
-    """Whether ``flag`` is set on any rank (every rank calls it; no communication when not distributed)."""
-    if world_size == 1:
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
-
-
 def barrier(world_size: int) -> None:
     if world_size > 1:
         dist.barrier()

@@ -2,8 +2,10 @@
 step's end, with a checkpoint of that step to resume from and an exit status a launcher can read (128 + the
 signal's number: 143 for SIGTERM, 130 for SIGINT). A second signal stops at once (KeyboardInterrupt).
 
-Handlers are installed only in the main thread and only over the default ones: a launcher that handles the
-signal itself (submitit bypasses SIGTERM in its jobs and checkpoints on its own signal) keeps its handler.
+Handlers are installed only in a single-process run (under torchrun the launcher tears the group down: a rank
+blocked in a collective with a dead peer never reaches a step's end), only in the main thread and only over the
+default ones: a launcher that handles the signal itself (submitit bypasses SIGTERM in its jobs and checkpoints on
+its own signal) keeps its handler.
 
 >>> import os, signal
 >>> with StopSignal() as stop:
@@ -29,8 +31,9 @@ DEFAULTS = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_ha
 class StopSignal:
     """``with StopSignal() as stop:`` ... ``if stop.received: ...``: remembers the first SIGTERM or SIGINT."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
         self.received: Optional[int] = None
+        self.enabled = enabled
         self._previous: dict[int, Any] = {}
 
     @property
@@ -38,7 +41,7 @@ class StopSignal:
         return signal.Signals(self.received).name if self.received else ""
 
     def __enter__(self) -> "StopSignal":
-        if threading.current_thread() is threading.main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             for number in SIGNALS:
                 if signal.getsignal(number) == DEFAULTS[number]:
                     self._previous[number] = signal.signal(number, self._handle)
@@ -55,8 +58,7 @@ class StopSignal:
         self.received = number
 
 
-def stopped(number: Optional[int], step: int, total_steps: int, epoch: int, checkpoint: Path, output_dir: Path) -> Stopped:
-    """The error that ends a run stopped by signal ``number`` (SIGTERM when it reached another rank only)."""
-    number = number or signal.SIGTERM
+def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Path, output_dir: Path) -> Stopped:
+    """The error that ends a run stopped by signal ``number``."""
     return Stopped(f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
                    f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume", number)

@@ -41,7 +41,7 @@ from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.results import RESULTS, failed_record, finished_record, write_results
 from . import export
 from .batching import collate, epoch_order
-from .distributed import any_rank, barrier, gather_to_all, init_from_env, wrap_model
+from .distributed import barrier, gather_to_all, init_from_env, wrap_model
 from .divergence_guard import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
 from .evaluation import Evaluator, embedding_isotropy
@@ -145,7 +145,8 @@ class Trainer:
             adapt(self.model)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
-        self._warn(self.criterion.constant_penalty())
+        constant = getattr(self.criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
+        self._warn(constant() if constant else None)
 
     def _place_model(self) -> None:
         self.model.to(self.device)
@@ -376,7 +377,7 @@ class Trainer:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         self._start(bool(resumed))
-        with StopSignal() as self.stop_signal:
+        with StopSignal(enabled=self.world_size == 1) as self.stop_signal:  # under torchrun its teardown rules
             self._train()
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
@@ -443,7 +444,7 @@ class Trainer:
                     self._record_evaluation()
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save_checkpoint()
-                if any_rank(self.stop_signal.received is not None, self.world_size, self.device):
+                if self.stop_signal.received is not None:
                     self._stop_for_signal()
             if self.batches_done >= self.batches_per_epoch:
                 self.dispatch.epoch_end(self.epoch)
