@@ -1,15 +1,9 @@
-"""Isotropy of point clouds (rows are points): IsoScore, differentiable IsoScore*, and the seed papers' measures.
-
-IsoScore* normalises the spectrum of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S``;
-Algorithm 1 of Rudman & Eickhoff (2024) reduces exactly to ``(r**2 - 1) / (d - 1)`` with the participation
-ratio ``r = trace(S) / ||S||_F``. Both terms are expanded in the covariance product of the centred points,
-so the score costs one matrix product, needs no eigen- or singular-value decomposition and has a
-well-defined gradient everywhere (including repeated eigenvalues and n < d).
+"""IsoScore and the differentiable IsoScore* of a point cloud, alone, pooled over ranks, or streamed
+(:class:`CovarianceAccumulator`); see :mod:`istar_plugin.isotropy` for the reduction to a participation ratio.
 
 >>> import torch
->>> points = torch.randn(2000, 8, dtype=torch.float64) * torch.tensor([1., 1, 1, 1, 1, 1, 1, 1e-9]).double()
->>> round(isoscore(points).item(), 1)  # 7 of 8 dimensions used equally: (7 - 1) / (8 - 1)
-0.9
+>>> round(isoscore(torch.eye(3, dtype=torch.float64)).item(), 2)  # three points, two used directions around their mean
+0.5
 """
 from __future__ import annotations
 
@@ -18,19 +12,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-__all__ = [
-    "isoscore",
-    "isoscore_star",
-    "isoscore_from_cov",
-    "pooled_isoscore_star",
-    "CovarianceAccumulator",
-    "average_cosine_similarity",
-    "partition_isotropy",
-    "explained_variance_ratio",
-    "explained_variance_curve",
-    "cosine_from_unit_sums",
-    "twonn_dimension",
-]
+__all__ = ["isoscore", "isoscore_star", "isoscore_from_cov", "pooled_isoscore_star", "CovarianceAccumulator"]
 
 
 def _compute_dtype(points: Tensor) -> torch.dtype:
@@ -362,131 +344,3 @@ class CovarianceAccumulator:
         self.count = int(state["count"])
         self.mean = state["mean"].to(self.mean, copy=True)
         self.scatter = state["scatter"].to(self.scatter, copy=True)
-
-
-def average_cosine_similarity(points: Tensor) -> Tensor:
-    """Mean cosine similarity over ordered pairs i != j, in O(n d) (``||sum u||^2`` minus the diagonal).
-
-    Zero rows have no direction: they count as cosine 0 with every other point.
-
-    >>> import torch
-    >>> average_cosine_similarity(torch.tensor([[1., 0.], [1., 0.], [-1., 0.]])).item()  # pairs: 1, -1, -1
-    -0.3333333432674408
-    """
-    _check_points(points)
-    n = points.shape[0]
-    if n < 2:
-        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
-    units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), n)
-
-
-def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: int) -> Tensor:
-    """Mean cosine over ordered pairs i != j of ``n`` points from the sum of their unit vectors and the sum of
-    their squared norms (1 per non-zero point): the streaming form of :func:`average_cosine_similarity`.
-
-    >>> import torch
-    >>> cosine_from_unit_sums(torch.tensor([1., 0.]), 3.0, 3).item()  # units (1, 0), (1, 0), (-1, 0)
-    -0.3333333432674408
-    """
-    if n < 2:
-        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
-    return (unit_sum.square().sum() - unit_square_sum) / (n * (n - 1))
-
-
-def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
-    """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
-
-    ``Z(c) = sum_i exp(c . x_i)`` over the direction set ``C`` = eigenvectors of ``X^T X`` taken with both
-    signs (which makes the result independent of the eigen-solver's sign choice).
-    ``I1 = min Z / max Z`` and ``I2 = std(Z) / mean(Z)`` (population std); perfectly isotropic: (1, 0).
-    Computed in log space (no overflow) with one (d, d) eigendecomposition and one (n, d) x (d, d) product.
-
-    >>> import torch
-    >>> i1, i2 = partition_isotropy(torch.randn(20000, 4, dtype=torch.float64) * 0.1)
-    >>> bool(i1 > 0.9 and i2 < 0.05)
-    True
-    """
-    _check_points(points)
-    x = points.detach().to(torch.float64)
-    directions = torch.linalg.eigh(x.T @ x).eigenvectors
-    directions = torch.cat([directions, -directions], dim=1)
-    log_z = torch.logsumexp(x @ directions, dim=0)
-    relative = torch.exp(log_z - log_z.max())
-    i1 = relative.min()
-    i2 = relative.std(unbiased=False) / relative.mean()
-    return i1, i2
-
-
-def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
-    """EV_k: share of the total variance along the top ``k`` principal components.
-
-    >>> import torch
-    >>> x = torch.randn(5000, 3, dtype=torch.float64) * torch.tensor([3., 1., 1.]).double()
-    >>> round(explained_variance_ratio(x, 1).item(), 1)  # 9 / (9 + 1 + 1)
-    0.8
-    """
-    _check_points(points)
-    if points.shape[0] < 2:
-        raise ValueError(f"explained variance needs at least 2 points, got {points.shape[0]}")
-    return explained_variance_curve(torch.cov(points.detach().to(torch.float64).T), k)[k - 1]
-
-
-def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
-    """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one.
-
-    >>> import torch
-    >>> explained_variance_curve(torch.diag(torch.tensor([1., 6., 3.])), 3).tolist()
-    [0.6, 0.9, 1.0]
-    """
-    if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-        raise ValueError(f"cov must be a square (d, d) matrix, got shape {tuple(cov.shape)}")
-    if not 1 <= k_max <= cov.shape[0]:
-        raise ValueError(f"k must lie in [1, {cov.shape[0]}] (the dimension), got {k_max}")
-    eigenvalues = torch.linalg.eigvalsh(cov.to(torch.float64)).clamp_min(0).flip(0)
-    if eigenvalues.sum() == 0:
-        raise ValueError("explained variance is undefined: all points are identical (zero variance)")
-    return eigenvalues[:k_max].cumsum(0) / eigenvalues.sum()
-
-
-@torch.no_grad()
-def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: int = 1024) -> Tensor:
-    """TwoNN intrinsic dimension (Facco et al. 2017) from each point's two nearest-neighbour distances.
-
-    With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over
-    the empirical distribution, dropping the largest ``discard_fraction`` of ``mu``. Neighbours are found
-    in chunks of ``chunk_size`` rows, so memory is O(chunk_size * n), never n x n. Duplicate points
-    (r1 = 0) are dropped.
-
-    >>> import torch
-    >>> plane = torch.randn(3000, 2, dtype=torch.float64) @ torch.randn(2, 10, dtype=torch.float64)
-    >>> round(twonn_dimension(plane).item())
-    2
-    """
-    _check_points(points, "points")
-    if not 0.0 <= discard_fraction < 1.0:
-        raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
-    x = points.to(torch.float64)
-    x = x - x.mean(dim=0)  # distances by |x|^2 + |y|^2 - 2 x.y lose precision far from the origin
-    n = x.shape[0]
-    if n < 3:
-        raise ValueError(f"TwoNN needs at least 3 points, got {n}")
-    squared_norms = x.square().sum(dim=1)
-    nearest = []
-    for start in range(0, n, chunk_size):
-        block = x[start : start + chunk_size]
-        distances = squared_norms[start : start + chunk_size, None] + squared_norms[None, :] - 2 * block @ x.T
-        rows = torch.arange(block.shape[0], device=x.device)
-        distances[rows, rows + start] = float("inf")  # a point is not its own neighbour
-        nearest.append(distances.topk(2, dim=1, largest=False).values.clamp_min(0).sqrt())
-    r1, r2 = torch.cat(nearest).T
-    keep = r1 > 0
-    mu = (r2[keep] / r1[keep]).sort().values
-    m = mu.shape[0]
-    if m < 3:
-        raise ValueError(f"TwoNN needs at least 3 distinct points, got {m}")
-    used = min(m - 1, max(2, int(m * (1 - discard_fraction))))  # F = m / m = 1 would give log(0)
-    log_mu = mu[:used].log()
-    empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64, device=x.device) / m
-    target = -torch.log1p(-empirical_cdf)
-    return (log_mu * target).sum() / log_mu.square().sum()

@@ -1,0 +1,42 @@
+"""Isotropy of point clouds (rows are points): IsoScore, differentiable IsoScore*, and the seed papers' measures.
+
+IsoScore* normalises the spectrum of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S``;
+Algorithm 1 of Rudman & Eickhoff (2024) reduces exactly to ``(r**2 - 1) / (d - 1)`` with the participation
+ratio ``r = trace(S) / ||S||_F``. Both terms are expanded in the covariance product of the centred points,
+so the score costs one matrix product, needs no eigen- or singular-value decomposition and has a
+well-defined gradient everywhere (including repeated eigenvalues and n < d).
+
+>>> import torch
+>>> points = torch.randn(2000, 8, dtype=torch.float64) * torch.tensor([1., 1, 1, 1, 1, 1, 1, 1e-9]).double()
+>>> round(isoscore(points).item(), 1)  # 7 of 8 dimensions used equally: (7 - 1) / (8 - 1)
+0.9
+"""
+from .covariance import (
+    CovarianceAccumulator,
+    isoscore,
+    isoscore_from_cov,
+    isoscore_star,
+    pooled_isoscore_star,
+)
+from .measures import (
+    average_cosine_similarity,
+    cosine_from_unit_sums,
+    explained_variance_curve,
+    explained_variance_ratio,
+    partition_isotropy,
+    twonn_dimension,
+)
+
+__all__ = [
+    "isoscore",
+    "isoscore_star",
+    "isoscore_from_cov",
+    "pooled_isoscore_star",
+    "CovarianceAccumulator",
+    "average_cosine_similarity",
+    "partition_isotropy",
+    "explained_variance_ratio",
+    "explained_variance_curve",
+    "cosine_from_unit_sums",
+    "twonn_dimension",
+]
