@@ -19,12 +19,15 @@ from .covariance import (
     pooled_isoscore_star,
 )
 from .measures import (
+    alignment,
     average_cosine_similarity,
     cosine_from_unit_sums,
     explained_variance_curve,
     explained_variance_ratio,
     partition_isotropy,
+    rankme,
     twonn_dimension,
+    uniformity,
 )
 
 __all__ = [
@@ -39,4 +42,7 @@ __all__ = [
     "explained_variance_curve",
     "cosine_from_unit_sums",
     "twonn_dimension",
+    "alignment",
+    "uniformity",
+    "rankme",
 ]

@@ -1,5 +1,6 @@
 """The seed papers' other measures of a point cloud: average cosine, partition-function isotropy (I1, I2),
-explained variance EV_k and TwoNN intrinsic dimension.
+explained variance EV_k and TwoNN intrinsic dimension; and of sentence embeddings: alignment and uniformity
+(Wang & Isola 2020) and RankMe, the effective rank (Garrido et al. 2023).
 
 >>> import torch
 >>> round(average_cosine_similarity(torch.eye(3)).item(), 3)  # orthogonal points
@@ -13,7 +14,7 @@ from torch import Tensor
 from .covariance import _check_points, _compute_dtype
 
 __all__ = ["average_cosine_similarity", "cosine_from_unit_sums", "partition_isotropy", "explained_variance_ratio",
-           "explained_variance_curve", "twonn_dimension"]
+           "explained_variance_curve", "twonn_dimension", "alignment", "uniformity", "rankme"]
 
 
 def average_cosine_similarity(points: Tensor) -> Tensor:
@@ -142,3 +143,56 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
     empirical_cdf = torch.arange(1, used + 1, dtype=torch.float64, device=x.device) / m
     target = -torch.log1p(-empirical_cdf)
     return (log_mu * target).sum() / log_mu.square().sum()
+
+
+def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
+    """Alignment (Wang & Isola 2020): mean ``||f(x) - f(y)||^alpha`` over positive pairs, rows of ``first`` and
+    ``second`` paired, after L2 normalisation; 0 when every pair coincides, 4 (alpha 2) for opposite pairs.
+
+    >>> import torch
+    >>> alignment(torch.tensor([[1., 0.], [0., 2.]]), torch.tensor([[3., 0.], [0., -1.]])).item()  # 0 and 4
+    2.0
+    """
+    _check_points(first, "first")
+    if first.shape != second.shape:
+        raise ValueError(f"alignment pairs rows: first has shape {tuple(first.shape)}, second {tuple(second.shape)}")
+    if alpha <= 0:
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    dtype = _compute_dtype(first)
+    difference = torch.nn.functional.normalize(first.to(dtype), dim=1) - torch.nn.functional.normalize(second.to(dtype), dim=1)
+    return difference.norm(dim=1).pow(alpha).mean()
+
+
+def uniformity(points: Tensor, t: float = 2.0) -> Tensor:
+    """Uniformity (Wang & Isola 2020): ``log mean exp(-t ||u_i - u_j||^2)`` over pairs i < j of the L2-normalised
+    rows; lower is more uniform on the sphere (-4 t for antipodal pairs), 0 when all rows share one direction.
+
+    >>> import torch
+    >>> uniformity(torch.tensor([[1., 0.], [-2., 0.]])).item()  # one antipodal pair: -2 * 4
+    -8.0
+    """
+    _check_points(points)
+    n = points.shape[0]
+    if n < 2:
+        raise ValueError(f"uniformity needs at least 2 points, got {n}")
+    if t <= 0:
+        raise ValueError(f"t must be positive, got {t}")
+    units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
+    squared = torch.pdist(units).square()
+    return torch.logsumexp(-t * squared, dim=0) - torch.log(torch.tensor(float(squared.numel()), dtype=squared.dtype))
+
+
+def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
+    """RankMe (Garrido et al. 2023): the effective rank ``exp(H(p))`` of the embedding matrix, ``p_k = s_k / ||s||_1
+    + eps`` for its singular values ``s`` (uncentred, as in the paper); between 1 and min(n, d).
+
+    >>> import torch
+    >>> round(rankme(torch.eye(5)).item(), 3)  # five equal singular values
+    5.0
+    """
+    _check_points(points)
+    singular = torch.linalg.svdvals(points.detach().to(torch.float64))
+    if singular.sum() == 0:
+        raise ValueError("RankMe is undefined for an all-zero embedding matrix")
+    p = singular / singular.sum() + eps
+    return torch.exp(-(p * p.log()).sum())
