@@ -5,7 +5,7 @@ A run directory carries ``.istar-run`` (written when a run starts; a run directo
 recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
 folder ``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an
 ``istar-report`` folder ``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis``
-(or its ``figure6.png``). Anything else that exists and is not empty is refused with one line naming the
+(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``. Anything else that exists and is not empty is refused with one line naming the
 path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`, exit 4): the user's files are never
 replaced or removed.
 
@@ -36,8 +36,9 @@ EXPORT_MARKER = ".istar-export"
 GRID_MARKER = ".istar-grid"
 REPORT_MARKER = ".istar-report"
 ANALYSIS_MARKER = ".istar-analysis"
+EMBED_MARKER = ".istar-embed"
 KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER: "grid directory",
-         REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder"}
+         REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation"}
 """What each marker makes a folder, in messages."""
 IGNORED = frozenset({".lock"})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
@@ -57,6 +58,7 @@ LEGACY = {
     GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file() for cell in d.iterdir()),
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
+    EMBED_MARKER: lambda d: False,  # newer than the markers
 }
 """How each kind of folder was recognised before it carried its marker."""
 

@@ -1,0 +1,100 @@
+"""Sentence embeddings from any Hugging Face backbone: one pooled vector per sentence for each requested layer.
+
+Poolings: ``mean`` (the mean of the layer's real tokens, padding excluded), ``cls`` (the first position),
+``first_last_mean`` (the mean of the first transformer layer's and the layer's token means: Su et al. 2021's
+"first-last avg") and ``last_token`` (the last real token, for decoders; either padding side). Layers index the
+hidden states: 0 is the embedding layer, 1..L the transformer layers, -1 the last.
+
+>>> import torch
+>>> states = torch.tensor([[[1., 1.], [3., 3.], [9., 9.]]])  # one sentence, 3 positions, the last is padding
+>>> mask = torch.tensor([[1, 1, 0]])
+>>> pool(states, mask, "mean").tolist(), pool(states, mask, "cls").tolist(), pool(states, mask, "last_token").tolist()
+([[2.0, 2.0]], [[1.0, 1.0]], [[3.0, 3.0]])
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+from transformers import AutoModel, AutoTokenizer
+
+from .encoder import _load_with_one_line_report, _use_eos_as_padding
+from .token_cloud import num_layers
+
+__all__ = ["POOLINGS", "pool", "SentenceEncoder"]
+
+POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
+
+
+def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = None) -> Tensor:
+    """(batch, d) sentence vectors from one layer's (batch, length, d) states; ``first``: the first transformer
+    layer's states, for ``first_last_mean``."""
+    mask = mask.to(states.dtype)
+    if pooling == "cls":
+        return states[:, 0]
+    if pooling == "last_token":
+        positions = mask * torch.arange(1, mask.shape[1] + 1, device=mask.device, dtype=mask.dtype)
+        return states[torch.arange(states.shape[0], device=states.device), positions.argmax(dim=1)]
+    means = (states * mask[..., None]).sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp_min(1)
+    if pooling == "mean":
+        return means
+    if pooling == "first_last_mean":
+        if first is None:
+            raise ValueError("first_last_mean pooling needs the first transformer layer's states")
+        return (pool(first, mask, "mean") + means) / 2
+    raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
+
+
+class SentenceEncoder:
+    """A backbone (``AutoModel``: hidden states out) and its tokenizer, in eval mode.
+
+    ``SentenceEncoder.from_pretrained(path)`` loads any Hugging Face folder or hub name; a fine-tuned task model
+    passes its ``base_model``."""
+
+    def __init__(self, backbone: torch.nn.Module, tokenizer, max_length: int = 128, source: str = ""):
+        self.backbone, self.tokenizer, self.max_length, self.source = backbone.eval(), tokenizer, max_length, source
+        if self.tokenizer.pad_token is None:
+            _use_eos_as_padding(self.tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, path: str, max_length: int = 128, local_files_only: bool = False) -> "SentenceEncoder":
+        backbone = _load_with_one_line_report(AutoModel, path, local_files_only=local_files_only)
+        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, local_files_only=local_files_only)
+        return cls(backbone, tokenizer, max_length, source=path)
+
+    @property
+    def num_layers(self) -> int:
+        return num_layers(self.backbone.config)
+
+    def layer_index(self, layer: int) -> int:
+        """``layer`` as an index into the hidden states (0..L); out of range is a one-line ValueError."""
+        count = self.num_layers
+        if not -count - 1 <= layer <= count:
+            raise ValueError(f"layer {layer} is outside the model's hidden states: 0 (embeddings) to {count}, or -1 for the last")
+        return layer % (count + 1)
+
+    @torch.no_grad()
+    def encode(self, sentences: Sequence[str], pooling: str = "mean", layers: Sequence[int] = (-1,),
+               batch_size: int = 64, progress=None) -> dict[int, Tensor]:
+        """``{layer: (n, d) float32}`` for each of ``layers``, rows in the order of ``sentences``; batches are
+        formed from sentences of similar length (less padding computed), which does not change any vector."""
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
+        indices = [self.layer_index(layer) for layer in layers]
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        device = next(self.backbone.parameters()).device
+        pooled: dict[int, list[Tensor]] = {index: [] for index in indices}
+        for start in range(0, len(order), batch_size):
+            batch = [sentences[i] for i in order[start : start + batch_size]]
+            inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+            inputs = {key: value.to(device) for key, value in inputs.items()}
+            states = self.backbone(**inputs, output_hidden_states=True).hidden_states
+            for index in indices:
+                pooled[index].append(pool(states[index].float(), inputs["attention_mask"], pooling,
+                                          first=states[1].float()).cpu())
+            if progress is not None:
+                progress(len(batch))
+        restore = torch.empty(len(order), dtype=torch.long)
+        restore[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        return {index: torch.cat(chunks)[restore] for index, chunks in pooled.items()}

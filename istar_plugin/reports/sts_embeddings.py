@@ -1,0 +1,242 @@
+"""Sentence embeddings on STS-B, raw and after post-hoc transforms: Spearman (x100) of cosine similarity against
+the gold scores, and the isotropy of the same embeddings (``istar-embed``'s work).
+
+For each requested layer the split's sentences (both columns) are pooled into one vector each; every transform
+(:mod:`istar_plugin.posthoc`) is fitted on the fit set's sentences (default: the training split, so nothing of the
+evaluated split leaks into the fit) and applied to the evaluated split. Measures, per transform, over the split's
+sentence embeddings (2 per pair):
+
+- ``spearman``: Spearman rank correlation x 100 of the pairs' cosine similarity with the gold score;
+- ``isoscore``: IsoScore (IsoScore* at zeta 0); ``isoscore_star``: IsoScore* at ``zeta`` shrunk toward the
+  covariance of the fit set's (transformed) embeddings, the paper's Sigma_S;
+- ``i1``, ``i2`` (partition-function isotropy), ``average_cosine``, ``ev_1`` and ``ev_10`` (explained variance of
+  the top 1 and 10 principal components), ``rankme`` (effective rank);
+- ``alignment`` over the positive pairs (gold score >= 4, as in Gao et al. 2021's analysis of STS-B) and
+  ``uniformity`` over all the split's sentences (Wang & Isola 2020, t = 2).
+
+>>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
+>>> sts.sentences, len(sts)
+(['a b', 'c', 'a c', 'd'], 2)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoConfig
+
+from ..config import find_yaml, load_yaml
+from ..data.config import DataConfig
+from ..data.task import get_task
+from ..isotropy import (
+    alignment,
+    average_cosine_similarity,
+    explained_variance_curve,
+    isoscore,
+    isoscore_star,
+    partition_isotropy,
+    rankme,
+    uniformity,
+)
+from ..metrics import spearman
+from ..models.encoder import resolve_model_path
+from ..models.sentence_encoder import SentenceEncoder
+from ..models.token_cloud import hidden_size, num_layers
+from ..posthoc import Transform
+from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from .analyze import Progress, load_trained
+from .figures import panels, save_png, style
+
+__all__ = ["StsPairs", "read_sts", "read_corpus", "model_shape", "open_encoder", "embedding_measures", "evaluate_sts",
+           "write_embedding_report", "SPLITS", "POSITIVE_SCORE"]
+
+SPLITS = {"train": "train", "dev": "validation"}
+POSITIVE_SCORE = 4.0
+MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
+            "alignment", "uniformity")
+
+
+@dataclass(frozen=True)
+class StsPairs:
+    """Sentence pairs with gold similarity scores, and where they were read from."""
+
+    first: list
+    second: list
+    scores: list
+    source: str
+
+    @property
+    def sentences(self) -> list:
+        return list(self.first) + list(self.second)
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def read_sts(sts_dir: str | Path, split: str) -> StsPairs:
+    """STS-B pairs of ``split`` (``train`` or ``dev``) from a GLUE STS-B folder (``dev.tsv``, ``train.tsv``)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown STS split {split!r}; choices: {', '.join(SPLITS)}")
+    task = get_task("stsb", DataConfig(source="files", dir=str(sts_dir), eval_split=SPLITS[split]))
+    which = "train" if split == "train" else "eval"
+    examples = task.load(which)
+    return StsPairs([e["text"] for e in examples], [e["text_pair"] for e in examples],
+                    [float(e["label"]) for e in examples], task.source_of(which))
+
+
+def read_corpus(path: str | Path) -> list:
+    """Sentences of a text file, one per line (blank lines skipped), for fitting transforms on a corpus."""
+    lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    sentences = [line for line in lines if line]
+    if len(sentences) < 2:
+        raise ValueError(f"{path}: a fit corpus needs at least 2 non-blank lines, got {len(sentences)}")
+    return sentences
+
+
+def _is_run_dir(path: Path) -> bool:
+    return (path / "config.yaml").is_file() and ((path / "results.json").is_file() or (path / "checkpoints").is_dir())
+
+
+def _model_path(source: str) -> Optional[str]:
+    """The Hugging Face folder or hub name behind a preset or a run directory's base model; None for a folder."""
+    path = Path(source)
+    if path.is_dir() and _is_run_dir(path):
+        return resolve_model_path(OmegaConf.load(path / "config.yaml").model.name_or_path)
+    if path.is_dir():
+        return None
+    preset = find_yaml(source, "model")
+    return resolve_model_path(load_yaml(preset, "model preset").name_or_path) if preset is not None else source
+
+
+def model_shape(source: str) -> tuple[int, int]:
+    """``(hidden size, transformer layers)`` of the model behind ``source`` from its config alone (no weights
+    loaded), to check settings before the model loads."""
+    path = _model_path(source)
+    config = AutoConfig.from_pretrained(source if path is None else path, local_files_only=path is None)
+    return hidden_size(config), num_layers(config)
+
+
+def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
+    """The sentence encoder behind ``source``: a run directory (its final model, as ``istar-analyze`` loads it), an
+    exported model or any Hugging Face folder, a model preset (``minilm``) or a hub name."""
+    path = Path(source)
+    if path.is_dir() and _is_run_dir(path):
+        trainer = load_trained(path)
+        trainer.close()  # releases the run directory's lock: the run is left as it was
+        return SentenceEncoder(trainer.model.model.base_model, trainer.model.tokenizer, max_length, source=str(path))
+    if path.is_dir():
+        return SentenceEncoder.from_pretrained(str(path), max_length, local_files_only=True)
+    return SentenceEncoder.from_pretrained(_model_path(source), max_length)
+
+
+def embedding_measures(first: torch.Tensor, second: torch.Tensor, scores: Sequence[float], fit_cov: torch.Tensor,
+                       zeta: float) -> dict[str, float]:
+    """The measures of the module docstring for paired embeddings ``first``, ``second`` (n, d)."""
+    first, second = first.double(), second.double()
+    points = torch.cat([first, second])
+    cosine = torch.nn.functional.cosine_similarity(first, second, dim=1)
+    i1, i2 = partition_isotropy(points)
+    curve = explained_variance_curve(torch.cov(points.T), min(10, points.shape[1]))
+    positive = torch.tensor([score >= POSITIVE_SCORE for score in scores])
+    return {
+        "spearman": 100 * spearman(cosine.tolist(), list(scores)),
+        "isoscore": isoscore(points).item(),
+        "isoscore_star": isoscore_star(points, fit_cov.double(), zeta).item(),
+        "i1": i1.item(), "i2": i2.item(),
+        "average_cosine": average_cosine_similarity(points).item(),
+        "ev_1": curve[0].item(), "ev_10": curve[-1].item(),
+        "rankme": rankme(points).item(),
+        "alignment": alignment(first[positive], second[positive]).item() if positive.any() else math.nan,
+        "uniformity": uniformity(points).item(),
+    }
+
+
+def _encode(encoder: SentenceEncoder, sentences: list, what: str, pooling: str, layers: Sequence[int],
+            batch_size: int) -> dict[int, torch.Tensor]:
+    progress = Progress(len(sentences), what)
+    try:
+        return encoder.encode(sentences, pooling, layers, batch_size, progress=progress.update)
+    finally:
+        progress.close()
+
+
+def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, transforms: Sequence[Transform],
+                 pooling: str = "mean", layers: Sequence[int] = (-1,), zeta: float = 0.2,
+                 batch_size: int = 64) -> tuple[dict[int, dict[str, dict[str, float]]], dict[int, dict[str, Any]]]:
+    """``(results, fitted)``: ``results[layer][transform]`` the measures, ``fitted[layer][transform]`` the fitted
+    transform's tensors. Layers are hidden-state indices (0 = embeddings)."""
+    indices = [encoder.layer_index(layer) for layer in layers]
+    evaluated = _encode(encoder, sts.sentences, "STS sentences", pooling, indices, batch_size)
+    fit = _encode(encoder, fit_sentences, "fit sentences", pooling, indices, batch_size)
+    results: dict[int, dict[str, dict[str, float]]] = {}
+    fitted: dict[int, dict[str, Any]] = {}
+    n = len(sts)
+    for index in indices:
+        results[index], fitted[index] = {}, {}
+        for transform in transforms:
+            transform.fit(fit[index].double())
+            moved = transform(evaluated[index].double())
+            fit_cov = torch.cov(transform(fit[index].double()).T)
+            results[index][transform.name] = embedding_measures(moved[:n], moved[n:], sts.scores, fit_cov, zeta)
+            fitted[index][transform.name] = {key: value.float() for key, value in transform.state_dict().items()}
+    return results, fitted
+
+
+def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
+    """One row per (layer, transform): Spearman x100 and the isotropy measures."""
+    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for layer, by_transform in results.items():
+        for name, m in by_transform.items():
+            lines.append(f"| {layer} | {name} | {m['spearman']:.2f} | {m['isoscore']:.4f} | {m['isoscore_star']:.4f} | "
+                         f"{m['average_cosine']:.3f} | {m['i1']:.3f} | {m['ev_1']:.3f} | {m['rankme']:.1f} | "
+                         f"{m['alignment']:.3f} | {m['uniformity']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
+    """Spearman and IsoScore per transform (one layer: bars) or per layer (several: one line per transform)."""
+    fig, axes = panels(2, width=5.5, height=4)
+    layers = list(results)
+    names = list(results[layers[0]])
+    for ax, measure, label in zip(axes, ("spearman", "isoscore"), ("STS-B Spearman x100", "IsoScore")):
+        if len(layers) == 1:
+            values = [results[layers[0]][name][measure] for name in names]
+            ax.bar(range(len(names)), values, color="#4c72b0")
+            ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+            for x, value in enumerate(values):
+                ax.annotate(f"{value:.2f}" if measure == "spearman" else f"{value:.3f}", (x, value), ha="center",
+                            va="bottom", fontsize=7)
+            style(ax, f"{label}, layer {layers[0]}", "transform", label)
+        else:
+            for name in names:
+                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3, label=name)
+            style(ax, label + " per layer", "layer (0 = embeddings)", label)
+            ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
+    """``embeddings.json`` (``summary`` plus ``per_layer`` and the last layer's ``transforms``), ``embeddings.md``,
+    ``embeddings.png`` and each fitted transform's tensors under ``transforms/``; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    per_layer = {str(layer): by_transform for layer, by_transform in results.items()}
+    last = list(results)[-1]
+    written = [atomic_write_json(out / "embeddings.json", {**summary, "per_layer": per_layer,
+                                                           "transforms": results[last]})]
+    written.append(atomic_write_text(out / "embeddings.md", markdown_table(results)))
+    title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}"
+    written.append(save_png(figure(results, title), out / "embeddings.png"))
+    for layer, by_transform in fitted.items():
+        for name, tensors in by_transform.items():
+            if tensors:
+                path = out / "transforms" / f"layer{layer}" / (name.replace(":", "-") + ".pt")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                written.append(atomic_torch_save(tensors, path))
+    return written
+
