@@ -1,0 +1,226 @@
+"""I-STAR inside sentence-transformers: :class:`IStarLoss` wraps any of its losses, :class:`IsotropyEvaluator`
+measures the embeddings' isotropy (and STS Spearman, from the same embeddings) in its trainer.
+
+    model = SentenceTransformer("all-MiniLM-L6-v2")
+    loss = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.2, shrinkage_sentences=train_sentences)
+    evaluator = IsotropyEvaluator(dev["sentence1"], dev["sentence2"], dev["score"], name="stsb-dev")
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
+                                         evaluator=evaluator, callbacks=[loss.callback()])
+
+The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the cloud being the
+token embeddings of every transformer layer of the batch's sentences (padding excluded; ``points="sentence"``:
+the sentence embeddings instead; ``layers``: hidden-state indices, 1..L by default). It returns the two terms
+as loss components (``task``, ``istar``), which the trainer logs beside ``loss``: IsoScore* = 1 - istar / lam.
+Sigma_S is the covariance of ``shrinkage_points`` cloud points of a seeded sample of ``shrinkage_sentences``
+(no-grad, eval mode), pooled over torch.distributed ranks like ``istar-run``'s: computed before training and
+after every epoch by ``loss.callback()``, or once at the first step without it (with a warning). Needs
+``pip install 'istar_plugin[st]'``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
+from transformers import TrainerCallback
+
+from ..criterions.shrinkage import points_quota, shrinkage_shard
+from ..isotropy import (
+    CovarianceAccumulator,
+    average_cosine_similarity,
+    explained_variance_curve,
+    isoscore,
+    isoscore_from_cov,
+    isoscore_star,
+    rankme,
+    uniformity,
+)
+from ..metrics import spearman
+from ..models.token_cloud import token_cloud
+from ..posthoc import parse_transform
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
+
+POINTS = ("tokens", "sentence")
+
+
+def _transformer_config(model: nn.Module):
+    """The Hugging Face config of the model's transformer module (its ``auto_model``)."""
+    for module in model.modules():
+        if hasattr(module, "auto_model") and hasattr(module.auto_model, "config"):
+            return module.auto_model.config
+    raise TypeError(f"{type(model).__name__} has no transformer module (auto_model) to take token embeddings from")
+
+
+class IStarLoss(nn.Module):
+    """``loss`` plus I-STAR's penalty on the embeddings ``loss``'s forward passes produce (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, loss: nn.Module, lam: float = -1.0, zeta: float = 0.2, points: str = "tokens",
+                 layers: Optional[Sequence[int]] = None, shrinkage_sentences: Optional[Sequence[str]] = None,
+                 shrinkage_points: int = 250_000, batch_size: int = 64, seed: int = 0):
+        super().__init__()
+        if points not in POINTS:
+            raise ValueError(f"points {points!r}: choose one of {', '.join(POINTS)}")
+        if not 0.0 <= zeta <= 1.0:
+            raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage), got {zeta}")
+        if zeta > 0 and not shrinkage_sentences:
+            raise ValueError(f"zeta = {zeta} > 0 shrinks toward Sigma_S: pass shrinkage_sentences (e.g. the training sentences)")
+        if shrinkage_points < 2:
+            raise ValueError(f"shrinkage_points must be at least 2, got {shrinkage_points}")
+        self.model, self.loss = model, loss  # children, as sentence-transformers losses hold them (DDP swaps both)
+        self.lam, self.zeta, self.points, self.seed = float(lam), float(zeta), points, seed
+        self.shrinkage_sentences = list(shrinkage_sentences or ())
+        self.shrinkage_points, self.batch_size = shrinkage_points, batch_size
+        self.shrinkage_cov: Optional[Tensor] = None
+        self.refreshes = 0
+        self._callback_in_use = False
+        config = _transformer_config(model)
+        count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers")
+        self.layers = list(layers) if layers is not None else list(range(1, count + 1))
+        bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
+        if bad:
+            raise ValueError(f"layers {bad} are outside the model's hidden states: 0 (embeddings) to {count}")
+        if points == "tokens" and self.layers != [count] and self.layers != [-1]:
+            config.output_hidden_states = True  # every layer's token embeddings come out as all_layer_embeddings
+
+    def cloud(self, output: dict[str, Tensor]) -> list[Tensor]:
+        """The points one forward pass contributes: (n, d) tensors, padding excluded."""
+        if self.points == "sentence":
+            return [output["sentence_embedding"]]
+        if "all_layer_embeddings" in output:
+            return token_cloud(output["all_layer_embeddings"], output["attention_mask"], self.layers)
+        return token_cloud([output["token_embeddings"]], output["attention_mask"], [0])  # the last layer alone
+
+    def forward(self, sentence_features, labels: Tensor) -> dict[str, Tensor]:
+        if self.training and self.zeta > 0 and self.shrinkage_cov is None:
+            if not self._callback_in_use:
+                logger.warning("IStarLoss: Sigma_S computed at the first step and kept: add loss.callback() to the "
+                               "trainer's callbacks to refresh it after every epoch")
+            self.refresh_shrinkage()
+        captured: list[dict[str, Tensor]] = []
+        handle = self.model.register_forward_hook(lambda module, args, output: captured.append(output))
+        try:
+            task = self.loss(sentence_features, labels)
+        finally:
+            handle.remove()
+        terms = dict(task) if isinstance(task, dict) else {"task": task}
+        chunks = [chunk for output in captured for chunk in self.cloud(output)]
+        score = isoscore_star(chunks, self.shrinkage_cov, self.zeta)
+        terms["istar"] = self.lam * (1 - score)
+        return terms
+
+    @torch.no_grad()
+    def refresh_shrinkage(self) -> Tensor:
+        """Sigma_S from a no-grad, eval-mode pass over a seeded sample of ``shrinkage_sentences`` (each rank its
+        own shard and quota, pooled): the same on every rank. Returns it (also kept as ``shrinkage_cov``)."""
+        import torch.distributed as dist
+
+        distributed = dist.is_available() and dist.is_initialized()
+        rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+        started = time.perf_counter()
+        model = self.model.module if hasattr(self.model, "module") else self.model
+        quota = points_quota(self.shrinkage_points, rank, world)
+        order = shrinkage_shard(len(self.shrinkage_sentences), self.seed, self.refreshes, rank, world)
+        accumulator: Optional[CovarianceAccumulator] = None
+        was_training = model.training
+        model.eval()
+        try:
+            for start in range(0, len(order), self.batch_size):
+                if accumulator is not None and accumulator.count >= quota:
+                    break
+                batch = [self.shrinkage_sentences[i] for i in order[start : start + self.batch_size]]
+                features = model.preprocess(batch) if hasattr(model, "preprocess") else model.tokenize(batch)
+                features = {key: value.to(model.device) if isinstance(value, Tensor) else value for key, value in features.items()}
+                for chunk in self.cloud(model(features)):
+                    if accumulator is None:
+                        accumulator = CovarianceAccumulator(chunk.shape[1], device=chunk.device)
+                    room = quota - accumulator.count
+                    if room > 0:
+                        accumulator.update(chunk[:room].float())
+        finally:
+            model.train(was_training)
+        if accumulator is None:
+            raise ValueError("IStarLoss: shrinkage_sentences gave no points")
+        if distributed:
+            accumulator.all_reduce()
+        self.shrinkage_cov = accumulator.covariance().float()
+        self.refreshes += 1
+        logger.info("IStarLoss: Sigma_S from %d points in %.1f s, its IsoScore %.4f", accumulator.count,
+                    time.perf_counter() - started, isoscore_from_cov(self.shrinkage_cov).item())
+        return self.shrinkage_cov
+
+    def callback(self) -> TrainerCallback:
+        """A trainer callback computing Sigma_S before training and after every epoch (the paper's schedule)."""
+        return _ShrinkageCallback(self)
+
+    @property
+    def citation(self) -> str:
+        return ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
+                "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
+
+
+class _ShrinkageCallback(TrainerCallback):
+    def __init__(self, loss: IStarLoss):
+        self.loss = loss
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.loss._callback_in_use = True
+        if self.loss.zeta > 0:
+            self.loss.refresh_shrinkage()
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.loss.zeta > 0:
+            self.loss.refresh_shrinkage()
+
+
+class IsotropyEvaluator(SentenceEvaluator):
+    """Isotropy of a model's sentence embeddings of ``sentences1`` (+ ``sentences2``): IsoScore, average cosine,
+    EV_1, RankMe and uniformity, and, given ``scores`` for the pairs, the STS Spearman x 100 of their cosine
+    similarity from the same embeddings (one encoding pass for both). ``transforms`` (e.g. ``["whiten:256"]``,
+    fitted on ``fit_sentences``) add the same measures after each post-hoc transform. Primary metric:
+    ``spearman`` with pairs, else ``isoscore``. Metrics are logged as ``eval_{name}_{measure}``."""
+
+    def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
+                 scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,
+                 transforms: Sequence[str] = (), fit_sentences: Optional[Sequence[str]] = None):
+        super().__init__()
+        if scores is not None and (sentences2 is None or not len(scores) == len(sentences1) == len(sentences2)):
+            raise ValueError("scores need sentences2 and one score per pair")
+        if transforms and not fit_sentences:
+            raise ValueError("transforms are fitted on fit_sentences: pass them (e.g. training sentences)")
+        self.sentences = list(sentences1) + list(sentences2 or ())
+        self.pairs = len(sentences1) if scores is not None else 0
+        self.scores = list(scores) if scores is not None else None
+        self.name, self.batch_size = name, batch_size
+        self.transforms = [parse_transform(spec) for spec in transforms]
+        self.fit_sentences = list(fit_sentences or ())
+        self.primary_metric = "spearman" if self.scores is not None else "isoscore"
+
+    def measures(self, embeddings: Tensor) -> dict[str, float]:
+        points = embeddings.double()
+        values = {"isoscore": isoscore(points).item(), "average_cosine": average_cosine_similarity(points).item(),
+                  "ev_1": explained_variance_curve(torch.cov(points.T), 1)[0].item(), "rankme": rankme(points).item(),
+                  "uniformity": uniformity(points).item()}
+        if self.scores is not None:
+            cosine = nn.functional.cosine_similarity(points[: self.pairs], points[self.pairs : 2 * self.pairs], dim=1)
+            values["spearman"] = 100 * spearman(cosine.tolist(), self.scores)
+        return values
+
+    def __call__(self, model, output_path: Optional[str] = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        encode = lambda sentences: model.encode(list(sentences), batch_size=self.batch_size, convert_to_tensor=True,
+                                                show_progress_bar=False).cpu()
+        embeddings = encode(self.sentences)
+        metrics = self.measures(embeddings)
+        if self.transforms:
+            fit = encode(self.fit_sentences).double()
+            for transform in self.transforms:
+                moved = transform.fit(fit)(embeddings.double())
+                metrics.update({f"{transform.name}_{key}": value for key, value in self.measures(moved).items()})
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
