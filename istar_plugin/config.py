@@ -27,7 +27,7 @@ from .data.config import DataConfig
 from .errors import ConfigError
 from .models.encoder import ModelConfig
 from .models.preflight import check_model_limits
-from .registry import CRITERIONS, MODELS, TASKS
+from .registry import CRITERIONS, ENGINES, MODELS, TASKS
 
 GROUPS = ("recipe", "criterion", "model")
 RECIPES_ENV = "ISTAR_RECIPES"
@@ -48,6 +48,7 @@ class OptimConfig:
 
 @dataclass
 class RunConfig:
+    engine: str = "istar"  # what trains the run: the toolkit's trainer, or a registered engine (sentence_transformers)
     task: str = "movie_snippets"
     recipe: Optional[str] = None
     criterion: Any = None  # filled from the registered criterion's dataclass, plus its ``name``
@@ -324,6 +325,12 @@ def _validate(cfg: DictConfig) -> None:
             check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).cls, getattr(TASKS.get(cfg.task).cls, "kind", None))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
+    try:
+        engine = ENGINES.get(cfg.engine).cls
+    except KeyError as error:  # the message lists the registered engines
+        raise ConfigError(f"engine={cfg.engine!r}: {error.args[0]}") from None
+    if hasattr(engine, "check_config"):
+        engine.check_config(cfg)
     if cfg.optim.schedule not in ("linear", "constant"):
         raise ConfigError(f"optim.schedule {cfg.optim.schedule!r} unknown; choose one of: linear, constant")
     given = [key for key in FILE_KEYS if OmegaConf.select(cfg, key) is not None]

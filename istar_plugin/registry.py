@@ -100,7 +100,11 @@ def _qualname(obj: Any) -> str:
 CRITERIONS = Registry("criterion")
 MODELS = Registry("model")
 TASKS = Registry("task")
-REGISTRIES = {"criterions": CRITERIONS, "models": MODELS, "tasks": TASKS}
+ENGINES = Registry("engine")
+"""What trains a run: ``istar`` (the toolkit's own trainer) or another loop with the same surface, e.g.
+``sentence_transformers``: ``Engine(cfg, hooks=())``, ``.fit()`` returning the results record as a dict,
+``.output_dir`` and ``.is_main``; an optional ``check_config(cfg)`` classmethod refuses what it cannot run."""
+REGISTRIES = {"criterions": CRITERIONS, "models": MODELS, "tasks": TASKS, "engines": ENGINES}
 
 
 _loaded: list[str] = []

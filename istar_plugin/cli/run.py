@@ -24,9 +24,8 @@ from ..errors import TRACEBACK_ENV, ConfigError, run_command
 from ..launch import grid
 from ..launch import hub_check as hub_access
 from ..launch import options as profiles
-from ..registry import REGISTRIES
+from ..registry import ENGINES, REGISTRIES
 from ..training.progress import run_summary
-from ..training.trainer import Trainer
 from . import grid as grid_cli
 
 LISTABLE = ("criterions", "recipes", "models", "tasks")
@@ -98,9 +97,9 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
-    trainer = Trainer(cfg)  # a bad init_from, data file or model is an expected failure, before the model loads
+    trainer = ENGINES.get(cfg.engine).cls(cfg)  # a bad init_from, data file or model fails here, before the model loads
     results = trainer.fit()
-    if trainer.dist.is_main:
+    if trainer.is_main:
         print(run_summary(results))
         print(f"results: {trainer.output_dir / 'results.json'}")
         print(f"TensorBoard logs: {trainer.output_dir / 'tensorboard'}  (tensorboard --logdir {trainer.output_dir})")

@@ -27,13 +27,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import RunConfig, to_yaml
 from ..hooks import Hook
+from ..registry import ENGINES
 from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog
 from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.progress import run_summary
-from ..training.trainer import Trainer
 
 SNAPSHOT = "cell.yaml"
 ATTEMPTS = "attempts.jsonl"
@@ -122,7 +122,7 @@ class CellRunner(submitit.helpers.Checkpointable):
         with RunDirLock(run_dir_path) if is_main else contextlib.nullcontext():  # a second start fails at once
             if is_main:
                 self._record(run_dir_path, "start", environment, resume_step=latest_checkpoint_step(run_dir_path))
-            results = Trainer(cfg, hooks=list(self.hooks)).fit()
+            results = ENGINES.get(cfg.engine).cls(cfg, hooks=list(self.hooks)).fit()
             if is_main:
                 self._record(run_dir_path, "finished", environment, step=results["step"])
                 print(run_summary(results), flush=True)  # the cell's log ends with what it trained and scored

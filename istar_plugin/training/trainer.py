@@ -31,7 +31,7 @@ from ..errors import ConfigError, DivergedError, ModelError, RunDirError
 from ..hooks import Hook, HookDispatcher, TrainingControl
 from ..models.encoder import restoring_weights
 from ..models.preflight import check_model_limits
-from ..registry import CRITERIONS, MODELS, TASKS
+from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
@@ -71,8 +71,9 @@ def _unlock_on_failure(init):
     return wrapper
 
 
+@ENGINES.register("istar")
 class Trainer:
-    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results.
+    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results (engine ``istar``).
 
     The main process holds the run directory's lock (:mod:`~istar_plugin.storage.lock`) from construction to the
     end of ``fit()`` (or ``close()``); data are read and checked before the model's weights are loaded.
@@ -92,6 +93,8 @@ class Trainer:
         self._setup_features()  # the validation split (early stopping) and the tokenised features
         self._setup_optimizer()  # the schedule's length, AdamW and its schedule, precision, the divergence guard
         self._setup_state()  # step counters, history, logs, the evaluator and the hooks' view and control
+
+    is_main = property(lambda self: self.dist.is_main)
 
     # ----------------------------------------------------------------- setup
     def _setup_run(self) -> None:
