@@ -211,16 +211,21 @@ class IsotropyEvaluator(SentenceEvaluator):
             values["spearman"] = 100 * spearman(cosine.tolist(), self.scores)
         return values
 
-    def __call__(self, model, output_path: Optional[str] = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def by_transform(self, model) -> dict[str, dict[str, float]]:
+        """``{"none": measures, transform name: measures, ...}`` from one encoding of the sentences."""
         encode = lambda sentences: model.encode(list(sentences), batch_size=self.batch_size, convert_to_tensor=True,
                                                 show_progress_bar=False).cpu()
         embeddings = encode(self.sentences)
-        metrics = self.measures(embeddings)
+        results = {"none": self.measures(embeddings)}
         if self.transforms:
             fit = encode(self.fit_sentences).double()
             for transform in self.transforms:
-                moved = transform.fit(fit)(embeddings.double())
-                metrics.update({f"{transform.name}_{key}": value for key, value in self.measures(moved).items()})
+                results[transform.name] = self.measures(transform.fit(fit)(embeddings.double()))
+        return results
+
+    def __call__(self, model, output_path: Optional[str] = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        metrics = {(key if name == "none" else f"{name}_{key}"): value
+                   for name, measures in self.by_transform(model).items() for key, value in measures.items()}
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

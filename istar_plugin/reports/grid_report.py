@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import calibration_tables, isolayer_table3, versus_base, wall_times
+from . import calibration_tables, isolayer_table3, sentence_embedding_table, versus_base, wall_times
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
 from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
@@ -69,6 +69,12 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     runs = calibration_tables.read_runs(Path(record.path) for record in records)
     if calibration_tables.uses_calibration(runs):
         markdown1 += "\n" + calibration_tables.write_tables(runs, out)
+    embedding_rows = sentence_embedding_table.rows(records)
+    if embedding_rows:
+        markdown_embeddings = sentence_embedding_table.markdown(embedding_rows)
+        atomic_write_text(out / "sentence_embeddings.md", sentence_embedding_table.CAPTION + "\n\n" + markdown_embeddings)
+        atomic_write_text(out / "sentence_embeddings.csv", csv_text(embedding_rows, list(sentence_embedding_table.COLUMNS)))
+        markdown1 += "\n" + sentence_embedding_table.CAPTION + "\n\n" + markdown_embeddings
     rows3 = isolayer_table3.rows([Path(record.path) for record in records])
     if rows3:
         markdown3 = isolayer_table3.markdown(rows3)

@@ -101,13 +101,21 @@ def _is_run_dir(path: Path) -> bool:
     return (path / "config.yaml").is_file() and ((path / "results.json").is_file() or (path / "checkpoints").is_dir())
 
 
-def _model_path(source: str) -> Optional[str]:
-    """The Hugging Face folder or hub name behind a preset or a run directory's base model; None for a folder."""
+def _trained_elsewhere(path: Path) -> bool:
+    """A run another engine trained (sentence_transformers): its fine-tuned model is the folder ``model/``."""
+    return OmegaConf.load(path / "config.yaml").get("engine", "istar") != "istar"
+
+
+def _model_path(source: str) -> str:
+    """The Hugging Face folder or hub name behind ``source``: a run's base model (its ``model/`` when another engine
+    trained it), a folder itself, a preset's model, or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
+        if _trained_elsewhere(path):
+            return str(path / "model")
         return resolve_model_path(OmegaConf.load(path / "config.yaml").model.name_or_path)
     if path.is_dir():
-        return None
+        return str(path)
     preset = find_yaml(source, "model")
     return resolve_model_path(load_yaml(preset, "model preset").name_or_path) if preset is not None else source
 
@@ -116,7 +124,7 @@ def model_shape(source: str) -> tuple[int, int]:
     """``(hidden size, transformer layers)`` of the model behind ``source`` from its config alone (no weights
     loaded), to check settings before the model loads."""
     path = _model_path(source)
-    config = AutoConfig.from_pretrained(source if path is None else path, local_files_only=path is None)
+    config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
     return hidden_size(config), num_layers(config)
 
 
@@ -124,13 +132,12 @@ def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
     """The sentence encoder behind ``source``: a run directory (its final model, as ``istar-analyze`` loads it), an
     exported model or any Hugging Face folder, a model preset (``minilm``) or a hub name."""
     path = Path(source)
-    if path.is_dir() and _is_run_dir(path):
+    if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
         trainer = load_trained(path)
         trainer.close()  # releases the run directory's lock: the run is left as it was
         return SentenceEncoder(trainer.model.model.base_model, trainer.model.tokenizer, max_length, source=str(path))
-    if path.is_dir():
-        return SentenceEncoder.from_pretrained(str(path), max_length, local_files_only=True)
-    return SentenceEncoder.from_pretrained(_model_path(source), max_length)
+    model_path = _model_path(source)
+    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=Path(model_path).is_dir())
 
 
 def embedding_measures(first: torch.Tensor, second: torch.Tensor, scores: Sequence[float], fit_cov: torch.Tensor,

@@ -1,0 +1,256 @@
+"""Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer, as an
+``istar-run`` run or a grid cell.
+
+    istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
+
+For a sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` between the two sentences'
+pooled embeddings and the score scaled to [0, 1] by the task's label range; ``criterion=istar`` wraps it in
+:class:`~istar_plugin.integrations.st.IStarLoss` (``lam``, ``zeta``, ``layers``, ``shrinkage_points``, the run's
+seed). The run directory is an ``istar-run`` one: ``config.yaml``, ``metrics.jsonl`` (the trainer's logs),
+``tensorboard/``, ``results.json`` (the evaluation split's Pearson and Spearman of cosine similarity, IsoScore* of
+its token cloud per layer, and under ``sentence_embeddings`` the embeddings' Spearman x 100 and isotropy raw and
+after each of :func:`eval_transforms`), ``predictions.json`` (each pair's cosine similarity) and ``model/`` (the
+fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). A restarted run starts again from the
+pretrained model: there are no mid-run checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
+
+>>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
+(('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from transformers import TrainerCallback
+
+from ..config import data_config, model_config, to_yaml
+from ..data.fingerprint import split_fingerprint
+from ..errors import ConfigError
+from ..isotropy import CovarianceAccumulator, isoscore_from_cov
+from ..metrics import collapsed, compute
+from ..models.encoder import resolve_model_path
+from ..models.token_cloud import token_cloud
+from ..registry import ENGINES, TASKS
+from ..storage.atomic import atomic_write_text
+from ..storage.lock import RunDirLock
+from ..storage.logs import MetricsLog, TensorBoardLog
+from ..storage.ownership import RUN_MARKER, check_writable, mark
+from ..storage.predictions import write_predictions
+from ..storage.results import RESULTS, ResultsRecord, write_results
+
+__all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
+
+CRITERIA = ("cross_entropy", "istar")
+FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are fitted on (ten times MiniLM's width)
+
+
+def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
+    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the
+    width (at most 256: a width that LayerNorm's constant dimensions leave well defined) when at least four times
+    as many sentences as kept dimensions are there to fit it."""
+    k = min(256, 2 * width // 3)
+    return ("center", f"whiten:{k}") if fit_sentences >= 4 * k else ("center",)
+
+
+@ENGINES.register("sentence_transformers")
+class SentenceTransformersEngine:
+    """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory (module docstring)."""
+
+    @classmethod
+    def check_config(cls, cfg: DictConfig) -> None:
+        """What this engine cannot run, refused in one line before anything loads."""
+        name = cfg.criterion.name
+        if name not in CRITERIA:
+            raise ConfigError(f"engine=sentence_transformers trains criterion cross_entropy (the loss alone) or istar, "
+                              f"not {name!r}")
+        if name == "istar" and cfg.criterion.get("padding", "exclude") != "exclude":
+            raise ConfigError("engine=sentence_transformers: criterion.padding must be exclude (padding is never a point there)")
+        task = TASKS.get(cfg.task).cls
+        if getattr(task, "kind", None) != "regression" or getattr(task, "label_range", None) is None:
+            raise ConfigError(f"engine=sentence_transformers trains sentence pairs with similarity scores (stsb), "
+                              f"not task {cfg.task!r}")
+        if cfg.init_from or cfg.patience:
+            raise ConfigError("engine=sentence_transformers takes no init_from or patience")
+
+    def __init__(self, cfg: DictConfig, hooks: Sequence[Any] = ()):
+        self.check_config(cfg)
+        if hooks:
+            raise ConfigError("engine=sentence_transformers runs no istar-run hooks")
+        self.cfg, self.output_dir = cfg, Path(cfg.output_dir)
+        self.is_main = int(os.environ.get("RANK", "0")) == 0
+        self.lock = None
+        if self.is_main:
+            check_writable(self.output_dir, RUN_MARKER, "output_dir")
+            self.lock = RunDirLock(self.output_dir).acquire()
+        task = TASKS.get(cfg.task).cls(data_config(cfg))
+        self.label_range = task.label_range
+        self.train, self.eval = task.load("train"), task.load("eval")  # bad data fails here, before the model loads
+        self.data = {"train": split_fingerprint(self.train, task.source_of("train")),
+                     "eval": split_fingerprint(self.eval, task.source_of("eval"))}
+
+    def fit(self) -> dict[str, Any]:
+        from datasets import Dataset
+        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+        from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+        from transformers import set_seed
+
+        from .st import IsotropyEvaluator, IStarLoss
+
+        cfg, started = self.cfg, time.perf_counter()
+        try:
+            if self.is_main:
+                mark(self.output_dir, RUN_MARKER)
+                atomic_write_text(self.output_dir / "config.yaml", to_yaml(cfg))
+            set_seed(cfg.seed)
+            device = _device(cfg.device)
+            model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=device)
+            model.max_seq_length = cfg.data.max_length
+            low, high = self.label_range
+            scaled = [(example["label"] - low) / (high - low) for example in self.train]
+            train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
+                                       "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
+            loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.output_dir, cfg.tensorboard and self.is_main)]
+            if cfg.criterion.name == "istar":
+                c = cfg.criterion
+                loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=None if c.get("layers") is None else list(c.layers),
+                                 shrinkage_sentences=[e["text"] for e in self.train] + [e["text_pair"] for e in self.train],
+                                 shrinkage_points=c.shrinkage_points, seed=cfg.seed)
+                callbacks.append(loss.callback())
+            trainer = SentenceTransformerTrainer(model=model, args=self._arguments(device), train_dataset=train, loss=loss,
+                                                 callbacks=callbacks)
+            print(f"{cfg.task} with sentence-transformers: {len(self.train)} pairs, criterion {cfg.criterion.name}, "
+                  f"seed {cfg.seed}, device {device}", file=sys.stderr, flush=True)
+            trainer.train()
+            record = self._evaluate(model, trainer, IsotropyEvaluator)
+            if self.is_main:
+                model.save(str(self.output_dir / "model"))
+                _remove_if_empty(self.output_dir / "trainer")
+                write_results(self.output_dir / RESULTS, record)
+            results = record.to_json()
+            results["wall_seconds"] = time.perf_counter() - started
+            return results
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+    def _arguments(self, device: str):
+        from sentence_transformers import SentenceTransformerTrainingArguments
+
+        cfg, optim = self.cfg, self.cfg.optim
+        precision = cfg.precision if cfg.precision != "auto" else (
+            ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if device.startswith("cuda") else "fp32")
+        schedule = "linear" if optim.schedule == "linear" else ("constant_with_warmup" if optim.warmup_ratio else "constant")
+        return SentenceTransformerTrainingArguments(
+            output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
+            per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
+            learning_rate=optim.lr, weight_decay=optim.weight_decay, warmup_steps=_warmup(optim.warmup_ratio),
+            lr_scheduler_type=schedule, adam_epsilon=optim.adam_eps, max_grad_norm=optim.max_grad_norm, seed=cfg.seed,
+            data_seed=cfg.seed, logging_steps=cfg.log_every, eval_strategy="no", save_strategy="no",
+            report_to=[],
+            use_cpu=device == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
+            disable_tqdm=not (cfg.progress and sys.stderr.isatty()))
+
+    @torch.no_grad()
+    def _evaluate(self, model, trainer, evaluator_class) -> ResultsRecord:
+        cfg = self.cfg
+        first, second = [e["text"] for e in self.eval], [e["text_pair"] for e in self.eval]
+        references = [e["label"] for e in self.eval]
+        fit = _sample(list(dict.fromkeys([e["text"] for e in self.train] + [e["text_pair"] for e in self.train])),
+                      FIT_SENTENCES, cfg.seed)
+        width = model.get_embedding_dimension()
+        evaluator = evaluator_class(first, second, references, name="eval", batch_size=cfg.eval_batch_size or 64,
+                                    transforms=eval_transforms(width, len(fit)), fit_sentences=fit)
+        embeddings = evaluator.by_transform(model)
+        vectors = model.encode(first + second, batch_size=cfg.eval_batch_size or 64, convert_to_tensor=True).cpu()
+        cosine = torch.nn.functional.cosine_similarity(vectors[: len(first)], vectors[len(first):], dim=1).tolist()
+        per_layer, pooled = token_isoscores(model, first + second, cfg.eval_batch_size or 64)
+        step, epoch = trainer.state.global_step, int(round(trainer.state.epoch or 0))
+        final = {"step": step, "epoch": epoch, **compute(cfg.task, cosine, references), "eval_isoscore_star": pooled,
+                 "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
+        if self.is_main:
+            write_predictions(self.output_dir, cfg.task, step, cosine, references)
+        task = TASKS.get(cfg.task).cls
+        criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return ResultsRecord(
+            status="finished", task=cfg.task, model=cfg.model.name, criterion=criterion, seed=cfg.seed, step=step,
+            epoch=epoch, metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
+            main_metric=task(data_config(cfg)).main_metric, label_names=tuple(task.label_names),
+            trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
+            eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
+            top_level_metrics=tuple(task(data_config(cfg)).metric_names),
+            extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data})
+
+
+@torch.no_grad()
+def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, float]:
+    """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled: what
+    ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
+    config = next(m.auto_model.config for m in model.modules() if hasattr(m, "auto_model"))
+    was, config.output_hidden_states = config.output_hidden_states, True
+    layers: list = []
+    union = None
+    model.eval()
+    try:
+        for start in range(0, len(sentences), batch_size):
+            features = model.preprocess(sentences[start : start + batch_size])
+            features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+            output = model(features)
+            chunks = token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
+            if not layers:
+                layers = [CovarianceAccumulator(chunk.shape[1]) for chunk in chunks]
+                union = CovarianceAccumulator(chunks[0].shape[1])
+            for accumulator, chunk in zip(layers, chunks):
+                accumulator.update(chunk.float().cpu())
+                union.update(chunk.float().cpu())
+    finally:
+        config.output_hidden_states = was
+    return [isoscore_from_cov(a.covariance()).item() for a in layers], isoscore_from_cov(union.covariance()).item()
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """The trainer's own output folder, when it wrote nothing there (no checkpoints are saved)."""
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
+
+
+def _sample(sentences: list, count: int, seed: int) -> list:
+    """At most ``count`` of ``sentences``, a seeded sample in their order."""
+    if len(sentences) <= count:
+        return sentences
+    keep = sorted(torch.randperm(len(sentences), generator=torch.Generator().manual_seed(seed))[:count].tolist())
+    return [sentences[i] for i in keep]
+
+
+def _warmup(ratio: float) -> float:
+    """``optim.warmup_ratio`` as transformers v5 takes it: a float below 1 in ``warmup_steps`` is a share of the steps."""
+    return min(float(ratio), 0.999999)
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+class _LogsCallback(TrainerCallback):
+    """Each of the trainer's log records (losses, the I-STAR term, learning rate) as a line of ``metrics.jsonl`` and,
+    with ``tensorboard``, as TensorBoard scalars under ``train/``, as ``istar-run`` writes them."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool):
+        self.path, self.board = run_dir / "metrics.jsonl", TensorBoardLog(run_dir / "tensorboard", enabled=tensorboard)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            values = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            with MetricsLog(self.path) as log:
+                log.append({"step": state.global_step, **values})
+            self.board.scalars(values, state.global_step, prefix="train")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.board.close()

@@ -1,0 +1,84 @@
+"""Training-time isotropy against post-hoc transforms: for every setting of a grid whose runs recorded their sentence
+embeddings (engine ``sentence_transformers``: ``results.json``'s ``sentence_embeddings``), the evaluation split's
+Spearman x 100 and IsoScore raw and after each transform, mean ± std over seeds, and each one's difference to Base
+*raw* paired by seed (a seeds-only bootstrap interval and verdict, :mod:`istar_plugin.reports.paired`). Base's
+whitened row against an I-STAR raw row answers whether raising or lowering isotropy in training beats whitening
+afterwards.
+
+>>> row = {"method": "I-STAR", "lam": -1.0, "zeta": 0.2, "transform": "none", "seeds": 3, "spearman": "86.10 ± 0.20",
+...        "vs_base_raw": "-0.30 [-0.50, -0.10] worse", "isoscore": "0.2100 ± 0.0100", "average_cosine": "0.020"}
+>>> markdown([row]).splitlines()[2]
+'| I-STAR | -1 | 0.2 | none | 3 | 86.10 ± 0.20 | -0.30 [-0.50, -0.10] worse | 0.2100 ± 0.0100 | 0.020 |'
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..storage.results import ResultsError, read_results
+from .istar_cells import Record
+from .istar_tables import display_name
+from .paired import paired_difference
+from .versus_base import BASE
+
+__all__ = ["rows", "markdown", "COLUMNS", "CAPTION"]
+
+COLUMNS = ("method", "lam", "zeta", "transform", "seeds", "spearman", "vs_base_raw", "isoscore", "average_cosine")
+HEADERS = ("Method", "λ", "ζ", "transform", "seeds", "Spearman x100", "Δ vs Base raw, 95% interval", "IsoScore",
+           "avg cos")
+CAPTION = ("Sentence embeddings of the evaluation split, raw and after post-hoc transforms fitted on training sentences: "
+           "Spearman x100 of cosine similarity and IsoScore, mean ± std over seeds; Δ: the row's Spearman minus Base's "
+           "raw one, paired by seed, with a seeds-only bootstrap interval (n.d.: not distinguishable at this sample size).")
+
+
+def _embeddings(record: Record) -> Optional[dict[str, dict[str, float]]]:
+    try:
+        return read_results(Path(record.path) / "results.json").extra.get("sentence_embeddings")
+    except ResultsError:
+        return None
+
+
+def _mean_std(values: Sequence[float], digits: int) -> str:
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.{digits}f} ± {spread:.{digits}f}"
+
+
+def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
+    measured = [(record, _embeddings(record)) for record in records]
+    measured = [(record, embeddings) for record, embeddings in measured if embeddings]
+    settings: dict[tuple, dict[int, dict]] = {}
+    for record, embeddings in measured:
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
+        settings.setdefault(key, {})[record.seed] = embeddings
+    out = []
+    for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
+        model, task, method, lam, zeta, variant = key
+        base = settings.get((model, task, BASE, None, None, variant), {})
+        base_raw = {seed: runs["none"]["spearman"] for seed, runs in base.items() if "none" in runs}
+        by_seed = settings[key]
+        for transform in sorted({name for runs in by_seed.values() for name in runs}, key=lambda n: (n != "none", n)):
+            values = {seed: runs[transform] for seed, runs in by_seed.items() if transform in runs}
+            spearman = {seed: value["spearman"] for seed, value in values.items()}
+            paired = paired_difference(task, "spearman x100", {s: None for s in spearman}, {s: None for s in base_raw},
+                                       scores=(spearman, base_raw))
+            out.append({"method": display_name(method), "lam": lam, "zeta": zeta, "transform": transform, "seeds": len(values),
+                        "spearman": _mean_std(list(spearman.values()), 2),
+                        "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none") else paired.text(),
+                        "isoscore": _mean_std([value["isoscore"] for value in values.values()], 4),
+                        "average_cosine": f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}"})
+    return out
+
+
+def _number(value: Any) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def markdown(table: Sequence[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in table:
+        cells = [row["method"], _number(row["lam"]), _number(row["zeta"]), row["transform"], str(row["seeds"]),
+                 row["spearman"], row["vs_base_raw"], row["isoscore"], row["average_cosine"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
