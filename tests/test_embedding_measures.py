@@ -58,7 +58,8 @@ def test_rankme_matches_numpy_and_lies_between_one_and_the_rank_bound(x):
     p = singular / singular.sum() + 1e-7
     expected = math.exp(-(p * np.log(p)).sum())
     value = rankme(torch.from_numpy(x)).item()
-    assert value == pytest.approx(expected, rel=1e-9)
+    # through the Gram matrix's eigenvalues, a zero singular value comes out near 1e-8 of the largest, not 0
+    assert value == pytest.approx(expected, rel=1e-6)
     assert 1 - 1e-5 <= value <= min(x.shape) + 1e-5
 
 

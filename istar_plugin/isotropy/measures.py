@@ -163,9 +163,10 @@ def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
     return difference.norm(dim=1).pow(alpha).mean()
 
 
-def uniformity(points: Tensor, t: float = 2.0) -> Tensor:
+def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor:
     """Uniformity (Wang & Isola 2020): ``log mean exp(-t ||u_i - u_j||^2)`` over pairs i < j of the L2-normalised
     rows; lower is more uniform on the sphere (-4 t for antipodal pairs), 0 when all rows share one direction.
+    Memory O(chunk_size * n).
 
     >>> import torch
     >>> uniformity(torch.tensor([[1., 0.], [-2., 0.]])).item()  # one antipodal pair: -2 * 4
@@ -178,20 +179,32 @@ def uniformity(points: Tensor, t: float = 2.0) -> Tensor:
     if t <= 0:
         raise ValueError(f"t must be positive, got {t}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    squared = torch.pdist(units).square()
-    return torch.logsumexp(-t * squared, dim=0) - torch.log(torch.tensor(float(squared.numel()), dtype=squared.dtype))
+    # ||u_i - u_j||^2 = |u_i|^2 + |u_j|^2 - 2 u_i . u_j (norms 1, or 0 for a zero row): one Gram product per block of
+    # rows, no list of n^2/2 pairs; ordered pairs i != j count each pair twice, and every term lies in [exp(-4t), 1]
+    squares = units.square().sum(dim=1)
+    total = units.new_zeros(())
+    for start in range(0, n, chunk_size):
+        gram = units[start : start + chunk_size] @ units.T
+        block = torch.exp(-t * (squares[start : start + chunk_size, None] + squares[None, :] - 2 * gram).clamp_min(0))
+        rows = torch.arange(block.shape[0], device=units.device)
+        block[rows, rows + start] = 0  # a point is not paired with itself
+        total = total + block.sum()
+    return torch.log(total / (n * (n - 1)))
 
 
 def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
     """RankMe (Garrido et al. 2023): the effective rank ``exp(H(p))`` of the embedding matrix, ``p_k = s_k / ||s||_1
-    + eps`` for its singular values ``s`` (uncentred, as in the paper); between 1 and min(n, d).
+    + eps`` for its singular values ``s`` (uncentred, as in the paper); between 1 and min(n, d). The singular values
+    are the square roots of the (d, d) Gram matrix's eigenvalues: no (n, d) decomposition.
 
     >>> import torch
     >>> round(rankme(torch.eye(5)).item(), 3)  # five equal singular values
     5.0
     """
     _check_points(points)
-    singular = torch.linalg.svdvals(points.detach().to(torch.float64))
+    x = points.detach().to(torch.float64)
+    gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
+    singular = torch.linalg.eigvalsh(gram).clamp_min(0).sqrt()
     if singular.sum() == 0:
         raise ValueError("RankMe is undefined for an all-zero embedding matrix")
     p = singular / singular.sum() + eps
