@@ -83,3 +83,7 @@ def test_what_the_engine_cannot_run_is_one_line_at_compose(overrides, message):
     with pytest.raises(ConfigError, match=message) as error:
         compose(overrides)
     assert "\n" not in str(error.value)
+
+
+def test_the_engines_are_listed():
+    assert run_cli.listing("engines") == ["istar", "sentence_transformers"]

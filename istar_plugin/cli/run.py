@@ -2,7 +2,7 @@
 
     istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2   # source: files
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
-    istar-run --list criterions                        # or recipes, models, tasks
+    istar-run --list criterions                        # or recipes, models, tasks, engines
     istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
     istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
 
@@ -28,7 +28,7 @@ from ..registry import ENGINES, REGISTRIES
 from ..training.progress import run_summary
 from . import grid as grid_cli
 
-LISTABLE = ("criterions", "recipes", "models", "tasks")
+LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
 
 def listing(what: str) -> list[str]:
