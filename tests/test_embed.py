@@ -115,3 +115,20 @@ def test_missing_data_and_foreign_output_folders_are_refused(tiny_bert, shared_d
     assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(mine)]) == 4
     assert "istar_plugin did not write (notes.txt)" in capsys.readouterr().err
     assert (mine / "notes.txt").read_text() == "keep" and len(list(mine.iterdir())) == 1
+
+
+def test_poolings_read_the_right_positions_for_either_padding_side():
+    from istar_plugin.models.sentence_encoder import pool
+
+    states = torch.arange(2 * 4 * 2, dtype=torch.float32).reshape(2, 4, 2)  # 2 sentences, 4 positions, width 2
+    first = states + 100
+    right = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    left = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1]])
+    assert pool(states, right, "last_token").tolist() == [states[0, 2].tolist(), states[1, 1].tolist()]
+    assert pool(states, left, "last_token").tolist() == [states[0, 3].tolist(), states[1, 3].tolist()]
+    assert pool(states, right, "mean").tolist() == [states[0, :3].mean(0).tolist(), states[1, :2].mean(0).tolist()]
+    assert pool(states, right, "cls").tolist() == states[:, 0].tolist()
+    expected = (states[0, :3].mean(0) + first[0, :3].mean(0)) / 2
+    assert pool(states, right, "first_last_mean", first=first)[0].tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="unknown pooling 'max'; choices: mean, cls, first_last_mean, last_token"):
+        pool(states, right, "max")
