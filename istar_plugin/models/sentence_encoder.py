@@ -13,6 +13,7 @@ hidden states: 0 is the embedding layer, 1..L the transformer layers, -1 the las
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -22,7 +23,7 @@ from transformers import AutoModel, AutoTokenizer
 from .encoder import _load_with_one_line_report, _use_eos_as_padding
 from .token_cloud import num_layers
 
-__all__ = ["POOLINGS", "pool", "SentenceEncoder"]
+__all__ = ["POOLINGS", "pool", "gguf_options", "SentenceEncoder"]
 
 POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
 
@@ -46,6 +47,18 @@ def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = N
     raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
 
 
+def gguf_options(path: str) -> tuple[str, dict]:
+    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else.
+
+    >>> gguf_options("/models/smol/SmolLM2.Q4_1.gguf"), gguf_options("bert-base-uncased")
+    (('/models/smol', {'gguf_file': 'SmolLM2.Q4_1.gguf'}), ('bert-base-uncased', {}))
+    """
+    if str(path).endswith(".gguf"):
+        file = Path(path)
+        return str(file.parent), {"gguf_file": file.name}
+    return str(path), {}
+
+
 class SentenceEncoder:
     """A backbone (``AutoModel``: hidden states out) and its tokenizer, in eval mode.
 
@@ -59,8 +72,10 @@ class SentenceEncoder:
 
     @classmethod
     def from_pretrained(cls, path: str, max_length: int = 128, local_files_only: bool = False) -> "SentenceEncoder":
-        backbone = _load_with_one_line_report(AutoModel, path, local_files_only=local_files_only)
-        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, local_files_only=local_files_only)
+        """Any Hugging Face folder or hub name, or a GGUF file (``.gguf``: dequantised to full precision)."""
+        folder, options = gguf_options(path)
+        backbone = _load_with_one_line_report(AutoModel, folder, local_files_only=local_files_only, **options)
+        tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=local_files_only, **options)
         return cls(backbone, tokenizer, max_length, source=path)
 
     @property

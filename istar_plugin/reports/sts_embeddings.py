@@ -44,7 +44,7 @@ from ..isotropy import (
 )
 from ..metrics import spearman
 from ..models.encoder import resolve_model_path
-from ..models.sentence_encoder import SentenceEncoder
+from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
@@ -117,14 +117,14 @@ def _model_path(source: str) -> str:
     if path.is_dir():
         return str(path)
     preset = find_yaml(source, "model")
-    return resolve_model_path(load_yaml(preset, "model preset").name_or_path) if preset is not None else source
+    return resolve_model_path(load_yaml(preset, "model preset").name_or_path if preset is not None else source)
 
 
 def model_shape(source: str) -> tuple[int, int]:
     """``(hidden size, transformer layers)`` of the model behind ``source`` from its config alone (no weights
     loaded), to check settings before the model loads."""
-    path = _model_path(source)
-    config = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
+    folder, options = gguf_options(_model_path(source))
+    config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
     return hidden_size(config), num_layers(config)
 
 
@@ -137,7 +137,7 @@ def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
         trainer.close()  # releases the run directory's lock: the run is left as it was
         return SentenceEncoder(trainer.model.model.base_model, trainer.model.tokenizer, max_length, source=str(path))
     model_path = _model_path(source)
-    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=Path(model_path).is_dir())
+    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=Path(gguf_options(model_path)[0]).is_dir())
 
 
 def embedding_measures(first: torch.Tensor, second: torch.Tensor, scores: Sequence[float], fit_cov: torch.Tensor,
