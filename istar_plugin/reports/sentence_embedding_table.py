@@ -6,9 +6,10 @@ whitened row against an I-STAR raw row answers whether raising or lowering isotr
 afterwards.
 
 >>> row = {"method": "I-STAR", "lam": -1.0, "zeta": 0.2, "transform": "none", "seeds": 3, "spearman": "86.10 ± 0.20",
-...        "vs_base_raw": "-0.30 [-0.50, -0.10] worse", "isoscore": "0.2100 ± 0.0100", "average_cosine": "0.020"}
+...        "vs_base_raw": "-0.30 [-0.50, -0.10] worse", "isoscore": "0.2100 ± 0.0100", "average_cosine": "0.020",
+...        "token_isoscore_star": "0.1600 ± 0.0010"}
 >>> markdown([row]).splitlines()[2]
-'| I-STAR | -1 | 0.2 | none | 3 | 86.10 ± 0.20 | -0.30 [-0.50, -0.10] worse | 0.2100 ± 0.0100 | 0.020 |'
+'| I-STAR | -1 | 0.2 | none | 3 | 86.10 ± 0.20 | -0.30 [-0.50, -0.10] worse | 0.2100 ± 0.0100 | 0.020 | 0.1600 ± 0.0010 |'
 """
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ from .versus_base import BASE
 
 __all__ = ["rows", "markdown", "COLUMNS", "CAPTION"]
 
-COLUMNS = ("method", "lam", "zeta", "transform", "seeds", "spearman", "vs_base_raw", "isoscore", "average_cosine")
+COLUMNS = ("method", "lam", "zeta", "transform", "seeds", "spearman", "vs_base_raw", "isoscore", "average_cosine",
+           "token_isoscore_star")
 HEADERS = ("Method", "λ", "ζ", "transform", "seeds", "Spearman x100", "Δ vs Base raw, 95% interval", "IsoScore",
-           "avg cos")
+           "avg cos", "token IsoScore*")
 CAPTION = ("Sentence embeddings of the evaluation split, raw and after post-hoc transforms fitted on training sentences: "
            "Spearman x100 of cosine similarity and IsoScore, mean ± std over seeds; Δ: the row's Spearman minus Base's "
-           "raw one, paired by seed, with a seeds-only bootstrap interval (n.d.: not distinguishable at this sample size).")
+           "raw one, paired by seed, with a seeds-only bootstrap interval (n.d.: not distinguishable at this sample size); "
+           "token IsoScore*: the model's token cloud over all layers (what I-STAR acts on; no post-hoc transform applies).")
 
 
 def _embeddings(record: Record) -> Optional[dict[str, dict[str, float]]]:
@@ -49,9 +52,11 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     measured = [(record, _embeddings(record)) for record in records]
     measured = [(record, embeddings) for record, embeddings in measured if embeddings]
     settings: dict[tuple, dict[int, dict]] = {}
+    tokens: dict[tuple, list[float]] = {}
     for record, embeddings in measured:
         key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
         settings.setdefault(key, {})[record.seed] = embeddings
+        tokens.setdefault(key, []).append(record.isoscore_star)
     out = []
     for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
         model, task, method, lam, zeta, variant = key
@@ -67,7 +72,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
                         "spearman": _mean_std(list(spearman.values()), 2),
                         "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none") else paired.text(),
                         "isoscore": _mean_std([value["isoscore"] for value in values.values()], 4),
-                        "average_cosine": f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}"})
+                        "average_cosine": f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}",
+                        "token_isoscore_star": _mean_std(tokens[key], 4) if transform == "none" else "—"})
     return out
 
 
@@ -79,6 +85,6 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for row in table:
         cells = [row["method"], _number(row["lam"]), _number(row["zeta"]), row["transform"], str(row["seeds"]),
-                 row["spearman"], row["vs_base_raw"], row["isoscore"], row["average_cosine"]]
+                 row["spearman"], row["vs_base_raw"], row["isoscore"], row["average_cosine"], row["token_isoscore_star"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
