@@ -64,11 +64,11 @@ def test_a_grid_of_runs_gets_the_sentence_embedding_table(tiny_bert, shared_data
     grid = tmp_path / "grid"
     arguments = ["st_stsb_minilm", "launcher=inline", "seed=1,2", f"grid_dir={grid}", *tiny(tiny_bert, shared_data)[1:]]
     assert grid_cli.main([*arguments, "criterion=cross_entropy"]) == 0
-    assert grid_cli.main([*arguments, "criterion.lam=-1", "criterion.shrinkage_points=500"]) == 0
+    assert grid_cli.main([*arguments, "criterion.lam=-0.1", "criterion.shrinkage_points=500"]) == 0
     assert report_cli.main([str(grid)]) == 0
     table = (grid / "report" / "sentence_embeddings.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| Base") or line.startswith("| I-STAR")]
-    assert len(rows) == 6  # Base and I-STAR lambda -1, each raw, centred and whitened
+    assert len(rows) == 6  # Base and I-STAR lambda -0.1, each raw, centred and whitened
     assert rows[0].split(" | ")[6] == "—" and "[" in rows[3].split(" | ")[6]  # I-STAR raw against Base raw, per seed
     assert [row.split(" | ")[3] for row in rows] == ["none", "center", "whiten:21"] * 2
 
