@@ -4,7 +4,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,17 +21,15 @@ def closed_port():
 
 def istar_run(*arguments, **env):
     command = [sys.executable, "-m", "istar_plugin.cli", *arguments]
-    started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    return result, time.perf_counter() - started
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
 
 
 @pytest.mark.parametrize("offline", ["0", "1"])
 def test_unreachable_hub_is_one_line_naming_what_and_the_offline_way(tmp_path, offline):
-    result, seconds = istar_run("recipe=squad", "criterion=istar", f"output_dir={tmp_path / 'run'}",
+    result = istar_run("recipe=squad", "criterion=istar", f"output_dir={tmp_path / 'run'}",
                                 HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE=offline,
                                 HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
-    assert result.returncode == 2 and seconds < 60
+    assert result.returncode == 2  # at once: a hub that retried would outlast istar_run's timeout
     assert len(result.stderr.splitlines()) == 1, result.stderr
     line = result.stderr
     assert line.startswith("istar-run: error: cannot fetch model 'bert-base-cased' (model=bert) and data set 'rajpurkar/squad' (data.source=hub)")
@@ -42,7 +39,7 @@ def test_unreachable_hub_is_one_line_naming_what_and_the_offline_way(tmp_path, o
 
 
 def test_unreachable_hub_names_only_what_is_missing(tmp_path):
-    result, _ = istar_run("recipe=squad", "model=minilm", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
+    result = istar_run("recipe=squad", "model=minilm", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
     assert result.returncode == 2 and "cannot fetch data set 'rajpurkar/squad' (data.source=hub) from" in result.stderr
     assert "model '" not in result.stderr
 

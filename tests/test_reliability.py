@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -265,11 +264,9 @@ def test_a_second_run_into_a_held_directory_is_refused_at_once_naming_the_holder
     run = tmp_path / "run"
     holder = hold_lock(run)
     try:
-        started = time.perf_counter()
         with pytest.raises(RunDirError, match=rf"output_dir {run} is in use by another run \(host "
                                               rf"{socket.gethostname()}, pid {holder.pid}, since .*\); wait for it"):
             Trainer(tiny(tiny_bert, shared_data, run))
-        assert time.perf_counter() - started < 5  # refused before the data or the model were read
         done = istar_run(*tiny_arguments(tiny_bert, shared_data, run))
         assert done.returncode == 4 and f"pid {holder.pid}" in done.stderr and "Traceback" not in done.stderr
         assert listing(run) == [".lock"]  # the refused runs wrote nothing
@@ -313,11 +310,10 @@ def test_long_texts_are_clipped_before_tokenisation_to_the_same_tokens(tiny_bert
     assert len(clip_text(text, tokenizer, 32)) < len(text)
     full = tokenizer(text, truncation=True, max_length=32)["input_ids"]
     assert tokenizer(clip_text(text, tokenizer, 32), truncation=True, max_length=32)["input_ids"] == full
-    started = time.perf_counter()
     megabyte = text * 50
     clipped = clip_text(megabyte, tokenizer, 32)
     tokenizer([clipped], [clipped], truncation=True, max_length=32)
-    assert time.perf_counter() - started < 10 and len(clipped) < 4096
+    assert len(clipped) < 4096  # the tokenizer sees a few kilobytes, not the megabyte
 
 
 def test_under_ci_missing_shared_data_fails_instead_of_skipping(tmp_path):
