@@ -284,10 +284,12 @@ class CovarianceAccumulator:
         if points.shape[0] == 0:
             return
         # the batch's own moments in its precision (at least float32), the running merge in the accumulator's
+        # (outside autocast: under a bf16 autocast the scatter product would be bf16, off by about 1e-2)
         x = points.to(device=self.mean.device, dtype=_compute_dtype(points))
-        mean = x.mean(dim=0)
-        centred = x - mean
-        self._merge_moments(x.shape[0], mean.to(self.mean.dtype), (centred.T @ centred).to(self.scatter.dtype))
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            mean = x.mean(dim=0)
+            centred = x - mean
+            self._merge_moments(x.shape[0], mean.to(self.mean.dtype), (centred.T @ centred).to(self.scatter.dtype))
 
     def _merge_moments(self, count: int, mean: Tensor, scatter: Tensor) -> None:
         total = self.count + count

@@ -191,7 +191,8 @@ def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_met
     """The record of a finished run from its evaluations (``history``, the last one final).
 
     ``run``: ``task``, ``model``, ``criterion``, ``seed``, ``step``, ``epoch``, ``init_from``,
-    ``trainable_parameters`` and ``data`` (the fingerprint of what it read); ``task_metrics``: the main metric, the
+    ``trainable_parameters``, ``data`` (the fingerprint of what it read) and ``precision`` (the one the run used:
+    fp32, bf16 or fp16); ``task_metrics``: the main metric, the
     label names and the task's metric names; ``hooked``: what hooks add (``validation`` gets its own field).
     """
     final, hooked = history[-1], dict(hooked)
@@ -209,7 +210,7 @@ def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_met
         **{f"{k}_before": v for k, v in embedding_before.items()},
         validation=hooked.pop("validation", None),
         top_level_metrics=tuple(k for k in final if k in metric_names),
-        extra={**hooked, "data": run["data"]},
+        extra={**hooked, "data": run["data"], "precision": run["precision"]},
     )
 
 

@@ -1,7 +1,10 @@
 """Mixed precision: which one a run uses on its device, and the autocast context of its forward passes.
 
 ``precision=auto`` is bf16 on a GPU that has it, else fp16 on a GPU, and fp32 on a CPU; fp16 needs a GPU
-(and a gradient scaler, which the trainer enables for it alone).
+(and a gradient scaler, which the trainer enables for it alone). :func:`native_bf16` says whether the device
+computes bf16 in hardware (CUDA with bf16; a CPU with AVX512-BF16 or AMX): bf16 elsewhere is emulated, runs,
+but is no faster. ``auto`` stays fp32 on every CPU until bf16's effect on what is learned has been measured
+(docs/benchmarks.md); ``precision=bf16`` asks for it. The precision a run used is in its ``results.json``.
 
 >>> import torch
 >>> choose_precision("auto", torch.device("cpu")), choose_precision("bf16", torch.device("cpu"))
@@ -24,12 +27,21 @@ from ..errors import ConfigError
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 matrix products in hardware (CUDA with bf16; AVX512-BF16 or AMX on a CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return False
+
+
 def choose_precision(chosen: str, device: torch.device) -> str:
     """The precision a run uses: ``chosen`` (``auto`` or one of :data:`PRECISIONS`) on ``device``."""
     if chosen == "auto":
         if device.type != "cuda":
             return "fp32"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if native_bf16(device) else "fp16"
     if chosen == "fp16" and device.type == "cpu":
         raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
     return chosen

@@ -486,7 +486,8 @@ class Trainer:
     def _write_results(self) -> dict[str, Any]:
         run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
                "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "epoch": self.epoch,
-               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters, "data": self.data_fingerprint}
+               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters, "data": self.data_fingerprint,
+               "precision": self.precision}
         task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
         record = finished_record(run, self.history, task_metrics, self.embedding_before, self.dispatch.results())
         if self.dist.is_main:
