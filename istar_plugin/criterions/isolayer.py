@@ -22,7 +22,8 @@ Choices the paper leaves open, decided here (configurable where marked):
   ``update=before`` and ``detach_means=false`` the fresh means keep this batch's gradient;
 - log 0: ``L2 = -log(max(IsoScore, eps))``; a batch of one example has no covariance: it trains on the
   task loss alone and leaves the means unchanged;
-- dropout in the frozen encoder stays as the model config sets it (``model.dropout=0`` turns it off);
+- the frozen encoder runs without dropout and its outputs are computed once per example
+  (``model.frozen_dropout=false``, the default; ``true``: the model's dropout at every step, no cache);
 - beyond the paper, ``zeta > 0`` scores IsoScore* of the batch shrunk towards Sigma_S, the covariance of
   the layer's outputs over ``shrinkage_points`` training examples (the I-STAR paper's remedy for a batch
   smaller than d), recomputed by the same :class:`~istar_plugin.hooks.ShrinkageHook` as I-STAR.
