@@ -25,7 +25,11 @@ import torch
 from torch import Tensor
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-__all__ = ["FrozenBackboneCache", "standin_output"]
+__all__ = ["FrozenBackboneCache", "standin_output", "cache_if_frozen", "CACHED_LINE"]
+
+CACHED_LINE = ("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
+               "(model.frozen_dropout=true: dropout at every step, no cache)")
+"""What a run says when its backbone is cached."""
 
 
 class FrozenBackboneCache:
@@ -63,3 +67,9 @@ def standin_output(representation: Tensor, pooled: bool) -> BaseModelOutputWithP
     token's state (RoBERTa, DistilBERT, ELECTRA read ``last_hidden_state[:, 0]``)."""
     return BaseModelOutputWithPooling(last_hidden_state=representation.unsqueeze(1),
                                       pooler_output=representation if pooled else None)
+
+
+def cache_if_frozen(model, frozen_dropout: bool) -> bool:
+    """Switch on ``model``'s frozen-backbone cache (when it has one, nothing in its backbone trains and
+    ``frozen_dropout`` is off); whether it is on."""
+    return not frozen_dropout and hasattr(model, "cache_frozen_backbone") and model.cache_frozen_backbone()

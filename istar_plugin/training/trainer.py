@@ -30,6 +30,7 @@ from ..data.packaged import seeded_split
 from ..errors import ConfigError, DivergedError, ModelError, RunDirError
 from ..hooks import Hook, HookDispatcher, TrainingControl
 from ..models.encoder import restoring_weights
+from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..models.preflight import check_model_limits
 from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
@@ -147,8 +148,7 @@ class Trainer:
         if adapt is not None:
             adapt(self.model)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        cache = getattr(self.model, "cache_frozen_backbone", None)  # nothing in the backbone trains: its work once
-        self.frozen_backbone_cached = bool(cache and not self.cfg.model.get("frozen_dropout", False) and cache())
+        self.frozen_backbone_cached = cache_if_frozen(self.model, self.cfg.model.get("frozen_dropout", False))
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         constant = getattr(self.criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
         self._warn(constant() if constant else None)
@@ -302,18 +302,12 @@ class Trainer:
             raise RunDirError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
                              "resume=true continues it, or choose another output_dir")
         state = self.checkpoints.load_latest(map_location="cpu")
-        changed = config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True))
-        if changed:
-            raise RunDirError(
-                f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
-                "resume with the same settings or choose another output_dir"
-            )
-        changed_data = changed_splits(state.get("data", {}), self.data_fingerprint)
-        if changed_data:
-            raise RunDirError(
-                f"{self.output_dir} holds a checkpoint of a run on other data (changed: {'; '.join(changed_data)}); "
-                "resume with the data it started on or choose another output_dir"
-            )
+        if changed := config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True)):
+            raise RunDirError(f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
+                              "resume with the same settings or choose another output_dir")
+        if changed_data := changed_splits(state.get("data", {}), self.data_fingerprint):
+            raise RunDirError(f"{self.output_dir} holds a checkpoint of a run on other data (changed: "
+                              f"{'; '.join(changed_data)}); resume with the data it started on or choose another output_dir")
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
 
@@ -418,8 +412,7 @@ class Trainer:
                 self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
         self.dispatch.fit_start()
         if self.frozen_backbone_cached:
-            self.say("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
-                     "(model.frozen_dropout=true: dropout at every step, no cache)", even_with_bars=True)
+            self.say(CACHED_LINE, even_with_bars=True)
         if not resumed:
             self.log({"model/trainable_parameters": self.trainable_parameters}, self.step)
         if not resumed and cfg.eval_before_training:
