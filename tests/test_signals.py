@@ -31,7 +31,10 @@ def uninterrupted(tiny_bert, shared_data, tmp_path_factory):
 def test_a_signal_stops_at_a_step_and_the_resumed_run_logs_each_step_once(tiny_bert, shared_data, tmp_path, uninterrupted,
                                                                          number):
     run = tmp_path / "run"
-    process = subprocess.Popen(command(tiny_bert, shared_data, run), stderr=subprocess.PIPE, text=True)
+    # a shell's background job (nohup ... &) starts with SIGINT ignored, and the run rightly leaves an ignored
+    # signal ignored: the child starts with the default, as from a terminal
+    process = subprocess.Popen(command(tiny_bert, shared_data, run), stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in process.stderr:  # progress lines, one per step
         if line.startswith("step 5/"):
             process.send_signal(number)
