@@ -125,7 +125,9 @@ class Evaluator:
             outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
         return outputs, per_layer
 
-    def _predict_batches(self, model, features, indices, layers: bool, head_inputs: bool, per_layer, on_device, bar) -> None:
+    def _predict_batches(self, model, features, indices, layers: bool, head_inputs: bool, per_layer, on_device,
+                         bar) -> None:
+        """Run ``indices`` of ``features`` in batches: outputs into ``on_device``, token clouds into ``per_layer``."""
         for start in range(0, len(indices), self.batch_size):
             chunk = indices[start : start + self.batch_size]
             batch = self.collate([features[i] for i in chunk])
