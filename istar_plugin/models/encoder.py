@@ -226,8 +226,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
                 keys = self.frozen_cache.keys(inputs)
                 missing = self.frozen_cache.missing(keys)
-                self.frozen_cache.store([keys[i] for i in missing], self._head_site["representation"][missing])
-                self.frozen_cache.pooled = self._head_site["pooled"]
+                site = self._head_site
+                self.frozen_cache.remember(keys, missing, site["representation"][missing], site["pooled"])
         site, self._head_site = self._head_site, {}
         return EncoderOutput(
             logits=getattr(out, "logits", None),
@@ -279,8 +279,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if missing:
             with torch.no_grad():
                 backbone(**{name: tensor[missing] for name, tensor in inputs.items()})
-            cache.pooled = self._head_site["pooled"]
-            cache.store([keys[i] for i in missing], self._head_site["representation"])
+            cache.remember(keys, missing, self._head_site["representation"], self._head_site["pooled"])
         standin = standin_output(cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled)
         backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
         try:

@@ -4,7 +4,7 @@ sight and looked up after.
 When nothing in the backbone trains (the Isotropy Layer's stage 2, a head-only stage) and its dropout is off,
 what it gives the head is a function of the example's tokens alone. :class:`FrozenBackboneCache` keys each
 example by its real tokens (padding and batch composition do not change the key) and holds its representation
-(float32, one d-vector per example: 25 MB for 16,000 examples at d 768). :func:`standin_output` is what the
+(float32, one d-vector per example: 49 MB for 16,000 examples at d 768). :func:`standin_output` is what the
 backbone would have returned, built from those vectors, for the head to read as usual.
 
 >>> import torch
@@ -57,6 +57,11 @@ class FrozenBackboneCache:
     def store(self, keys: list[bytes], vectors: Tensor) -> None:
         for key, vector in zip(keys, vectors.detach().float()):
             self._vectors[key] = vector
+
+    def remember(self, keys: list[bytes], missing: list[int], vectors: Tensor, pooled: bool) -> None:
+        """Store ``vectors`` (one per row of ``missing``) under those rows' keys; ``pooled``: what the head reads."""
+        self.store([keys[i] for i in missing], vectors)
+        self.pooled = pooled
 
     def lookup(self, keys: list[bytes]) -> Tensor:
         return torch.stack([self._vectors[key] for key in keys])

@@ -2,8 +2,8 @@
 
 ``precision=auto`` is bf16 on a GPU that has it, else fp16 on a GPU, and fp32 on a CPU; fp16 needs a GPU
 (and a gradient scaler, which the trainer enables for it alone). :func:`native_bf16` says whether the device
-computes bf16 in hardware (CUDA with bf16; a CPU with AVX512-BF16 or AMX): bf16 elsewhere is emulated, runs,
-but is no faster. ``auto`` stays fp32 on every CPU until bf16's effect on what is learned has been measured
+computes bf16 in hardware (CUDA with bf16; a CPU with AVX512-BF16 or AMX): bf16 elsewhere is emulated: it runs, but
+slower (six times on an AVX2 CPU, docs/benchmarks.md). ``auto`` stays fp32 on every CPU until bf16's effect on what is learned has been measured
 (docs/benchmarks.md); ``precision=bf16`` asks for it. The precision a run used is in its ``results.json``.
 
 >>> import torch
