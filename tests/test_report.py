@@ -407,3 +407,33 @@ def test_an_out_folder_of_user_files_is_refused_and_a_report_folder_is_rewritten
     ours = tmp_path / "ours"
     assert report_cli.main([str(grid), "--out", str(ours)]) == 0 and report_cli.main([str(grid), "--out", str(ours)]) == 0
     assert (ours / ".istar-report").is_file()
+
+
+def test_reference_compares_each_value_of_a_swept_key_with_the_reference_per_method(tmp_path, capsys):
+    grid = tmp_path / "grid"
+    # bf16 moves I-STAR's score by +2 on every seed and Base's by nothing; seeds spread fp32 by 1 point
+    for precision, shift in (("fp32", 0.0), ("bf16", 2.0)):
+        for seed, sign in zip(SEEDS, (-1, 0, 1)):
+            for method, lam, zeta, bonus in (("istar", -1.0, 0.2, shift), ("cross_entropy", None, None, 0.0)):
+                cell = grid / f"{method}_{precision}_seed{seed}"
+                write_cell(cell, "sst2", "bert", method, lam, zeta, seed, 90.0 + bonus + sign, 0.1 + bonus / 100)
+                (cell / "config.yaml").write_text(f"task: sst2\nseed: {seed}\nprecision: {precision}\n")
+    assert report_cli.main([str(grid), "--reference", "precision=fp32", "--out", str(tmp_path / "out")]) == 0
+    with open(tmp_path / "out" / "versus_reference.csv") as handle:
+        rows = {row["method"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"Base", "I-STAR"}
+    assert rows["Base"]["variant"] == "precision=bf16" and float(rows["Base"]["difference"]) == 0.0
+    assert rows["Base"]["score_within_spread"] == "True"
+    istar = rows["I-STAR"]
+    assert float(istar["difference"]) == pytest.approx(2.0) and istar["per_seed"] == "+2.00 +2.00 +2.00"
+    assert float(istar["reference_std"]) == pytest.approx(1.0) and istar["score_within_spread"] == "False"
+    assert float(istar["isoscore_difference"]) == pytest.approx(0.02) and istar["verdict"] == "better"
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | precision=bf16 | precision=fp32 |" in capsys.readouterr().out
+    # a reference that is not KEY=VALUE: one line, before any cell is read; one that matches nothing: said, no file
+    assert report_cli.main([str(grid), "--reference", "precision", "--out", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.strip() == ("istar-report: --reference 'precision' is not KEY=VALUE "
+                                              "(e.g. precision=fp32)")
+    assert not (tmp_path / "bad").exists()
+    assert report_cli.main([str(grid), "--reference", "seed_order=7", "--out", str(tmp_path / "none")]) == 0
+    assert "versus_reference.md not written: no setting has seed_order at another value" in capsys.readouterr().out
+    assert not (tmp_path / "none" / "versus_reference.md").exists()

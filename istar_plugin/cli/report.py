@@ -6,7 +6,7 @@ without a readable one (queued, running, crashed) is reported as missing or fail
 percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its variant, e.g.
 ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
 
-    istar-report GRID_DIR [--out DIR] [--paper-model bert]
+    istar-report GRID_DIR [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
 
 writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
@@ -14,7 +14,8 @@ writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman
 panels); table1_heldout.md/.csv, selected on a held-out validation split, when the cells scored one
 (data.validation_split); Figures 7 and 8 when the grid sweeps zeta or penalises single layers; the Isotropy
 Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4 for isotropy-calibration cells. A run
-whose eval predictions were all one class is marked "(k collapsed)".
+whose eval predictions were all one class is marked "(k collapsed)". ``--reference precision=fp32`` adds
+versus_reference.md/.csv: every other value of a swept key against that one, each method alike, paired by seed.
 """
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import RunDirError
+from ..errors import ConfigError, RunDirError
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.istar_cells import collect
 from ..reports.paper.istar import PAPER_MODELS
+from ..reports.versus_reference import parse_reference
 from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
 
@@ -38,7 +40,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--paper-model", choices=sorted(PAPER_MODELS),
                         help="set this model's numbers from the paper's Table 1 beside a model the paper did not run "
                              "(e.g. MiniLM), marked with its name")
+    parser.add_argument("--reference", metavar="KEY=VALUE",
+                        help="compare every other value of this swept key with this one, paired by seed "
+                             "(e.g. precision=fp32)")
     args = parser.parse_args(argv)
+    try:
+        if args.reference is not None:
+            parse_reference(args.reference)
+    except ConfigError as error:
+        print(f"istar-report: {error}", file=sys.stderr)
+        return 2
     try:
         records, problems = collect(args.grid_dir)
     except NotADirectoryError as error:
@@ -55,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"istar-report: {error}", file=sys.stderr)
             return error.exit_code
         mark(out, REPORT_MARKER, grid=str(args.grid_dir.resolve()))
-        print(write_report(records, out, args.paper_model), end="")
+        print(write_report(records, out, args.paper_model, args.reference), end="")
         for line in unwritten_figures(records):
             print(line)
         print(f"\n{len(records)} finished cells; report in {out}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import calibration_tables, isolayer_table3, sentence_embedding_table, versus_base, wall_times
+from . import calibration_tables, isolayer_table3, sentence_embedding_table, versus_base, versus_reference, wall_times
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
 from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
@@ -27,15 +27,31 @@ FIGURES = (
 """(file name, the points it draws (empty: nothing to draw), the drawing function, why it is not drawn)."""
 
 
+def _write_versus_reference(records: Sequence[Record], reference: str, out: Path) -> str:
+    rows = versus_reference.comparisons(records, reference)
+    if not rows:
+        return f"versus_reference.md not written: no setting has {reference.partition('=')[0]} at another value than {reference}\n"
+    caption = (f"Every setting against the same setting with {reference}, paired by seed: mean difference (points), "
+               f"{LEVEL:.0%} bootstrap interval, verdict at this sample size; the reference's standard deviation over "
+               "seeds, and whether the mean difference lies within it; the same for the eval IsoScore*.\n\n")
+    text = caption + versus_reference.markdown(rows)
+    atomic_write_text(out / "versus_reference.md", text)
+    atomic_write_text(out / "versus_reference.csv", csv_text([{k: row[k] for k in versus_reference.COLUMNS}
+                                                              for row in rows], list(versus_reference.COLUMNS)))
+    return text
+
+
 def unwritten_figures(records: Sequence[Record]) -> list[str]:
     """``NAME not written: WHY`` for each figure the records give nothing to draw."""
     return [f"{name} not written: {why}" for name, points, _, why in FIGURES if not points(records)]
 
 
-def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None) -> str:
+def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
+                 reference: Optional[str] = None) -> str:
     """Write every output file into ``out``; returns what to print: Table 1 (and its held-out selection when the
     cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables.
-    ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run."""
+    ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run;
+    ``reference`` (``precision=fp32``): every other value of that swept key against it (``versus_reference.md``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows1, rows2, paired = table1(records), table2(records), versus_base.comparisons(records)
     interval = lambda setting: versus_base.comparison_of(paired, setting)  # noqa: E731
@@ -57,6 +73,8 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
         atomic_write_text(out / "versus_base.csv", csv_text([{k: row[k] for k in versus_base.COLUMNS} for row in paired],
                                                             list(versus_base.COLUMNS)))
         markdown1 += "\n" + caption + versus_base.markdown(paired)
+    if reference is not None:
+        markdown1 += "\n" + _write_versus_reference(records, reference, out)
     times = wall_times.wall_times(records)
     if times:
         caption = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"

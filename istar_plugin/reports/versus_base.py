@@ -31,7 +31,7 @@ from .istar_cells import Record
 from .istar_tables import Setting, display_name, settings
 from .paired import PairedDifference, paired_difference
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS"]
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "records_by_setting", "compare"]
 
 BASE = "cross_entropy"
 
@@ -42,7 +42,7 @@ COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task (:data:`COLUMNS`,
     plus ``text`` and the :class:`~.paired.PairedDifference` as ``paired``), in settings order."""
-    groups = _records_by_setting(records)
+    groups = records_by_setting(records)
     all_settings = settings(records)
     rows = []
     for setting in all_settings:
@@ -51,7 +51,7 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
         base = _base_for(setting, all_settings)
         if base is None:
             continue
-        paired = _compare(setting, base, groups)
+        paired = compare(setting, base, groups)
         if paired is None:
             continue
         rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
@@ -83,7 +83,8 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
     groups: dict[tuple, list[Record]] = {}
     for record in records:
         groups.setdefault(_key(record), []).append(record)
@@ -100,7 +101,8 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
     return (same_variant or sorted(bases, key=lambda s: (s.mean, s.n)))[-1] if bases else None
 
 
-def _compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
+def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed (``groups``: :func:`records_by_setting`)."""
     method_runs, base_runs = groups[_key(setting)], groups[_key(base)]
     return paired_difference(
         setting.task, setting.metric,

@@ -1,0 +1,108 @@
+"""One swept setting against a reference value of it, every method alike, paired by seed: what ``istar-report
+--reference KEY=VALUE`` writes as ``versus_reference.md``/``.csv`` (e.g. ``--reference precision=fp32`` for the
+effect of bf16 on what is learned).
+
+Each setting whose variant has ``KEY`` at another value is compared with the setting that differs from it in
+``KEY`` alone (same model, task, method, lambda, zeta and every other swept key): the score's paired difference
+with its bootstrap interval and verdict (:mod:`.paired`), the eval IsoScore*'s mean paired difference, and for
+both the reference's spread over seeds (sample standard deviation), with whether the mean difference lies within it.
+
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.istar_cells import collect
+>>> grid = Path(tempfile.mkdtemp())
+>>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
+...                                        ("bf16", 2, .84, .23)]:
+...     cell = grid / f"{precision}{seed}"; cell.mkdir()
+...     _ = (cell / "config.yaml").write_text(f"task: sst2\\nprecision: {precision}\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
+...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
+...         "eval_isoscore_star": iso}))
+>>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in comparisons(collect(grid)[0], "precision=fp32")]
+[('precision=bf16', '+1.00 +0.00', True)]
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Optional, Sequence
+
+from ..errors import ConfigError
+from .istar_cells import Record
+from .istar_tables import Setting, display_name, settings
+from .versus_base import compare, records_by_setting
+
+__all__ = ["parse_reference", "comparisons", "markdown", "COLUMNS"]
+
+COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
+           "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
+           "isoscore_per_seed", "isoscore_reference_std", "isoscore_within_spread", "resampled")
+
+
+def parse_reference(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as (key, value); a ConfigError naming the text otherwise."""
+    key, equals, value = text.partition("=")
+    if not equals or not key or not value or " " in text:
+        raise ConfigError(f"--reference {text!r} is not KEY=VALUE (e.g. precision=fp32)")
+    return key, value
+
+
+def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any]]:
+    """One row per setting with ``KEY`` at another value than the reference's and a reference setting sharing a
+    seed with it (:data:`COLUMNS`), in settings order."""
+    key, value = parse_reference(reference)
+    all_settings, groups = settings(records), records_by_setting(records)
+    rows = []
+    for setting in all_settings:
+        swept = _variant(setting.variant)
+        if key not in swept or swept[key] == value:
+            continue
+        target = {**swept, key: value}
+        match = next((s for s in all_settings if _variant(s.variant) == target
+                      and (s.model, s.task, s.method, s.lam, s.zeta) == (setting.model, setting.task, setting.method,
+                                                                          setting.lam, setting.zeta)), None)
+        paired = None if match is None else compare(setting, match, groups)
+        if paired is None:
+            continue
+        iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
+        iso_mean, iso_std = statistics.fmean(iso_differences), _std(match.isoscores)
+        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
+                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
+                     "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
+                     "low": paired.low, "high": paired.high, "verdict": paired.verdict,
+                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences),
+                     "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
+                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.3f}" for d in iso_differences),
+                     "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
+                     "resampled": paired.resampled})
+    return rows
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The comparison as a Markdown table."""
+    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | per seed | "
+             "reference sd | within sd | Δ eval IsoScore* | per seed | reference sd | within sd |", "|---" * 19 + "|"]
+    for row in rows:
+        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
+        lines.append(
+            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | {row['reference']} | "
+            f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
+            f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
+            f"{row['isoscore_difference']:+.3f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.3f} | "
+            f"{_yes(row['isoscore_within_spread'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _variant(text: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in text.split()) if text else {}
+
+
+def _by_seed(setting: Setting) -> dict[int, float]:
+    return dict(zip(setting.seeds, setting.isoscores))
+
+
+def _std(values: Sequence[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _yes(flag: Optional[bool]) -> str:
+    return "yes" if flag else "no"
