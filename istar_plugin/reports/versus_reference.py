@@ -71,7 +71,7 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
                      "low": paired.low, "high": paired.high, "verdict": paired.verdict,
                      "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences),
                      "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
-                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.3f}" for d in iso_differences),
+                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
                      "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
                      "resampled": paired.resampled})
     return rows
@@ -87,7 +87,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
             f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | {row['reference']} | "
             f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
             f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
-            f"{row['isoscore_difference']:+.3f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.3f} | "
+            f"{row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.4f} | "
             f"{_yes(row['isoscore_within_spread'])} |")
     return "\n".join(lines) + "\n"
 
