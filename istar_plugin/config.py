@@ -69,7 +69,7 @@ class RunConfig:
     output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
     resume: bool = True  # continue from output_dir's latest checkpoint; false: refuse a directory that has one
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
+    precision: str = "auto"  # auto (bf16 where native, else fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     progress: bool = True  # tqdm bars on a terminal, else a log line every log_every steps and per evaluation
     tensorboard: bool = True
 

@@ -67,8 +67,8 @@ def test_sigma_s_accumulates_in_float64_from_bf16_points_under_autocast():
     torch.testing.assert_close(autocast.covariance(), plain.covariance(), rtol=1e-6, atol=1e-9)
 
 
-def test_auto_is_fp32_on_a_cpu_and_explicit_choices_are_kept():
-    assert choose_precision("auto", CPU) == "fp32"  # until bf16's effect on results is measured (docs/benchmarks.md)
+def test_auto_is_bf16_where_the_cpu_computes_it_natively_and_explicit_choices_are_kept():
+    assert choose_precision("auto", CPU) == ("bf16" if native_bf16(CPU) else "fp32")
     assert [choose_precision(p, CPU) for p in ("fp32", "bf16")] == ["fp32", "bf16"]
     with pytest.raises(ConfigError, match="precision=fp16 needs a GPU"):
         choose_precision("fp16", CPU)

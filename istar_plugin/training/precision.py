@@ -1,13 +1,16 @@
 """Mixed precision: which one a run uses on its device, and the autocast context of its forward passes.
 
-``precision=auto`` is bf16 on a GPU that has it, else fp16 on a GPU, and fp32 on a CPU; fp16 needs a GPU
-(and a gradient scaler, which the trainer enables for it alone). :func:`native_bf16` says whether the device
-computes bf16 in hardware (CUDA with bf16; a CPU with AVX512-BF16 or AMX): bf16 elsewhere is emulated: it runs, but
-slower (six times on an AVX2 CPU, docs/benchmarks.md). ``auto`` stays fp32 on every CPU until bf16's effect on what is learned has been measured
-(docs/benchmarks.md); ``precision=bf16`` asks for it. The precision a run used is in its ``results.json``.
+``precision=auto`` is bf16 where the device computes it natively (:func:`native_bf16`: CUDA with bf16; a CPU with
+AVX512-BF16 or AMX), else fp16 on a GPU and fp32 on a CPU; fp16 needs a GPU (and a gradient scaler, which the
+trainer enables for it alone). bf16 elsewhere is emulated: it runs, but slower (six times on an AVX2 CPU), so
+``auto`` does not pick it there. On a CPU with native bf16, bf16 moved neither accuracy nor eval IsoScore* beyond
+the seed spread (SST-2, Base and I-STAR, 3 seeds; docs/experiments.md) and ran a cell in two thirds of the time.
+Every isotropy term stays float32 under autocast. The precision a run used is in its ``results.json``.
 
 >>> import torch
->>> choose_precision("auto", torch.device("cpu")), choose_precision("bf16", torch.device("cpu"))
+>>> choose_precision("auto", torch.device("cpu")) == ("bf16" if native_bf16(torch.device("cpu")) else "fp32")
+True
+>>> choose_precision("fp32", torch.device("cpu")), choose_precision("bf16", torch.device("cpu"))
 ('fp32', 'bf16')
 >>> autocast("fp32", torch.device("cpu"))  # doctest: +ELLIPSIS
 <contextlib.nullcontext object at ...>
@@ -39,12 +42,26 @@ def native_bf16(device: torch.device) -> bool:
 def choose_precision(chosen: str, device: torch.device) -> str:
     """The precision a run uses: ``chosen`` (``auto`` or one of :data:`PRECISIONS`) on ``device``."""
     if chosen == "auto":
-        if device.type != "cuda":
-            return "fp32"
-        return "bf16" if native_bf16(device) else "fp16"
+        if native_bf16(device):
+            return "bf16"
+        return "fp16" if device.type == "cuda" else "fp32"
     if chosen == "fp16" and device.type == "cpu":
         raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
     return chosen
+
+
+def precision_line(chosen: str, used: str, device: torch.device) -> str:
+    """What a run says about its precision at the start.
+
+    >>> precision_line("fp32", "fp32", torch.device("cpu"))
+    'precision fp32'
+    >>> precision_line("auto", "bf16", torch.device("cpu"))
+    'precision bf16 (auto: this cpu computes bf16 natively; precision=fp32 for full precision)'
+    """
+    if chosen != "auto":
+        return f"precision {used}"
+    why = f"this {device.type} computes bf16 natively" if used == "bf16" else f"no native bf16 on this {device.type}"
+    return f"precision {used} (auto: {why}{'; precision=fp32 for full precision' if used != 'fp32' else ''})"
 
 
 def autocast(precision: str, device: torch.device) -> ContextManager:

@@ -48,7 +48,7 @@ from .early_stopping import EarlyStopping
 from .evaluation import Evaluator, embedding_isotropy
 from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
-from .precision import autocast, choose_precision
+from .precision import autocast, choose_precision, precision_line
 from .progress import complete_line, eval_line, train_line
 from .resume import config_changes, finished_results, holds_weights, rates_at_restored_step, restore_random_streams
 from .rng import rng_state, seed_everything
@@ -411,6 +411,7 @@ class Trainer:
             if self.embedding_before:
                 self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
         self.dispatch.fit_start()
+        self.say(precision_line(cfg.precision, self.precision, self.device), even_with_bars=True)
         if self.frozen_backbone_cached:
             self.say(CACHED_LINE, even_with_bars=True)
         if not resumed:
