@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import importlib
 import importlib.util
 import inspect
@@ -48,10 +49,11 @@ from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
 from .frozen_backbone import FrozenBackboneCache, standin_output
+from .lora import LoraSettings, with_lora
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 
-__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "token_cloud", "padded_token_cloud", "KINDS",
-           "restoring_weights"]
+__all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "gguf_options", "token_cloud",
+           "padded_token_cloud", "KINDS", "restoring_weights"]
 
 KINDS = ("classification", "regression", "extractive_qa")
 PACKAGE_PREFIX = "package:"
@@ -61,14 +63,16 @@ _DROPOUT_ATTRIBUTES = (
     ("dropout", "attention_dropout"),
     ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
 )
-DECODER_MODEL_TYPES = ("gpt2",)  # classify from the last real token; no representation hook (it reads token 0)
+# classify from the last real token; no representation hook (it reads token 0)
+DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
 
 
 @dataclass
 class ModelConfig:
     """Which pretrained encoder to load and how.
 
-    ``name_or_path``: a hub id, a local directory, or ``"package:MODULE"`` for ``MODULE.get_model_path()``.
+    ``name_or_path``: a hub id, a local directory, a GGUF file (``.gguf``: dequantised to full precision), or
+    ``"package:MODULE"`` for ``MODULE.get_model_path()`` (``"package:MODULE/FILE"``: a file of the package).
     ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
     ``frozen_dropout``: whether a backbone none of whose parameters train keeps its dropout in training. Off (the
     default), it runs as in evaluation, so its outputs are computed once per example and cached
@@ -81,6 +85,11 @@ class ModelConfig:
     dropout: Optional[float] = None
     gradient_checkpointing: bool = False
     frozen_dropout: bool = False
+    lora: LoraSettings = field(default_factory=LoraSettings)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
 
 
 @dataclass
@@ -135,7 +144,19 @@ def resolve_model_path(name_or_path: str | PathLike) -> str:
     return str(get_model_path())
 
 
-def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
+def gguf_options(path: str) -> tuple[str, dict]:
+    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else.
+
+    >>> gguf_options("/models/smol/SmolLM2.Q4_1.gguf"), gguf_options("bert-base-uncased")
+    (('/models/smol', {'gguf_file': 'SmolLM2.Q4_1.gguf'}), ('bert-base-uncased', {}))
+    """
+    if str(path).endswith(".gguf"):
+        file = Path(path)
+        return str(file.parent), {"gguf_file": file.name}
+    return str(path), {}
+
+
+def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **options):
     """The pretrained config with the head size, problem type and dropout override applied."""
     overrides = {}
     if kind == "classification":
@@ -144,7 +165,8 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int):
         overrides["num_labels"] = num_labels
     elif kind == "regression":
         overrides.update(num_labels=1, problem_type="regression")
-    config = AutoConfig.from_pretrained(path, revision=cfg.revision, local_files_only=cfg.local_files_only, **overrides)
+    config = AutoConfig.from_pretrained(path, revision=cfg.revision, local_files_only=cfg.local_files_only, **options,
+                                        **overrides)
     if cfg.dropout is not None:
         if not 0.0 <= cfg.dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {cfg.dropout}")
@@ -182,30 +204,37 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"unknown model kind {kind!r}; choices: {', '.join(KINDS)}")
-        self.kind = kind
-        path = resolve_model_path(cfg.name_or_path)
-        config = _load_config(path, cfg, kind, num_labels)
+        self.kind, self.lora = kind, cfg.lora
+        cfg.lora.check()
+        folder, options = gguf_options(resolve_model_path(cfg.name_or_path))
+        config = _load_config(folder, cfg, kind, num_labels, **options)
         auto_class = AutoModelForQuestionAnswering if kind == "extractive_qa" else AutoModelForSequenceClassification
-        self.model = _load_with_one_line_report(
-            auto_class, path, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only
+        model = _load_with_one_line_report(
+            auto_class, folder, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
         )
         self.tokenizer = AutoTokenizer.from_pretrained(
-            path, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only
+            folder, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
         )
         if self.tokenizer.pad_token is None:
             _use_eos_as_padding(self.tokenizer)
-        if self.model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
-            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        if model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
+            model.config.pad_token_id = self.tokenizer.pad_token_id
         if cfg.gradient_checkpointing:
-            _enable_activation_checkpointing(self.model)
-        self._accepts_token_type_ids = "token_type_ids" in inspect.signature(self.model.forward).parameters
+            _enable_activation_checkpointing(model)
+        self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
-        self.is_decoder = self.model.config.model_type in DECODER_MODEL_TYPES
+        self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
         self.frozen_cache: Optional[FrozenBackboneCache] = None
         self._hidden_states_wanted = True
         if kind != "extractive_qa" and not self.is_decoder:
-            self.model.base_model.register_forward_hook(self._at_head_input)
+            model.base_model.register_forward_hook(self._at_head_input)
+        self.model = with_lora(model, cfg.lora, kind) if cfg.lora.enabled else model
+
+    @property
+    def transformer(self) -> torch.nn.Module:
+        """The Hugging Face model (inside peft's wrapper when LoRA is on)."""
+        return self.model.get_base_model() if self.lora.enabled else self.model
 
     def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
         """Run the model on ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the model takes them).
@@ -250,10 +279,10 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         """
         if self.kind == "extractive_qa" or self.is_decoder:
             return False
-        if any(parameter.requires_grad for parameter in self.model.base_model.parameters()):
+        if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
             return False
         self.frozen_cache = FrozenBackboneCache()
-        self.model.base_model.eval()
+        self.transformer.base_model.eval()
         return True
 
     @contextlib.contextmanager
@@ -268,12 +297,12 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
     def train(self, mode: bool = True) -> "HFEncoder":
         super().train(mode)
         if self.frozen_cache is not None:
-            self.model.base_model.eval()  # a cached backbone has no dropout
+            self.transformer.base_model.eval()  # a cached backbone has no dropout
         return self
 
     def _forward_from_cache(self, inputs: dict[str, Tensor]):
         """The model's forward with the backbone's part looked up (computed for the examples seen first here)."""
-        cache, backbone = self.frozen_cache, self.model.base_model
+        cache, backbone = self.frozen_cache, self.transformer.base_model
         keys = cache.keys(inputs)
         missing = cache.missing(keys)
         if missing:
@@ -298,7 +327,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             raise ValueError(f"cannot insert {name!r} before the head: an extractive_qa head reads every token, "
                              "not one representation per example; use a classification or regression task")
         if self.is_decoder:
-            raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.model.config.model_type}): its "
+            raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.transformer.config.model_type}): its "
                              "head reads the last real token of every sequence; use an encoder (e.g. model=minilm)")
         if name in self.inserted:
             raise ValueError(f"a module named {name!r} is already inserted before the head")
@@ -332,15 +361,41 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted before "
                              "the head and HF has no place for them; use the run's checkpoint instead")
         if id2label is not None:
-            self.model.config.id2label, self.model.config.label2id = dict(id2label), dict(label2id or {})
+            self.transformer.config.id2label, self.transformer.config.label2id = dict(id2label), dict(label2id or {})
         bars = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()  # a run's log gets no "Writing model shards" bar
         try:
-            self.model.save_pretrained(directory)
+            self.model.save_pretrained(directory)  # with LoRA: the adapter and the head, in peft's format
+            if self.lora.enabled and self.lora.save_merged:
+                merged = copy.deepcopy(self.model).merge_and_unload()
+                merged.save_pretrained(Path(directory) / "merged")
+                self.tokenizer.save_pretrained(Path(directory) / "merged")
         finally:
             if bars:
                 transformers_logging.enable_progress_bar()
         self.tokenizer.save_pretrained(directory)
+
+    def checkpoint_state(self) -> dict[str, Tensor]:
+        """What a checkpoint holds: every tensor, or with LoRA the trainable ones alone (the adapters and the head;
+        the rest is the pretrained model, rebuilt from its source)."""
+        state = self.state_dict()
+        if not self.lora.enabled:
+            return state
+        trainable = {name for name, parameter in self.named_parameters() if parameter.requires_grad}
+        return {name: tensor for name, tensor in state.items() if name in trainable}
+
+    def load_checkpoint_state(self, state: dict[str, Tensor]) -> None:
+        """Load :meth:`checkpoint_state`; with LoRA every trainable tensor must be in ``state`` and nothing else."""
+        if not self.lora.enabled:
+            self.load_state_dict(state)
+            return
+        trainable = {name for name, parameter in self.named_parameters() if parameter.requires_grad}
+        absent, foreign = sorted(trainable - set(state)), sorted(set(state) - trainable)
+        if absent or foreign:
+            raise ValueError(f"the checkpoint does not fit this LoRA model (model.lora must match the run's): "
+                             f"{len(absent)} adapter tensor(s) missing (e.g. {absent[:1]}), {len(foreign)} unexpected "
+                             f"(e.g. {foreign[:1]})")
+        self.load_state_dict(state, strict=False)
 
 
 

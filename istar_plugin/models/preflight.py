@@ -1,7 +1,8 @@
 """Checks of a run config against the model it names, from the model's ``config.json`` alone (no weights).
 
-``data.max_length`` must fit the model's position embeddings and ``criterion.layers`` must index its
-hidden states (0 = embeddings, 1..L = transformer layers, negative from the end). ``compose`` runs the
+``data.max_length`` must fit the model's position embeddings, ``criterion.layers`` must index its
+hidden states (0 = embeddings, 1..L = transformer layers, negative from the end), and ``model.lora`` must take
+values LoRA accepts and name linear layers the model has. ``compose`` runs the
 check when the model's config is on this machine (``lenient``); the Trainer runs it before loading the
 weights and fails with :class:`~istar_plugin.errors.ModelError` when the model cannot be found.
 
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from omegaconf import DictConfig
-from transformers import AutoConfig
+import torch
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig, AutoModel
 
 from ..errors import ConfigError, ModelError
-from .encoder import resolve_model_path
+from .encoder import gguf_options, resolve_model_path
+from .lora import LoraSettings, check_targets
 from .token_cloud import hidden_size, num_layers
 
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
@@ -32,22 +35,39 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
 
     Raises :class:`ModelError` when the config cannot be read (``local_only``: do not try the hub).
     """
+    config = _pretrained_config(cfg, local_only)
+    return None if config is None else _shape(config)
+
+
+def _shape(config) -> tuple[Optional[int], int]:
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
+        positions -= (config.pad_token_id or 0) + 1
+    return (int(positions) if positions else None), num_layers(config)
+
+
+def _pretrained_config(cfg: DictConfig, local_only: bool):
+    """The model's Hugging Face config (a GGUF file's from its header), None for adapters other than hf_auto."""
     if cfg.model.adapter != "hf_auto":
         return None
     name = cfg.model.name_or_path
     try:
-        path = resolve_model_path(name)
-        config = AutoConfig.from_pretrained(path, revision=cfg.model.revision,
-                                            local_files_only=local_only or cfg.model.local_files_only)
-        layers = num_layers(config)
+        folder, options = gguf_options(resolve_model_path(name))
+        config = AutoConfig.from_pretrained(folder, revision=cfg.model.revision,
+                                            local_files_only=local_only or cfg.model.local_files_only, **options)
+        num_layers(config)
         hidden_size(config)
-    except (OSError, ImportError, ValueError) as error:
+    except (OSError, ImportError, ValueError, TypeError) as error:
         detail = " ".join(str(error).split())
         raise ModelError(f"model {name!r} cannot be loaded: {detail[:300]}") from None
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
-        positions -= (config.pad_token_id or 0) + 1
-    return (int(positions) if positions else None), layers
+    return config
+
+
+def check_lora_targets(config, settings: LoraSettings) -> None:
+    """Refuse LoRA target modules the model does not have, from its config alone (built on the meta device)."""
+    if settings.enabled and settings.target_modules:
+        with torch.device("meta"):
+            check_targets(AutoModel.from_config(config), settings)
 
 
 def check_model_limits(cfg: DictConfig, lenient: bool = False) -> None:
@@ -55,15 +75,18 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False) -> None:
 
     ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
     """
+    settings = LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model else LoraSettings()
+    settings.check()
     try:
-        shape = model_shape(cfg, local_only=lenient)
+        config = _pretrained_config(cfg, local_only=lenient)
     except ModelError:
         if lenient:
             return
         raise
-    if shape is None:
+    if config is None:
         return
-    positions, layers = shape
+    check_lora_targets(config, settings)
+    positions, layers = _shape(config)
     name = cfg.model.name_or_path
     if positions and cfg.data.max_length > positions:
         raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the {positions} positions of model {name}; "

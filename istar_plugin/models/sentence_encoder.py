@@ -13,17 +13,16 @@ hidden states: 0 is the embedding layer, 1..L the transformer layers, -1 the las
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
-from .encoder import _load_with_one_line_report, _use_eos_as_padding
+from .encoder import _load_with_one_line_report, _use_eos_as_padding, gguf_options
 from .token_cloud import num_layers
 
-__all__ = ["POOLINGS", "pool", "gguf_options", "SentenceEncoder"]
+__all__ = ["POOLINGS", "pool", "SentenceEncoder"]
 
 POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
 
@@ -45,18 +44,6 @@ def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = N
             raise ValueError("first_last_mean pooling needs the first transformer layer's states")
         return (pool(first, mask, "mean") + means) / 2
     raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
-
-
-def gguf_options(path: str) -> tuple[str, dict]:
-    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else.
-
-    >>> gguf_options("/models/smol/SmolLM2.Q4_1.gguf"), gguf_options("bert-base-uncased")
-    (('/models/smol', {'gguf_file': 'SmolLM2.Q4_1.gguf'}), ('bert-base-uncased', {}))
-    """
-    if str(path).endswith(".gguf"):
-        file = Path(path)
-        return str(file.parent), {"gguf_file": file.name}
-    return str(path), {}
 
 
 class SentenceEncoder:

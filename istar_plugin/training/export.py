@@ -132,7 +132,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         task = TASKS.build(cfg.task, config_module.data_config(cfg))
         with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
             model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
-        model.load_state_dict(state["model"])
+        getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
         if out is None:
             out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
         directory = export_model(model, task.kind, task.label_names, out, run=str(run_dir.resolve()), step=state["step"])

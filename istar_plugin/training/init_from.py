@@ -58,7 +58,7 @@ class InitSource:
         if inserted:
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head ({', '.join(inserted)}); "
                              "start from the run it was itself initialised from")
-        model.load_state_dict(state)
+        getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
 
 
 def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:

@@ -255,7 +255,7 @@ class Trainer:
     def state_dict(self, rng_states: Optional[list] = None) -> dict[str, Any]:
         """Everything a resumed run needs; ``rng_states`` holds every rank's RNG state (default: this rank's)."""
         return {
-            "model": self.model.state_dict(),
+            "model": getattr(self.model, "checkpoint_state", self.model.state_dict)(),  # LoRA: trainable tensors alone
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -272,7 +272,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+        getattr(self.model, "load_checkpoint_state", self.model.load_state_dict)(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         rates_at_restored_step(self.optimizer, self.scheduler)

@@ -1,0 +1,91 @@
+"""LoRA adapters (peft) on a pretrained model's linear layers: the settings, the layers they can target, the wrap.
+
+With LoRA only the adapters and the fresh task head train. ``model.lora.r`` 0 (the default) means no LoRA.
+
+>>> from transformers import BertConfig, BertModel
+>>> bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+>>> lora_target_choices(bert)
+['dense', 'key', 'query', 'value']
+>>> LoraSettings(r=8).enabled, LoraSettings().enabled
+(True, False)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ..errors import ConfigError
+
+__all__ = ["LoraSettings", "lora_target_choices", "check_targets", "with_lora"]
+
+_PEFT_TASK_TYPES = {"classification": "SEQ_CLS", "regression": "SEQ_CLS", "extractive_qa": "QUESTION_ANS"}
+
+
+@dataclass
+class LoraSettings:
+    """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default) means none: every parameter trains.
+
+    ``target_modules``: names of linear layers (e.g. ``[q_proj, v_proj]``); None takes peft's default for the model
+    family (Llama, Qwen, Mistral: q_proj and v_proj; GPT-2: c_attn; BERT: query and value). With LoRA, only the
+    adapters and the fresh task head train; checkpoints hold those tensors alone, and a finished run's ``model/``
+    holds the adapter in peft's format (plus the merged model in ``model/merged`` with ``save_merged``).
+    """
+
+    r: int = 0
+    alpha: float = 16.0
+    dropout: float = 0.05
+    target_modules: Optional[list[str]] = None
+    save_merged: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
+
+    def check(self) -> None:
+        """One-line ConfigErrors for values LoRA cannot take."""
+        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 0:
+            raise ConfigError(f"model.lora.r={self.r!r} must be a whole number >= 0 (0: no LoRA)")
+        if not self.alpha > 0:
+            raise ConfigError(f"model.lora.alpha={self.alpha!r} must be > 0")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.lora.dropout={self.dropout!r} must lie in [0, 1)")
+        if self.target_modules is not None and (not self.target_modules or not all(
+                isinstance(name, str) and name for name in self.target_modules)):
+            raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of layer names")
+
+
+def lora_target_choices(model: torch.nn.Module) -> list[str]:
+    """The names LoRA can target in ``model``: its linear layers' last name parts (GPT-2's Conv1D included), the
+    task head's excepted (it trains whole)."""
+    from transformers.pytorch_utils import Conv1D
+
+    head = {"classifier", "score", "qa_outputs", "pre_classifier", "lm_head"}
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if isinstance(module, (torch.nn.Linear, Conv1D)) and not head & set(name.split("."))})
+
+
+def check_targets(model: torch.nn.Module, settings: LoraSettings) -> None:
+    """A one-line ConfigError for a target that is not a linear layer of ``model`` (naming the choices)."""
+    choices = lora_target_choices(model)
+    for name in settings.target_modules or []:
+        if name not in choices:
+            raise ConfigError(f"model.lora.target_modules: {name!r} is not a linear layer of {type(model).__name__}; "
+                              f"choices: {', '.join(choices)}")
+
+
+def with_lora(model: torch.nn.Module, settings: LoraSettings, kind: str) -> torch.nn.Module:
+    """``model`` wrapped by peft with LoRA adapters (its task head trains whole)."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ModuleNotFoundError:
+        raise ConfigError("model.lora.r > 0 needs peft: pip install peft") from None
+    check_targets(model, settings)
+    config = LoraConfig(task_type=_PEFT_TASK_TYPES[kind], r=settings.r, lora_alpha=settings.alpha,
+                        lora_dropout=settings.dropout, target_modules=settings.target_modules)
+    try:
+        return get_peft_model(model, config)
+    except ValueError as error:  # no default targets for this family
+        raise ConfigError(f"model.lora.target_modules: {' '.join(str(error).split())[:200]}; name them, choices: "
+                          f"{', '.join(lora_target_choices(model))}") from None
