@@ -229,6 +229,25 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
     return overrides
 
 
+def _layer_ranges(overrides: list[str]) -> list[str]:
+    """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range.
+
+    >>> _layer_ranges(["criterion.layers=2:5", "seed=1"])
+    ['criterion.layers=[2,3,4]', 'seed=1']
+    """
+    result = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        start, colon, stop = value.partition(":")
+        if key == "criterion.layers" and colon:
+            if not (start.isdigit() and stop.isdigit() and int(start) < int(stop)):
+                raise ConfigError(f"criterion.layers={value} is not a range START:STOP of layers with START < STOP "
+                                  "(e.g. 8:22, the layers 8 to 21), nor a list such as [3,6]")
+            override = f"{key}=[{','.join(str(i) for i in range(int(start), int(stop)))}]"
+        result.append(override)
+    return result
+
+
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     groups, overrides = split_arguments(arguments)
@@ -249,7 +268,7 @@ def compose(arguments: list[str]) -> DictConfig:
         cfg.model = _model_node(model_name)
         cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
-    cfg = _merge(cfg, OmegaConf.from_dotlist(_infer_files_source(overrides)), "command line")
+    cfg = _merge(cfg, OmegaConf.from_dotlist(_layer_ranges(_infer_files_source(overrides))), "command line")
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
     try:

@@ -99,3 +99,11 @@ def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
 def test_seeds_and_layer_lists_are_range_checked_before_anything_loads(arguments, message):
     with pytest.raises(ConfigError, match=message):
         compose(["recipe=sst2", *arguments])
+
+
+def test_criterion_layers_take_a_python_range_and_refuse_a_reversed_one():
+    assert list(compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=2:5"]).criterion.layers) == [2, 3, 4]
+    with pytest.raises(ConfigError, match=r"^criterion.layers=5:2 is not a range START:STOP of layers with START < STOP"):
+        compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=5:2"])
+    with pytest.raises(ConfigError, match="criterion.layers: index 7 is out of range for model"):
+        compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=3:8"])
