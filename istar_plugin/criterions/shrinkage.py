@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..hooks import Hook, RunView
-from ..isotropy import CovarianceAccumulator, isoscore_from_cov
+from ..isotropy import CovarianceAccumulator, isoscore_from_cov, score_text
 from ..models.encoder import padded_token_cloud
 
 
@@ -112,7 +112,7 @@ class ShrinkageHook(Hook):
             {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
             step=run.step,
         )
-        run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score:.4f}")
+        run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score_text(score)}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov

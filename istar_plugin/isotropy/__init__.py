@@ -17,6 +17,7 @@ from .covariance import (
     isoscore_from_cov,
     isoscore_star,
     pooled_isoscore_star,
+    score_text,
 )
 from .measures import (
     alignment,
@@ -35,6 +36,7 @@ __all__ = [
     "isoscore_star",
     "isoscore_from_cov",
     "pooled_isoscore_star",
+    "score_text",
     "CovarianceAccumulator",
     "average_cosine_similarity",
     "partition_isotropy",

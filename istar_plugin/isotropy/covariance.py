@@ -346,3 +346,14 @@ class CovarianceAccumulator:
         self.count = int(state["count"])
         self.mean = state["mean"].to(self.mean, copy=True)
         self.scatter = state["scatter"].to(self.scatter, copy=True)
+
+
+def score_text(value: float) -> str:
+    """An IsoScore for a log line: four decimals, or two significant digits when it is below a thousandth (a
+    decoder's cloud with massive activations scores about 1e-5, which four decimals would show as 0).
+
+    >>> score_text(0.58812), score_text(2.34e-05), score_text(0.0)
+    ('0.5881', '2.34e-05', '0.0000')
+    """
+    return f"{value:.2e}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
+

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..isotropy import score_text
+
 TRAIN_FIELDS = (("loss", "loss", ".4f"), ("penalty", "penalty", ".4f"), ("isoscore_star", "batch IsoScore*", ".4f"),
                 ("lr", "lr", ".2e"))
 
@@ -30,7 +32,8 @@ def duration(seconds: float) -> str:
 def train_line(step: int, total: int, means: Mapping[str, float], seconds_per_step: float) -> str:
     """Step/total, the interval's mean loss, penalty, batch IsoScore* (those the criterion reports), lr, speed, ETA."""
     parts = [f"step {step}/{total} ({step / total:.0%})"]
-    parts += [f"{label} {means[key]:{spec}}" for key, label, spec in TRAIN_FIELDS if key in means]
+    parts += [f"{label} {score_text(means[key]) if key == 'isoscore_star' else format(means[key], spec)}"
+              for key, label, spec in TRAIN_FIELDS if key in means]
     parts += [f"{seconds_per_step:.3f} s/step", f"ETA {duration(seconds_per_step * (total - step))}"]
     return "  ".join(parts)
 
@@ -38,7 +41,7 @@ def train_line(step: int, total: int, means: Mapping[str, float], seconds_per_st
 def eval_line(step: int, total: int, result: Mapping[str, Any], main_metric: str) -> str:
     """The evaluation's main metric and IsoScore*."""
     when = "before training" if step == 0 else f"at step {step}/{total}"
-    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {result['eval_isoscore_star']:.4f}"
+    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {score_text(result['eval_isoscore_star'])}"
 
 
 def complete_line(output_dir, step: int, total_steps: int, criterion: Mapping[str, Any]) -> str:
@@ -68,10 +71,10 @@ def run_summary(results: Mapping[str, Any]) -> str:
              f"seed {results['seed']}"]
     if results.get("initial"):
         initial = results["initial"]
-        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {initial['eval_isoscore_star']:.4f}")
+        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score_text(initial['eval_isoscore_star'])}")
     lines.append(
         f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
-        f"eval IsoScore* = {results['eval_isoscore_star']:.4f}"
+        f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}"
     )
     if results.get("collapsed"):
         lines.append("COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
