@@ -425,7 +425,8 @@ def _load_with_one_line_report(auto_class, path: str, **kwargs):
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     try:
-        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+        with _no_gguf_bar():
+            model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
     finally:
         transformers_logging.set_verbosity(verbosity)
         if bars:
@@ -436,8 +437,25 @@ def _load_with_one_line_report(auto_class, path: str, **kwargs):
         parts = [f"newly initialised: {', '.join(fresh) or 'none'}", f"{len(unused)} unused checkpoint tensor(s)"]
         if mismatched:
             parts.append(f"re-initialised for a new shape: {', '.join(mismatched)}")
-        print(f"{type(model).__name__} from {path}: {'; '.join(parts)}", file=sys.stderr)
+        source = Path(path, kwargs["gguf_file"]) if kwargs.get("gguf_file") else path
+        print(f"{type(model).__name__} from {source}: {'; '.join(parts)}", file=sys.stderr)
     return model
+
+
+@contextlib.contextmanager
+def _no_gguf_bar() -> Iterator[None]:
+    """transformers draws its own tqdm bar while it dequantises a GGUF file, whatever its progress-bar setting: off."""
+    from functools import partial
+
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils as gguf_loading
+
+    drawn = gguf_loading.tqdm
+    gguf_loading.tqdm = partial(tqdm, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loading.tqdm = drawn
 
 
 def _use_eos_as_padding(tokenizer) -> None:

@@ -11,6 +11,7 @@ With LoRA only the adapters and the fresh task head train. ``model.lora.r`` 0 (t
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -85,7 +86,9 @@ def with_lora(model: torch.nn.Module, settings: LoraSettings, kind: str) -> torc
     config = LoraConfig(task_type=_PEFT_TASK_TYPES[kind], r=settings.r, lora_alpha=settings.alpha,
                         lora_dropout=settings.dropout, target_modules=settings.target_modules)
     try:
-        return get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return get_peft_model(model, config)
     except ValueError as error:  # no default targets for this family
         raise ConfigError(f"model.lora.target_modules: {' '.join(str(error).split())[:200]}; name them, choices: "
                           f"{', '.join(lora_target_choices(model))}") from None
