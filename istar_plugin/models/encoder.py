@@ -37,6 +37,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import warnings
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -365,7 +366,9 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         bars = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()  # a run's log gets no "Writing model shards" bar
         try:
-            self.model.save_pretrained(directory)  # with LoRA: the adapter and the head, in peft's format
+            with warnings.catch_warnings():  # peft looks for a config.json beside a GGUF file, finds none, says so
+                warnings.filterwarnings("ignore", message="Could not find a config file")
+                self.model.save_pretrained(directory)  # with LoRA: the adapter and the head, in peft's format
             if self.lora.enabled and self.lora.save_merged:
                 merged = copy.deepcopy(self.model).merge_and_unload()
                 merged.save_pretrained(Path(directory) / "merged")
