@@ -72,6 +72,12 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     assert len(curve) == 20 and curve[0] == pytest.approx((eigenvalues[0] / eigenvalues.sum()).item(), abs=1e-5)
     embeddings = analysis["word_embeddings"]
     assert embeddings["shape"] == [trainer.tokenizer.vocab_size, 32] and 0 < embeddings["I1"] <= 1 and embeddings["I2"] >= 0
+    for layer, hidden in enumerate(output.hidden_states[1:]):  # outlier dimensions, from the unbatched tokens
+        magnitudes = hidden[mask].double().abs()
+        median = magnitudes.mean(dim=0).quantile(0.5)
+        assert analysis["outlier_dimensions_per_layer"][layer] == torch.nonzero(
+            magnitudes.mean(dim=0) > analysis["outlier_factor"] * median).flatten().tolist()
+        assert analysis["max_activation_ratio_per_layer"][layer] == pytest.approx((magnitudes.max() / median).item(), rel=1e-4)
 
 
 def test_labels_and_figures(analysed):
@@ -119,3 +125,21 @@ def test_the_train_split_streams_the_runs_training_features(runs):
     analysis = analyze.analyze_run(runs[1], split="train", batch_size=8)
     assert (analysis["split"], analysis["examples"]) == ("train", 32)  # data.max_train_samples=32
     assert "results_max_abs_difference" not in analysis and len(analysis["isoscore_star_per_layer"]) == 2
+
+
+def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_last_real_token():
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randn(500, 16, generator=generator)
+    tokens[:, 5] *= 40  # a rogue dimension
+    tokens[7, 11] = 900.0  # one massive activation
+    layer = analyze.LayerStatistics(16)
+    layer.update(tokens[:250], torch.zeros(1, 16))
+    layer.update(tokens[250:], torch.zeros(1, 16))
+    dimensions, ratio = layer.outliers()
+    assert dimensions == [5]  # dimension 11's mean |a| moves by under 2: no outlier, but its maximum is massive
+    median = tokens.abs().mean(dim=0).quantile(0.5)
+    assert ratio == pytest.approx(900.0 / median.item(), rel=1e-6) and ratio > 1000
+    hidden = torch.arange(2 * 3 * 2, dtype=torch.float).reshape(2, 3, 2)
+    left_and_right = torch.tensor([[0, 1, 1], [1, 1, 0]])  # left padding, right padding
+    assert analyze._last_real_token(hidden, left_and_right).tolist() == [[4.0, 5.0], [8.0, 9.0]]
+

@@ -12,6 +12,11 @@ that wrote it, with the run's own config, tokenizer and data) and streams one sp
 - ``explained_variance_per_layer``: EV_k for k = 1..20 of each layer's token cloud (``cls_explained_variance``:
   the same for the last layer's [CLS] vectors); ``average_cosine_per_layer``;
 - ``word_embeddings``: I1 and I2 (partition-function isotropy) of the input word-embedding matrix;
+- ``outlier_dimensions_per_layer``: the dimensions whose mean |activation| over the split's tokens exceeds
+  :data:`OUTLIER_FACTOR` (10) times the median over the layer's dimensions of that mean (rogue dimensions,
+  Timkey & van Schijndel 2021; outlier dimensions, Rudman et al. 2023); ``max_activation_ratio_per_layer``: the
+  largest |activation| of any token in the layer over that median (Sun et al. 2024's massive activations are
+  thousands of times the median);
 
 and, overlaying the runs (labelled by criterion and lambda), Figure 4 (mean activation per dimension),
 Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickhoff (2024) as PNG.
@@ -53,6 +58,8 @@ __all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_l
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
+OUTLIER_FACTOR = 10.0
+"""A dimension is an outlier when its mean |activation| exceeds this multiple of the layer's median one."""
 CONSISTENCY_TOLERANCE = 1e-4
 
 
@@ -101,12 +108,15 @@ def load_trained(run_dir: Path):
 
 class LayerStatistics:
     """Streamed statistics of one layer: token covariance (padding excluded), unit-vector sums for the average
-    cosine, and the [CLS] vectors (n x d, the only part that grows with the split, for TwoNN)."""
+    cosine, per-dimension sums and maxima of |activation|, and one vector per example (n x d, the only part that
+    grows with the split, for TwoNN: the [CLS] position of an encoder, the last real token of a decoder)."""
 
     def __init__(self, dim: int, device: torch.device | str | None = None):
         self.tokens = CovarianceAccumulator(dim, device=device)
         self.unit_sum = torch.zeros(dim, dtype=torch.float64, device=device)
         self.unit_squares = 0.0
+        self.abs_sum = torch.zeros(dim, dtype=torch.float64, device=device)
+        self.abs_max = torch.zeros(dim, dtype=torch.float64, device=device)
         self.cls: list[torch.Tensor] = []
 
     def update(self, tokens: torch.Tensor, cls: torch.Tensor) -> None:
@@ -114,7 +124,23 @@ class LayerStatistics:
         units = torch.nn.functional.normalize(tokens.double(), dim=1)
         self.unit_sum += units.sum(dim=0)
         self.unit_squares += units.square().sum().item()
+        magnitudes = tokens.double().abs()
+        self.abs_sum += magnitudes.sum(dim=0)
+        self.abs_max = torch.maximum(self.abs_max, magnitudes.amax(dim=0))
         self.cls.append(cls.float().cpu())
+
+    def outliers(self, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
+        """The outlier dimensions (mean |activation| above ``factor`` x the median dimension's) and the largest
+        |activation| over that median.
+
+        >>> layer = LayerStatistics(4)
+        >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]), torch.zeros(2, 4))
+        >>> layer.outliers()  # mean |a|: 1, 1, 1.5, 40; median 1.25
+        ([3], 40.0)
+        """
+        means = self.abs_sum / max(self.tokens.count, 1)
+        median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
+        return torch.nonzero(means > factor * median).flatten().tolist(), (self.abs_max.max() / median).item()
 
     def cls_points(self) -> torch.Tensor:
         return torch.cat(self.cls)
@@ -159,11 +185,22 @@ def stream_split(trainer, split: str, batch_size: Optional[int] = None) -> list[
         batch = trainer.collate(features[start : start + batch_size])
         with trainer.autocast():
             output = model(batch)
+        examples = _last_real_token if getattr(model, "is_decoder", False) else _first_token
         for statistics, tokens, hidden in zip(layers, model.token_cloud(output, None), output.hidden_states[1:]):
-            statistics.update(tokens, hidden[:, 0])
+            statistics.update(tokens, examples(hidden, output.attention_mask))
         progress.update(batch["input_ids"].shape[0])
     progress.close()
     return layers
+
+
+def _first_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return hidden[:, 0]
+
+
+def _last_real_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each row's last position the mask keeps (a decoder's summary of the sequence; either padding side)."""
+    positions = mask * torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), positions.argmax(dim=1)]
 
 
 def _twonn_or_none(points: torch.Tensor) -> Optional[float]:
@@ -191,6 +228,9 @@ def measures(layers: Sequence[LayerStatistics], word_embeddings: Optional[torch.
         "average_cosine_per_layer": [cosine_from_unit_sums(s.unit_sum, s.unit_squares, s.tokens.count).item()
                                      for s in layers],
         "word_embeddings": None,
+        "outlier_factor": OUTLIER_FACTOR,
+        "outlier_dimensions_per_layer": [s.outliers()[0] for s in layers],
+        "max_activation_ratio_per_layer": [s.outliers()[1] for s in layers],
     }
     if word_embeddings is not None:
         i1, i2 = partition_isotropy(word_embeddings)
