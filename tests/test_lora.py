@@ -14,6 +14,7 @@ from istar_plugin.errors import ConfigError, ModelError
 from istar_plugin.hooks import Hook
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.preflight import model_shape
+from istar_plugin.reports import analyze
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.trainer import Trainer
 
@@ -94,6 +95,11 @@ def test_a_lora_run_checkpoints_trainable_tensors_alone_resumes_and_exports_the_
     assert straight["trainable_parameters"] == sum(p.numel() for p in model.parameters() if p.requires_grad)
     records = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["train/penalty"] < 0 for r in records if "train/penalty" in r)
+    # the finished run keeps its last checkpoint (small), from which istar-analyze reads the trained model
+    assert [path.name for path in Checkpoints(tmp_path / "straight").paths().values()] == ["step_00000004.pt"]
+    analysis = analyze.analyze_run(tmp_path / "straight")
+    assert analysis["isoscore_star_per_layer"] == pytest.approx(straight["eval_isoscore_star_per_layer"], abs=1e-6)
+    assert len(analysis["outlier_dimensions_per_layer"]) == 2 and len(analysis["twonn_per_layer"]) == 2
 
     # killed after step 2: its checkpoint holds the trainable tensors and their optimizer moments alone
     crashed = run_config(tiny_llama, shared_data, tmp_path / "crashed", *LORA, "save_every=1")

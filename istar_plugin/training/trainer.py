@@ -387,7 +387,8 @@ class Trainer:
         self.save_checkpoint()
         self._export_model()
         results = self._write_results()
-        if self.dist.is_main and self.cfg.keep_checkpoints is None and self.exported:
+        lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
+        if self.dist.is_main and self.cfg.keep_checkpoints is None and self.exported and not lora:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
