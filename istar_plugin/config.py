@@ -229,6 +229,34 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
     return overrides
 
 
+ADDED_KEYS: dict[str, Any] = {
+    "engine": "istar",
+    "model.frozen_dropout": False,
+    "model.lora.r": 0,
+    "model.lora.alpha": 16.0,
+    "model.lora.dropout": 0.05,
+    "model.lora.target_modules": None,
+    "model.lora.save_merged": False,
+}
+"""Config keys added after runs were written without them, each with the value that does what those runs did: a
+run directory whose config lacks such a key and a config holding that value describe the same run (a grid resumes
+it). A new key must default to the old behaviour and be listed here (``tests/test_compatibility.py``)."""
+
+
+def unchanged_by_additions(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` (a flat config: dotted keys) with each key of :data:`ADDED_KEYS` it lacks set as ``new`` has it, when
+    ``new`` holds the value that does what ``old`` did.
+
+    >>> unchanged_by_additions({"seed": 1}, {"seed": 1, "model.lora.r": 0, "engine": "sentence_transformers"})
+    {'seed': 1, 'model.lora.r': 0}
+    """
+    filled = dict(old)
+    for key, value in ADDED_KEYS.items():
+        if key not in old and key in new and new[key] == value:
+            filled[key] = value
+    return filled
+
+
 def _layer_ranges(overrides: list[str]) -> list[str]:
     """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range.
 

@@ -150,6 +150,28 @@ def test_finished_cell_is_skipped_only_when_its_results_match_its_config(tmp_pat
     assert [p.status for p in plan(sweep(["recipe=sst2", "criterion=istar", "seed=1,2"]), tmp_path)] == ["finished", "pending"]
 
 
+def test_a_cell_written_before_a_key_was_added_or_with_precision_auto_still_counts_as_finished(tmp_path):
+    """A cell whose config predates model.lora (its keys absent) and says precision=auto, run in fp32, is the same
+    run as a new config with the added keys at their old-behaviour values and precision=fp32; other values are not."""
+    arguments = ["recipe=sst2", "criterion=istar", "seed=1", "precision=fp32"]
+    (cell,) = plan(sweep(arguments), tmp_path)
+    old = OmegaConf.to_container(cell.cfg)
+    del old["model"]["lora"]
+    old["precision"] = "auto"
+    old = OmegaConf.create(old)
+    write_snapshot(cell.run_dir, old)
+    (cell.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
+    results = {"task": "sst2", "model": "bert", "seed": 1, "criterion": OmegaConf.to_container(cell.cfg.criterion),
+               "precision": "fp32"}
+    (cell.run_dir / "results.json").write_text(json.dumps(results))
+    assert [p.status for p in plan(sweep(arguments), tmp_path)] == ["finished"]
+    with pytest.raises(GridError, match=r"differs at model.lora.r\)"):  # LoRA on: not what the old run did
+        plan(sweep([*arguments, "model.lora.r=4"]), tmp_path)
+    (cell.run_dir / "results.json").write_text(json.dumps({**results, "precision": "bf16"}))
+    with pytest.raises(GridError, match=r"differs at precision\)"):  # auto ran bf16 there: not an fp32 run
+        plan(sweep(arguments), tmp_path)
+
+
 def test_launch_options_and_profiles():
     assert available_profiles() == ["gpu_a100", "local"]
     a100 = load_profile("gpu_a100")

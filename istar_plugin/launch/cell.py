@@ -17,6 +17,7 @@ preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.j
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any, Optional, Sequence
 import submitit
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import RunConfig, to_yaml
+from ..config import RunConfig, to_yaml, unchanged_by_additions
 from ..hooks import Hook
 from ..registry import ENGINES
 from ..storage.atomic import atomic_write_text
@@ -61,9 +62,17 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): node}
 
 
-def differences(a: DictConfig, b: DictConfig) -> list[str]:
-    """Dotted keys whose values differ between two configs."""
+def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = None) -> list[str]:
+    """Dotted keys whose values differ between the config ``a`` of a run directory and a new config ``b``.
+
+    A key added to the config since ``a`` was written is no difference where ``b`` holds the value that does what
+    ``a``'s run did (:data:`~istar_plugin.config.ADDED_KEYS`); nor is ``precision=auto`` in ``a`` against the
+    precision its run used (``used_precision``, from its results).
+    """
     flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
+    flat_a = unchanged_by_additions(flat_a, flat_b)
+    if used_precision is not None and flat_a.get("precision") == "auto":
+        flat_a["precision"] = used_precision
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
 
@@ -77,14 +86,22 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
     config_path = run_dir / "config.yaml"
     if not ((run_dir / RESULTS).is_file() and config_path.is_file()):
         return False
-    if differences(OmegaConf.load(config_path), cfg):
-        return False
     try:
         results = read_results(run_dir / RESULTS, require_finished=True)
     except ResultsError:
         return False
+    if differences(OmegaConf.load(config_path), cfg, used_precision(run_dir)):
+        return False
     criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
     return (results.task, results.model, results.seed, results.criterion) == (cfg.task, cfg.model.name, cfg.seed, criterion)
+
+
+def used_precision(run_dir: Path) -> Optional[str]:
+    """The precision a finished run used, from its ``results.json`` (None when it does not say)."""
+    try:
+        return json.loads((run_dir / RESULTS).read_text()).get("precision")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def latest_checkpoint_step(run_dir: Path) -> int:
