@@ -1,10 +1,10 @@
 """The Isotropy Layer's stage 2 with the frozen encoder's outputs cached against computed at every step.
 
-    python benchmarks/isolayer_stage2_cache.py [--rounds 2] [--samples 1600] [--epochs 3] [--threads 2]
+    python benchmarks/isolayer_stage2_cache.py [--rounds 2] [--samples 1600] [--epochs 3] [--threads 2] [--patience 1]
 
 The job is a stage-2 cell of ``recipes/grids/isolayer_minilm.yaml`` on RTE (``../shared/data/rte`` or
 ISTAR_SHARED_DATA): the packaged MiniLM, ``--samples`` training pairs of which 30% validate (early stopping,
-patience 1), 400 dev pairs, 64 tokens, batch 16, ``--epochs`` epochs, lr 1e-3. Its stage 1 is a short
+``--patience`` 1, 0 for none), 400 dev pairs, 64 tokens, batch 16, ``--epochs`` epochs, lr 1e-3. Its stage 1 is a short
 cross-entropy run (20 steps: stage 2's cost does not depend on how good stage 1 is). The two variants differ in
 ``model.frozen_dropout`` alone: false (the default: outputs cached, no dropout in the frozen encoder) and true
 (dropout at every step, no cache: the behaviour before the cache). Each runs ``--rounds`` times in this process,
@@ -32,7 +32,8 @@ DATA = Path(os.environ.get("ISTAR_SHARED_DATA", Path(__file__).resolve().parents
 def overrides(args, output_dir: Path, *extra: str) -> list[str]:
     return ["recipe=rte", "model=minilm", "data.source=files", f"data.dir={DATA / 'rte'}", "data.validation_split=0.3",
             f"data.max_train_samples={args.samples}", "data.max_eval_samples=400", "data.max_length=64",
-            "batch_size=16", "eval_batch_size=64", "optim.grad_accum=1", f"optim.epochs={args.epochs}", "patience=1",
+            "batch_size=16", "eval_batch_size=64", "optim.grad_accum=1", f"optim.epochs={args.epochs}",
+            f"patience={args.patience or 'null'}",
             "eval_before_training=false", "progress=false", "tensorboard=false", f"output_dir={output_dir}", *extra]
 
 
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1600)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--patience", type=int, default=1, help="early stopping's patience; 0: none")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as scratch:
