@@ -30,6 +30,7 @@ def tiny_overrides(tiny_bert, shared_data, output_dir, *extra):
         f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=48", "data.max_eval_samples=48",
         "data.max_length=32", "batch_size=8", "optim.grad_accum=2", "optim.epochs=2", "optim.lr=1e-3",
         "criterion=istar", "criterion.shrinkage_points=1000000", "progress=false", "log_every=1",
+        "precision=fp32",  # the tolerances below are fp32 rounding's (auto is bf16 on a CPU with AVX512-BF16 or AMX)
         f"output_dir={output_dir}", *extra,
     ]
 

@@ -20,6 +20,6 @@ def test_readme_isotropy_example_runs(capsys):
 def test_ci_runs_the_readme_test_command():
     text = README.read_text()
     command = text.split("<!-- test-command -->", 1)[1].split("```bash\n", 1)[1].split("\n", 1)[0]
-    assert command == ".venv/bin/python -m pytest -q"
+    assert command == ".venv/bin/python -m pytest -q -n 2"
     ci = (README.parent / ".ci" / "run").read_text()
     assert "<!-- test-command -->" in ci and "bash install.sh" in ci
