@@ -243,18 +243,19 @@ run directory whose config lacks such a key and a config holding that value desc
 it). A new key must default to the old behaviour and be listed here (``tests/test_compatibility.py``)."""
 
 
-def unchanged_by_additions(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``old`` (a flat config: dotted keys) with each key of :data:`ADDED_KEYS` it lacks set as ``new`` has it, when
-    ``new`` holds the value that does what ``old`` did.
+def as_configured_today(flat: dict[str, Any], used_precision: Optional[str] = None) -> dict[str, Any]:
+    """A run's flat config (dotted keys) as a config written today would say it: each key of :data:`ADDED_KEYS` it
+    lacks at its old-behaviour value, and ``precision=auto`` as the precision the run used, when known.
 
-    >>> unchanged_by_additions({"seed": 1}, {"seed": 1, "model.lora.r": 0, "engine": "sentence_transformers"})
-    {'seed': 1, 'model.lora.r': 0}
+    >>> as_configured_today({"seed": 1, "precision": "auto"}, used_precision="fp32")["precision"]
+    'fp32'
+    >>> as_configured_today({"seed": 1})["model.lora.r"]
+    0
     """
-    filled = dict(old)
-    for key, value in ADDED_KEYS.items():
-        if key not in old and key in new and new[key] == value:
-            filled[key] = value
-    return filled
+    today = {**ADDED_KEYS, **flat}
+    if used_precision is not None and today.get("precision") == "auto":
+        today["precision"] = used_precision
+    return today
 
 
 def _layer_ranges(overrides: list[str]) -> list[str]:

@@ -437,3 +437,21 @@ def test_reference_compares_each_value_of_a_swept_key_with_the_reference_per_met
     assert report_cli.main([str(grid), "--reference", "seed_order=7", "--out", str(tmp_path / "none")]) == 0
     assert "versus_reference.md not written: no setting has seed_order at another value" in capsys.readouterr().out
     assert not (tmp_path / "none" / "versus_reference.md").exists()
+
+
+def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_newer_ones(tmp_path):
+    """Seed 1 ran before model.lora existed and with precision=auto (fp32 on its machine); seed 2 with both
+    written out: the same setting (no variant), not two settings of one seed each."""
+    grid = tmp_path / "grid"
+    for seed, extra, precision in ((1, "", "auto"), (2, "model: {lora: {r: 0, alpha: 16.0}}\n", "fp32")):
+        cell = grid / f"base{seed}"
+        write_cell(cell, "sst2", "bert", "cross_entropy", None, None, seed, 90.0 + seed, 0.1)
+        (cell / "config.yaml").write_text(f"task: sst2\nseed: {seed}\nprecision: {precision}\n{extra}")
+        results = json.loads((cell / "results.json").read_text())
+        (cell / "results.json").write_text(json.dumps({**results, "precision": "fp32"}))
+    records, problems = istar_cells.collect(grid)
+    assert problems == [] and [record.variant for record in records] == ["", ""]
+    assert [s.n for s in report.settings(records)] == [2]
+    bf16 = json.loads((grid / "base1" / "results.json").read_text())
+    (grid / "base1" / "results.json").write_text(json.dumps({**bf16, "precision": "bf16"}))  # auto ran bf16 there
+    assert sorted(record.variant for record in istar_cells.collect(grid)[0]) == ["precision=bf16", "precision=fp32"]

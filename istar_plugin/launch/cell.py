@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 import submitit
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import RunConfig, to_yaml, unchanged_by_additions
+from ..config import RunConfig, as_configured_today, to_yaml
 from ..hooks import Hook
 from ..registry import ENGINES
 from ..storage.atomic import atomic_write_text
@@ -70,9 +70,7 @@ def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = No
     precision its run used (``used_precision``, from its results).
     """
     flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
-    flat_a = unchanged_by_additions(flat_a, flat_b)
-    if used_precision is not None and flat_a.get("precision") == "auto":
-        flat_a["precision"] = used_precision
+    flat_a = as_configured_today(flat_a, used_precision)
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
 

@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
+from ..config import as_configured_today
 from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results
 from .paper.istar import reported_metrics
 
@@ -83,7 +84,9 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
     """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
 
     Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
-    model, task and method differ, e.g. a learning-rate sweep. A second cell with the same model, task,
+    model, task and method differ, e.g. a learning-rate sweep; configs are compared as written today
+    (:func:`~istar_plugin.config.as_configured_today`: keys added since at their old-behaviour values,
+    ``precision=auto`` as the precision used). A second cell with the same model, task,
     method, lam, zeta, variant and seed as an earlier one (in path order) is a problem too: averaging both
     would count one seed twice.
     """
@@ -94,7 +97,8 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
     problems: list[tuple[str, str]] = []
     for cell in find_cells(grid):
         try:
-            finished.append((read_cell(cell), read_config(cell)))
+            record = read_cell(cell)
+            finished.append((record, as_configured_today(read_config(cell), _used_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -108,6 +112,14 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
         first_of[key] = record
         records.append(record)
     return records, problems
+
+
+def _used_precision(cell: Path) -> Optional[str]:
+    """The precision a finished run recorded (``precision=auto`` resolves per machine)."""
+    try:
+        return json.loads((cell / RESULTS).read_text(encoding="utf-8")).get("precision")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def find_cells(grid: Path) -> list[Path]:
