@@ -143,3 +143,21 @@ def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_las
     left_and_right = torch.tensor([[0, 1, 1], [1, 1, 0]])  # left padding, right padding
     assert analyze._last_real_token(hidden, left_and_right).tolist() == [[4.0, 5.0], [8.0, 9.0]]
 
+
+
+def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, shared_data, tmp_path, capsys):
+    arguments = ["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
+                 f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
+                 "data.max_length=32", "eval_batch_size=16"]
+    out = tmp_path / "out"
+    assert analyze_cli.main([str(runs[1]), "--out", str(out), "--base", *arguments]) == 0
+    base = json.loads((out / "pretrained" / "analysis.json").read_text())
+    trained = json.loads((out / runs[1].name / "analysis.json").read_text())
+    assert base["step"] == 0 and base["label"] == "minilm before training" and base["examples"] == 40
+    assert base["isoscore_star_per_layer"] != trained["isoscore_star_per_layer"]  # training moved the profile
+    assert len(base["outlier_dimensions_per_layer"]) == len(base["twonn_per_layer"]) == 2  # tiny BERT's layers
+    assert (out / "figure6.png").is_file()
+    capsys.readouterr()
+    assert analyze_cli.main(["--out", str(tmp_path / "bad"), "--base", "recipe=sst2", "model=nope"]) == 2
+    assert capsys.readouterr().err.startswith("istar-analyze: --base: unknown model 'nope'; presets: ")
+    assert not (tmp_path / "bad").exists()

@@ -7,6 +7,10 @@ cosine per layer, I1/I2 of the word embeddings) and, overlaying the runs, Figure
 Eickhoff (2024) as PNG.
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
+    istar-analyze [RUN_DIR ...] --base recipe=sst2 model=smollm2 data.dir=DIR   # the pretrained model too
+
+``--base KEY=VALUE ...`` adds the pretrained model that ``istar-run`` with those arguments would start from, before
+any training (written to ``DIR/pretrained``): the profile a fine-tuning run changes.
 """
 from __future__ import annotations
 
@@ -15,12 +19,14 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import RunDirError, RunError, one_line
+from ..config import compose
+from ..errors import ConfigError, ModelError, RunDirError, RunError, one_line
 from ..reports.analyze import (
     CONSISTENCY_TOLERANCE,
     SPLITS,
     RunProblem,
     _distinct_labels,
+    analyze_base,
     analyze_run,
     check_run,
     figure4,
@@ -35,13 +41,25 @@ from ..storage.ownership import ANALYSIS_MARKER, check_writable, mark
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="finished run directories")
+    parser.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="finished run directories")
+    parser.add_argument("--base", nargs="+", metavar="KEY=VALUE",
+                        help="also analyse the pretrained model istar-run with these arguments starts from")
     parser.add_argument("--split", choices=SPLITS, default="eval", help="which split to stream (default eval)")
     parser.add_argument("--out", type=Path, default=Path("analysis"), help="output directory (default ./analysis)")
     parser.add_argument("--batch-size", type=int, help="examples per forward pass (default: the run's eval batch size)")
     args = parser.parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if not args.run_dirs and not args.base:
+        parser.error("name a finished RUN_DIR, or --base KEY=VALUE ... for a pretrained model")
+    base = None
+    if args.base:
+        try:
+            compose(args.base)  # a bad argument fails here, in one line, before any model loads
+        except (ConfigError, ModelError) as error:
+            print(f"istar-analyze: --base: {one_line(error)}", file=sys.stderr)
+            return 2
+        base = args.base
     problems, good = [], []  # one bad run does not stop the others
     for run_dir in args.run_dirs:
         try:
@@ -53,19 +71,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_writable(args.out, ANALYSIS_MARKER, "--out")
     except RunDirError as error:
         problems.insert(0, str(error))
-        good = []
-    if not good:
+        good, base = [], None
+    if not good and base is None:
         for problem in problems:
             print(f"istar-analyze: {problem}", file=sys.stderr)
         return 2
     mark(args.out, ANALYSIS_MARKER)
     analyses = []
-    for number, (run_dir, name) in enumerate(zip(good, output_names(good)), start=1):
-        print(f"[{number}/{len(good)}] {run_dir}", file=sys.stderr, flush=True)
+    names = output_names(good)
+    jobs = [*zip(good, names), *([(None, _unused("pretrained", names))] if base else [])]
+    for number, (run_dir, name) in enumerate(jobs, start=1):
+        print(f"[{number}/{len(jobs)}] {run_dir or 'base: ' + ' '.join(base)}", file=sys.stderr, flush=True)
         try:
-            analysis = analyze_run(run_dir, args.split, args.batch_size)
+            analysis = analyze_run(run_dir, args.split, args.batch_size) if run_dir else analyze_base(
+                base, args.split, args.batch_size)
         except RunError as error:  # this run cannot be loaded or read: the others still are analysed
-            problems.append(f"{run_dir}: {one_line(error)}")
+            problems.append(f"{run_dir or 'base'}: {one_line(error)}")
             continue
         (args.out / name).mkdir(parents=True, exist_ok=True)
         path = atomic_write_json(args.out / name / "analysis.json", analysis)
@@ -86,6 +107,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                for number, figure in ((4, figure4), (5, figure5), (6, figure6))]
     print("figures: " + ", ".join(str(path) for path in figures))
     return 2 if problems else 0  # some runs were left out: a script should notice
+
+
+def _unused(name: str, taken: Sequence[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... when a run's output directory already has it."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}_{number}"
+    return candidate
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -39,6 +40,7 @@ from typing import Any, Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
+from ..config import compose
 from ..isotropy import (
     CovarianceAccumulator,
     cosine_from_unit_sums,
@@ -54,7 +56,8 @@ from ..training.trainer import Trainer
 from .figures import save_png, single
 from .istar_tables import display_name
 
-__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "run_label", "figure4", "figure5", "figure6"]
+__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "analyze_base", "run_label", "figure4",
+           "figure5", "figure6"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
@@ -252,16 +255,10 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     results = check_run(run_dir)
     started = time.perf_counter()
     trainer = load_trained(run_dir)
-    loaded = time.perf_counter()
     source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/")
     print(f"  {run_dir.name}: final model loaded from {source} (step {results.get('step')}) in "
-          f"{loaded - started:.0f} s", file=sys.stderr, flush=True)
-    layers = stream_split(trainer, split, batch_size)
-    streamed = time.perf_counter()
-    word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
-    word_embeddings = word_embeddings().detach() if word_embeddings else None
-    trainer.close()  # releases the run directory's lock: the run is left as it was
-    analysis = {
+          f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    analysis = _analysis(trainer, split, batch_size, started, {
         "run_dir": str(run_dir),
         "label": run_label(results),
         "task": results.get("task"),
@@ -269,17 +266,42 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
         "criterion": results.get("criterion"),
         "seed": results.get("seed"),
         "step": results.get("step"),  # the final model's step (model/ carries none of its own)
-        "split": split,
-        "examples": sum(len(cls) for cls in layers[-1].cls),
-        "tokens_per_layer": layers[-1].tokens.count,
         "main_metric": results.get("main_metric"),
         "score": (results.get("metrics") or {}).get(results.get("main_metric")),
-        **measures(layers, word_embeddings),
-    }
+    })
     if split == "eval" and results.get("eval_isoscore_star_per_layer"):
         reported = [results["eval_isoscore_star"], *results["eval_isoscore_star_per_layer"]]
         ours = [analysis["isoscore_star"], *analysis["isoscore_star_per_layer"]]
         analysis["results_max_abs_difference"] = max(abs(a - b) for a, b in zip(reported, ours))
+    return analysis
+
+
+def analyze_base(arguments: Sequence[str], split: str = "eval", batch_size: Optional[int] = None) -> dict[str, Any]:
+    """The analysis of the pretrained model that ``istar-run`` with ``arguments`` would start from, before any
+    training step (LoRA adapters start at zero and change nothing; the fresh task head plays no part)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        cfg = compose([*arguments, f"output_dir={Path(scratch) / 'run'}", "tensorboard=false", "progress=false"])
+        trainer = Trainer(cfg)
+        trainer.model.eval()
+        print(f"  {cfg.model.name}: pretrained model loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr,
+              flush=True)
+        return _analysis(trainer, split, batch_size, started, {
+            "run_dir": None, "label": f"{cfg.model.name} before training", "task": cfg.task, "model": cfg.model.name,
+            "criterion": None, "seed": cfg.seed, "step": 0, "main_metric": None, "score": None,
+        })
+
+
+def _analysis(trainer, split: str, batch_size: Optional[int], started: float, about: dict[str, Any]) -> dict[str, Any]:
+    """Stream the split through the trainer's model and measure: ``about`` and the measures, with timings."""
+    loaded = time.perf_counter()
+    layers = stream_split(trainer, split, batch_size)
+    streamed = time.perf_counter()
+    word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
+    word_embeddings = word_embeddings().detach() if word_embeddings else None
+    trainer.close()  # releases the run directory's lock: the run is left as it was
+    analysis = {**about, "split": split, "examples": sum(len(cls) for cls in layers[-1].cls),
+                "tokens_per_layer": layers[-1].tokens.count, **measures(layers, word_embeddings)}
     finished = time.perf_counter()
     analysis["seconds"] = {"load": loaded - started, "stream": streamed - loaded, "measures": finished - streamed,
                            "total": finished - started}
