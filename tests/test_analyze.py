@@ -156,7 +156,7 @@ def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, s
     assert base["step"] == 0 and base["label"] == "minilm before training" and base["examples"] == 40
     assert base["isoscore_star_per_layer"] != trained["isoscore_star_per_layer"]  # training moved the profile
     assert len(base["outlier_dimensions_per_layer"]) == len(base["twonn_per_layer"]) == 2  # tiny BERT's layers
-    assert (out / "figure6.png").is_file()
+    assert all((out / name).is_file() for name in ("figure6.png", "outliers.png", "massive.png"))
     capsys.readouterr()
     assert analyze_cli.main(["--out", str(tmp_path / "bad"), "--base", "recipe=sst2", "model=nope"]) == 2
     assert capsys.readouterr().err.startswith("istar-analyze: --base: unknown model 'nope'; presets: ")

@@ -32,6 +32,8 @@ from ..reports.analyze import (
     figure4,
     figure5,
     figure6,
+    figure_massive,
+    figure_outliers,
     output_names,
 )
 from ..storage.atomic import atomic_write_json
@@ -103,8 +105,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not analyses:
         return 2
     _distinct_labels(analyses)
-    figures = [figure(analyses, args.out / f"figure{number}.png")
-               for number, figure in ((4, figure4), (5, figure5), (6, figure6))]
+    figures = [figure(analyses, args.out / name) for name, figure in (
+        ("figure4.png", figure4), ("figure5.png", figure5), ("figure6.png", figure6), ("outliers.png", figure_outliers),
+        ("massive.png", figure_massive))]
     print("figures: " + ", ".join(str(path) for path in figures))
     return 2 if problems else 0  # some runs were left out: a script should notice
 

@@ -19,7 +19,8 @@ that wrote it, with the run's own config, tokenizer and data) and streams one sp
   thousands of times the median);
 
 and, overlaying the runs (labelled by criterion and lambda), Figure 4 (mean activation per dimension),
-Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickhoff (2024) as PNG.
+Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickhoff (2024) as PNG, and the outlier
+dimensions (``outliers.png``) and largest activations (``massive.png``) per layer.
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
 
@@ -57,7 +58,7 @@ from .figures import save_png, single
 from .istar_tables import display_name
 
 __all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "analyze_base", "run_label", "figure4",
-           "figure5", "figure6"]
+           "figure5", "figure6", "figure_outliers", "figure_massive"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
@@ -327,10 +328,13 @@ def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     return save_png(fig, path)
 
 
-def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path) -> Path:
+def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path, log: bool = False) -> Path:
     fig, ax = single(f"{title} ({_context(analyses)})", "layer", ylabel)
+    if log:
+        ax.set_yscale("log")
     for marker, analysis in zip("osD^vPX*" * len(analyses), analyses):
         values = analysis[key]
+        values = [len(v) for v in values] if values and isinstance(values[0], list) else values
         layers = [i + 1 for i, v in enumerate(values) if v is not None]
         ax.plot(layers, [v for v in values if v is not None], marker=marker, markersize=4, label=analysis["label"])
     ax.set_xticks(range(1, len(analyses[0][key]) + 1))
@@ -346,6 +350,19 @@ def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
 def figure6(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     """Figure 6: IsoScore* (zeta 0, padding excluded) of each layer's token cloud, one line per run."""
     return _per_layer(analyses, "isoscore_star_per_layer", "IsoScore* per layer, tokens, ζ = 0", "IsoScore*", path)
+
+
+def figure_outliers(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
+    """How many outlier dimensions each layer has (mean |activation| over ``outlier_factor`` x the median's)."""
+    factor = analyses[0].get("outlier_factor", OUTLIER_FACTOR)
+    return _per_layer(analyses, "outlier_dimensions_per_layer", f"Outlier dimensions per layer (> {factor:g}x median)",
+                      "dimensions", path)
+
+
+def figure_massive(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
+    """The largest activation of each layer over its median dimension's mean |activation| (log scale)."""
+    return _per_layer(analyses, "max_activation_ratio_per_layer", "Largest activation over the median, per layer",
+                      "max |activation| / median", path, log=True)
 
 
 # ----------------------------------------------------------------------------------------------------- CLI
