@@ -343,8 +343,10 @@ def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path, log: boo
 
 
 def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Figure 5: TwoNN intrinsic dimension of the [CLS] vectors per layer, one line per run."""
-    return _per_layer(analyses, "twonn_per_layer", "TwoNN intrinsic dimension of [CLS] per layer", "TwoNN dimension", path)
+    """Figure 5: TwoNN intrinsic dimension per layer of the [CLS] vectors (a decoder's last real tokens), one line
+    per run."""
+    return _per_layer(analyses, "twonn_per_layer", "TwoNN dimension per layer ([CLS]; a decoder's last token)",
+                      "TwoNN dimension", path)
 
 
 def figure6(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
