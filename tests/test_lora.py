@@ -16,6 +16,7 @@ from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.preflight import model_shape
 from istar_plugin.reports import analyze
 from istar_plugin.storage.checkpoints import Checkpoints
+from istar_plugin.training.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer
 
 EOS = "</s>"
@@ -160,3 +161,18 @@ def test_a_file_that_is_not_gguf_fails_in_one_line_before_anything_is_written(ti
         Trainer(cfg)
     assert str(error.value).startswith(f"model '{fake}' cannot be loaded: ") and "GGUF" in str(error.value)
     assert "\n" not in str(error.value) and not (tmp_path / "run").exists()
+
+
+def test_init_from_a_lora_run_starts_from_its_adapters_and_a_model_without_lora_is_refused(tiny_llama, shared_data,
+                                                                                              tmp_path):
+    source = tmp_path / "source"
+    first = Trainer(run_config(tiny_llama, shared_data, source, "model.lora.r=4", "max_steps=2"))
+    first.fit()
+    trained = first.model.checkpoint_state()
+    follow = Trainer(run_config(tiny_llama, shared_data, tmp_path / "follow", "model.lora.r=4", "max_steps=2",
+                                f"init_from={source}"))
+    assert all(torch.equal(follow.model.checkpoint_state()[name], tensor) for name, tensor in trained.items())
+    follow.close()
+    with pytest.raises(InitFromError, match=r"its weights do not fit this model \(a LoRA run starts runs with the same"):
+        Trainer(run_config(tiny_llama, shared_data, tmp_path / "full", "model.lora.r=0", "max_steps=2",
+                           f"init_from={source}"))

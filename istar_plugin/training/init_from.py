@@ -58,7 +58,12 @@ class InitSource:
         if inserted:
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head ({', '.join(inserted)}); "
                              "start from the run it was itself initialised from")
-        getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
+        try:
+            getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
+        except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
+            detail = " ".join(str(error).split())[:300]
+            raise InitFromError(f"init_from {self.path}: its weights do not fit this model (a LoRA run starts runs with "
+                                f"the same model.lora settings): {detail}") from None
 
 
 def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:
