@@ -4,12 +4,13 @@ import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForSequenceClassification, GPT2Config, GPT2Model, GPT2TokenizerFast, pipeline
 
 from istar_plugin.config import compose
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.training.trainer import Trainer
+
+from helpers import byte_level_bpe  # noqa: E402
 
 EOS = "<|endoftext|>"
 
@@ -17,13 +18,7 @@ EOS = "<|endoftext|>"
 @pytest.fixture(scope="module")
 def tiny_gpt2(shared_data, tmp_path_factory):
     """2 blocks, 32 wide, and a 400-token byte-level BPE trained on SST-2 sentences; no pad token, like GPT-2."""
-    sentences = [line.split("\t")[0] for line in (shared_data / "sst2" / "train.tsv").read_text().splitlines()[1:2001]]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(sentences, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, unk_token=EOS)
+    tokenizer = GPT2TokenizerFast(tokenizer_object=byte_level_bpe(shared_data, EOS), bos_token=EOS, eos_token=EOS, unk_token=EOS)
     assert tokenizer.pad_token is None
     config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)

@@ -12,7 +12,7 @@ from istar_plugin.storage.atomic import atomic_write_text
 from istar_plugin.storage.checkpoints import problem
 from istar_plugin.storage.logs import MetricsLog
 from istar_plugin.training.trainer import Trainer
-from test_trainer import CrashAt
+from helpers import CrashAt
 
 
 @contextlib.contextmanager

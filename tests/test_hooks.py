@@ -7,7 +7,7 @@ from istar_plugin.hooks import Hook, HookDispatcher, RunView, TrainingControl
 from istar_plugin.reports.analyze import load_trained
 from istar_plugin.training.export import export_checkpoint
 from istar_plugin.training.trainer import Trainer
-from test_trainer import CrashAt
+from helpers import CrashAt
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):

@@ -6,18 +6,18 @@ import json
 import pytest
 import torch
 from peft import PeftModel
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForSequenceClassification, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, ModelError
-from istar_plugin.hooks import Hook
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.preflight import model_shape
 from istar_plugin.reports import analyze
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer
+
+from helpers import CrashAt, byte_level_bpe  # noqa: E402
 
 EOS = "</s>"
 
@@ -26,13 +26,7 @@ EOS = "</s>"
 def tiny_llama(shared_data, tmp_path_factory):
     """2 layers, 32 wide (grouped-query attention, 4 heads on 2 key-value heads), a 400-token byte-level BPE
     trained on SST-2 sentences; no pad token, like Llama."""
-    sentences = [line.split("\t")[0] for line in (shared_data / "sst2" / "train.tsv").read_text().splitlines()[1:2001]]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(sentences, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, bos_token=EOS)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(shared_data, EOS), eos_token=EOS, bos_token=EOS)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
@@ -70,17 +64,6 @@ def test_lora_trains_adapters_and_the_head_alone_and_classifies_from_the_last_re
     torch.testing.assert_close(output.logits, alone, atol=1e-5, rtol=1e-4)  # padding never changes a prediction
     real = int(batch["attention_mask"].sum())
     assert [cloud.shape for cloud in model.token_cloud(output)] == [(real, 32), (real, 32)]
-
-
-class CrashAt(Hook):
-    """A killed job: raises once the given optimizer step is done."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
 
 
 LORA = ("model.lora.r=4", "model.lora.target_modules=[q_proj,v_proj,o_proj]", "model.lora.save_merged=true", "max_steps=4")

@@ -16,7 +16,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
 from istar_plugin.training.trainer import Trainer
-from test_trainer import CrashAt
+from helpers import CrashAt
 
 
 def arguments(tiny_bert, shared_data, output_dir, *extra):

@@ -14,7 +14,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from test_trainer import CrashAt
+from helpers import CrashAt
 
 from istar_plugin.config import compose
 from istar_plugin.data.task import clip_text

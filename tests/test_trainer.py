@@ -7,11 +7,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
-from istar_plugin.hooks import Hook
 from istar_plugin.storage.checkpoints import save_verified
 from istar_plugin.storage.predictions import read_predictions
 from istar_plugin.training.batching import epoch_order
 from istar_plugin.training.trainer import Trainer
+
+from helpers import CrashAt  # noqa: E402
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
@@ -22,17 +23,6 @@ def tiny_config(tiny_bert, shared_data, output_dir, *extra):
         f"output_dir={output_dir}", "progress=false", "log_every=1", *extra,
         *(["criterion.shrinkage_points=300"] if "criterion=istar" in extra else []),
     ])
-
-
-class CrashAt(Hook):
-    """Simulates a killed job: raises once the given optimizer step is done."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, stats):
-        if step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {step}")
 
 
 def test_epoch_order_is_a_seeded_partition():
