@@ -66,11 +66,11 @@ def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = No
     """Dotted keys whose values differ between the config ``a`` of a run directory and a new config ``b``.
 
     A key added to the config since ``a`` was written is no difference where ``b`` holds the value that does what
-    ``a``'s run did (:data:`~istar_plugin.config.ADDED_KEYS`); nor is ``precision=auto`` in ``a`` against the
-    precision its run used (``used_precision``, from its results).
+    ``a``'s run did (:data:`~istar_plugin.config.ADDED_KEYS`); nor is ``precision=auto`` in ``a`` against an explicit
+    precision in ``b`` that its run used (``used_precision``, from its results); auto against auto is the same.
     """
     flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
-    flat_a = as_configured_today(flat_a, used_precision)
+    flat_a = as_configured_today(flat_a, used_precision if flat_b.get("precision") != "auto" else None)
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
 
