@@ -428,7 +428,7 @@ def _load_with_one_line_report(auto_class, path: str, **kwargs):
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     try:
-        with _no_gguf_bar():
+        with _no_gguf_bar() if kwargs.get("gguf_file") else contextlib.nullcontext():
             model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
     finally:
         transformers_logging.set_verbosity(verbosity)

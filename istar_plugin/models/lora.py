@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from transformers.pytorch_utils import Conv1D
 
 from ..errors import ConfigError
 
@@ -60,8 +61,6 @@ class LoraSettings:
 def lora_target_choices(model: torch.nn.Module) -> list[str]:
     """The names LoRA can target in ``model``: its linear layers' last name parts (GPT-2's Conv1D included), the
     task head's excepted (it trains whole)."""
-    from transformers.pytorch_utils import Conv1D
-
     head = {"classifier", "score", "qa_outputs", "pre_classifier", "lm_head"}
     return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                    if isinstance(module, (torch.nn.Linear, Conv1D)) and not head & set(name.split("."))})
