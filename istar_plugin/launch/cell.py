@@ -17,7 +17,6 @@ preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.j
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from pathlib import Path
@@ -33,7 +32,7 @@ from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog
-from ..storage.results import RESULTS, ResultsError, read_results
+from ..storage.results import RESULTS, ResultsError, read_results, recorded_precision
 from ..training.progress import run_summary
 
 SNAPSHOT = "cell.yaml"
@@ -88,18 +87,10 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
         results = read_results(run_dir / RESULTS, require_finished=True)
     except ResultsError:
         return False
-    if differences(OmegaConf.load(config_path), cfg, used_precision(run_dir)):
+    if differences(OmegaConf.load(config_path), cfg, recorded_precision(run_dir)):
         return False
     criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
     return (results.task, results.model, results.seed, results.criterion) == (cfg.task, cfg.model.name, cfg.seed, criterion)
-
-
-def used_precision(run_dir: Path) -> Optional[str]:
-    """The precision a finished run used, from its ``results.json`` (None when it does not say)."""
-    try:
-        return json.loads((run_dir / RESULTS).read_text()).get("precision")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def latest_checkpoint_step(run_dir: Path) -> int:

@@ -48,8 +48,8 @@ from omegaconf import DictConfig
 from ..config import ConfigError, compose
 from ..storage.atomic import atomic_write_json
 from ..storage.ownership import GRID_MARKER, check_writable, mark
-from .cell import (CellRunner, differences, is_finished, latest_checkpoint_step, load_snapshot, used_precision,
-                   write_snapshot)
+from ..storage.results import recorded_precision
+from .cell import CellRunner, differences, is_finished, latest_checkpoint_step, load_snapshot, write_snapshot
 from .grid import Cell, Grid, GridError
 from .options import LaunchError, LaunchOptions, SlurmProfile
 
@@ -95,7 +95,7 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
             raise GridError(f"cell {cell.name}: {cfg}")
-        if (run_dir / "cell.yaml").is_file() and (changed := differences(load_snapshot(run_dir), cfg, used_precision(run_dir))):
+        if (run_dir / "cell.yaml").is_file() and (changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
             conflicts.append(f"{run_dir} (differs at {', '.join(changed[:5])})")
             continue
         if is_finished(run_dir, cfg):

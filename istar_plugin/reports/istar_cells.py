@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 import yaml
 
 from ..config import as_configured_today
-from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results
+from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results, recorded_precision
 from .paper.istar import reported_metrics
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
@@ -98,7 +98,7 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
     for cell in find_cells(grid):
         try:
             record = read_cell(cell)
-            finished.append((record, as_configured_today(read_config(cell), _used_precision(cell))))
+            finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -112,14 +112,6 @@ def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, 
         first_of[key] = record
         records.append(record)
     return records, problems
-
-
-def _used_precision(cell: Path) -> Optional[str]:
-    """The precision a finished run recorded (``precision=auto`` resolves per machine)."""
-    try:
-        return json.loads((cell / RESULTS).read_text(encoding="utf-8")).get("precision")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def find_cells(grid: Path) -> list[Path]:

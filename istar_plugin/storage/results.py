@@ -38,7 +38,7 @@ from typing import Any, Optional
 from ..errors import DataError, one_line
 from .atomic import atomic_write_json
 
-__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results",
+__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results", "recorded_precision",
            "write_results", "record_from_json"]
 
 SCHEMA_VERSION = 2
@@ -272,3 +272,12 @@ def read_results(path: str | os.PathLike, require_finished: bool = False) -> Res
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
     """Write ``record`` to ``path`` atomically (a crash leaves the old file or the new one); returns the path."""
     return atomic_write_json(path, record.to_json())
+
+
+def recorded_precision(run_dir: Path) -> Optional[str]:
+    """The precision a run recorded in its ``results.json`` (None when it has none or does not say)."""
+    try:
+        return json.loads((Path(run_dir) / RESULTS).read_text(encoding="utf-8")).get("precision")
+    except (OSError, ValueError, AttributeError):
+        return None
+
