@@ -53,3 +53,23 @@ def tiny_bert(tmp_path_factory):
     BertModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(shared_data, tmp_path_factory):
+    """A random Llama (SmolLM2's architecture): 2 layers, 32 wide (grouped-query attention, 4 heads on 2 key-value
+    heads), a 400-token byte-level BPE trained on SST-2 sentences; no pad token, like Llama."""
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from helpers import byte_level_bpe
+
+    eos = "</s>"
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(shared_data, eos), eos_token=eos, bos_token=eos)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    directory = tmp_path_factory.mktemp("tiny_llama")
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 from peft import PeftModel
-from transformers import AutoModelForSequenceClassification, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoModelForSequenceClassification
 
 from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, ModelError
@@ -17,24 +17,7 @@ from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer
 
-from helpers import CrashAt, byte_level_bpe  # noqa: E402
-
-EOS = "</s>"
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(shared_data, tmp_path_factory):
-    """2 layers, 32 wide (grouped-query attention, 4 heads on 2 key-value heads), a 400-token byte-level BPE
-    trained on SST-2 sentences; no pad token, like Llama."""
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(shared_data, EOS), eos_token=EOS, bos_token=EOS)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
-    directory = tmp_path_factory.mktemp("tiny_llama")
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+from helpers import CrashAt  # noqa: E402
 
 
 def run_config(tiny_llama, shared_data, output_dir, *extra):
