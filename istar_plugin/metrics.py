@@ -174,6 +174,27 @@ def squad_f1(predictions: Sequence[str], references: Sequence[Sequence[str]]) ->
     return 100.0 * total / len(references)
 
 
+def perplexity(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
+    """exp of the mean negative log-likelihood per predicted token, pooled over texts (not a mean of per-text
+    perplexities); NaN when no token was predicted or a sum is not finite.
+
+    >>> round(perplexity([2 * math.log(4), math.log(4)], [2, 1]), 6)  # every token at probability 1/4
+    4.0
+    """
+    return math.exp(nll_per_token(nll_sums, token_counts))
+
+
+def nll_per_token(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
+    """The mean negative log-likelihood (nats) per predicted token, pooled over texts; NaN when none was predicted.
+
+    >>> nll_per_token([3.0, 1.0], [3, 1]), nll_per_token([0.0], [0])
+    (1.0, nan)
+    """
+    tokens = sum(int(count) for count in token_counts)
+    total = sum(float(value) for value in nll_sums)
+    return total / tokens if tokens and math.isfinite(total) else math.nan
+
+
 Scorer = Callable[[Sequence, Sequence], float]
 _LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
 _ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
@@ -193,8 +214,21 @@ TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     "cola": {"matthews_correlation": matthews_correlation},
     "stsb": {"pearson": pearson, "spearman": spearman},
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
+    "lm": {"perplexity": perplexity, "nll_per_token": nll_per_token},  # predictions: NLL sums; references: token counts
 }
 """Task name -> its metrics, by result key."""
+
+LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
+"""Metrics where a lower value is the better model; every other metric here is better higher."""
+
+
+def better_sign(metric: str) -> int:
+    """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank.
+
+    >>> better_sign("accuracy"), better_sign("perplexity")
+    (1, -1)
+    """
+    return -1 if metric in LOWER_IS_BETTER else 1
 
 TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
 """Tasks whose result also carries ``combined_score``, the mean of their metrics."""

@@ -27,8 +27,9 @@ from .paper.istar import reported_metrics
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
            "with_variants", "wall_seconds"]
 
-ALREADY_PERCENT = {"squad": frozenset({"exact_match", "f1"})}
-"""Task -> metrics stored as percentages; every other metric is a fraction in [0, 1] and is shown x100."""
+SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
+"""Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
+fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
 
@@ -72,12 +73,12 @@ class CellProblem(Exception):
 
 # ----------------------------------------------------------------------------------------------- collecting
 def as_percent(task: str, metric: str, value: float) -> float:
-    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions.
+    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions; a perplexity stays one.
 
-    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
-    (50.0, 88.5)
+    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5), as_percent("lm", "perplexity", 12.5)
+    (50.0, 88.5, 12.5)
     """
-    return value if metric in ALREADY_PERCENT.get(task, ()) else 100.0 * value
+    return value if metric in SHOWN_AS_STORED.get(task, ()) else 100.0 * value
 
 
 def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:

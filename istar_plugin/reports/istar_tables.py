@@ -44,6 +44,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..metrics import better_sign
 from .istar_cells import Key, Record
 from .paper.istar import paper_result, reported_metrics
 
@@ -163,7 +164,8 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the highest mean score, how many settings were compared).
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared): the highest,
+    or the lowest for a perplexity.
 
     ``selection="validation"`` compares the mean held-out validation score instead, among settings whose every
     seed has one. Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
@@ -174,7 +176,8 @@ def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Ke
     for setting in settings(records):
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
-    by = (lambda s: (s.mean, s.n)) if selection == "eval" else (lambda s: (s.validation_mean, s.n))
+    by = (lambda s: (better_sign(s.metric) * s.mean, s.n)) if selection == "eval" else (
+        lambda s: (better_sign(s.metric) * s.validation_mean, s.n))
     return {key: (max(group, key=by), len(group)) for key, group in candidates.items()}
 
 
@@ -293,7 +296,8 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
                 text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
-                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == max(present)
+                best = max(present) if better_sign(metric) > 0 else min(present)
+                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == best
                 cells.append(f"**{text}**" if bold else text)
             lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ the seeds are resampled (``resampled="seeds"``) and the interval says less.
 With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
 by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
 the verdict as "at this sample size". It is ``better`` when the whole interval lies above 0, ``worse`` below,
-else ``not distinguishable``.
+else ``not distinguishable`` (for a perplexity, where lower is better, the other way round).
 
 >>> refs = [1, 0] * 200
 >>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
@@ -32,7 +32,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..metrics import TASK_SCORERS
+from ..metrics import TASK_SCORERS, better_sign
 from .istar_cells import as_percent
 
 __all__ = ["PairedDifference", "paired_difference", "hierarchical_bootstrap", "CONFUSION_METRICS", "ROUNDS", "LEVEL"]
@@ -55,6 +55,7 @@ class PairedDifference:
     high: float
     resampled: str  # "seeds and examples" or "seeds"
     level: float = LEVEL
+    lower_is_better: bool = False  # a perplexity: a negative difference is the better model
 
     @property
     def mean(self) -> float:
@@ -62,7 +63,8 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        return "better" if self.low > 0 else "worse" if self.high < 0 else "not distinguishable"
+        above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
+        return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
 
     def text(self) -> str:
         """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""
@@ -95,7 +97,8 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
         low, high = _seed_bootstrap(differences, rounds, seed)
-    return PairedDifference(tuple(seeds), tuple(differences), low, high, "seeds and examples" if examples else "seeds")
+    return PairedDifference(tuple(seeds), tuple(differences), low, high, "seeds and examples" if examples else "seeds",
+                            lower_is_better=better_sign(metric) < 0)
 
 
 def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,

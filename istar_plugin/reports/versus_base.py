@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import DataError
+from ..metrics import better_sign
 from ..storage.predictions import read_predictions
 from .istar_cells import Record
 from .istar_tables import Setting, display_name, settings
@@ -98,7 +99,7 @@ def _key(item: Record | Setting) -> tuple:
 def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
     bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
     same_variant = [s for s in bases if s.variant == setting.variant]
-    return (same_variant or sorted(bases, key=lambda s: (s.mean, s.n)))[-1] if bases else None
+    return (same_variant or sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n)))[-1] if bases else None
 
 
 def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:

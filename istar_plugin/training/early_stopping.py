@@ -2,7 +2,7 @@
 
 The trainer adds an :class:`EarlyStopping` hook when ``data.validation_split > 0``: after every epoch it
 evaluates the validation examples, keeps a copy of the trainable parameters that scored best on the task's
-main metric (higher is better for every task here), and after ``patience`` epochs without improvement
+main metric (higher is better, perplexity lower), and after ``patience`` epochs without improvement
 (``None``: never) ends training. At the end the best parameters are put back and the evaluation split is
 measured once more: the run's final metrics are those of the selected model. Its state (best score, step
 and parameters) is saved with every checkpoint, so a resumed run selects exactly as an uninterrupted one.
@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..hooks import Hook, RunView
+from ..metrics import better_sign
 
 
 class EarlyStopping(Hook):
@@ -38,8 +39,9 @@ class EarlyStopping(Hook):
         self.records: list[dict[str, Any]] = []
 
     def observe(self, value: float, step: int) -> bool:
-        """Record a validation score; True when it improves on the best so far (a NaN never does)."""
-        improved = not math.isnan(value) and (self.best is None or value > self.best)
+        """Record a validation score; True when it improves on the best so far (lower for perplexity, higher for every
+        other metric; a NaN never does)."""
+        improved = not math.isnan(value) and (self.best is None or better_sign(self.metric) * (value - self.best) > 0)
         if improved:
             self.best, self.best_step, self.epochs_without_improvement = value, step, 0
         else:
