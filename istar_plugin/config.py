@@ -237,6 +237,8 @@ ADDED_KEYS: dict[str, Any] = {
     "model.lora.dropout": 0.05,
     "model.lora.target_modules": None,
     "model.lora.save_merged": False,
+    "data.text_from": None,
+    "data.hub_dataset": None,
 }
 """Config keys added after runs were written without them, each with the value that does what those runs did: a
 run directory whose config lacks such a key and a config holding that value describe the same run (a grid resumes
@@ -307,7 +309,7 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
-    check_model_limits(cfg, lenient=True)
+    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).cls, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg
 

@@ -25,7 +25,7 @@ BEFORE = json.loads((GOLDEN / "names_before_layout.json").read_text())
 ROOT = Path(__file__).resolve().parents[1]
 # What came after the layout, each name on purpose: a name that is neither here nor in BEFORE fails the tests,
 # and so does a name of BEFORE that went missing (renamed or removed).
-ADDED = {"engines": ["istar", "sentence_transformers"], "recipes": ["stsb_st"], "model_presets": ["smollm2"],
+ADDED = {"engines": ["istar", "sentence_transformers"], "tasks": ["lm"], "recipes": ["stsb_st", "lm"], "model_presets": ["smollm2"],
          "config_keys": sorted(ADDED_KEYS)}  # config keys: listed with their old-behaviour value in the product
 SCRIPTS = ("istar-run", "istar-grid", "istar-report", "istar-export", "istar-analyze")
 

@@ -10,8 +10,11 @@ from istar_plugin.config import ConfigError, compose
 @pytest.mark.parametrize("recipe", config_module.available())
 @pytest.mark.parametrize("criterion", ["cross_entropy", "cosreg", "istar", "spectrum", "flow"])
 def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
-    if criterion == "flow" and recipe == "squad":  # the flow needs one representation per example
-        with pytest.raises(ConfigError, match="criterion=flow acts on one representation per example; task kind 'extractive_qa'"):
+    kind = {"squad": "extractive_qa", "lm": "language_modeling"}.get(recipe)
+    if criterion in ("flow", "isolayer") and kind:  # both need one representation per example
+        message = {"flow": f"criterion=flow acts on one representation per example; task kind {kind!r}",
+                   "isolayer": f"criterion isolayer needs one representation per example .* not {kind}"}[criterion]
+        with pytest.raises(ConfigError, match=message):
             compose([f"recipe={recipe}", f"criterion={criterion}"])
         return
     if recipe == "stsb_st" and criterion not in ("cross_entropy", "istar"):  # sentence-transformers trains these two

@@ -146,7 +146,7 @@ def test_compute_returns_each_tasks_metrics_and_combined_score():
 
 
 def test_compute_rejects_bad_input():
-    with pytest.raises(KeyError, match="unknown_task.*known tasks: cola, mnli"):
+    with pytest.raises(KeyError, match="unknown_task.*known tasks: cola, lm, mnli"):
         metrics.compute("unknown_task", [1], [1])
     with pytest.raises(ValueError, match="2 predictions but 3 references"):
         metrics.compute("sst2", [1, 0], [1, 0, 1])

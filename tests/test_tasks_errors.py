@@ -39,7 +39,7 @@ def test_every_task_is_registered_with_consistent_attributes():
 
 def test_unknown_task_lists_the_known_ones():
     with pytest.raises(
-        KeyError, match="unknown task 'sst3'; registered tasks: cola, mnli, mnli_mismatched, movie_snippets"
+        KeyError, match="unknown task 'sst3'; registered tasks: cola, lm, mnli, mnli_mismatched, movie_snippets"
     ):
         get_task("sst3")
 

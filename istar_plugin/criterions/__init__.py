@@ -11,12 +11,13 @@ from .flow import FlowConfig, FlowCriterion, Glow
 from .isolayer import IsoLayerConfig, IsoLayerCriterion, balanced_joint_loss, isotropy_loss
 from .istar import IStarConfig, IStarCriterion, istar_loss
 from .spectrum import SpectrumConfig, SpectrumCriterion, spectrum_penalty, spectrum_targets
-from .task import Criterion, CriterionOutput, CrossEntropyConfig, CrossEntropyCriterion, task_loss
+from .task import Criterion, CriterionOutput, CrossEntropyConfig, CrossEntropyCriterion, next_token_nll, task_loss
 
 __all__ = [
     "Criterion",
     "CriterionOutput",
     "task_loss",
+    "next_token_nll",
     "cosreg_loss",
     "istar_loss",
     "embedding_cosine",

@@ -167,9 +167,9 @@ class IsoLayerCriterion(Criterion):
 
     @classmethod
     def check_setup(cls, cfg, adapter: type, kind: str) -> None:
-        if kind == "extractive_qa":
+        if kind not in ("classification", "regression"):
             raise ValueError("criterion isolayer needs one representation per example before the head: it supports "
-                             "classification and regression tasks, not extractive_qa (whose head reads every token)")
+                             f"classification and regression tasks, not {kind} (whose head reads every token)")
         if not hasattr(adapter, "insert_before_head"):
             raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} has none")
 

@@ -1,4 +1,5 @@
-"""The task loss alone: cross-entropy, mean squared error or start/end cross-entropy, and the baseline criterion.
+"""The task loss alone: cross-entropy, mean squared error, start/end cross-entropy or next-token cross-entropy, and
+the baseline criterion.
 
 A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` where ``model`` is the
 (unwrapped) adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput` and ``batch`` the tensors.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -25,8 +27,24 @@ class CriterionOutput:
     stats: dict[str, Tensor] = field(default_factory=dict)
 
 
+def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Per sequence: the summed negative log-likelihood (float32, nats) of each real token given the ones before
+    it, and how many tokens were predicted (padding is neither predicted nor a context).
+
+    >>> import torch
+    >>> logits = torch.zeros(2, 3, 4)  # uniform over 4 tokens: each predicted token costs log 4
+    >>> nll, count = next_token_nll(logits, torch.tensor([[1, 2, 3], [1, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    >>> [round(v, 4) for v in (nll / count).tolist()], count.tolist()
+    ([1.3863, 1.3863], [2, 1])
+    """
+    predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
+    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+    return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
+
+
 def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
-    """Cross-entropy (classification), mean squared error (regression) or mean start/end cross-entropy (QA).
+    """Cross-entropy (classification), mean squared error (regression), mean start/end cross-entropy (QA) or the
+    mean next-token cross-entropy over the batch's predicted tokens (language modelling).
 
     >>> import torch
     >>> from types import SimpleNamespace
@@ -43,7 +61,11 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
         start = batch["start_positions"].clamp(0, length - 1)
         end = batch["end_positions"].clamp(0, length - 1)
         return 0.5 * (F.cross_entropy(output.start_logits.float(), start) + F.cross_entropy(output.end_logits.float(), end))
-    raise ValueError(f"unknown task kind {kind!r}; choose one of: classification, regression, extractive_qa")
+    if kind == "language_modeling":
+        nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
+        return nll.sum() / count.sum().clamp(min=1)
+    raise ValueError(f"unknown task kind {kind!r}; choose one of: classification, regression, extractive_qa, "
+                     "language_modeling")
 
 
 class Criterion:

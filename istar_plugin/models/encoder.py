@@ -1,5 +1,6 @@
 """BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud for
-isotropy regularisers. Decoders classify from their last real token (padded with end-of-text).
+isotropy regularisers. Decoders classify from their last real token (padded with end-of-text); with
+``kind="language_modeling"`` they keep their language-model head (logits over the vocabulary at every token).
 
 >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
 >>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
@@ -45,7 +46,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 from torch import Tensor
-from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForQuestionAnswering,
+                          AutoModelForSequenceClassification, AutoTokenizer)
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
@@ -56,7 +58,8 @@ from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "gguf_options", "token_cloud",
            "padded_token_cloud", "KINDS", "restoring_weights"]
 
-KINDS = ("classification", "regression", "extractive_qa")
+KINDS = ("classification", "regression", "extractive_qa", "language_modeling")
+_AUTO_CLASSES = {"extractive_qa": AutoModelForQuestionAnswering, "language_modeling": AutoModelForCausalLM}
 PACKAGE_PREFIX = "package:"
 # dropout attribute names, the first of each group present in the config: BERT/ALBERT/RoBERTa, DistilBERT, GPT-2.
 _DROPOUT_ATTRIBUTES = (
@@ -209,7 +212,10 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         cfg.lora.check()
         folder, options = gguf_options(resolve_model_path(cfg.name_or_path))
         config = _load_config(folder, cfg, kind, num_labels, **options)
-        auto_class = AutoModelForQuestionAnswering if kind == "extractive_qa" else AutoModelForSequenceClassification
+        if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
+            raise ValueError(f"language modelling needs a decoder ({', '.join(DECODER_MODEL_TYPES)}); {cfg.name_or_path} "
+                             f"is a {config.model_type} model")
+        auto_class = _AUTO_CLASSES.get(kind, AutoModelForSequenceClassification)
         model = _load_with_one_line_report(
             auto_class, folder, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
         )
@@ -228,7 +234,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
         self.frozen_cache: Optional[FrozenBackboneCache] = None
         self._hidden_states_wanted = True
-        if kind != "extractive_qa" and not self.is_decoder:
+        if kind in ("classification", "regression") and not self.is_decoder:
             model.base_model.register_forward_hook(self._at_head_input)
         self.model = with_lora(model, cfg.lora, kind) if cfg.lora.enabled else model
 
@@ -278,7 +284,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         only the head and the modules inserted before it run. Other evaluation passes run the whole model and
         fill the cache as they go.
         """
-        if self.kind == "extractive_qa" or self.is_decoder:
+        if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
             return False
@@ -324,8 +330,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         has a pooler, otherwise the first ([CLS]/<s>) token of the last layer (RoBERTa, DistilBERT, ELECTRA):
         that vector is replaced by the module's output; the hidden states (and so every token cloud) are not.
         """
-        if self.kind == "extractive_qa":
-            raise ValueError(f"cannot insert {name!r} before the head: an extractive_qa head reads every token, "
+        if self.kind not in ("classification", "regression"):
+            raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")
         if self.is_decoder:
             raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.transformer.config.model_type}): its "

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModel
 
 from ..errors import ConfigError, ModelError
-from .encoder import gguf_options, resolve_model_path
+from .encoder import DECODER_MODEL_TYPES, gguf_options, resolve_model_path
 from .lora import LoraSettings, check_targets
 from .token_cloud import hidden_size, num_layers
 
@@ -70,8 +70,9 @@ def check_lora_targets(config, settings: LoraSettings) -> None:
             check_targets(AutoModel.from_config(config), settings)
 
 
-def check_model_limits(cfg: DictConfig, lenient: bool = False) -> None:
-    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve (:class:`ConfigError`).
+def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[str] = None) -> None:
+    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve, and an encoder for a task of
+    ``kind`` ``language_modeling`` (:class:`ConfigError`).
 
     ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
     """
@@ -88,6 +89,9 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False) -> None:
     check_lora_targets(config, settings)
     positions, layers = _shape(config)
     name = cfg.model.name_or_path
+    if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
+        raise ConfigError(f"task {cfg.task} (language modelling) needs a decoder; model {name} is a {config.model_type} "
+                          f"encoder; decoder families: {', '.join(DECODER_MODEL_TYPES)} (e.g. model=smollm2)")
     if positions and cfg.data.max_length > positions:
         raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the {positions} positions of model {name}; "
                           f"allowed: 8 to {positions}")

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..criterions import next_token_nll
 from ..isotropy import CovarianceAccumulator, explained_variance_ratio, isoscore, isoscore_from_cov, partition_isotropy
 from ..metrics import collapsed
 from .distributed import gather_to_all
@@ -92,7 +93,8 @@ class Evaluator:
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
                 layers: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
         """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
-        feature (by index) its logits (or unpadded start/end logits) and head input, and per layer the statistics
+        feature (by index) its logits (unpadded start/end logits for QA; for language modelling its summed next-token
+        NLL and predicted tokens) and head input, and per layer the statistics
         of the padding-free token cloud (with ``isotropy`` and ``layers``). Without them, a model whose frozen
         backbone is cached runs its head alone (``head_only``).
 
@@ -141,6 +143,9 @@ class Evaluator:
             if self.task.kind == "extractive_qa":
                 on_device["start"].append(output.start_logits.float())
                 on_device["end"].append(output.end_logits.float())
+            elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
+                nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
+                on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
             else:
                 on_device["logits"].append(output.logits.float())
             bar.update(len(chunk))

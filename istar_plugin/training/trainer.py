@@ -126,7 +126,7 @@ class Trainer:
 
     def _setup_model(self) -> None:
         cfg = self.cfg
-        check_model_limits(cfg)  # from the model's config.json: max_length, criterion.layers
+        check_model_limits(cfg, kind=self.task.kind)  # from the model's config.json: max_length, criterion.layers
         model_cfg = config_module.model_config(cfg)
         init_source = None
         if cfg.init_from:  # checked from its files, before the model loads

@@ -1,0 +1,129 @@
+"""Language modelling (task ``lm``): next-token prediction on plain texts, scored by held-out perplexity.
+
+The texts come from files (``data.train_file`` / ``data.eval_file``: a ``.txt`` with one text per line, blank
+lines skipped, or a ``.jsonl`` whose objects have a ``text`` field), from a hub data set
+(``data.source=hub data.hub_dataset=NAME[:CONFIG]``, its ``text`` column, empty rows skipped), or from any
+classification or regression task (``data.text_from=sst2``: that task's texts read with the same data settings,
+both texts of a pair, each on its own). Each text is one sequence, cut at ``data.max_length`` tokens.
+
+>>> import tempfile
+>>> folder = Path(tempfile.mkdtemp())
+>>> _ = (folder / "train.txt").write_text("a first line\\n\\nand a second one\\n")
+>>> task = LanguageModeling(DataConfig(dir=str(folder), train_file="train.txt", eval_file="train.txt"))
+>>> task.kind, task.main_metric, [example["text"] for example in task.load("train")]
+('language_modeling', 'perplexity', ['a first line', 'and a second one'])
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import ConfigError
+from .config import DataConfig
+from .hub import HubDataset, read_hub_split
+from .readers import DataError, Located, numbered_lines, read_jsonl, where
+from .task import Task, TextTask, clip_text, get_task, register_task, text_value
+
+__all__ = ["LanguageModeling"]
+
+TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
+
+
+@register_task("lm")
+class LanguageModeling(Task):
+    """Next-token loss on every real token of each text; ``perplexity`` and ``nll_per_token`` on the eval split.
+
+    ``postprocess`` takes, per text, its summed negative log-likelihood and its number of predicted tokens.
+    """
+
+    kind = "language_modeling"
+    text_fields = ("text",)
+
+    def __init__(self, cfg: Optional[DataConfig] = None, hub_loader=None):
+        super().__init__(cfg, hub_loader)
+        self.text_task = self._text_task()
+
+    def _text_task(self) -> Optional[TextTask]:
+        if not self.cfg.text_from:
+            return None
+        if self.cfg.text_from == self.name:
+            raise ConfigError("data.text_from=lm names this task itself; name a task whose texts to model, e.g. sst2")
+        try:
+            task = get_task(self.cfg.text_from, self.cfg, hub_loader=self.hub_loader)
+        except KeyError as error:
+            raise ConfigError(f"data.text_from: {error.args[0]}") from None
+        if not isinstance(task, TextTask):
+            raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {task.kind}; name a classification or "
+                              "regression task (its texts are single sentences or pairs)")
+        return task
+
+    @property
+    def main_metric(self) -> str:
+        return "perplexity"
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.text_task.sources if self.text_task else ("files", "hub")
+
+    def split_name(self, split: str) -> str:
+        return self.text_task.split_name(split) if self.text_task else super().split_name(split)
+
+    def source_of(self, split: str) -> str:
+        if self.text_task:
+            return f"the texts of {self.text_task.name}: {self.text_task.source_of(split)}"
+        return super().source_of(split)
+
+    def examples(self, split: str, split_name: str) -> Iterator[dict]:
+        if self.text_task is None:
+            yield from super().examples(split, split_name)
+            return
+        for example in self.text_task.examples(split, split_name):
+            yield from ({"text": text} for text in (example["text"], example["text_pair"]) if text)
+
+    def data_file(self, split: str, split_name: str) -> Path:
+        explicit = self.cfg.train_file if split == "train" else self.cfg.eval_file
+        if not explicit:
+            raise ConfigError(f"lm: name the {split} texts with data.{split}_file (a .txt, one text per line, or a "
+                              ".jsonl with a text field), or take a task's texts with data.text_from (e.g. sst2)")
+        return super().data_file(split, split_name)
+
+    def read_file(self, path: Path) -> Iterator[Located]:
+        suffix = Path(path.name.removesuffix(".gz")).suffix
+        if suffix == ".jsonl":
+            return read_jsonl(path)
+        if suffix == ".txt":
+            return ((where(path, number), {"text": line.rstrip("\r\n")}) for number, line in numbered_lines(path))
+        raise DataError(f"{path}: lm reads {' or '.join(TEXT_FILE_SUFFIXES)} files, not {suffix or 'a file without suffix'}")
+
+    def read_hub(self, split_name: str) -> Iterator[Located]:
+        if not self.cfg.hub_dataset:
+            raise ConfigError("lm with data.source=hub needs data.hub_dataset=NAME or NAME:CONFIG "
+                              "(e.g. Salesforce/wikitext:wikitext-2-raw-v1), whose rows have a text column")
+        name, _, config = self.cfg.hub_dataset.partition(":")
+        return read_hub_split(HubDataset(name, config or None), split_name, self.hub_loader)
+
+    def to_example(self, located: str, record: dict) -> Optional[dict]:
+        if "text" not in record:
+            raise DataError(f"{located}: no text field; found {', '.join(map(str, record)) or 'nothing'}")
+        text = text_value(located, record["text"])
+        return {"text": text} if text else None
+
+    def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
+        """Token ids (with the tokenizer's special tokens) cut at ``cfg.max_length``, one feature per text."""
+        if not examples:
+            return []
+        length = self.cfg.max_length
+        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples],
+                            truncation=True, max_length=length)
+        return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
+
+    def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
+        """``outputs`` (n, 2): per text its summed next-token NLL and its count of predicted tokens -> (NLL sums,
+        token counts), what :func:`istar_plugin.metrics.perplexity` scores."""
+        scored = np.asarray(outputs, dtype=np.float64)
+        if scored.shape != (len(examples), 2):
+            raise ValueError(f"lm: outputs of shape {scored.shape}, expected ({len(examples)}, 2): NLL sum and tokens")
+        return scored[:, 0].tolist(), [int(count) for count in scored[:, 1]]
