@@ -172,3 +172,21 @@ def test_lower_perplexity_is_better_in_selection_early_stopping_and_verdicts():
     better = paired_difference("lm", "perplexity", method, method, scores=({1: 20.0, 2: 20.5, 3: 20.2}, {1: 25.0, 2: 26.0, 3: 25.5}))
     assert (worse.verdict, better.verdict) == ("worse", "better") and worse.mean > 0 > better.mean
     assert compute("lm", [math.log(8) * 3], [3]) == {"perplexity": pytest.approx(8.0), "nll_per_token": pytest.approx(math.log(8))}
+
+
+def test_the_profile_over_a_runs_checkpoints_is_analysed_step_by_step(tiny_llama, shared_data, tmp_path, capsys):
+    from istar_plugin.cli.analyze import main as analyze
+
+    run = tmp_path / "run"
+    results = Trainer(lm_config(tiny_llama, shared_data, run, "model.lora.r=0", "max_steps=6", "save_every=2",
+                                "keep_checkpoints=3", "eval_every=2")).fit()
+    assert analyze([str(run), "--checkpoints", "--out", str(tmp_path / "analysis")]) == 0
+    analyses = {step: json.loads((tmp_path / "analysis" / "run" / f"step_{step}" / "analysis.json").read_text())
+                for step in (2, 4, 6)}
+    assert [analyses[step]["label"] for step in (2, 4, 6)] == [f"Base step {step}" for step in (2, 4, 6)]
+    final = analyses[6]
+    assert final["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
+    assert final["score"] == results["metrics"]["perplexity"] and final["results_max_abs_difference"] < 1e-6
+    assert analyses[2]["score"] > final["score"]  # perplexity at step 2, read from the run's own evaluation there
+    assert analyses[2]["isoscore_star_per_layer"] != final["isoscore_star_per_layer"]
+    assert "run at step 2" in capsys.readouterr().err

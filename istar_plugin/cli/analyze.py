@@ -8,9 +8,12 @@ Eickhoff (2024) as PNG.
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
     istar-analyze [RUN_DIR ...] --base recipe=sst2 model=smollm2 data.dir=DIR   # the pretrained model too
+    istar-analyze RUN_DIR --checkpoints                  # every checkpoint the run kept, not its final model alone
 
 ``--base KEY=VALUE ...`` adds the pretrained model that ``istar-run`` with those arguments would start from, before
-any training (written to ``DIR/pretrained``): the profile a fine-tuning run changes.
+any training (written to ``DIR/pretrained``): the profile a fine-tuning run changes. ``--checkpoints`` analyses
+every checkpoint each run kept (``save_every=N keep_checkpoints=K`` keeps them), written to ``DIR/RUN/step_N``: how
+the profile changed during fine-tuning.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from ..reports.analyze import (
     output_names,
 )
 from ..storage.atomic import atomic_write_json
+from ..storage.checkpoints import Checkpoints
 from ..storage.ownership import ANALYSIS_MARKER, check_writable, mark
 
 
@@ -46,6 +50,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="finished run directories")
     parser.add_argument("--base", nargs="+", metavar="KEY=VALUE",
                         help="also analyse the pretrained model istar-run with these arguments starts from")
+    parser.add_argument("--checkpoints", action="store_true",
+                        help="analyse every checkpoint each run kept (DIR/RUN/step_N), not its final model alone")
     parser.add_argument("--split", choices=SPLITS, default="eval", help="which split to stream (default eval)")
     parser.add_argument("--out", type=Path, default=Path("analysis"), help="output directory (default ./analysis)")
     parser.add_argument("--batch-size", type=int, help="examples per forward pass (default: the run's eval batch size)")
@@ -81,11 +87,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mark(args.out, ANALYSIS_MARKER)
     analyses = []
     names = output_names(good)
-    jobs = [*zip(good, names), *([(None, _unused("pretrained", names))] if base else [])]
-    for number, (run_dir, name) in enumerate(jobs, start=1):
-        print(f"[{number}/{len(jobs)}] {run_dir or 'base: ' + ' '.join(base)}", file=sys.stderr, flush=True)
+    jobs = [(run_dir, name, step) for run_dir, name in zip(good, names)
+            for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]  # none kept: final model
+    jobs += [(None, _unused("pretrained", names), None)] if base else []
+    for number, (run_dir, name, step) in enumerate(jobs, start=1):
+        what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)
+        print(f"[{number}/{len(jobs)}] {what}", file=sys.stderr, flush=True)
+        name = name if step is None else f"{name}/step_{step}"
         try:
-            analysis = analyze_run(run_dir, args.split, args.batch_size) if run_dir else analyze_base(
+            analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
                 base, args.split, args.batch_size)
         except RunError as error:  # this run cannot be loaded or read: the others still are analysed
             problems.append(f"{run_dir or 'base'}: {one_line(error)}")

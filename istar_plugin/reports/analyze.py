@@ -94,17 +94,19 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     return results.to_json()
 
 
-def load_trained(run_dir: Path):
-    """A :class:`~istar_plugin.training.trainer.Trainer` built from the run's ``config.yaml`` with its final model: its
-    latest checkpoint, or else its exported ``model/``; nothing is written into ``run_dir`` (no TensorBoard, no
-    metrics, no progress bars)."""
+def load_trained(run_dir: Path, step: Optional[int] = None):
+    """A :class:`~istar_plugin.training.trainer.Trainer` built from the run's ``config.yaml`` with its final model (its
+    latest checkpoint, or else its exported ``model/``) or, given ``step``, its checkpoint of that step; nothing is
+    written into ``run_dir`` (no TensorBoard, no metrics, no progress bars)."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     cfg.output_dir, cfg.tensorboard, cfg.progress = str(run_dir), False, False
     checkpoint = Checkpoints(run_dir).latest()
     if checkpoint is None:  # the Hugging Face folder holds the fine-tuned encoder and head
         cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
     trainer = Trainer(cfg)
-    if checkpoint is not None:
+    if step is not None:
+        trainer.load_state_dict(trainer.checkpoints.load_step(step, map_location="cpu"))
+    elif checkpoint is not None:
         trainer.load_state_dict(trainer.checkpoints.load_latest(map_location="cpu"))
     trainer.model.eval()
     return trainer
@@ -251,26 +253,32 @@ def run_label(results: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = None) -> dict[str, Any]:
-    """The analysis of one finished run (what ``analysis.json`` holds), with timings in ``seconds``."""
+def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = None,
+                step: Optional[int] = None) -> dict[str, Any]:
+    """The analysis of one finished run (what ``analysis.json`` holds), with timings in ``seconds``: of its final
+    model, or given ``step`` of its checkpoint of that step (labelled with it; ``score`` is the run's evaluation at
+    that step, when it evaluated there)."""
     results = check_run(run_dir)
     started = time.perf_counter()
-    trainer = load_trained(run_dir)
-    source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/")
-    print(f"  {run_dir.name}: final model loaded from {source} (step {results.get('step')}) in "
-          f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    final = step is None or step == results.get("step")
+    trainer = load_trained(run_dir, None if final else step)
+    source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/") if final else f"step_{step:08d}.pt"
+    print(f"  {run_dir.name}: {'final model' if final else 'model'} loaded from {source} (step "
+          f"{results.get('step') if final else step}) in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    main_metric = results.get("main_metric")
+    evaluated = {entry.get("step"): entry for entry in trainer.history}  # the evaluations up to the loaded step
     analysis = _analysis(trainer, split, batch_size, started, {
         "run_dir": str(run_dir),
-        "label": run_label(results),
+        "label": run_label(results) + ("" if step is None else f" step {step}"),
         "task": results.get("task"),
         "model": results.get("model"),
         "criterion": results.get("criterion"),
         "seed": results.get("seed"),
-        "step": results.get("step"),  # the final model's step (model/ carries none of its own)
-        "main_metric": results.get("main_metric"),
-        "score": (results.get("metrics") or {}).get(results.get("main_metric")),
+        "step": results.get("step") if final else step,  # the final model's step (model/ carries none of its own)
+        "main_metric": main_metric,
+        "score": (results.get("metrics") or {}).get(main_metric) if final else evaluated.get(step, {}).get(main_metric),
     })
-    if split == "eval" and results.get("eval_isoscore_star_per_layer"):
+    if final and split == "eval" and results.get("eval_isoscore_star_per_layer"):
         reported = [results["eval_isoscore_star"], *results["eval_isoscore_star_per_layer"]]
         ours = [analysis["isoscore_star"], *analysis["isoscore_star_per_layer"]]
         analysis["results_max_abs_difference"] = max(abs(a - b) for a, b in zip(reported, ours))

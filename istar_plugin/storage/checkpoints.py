@@ -134,6 +134,21 @@ class Checkpoints:
         checkpoints = self._by_step()
         return checkpoints[-1] if checkpoints else None
 
+    def load_step(self, step: int, map_location: Any = "cpu") -> dict[str, Any]:
+        """The state of the checkpoint of ``step``, read only: a missing or damaged one is a
+        :class:`~istar_plugin.errors.CheckpointError` (nothing is renamed; resuming is :meth:`load_latest`'s job)."""
+        path = self.paths().get(step)
+        if path is None:
+            raise CheckpointError(f"{self.directory}: no checkpoint of step {step}; steps: "
+                                  f"{', '.join(map(str, self.paths())) or 'none'}")
+        reason = problem(path)
+        if reason is None:
+            try:
+                return torch.load(path, map_location=map_location, weights_only=False)
+            except Exception as error:
+                reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+        raise CheckpointError(f"{path}: damaged ({reason})")
+
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
         """The newest intact checkpoint's state (full unpickling: it holds RNG states and python objects), or None
         when there is no checkpoint.
