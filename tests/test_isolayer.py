@@ -12,6 +12,7 @@ from istar_plugin.config import ConfigError, compose
 from istar_plugin.criterions import balanced_joint_loss, isotropy_loss
 from istar_plugin.launch.grid import load
 from istar_plugin.launch.submit import plan
+from istar_plugin.models import frozen_backbone
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError, resolve
 from istar_plugin.training.trainer import Trainer
@@ -240,30 +241,40 @@ def test_init_from_a_hugging_face_folder_builds_the_model_from_it(tiny_bert):
     assert source.checkpoint is None and built.name_or_path == str(tiny_bert) and built.local_files_only
 
 
-def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_results(stage_one, tiny_bert, shared_data, tmp_path, capfd):
-    """Stage 2 with the frozen encoder's outputs cached (the default) against the same run computing them at
-    every step (model.frozen_dropout=true), dropout off in both: the same losses, layer and scores."""
+def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_results(stage_one, tiny_bert, shared_data,
+                                                                                  tmp_path, capfd, monkeypatch):
+    """Stage 2 with the frozen encoder's outputs cached (the default; and spilled to disk, as a large cache is)
+    against the same run computing them at every step (model.frozen_dropout=true), dropout off in all: the same
+    losses, layer and scores."""
     source, _ = stage_one
     runs = {}
-    for name, extra in (("cached", []), ("uncached", ["model.frozen_dropout=true"])):
+    for name, extra in (("cached", []), ("uncached", ["model.frozen_dropout=true"]), ("spilled", [])):
+        if name == "spilled":  # room for one 32-dim vector in memory: the cache moves to a file at once
+            monkeypatch.setattr(frozen_backbone, "MEMORY_LIMIT", 32 * 4)
         cfg = run_config(tiny_bert, shared_data, tmp_path / name, "criterion=isolayer", f"init_from={source}",
                          "model.dropout=0", "optim.epochs=2", "progress=true", *extra)
         trainer = Trainer(cfg)
-        assert trainer.frozen_backbone_cached is (name == "cached")
+        assert trainer.frozen_backbone_cached is (name != "uncached")
         runs[name] = trainer.fit()
-        if name == "cached":
+        if name != "uncached":
             seen = [*trainer.train_features, *trainer.eval_features]  # each example's backbone ran once
             assert len(trainer.model.frozen_cache) == len({tuple(f["input_ids"]) for f in seen})
+            assert trainer.model.frozen_cache.on_disk is (name == "spilled")
             assert "frozen backbone: its outputs are computed once per example and cached" in capfd.readouterr().err
+    assert sorted(path.name for path in (tmp_path / "spilled").iterdir()) == sorted(
+        path.name for path in (tmp_path / "cached").iterdir())  # the spilled file had no name: nothing left behind
     losses = {name: [record["train/loss"] for record in map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
                      if "train/loss" in record] for name in runs}
-    assert len(losses["cached"]) == 12 and losses["cached"] == pytest.approx(losses["uncached"], rel=1e-5)
-    cached, uncached = final_model_state(tmp_path / "cached"), final_model_state(tmp_path / "uncached")
-    torch.testing.assert_close(cached["inserted.isolayer.weight"], uncached["inserted.isolayer.weight"], rtol=1e-4, atol=1e-5)
     flat = {name: [(key, x) for key, value in sorted(run["metrics"].items()) for x in (value if isinstance(value, list) else [value])]
             for name, run in runs.items()}
-    assert [key for key, _ in flat["cached"]] == [key for key, _ in flat["uncached"]]
-    assert [x for _, x in flat["cached"]] == pytest.approx([x for _, x in flat["uncached"]], rel=1e-5)
+    uncached = final_model_state(tmp_path / "uncached")
+    for name in ("cached", "spilled"):
+        assert len(losses[name]) == 12 and losses[name] == pytest.approx(losses["uncached"], rel=1e-5)
+        torch.testing.assert_close(final_model_state(tmp_path / name)["inserted.isolayer.weight"],
+                                   uncached["inserted.isolayer.weight"], rtol=1e-4, atol=1e-5)
+        assert [key for key, _ in flat[name]] == [key for key, _ in flat["uncached"]]
+        assert [x for _, x in flat[name]] == pytest.approx([x for _, x in flat["uncached"]], rel=1e-5)
+    assert losses["spilled"] == losses["cached"]  # the same float32 vectors, from memory or from the file
 
 
 def test_frozen_dropout_keeps_the_backbone_stochastic_and_a_training_backbone_is_never_cached(stage_one, tiny_bert, shared_data, tmp_path):

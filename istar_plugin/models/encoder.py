@@ -276,19 +276,20 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             token_positions=batch.get("token_positions"),
         )
 
-    def cache_frozen_backbone(self) -> bool:
+    def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
         """Compute the backbone's outputs once per example from now on, in training too, if nothing in it trains.
 
         Returns whether the cache is on. The backbone then runs without dropout (as in evaluation), and a
         training forward (or one inside :meth:`head_only`) brings no hidden states (``hidden_states == ()``):
         only the head and the modules inserted before it run. Other evaluation passes run the whole model and
-        fill the cache as they go.
+        fill the cache as they go. A large cache moves to an unnamed file in ``spill_dir``
+        (:class:`~.frozen_backbone.FrozenBackboneCache`).
         """
         if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
             return False
-        self.frozen_cache = FrozenBackboneCache()
+        self.frozen_cache = FrozenBackboneCache(spill_dir=spill_dir)
         self.transformer.base_model.eval()
         return True
 

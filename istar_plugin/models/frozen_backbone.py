@@ -4,7 +4,10 @@ sight and looked up after.
 When nothing in the backbone trains (the Isotropy Layer's stage 2, a head-only stage) and its dropout is off,
 what it gives the head is a function of the example's tokens alone. :class:`FrozenBackboneCache` keys each
 example by its real tokens (padding and batch composition do not change the key) and holds its representation
-(float32, one d-vector per example: 49 MB for 16,000 examples at d 768). :func:`standin_output` is what the
+(float32, one d-vector per example: 49 MB for 16,000 examples at d 768) in memory, up to ``memory_limit`` bytes
+(:data:`MEMORY_LIMIT`, 2 GiB: MNLI's 393,000 pairs at d 1,024 would take 1.6 GB); beyond it, every vector moves to
+an unnamed temporary file in ``spill_dir`` (the run directory; the file has no name, so it disappears with the
+process, even a killed one) and is read back by memory mapping. :func:`standin_output` is what the
 backbone would have returned, built from those vectors, for the head to read as usual.
 
 >>> import torch
@@ -16,16 +19,26 @@ backbone would have returned, built from those vectors, for the head to read as 
 >>> cache.store(keys[:1], torch.ones(1, 4))
 >>> cache.missing(keys), cache.lookup(keys).shape, len(cache)
 ([], torch.Size([2, 4]), 1)
+>>> small = FrozenBackboneCache(memory_limit=32)  # two 4-dim vectors fit in memory; a third spills all to disk
+>>> small.store([b"a", b"b", b"c"], torch.arange(12.).reshape(3, 4))
+>>> small.on_disk, small.lookup([b"c", b"a"]).tolist()
+(True, [[8.0, 9.0, 10.0, 11.0], [0.0, 1.0, 2.0, 3.0]])
 """
 from __future__ import annotations
 
+import tempfile
+from os import PathLike
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-__all__ = ["FrozenBackboneCache", "standin_output", "cache_if_frozen", "CACHED_LINE"]
+__all__ = ["FrozenBackboneCache", "standin_output", "cache_if_frozen", "CACHED_LINE", "MEMORY_LIMIT"]
+
+MEMORY_LIMIT = 2 << 30
+"""Bytes of vectors a cache holds in memory before it moves them to a file on disk."""
 
 CACHED_LINE = ("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
                "(model.frozen_dropout=true: dropout at every step, no cache)")
@@ -33,14 +46,25 @@ CACHED_LINE = ("frozen backbone: its outputs are computed once per example and c
 
 
 class FrozenBackboneCache:
-    """Per-example representations of a frozen backbone, keyed by the example's real tokens."""
+    """Per-example representations of a frozen backbone, keyed by the example's real tokens; in memory up to
+    ``memory_limit`` bytes (None: :data:`MEMORY_LIMIT`), then all in an unnamed temporary file in ``spill_dir`` (None:
+    the system's temporary directory)."""
 
-    def __init__(self) -> None:
-        self._vectors: dict[bytes, Tensor] = {}
+    def __init__(self, memory_limit: Optional[int] = None, spill_dir: Optional[str | PathLike] = None) -> None:
+        self.memory_limit = MEMORY_LIMIT if memory_limit is None else memory_limit
+        self.spill_dir = spill_dir
+        self._rows: dict[bytes, int] = {}  # key -> row
+        self._in_memory: list[Tensor] = []
+        self._file = None  # the rows on disk, once spilled
+        self._mapped: Optional[np.memmap] = None  # a view of the file's first rows
         self.pooled: Optional[bool] = None  # whether the head reads a pooler output (BERT, ALBERT) or token 0
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._rows)
+
+    @property
+    def on_disk(self) -> bool:
+        return self._file is not None
 
     @staticmethod
     def keys(inputs: dict[str, Tensor]) -> list[bytes]:
@@ -52,11 +76,32 @@ class FrozenBackboneCache:
 
     def missing(self, keys: list[bytes]) -> list[int]:
         """The rows whose representation has not been computed yet."""
-        return [i for i, key in enumerate(keys) if key not in self._vectors]
+        return [i for i, key in enumerate(keys) if key not in self._rows]
 
     def store(self, keys: list[bytes], vectors: Tensor) -> None:
-        for key, vector in zip(keys, vectors.detach().float()):
-            self._vectors[key] = vector
+        new = {}
+        for key, vector in zip(keys, vectors.detach().float().cpu()):
+            if key not in self._rows and key not in new:
+                new[key] = vector
+        if not new:
+            return
+        rows = list(new.values())
+        if self._file is None and (len(self._rows) + len(rows)) * rows[0].numel() * 4 > self.memory_limit:
+            self._file = tempfile.TemporaryFile(dir=self.spill_dir)  # no name: gone with the process
+            self._append(self._in_memory)
+            self._in_memory = []
+        for key in new:
+            self._rows[key] = len(self._rows)
+        if self._file is None:
+            self._in_memory.extend(rows)
+        else:
+            self._append(rows)
+
+    def _append(self, rows: list[Tensor]) -> None:
+        if rows:
+            self._file.seek(0, 2)
+            self._file.write(torch.stack(rows).numpy().astype(np.float32).tobytes())
+            self._file.flush()
 
     def remember(self, keys: list[bytes], missing: list[int], vectors: Tensor, pooled: bool) -> None:
         """Store ``vectors`` (one per row of ``missing``) under those rows' keys; ``pooled``: what the head reads."""
@@ -64,7 +109,13 @@ class FrozenBackboneCache:
         self.pooled = pooled
 
     def lookup(self, keys: list[bytes]) -> Tensor:
-        return torch.stack([self._vectors[key] for key in keys])
+        rows = [self._rows[key] for key in keys]
+        if self._file is None:
+            return torch.stack([self._in_memory[row] for row in rows])
+        if self._mapped is None or self._mapped.shape[0] <= max(rows):  # rows were appended since the last mapping
+            width = self._file.seek(0, 2) // 4 // len(self._rows)
+            self._mapped = np.memmap(self._file, dtype=np.float32, mode="r", shape=(len(self._rows), width))
+        return torch.from_numpy(np.array(self._mapped[rows]))
 
 
 def standin_output(representation: Tensor, pooled: bool) -> BaseModelOutputWithPooling:
@@ -74,7 +125,7 @@ def standin_output(representation: Tensor, pooled: bool) -> BaseModelOutputWithP
                                       pooler_output=representation if pooled else None)
 
 
-def cache_if_frozen(model, frozen_dropout: bool) -> bool:
+def cache_if_frozen(model, frozen_dropout: bool, spill_dir: Optional[str | PathLike] = None) -> bool:
     """Switch on ``model``'s frozen-backbone cache (when it has one, nothing in its backbone trains and
-    ``frozen_dropout`` is off); whether it is on."""
-    return not frozen_dropout and hasattr(model, "cache_frozen_backbone") and model.cache_frozen_backbone()
+    ``frozen_dropout`` is off), spilling to ``spill_dir`` when large; whether it is on."""
+    return not frozen_dropout and hasattr(model, "cache_frozen_backbone") and model.cache_frozen_backbone(spill_dir)

@@ -148,7 +148,7 @@ class Trainer:
         if adapt is not None:
             adapt(self.model)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        self.frozen_backbone_cached = cache_if_frozen(self.model, self.cfg.model.get("frozen_dropout", False))
+        self.frozen_backbone_cached = cache_if_frozen(self.model, self.cfg.model.get("frozen_dropout", False), self.output_dir)
         self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
         constant = getattr(self.criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
         self._warn(constant() if constant else None)
