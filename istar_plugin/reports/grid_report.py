@@ -1,6 +1,7 @@
 """Everything ``istar-report`` writes for a grid: each paper's tables and figures that the grid's cells allow.
 
 I-STAR's Tables 1 and 2 (:mod:`.istar_tables`, from :mod:`.istar_cells`) and Figure 3 (:mod:`.istar_figure3`), Figures 7 and 8 (:mod:`.zeta_and_layer_figures`),
+the penalised layers' IsoScore* (:mod:`.penalised_layers`),
 the Isotropy Layer paper's Table 3 (:mod:`.isolayer_table3`) and Ding et al.'s calibration tables
 (:mod:`.calibration_tables`).
 """
@@ -11,7 +12,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import calibration_tables, isolayer_table3, sentence_embedding_table, versus_base, versus_reference, wall_times
+from . import (calibration_tables, isolayer_table3, penalised_layers, sentence_embedding_table, versus_base,
+               versus_reference, wall_times)
 from .istar_cells import Record
 from .istar_figure3 import figure3, figure3_points
 from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
@@ -75,6 +77,12 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
         markdown1 += "\n" + caption + versus_base.markdown(paired)
     if reference is not None:
         markdown1 += "\n" + _write_versus_reference(records, reference, out)
+    layer_rows = penalised_layers.rows(records)
+    if layer_rows:
+        layer_table = penalised_layers.CAPTION + "\n\n" + penalised_layers.markdown(layer_rows)
+        atomic_write_text(out / "penalised_layers.md", layer_table)
+        atomic_write_text(out / "penalised_layers.csv", csv_text(layer_rows, list(penalised_layers.COLUMNS)))
+        markdown1 += "\n" + layer_table
     times = wall_times.wall_times(records)
     if times:
         caption = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
