@@ -5,7 +5,7 @@ Blocks run in page order in one scratch directory per page, so a later block may
 (the README's pipeline example loads the model its run example wrote). Bash blocks run with ``bash -e`` and the
 venv's bin first on PATH; python blocks are exec'd in this process with the scratch directory as cwd. The scratch
 directory holds ``../shared/data`` (the benchmark files), ``docs/``, ``README.md`` and ``.venv`` (this interpreter's
-environment) as symlinks and a copy of ``examples/``. Fences with any other info string (``text``, ``toml``) are illustrations and are not run.
+environment) and ``scripts/`` as symlinks and a copy of ``examples/``. Fences with any other info string (``text``, ``toml``) are illustrations and are not run.
 Whole file, measured on the 2-core development machine: 4.8 minutes when it was idle (the README's blocks 3.2 of them,
 most of it the quick-start job), 13.4 minutes while other jobs loaded it (the README's 9.9).
 """
@@ -137,7 +137,7 @@ def test_the_quick_start_and_test_command_are_where_ci_finds_them():
 
 
 def scratch_directory(tmp_path, shared_data):
-    """tmp_path/repo, with ../shared/data, examples/, docs/, README.md and .venv as in a clone beside the shared data."""
+    """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, README.md and .venv as in a clone beside the shared data."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
     work = tmp_path / "repo"
@@ -146,6 +146,7 @@ def scratch_directory(tmp_path, shared_data):
     (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     (work / "docs").symlink_to(ROOT / "docs", target_is_directory=True)  # read only (docs_tables --check)
     (work / "README.md").symlink_to(ROOT / "README.md")
+    (work / "scripts").symlink_to(ROOT / "scripts", target_is_directory=True)  # read only: the docs run its scripts
     return work
 
 
