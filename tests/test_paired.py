@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from istar_plugin import metrics
-from istar_plugin.reports.paired import CONFUSION_METRICS, hierarchical_bootstrap, paired_difference
+from istar_plugin.reports.paired import CONFUSION_METRICS, hierarchical_bootstrap, paired_difference, pooled_bootstrap
 
 labels = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=60)
 
@@ -87,3 +87,28 @@ def test_regression_metrics_resample_seeds_only():
     runs = {1: ([0.1, 0.5], [0.2, 0.4]), 2: ([0.3, 0.2], [0.2, 0.4])}
     result = paired_difference("stsb", "pearson", runs, runs, scores=scores)
     assert result.resampled == "seeds" and result.differences == pytest.approx((1.0, 1.5))
+
+
+@given(st.lists(st.tuples(st.floats(0.5, 50.0), st.integers(1, 40)), min_size=2, max_size=30),
+       st.floats(-1.0, 1.0), st.integers(1, 3))
+def test_a_constant_per_token_shift_in_nll_is_exactly_the_interval_of_nll_per_token(texts, shift, seeds):
+    base = [nll for nll, _ in texts]
+    tokens = [count for _, count in texts]
+    method = [nll + shift * count for nll, count in texts]  # every token costs `shift` nats more
+    low, high = pooled_bootstrap([(method, base, tokens)] * seeds, "nll_per_token", rounds=200)
+    assert low == pytest.approx(shift, abs=1e-9) and high == pytest.approx(shift, abs=1e-9)
+    swapped = pooled_bootstrap([(base, method, tokens)] * seeds, "perplexity", rounds=200)
+    forward = pooled_bootstrap([(method, base, tokens)] * seeds, "perplexity", rounds=200)
+    assert swapped == pytest.approx((-forward[1], -forward[0]))  # the same draws, the other way round
+
+
+def test_perplexity_pairs_resample_texts_and_a_lower_perplexity_is_better():
+    tokens = [10] * 200
+    base = [10 * 3.0] * 200  # 3 nats a token: perplexity e^3
+    noisy = [10 * (3.0 + (0.2 if i % 2 else -0.2)) for i in range(200)]  # the same on average, text by text noise
+    better = [10 * 2.9] * 200
+    outcome = lambda nll: (tuple(nll), tuple(tokens))  # noqa: E731
+    same = paired_difference("lm", "perplexity", {1: outcome(noisy), 2: outcome(noisy)}, {1: outcome(base), 2: outcome(base)})
+    lower = paired_difference("lm", "perplexity", {1: outcome(better)}, {1: outcome(base)})
+    assert same.resampled == "seeds and examples" and same.verdict == "not distinguishable" and same.low < 0 < same.high
+    assert lower.differences[0] == pytest.approx(math.exp(2.9) - math.exp(3.0)) and lower.verdict == "better"

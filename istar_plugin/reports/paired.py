@@ -6,7 +6,8 @@ percentile bootstrap: each round draws the seeds with replacement and, within ea
 examples with replacement, the same examples for the method's run and Base's (``predictions.json``,
 :mod:`istar_plugin.storage.predictions`); the round's value is the mean over its seeds of the metric's
 difference. Examples are resampled for the classification metrics (accuracy, F1, Matthews correlation: computed
-from confusion matrices, so thousands of rounds take milliseconds); for a correlation (STS-B), SQuAD's answer
+from confusion matrices, so thousands of rounds take milliseconds) and for a language model's perplexity (texts,
+each with its summed NLL and token count); for a correlation (STS-B), SQuAD's answer
 metrics, a plugin task's own metric, or a run without per-example predictions (written before they were), only
 the seeds are resampled (``resampled="seeds"``) and the interval says less.
 
@@ -35,7 +36,8 @@ import numpy as np
 from ..metrics import TASK_SCORERS, better_sign
 from .istar_cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "hierarchical_bootstrap", "CONFUSION_METRICS", "ROUNDS", "LEVEL"]
+__all__ = ["PairedDifference", "paired_difference", "hierarchical_bootstrap", "pooled_bootstrap", "CONFUSION_METRICS",
+           "POOLED_METRICS", "ROUNDS", "LEVEL"]
 
 ROUNDS = 2000
 """Bootstrap rounds; the generator is seeded, so a report is reproducible."""
@@ -86,12 +88,13 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
         return None
     scorer = TASK_SCORERS.get(task, {}).get(metric)
     outcomes = [(method[s], base[s]) for s in seeds]
-    examples = metric in CONFUSION_METRICS and scorer is not None and all(
+    examples = (metric in CONFUSION_METRICS or metric in POOLED_METRICS) and scorer is not None and all(
         m is not None and b is not None and list(m[1]) == list(b[1]) for m, b in outcomes)
     if examples:
         differences = [as_percent(task, metric, scorer(*m) - scorer(*b)) for m, b in outcomes]
+        resample = hierarchical_bootstrap if metric in CONFUSION_METRICS else pooled_bootstrap
         low, high = (as_percent(task, metric, end) for end in
-                     hierarchical_bootstrap([(m[0], b[0], m[1]) for m, b in outcomes], metric, rounds, seed))
+                     resample([(m[0], b[0], m[1]) for m, b in outcomes], metric, rounds, seed))
     else:
         if scores is None:
             return None
@@ -133,6 +136,31 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
 
 
+def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
+                     seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)`` for a metric pooled over texts
+    (:data:`POOLED_METRICS`): ``pairs`` per seed (method NLL sums, Base NLL sums, token counts), one entry per text;
+    seeds resampled, then texts within each, the same texts for both runs.
+
+    >>> texts = ([2.0, 4.0, 6.0], [2.0, 4.0, 6.0], [1, 2, 3])
+    >>> pooled_bootstrap([texts], "perplexity", rounds=50)  # identical runs differ by nothing
+    (0.0, 0.0)
+    """
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
+    differences = np.zeros(drawn.shape)
+    pooled = POOLED_METRICS[metric]
+    for index, (method, base, tokens) in enumerate(pairs):
+        where = drawn == index
+        weights = rng.multinomial(len(tokens), np.full(len(tokens), 1 / len(tokens)), size=int(where.sum()))
+        total = weights @ np.asarray(tokens, dtype=float)
+        differences[where] = pooled(weights @ np.asarray(method, dtype=float), total) - pooled(
+            weights @ np.asarray(base, dtype=float), total)
+    tail = (1 - level) / 2
+    values = differences.mean(axis=1)
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
 def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
     return np.trace(confusion, axis1=1, axis2=2) / confusion.sum(axis=(1, 2))
 
@@ -159,6 +187,10 @@ def _matthews(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
 CONFUSION_METRICS: dict[str, Callable[[np.ndarray, Optional[int]], np.ndarray]] = {
     "accuracy": _accuracy, "f1": _binary_f1, "matthews_correlation": _matthews}
 """Metrics computed from a confusion matrix (axis 1: prediction, axis 2: reference), batched over its first axis."""
+
+POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "perplexity": lambda nll, tokens: np.exp(nll / tokens), "nll_per_token": lambda nll, tokens: nll / tokens}
+"""Language-model metrics pooled over texts, from the resampled texts' summed NLL and token count (batched)."""
 
 
 def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
