@@ -36,7 +36,7 @@ import numpy as np
 from ..metrics import TASK_SCORERS, better_sign
 from .istar_cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "hierarchical_bootstrap", "pooled_bootstrap", "CONFUSION_METRICS",
+__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap", "CONFUSION_METRICS",
            "POOLED_METRICS", "ROUNDS", "LEVEL"]
 
 ROUNDS = 2000
@@ -71,7 +71,17 @@ class PairedDifference:
     def text(self) -> str:
         """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""
         short = {"not distinguishable": "n.d."}.get(self.verdict, self.verdict)
-        return f"{self.mean:+.2f} [{self.low:+.2f}, {self.high:+.2f}] {short}"
+        return f"{signed(self.mean)} [{signed(self.low)}, {signed(self.high)}] {short}"
+
+
+def signed(value: float) -> str:
+    """A difference with its sign: two decimals, or two significant digits when it would round to zero (a real but
+    tiny difference stays visible as one).
+
+    >>> signed(1.234), signed(-0.0000437), signed(0.0)
+    ('+1.23', '-4.4e-05', '+0.00')
+    """
+    return f"{value:+.2f}" if value == 0 or abs(value) >= 0.005 else f"{value:+.1e}"
 
 
 def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome]], base: dict[int, Optional[Outcome]],

@@ -30,7 +30,7 @@ from ..metrics import better_sign
 from ..storage.predictions import read_predictions
 from .istar_cells import Record
 from .istar_tables import Setting, display_name, settings
-from .paired import PairedDifference, paired_difference
+from .paired import PairedDifference, paired_difference, signed
 
 __all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "records_by_setting", "compare"]
 
@@ -59,7 +59,7 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
                      "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
                      "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
                      "verdict": paired.verdict, "resampled": paired.resampled,
-                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences),
+                     "per_seed": " ".join(signed(d) for d in paired.differences),
                      "collapsed": f"{setting.collapsed}/{setting.n}" + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
                      "base_variant": base.variant,
                      "text": paired.text(), "paired": paired, "setting": setting})
@@ -79,7 +79,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
+                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
                      f"{row['verdict']} | {row['per_seed']} | {row['collapsed']} | {row['resampled']} |")
     return "\n".join(lines) + "\n"
 

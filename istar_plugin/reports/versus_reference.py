@@ -29,6 +29,7 @@ from typing import Any, Optional, Sequence
 from ..errors import ConfigError
 from .istar_cells import Record
 from .istar_tables import Setting, display_name, settings
+from .paired import signed
 from .versus_base import compare, records_by_setting
 
 __all__ = ["parse_reference", "comparisons", "markdown", "COLUMNS"]
@@ -69,7 +70,7 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
                      "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
                      "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
                      "low": paired.low, "high": paired.high, "verdict": paired.verdict,
-                     "per_seed": " ".join(f"{d:+.2f}" for d in paired.differences),
+                     "per_seed": " ".join(signed(d) for d in paired.differences),
                      "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
                      "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
                      "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
@@ -85,7 +86,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(
             f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | {row['reference']} | "
-            f"{row['metric']} | {row['seeds']} | {row['difference']:+.2f} | [{row['low']:+.2f}, {row['high']:+.2f}] | "
+            f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
             f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
             f"{row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.4f} | "
             f"{_yes(row['isoscore_within_spread'])} |")
