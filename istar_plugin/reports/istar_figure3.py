@@ -12,7 +12,7 @@ from typing import Sequence
 
 from . import versus_base
 from .figures import DPI, MARKERS, pyplot, save_png, style
-from .istar_cells import Record
+from .istar_cells import SHOWN_AS_STORED, Record
 from .istar_tables import Setting, settings
 
 __all__ = ["figure3_points", "figure3"]
@@ -60,9 +60,11 @@ def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
             _plot_series(ax, series, colours[model], markers[model], model)
             _plot_differences(ax_delta, series, paired, colours[model], markers[model],
                               step * (rank - (len(per_model) - 1) / 2))
-        style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", f"{metric_of[task]} (%)", title_size=11)
+        percent = metric_of[task] not in SHOWN_AS_STORED.get(task, ())  # a perplexity is no percentage
+        style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", metric_of[task] + (" (%)" if percent else ""), title_size=11)
         ax.margins(0.15)
-        style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ", f"Δ {metric_of[task]} (points)", title_size=11)
+        style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ", f"Δ {metric_of[task]}" + (" (points)" if percent else ""),
+              title_size=11)
         ax_delta.axhline(0.0, color="0.35", linewidth=0.9)
         ax_delta.margins(0.15)
     handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
