@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from istar_plugin.cli.analyze import main as analyze
 from istar_plugin.config import compose, data_config
 from istar_plugin.criterions import next_token_nll, task_loss
 from istar_plugin.data import DataConfig, DataError
@@ -175,8 +176,6 @@ def test_lower_perplexity_is_better_in_selection_early_stopping_and_verdicts():
 
 
 def test_the_profile_over_a_runs_checkpoints_is_analysed_step_by_step(tiny_llama, shared_data, tmp_path, capsys):
-    from istar_plugin.cli.analyze import main as analyze
-
     run = tmp_path / "run"
     results = Trainer(lm_config(tiny_llama, shared_data, run, "model.lora.r=0", "max_steps=6", "save_every=2",
                                 "keep_checkpoints=3", "eval_every=2")).fit()
