@@ -260,7 +260,8 @@ def test_main_without_cells_exits_2(tmp_path, capsys):
 def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the_others_in_the_csv(tmp_path):
     grid = tmp_path / "grid"
     cells = {  # (task, model, method) -> metrics as stored, for seeds 1 and 2 (second = first + 0.01 / + 1)
-        ("mrpc", "bert", "cross_entropy"): {"accuracy": 0.85, "f1": 0.89, "combined_score": 0.87},
+        ("mrpc", "bert", "cross_entropy"): {"accuracy": 0.85, "f1": 0.89, "combined_score": 0.87,
+                                            "embedding_i1": 0.5, "cls_isoscore": 0.01, "collapsed": False},
         ("mrpc", "bert", "istar"): {"accuracy": 0.84, "f1": 0.90, "combined_score": 0.87},
         ("squad", "distilbert", "istar"): {"f1": 83.0, "exact_match": 74.0},
         ("stsb", "minilm", "cross_entropy"): {"pearson": 0.80, "spearman": 0.79, "combined_score": 0.795},
@@ -284,6 +285,7 @@ def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the
     assert "| minilm | stsb | pearson | 80.50 ± 0.71 | — |" in markdown  # no paper cell for MiniLM
     assert "combined_score" not in markdown and "spearman" not in markdown
     rows = {(row["model"], row["task"], row["metric"]): row for row in report.table1_csv_rows(report.table1(records))}
+    # the final evaluation's geometry measures and its collapsed flag are no task metrics (nor percentages)
     assert sorted(rows) == [("bert", "mrpc", "accuracy"), ("bert", "mrpc", "combined_score"), ("bert", "mrpc", "f1"),
                             ("distilbert", "squad", "exact_match"), ("distilbert", "squad", "f1"),
                             ("minilm", "stsb", "combined_score"), ("minilm", "stsb", "pearson"),

@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 import yaml
 
 from ..config import as_configured_today
-from ..storage.results import RESULTS, ResultsError, ResultsRecord, read_results, recorded_precision
+from ..storage.results import FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results, recorded_precision
 from .paper.istar import reported_metrics
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
@@ -196,7 +196,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         path=str(cell),
         collapsed=results.collapsed is True,
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
-                            if name != metric and not name.startswith("eval_") and _finite(number))),
+                            if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
+                            and _finite(number))),
         layers=None if layers is None else tuple(layers),
         validation=_validation_score(results),
         seconds=wall_seconds(cell),
