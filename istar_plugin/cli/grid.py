@@ -37,14 +37,16 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
         return 0
     skipped = len(planned) - sum(p.status == "pending" for p in planned)
     if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
-        for needs, item in {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}.items():
+        by_needs = {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}
+        for needs, item in by_needs.items():
             if needs:
                 hub_check.check(item.cfg)
     launched = launch.launch(grid, grid_dir, planned, options, arguments=arguments)
     manifest = grid_dir / launch.MANIFEST
     if options.launcher == "slurm":
         arrays = launched.manifest["submissions"][-1]["array_job_ids"]
-        queued = f"queued {len(launched.jobs)} cells as SLURM job {' '.join(arrays)} (squeue -j {','.join(arrays)})" if arrays else "nothing to queue"
+        queued = (f"queued {len(launched.jobs)} cells as SLURM job {' '.join(arrays)} (squeue -j {','.join(arrays)})"
+                  if arrays else "nothing to queue")
         print(f"{queued}; skipped {skipped} finished or active; manifest: {manifest}")
         return 0
     print(f"{len(launched.statuses) - len(launched.failed)} cells finished, {len(launched.failed)} failed, "
@@ -64,7 +66,8 @@ def failure_reason(run_dir: Path) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="istar-grid", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="istar-grid", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid", nargs="?", help="a grid in recipes/grids/ (name) or a YAML file")
     parser.add_argument("arguments", nargs="*", help="key=value: cell filters, overrides, launch keys")
     parser.add_argument("--cells", action="append", default=[], metavar="PATTERN",

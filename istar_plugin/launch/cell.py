@@ -90,7 +90,8 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
     if differences(OmegaConf.load(config_path), cfg, recorded_precision(run_dir)):
         return False
     criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
-    return (results.task, results.model, results.seed, results.criterion) == (cfg.task, cfg.model.name, cfg.seed, criterion)
+    return ((results.task, results.model, results.seed, results.criterion)
+            == (cfg.task, cfg.model.name, cfg.seed, criterion))
 
 
 def latest_checkpoint_step(run_dir: Path) -> int:

@@ -171,7 +171,8 @@ def _build(
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
             cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *own_fixed, *swept]), tuple(swept))
             if cell.name in seen:
-                raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: {seen[cell.name]} and {swept}")
+                raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: "
+                                f"{seen[cell.name]} and {swept}")
             seen[cell.name] = swept
             cells.append(cell)
     return Grid(name, tuple(cells), source)
@@ -224,12 +225,15 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
         raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")
     unknown = sorted(set(spec.keys()) - set(FILE_KEYS))
     if unknown:
-        raise GridError(f"grid file {path}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(FILE_KEYS)}")
+        raise GridError(f"grid file {path}: unknown key(s) {', '.join(map(str, unknown))}; "
+                        f"allowed: {', '.join(FILE_KEYS)}")
     fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")
     base = _axes(spec.get("sweep") or OmegaConf.create({}), f"{path}: sweep")
     variants = spec.get("variants") or [OmegaConf.create({})]
-    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed") for i, variant in enumerate(variants)]
-    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]") for i, variant in enumerate(variants)]
+    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed")
+                 for i, variant in enumerate(variants)]
+    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]")
+              for i, variant in enumerate(variants)]
     swept_keys = _key_order(blocks)
 
     keep: dict[str, list[str]] = {}
@@ -248,8 +252,8 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     if not kept:
         wanted = " and ".join(f"{key} in {values}" for key, values in keep.items())
         raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
-    return _build(path.stem, fixed, [block for block, _ in kept], path, keys=swept_keys + [key for key, _ in extra_axes],
-                  block_fixed=[own for _, own in kept])
+    return _build(path.stem, fixed, [block for block, _ in kept], path,
+                  keys=swept_keys + [key for key, _ in extra_axes], block_fixed=[own for _, own in kept])
 
 
 def _variant_part(variant: Any, fixed: bool) -> Any:
@@ -276,7 +280,8 @@ def _same(a: str, b: str) -> bool:
 
 
 def _restrict(block: list[tuple[str, list[str]]], keep: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
-    return [(key, [v for v in values if any(_same(v, k) for k in keep[key])] if key in keep else values) for key, values in block]
+    return [(key, [v for v in values if any(_same(v, k) for k in keep[key])] if key in keep else values)
+            for key, values in block]
 
 
 def _preview(cells: Sequence[Cell], limit: int = 5) -> str:

@@ -73,7 +73,8 @@ class SlurmProfile:
         }
         optional = {"partition": self.partition, "account": self.account, "qos": self.qos,
                     "constraint": self.constraint, "mem": self.mem, "gpus_per_node": self.gpus_per_node or None,
-                    "setup": list(self.setup) or None, "additional_parameters": dict(self.additional_parameters) or None}
+                    "setup": list(self.setup) or None,
+                    "additional_parameters": dict(self.additional_parameters) or None}
         parameters.update({k: v for k, v in optional.items() if v is not None})
         return parameters
 
@@ -110,7 +111,8 @@ class LaunchOptions:
 
 
 def profile_dirs() -> list[Path]:
-    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES`` (``:``-separated), the source tree, the install prefix."""
+    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES`` (``:``-separated), the source tree, the
+    install prefix."""
     dirs = [Path(p) for p in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if p]
     dirs += [Path(__file__).resolve().parents[2] / "slurm" / "profiles",
              Path(sys.prefix) / "share" / "istar_plugin" / "slurm" / "profiles"]
@@ -131,7 +133,8 @@ def profile_path(name: str) -> Path:
 
 
 def _typed(cls: type, *updates: Any, where: str) -> Any:
-    """``cls`` built from YAML/dotlist ``updates``, checked: unknown fields and bad types name the field and the choices."""
+    """``cls`` built from YAML/dotlist ``updates``, checked: unknown fields and bad types name the field and the
+    choices."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cls), *updates)
     except OmegaConfBaseException as error:
@@ -170,7 +173,8 @@ def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
     if launcher not in LAUNCHERS:
         raise LaunchError(f"launcher {launcher!r} unknown; choose one of: {', '.join(LAUNCHERS)}")
     if launcher == "slurm" and not profile:
-        raise LaunchError(f"launcher=slurm needs slurm=PROFILE; profiles: {', '.join(available_profiles()) or '(none)'}")
+        raise LaunchError("launcher=slurm needs slurm=PROFILE; "
+                          f"profiles: {', '.join(available_profiles()) or '(none)'}")
     if launcher != "slurm" and (profile or slurm_overrides):
         raise LaunchError(f"slurm= and slurm.* options need launcher=slurm, not launcher={launcher}")
     if launcher != "local" and local_overrides:

@@ -90,12 +90,14 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
     say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
-    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells], say)
+    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells],
+                          say)
     for cell, cfg in zip(grid.cells, configs):
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
             raise GridError(f"cell {cell.name}: {cfg}")
-        if (run_dir / "cell.yaml").is_file() and (changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
+        snapshot = run_dir / "cell.yaml"
+        if snapshot.is_file() and (changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
             conflicts.append(f"{run_dir} (differs at {', '.join(changed[:5])})")
             continue
         if is_finished(run_dir, cfg):
@@ -163,7 +165,8 @@ def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: 
         elif item.status == "finished":
             entry["status"] = "finished"
         if item.cell.name in jobs:
-            entry["jobs"].append({"job_id": jobs[item.cell.name], "launcher": submission["launcher"], "submitted": submission["time"]})
+            entry["jobs"].append({"job_id": jobs[item.cell.name], "launcher": submission["launcher"],
+                                  "submitted": submission["time"]})
     manifest["submissions"].append(submission)
     atomic_write_json(Path(grid_dir) / MANIFEST, manifest)
     return manifest
@@ -311,7 +314,8 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
             statuses[item.cell.name] = "finished"
         except Exception as error:  # one failed cell does not stop the grid; its status says why
             statuses[item.cell.name] = _failure(error)
-        log(f"[{number}/{len(pending)}] {item.cell.name}: {statuses[item.cell.name]} ({time.monotonic() - started:.0f} s)")
+        log(f"[{number}/{len(pending)}] {item.cell.name}: {statuses[item.cell.name]} "
+            f"({time.monotonic() - started:.0f} s)")
     return statuses
 
 
