@@ -19,10 +19,12 @@ from ..training.export import export_checkpoint
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="istar-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="istar-export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a run directory (holding checkpoints/step_*.pt)")
     parser.add_argument("--step", type=int, help="the checkpoint's step (default: the latest)")
-    parser.add_argument("--out", type=Path, help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
+    parser.add_argument("--out", type=Path,
+                        help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
     args = parser.parse_args(argv)
     try:
         exported = export_checkpoint(args.run_dir, args.step, args.out)

@@ -1,9 +1,11 @@
 """Batches: the order of training examples (a seeded permutation per epoch, split over ranks, optionally
 grouped by length) and their collation into padded device tensors.
 
->>> sorted(epoch_order(5, seed=1, epoch=0, rank=0, world_size=2) + epoch_order(5, seed=1, epoch=0, rank=1, world_size=2))[:5]
+>>> sorted(epoch_order(5, seed=1, epoch=0, rank=0, world_size=2)
+...        + epoch_order(5, seed=1, epoch=0, rank=1, world_size=2))[:5]
 [0, 1, 2, 3, 4]
->>> batch = collate([{"input_ids": [5, 6, 7], "labels": 1}, {"input_ids": [8], "labels": 0}], pad_id=0, device=torch.device("cpu"))
+>>> batch = collate([{"input_ids": [5, 6, 7], "labels": 1}, {"input_ids": [8], "labels": 0}],
+...                 pad_id=0, device=torch.device("cpu"))
 >>> batch["input_ids"].tolist(), batch["token_positions"].tolist()
 ([[5, 6, 7], [8, 0, 0]], [0, 1, 2, 3])
 """
@@ -73,7 +75,8 @@ def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epo
 
     >>> lengths = [(7 * i) % 32 + 1 for i in range(32)]  # 1..32, shuffled
     >>> def spreads(order):  # longest minus shortest length in each batch of 4
-    ...     return [max(lengths[i] for i in order[k:k + 4]) - min(lengths[i] for i in order[k:k + 4]) for k in range(0, 32, 4)]
+    ...     batches = [[lengths[i] for i in order[k:k + 4]] for k in range(0, 32, 4)]
+    ...     return [max(batch) - min(batch) for batch in batches]
     >>> spreads(length_grouped_order(lengths, 4, seed=0, epoch=0)), spreads(epoch_order(32, 0, 0, 0, 1))
     ([14, 12, 8, 6, 7, 6, 17, 16], [21, 26, 19, 18, 25, 29, 21, 23])
     """

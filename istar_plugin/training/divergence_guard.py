@@ -13,10 +13,11 @@ lowers its scale: ``patience`` such consecutive steps are tolerated, one more is
 [0.699999988079071]
 >>> guard.observe(2, torch.tensor(float("nan")), torch.tensor(float("nan")))
 >>> guard.observe(3, torch.tensor(float("nan")), torch.tensor(float("nan")))
->>> guard.check()
+>>> guard.check()  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-istar_plugin.errors.DivergedError: the loss became nan at step 2 (gradient norm nan); stopped, no checkpoint written from that step on
+istar_plugin.errors.DivergedError: the loss became nan at step 2 (gradient norm nan); stopped,
+no checkpoint written from that step on
 """
 from __future__ import annotations
 

@@ -79,7 +79,8 @@ class EarlyStopping(Hook):
         run.control.request_evaluation(weights_from_step=self.best_step)
 
     def _stop_reason(self) -> str:
-        return f"early stopping: validation {self.metric} did not improve for {self.epochs_without_improvement} epoch(s)"
+        return (f"early stopping: validation {self.metric} did not improve "
+                f"for {self.epochs_without_improvement} epoch(s)")
 
     def results(self) -> dict[str, Any]:
         return {"validation": {"metric": self.metric, "examples": len(self.examples), "best": self.best,

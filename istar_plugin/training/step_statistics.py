@@ -35,7 +35,8 @@ class IntervalStatistics:
             self.sums[name] = self.sums.get(name, 0.0) + value
         self.steps += 1
 
-    def means(self, world_size: int, read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
+    def means(self, world_size: int,
+              read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
         """Means over the interval's steps (device statistics also over the ranks: the global batch's).
 
         ``read`` brings the stacked device means to the host (default ``tolist``; it receives None when no
