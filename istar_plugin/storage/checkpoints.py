@@ -169,7 +169,7 @@ class Checkpoints:
             damaged.append(f"{path.name}: {reason}")
             path.rename(path.with_name(path.name + ".damaged"))
             warnings.warn(f"checkpoint {path} is damaged ({reason}); renamed to {path.name}.damaged, "
-                          "falling back to the next newest")
+                          "falling back to the next newest", stacklevel=2)
         if damaged:
             raise CheckpointError(f"{self.directory}: no intact checkpoint to resume from ({'; '.join(damaged)}); "
                                   "move the checkpoints directory aside to start the run afresh")
@@ -178,5 +178,6 @@ class Checkpoints:
     def _by_step(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        found = [(int(match[1]), path) for path in self.directory.iterdir() if (match := self.PATTERN.fullmatch(path.name))]
+        found = [(int(match[1]), path) for path in self.directory.iterdir()
+                 if (match := self.PATTERN.fullmatch(path.name))]
         return [path for _, path in sorted(found)]

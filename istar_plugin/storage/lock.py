@@ -71,7 +71,7 @@ class RunDirLock:
             if error.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
                 raise RunDirError(f"output_dir {self.directory} cannot be used ({error.strerror})") from None
             warnings.warn(f"{self.directory}: this filesystem refuses file locks ({error.strerror}); running unlocked, "
-                          "so make sure no other run uses this output_dir")
+                          "so make sure no other run uses this output_dir", stacklevel=2)
         self._depth = 1
         _HELD[key] = self
         return self
@@ -85,7 +85,8 @@ class RunDirLock:
             except BlockingIOError:
                 holder = _read_holder(descriptor)
                 os.close(descriptor)
-                raise RunDirError(f"{self.role} {self.directory} is in use by another run ({holder}); {self.advice}") from None
+                raise RunDirError(f"{self.role} {self.directory} is in use by another run ({holder}); "
+                                  f"{self.advice}") from None
             except BaseException:
                 os.close(descriptor)
                 raise

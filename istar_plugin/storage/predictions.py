@@ -39,7 +39,8 @@ def write_predictions(run_dir: Path, task: str, step: int, predictions: Sequence
     """Write ``run_dir/predictions.json`` atomically; returns its path."""
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
-    return atomic_write_json(Path(run_dir) / PREDICTIONS, {"task": task, "step": step, "predictions": _plain(predictions),
+    return atomic_write_json(Path(run_dir) / PREDICTIONS, {"task": task, "step": step,
+                                                           "predictions": _plain(predictions),
                                                            "references": _plain(references)})
 
 

@@ -38,8 +38,8 @@ from typing import Any, Optional
 from ..errors import DataError, one_line
 from .atomic import atomic_write_json
 
-__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results", "recorded_precision",
-           "write_results", "record_from_json"]
+__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results",
+           "recorded_precision", "write_results", "record_from_json"]
 
 SCHEMA_VERSION = 2
 """The version this code writes; 1 is the layout without ``schema_version`` (read when its required fields hold)."""
@@ -136,8 +136,8 @@ class ResultsRecord:
     def require_finished(self) -> "ResultsRecord":
         """This record if the run finished, else raise the failed run's one-line :class:`ResultsError`."""
         if not self.finished:
-            raise ResultsError(self._where(), f"failed: {self.reason or 'no reason recorded'} ({RESULTS} status: failed)",
-                               failed=True)
+            raise ResultsError(self._where(),
+                               f"failed: {self.reason or 'no reason recorded'} ({RESULTS} status: failed)", failed=True)
         return self
 
     def error(self, problem: str) -> ResultsError:
