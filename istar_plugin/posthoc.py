@@ -63,7 +63,8 @@ class _Centred(Transform):
 
     def _fit_mean(self, points: Tensor) -> Tensor:
         if points.ndim != 2 or points.shape[0] < 2:
-            raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, got shape {tuple(points.shape)}")
+            raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, "
+                             f"got shape {tuple(points.shape)}")
         x = points.detach().to(torch.float64)
         self.mean = x.mean(dim=0)
         return x - self.mean
@@ -72,7 +73,8 @@ class _Centred(Transform):
         if self.mean is None:
             raise RuntimeError(f"{self.name}: call fit(points) before applying it")
         if points.shape[-1] != self.mean.shape[0]:
-            raise ValueError(f"{self.name} was fitted on width {self.mean.shape[0]}, got points of width {points.shape[-1]}")
+            raise ValueError(f"{self.name} was fitted on width {self.mean.shape[0]}, "
+                             f"got points of width {points.shape[-1]}")
         return points.to(torch.float64) - self.mean.to(points.device)
 
     def state_dict(self) -> dict[str, Tensor]:
@@ -179,7 +181,8 @@ class Chain(Transform):
         return points
 
     def state_dict(self) -> dict[str, Tensor]:
-        return {f"{index}.{key}": value for index, part in enumerate(self.parts) for key, value in part.state_dict().items()}
+        return {f"{index}.{key}": value for index, part in enumerate(self.parts)
+                for key, value in part.state_dict().items()}
 
     def out_dim(self, dim: int) -> int:
         for part in self.parts:
@@ -196,10 +199,11 @@ def _count(spec: str, value: str) -> int:
 def parse_transform(spec: str) -> Transform:
     """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError.
 
-    >>> parse_transform("whiten:0")
+    >>> parse_transform("whiten:0")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: transform 'whiten:0': '0' is not a positive whole number; choices: none, center, whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +
+    ValueError: transform 'whiten:0': '0' is not a positive whole number; choices: none, center,
+    whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +
     """
     parts = [part.strip() for part in spec.split("+")]
     if len(parts) > 1:

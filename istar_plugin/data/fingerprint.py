@@ -45,7 +45,8 @@ def changed_splits(saved: dict[str, dict], current: dict[str, dict]) -> list[str
     for split in sorted(set(saved) & set(current)):
         then, now = saved[split], current[split]
         if then.get("sha256") != now.get("sha256"):
-            where = now["source"] if then.get("source") == now["source"] else f"{then.get('source')} then, {now['source']} now"
+            where = (now["source"] if then.get("source") == now["source"]
+                     else f"{then.get('source')} then, {now['source']} now")
             changed.append(f"{split} ({where}: {then.get('examples')} examples then, {now['examples']} now, "
                            "their content differs)")
     return changed

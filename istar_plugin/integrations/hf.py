@@ -98,7 +98,8 @@ class HFModelView(TokenCloudSurface):
 
 
 class _LoopView(ReadOnlyView):
-    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer: what hooks may read, as the ``istar-run`` trainer's view."""
+    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer: what hooks may read, as the ``istar-run``
+    trainer's view."""
 
     __slots__ = ("_trainer", "_features", "control")
 
@@ -210,7 +211,8 @@ class IStarTrainer(Trainer):
             result = self.criterion(self.view, output, inputs)
             loss = result.loss
             # device tensors: summed where they live, read once per logging step (no host sync per step)
-            self.last_stats = {name: torch.as_tensor(value, device=self.args.device).detach() for name, value in result.stats.items()}
+            self.last_stats = {name: torch.as_tensor(value, device=self.args.device).detach()
+                               for name, value in result.stats.items()}
             self._interval.add(self.last_stats)
         else:
             loss = task_loss(self.kind, output, inputs)

@@ -159,7 +159,8 @@ def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
     if alpha <= 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
     dtype = _compute_dtype(first)
-    difference = torch.nn.functional.normalize(first.to(dtype), dim=1) - torch.nn.functional.normalize(second.to(dtype), dim=1)
+    difference = (torch.nn.functional.normalize(first.to(dtype), dim=1)
+                  - torch.nn.functional.normalize(second.to(dtype), dim=1))
     return difference.norm(dim=1).pow(alpha).mean()
 
 

@@ -73,7 +73,8 @@ class SentenceEncoder:
         """``layer`` as an index into the hidden states (0..L); out of range is a one-line ValueError."""
         count = self.num_layers
         if not -count - 1 <= layer <= count:
-            raise ValueError(f"layer {layer} is outside the model's hidden states: 0 (embeddings) to {count}, or -1 for the last")
+            raise ValueError(f"layer {layer} is outside the model's hidden states: 0 (embeddings) to {count}, "
+                             "or -1 for the last")
         return layer % (count + 1)
 
     @torch.no_grad()
@@ -89,7 +90,8 @@ class SentenceEncoder:
         pooled: dict[int, list[Tensor]] = {index: [] for index in indices}
         for start in range(0, len(order), batch_size):
             batch = [sentences[i] for i in order[start : start + batch_size]]
-            inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+            inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
+                                    return_tensors="pt")
             inputs = {key: value.to(device) for key, value in inputs.items()}
             states = self.backbone(**inputs, output_hidden_states=True).hidden_states
             for index in indices:
