@@ -52,7 +52,8 @@ TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export
 class Case:
     name: str
     arguments: list[str]  # istar-run arguments, or ["grid", ...] / ["report", ...]
-    expect: str = "error"  # "error": must be refused; "recover": must finish, warning about the fault; "warn": must say so
+    # "error": must be refused; "recover": must finish, warning about the fault; "warn": must say so
+    expect: str = "error"
     setup: Optional[Callable[["Sweep", Path], None]] = None
     check: Optional[Callable[["Sweep", Path, "Outcome"], Optional[str]]] = None  # overrides the classification
     warning: str = ""  # for "recover": a word the warning must contain
@@ -122,8 +123,8 @@ class Sweep:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
         started = time.perf_counter()
         try:
-            done = subprocess.run(command, cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=self.timeout,
-                                  preexec_fn=limits)
+            done = subprocess.run(command, cwd=cwd, env=self.env(), capture_output=True, text=True,
+                                  timeout=self.timeout, preexec_fn=limits)
         except subprocess.TimeoutExpired as expired:
             return Outcome(-9, expired.stdout or "", (expired.stderr or "") + "\n[timed out]", self.timeout)
         return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
@@ -254,7 +255,8 @@ def diverged(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
     data = json.loads(results.read_text()) if results.is_file() else None
     if outcome.code == 0 or (data and data.get("status") != "failed"):
         accuracy = (data or {}).get("accuracy")
-        outcome.note = f"exit {outcome.code}, results.json accuracy={accuracy}, isoscore={(data or {}).get('eval_isoscore_star')}"
+        outcome.note = (f"exit {outcome.code}, results.json accuracy={accuracy}, "
+                        f"isoscore={(data or {}).get('eval_isoscore_star')}")
         return "silent"
     return None
 
@@ -393,7 +395,8 @@ def cases() -> list[Case]:
     c = [
         # diverged runs
         Case("lr 1e6 diverges", ["optim.lr=1e6"], check=diverged),
-        Case("lr 1e6 with istar diverges", ["optim.lr=1e6", "criterion=istar", "criterion.shrinkage_points=200"], check=diverged),
+        Case("lr 1e6 with istar diverges", ["optim.lr=1e6", "criterion=istar", "criterion.shrinkage_points=200"],
+             check=diverged),
         Case("lam nan", ["criterion=istar", "criterion.lam=nan", "criterion.shrinkage_points=200"], check=diverged),
         Case("lam inf", ["criterion=istar", "criterion.lam=inf", "criterion.shrinkage_points=200"], check=diverged),
         Case("lr nan", ["optim.lr=nan"], check=diverged),
@@ -456,8 +459,10 @@ def cases() -> list[Case]:
         # run directory
         Case("output_dir read-only", [], setup=None),
         Case("output_dir is a file", [], setup=None),
-        Case("resume=false into a finished run", ["resume=false"], setup=trained(then=snapshot_listing()), check=refused_leaves_nothing),
-        Case("changed lr into a run", ["optim.lr=0.5"], setup=trained(then=snapshot_listing()), check=refused_leaves_nothing),
+        Case("resume=false into a finished run", ["resume=false"], setup=trained(then=snapshot_listing()),
+             check=refused_leaves_nothing),
+        Case("changed lr into a run", ["optim.lr=0.5"], setup=trained(then=snapshot_listing()),
+             check=refused_leaves_nothing),
         Case("second run while the first runs", []),  # see run_case: the first is a real istar-run
         # checkpoints
         Case("damaged bytes in the latest checkpoint", [], expect="recover", warning="damaged",
@@ -469,7 +474,8 @@ def cases() -> list[Case]:
         Case("every checkpoint damaged", [], setup=trained(then=resume_unfinished(damage_all))),
         Case("stale .tmp from a kill during a save", [], setup=None, check=no_stale_tmp),
         # grid, report
-        Case("malformed grid YAML", ["grid", "FILE:grid.yaml", "--dry-run"], setup=files("grid.yaml", "sweep: {seed: [1, 2\n")),
+        Case("malformed grid YAML", ["grid", "FILE:grid.yaml", "--dry-run"],
+             setup=files("grid.yaml", "sweep: {seed: [1, 2\n")),
         Case("report of a missing directory", ["report", "/nonexistent/grid"]),
         # long input
         Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20)),
@@ -490,8 +496,9 @@ def cases() -> list[Case]:
         Case("resume onto an edited training file", [], setup=edited_training_file),
         Case("checkpoint write past a file-size limit", [], check=write_refused_cleanly),
         Case("SIGTERM during training", []),  # see run_case: a real istar-run and a real signal
-        Case("I-STAR at zeta 1 (a constant penalty)", ["criterion=istar", "criterion.zeta=1", "criterion.shrinkage_points=200"],
-             expect="warn", warning="constant"),
+        Case("I-STAR at zeta 1 (a constant penalty)",
+             ["criterion=istar", "criterion.zeta=1", "criterion.shrinkage_points=200"], expect="warn",
+             warning="constant"),
         Case("a one-class training set", train_file("t.tsv"), expect="warn", warning="one class",
              setup=files("t.tsv", SST2_HEADER + "".join(f"fine film number {i}\t1\n" for i in range(16)))),
         Case("export of a flow run", ["export", "{run}"], setup=trained("criterion=flow")),
@@ -531,7 +538,8 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
     if name == "22 kB sentence pair (rte)":
         (directory / "rte").mkdir()
         rows = "index\tsentence1\tsentence2\tlabel\n" + "".join(
-            f"{i}\t{LONG if i == 0 else 'a short premise'}\t{LONG if i < 2 else 'a hypothesis'}\tentailment\n" for i in range(8))
+            f"{i}\t{LONG if i == 0 else 'a short premise'}\t{LONG if i < 2 else 'a hypothesis'}\tentailment\n"
+            for i in range(8))
         for split in ("train.tsv", "dev.tsv"):
             (directory / "rte" / split).write_text(rows)
         arguments = sweep.base(directory)
@@ -615,7 +623,8 @@ def holder_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
             stdout, stderr = run.communicate()
         outcome = Outcome(run.returncode, stdout, stderr, 0)
         said = [line for line in stderr.splitlines() if "stopped by SIGTERM" in line]
-        outcome.verdict = "traceback" if TRACEBACK in stderr else "clear" if run.returncode == 143 and said else "silent"
+        outcome.verdict = ("traceback" if TRACEBACK in stderr
+                           else "clear" if run.returncode == 143 and said else "silent")
         outcome.note = "" if said else f"exit {run.returncode} without a line saying where it stopped"
         return outcome
     outcome = sweep.run(["export", str(directory / "run")], directory)
@@ -646,7 +655,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120, help="seconds for the long-text process")
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
     args = parser.parse_args()
-    if args.work.exists() and not (args.work / WORK_MARKER).is_file() and (not args.work.is_dir() or any(args.work.iterdir())):
+    if (args.work.exists() and not (args.work / WORK_MARKER).is_file()
+            and (not args.work.is_dir() or any(args.work.iterdir()))):
         parser.error(f"--work {args.work} holds files this sweep did not write; give a new or empty directory")
     os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     os.environ.pop("ISTAR_TRACEBACK", None)
@@ -673,9 +683,11 @@ def main() -> int:
         stderr_lines = len([line for line in outcome.stderr.splitlines() if line.strip()])
         print(f"{number:2d} {outcome.verdict:10s} exit {outcome.code:3d} {stderr_lines:3d} lines  {case.name}: "
               f"{outcome.note or last_line(outcome.stderr) or last_line(outcome.stdout)}", flush=True)
-        details.append({"case": case.name, "verdict": outcome.verdict, "exit": outcome.code, "stderr_lines": stderr_lines,
-                        "note": outcome.note, "last_line": last_line(outcome.stderr), "seconds": round(outcome.seconds, 1)})
-    print("counts: " + ", ".join(f"{verdict} {count}" for verdict, count in sorted(counts.items())) + f" (of {len(selected)})")
+        details.append({"case": case.name, "verdict": outcome.verdict, "exit": outcome.code,
+                        "stderr_lines": stderr_lines, "note": outcome.note, "last_line": last_line(outcome.stderr),
+                        "seconds": round(outcome.seconds, 1)})
+    print("counts: " + ", ".join(f"{verdict} {count}" for verdict, count in sorted(counts.items()))
+          + f" (of {len(selected)})")
     if args.json:
         args.json.write_text(json.dumps({"counts": counts, "cases": details}, indent=2) + "\n")
     return 0

@@ -1,4 +1,4 @@
-"""How hard the I-STAR penalty pulls on the trainable parameters, against the task loss, on one batch of a run's
+r"""How hard the I-STAR penalty pulls on the trainable parameters, against the task loss, on one batch of a run's
 training data: the gradient norms of ``1 - IsoScore*`` (zeta 0: the batch's own covariance) and of the task loss.
 
     python scripts/penalty_pull.py [--batch 8] KEY=VALUE ...    # any istar-run overrides: recipe, model, data, layers
@@ -8,7 +8,8 @@ is that ratio (before the optimizer's per-parameter scaling). For example, MiniL
 on its middle layers (docs/decoders.md):
 
     python scripts/penalty_pull.py recipe=sst2 model=minilm data.source=files data.dir=../shared/data/sst2
-    python scripts/penalty_pull.py recipe=lm model=smollm2 data.text_from=sst2 data.dir=../shared/data/sst2 criterion.layers=8:22
+    python scripts/penalty_pull.py recipe=lm model=smollm2 data.text_from=sst2 data.dir=../shared/data/sst2 \
+        criterion.layers=8:22
 """
 from __future__ import annotations
 
@@ -43,13 +44,14 @@ def main() -> None:
     output = model(batch)
     trainable = [p for p in model.parameters() if p.requires_grad]
     loss = task_loss(task.kind, output, batch)
-    score = isoscore_star([c.float() for c in padded_token_cloud(model, output, cfg.criterion.layers, False)], None, 0.0)
+    score = isoscore_star([c.float() for c in padded_token_cloud(model, output, cfg.criterion.layers, False)],
+                          None, 0.0)
     task_norm, penalty_norm = gradient_norm(loss, trainable), gradient_norm(1.0 - score, trainable)
     layers = cfg.criterion.layers or "all"
     print(f"{cfg.task} with {cfg.model.name}, layers {layers}, {len(examples)} examples, "
           f"{sum(p.numel() for p in trainable):,} trainable parameters")
-    print(f"batch IsoScore* {score.item():.3g}   |grad task loss| {task_norm:.4g}   |grad (1 - IsoScore*)| {penalty_norm:.4g}"
-          f"   ratio {penalty_norm / task_norm:.3g}")
+    print(f"batch IsoScore* {score.item():.3g}   |grad task loss| {task_norm:.4g}   "
+          f"|grad (1 - IsoScore*)| {penalty_norm:.4g}   ratio {penalty_norm / task_norm:.3g}")
 
 
 if __name__ == "__main__":
