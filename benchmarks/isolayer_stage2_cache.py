@@ -43,13 +43,14 @@ def overrides(args, output_dir: Path, *extra: str) -> list[str]:
 
 def stage_two(args, stage_one: Path, output_dir: Path, frozen_dropout: bool) -> dict:
     started = time.perf_counter()
-    results = Trainer(compose(overrides(args, output_dir, "criterion=isolayer", f"init_from={stage_one}", "optim.lr=1e-3",
-                                        "optim.weight_decay=0.0", "optim.warmup_ratio=0.0",
+    results = Trainer(compose(overrides(args, output_dir, "criterion=isolayer", f"init_from={stage_one}",
+                                        "optim.lr=1e-3", "optim.weight_decay=0.0", "optim.warmup_ratio=0.0",
                                         f"model.frozen_dropout={str(frozen_dropout).lower()}"))).fit()
     wall = time.perf_counter() - started
     steps = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
     per_step = [record["train/seconds_per_step"] for record in steps if "train/seconds_per_step" in record]
-    return {"wall": wall, "per_step": statistics.mean(per_step), "accuracy": results["accuracy"], "steps": results["step"]}
+    return {"wall": wall, "per_step": statistics.mean(per_step), "accuracy": results["accuracy"],
+            "steps": results["step"]}
 
 
 def main() -> None:
@@ -72,7 +73,8 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name in variants if round_ % 2 == 0 else variants[::-1]:
                 frozen_backbone.MEMORY_LIMIT = 0 if name == "spilled" else in_memory
-                runs[name].append(stage_two(args, stage_one, root / f"{name}{round_}", frozen_dropout=name == "uncached"))
+                runs[name].append(stage_two(args, stage_one, root / f"{name}{round_}",
+                                            frozen_dropout=name == "uncached"))
     median = {name: {key: statistics.median(run[key] for run in done) for key in ("wall", "per_step")}
               for name, done in runs.items()}
     print(f"Isotropy Layer stage 2 on RTE ({args.samples} training pairs, 30% validate; {args.epochs} epochs; "

@@ -56,8 +56,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as output_dir:
-        runners = {"random": build(args, False, f"{output_dir}/random"), "by length": build(args, True, f"{output_dir}/length")}
-        batches = {name: [[b] for _, b in zip(range(args.steps), runner._train_batches(0))] for name, runner in runners.items()}
+        runners = {"random": build(args, False, f"{output_dir}/random"),
+                   "by length": build(args, True, f"{output_dir}/length")}
+        batches = {name: [[b] for _, b in zip(range(args.steps), runner._train_batches(0))]
+                   for name, runner in runners.items()}
         for runner in runners.values():
             runner.model.train()
         times: dict[tuple[str, str], list[float]] = {}

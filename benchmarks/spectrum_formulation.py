@@ -85,7 +85,8 @@ def main() -> None:
 
     exact = torch.linalg.svdvals(weight.double())
     ours = singular_values(weight)
-    print(f"\ngram singular values vs float64 svdvals: max relative error {((ours - exact).abs() / exact).max().item():.2e}")
+    print("\ngram singular values vs float64 svdvals: "
+          f"max relative error {((ours - exact).abs() / exact).max().item():.2e}")
     print(f"W's spectrum: sigma_1 {exact[0].item():.2f}, sigma_d {exact[-1].item():.2f}")
 
     print("\n| W with singular values set to | I1 | I2 |\n|---|---|---|")
@@ -99,7 +100,7 @@ def main() -> None:
 
     if args.adam_steps:
         every = max(1, args.adam_steps // 6)
-        print(f"\nAdamW on W, default polynomial penalty (lam 1e-3, c1 1, gamma -0.5) alone: I1 after k steps")
+        print("\nAdamW on W, default polynomial penalty (lam 1e-3, c1 1, gamma -0.5) alone: I1 after k steps")
         print("| lr | " + " | ".join(f"k={k}" for k in range(0, args.adam_steps + 1, every)) + " |")
         print("|---" * (2 + args.adam_steps // every) + "|")
         for lr in args.lr:

@@ -47,9 +47,11 @@ def main() -> None:
             times[name].append(time.perf_counter() - started)
     plain_s, ours_s = (statistics.median(times[name]) for name in ("plain", "isotropy"))
     print(f"{len(first)} STS-B dev pairs, {args.repeats} repeats, {args.threads} threads (medians): "
-          f"EmbeddingSimilarityEvaluator {plain_s:.2f} s, IsotropyEvaluator {ours_s:.2f} s, ratio {ours_s / plain_s:.3f}")
+          f"EmbeddingSimilarityEvaluator {plain_s:.2f} s, IsotropyEvaluator {ours_s:.2f} s, "
+          f"ratio {ours_s / plain_s:.3f}")
     print(f"Spearman x100: plain {100 * results['plain']['sts_spearman_cosine']:.2f}, "
-          f"IsotropyEvaluator {results['isotropy']['sts_spearman']:.2f}; IsoScore {results['isotropy']['sts_isoscore']:.4f}")
+          f"IsotropyEvaluator {results['isotropy']['sts_spearman']:.2f}; "
+          f"IsoScore {results['isotropy']['sts_isoscore']:.4f}")
 
 
 if __name__ == "__main__":

@@ -119,17 +119,20 @@ def main() -> None:
     base = medians[f"cross_entropy{suffix}"]
     points = args.batch * args.tokens * model.num_layers
     print(f"model {args.model}: {model.num_layers} layers, hidden {dim}; batch {args.batch} x {args.tokens} tokens "
-          f"({points} cloud points); torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} repeats; "
+          f"({points} cloud points); torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{args.repeats} repeats; "
           f"native bf16 on this CPU: {native_bf16(cpu)}")
     print(f"{'criterion':<25} {'median s/step':>14} {'x cross_entropy':>16}")
     for name, value in medians.items():
         own_base = medians["cross_entropy@bf16" if name.endswith("@bf16") else "cross_entropy"]
         print(f"{name:<25} {value:>14.3f} {value / own_base:>16.3f}")
     ratio = medians[f"istar{suffix}"] / base
-    print(f"target istar / cross_entropy <= 1.10 ({precisions[0]}): {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f}); "
+    print(f"target istar / cross_entropy <= 1.10 ({precisions[0]}): "
+          f"{'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f}); "
           f"official SVD penalty / istar: {medians[f'istar_official_svd{suffix}'] / medians[f'istar{suffix}']:.3f}")
     if len(precisions) == 2:
-        print("bf16 / fp32 per step: " + ", ".join(f"{name} {medians[f'{name}@bf16'] / medians[name]:.3f}" for name in criteria)
+        print("bf16 / fp32 per step: "
+              + ", ".join(f"{name} {medians[f'{name}@bf16'] / medians[name]:.3f}" for name in criteria)
               + f"; istar / cross_entropy under bf16: {medians['istar@bf16'] / medians['cross_entropy@bf16']:.3f}")
 
 
