@@ -1,4 +1,4 @@
-"""The paired comparison against Base (istar_plugin.reports.paired): the batched confusion metrics equal the
+"""The paired comparison against Base (istar_plugin.reports.comparisons.paired): the batched confusion metrics equal the
 task metrics, the interval matches the closed form where one exists, and the verdicts follow the intervals."""
 import math
 import random
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from istar_plugin import metrics
-from istar_plugin.reports.paired import CONFUSION_METRICS, hierarchical_bootstrap, paired_difference, pooled_bootstrap
+from istar_plugin.reports.comparisons.paired import CONFUSION_METRICS, hierarchical_bootstrap, paired_difference, pooled_bootstrap
 
 labels = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=60)
 

@@ -10,8 +10,10 @@ import shutil
 import pytest
 
 from istar_plugin.cli import report as report_cli
-from istar_plugin.reports import istar_cells, istar_figure3
-from istar_plugin.reports import istar_tables as report
+from istar_plugin.reports.outputs import istar_figure3, istar_table2
+from istar_plugin.reports.outputs import istar_table1 as report
+from istar_plugin.reports.records import cells as istar_cells
+from istar_plugin.reports.records import settings as istar_settings
 
 SEEDS = (1, 2, 3)
 BASE = {"sst2": 90.0, "squad": 80.0}  # sst2 stores accuracy in [0, 1]; squad stores f1 already x100
@@ -123,7 +125,7 @@ def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
 
 
 def test_table2_lists_the_selected_lambda_and_zeta(collected):
-    rows = report.table2(collected[0])
+    rows = istar_table2.table2(collected[0])
     selected = {(row["model"], row["task"], row["method"]): (row["lam"], row["zeta"], row["settings_compared"])
                 for row in rows}
     assert len(rows) == 8  # Base has no hyperparameter to choose
@@ -131,7 +133,7 @@ def test_table2_lists_the_selected_lambda_and_zeta(collected):
     assert selected["albert", "sst2", "I-STAR"] == (-5.0, 0.6, 4)
     assert selected["bert", "squad", "CosReg"] == (1.0, None, 2)
     assert selected["albert", "squad", "CosReg"] == (-1.0, None, 2)
-    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in report.table2_markdown(rows)
+    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in istar_table2.table2_markdown(rows)
 
 
 def test_one_seed_is_marked(collected):
@@ -181,10 +183,10 @@ def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_
     assert problems == [] and len(records) == 12
     assert {record.variant for record in records} == {"optim.lr=1e-05", "optim.lr=3e-05"}
     # Base's learning rate is a choice now, too: it gets a row of its own
-    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in report.table2(records)}
+    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in istar_table2.table2(records)}
     assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2), "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
-    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in report.table2_markdown(
-        report.table2(records))
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in istar_table2.table2_markdown(
+        istar_table2.table2(records))
     assert [(lam, setting.variant) for lam, setting in istar_figure3.figure3_points(records)["sst2"]["bert"]] == [
         (-1.0, "optim.lr=3e-05"), (0.0, "optim.lr=3e-05")]
 
@@ -324,7 +326,7 @@ def _ablation_grid(root):
 
 
 def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
-    from istar_plugin.reports import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
 
     _ablation_grid(tmp_path / "grid")
     records, problems = istar_cells.collect(tmp_path / "grid")
@@ -350,7 +352,7 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
 
 
 def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
-    from istar_plugin.reports import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
 
     records = collected[0]  # two zetas at most per lambda, no layers: neither figure
     assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
@@ -453,7 +455,7 @@ def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_ne
         (cell / "results.json").write_text(json.dumps({**results, "precision": "fp32"}))
     records, problems = istar_cells.collect(grid)
     assert problems == [] and [record.variant for record in records] == ["", ""]
-    assert [s.n for s in report.settings(records)] == [2]
+    assert [s.n for s in istar_settings.settings(records)] == [2]
     bf16 = json.loads((grid / "base1" / "results.json").read_text())
     (grid / "base1" / "results.json").write_text(json.dumps({**bf16, "precision": "bf16"}))  # auto ran bf16 there
     assert sorted(record.variant for record in istar_cells.collect(grid)[0]) == ["precision=bf16", "precision=fp32"]

@@ -27,9 +27,9 @@ from typing import Optional, Sequence
 
 from ..errors import ConfigError, RunDirError
 from ..reports.grid_report import unwritten_figures, write_report
-from ..reports.istar_cells import collect
+from ..reports.records.cells import collect
 from ..reports.paper.istar import PAPER_MODELS
-from ..reports.versus_reference import parse_reference
+from ..reports.comparisons.versus_reference import parse_reference
 from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
 

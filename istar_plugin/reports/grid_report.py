@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..storage.atomic import atomic_write_text
-from . import (calibration_tables, isolayer_table3, penalised_layers, sentence_embedding_table, versus_base,
-               versus_reference, wall_times)
-from .istar_cells import Record
-from .istar_figure3 import figure3, figure3_points
-from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
-                           table2_markdown)
-from .paired import LEVEL
-from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+from .comparisons import versus_base, versus_reference
+from .comparisons.paired import LEVEL
+from .outputs import calibration_tables, isolayer_table3, penalised_layers, sentence_embedding_table, wall_times
+from .outputs.istar_figure3 import figure3, figure3_points
+from .outputs.istar_table1 import table1, table1_csv_rows, table1_markdown
+from .outputs.istar_table2 import table2, table2_markdown
+from .outputs.zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+from .records.cells import Record
+from .records.settings import SELECTIONS, has_validation
+from .tables import csv_text
 
 FIGURES = (
     ("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),

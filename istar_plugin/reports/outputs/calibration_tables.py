@@ -29,8 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ..storage.atomic import atomic_write_text
-from ..storage.results import RESULTS, read_results
+from ...storage.atomic import atomic_write_text
+from ...storage.results import RESULTS, read_results
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
                 "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",

@@ -1,7 +1,7 @@
 """Training-time isotropy against post-hoc transforms: for every setting of a grid whose runs recorded their sentence
 embeddings (engine ``sentence_transformers``: ``results.json``'s ``sentence_embeddings``), the evaluation split's
 Spearman x 100 and IsoScore raw and after each transform, mean ± std over seeds, and each one's difference to Base
-*raw* paired by seed (a seeds-only bootstrap interval and verdict, :mod:`istar_plugin.reports.paired`). Base's
+*raw* paired by seed (a seeds-only bootstrap interval and verdict, :mod:`istar_plugin.reports.comparisons.paired`). Base's
 whitened row against an I-STAR raw row answers whether raising or lowering isotropy in training beats whitening
 afterwards.
 
@@ -17,11 +17,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..storage.results import ResultsError, read_results
-from .istar_cells import Record
-from .istar_tables import display_name
-from .paired import paired_difference
-from .versus_base import BASE
+from ...storage.results import ResultsError, read_results
+from ..comparisons.paired import paired_difference
+from ..comparisons.versus_base import BASE
+from ..records.cells import Record
+from ..records.settings import display_name
 
 __all__ = ["rows", "markdown", "COLUMNS", "CAPTION"]
 

@@ -20,10 +20,10 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
-from ..config import as_configured_today
-from ..storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
+from ...config import as_configured_today
+from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
-from .paper.istar import reported_metrics
+from ..paper.istar import reported_metrics
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
            "with_variants", "wall_seconds"]

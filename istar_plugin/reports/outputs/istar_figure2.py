@@ -4,7 +4,7 @@ Points come from a 768-dim zero-mean Gaussian with covariance diag(10, 6, 4, 4, 
 is 0.8673. Sigma_S is the covariance of a separate sample of 75,000 points. Without shrinkage (zeta = 0)
 small samples badly underestimate the isotropy; shrinking towards Sigma_S recovers it from far fewer points.
 
-    python -m istar_plugin.reports.figure2 --out DIR [--seed 0] [--repeats 3]
+    python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
-from ..storage.atomic import atomic_write_text
-from .figures import pyplot, save_png
+from ...isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
+from ...storage.atomic import atomic_write_text
+from ..figures import pyplot, save_png
 
 LEADING_VARIANCES = (10.0, 6.0, 4.0, 4.0)
 ZETAS = (0.0, 0.2, 0.4, 0.6, 0.8)

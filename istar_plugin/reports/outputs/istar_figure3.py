@@ -2,7 +2,7 @@
 
 Drawn by ``istar-report`` when the grid holds finished I-STAR cells (:func:`figure3_points` is empty otherwise);
 Base (cross_entropy) is lambda 0. Beside each task's panel, each lambda's paired difference to Base with the
-interval of :mod:`.versus_base` (the same numbers as ``versus_base.md``).
+interval of :mod:`..comparisons.versus_base` (the same numbers as ``versus_base.md``).
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from . import versus_base
-from .figures import DPI, MARKERS, pyplot, save_png, style
-from .istar_cells import SHOWN_AS_STORED, Record
-from .istar_tables import Setting, settings
+from ..comparisons import versus_base
+from ..figures import DPI, MARKERS, pyplot, save_png, style
+from ..records.cells import SHOWN_AS_STORED, Record
+from ..records.settings import Setting, settings
 
 __all__ = ["figure3_points", "figure3"]
 
@@ -40,7 +40,7 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
 def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
     """Figure 3, one row per task: left, eval IsoScore* (x) against score (y), one point per lambda and model, error
     bars one std over seeds on both axes, each point labelled with its lambda; right, each lambda's difference to
-    Base paired by seed with its 95% bootstrap interval (:mod:`.versus_base`; filled: the interval excludes 0).
+    Base paired by seed with its 95% bootstrap interval (:mod:`..comparisons.versus_base`; filled: the interval excludes 0).
     Written as PNG."""
     points = figure3_points(records)
     if not points:

@@ -9,7 +9,7 @@ both the reference's spread over seeds (sample standard deviation), with whether
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import collect
+>>> from istar_plugin.reports.records.cells import collect
 >>> grid = Path(tempfile.mkdtemp())
 >>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
 ...                                        ("bf16", 2, .84, .23)]:
@@ -26,9 +26,9 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional, Sequence
 
-from ..errors import ConfigError
-from .istar_cells import Record
-from .istar_tables import Setting, display_name, settings
+from ...errors import ConfigError
+from ..records.cells import Record
+from ..records.settings import Setting, display_name, settings
 from .paired import signed
 from .versus_base import compare, records_by_setting
 

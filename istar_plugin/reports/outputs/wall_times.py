@@ -1,7 +1,7 @@
 """How long a grid's cells took, start to finish, per model, task, method and variant: what a reader needs to
 size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``.csv``).
 
->>> from istar_plugin.reports.istar_cells import Record
+>>> from istar_plugin.reports.records.cells import Record
 >>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
 ...                                            f"/g/{method}{seed}", seconds=seconds)
 >>> wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from .istar_cells import Record
-from .istar_tables import display_name, method_order
+from ..records.cells import Record
+from ..records.settings import display_name, method_order
 
 __all__ = ["COLUMNS", "wall_times", "markdown"]
 

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..storage.results import RESULTS, ResultsError, read_results
-from .istar_cells import as_percent, wall_seconds
+from ...storage.results import RESULTS, ResultsError, read_results
+from ..records.cells import as_percent, wall_seconds
 
-PAPER_TABLE = Path(__file__).resolve().parent / "paper" / "isolayer_table3.csv"
+PAPER_TABLE = Path(__file__).resolve().parents[1] / "paper" / "isolayer_table3.csv"
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
            "IsoScore 2", "improved", "trainable 1", "trainable 2", "seconds 1", "seconds 2", "paper stage 1",

@@ -7,7 +7,7 @@ rate), else with Base's best setting. Per-example outcomes come from each run's 
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import collect
+>>> from istar_plugin.reports.records.cells import collect
 >>> from istar_plugin.storage.predictions import write_predictions
 >>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
 >>> for method, seed, correct in [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]:
@@ -25,11 +25,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..errors import DataError
-from ..metrics import better_sign
-from ..storage.predictions import read_predictions
-from .istar_cells import Record
-from .istar_tables import Setting, display_name, settings
+from ...errors import DataError
+from ...metrics import better_sign
+from ...storage.predictions import read_predictions
+from ..records.cells import Record
+from ..records.settings import Setting, display_name, settings
 from .paired import PairedDifference, paired_difference, signed
 
 __all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "records_by_setting", "compare"]

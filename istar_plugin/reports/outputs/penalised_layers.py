@@ -5,7 +5,7 @@ range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import Record
+>>> from istar_plugin.reports.records.cells import Record
 >>> grid = Path(tempfile.mkdtemp())
 >>> records = []
 >>> for method, lam, layers, scores in (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05])):
@@ -22,10 +22,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..storage.results import RESULTS
-from .istar_cells import Record
-from .istar_tables import display_name, settings
-from .versus_base import records_by_setting
+from ...storage.results import RESULTS
+from ..records.cells import Record
+from ..records.settings import display_name, settings
+from ..comparisons.versus_base import records_by_setting
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
