@@ -30,14 +30,17 @@ from ...metrics import better_sign
 from ...storage.predictions import read_predictions
 from ..records.cells import Record
 from ..records.settings import Setting, display_name, settings
-from .paired import PairedDifference, paired_difference, signed
+from .paired import LEVEL, PairedDifference, paired_difference, signed
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "records_by_setting", "compare"]
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "records_by_setting", "compare"]
 
 BASE = "cross_entropy"
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
+CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
+           "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
+           "sample size (n.d.: not distinguishable).\n\n")
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:

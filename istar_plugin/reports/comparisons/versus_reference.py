@@ -29,10 +29,10 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ..records.cells import Record
 from ..records.settings import Setting, display_name, settings
-from .paired import signed
+from .paired import LEVEL, signed
 from .versus_base import compare, records_by_setting
 
-__all__ = ["parse_reference", "comparisons", "markdown", "COLUMNS"]
+__all__ = ["parse_reference", "comparisons", "markdown", "caption", "why_not", "COLUMNS"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
            "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
@@ -76,6 +76,22 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
                      "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
                      "resampled": paired.resampled})
     return rows
+
+
+def caption(reference: str) -> str:
+    """The caption above the comparison with ``reference``."""
+    return (f"Every setting against the same setting with {reference}, paired by seed: mean difference (points), "
+            f"{LEVEL:.0%} bootstrap interval, verdict at this sample size; the reference's standard deviation over "
+            "seeds, and whether the mean difference lies within it; the same for the eval IsoScore*.\n\n")
+
+
+def why_not(reference: str) -> str:
+    """Why there is no comparison with ``reference``: no setting has its key at another value.
+
+    >>> why_not("precision=fp32")
+    'versus_reference.md not written: no setting has precision at another value than precision=fp32\\n'
+    """
+    return f"versus_reference.md not written: no setting has {reference.partition('=')[0]} at another value than {reference}\n"
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:

@@ -29,7 +29,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ...storage.atomic import atomic_write_text
 from ...storage.results import RESULTS, read_results
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
@@ -41,6 +40,11 @@ METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidde
 PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
 PAPER_MODELS = ("bert", "roberta", "distilbert")
 """Our model presets that are the paper's models (its ranges are shown for these alone)."""
+TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
+                  f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
+TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
+                  "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
+"""The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
 PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
     "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
     "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
@@ -166,16 +170,3 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
                          f"{_summary(values['embedding_i2'], 4)} | {_summary(values['isoscore_star'], 3)} | "
                          f"{sum(run.collapsed for run in runs)}/{len(runs)} | {paper_i1} | {paper_i2} |")
     return "\n".join(lines) + "\n"
-
-
-def write_tables(runs: Sequence[Run], out: Path) -> str:
-    """Write ``calibration_table1.md`` and ``calibration_table4.md`` into ``out``; returns both as markdown."""
-    rows = calibration_rows(runs)
-    table1 = (f"Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
-              f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n" + table1_markdown(rows))
-    table4 = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
-              "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n"
-              + table4_markdown(rows))
-    atomic_write_text(out / "calibration_table1.md", table1)
-    atomic_write_text(out / "calibration_table4.md", table4)
-    return table1 + "\n" + table4

@@ -45,9 +45,13 @@ from ...metrics import better_sign
 from ..comparisons.versus_paper import paper_comparison
 from ..paper.istar import reported_metrics
 from ..records.cells import Record
-from ..records.settings import Setting, best_settings, display_name, method_order, metric_summary, setting_order
+from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
+                                setting_order)
 
-__all__ = ["table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
+__all__ = ["CAPTIONS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
+
+CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n", "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
+"""Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:

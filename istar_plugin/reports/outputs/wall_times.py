@@ -15,9 +15,10 @@ from typing import Any, Sequence
 from ..records.cells import Record
 from ..records.settings import display_name, method_order
 
-__all__ = ["COLUMNS", "wall_times", "markdown"]
+__all__ = ["COLUMNS", "CAPTION", "wall_times", "markdown"]
 
 COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
+CAPTION = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
 
 
 def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
