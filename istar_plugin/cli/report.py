@@ -57,7 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
     if not records and not problems:
-        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)", file=sys.stderr)
+        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)",
+              file=sys.stderr)
         return 2
     out = args.out or args.grid_dir / "report"
     if records:

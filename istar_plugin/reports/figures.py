@@ -54,8 +54,8 @@ def panels(count: int, width: float = 4.8, height: float = 3.6, margin: float = 
     """``(fig, axes)``: ``count`` panels in rows of at most three (unused grid slots hidden)."""
     columns = min(3, count)
     rows = math.ceil(count / columns)
-    fig, axes = pyplot().subplots(rows, columns, figsize=(max(min_width, 0.6 + width * columns), margin + height * rows),
-                                  dpi=DPI, squeeze=False, layout="constrained")
+    figsize = (max(min_width, 0.6 + width * columns), margin + height * rows)
+    fig, axes = pyplot().subplots(rows, columns, figsize=figsize, dpi=DPI, squeeze=False, layout="constrained")
     for ax in axes.flat[count:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:count])

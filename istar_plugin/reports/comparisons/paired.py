@@ -36,7 +36,8 @@ import numpy as np
 from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap", "CONFUSION_METRICS",
+__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
+           "CONFUSION_METRICS",
            "POOLED_METRICS", "ROUNDS", "LEVEL"]
 
 ROUNDS = 2000

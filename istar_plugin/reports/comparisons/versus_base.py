@@ -10,7 +10,8 @@ rate), else with Base's best setting. Per-example outcomes come from each run's 
 >>> from istar_plugin.reports.records.cells import collect
 >>> from istar_plugin.storage.predictions import write_predictions
 >>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
->>> for method, seed, correct in [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]:
+>>> cells = [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]
+>>> for method, seed, correct in cells:
 ...     cell = grid / f"{method}{seed}"; cell.mkdir()
 ...     _ = (cell / "config.yaml").write_text("task: rte\\n")
 ...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
@@ -63,7 +64,8 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
                      "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
                      "verdict": paired.verdict, "resampled": paired.resampled,
                      "per_seed": " ".join(signed(d) for d in paired.differences),
-                     "collapsed": f"{setting.collapsed}/{setting.n}" + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+                     "collapsed": f"{setting.collapsed}/{setting.n}"
+                                  + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
                      "base_variant": base.variant,
                      "text": paired.text(), "paired": paired, "setting": setting})
     return rows
@@ -77,12 +79,14 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
     setting's runs (and Base's) predicted one class for every example."""
-    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | per seed | "
+    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | "
+             "per seed | "
              "one class | resampled |", "|---" * 14 + "|"]
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
+                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
+                     f"[{signed(row['low'])}, {signed(row['high'])}] | "
                      f"{row['verdict']} | {row['per_seed']} | {row['collapsed']} | {row['resampled']} |")
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,8 @@ both the reference's spread over seeds (sample standard deviation), with whether
 ...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
 ...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
 ...         "eval_isoscore_star": iso}))
->>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in comparisons(collect(grid)[0], "precision=fp32")]
+>>> rows = comparisons(collect(grid)[0], "precision=fp32")
+>>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in rows]
 [('precision=bf16', '+1.00 +0.00', True)]
 """
 from __future__ import annotations
@@ -72,7 +73,8 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
                      "low": paired.low, "high": paired.high, "verdict": paired.verdict,
                      "per_seed": " ".join(signed(d) for d in paired.differences),
                      "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
-                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
+                     "isoscore_difference": iso_mean,
+                     "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
                      "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
                      "resampled": paired.resampled})
     return rows
@@ -91,18 +93,21 @@ def why_not(reference: str) -> str:
     >>> why_not("precision=fp32")
     'versus_reference.md not written: no setting has precision at another value than precision=fp32\\n'
     """
-    return f"versus_reference.md not written: no setting has {reference.partition('=')[0]} at another value than {reference}\n"
+    key = reference.partition("=")[0]
+    return f"versus_reference.md not written: no setting has {key} at another value than {reference}\n"
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
-    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | per seed | "
+    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | "
+             "per seed | "
              "reference sd | within sd | Δ eval IsoScore* | per seed | reference sd | within sd |", "|---" * 19 + "|"]
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(
-            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | {row['reference']} | "
-            f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
+            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | "
+            f"{row['reference']} | {row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
+            f"[{signed(row['low'])}, {signed(row['high'])}] | "
             f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
             f"{row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.4f} | "
             f"{_yes(row['isoscore_within_spread'])} |")

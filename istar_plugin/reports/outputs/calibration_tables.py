@@ -104,7 +104,8 @@ def uses_calibration(runs: Sequence[Run]) -> bool:
 
 def paper_table() -> dict[tuple[str, str], dict[str, float]]:
     """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
-    text = resources.files("istar_plugin.reports.paper").joinpath("ding_calibration_glue.csv").read_text(encoding="utf-8")
+    paper = resources.files("istar_plugin.reports.paper")
+    text = paper.joinpath("ding_calibration_glue.csv").read_text(encoding="utf-8")
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC} for row in rows}
 
@@ -159,7 +160,8 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
     lines = ["| Model | Method | Task | I1 | I2 | eval IsoScore* | collapsed | paper I1 | paper I2 |", "|---" * 9 + "|"]
     for row in rows:
-        paper_i1, paper_i2 = PAPER_ISOTROPY.get(row["method"], ("—", "—")) if row["model"] in PAPER_MODELS else ("—", "—")
+        ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
+        paper_i1, paper_i2 = ranges or ("—", "—")
         for task in PAPER_METRIC:
             runs = row["tasks"].get(task)
             if not runs:

@@ -2,10 +2,10 @@
 
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names, so the two
 columns hold exactly the fine-tuned models and the same models with the layer. Per model, task and stage
-(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a
-percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the
-trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else the
-metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
+(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median
+(sample std) over seeds, as a percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the
+evaluation split, the trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else
+the metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
 ``paper/isolayer_table3.csv`` (source named there) and are shown for the model names they were
 measured with (``bert`` = bert-base-cased, ``roberta_large``).
 
@@ -170,8 +170,8 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
     sources = sorted({row["paper source"] for row in table if row["paper source"]})
-    notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on the "
-             "evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": k runs "
-             "predicted a single class (collapsed classifiers)."]
+    notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on "
+             "the evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": "
+             "k runs predicted a single class (collapsed classifiers)."]
     notes += [f"Paper: {source}." for source in sources] or ["Paper: no numbers for these models."]
     return "\n".join(lines + notes) + "\n"

@@ -37,7 +37,8 @@ def sample(variances: torch.Tensor, n: int, generator: torch.Generator) -> torch
     return torch.randn(n, len(variances), generator=generator) * variances.sqrt().float()
 
 
-def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Generator, chunk: int = 5000) -> torch.Tensor:
+def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Generator,
+                         chunk: int = 5000) -> torch.Tensor:
     """Sigma_S: the covariance of n fresh points, streamed in chunks through a CovarianceAccumulator."""
     accumulator = CovarianceAccumulator(len(variances))
     for start in range(0, n, chunk):
@@ -87,7 +88,8 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
         ax.plot(n, mean, marker="o", markersize=3, color=colour, label=f"$\\zeta$ = {zeta:g}")
         ax.fill_between(n, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
     ax.axhline(population, color="black", linestyle="--", linewidth=1, label=f"population IsoScore = {population:.4f}")
-    ax.axhline(shrink_score, color="grey", linestyle=":", linewidth=1, label=f"IsoScore($\\Sigma_S$) = {shrink_score:.4f}")
+    ax.axhline(shrink_score, color="grey", linestyle=":", linewidth=1,
+               label=f"IsoScore($\\Sigma_S$) = {shrink_score:.4f}")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("number of points |X|")

@@ -1,23 +1,12 @@
-"""Table 1 of Rudman & Eickhoff (2024) from a grid's records (:mod:`..records`); Table 2 is :mod:`.istar_table2`,
-Figure 3 :mod:`.istar_figure3`.
+"""Table 1 of Rudman & Eickhoff (2024) from a grid's records (:mod:`..records`): per model and task each method's
+best setting (:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds; Table 2 is
+:mod:`.istar_table2`, Figure 3 :mod:`.istar_figure3`.
 
-Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
-snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
-without a readable one (queued, running, crashed) is reported as missing or failed, never dropped. Scores are
-percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its *variant*, e.g.
-``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
-
-    istar-report GRID_DIR [--out DIR]   # table1.md/.csv, table2.md/.csv, cells.csv, figure3.png in DIR
-                                        # (+ table3.md/.csv for isolayer cells: istar_plugin.reports.outputs.isolayer_table3)
-
-A run whose eval predictions were all one class is marked ``(k collapsed)``. A grid with isotropy-calibration
-cells (CosReg on the embeddings, spectrum, flow) also gets Ding et al.'s Table 1 and Table 4 with the paper's
-numbers beside ours (:mod:`istar_plugin.reports.outputs.calibration_tables`).
-
-Table 1 is shown in the I-STAR paper's metrics (:mod:`istar_plugin.reports.paper.istar`; the CSV keeps every other metric
-too), with its mean ± std and our difference beside each cell whose model, method, task and metric it reports.
-``figure7.png`` (score against zeta) and ``figure8.png`` (I-STAR on one layer at a time) are drawn when the grid
-holds such cells (:mod:`istar_plugin.reports.outputs.zeta_and_layer_figures`).
+Scores are percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its
+*variant*, e.g. ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in
+the paper. A run whose eval predictions were all one class is marked ``(k collapsed)``. Table 1 is shown in the
+I-STAR paper's metrics (:mod:`istar_plugin.reports.paper.istar`; the CSV keeps every other metric too), with its
+mean ± std and our difference beside each cell whose model, method, task and metric it reports.
 
 >>> import json, tempfile
 >>> from pathlib import Path
@@ -50,13 +39,15 @@ from ..records.settings import (SELECTIONS, Setting, best_settings, display_name
 
 __all__ = ["CAPTIONS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
 
-CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n", "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
+CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
+            "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
 """Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
     """Rows model x task: ``model``, ``task``, ``metric`` and per method column title its best
-    :class:`Setting` (None where the method did not run), selected as ``selection`` (:data:`~istar_plugin.reports.records.settings.SELECTIONS`)."""
+    :class:`Setting` (None where the method did not run), selected as ``selection``
+    (:data:`~istar_plugin.reports.records.settings.SELECTIONS`)."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -80,11 +71,13 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
 
     >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
     '92.50 ± 0.00 (n=1)'
-    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1), collapsed=2), 2)
+    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
+    ...                      collapsed=2), 2)
     '81.20 ± 0.00 (2 collapsed)'
     >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
     '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
-    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2, paper_model="bert")
+    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
+    ...              paper_model="bert")
     '61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
     """
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
@@ -115,8 +108,8 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
     """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
     methods compete; the paper's mean ± std and our difference beside each cell it has; and, in the table metric,
     ``Δ`` to Base with its interval and verdict where ``versus_base(setting)`` gives one
-    (:func:`istar_plugin.reports.comparisons.versus_base.comparison_of`). ``paper_model``: whose paper numbers stand beside a
-    model the paper did not run."""
+    (:func:`istar_plugin.reports.comparisons.versus_base.comparison_of`). ``paper_model``: whose paper numbers stand
+    beside a model the paper did not run."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
@@ -150,9 +143,10 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 summary = metric_summary(setting, metric)
                 paper = paper_comparison(setting, metric, paper_model)
                 values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
-                          **{name: None if setting is None else getattr(setting, name) for name in ("lam", "zeta", "variant")},
-                          "paper mean": paper and paper[0], "paper std": paper and paper[1], "difference": paper and paper[2],
-                          "paper model": paper and paper[3]}
+                          **{name: None if setting is None else getattr(setting, name)
+                             for name in ("lam", "zeta", "variant")},
+                          "paper mean": paper and paper[0], "paper std": paper and paper[1],
+                          "difference": paper and paper[2], "paper model": paper and paper[3]}
                 out.update({f"{column} {name}": value for name, value in values.items()})
             flat.append(out)
     return flat

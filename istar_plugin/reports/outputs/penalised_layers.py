@@ -8,10 +8,12 @@ range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.
 >>> from istar_plugin.reports.records.cells import Record
 >>> grid = Path(tempfile.mkdtemp())
 >>> records = []
->>> for method, lam, layers, scores in (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05])):
+>>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
+>>> for method, lam, layers, scores in cells:
 ...     cell = grid / method; cell.mkdir()
 ...     _ = (cell / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": scores}))
-...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell), layers=layers))
+...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
+...                           layers=layers))
 >>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]
 [('Base', '2-3', '1.5e-06', '2e-06'), ('I-STAR', '2-3', '0.03', '0.05')]
 """
@@ -30,9 +32,10 @@ from ..comparisons.versus_base import records_by_setting
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
-CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the first "
-           "transformer layer), each layer's mean over seeds, then the median and the range over those layers, for "
-           "every setting of the model and task; `score` is the setting's mean task score (a perplexity stays one).")
+CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the "
+           "first transformer layer), each layer's mean over seeds, then the median and the range over those layers, "
+           "for every setting of the model and task; `score` is the setting's mean task score (a perplexity stays "
+           "one).")
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -55,8 +58,9 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         means = [statistics.fmean(column) for column in zip(*per_seed)]
         result.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
                        "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "layers": _span(layers),
-                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}", "median": f"{statistics.median(means):.3g}",
-                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}"})
+                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}",
+                       "median": f"{statistics.median(means):.3g}", "low": f"{min(means):.3g}",
+                       "high": f"{max(means):.3g}"})
     return result
 
 
@@ -66,7 +70,8 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     for row in table:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | {row['high']} |")
+                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | "
+                     f"{row['high']} |")
     return "\n".join(lines) + "\n"
 
 

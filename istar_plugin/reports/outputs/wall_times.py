@@ -4,8 +4,10 @@ size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``
 >>> from istar_plugin.reports.records.cells import Record
 >>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
 ...                                            f"/g/{method}{seed}", seconds=seconds)
->>> wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
-[{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, 'max s': 440.0}]
+>>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
+>>> row
+{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
+'max s': 440.0}
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
     methods = method_order(method for _, _, method, _ in groups)
     order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
-    return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(groups[key]),
-             "median s": statistics.median(groups[key]), "min s": min(groups[key]), "max s": max(groups[key])}
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
+             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
+             "max s": max(groups[key])}
             for key in order for model, task, method, variant in [key]]
 
 

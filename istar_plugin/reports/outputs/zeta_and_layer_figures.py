@@ -93,7 +93,8 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
     penalty (solid line, band ± std) and Base (dashed line, band ± std) for reference."""
     points = figure8_points(records)
     if not points:
-        raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); none were given")
+        raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); "
+                         "none were given")
     fig, axes = panels(len(points))
     for ax, ((task, model), panel) in zip(axes, points.items()):
         layers = [layer for layer, _ in panel["layers"]]

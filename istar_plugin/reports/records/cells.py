@@ -47,8 +47,8 @@ of their own), how a run was placed and logged, and ``init_from`` (a second stag
 @dataclass(frozen=True)
 class Record:
     """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
-    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage, ``others`` every
-    other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
+    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage,
+    ``others`` every other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
 
     task: str
     model: str
@@ -76,8 +76,10 @@ class CellProblem(Exception):
 def as_percent(task: str, metric: str, value: float) -> float:
     """``value`` as a percentage: SQuAD's metrics already are, all others are fractions; a perplexity stays one.
 
-    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5), as_percent("lm", "perplexity", 12.5)
-    (50.0, 88.5, 12.5)
+    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
+    (50.0, 88.5)
+    >>> as_percent("lm", "perplexity", 12.5)
+    12.5
     """
     return value if metric in SHOWN_AS_STORED.get(task, ()) else 100.0 * value
 
@@ -182,7 +184,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
     if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
         raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
-    lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True) for key in ("lam", "zeta"))
+    lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True)
+                 for key in ("lam", "zeta"))
     return Record(
         task=task,
         model=results.model,

@@ -102,7 +102,8 @@ def settings(records: Sequence[Record]) -> list[Setting]:
         group.sort(key=lambda record: record.seed)
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
-            raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric ({', '.join(sorted(metrics))})")
+            raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric "
+                             f"({', '.join(sorted(metrics))})")
         others = [dict(record.others) for record in group]
         common = [name for name in others[0] if all(name in other for other in others)]
         result.append(Setting(
@@ -120,8 +121,8 @@ def settings(records: Sequence[Record]) -> list[Setting]:
 
 def setting_order(setting: Setting) -> tuple:
     none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
-    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam), none_first(setting.zeta),
-            setting.variant)
+    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam),
+            none_first(setting.zeta), setting.variant)
 
 
 SELECTIONS = {
