@@ -20,6 +20,7 @@ from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalis
 from .outputs.istar_figure3 import figure3, figure3_points
 from .outputs.istar_table1 import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .outputs.zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+from .records.calibration_runs import read_runs
 from .records.cells import Record
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
@@ -50,7 +51,7 @@ class Grid:
     @cached_property
     def calibration(self) -> list[dict[str, Any]]:
         """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
-        runs = calibration_tables.read_runs(Path(record.path) for record in self.records)
+        runs = read_runs(Path(record.path) for record in self.records)
         return calibration_tables.calibration_rows(runs) if calibration_tables.uses_calibration(runs) else []
 
 

@@ -30,10 +30,10 @@ from ...errors import DataError
 from ...metrics import better_sign
 from ...storage.predictions import read_predictions
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, settings
+from ..records.settings import Setting, display_name, records_by_setting, setting_key, settings
 from .paired import LEVEL, PairedDifference, paired_difference, signed
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "records_by_setting", "compare"]
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare"]
 
 BASE = "cross_entropy"
 
@@ -91,18 +91,6 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
-    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
-    groups: dict[tuple, list[Record]] = {}
-    for record in records:
-        groups.setdefault(_key(record), []).append(record)
-    return groups
-
-
-def _key(item: Record | Setting) -> tuple:
-    return item.model, item.task, item.method, item.lam, item.zeta, item.variant
-
-
 def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
     bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
     same_variant = [s for s in bases if s.variant == setting.variant]
@@ -110,8 +98,9 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
 
 
 def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: :func:`records_by_setting`)."""
-    method_runs, base_runs = groups[_key(setting)], groups[_key(base)]
+    """``setting`` against ``base`` paired by seed (``groups``:
+    :func:`~istar_plugin.reports.records.settings.records_by_setting`)."""
+    method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
     return paired_difference(
         setting.task, setting.metric,
         {r.seed: _outcome(r) for r in method_runs}, {r.seed: _outcome(r) for r in base_runs},

@@ -29,9 +29,9 @@ from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, settings
+from ..records.settings import Setting, display_name, records_by_setting, settings
 from .paired import LEVEL, signed
-from .versus_base import compare, records_by_setting
+from .versus_base import compare
 
 __all__ = ["parse_reference", "comparisons", "markdown", "caption", "why_not", "COLUMNS"]
 

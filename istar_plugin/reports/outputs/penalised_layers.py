@@ -19,15 +19,13 @@ range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
-from ...storage.results import RESULTS
 from ..records.cells import Record
-from ..records.settings import display_name, settings
-from ..comparisons.versus_base import records_by_setting
+from ..records.run_extras import layer_isoscores
+from ..records.settings import display_name, records_by_setting, settings
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -51,7 +49,7 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         if layers is None:
             continue
         runs = groups[(setting.model, setting.task, setting.method, setting.lam, setting.zeta, setting.variant)]
-        per_seed = [_layer_scores(Path(run.path), layers) for run in runs]
+        per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
         per_seed = [scores for scores in per_seed if scores is not None]
         if not per_seed:
             continue
@@ -73,17 +71,6 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
                      f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | "
                      f"{row['high']} |")
     return "\n".join(lines) + "\n"
-
-
-def _layer_scores(run_dir: Path, layers: Sequence[int]) -> Optional[list[float]]:
-    """The run's eval IsoScore* of each of ``layers`` (hidden-state indices; 0, the embeddings, has none)."""
-    try:
-        per_layer = json.loads((run_dir / RESULTS).read_text(encoding="utf-8")).get("eval_isoscore_star_per_layer")
-    except (OSError, ValueError):
-        return None
-    if not per_layer:
-        return None
-    return [float(per_layer[index - 1 if index > 0 else index]) for index in layers if index != 0]
 
 
 def _span(layers: Sequence[int]) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
-from ...storage.results import ResultsError, read_results
 from ..comparisons.paired import paired_difference
 from ..comparisons.versus_base import BASE
 from ..records.cells import Record
+from ..records.run_extras import sentence_embeddings
 from ..records.settings import display_name
 
 __all__ = ["rows", "markdown", "COLUMNS", "CAPTION"]
@@ -37,13 +37,6 @@ CAPTION = ("Sentence embeddings of the evaluation split, raw and after post-hoc 
            "post-hoc transform applies).")
 
 
-def _embeddings(record: Record) -> Optional[dict[str, dict[str, float]]]:
-    try:
-        return read_results(Path(record.path) / "results.json").extra.get("sentence_embeddings")
-    except ResultsError:
-        return None
-
-
 def _mean_std(values: Sequence[float], digits: int) -> str:
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.fmean(values):.{digits}f} ± {spread:.{digits}f}"
@@ -51,7 +44,7 @@ def _mean_std(values: Sequence[float], digits: int) -> str:
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
-    measured = [(record, _embeddings(record)) for record in records]
+    measured = [(record, sentence_embeddings(Path(record.path))) for record in records]
     measured = [(record, embeddings) for record, embeddings in measured if embeddings]
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}

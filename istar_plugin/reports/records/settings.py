@@ -18,7 +18,7 @@ from ...metrics import better_sign
 from .cells import Key, Record
 
 __all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
-           "best_settings", "has_validation", "metric_summary"]
+           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
@@ -117,6 +117,19 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             validations=tuple(record.validation for record in group),
         ))
     return sorted(result, key=setting_order)
+
+
+def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in records:
+        groups.setdefault(setting_key(record), []).append(record)
+    return groups
+
+
+def setting_key(item: Record | Setting) -> tuple:
+    """(model, task, method, lam, zeta, variant): the setting a record belongs to, or a setting's own."""
+    return item.model, item.task, item.method, item.lam, item.zeta, item.variant
 
 
 def setting_order(setting: Setting) -> tuple:
