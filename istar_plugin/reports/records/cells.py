@@ -10,7 +10,6 @@ crashed, failed, malformed) is listed with that module's one-line reason, never 
 """
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
@@ -24,9 +23,10 @@ from ...config import as_configured_today
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
+from .run_logs import failure_hints, wall_seconds
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
-           "with_variants", "wall_seconds"]
+           "with_variants"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -66,7 +66,7 @@ class Record:
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
-    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`wall_seconds`)
+    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`.run_logs.wall_seconds`)
 
 
 class CellProblem(Exception):
@@ -173,7 +173,7 @@ def read_cell(cell: Path) -> Record:
         results = read_results(cell / RESULTS, require_finished=True)
         return cell_record(results, cell)
     except ResultsError as error:
-        raise CellProblem(error.problem + (_failure_hints(cell) if error.missing else "")) from None
+        raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
 
 
 def cell_record(results: ResultsRecord, cell: Path) -> Record:
@@ -217,45 +217,3 @@ def _validation_score(results: ResultsRecord) -> Optional[float]:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _failure_hints(cell: Path) -> str:
-    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
-    hints = []
-    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
-    if checkpoints:
-        hints.append(f"last checkpoint {checkpoints[-1].name}")
-    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
-    if logs:
-        last_line = _last_line(logs[-1])
-        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
-    return "".join(f"; {hint}" for hint in hints)
-
-
-def _last_line(path: Path, limit: int = 200) -> str:
-    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
-    return lines[-1][:limit] if lines else ""
-
-
-def wall_seconds(cell: Path) -> Optional[float]:
-    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
-    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
-        try:
-            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            continue
-        if first_event:
-            starts = [r["time"] for r in records if r.get("event") == first_event]
-            ends = [r["time"] for r in records if r.get("event") == "finished"]
-            if starts and ends and ends[-1] >= starts[-1]:
-                return ends[-1] - starts[-1]
-        elif len(records) > 1:
-            return records[-1]["time"] - records[0]["time"]
-    return None

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Optional
 
 from ...storage.results import RESULTS, ResultsError, read_results
-from .cells import as_percent, wall_seconds
+from .cells import as_percent
+from .run_logs import wall_seconds
 
 __all__ = ["Run", "read_run"]
 
