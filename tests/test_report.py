@@ -6,14 +6,17 @@ IsoScore* is iso - 0.01, iso, iso + 0.01 (std 0.01).
 import csv
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from istar_plugin.cli import report as report_cli
+from istar_plugin.reports.grid_report import FIGURES, TABLES, write_report
 from istar_plugin.reports.outputs import istar_figure3, istar_table2
 from istar_plugin.reports.outputs import istar_table1 as report
 from istar_plugin.reports.records import cells as istar_cells
 from istar_plugin.reports.records import settings as istar_settings
+from istar_plugin.reports.tables import Table, write_table
 
 SEEDS = (1, 2, 3)
 BASE = {"sst2": 90.0, "squad": 80.0}  # sst2 stores accuracy in [0, 1]; squad stores f1 already x100
@@ -471,3 +474,21 @@ def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_ne
     bf16 = json.loads((grid / "base1" / "results.json").read_text())
     (grid / "base1" / "results.json").write_text(json.dumps({**bf16, "precision": "bf16"}))  # auto ran bf16 there
     assert sorted(record.variant for record in istar_cells.collect(grid)[0]) == ["precision=bf16", "precision=fp32"]
+
+
+def test_a_declared_table_without_rows_is_written_only_when_always_and_says_why_not(tmp_path):
+    table = Table("scores", rows=lambda grid: grid, markdown=lambda grid, rows: "| x |\n", columns=("task", "mean"),
+                  shown="", absent=lambda grid: "scores.md not written: no cell finished")
+    assert write_table(table, [], tmp_path) == "scores.md not written: no cell finished"
+    assert list(tmp_path.iterdir()) == []
+    assert write_table(replace(table, always=True, shown=None), [], tmp_path) is None  # written, not printed
+    assert (tmp_path / "scores.md").read_text() == "| x |\n" and (tmp_path / "scores.csv").read_text() == "task,mean\n"
+
+
+def test_every_file_the_report_writes_is_declared_once(grid, tmp_path):
+    names = [f"{table.name}.{ext}" for table in TABLES
+             for ext, written in (("md", table.markdown), ("csv", table.csv_rows)) if written is not None]
+    names += [figure[0] for figure in FIGURES]
+    assert len(names) == len(set(names))
+    write_report(istar_cells.collect(grid)[0], tmp_path / "report")
+    assert {path.name for path in (tmp_path / "report").iterdir()} <= set(names)
