@@ -488,7 +488,7 @@ def test_a_declared_table_without_rows_is_written_only_when_always_and_says_why_
 def test_every_file_the_report_writes_is_declared_once(grid, tmp_path):
     names = [f"{table.name}.{ext}" for table in TABLES
              for ext, written in (("md", table.markdown), ("csv", table.csv_rows)) if written is not None]
-    names += [figure[0] for figure in FIGURES]
+    names += [figure.name for figure in FIGURES]
     assert len(names) == len(set(names))
     write_report(istar_cells.collect(grid)[0], tmp_path / "report")
     assert {path.name for path in (tmp_path / "report").iterdir()} <= set(names)

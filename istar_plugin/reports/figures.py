@@ -1,5 +1,6 @@
 """What every report figure shares: a headless matplotlib figure (one axis, or a grid of panels), the same axis
-style, and an atomic PNG write (a crash leaves the old figure or the new one, never half a file).
+style, an atomic PNG write (a crash leaves the old figure or the new one, never half a file), and the
+:class:`Figure` declaration ``istar-report``'s figures are listed by.
 
 >>> import tempfile
 >>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")
@@ -13,14 +14,27 @@ from __future__ import annotations
 import io
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from ..storage.atomic import atomic_write_bytes
 
-__all__ = ["MARKERS", "pyplot", "single", "panels", "style", "save_png"]
+__all__ = ["MARKERS", "Figure", "pyplot", "single", "panels", "style", "save_png"]
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 130
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One output figure: ``points(records)`` is what it draws (empty: nothing to draw, and ``why_not`` says so),
+    ``draw(records, path)`` draws it into ``name``."""
+
+    name: str
+    points: Callable[[Any], Any]
+    draw: Callable[[Any, Path], Path]
+    why_not: str
 
 
 def pyplot():

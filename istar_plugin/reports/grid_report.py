@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .comparisons import versus_base, versus_reference
+from .figures import Figure
 from .comparisons.paired import PairedDifference
 from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalised_layers, sentence_embedding_table,
                       wall_times)
@@ -94,17 +95,17 @@ TABLES = (
 """Every table ``istar-report`` writes, in the order it prints them."""
 
 FIGURES = (
-    ("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
-    ("figure7.png", figure7_points, figure7,
-     "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
-    ("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
+    Figure("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
+    Figure("figure7.png", figure7_points, figure7,
+           "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
+    Figure("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
 )
-"""(file name, the points it draws (empty: nothing to draw), the drawing function, why it is not drawn)."""
+"""Every figure ``istar-report`` draws where the grid's cells give it points."""
 
 
 def unwritten_figures(records: Sequence[Record]) -> list[str]:
     """``NAME not written: WHY`` for each figure the records give nothing to draw."""
-    return [f"{name} not written: {why}" for name, points, _, why in FIGURES if not points(records)]
+    return [f"{figure.name} not written: {figure.why_not}" for figure in FIGURES if not figure.points(records)]
 
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
@@ -116,7 +117,7 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     out.mkdir(parents=True, exist_ok=True)
     grid = Grid(records, paper_model, reference)
     shown = [write_table(table, grid, out) for table in TABLES]
-    for name, points, draw, _ in FIGURES:
-        if points(records):
-            draw(records, out / name)
+    for figure in FIGURES:
+        if figure.points(records):
+            figure.draw(records, out / figure.name)
     return "\n".join(text for text in shown if text is not None)
