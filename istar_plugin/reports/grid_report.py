@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .comparisons import versus_base, versus_reference
-from .figures import Figure
 from .comparisons.paired import PairedDifference
+from .figures import Figure
 from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalised_layers, sentence_embedding_table,
                       wall_times)
 from .outputs.istar_figure3 import figure3, figure3_points
@@ -47,6 +47,7 @@ class Grid:
         return versus_base.comparison_of(self.versus_base, setting)
 
     def table1(self, selection: str) -> list[dict[str, Any]]:
+        """Table 1 selected as ``selection``; none held out unless some setting scored a validation split."""
         return table1(self.records, selection) if selection == "eval" or has_validation(self.records) else []
 
     @cached_property
