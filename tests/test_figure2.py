@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from istar_plugin.reports import figure2
+from istar_plugin.reports.outputs import istar_figure2 as figure2
 
 POPULATION = 0.8673  # IsoScore of diag(10, 6, 4, 4, 1, ..., 1) in 768 dimensions
 

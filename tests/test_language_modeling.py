@@ -17,9 +17,9 @@ from istar_plugin.data.language_modeling import LanguageModeling
 from istar_plugin.data.tasks import get_task
 from istar_plugin.errors import ConfigError
 from istar_plugin.metrics import better_sign, compute, perplexity
-from istar_plugin.reports.istar_cells import Record
-from istar_plugin.reports.istar_tables import best_settings
-from istar_plugin.reports.paired import paired_difference
+from istar_plugin.reports.records.cells import Record
+from istar_plugin.reports.records.settings import best_settings
+from istar_plugin.reports.comparisons.paired import paired_difference
 from istar_plugin.training.early_stopping import EarlyStopping
 from istar_plugin.training.trainer import Trainer
 

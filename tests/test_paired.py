@@ -1,4 +1,4 @@
-"""The paired comparison against Base (istar_plugin.reports.paired): the batched confusion metrics equal the
+"""The paired comparison against Base (istar_plugin.reports.comparisons.paired): the batched confusion metrics equal the
 task metrics, the interval matches the closed form where one exists, and the verdicts follow the intervals."""
 import math
 import random
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from istar_plugin import metrics
-from istar_plugin.reports.paired import CONFUSION_METRICS, hierarchical_bootstrap, paired_difference, pooled_bootstrap
+from istar_plugin.reports.comparisons.paired import (CONFUSION_METRICS, hierarchical_bootstrap, paired_difference,
+                                                     pooled_bootstrap)
 
 labels = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=60)
 
@@ -30,7 +31,8 @@ def test_batched_confusion_metrics_equal_the_task_metrics(pairs):
     positive = classes.index(1) if 1 in classes else None
     for name, reference in [("accuracy", metrics.accuracy), ("f1", metrics.binary_f1),
                             ("matthews_correlation", metrics.matthews_correlation)]:
-        assert CONFUSION_METRICS[name](matrix, positive)[0] == pytest.approx(reference(predictions, references), abs=1e-12)
+        expected = reference(predictions, references)
+        assert CONFUSION_METRICS[name](matrix, positive)[0] == pytest.approx(expected, abs=1e-12)
 
 
 def test_one_seed_interval_matches_the_normal_interval_of_a_paired_proportion():
@@ -58,8 +60,10 @@ def test_identical_runs_differ_by_nothing_and_are_not_distinguishable():
 
 def test_verdicts_follow_the_interval_and_swapping_the_runs_flips_the_signs():
     references = [0, 1] * 100
-    good = {seed: (references[: 180 + seed] + [1 - r for r in references[180 + seed:]], references) for seed in (1, 2, 3)}
-    poor = {seed: (references[: 120 + seed] + [1 - r for r in references[120 + seed:]], references) for seed in (1, 2, 3)}
+    good = {seed: (references[: 180 + seed] + [1 - r for r in references[180 + seed:]], references)
+            for seed in (1, 2, 3)}
+    poor = {seed: (references[: 120 + seed] + [1 - r for r in references[120 + seed:]], references)
+            for seed in (1, 2, 3)}
     better, worse = paired_difference("rte", "accuracy", good, poor), paired_difference("rte", "accuracy", poor, good)
     assert better.differences == pytest.approx((30.0, 30.0, 30.0)) and better.verdict == "better"
     assert worse.differences == pytest.approx((-30.0, -30.0, -30.0)) and worse.verdict == "worse"
@@ -69,7 +73,8 @@ def test_verdicts_follow_the_interval_and_swapping_the_runs_flips_the_signs():
 
 def test_without_predictions_only_the_seeds_are_resampled():
     scores = ({1: 70.0, 2: 72.0, 3: 69.0}, {1: 68.0, 2: 70.5, 3: 70.0})
-    result = paired_difference("rte", "accuracy", {1: None, 2: None, 3: None}, {1: None, 2: None, 3: None}, scores=scores)
+    no_outcomes = {1: None, 2: None, 3: None}
+    result = paired_difference("rte", "accuracy", no_outcomes, dict(no_outcomes), scores=scores)
     assert result.resampled == "seeds" and result.differences == pytest.approx((2.0, 1.5, -1.0))
     assert -1.0 <= result.low <= result.mean <= result.high <= 2.0 and result.verdict == "not distinguishable"
 
@@ -108,7 +113,8 @@ def test_perplexity_pairs_resample_texts_and_a_lower_perplexity_is_better():
     noisy = [10 * (3.0 + (0.2 if i % 2 else -0.2)) for i in range(200)]  # the same on average, text by text noise
     better = [10 * 2.9] * 200
     outcome = lambda nll: (tuple(nll), tuple(tokens))  # noqa: E731
-    same = paired_difference("lm", "perplexity", {1: outcome(noisy), 2: outcome(noisy)}, {1: outcome(base), 2: outcome(base)})
+    same = paired_difference("lm", "perplexity", {1: outcome(noisy), 2: outcome(noisy)},
+                             {1: outcome(base), 2: outcome(base)})
     lower = paired_difference("lm", "perplexity", {1: outcome(better)}, {1: outcome(base)})
     assert same.resampled == "seeds and examples" and same.verdict == "not distinguishable" and same.low < 0 < same.high
     assert lower.differences[0] == pytest.approx(math.exp(2.9) - math.exp(3.0)) and lower.verdict == "better"

@@ -9,7 +9,7 @@ from istar_plugin.reports.paper.istar import PAPER_METRICS, paper_result, paper_
 def test_the_packaged_table_has_every_cell_of_the_paper():
     table = paper_table1()
     assert len(table) == 3 * 3 * (len(PAPER_METRICS) + 1)  # models x methods x (9 tasks, SQuAD with two metrics)
-    for (model, method, task, metric), (mean, std) in table.items():
+    for (_, _, task, metric), (mean, std) in table.items():
         assert metric in PAPER_METRICS[task] and 0 < mean < 100 and 0 <= std < 5
     assert paper_result("albert", "cross_entropy", "cola", "matthews_correlation") == (54.56, 0.93)
     assert paper_result("distilbert", "cosreg", "squad", "exact_match") == (74.40, 0.24)

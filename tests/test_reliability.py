@@ -20,7 +20,7 @@ from istar_plugin.config import compose
 from istar_plugin.data.task import clip_text
 from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
 from istar_plugin.isotropy import isoscore_from_cov, isoscore_star
-from istar_plugin.reports import istar_cells
+from istar_plugin.reports.records import cells as istar_cells
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.storage.lock import RunDirLock
 from istar_plugin.training.divergence_guard import NonFiniteGuard

@@ -6,12 +6,17 @@ IsoScore* is iso - 0.01, iso, iso + 0.01 (std 0.01).
 import csv
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from istar_plugin.cli import report as report_cli
-from istar_plugin.reports import istar_cells, istar_figure3
-from istar_plugin.reports import istar_tables as report
+from istar_plugin.reports.grid_report import FIGURES, TABLES, write_report
+from istar_plugin.reports.outputs import istar_figure3, istar_table2
+from istar_plugin.reports.outputs import istar_table1 as report
+from istar_plugin.reports.records import cells as istar_cells
+from istar_plugin.reports.records import settings as istar_settings
+from istar_plugin.reports.tables import Table, write_table
 
 SEEDS = (1, 2, 3)
 BASE = {"sst2": 90.0, "squad": 80.0}  # sst2 stores accuracy in [0, 1]; squad stores f1 already x100
@@ -19,9 +24,11 @@ MODEL_OFFSET = {"bert": 2.0, "albert": 0.0}
 STD = {"cross_entropy": 0.5, "cosreg": 1.0, "istar": 2.0}
 BONUS = {  # (method, lam, zeta) -> points above Base
     "bert": {("cross_entropy", None, None): 0.0, ("cosreg", -1.0, None): -0.5, ("cosreg", 1.0, None): 0.3,
-             ("istar", -1.0, 0.2): 0.5, ("istar", -5.0, 0.2): 1.5, ("istar", 1.0, 0.2): -1.0, ("istar", -5.0, 0.6): 1.0},
+             ("istar", -1.0, 0.2): 0.5, ("istar", -5.0, 0.2): 1.5, ("istar", 1.0, 0.2): -1.0,
+             ("istar", -5.0, 0.6): 1.0},
     "albert": {("cross_entropy", None, None): 0.0, ("cosreg", -1.0, None): 0.4, ("cosreg", 1.0, None): -0.2,
-               ("istar", -1.0, 0.2): 0.8, ("istar", -5.0, 0.2): 0.2, ("istar", 1.0, 0.2): -0.5, ("istar", -5.0, 0.6): 1.2},
+               ("istar", -1.0, 0.2): 0.8, ("istar", -5.0, 0.2): 0.2, ("istar", 1.0, 0.2): -0.5,
+               ("istar", -5.0, 0.6): 1.2},
 }
 FINISHED = len(BASE) * sum(len(bonus) for bonus in BONUS.values()) * len(SEEDS)  # 84
 
@@ -103,11 +110,13 @@ def test_collect_reads_every_finished_cell_and_lists_the_others(grid, collected)
 def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
     rows = report.table1(collected[0])
     assert [(row["model"], row["task"], row["metric"]) for row in rows] == [
-        ("albert", "squad", "f1"), ("albert", "sst2", "accuracy"), ("bert", "squad", "f1"), ("bert", "sst2", "accuracy")]
+        ("albert", "squad", "f1"), ("albert", "sst2", "accuracy"), ("bert", "squad", "f1"),
+        ("bert", "sst2", "accuracy")]
     assert report.method_columns(rows) == ["Base", "CosReg", "I-STAR"]
     bert_sst2, albert_squad = rows[3], rows[0]
     expected = {  # row -> method -> (mean, std, lam, zeta)
-        "bert_sst2": {"Base": (92.0, 0.5, None, None), "CosReg": (92.3, 1.0, 1.0, None), "I-STAR": (93.5, 2.0, -5.0, 0.2)},
+        "bert_sst2": {"Base": (92.0, 0.5, None, None), "CosReg": (92.3, 1.0, 1.0, None),
+                      "I-STAR": (93.5, 2.0, -5.0, 0.2)},
         "albert_squad": {"Base": (80.0, 0.5, None, None), "CosReg": (80.4, 1.0, -1.0, None),
                          "I-STAR": (81.2, 2.0, -5.0, 0.6)},
     }
@@ -118,12 +127,12 @@ def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
             assert (setting.lam, setting.zeta, setting.seeds) == (lam, zeta, SEEDS)
     markdown = report.table1_markdown(rows)
     assert "| Model | Task | Metric | Base | CosReg | I-STAR |" in markdown
-    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | "
-            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in markdown
+    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | "
+            "92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) | **93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in markdown
 
 
 def test_table2_lists_the_selected_lambda_and_zeta(collected):
-    rows = report.table2(collected[0])
+    rows = istar_table2.table2(collected[0])
     selected = {(row["model"], row["task"], row["method"]): (row["lam"], row["zeta"], row["settings_compared"])
                 for row in rows}
     assert len(rows) == 8  # Base has no hyperparameter to choose
@@ -131,21 +140,23 @@ def test_table2_lists_the_selected_lambda_and_zeta(collected):
     assert selected["albert", "sst2", "I-STAR"] == (-5.0, 0.6, 4)
     assert selected["bert", "squad", "CosReg"] == (1.0, None, 2)
     assert selected["albert", "squad", "CosReg"] == (-1.0, None, 2)
-    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in report.table2_markdown(rows)
+    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in istar_table2.table2_markdown(rows)
 
 
 def test_one_seed_is_marked(collected):
     first_seed = [record for record in collected[0] if record.seed == 1]
     markdown = report.table1_markdown(report.table1(first_seed))
     assert ("| bert | sst2 | accuracy | **91.50 ± 0.00 (n=1) · paper 92.40 ± 0.41 (-0.90)** | "
-            "91.30 ± 0.00 (n=1) · paper 92.01 ± 0.23 (-0.71) | **91.50 ± 0.00 (n=1) · paper 92.65 ± 0.18 (-1.15)** |") in markdown
+            "91.30 ± 0.00 (n=1) · paper 92.01 ± 0.23 (-0.71) | "
+            "**91.50 ± 0.00 (n=1) · paper 92.65 ± 0.18 (-1.15)** |") in markdown
 
 
 def test_fewer_seeds_than_the_grid_are_marked(collected):
     records = [r for r in collected[0] if not (r.model == "bert" and r.task == "sst2" and r.method == "cosreg"
                                                and r.lam == 1.0 and r.seed == 3)]
     rows = report.table1(records)
-    assert (rows[3]["CosReg"].lam, rows[3]["CosReg"].n) == (1.0, 2)  # seeds 1-2 of lam 1 (91.8) still beat lam -1 (91.5)
+    # seeds 1-2 of lam 1 (91.8) still beat lam -1 (91.5)
+    assert (rows[3]["CosReg"].lam, rows[3]["CosReg"].n) == (1.0, 2)
     assert ("| 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 91.80 ± 0.71 (n=2) · paper 92.01 ± 0.23 (-0.21) | "
             "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85)** |") in report.table1_markdown(rows)
 
@@ -181,10 +192,11 @@ def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_
     assert problems == [] and len(records) == 12
     assert {record.variant for record in records} == {"optim.lr=1e-05", "optim.lr=3e-05"}
     # Base's learning rate is a choice now, too: it gets a row of its own
-    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in report.table2(records)}
-    assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2), "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
-    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in report.table2_markdown(
-        report.table2(records))
+    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in istar_table2.table2(records)}
+    assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2),
+                     "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in istar_table2.table2_markdown(
+        istar_table2.table2(records))
     assert [(lam, setting.variant) for lam, setting in istar_figure3.figure3_points(records)["sst2"]["bert"]] == [
         (-1.0, "optim.lr=3e-05"), (0.0, "optim.lr=3e-05")]
 
@@ -211,11 +223,11 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     out = tmp_path / "report"
     assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | 92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29)"
-            " · Δ +0.30 [-0.20, +0.80] n.d. | **93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85) · Δ +1.50 [+0.00, +3.00] n.d.** |"
-            ) in printed
-    assert printed.startswith("Table 1: each method's best setting by its mean over seeds on the evaluation split, as the "
-                              "paper selects: the score is optimistic")
+    assert ("| bert | sst2 | accuracy | 92.00 ± 0.50 · paper 92.40 ± 0.41 (-0.40) | "
+            "92.30 ± 1.00 · paper 92.01 ± 0.23 (+0.29) · Δ +0.30 [-0.20, +0.80] n.d. | "
+            "**93.50 ± 2.00 · paper 92.65 ± 0.18 (+0.85) · Δ +1.50 [+0.00, +3.00] n.d.** |") in printed
+    assert printed.startswith("Table 1: each method's best setting by its mean over seeds on the evaluation split, "
+                              "as the paper selects: the score is optimistic")
     # no predictions.json in this grid: the seeds alone are resampled, and 3 seeds bound the interval by their range
     assert ("| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 3 | +0.50 | [-1.00, +2.00] | not distinguishable | "
             "-1.00 +0.50 +2.00 | 0/3 | seeds |") in printed
@@ -279,7 +291,8 @@ def test_table1_shows_the_papers_metrics_beside_the_papers_numbers_and_keeps_the
     records, problems = istar_cells.collect(grid)
     assert problems == [] and {r.metric for r in records} == {"accuracy", "f1", "pearson"}
     markdown = report.table1_markdown(report.table1(records))
-    assert "| bert | mrpc | accuracy | **85.50 ± 0.71 · paper 86.51 ± 0.21 (-1.01)** | 84.50 ± 0.71 · paper 86.76 ± 0.57 (-2.26) |" in markdown
+    assert ("| bert | mrpc | accuracy | **85.50 ± 0.71 · paper 86.51 ± 0.21 (-1.01)** | "
+            "84.50 ± 0.71 · paper 86.76 ± 0.57 (-2.26) |") in markdown
     assert "| distilbert | squad | f1 | — | 83.50 ± 0.71 · paper 83.69 ± 0.36 (-0.19) |" in markdown
     assert "| distilbert | squad | exact_match | — | 74.50 ± 0.71 · paper 74.80 ± 0.27 (-0.30) |" in markdown
     assert "| minilm | stsb | pearson | 80.50 ± 0.71 | — |" in markdown  # no paper cell for MiniLM
@@ -324,7 +337,7 @@ def _ablation_grid(root):
 
 
 def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
-    from istar_plugin.reports import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
 
     _ablation_grid(tmp_path / "grid")
     records, problems = istar_cells.collect(tmp_path / "grid")
@@ -350,7 +363,7 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
 
 
 def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
-    from istar_plugin.reports import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
 
     records = collected[0]  # two zetas at most per lambda, no layers: neither figure
     assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
@@ -365,8 +378,8 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
     for lam, eval_score, valid_score in [(None, 0.80, 0.70), (-1.0, 0.85, 0.70), (-5.0, 0.83, 0.75)]:
         for seed in SEEDS:
             cell = grid / f"lam{lam}" / f"seed{seed}"
-            write_cell(cell, "sst2", "bert", "cross_entropy" if lam is None else "istar", lam, None if lam is None else 0.2,
-                       seed, 100 * eval_score, 0.2)
+            method, zeta = ("cross_entropy", None) if lam is None else ("istar", 0.2)
+            write_cell(cell, "sst2", "bert", method, lam, zeta, seed, 100 * eval_score, 0.2)
             results = json.loads((cell / "results.json").read_text())
             results["validation"] = {"metric": "accuracy", "best": valid_score, "examples": 100, "best_step": 10,
                                      "stopped_early": False, "patience": None, "history": []}
@@ -376,10 +389,12 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
     assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     optimistic, held_out = (out / "table1.md").read_text(), (out / "table1_heldout.md").read_text()
-    assert "evaluation split, as the paper selects: the score is optimistic" in optimistic and "**85.00 ± 0.00" in optimistic
+    assert "evaluation split, as the paper selects: the score is optimistic" in optimistic
+    assert "**85.00 ± 0.00" in optimistic
     assert "validation split held out of the training set" in held_out and "**83.00 ± 0.00" in held_out
     assert held_out in printed
-    assert "| bert | sst2 | I-STAR | — | 6 | 10.0 | 9.5-10.5 |" in (out / "wall_times.md").read_text()  # 570, 600, 630 s x 2
+    # 570, 600, 630 s x 2
+    assert "| bert | sst2 | I-STAR | — | 6 | 10.0 | 9.5-10.5 |" in (out / "wall_times.md").read_text()
     with open(out / "table1_heldout.csv") as handle:
         assert next(csv.DictReader(handle))["I-STAR lam"] == "-5.0"
 
@@ -394,7 +409,8 @@ def test_paper_model_sets_the_papers_numbers_beside_a_model_it_did_not_run(tmp_p
     assert "| minilm | rte | accuracy | 62.00 ± 1.00 · paper bert 62.24 ± 0.48 (-0.24) |" in capsys.readouterr().out
     with pytest.raises(SystemExit) as refused:
         report_cli.main([str(grid), "--paper-model", "gpt2"])
-    assert refused.value.code == 2 and "invalid choice: 'gpt2' (choose from 'albert', 'bert', 'distilbert')" in capsys.readouterr().err
+    assert refused.value.code == 2
+    assert "invalid choice: 'gpt2' (choose from 'albert', 'bert', 'distilbert')" in capsys.readouterr().err
     assert not (grid / "report").exists()  # refused before writing anything
 
 
@@ -403,11 +419,12 @@ def test_an_out_folder_of_user_files_is_refused_and_a_report_folder_is_rewritten
     mine.mkdir()
     (mine / "table1.md").write_text("my own table")
     assert report_cli.main([str(grid), "--out", str(mine)]) == 4
-    assert capsys.readouterr().err.strip().startswith(f"istar-report: --out {mine}: exists and holds files istar_plugin "
-                                                      "did not write (table1.md)")
+    assert capsys.readouterr().err.strip().startswith(f"istar-report: --out {mine}: exists and holds files "
+                                                      "istar_plugin did not write (table1.md)")
     assert [p.name for p in mine.iterdir()] == ["table1.md"] and (mine / "table1.md").read_text() == "my own table"
     ours = tmp_path / "ours"
-    assert report_cli.main([str(grid), "--out", str(ours)]) == 0 and report_cli.main([str(grid), "--out", str(ours)]) == 0
+    assert report_cli.main([str(grid), "--out", str(ours)]) == 0
+    assert report_cli.main([str(grid), "--out", str(ours)]) == 0
     assert (ours / ".istar-report").is_file()
 
 
@@ -453,7 +470,25 @@ def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_ne
         (cell / "results.json").write_text(json.dumps({**results, "precision": "fp32"}))
     records, problems = istar_cells.collect(grid)
     assert problems == [] and [record.variant for record in records] == ["", ""]
-    assert [s.n for s in report.settings(records)] == [2]
+    assert [s.n for s in istar_settings.settings(records)] == [2]
     bf16 = json.loads((grid / "base1" / "results.json").read_text())
     (grid / "base1" / "results.json").write_text(json.dumps({**bf16, "precision": "bf16"}))  # auto ran bf16 there
     assert sorted(record.variant for record in istar_cells.collect(grid)[0]) == ["precision=bf16", "precision=fp32"]
+
+
+def test_a_declared_table_without_rows_is_written_only_when_always_and_says_why_not(tmp_path):
+    table = Table("scores", rows=lambda grid: grid, markdown=lambda grid, rows: "| x |\n", columns=("task", "mean"),
+                  shown="", absent=lambda grid: "scores.md not written: no cell finished")
+    assert write_table(table, [], tmp_path) == "scores.md not written: no cell finished"
+    assert list(tmp_path.iterdir()) == []
+    assert write_table(replace(table, always=True, shown=None), [], tmp_path) is None  # written, not printed
+    assert (tmp_path / "scores.md").read_text() == "| x |\n" and (tmp_path / "scores.csv").read_text() == "task,mean\n"
+
+
+def test_every_file_the_report_writes_is_declared_once(grid, tmp_path):
+    names = [f"{table.name}.{ext}" for table in TABLES
+             for ext, written in (("md", table.markdown), ("csv", table.csv_rows)) if written is not None]
+    names += [figure.name for figure in FIGURES]
+    assert len(names) == len(set(names))
+    write_report(istar_cells.collect(grid)[0], tmp_path / "report")
+    assert {path.name for path in (tmp_path / "report").iterdir()} <= set(names)

@@ -25,7 +25,7 @@ from ..launch import grid as grid_module
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..launch import submit as launch
-from ..reports.istar_cells import CellProblem, read_cell
+from ..reports.records.cells import CellProblem, read_cell
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:

@@ -27,9 +27,9 @@ from typing import Optional, Sequence
 
 from ..errors import ConfigError, RunDirError
 from ..reports.grid_report import unwritten_figures, write_report
-from ..reports.istar_cells import collect
+from ..reports.records.cells import collect
 from ..reports.paper.istar import PAPER_MODELS
-from ..reports.versus_reference import parse_reference
+from ..reports.comparisons.versus_reference import parse_reference
 from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
 
@@ -57,7 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
     if not records and not problems:
-        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)", file=sys.stderr)
+        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)",
+              file=sys.stderr)
         return 2
     out = args.out or args.grid_dir / "report"
     if records:

@@ -84,7 +84,8 @@ def pages(targets: list[str | Path]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m istar_plugin.reports.docs_tables", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m istar_plugin.reports.docs_tables",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="+", help="Markdown pages or directories of them")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its CSV")
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
 """What every report figure shares: a headless matplotlib figure (one axis, or a grid of panels), the same axis
-style, and an atomic PNG write (a crash leaves the old figure or the new one, never half a file).
+style, an atomic PNG write (a crash leaves the old figure or the new one, never half a file), and the
+:class:`Figure` declaration ``istar-report``'s figures are listed by.
 
 >>> import tempfile
 >>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")
@@ -13,14 +14,27 @@ from __future__ import annotations
 import io
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from ..storage.atomic import atomic_write_bytes
 
-__all__ = ["MARKERS", "pyplot", "single", "panels", "style", "save_png"]
+__all__ = ["MARKERS", "Figure", "pyplot", "single", "panels", "style", "save_png"]
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 130
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One output figure: ``points(records)`` is what it draws (empty: nothing to draw, and ``why_not`` says so),
+    ``draw(records, path)`` draws it into ``name``."""
+
+    name: str
+    points: Callable[[Any], Any]
+    draw: Callable[[Any, Path], Path]
+    why_not: str
 
 
 def pyplot():
@@ -54,8 +68,8 @@ def panels(count: int, width: float = 4.8, height: float = 3.6, margin: float = 
     """``(fig, axes)``: ``count`` panels in rows of at most three (unused grid slots hidden)."""
     columns = min(3, count)
     rows = math.ceil(count / columns)
-    fig, axes = pyplot().subplots(rows, columns, figsize=(max(min_width, 0.6 + width * columns), margin + height * rows),
-                                  dpi=DPI, squeeze=False, layout="constrained")
+    figsize = (max(min_width, 0.6 + width * columns), margin + height * rows)
+    fig, axes = pyplot().subplots(rows, columns, figsize=figsize, dpi=DPI, squeeze=False, layout="constrained")
     for ax in axes.flat[count:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:count])

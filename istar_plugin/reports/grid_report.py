@@ -1,51 +1,112 @@
-"""Everything ``istar-report`` writes for a grid: each paper's tables and figures that the grid's cells allow.
+"""Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` (each a markdown and
+a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order by :func:`write_report` where the
+grid's cells allow them.
 
-I-STAR's Tables 1 and 2 (:mod:`.istar_tables`, from :mod:`.istar_cells`) and Figure 3 (:mod:`.istar_figure3`), Figures 7 and 8 (:mod:`.zeta_and_layer_figures`),
-the penalised layers' IsoScore* (:mod:`.penalised_layers`),
-the Isotropy Layer paper's Table 3 (:mod:`.isolayer_table3`) and Ding et al.'s calibration tables
-(:mod:`.calibration_tables`).
+I-STAR's Tables 1 and 2 and Figures 3, 7 and 8, every setting against Base (and against a reference value of a
+swept key), the penalised layers' IsoScore*, the cells' wall times, the records themselves (``cells.csv``), Ding et
+al.'s calibration tables, the sentence-embedding table and the Isotropy Layer paper's Table 3 (:mod:`.outputs`).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from ..storage.atomic import atomic_write_text
-from . import (calibration_tables, isolayer_table3, penalised_layers, sentence_embedding_table, versus_base,
-               versus_reference, wall_times)
-from .istar_cells import Record
-from .istar_figure3 import figure3, figure3_points
-from .istar_tables import (SELECTIONS, csv_text, has_validation, table1, table1_csv_rows, table1_markdown, table2,
-                           table2_markdown)
-from .paired import LEVEL
-from .zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+from .comparisons import versus_base, versus_reference
+from .comparisons.paired import PairedDifference
+from .figures import Figure
+from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalised_layers, sentence_embedding_table,
+                      wall_times)
+from .outputs.istar_figure3 import figure3, figure3_points
+from .outputs.istar_table1 import CAPTIONS, table1, table1_csv_rows, table1_markdown
+from .outputs.zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
+from .records.calibration_runs import read_runs
+from .records.cells import Record
+from .records.settings import Setting, has_validation
+from .tables import Table, write_table
+
+__all__ = ["Grid", "TABLES", "FIGURES", "write_report", "unwritten_figures"]
+
+
+@dataclass
+class Grid:
+    """What the outputs are computed from: the grid's records and ``istar-report``'s options; what several outputs
+    share is computed once."""
+
+    records: Sequence[Record]
+    paper_model: Optional[str] = None
+    reference: Optional[str] = None
+
+    @cached_property
+    def versus_base(self) -> list[dict[str, Any]]:
+        return versus_base.comparisons(self.records)
+
+    def interval(self, setting: Setting) -> Optional[PairedDifference]:
+        """The setting's paired difference to Base, shown in Table 1's cells."""
+        return versus_base.comparison_of(self.versus_base, setting)
+
+    def table1(self, selection: str) -> list[dict[str, Any]]:
+        """Table 1 selected as ``selection``; none held out unless some setting scored a validation split."""
+        return table1(self.records, selection) if selection == "eval" or has_validation(self.records) else []
+
+    @cached_property
+    def calibration(self) -> list[dict[str, Any]]:
+        """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
+        runs = read_runs(Path(record.path) for record in self.records)
+        return calibration_tables.calibration_rows(runs) if calibration_tables.uses_calibration(runs) else []
+
+
+def _table1(name: str, selection: str) -> Table:
+    return Table(name, rows=lambda grid: grid.table1(selection), caption=CAPTIONS[selection], shown="",
+                 markdown=lambda grid, rows: table1_markdown(rows, grid.interval, grid.paper_model),
+                 csv_rows=lambda grid, rows: table1_csv_rows(rows, grid.paper_model), always=selection == "eval")
+
+
+TABLES = (
+    _table1("table1", "eval"),
+    _table1("table1_heldout", "validation"),
+    Table("versus_base", rows=lambda grid: grid.versus_base, caption=versus_base.CAPTION, shown="",
+          markdown=lambda grid, rows: versus_base.markdown(rows), columns=versus_base.COLUMNS),
+    Table("versus_reference", shown="", columns=versus_reference.COLUMNS,
+          rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference) if grid.reference else [],
+          caption=lambda grid: versus_reference.caption(grid.reference),
+          markdown=lambda grid, rows: versus_reference.markdown(rows),
+          absent=lambda grid: None if grid.reference is None else versus_reference.why_not(grid.reference)),
+    Table("penalised_layers", rows=lambda grid: penalised_layers.rows(grid.records), shown="",
+          caption=penalised_layers.CAPTION + "\n\n", markdown=lambda grid, rows: penalised_layers.markdown(rows),
+          columns=penalised_layers.COLUMNS),
+    Table("wall_times", rows=lambda grid: wall_times.wall_times(grid.records), caption=wall_times.CAPTION,
+          markdown=lambda grid, rows: wall_times.markdown(rows), columns=wall_times.COLUMNS),
+    Table("table2", rows=lambda grid: istar_table2.table2(grid.records), always=True,
+          markdown=lambda grid, rows: istar_table2.table2_markdown(rows), columns=istar_table2.COLUMNS),
+    Table("cells", rows=lambda grid: [asdict(record) for record in grid.records], always=True,
+          columns=tuple(field.name for field in fields(Record))),
+    Table("calibration_table1", rows=lambda grid: grid.calibration, caption=calibration_tables.TABLE1_CAPTION, shown="",
+          markdown=lambda grid, rows: calibration_tables.table1_markdown(rows), csv_rows=None),
+    Table("calibration_table4", rows=lambda grid: grid.calibration, caption=calibration_tables.TABLE4_CAPTION, shown="",
+          markdown=lambda grid, rows: calibration_tables.table4_markdown(rows), csv_rows=None),
+    Table("sentence_embeddings", rows=lambda grid: sentence_embedding_table.rows(grid.records), shown="",
+          caption=sentence_embedding_table.CAPTION + "\n\n", columns=sentence_embedding_table.COLUMNS,
+          markdown=lambda grid, rows: sentence_embedding_table.markdown(rows)),
+    Table("table3", rows=lambda grid: isolayer_table3.rows([Path(record.path) for record in grid.records]),
+          markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
+          shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),
+)
+"""Every table ``istar-report`` writes, in the order it prints them."""
 
 FIGURES = (
-    ("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
-    ("figure7.png", figure7_points, figure7, "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
-    ("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
+    Figure("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
+    Figure("figure7.png", figure7_points, figure7,
+           "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
+    Figure("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
 )
-"""(file name, the points it draws (empty: nothing to draw), the drawing function, why it is not drawn)."""
-
-
-def _write_versus_reference(records: Sequence[Record], reference: str, out: Path) -> str:
-    rows = versus_reference.comparisons(records, reference)
-    if not rows:
-        return f"versus_reference.md not written: no setting has {reference.partition('=')[0]} at another value than {reference}\n"
-    caption = (f"Every setting against the same setting with {reference}, paired by seed: mean difference (points), "
-               f"{LEVEL:.0%} bootstrap interval, verdict at this sample size; the reference's standard deviation over "
-               "seeds, and whether the mean difference lies within it; the same for the eval IsoScore*.\n\n")
-    text = caption + versus_reference.markdown(rows)
-    atomic_write_text(out / "versus_reference.md", text)
-    atomic_write_text(out / "versus_reference.csv", csv_text([{k: row[k] for k in versus_reference.COLUMNS}
-                                                              for row in rows], list(versus_reference.COLUMNS)))
-    return text
+"""Every figure ``istar-report`` draws where the grid's cells give it points."""
 
 
 def unwritten_figures(records: Sequence[Record]) -> list[str]:
     """``NAME not written: WHY`` for each figure the records give nothing to draw."""
-    return [f"{name} not written: {why}" for name, points, _, why in FIGURES if not points(records)]
+    return [f"{figure.name} not written: {figure.why_not}" for figure in FIGURES if not figure.points(records)]
 
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
@@ -55,59 +116,9 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run;
     ``reference`` (``precision=fp32``): every other value of that swept key against it (``versus_reference.md``)."""
     out.mkdir(parents=True, exist_ok=True)
-    rows1, rows2, paired = table1(records), table2(records), versus_base.comparisons(records)
-    interval = lambda setting: versus_base.comparison_of(paired, setting)  # noqa: E731
-    markdown1 = f"Table 1: {SELECTIONS['eval']}.\n\n" + table1_markdown(rows1, interval, paper_model)
-    atomic_write_text(out / "table1.md", markdown1)
-    atomic_write_text(out / "table1.csv", csv_text(table1_csv_rows(rows1, paper_model)))
-    if has_validation(records):
-        held_out = table1(records, selection="validation")
-        markdown_held_out = (f"Table 1, held out: {SELECTIONS['validation']}.\n\n"
-                             + table1_markdown(held_out, interval, paper_model))
-        atomic_write_text(out / "table1_heldout.md", markdown_held_out)
-        atomic_write_text(out / "table1_heldout.csv", csv_text(table1_csv_rows(held_out, paper_model)))
-        markdown1 += "\n" + markdown_held_out
-    if paired:
-        caption = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
-                   "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
-                   "sample size (n.d.: not distinguishable).\n\n")
-        atomic_write_text(out / "versus_base.md", caption + versus_base.markdown(paired))
-        atomic_write_text(out / "versus_base.csv", csv_text([{k: row[k] for k in versus_base.COLUMNS} for row in paired],
-                                                            list(versus_base.COLUMNS)))
-        markdown1 += "\n" + caption + versus_base.markdown(paired)
-    if reference is not None:
-        markdown1 += "\n" + _write_versus_reference(records, reference, out)
-    layer_rows = penalised_layers.rows(records)
-    if layer_rows:
-        layer_table = penalised_layers.CAPTION + "\n\n" + penalised_layers.markdown(layer_rows)
-        atomic_write_text(out / "penalised_layers.md", layer_table)
-        atomic_write_text(out / "penalised_layers.csv", csv_text(layer_rows, list(penalised_layers.COLUMNS)))
-        markdown1 += "\n" + layer_table
-    times = wall_times.wall_times(records)
-    if times:
-        caption = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
-        atomic_write_text(out / "wall_times.md", caption + wall_times.markdown(times))
-        atomic_write_text(out / "wall_times.csv", csv_text(times, list(wall_times.COLUMNS)))
-    atomic_write_text(out / "table2.md", table2_markdown(rows2))
-    atomic_write_text(out / "table2.csv", csv_text(rows2, ["model", "task", "method", "lam", "zeta", "variant",
-                                                           "mean", "std", "n", "settings_compared"]))
-    atomic_write_text(out / "cells.csv", csv_text([asdict(r) for r in records], [f.name for f in fields(Record)]))
-    runs = calibration_tables.read_runs(Path(record.path) for record in records)
-    if calibration_tables.uses_calibration(runs):
-        markdown1 += "\n" + calibration_tables.write_tables(runs, out)
-    embedding_rows = sentence_embedding_table.rows(records)
-    if embedding_rows:
-        markdown_embeddings = sentence_embedding_table.markdown(embedding_rows)
-        atomic_write_text(out / "sentence_embeddings.md", sentence_embedding_table.CAPTION + "\n\n" + markdown_embeddings)
-        atomic_write_text(out / "sentence_embeddings.csv", csv_text(embedding_rows, list(sentence_embedding_table.COLUMNS)))
-        markdown1 += "\n" + sentence_embedding_table.CAPTION + "\n\n" + markdown_embeddings
-    rows3 = isolayer_table3.rows([Path(record.path) for record in records])
-    if rows3:
-        markdown3 = isolayer_table3.markdown(rows3)
-        atomic_write_text(out / "table3.md", markdown3)
-        atomic_write_text(out / "table3.csv", csv_text(rows3, list(isolayer_table3.COLUMNS)))
-        markdown1 += "\nIsotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n" + markdown3
-    for name, points, draw, _ in FIGURES:
-        if points(records):
-            draw(records, out / name)
-    return markdown1
+    grid = Grid(records, paper_model, reference)
+    shown = [write_table(table, grid, out) for table in TABLES]
+    for figure in FIGURES:
+        if figure.points(records):
+            figure.draw(records, out / figure.name)
+    return "\n".join(text for text in shown if text is not None)

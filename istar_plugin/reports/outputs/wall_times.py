@@ -1,23 +1,26 @@
 """How long a grid's cells took, start to finish, per model, task, method and variant: what a reader needs to
 size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``.csv``).
 
->>> from istar_plugin.reports.istar_cells import Record
+>>> from istar_plugin.reports.records.cells import Record
 >>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
 ...                                            f"/g/{method}{seed}", seconds=seconds)
->>> wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
-[{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, 'max s': 440.0}]
+>>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
+>>> row
+{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
+'max s': 440.0}
 """
 from __future__ import annotations
 
 import statistics
 from typing import Any, Sequence
 
-from .istar_cells import Record
-from .istar_tables import display_name, method_order
+from ..records.cells import Record
+from ..records.settings import display_name, method_order
 
-__all__ = ["COLUMNS", "wall_times", "markdown"]
+__all__ = ["COLUMNS", "CAPTION", "wall_times", "markdown"]
 
 COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
+CAPTION = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
 
 
 def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -28,8 +31,9 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
     methods = method_order(method for _, _, method, _ in groups)
     order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
-    return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(groups[key]),
-             "median s": statistics.median(groups[key]), "min s": min(groups[key]), "max s": max(groups[key])}
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
+             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
+             "max s": max(groups[key])}
             for key in order for model, task, method, variant in [key]]
 
 

@@ -33,10 +33,11 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..metrics import TASK_SCORERS, better_sign
-from .istar_cells import as_percent
+from ...metrics import TASK_SCORERS, better_sign
+from ..records.cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap", "CONFUSION_METRICS",
+__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
+           "CONFUSION_METRICS",
            "POOLED_METRICS", "ROUNDS", "LEVEL"]
 
 ROUNDS = 2000

@@ -2,7 +2,7 @@
 
 Drawn by ``istar-report`` when the grid holds finished I-STAR cells (:func:`figure3_points` is empty otherwise);
 Base (cross_entropy) is lambda 0. Beside each task's panel, each lambda's paired difference to Base with the
-interval of :mod:`.versus_base` (the same numbers as ``versus_base.md``).
+interval of :mod:`..comparisons.versus_base` (the same numbers as ``versus_base.md``).
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from . import versus_base
-from .figures import DPI, MARKERS, pyplot, save_png, style
-from .istar_cells import SHOWN_AS_STORED, Record
-from .istar_tables import Setting, settings
+from ..comparisons import versus_base
+from ..figures import DPI, MARKERS, pyplot, save_png, style
+from ..records.cells import SHOWN_AS_STORED, Record
+from ..records.settings import Setting, settings
 
 __all__ = ["figure3_points", "figure3"]
 
@@ -40,8 +40,8 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
 def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
     """Figure 3, one row per task: left, eval IsoScore* (x) against score (y), one point per lambda and model, error
     bars one std over seeds on both axes, each point labelled with its lambda; right, each lambda's difference to
-    Base paired by seed with its 95% bootstrap interval (:mod:`.versus_base`; filled: the interval excludes 0).
-    Written as PNG."""
+    Base paired by seed with its 95% bootstrap interval (:mod:`..comparisons.versus_base`; filled: the interval
+    excludes 0). Written as PNG."""
     points = figure3_points(records)
     if not points:
         raise ValueError("figure 3 needs finished I-STAR cells; none were given")
@@ -61,21 +61,23 @@ def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
             _plot_differences(ax_delta, series, paired, colours[model], markers[model],
                               step * (rank - (len(per_model) - 1) / 2))
         percent = metric_of[task] not in SHOWN_AS_STORED.get(task, ())  # a perplexity is no percentage
-        style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", metric_of[task] + (" (%)" if percent else ""), title_size=11)
-        ax.margins(0.15)
-        style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ", f"Δ {metric_of[task]}" + (" (points)" if percent else ""),
+        style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", metric_of[task] + (" (%)" if percent else ""),
               title_size=11)
+        ax.margins(0.15)
+        style(ax_delta, f"{task}: I-STAR − Base, paired by seed", "λ",
+              f"Δ {metric_of[task]}" + (" (points)" if percent else ""), title_size=11)
         ax_delta.axhline(0.0, color="0.35", linewidth=0.9)
         ax_delta.margins(0.15)
     handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
-    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base): mean ± std over "
-                 "seeds\nright: difference to Base, paired by seed, with its 95% bootstrap interval as in versus_base.md "
-                 "(filled: the interval excludes 0)", fontsize=10)
+    fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base): mean ± std "
+                 "over seeds\nright: difference to Base, paired by seed, with its 95% bootstrap interval as in "
+                 "versus_base.md (filled: the interval excludes 0)", fontsize=10)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(models), 6), fontsize=9, frameon=False)
     return save_png(fig, path)
 
 
-def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str, dodge: float) -> None:
+def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str,
+                      dodge: float) -> None:
     """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
     for lam, setting in series:
         difference = versus_base.comparison_of(paired, setting)

@@ -6,7 +6,7 @@ Figure 7 needs I-STAR cells (all-layer penalty) at three or more zetas for one m
 ``istar-report`` draws each figure when its grid holds such cells. Scores are mean ± std over seeds; where
 several settings share a point (e.g. lambdas under one layer), the best mean is shown, as in Table 1.
 
->>> from istar_plugin.reports.istar_cells import Record
+>>> from istar_plugin.reports.records.cells import Record
 >>> records = [Record("rte", "bert", "istar", -1.0, zeta, seed, "accuracy", 0.6, 60.0 + zeta + seed, 0.1, "")
 ...            for zeta in (0.0, 0.4, 0.8) for seed in (1, 2)]
 >>> [(zeta, round(setting.mean, 2)) for zeta, setting in figure7_points(records)["rte"]["bert", -1.0]]
@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .figures import MARKERS, panels, save_png, style
-from .istar_cells import Record
-from .istar_tables import Setting, settings
+from ..figures import MARKERS, panels, save_png, style
+from ..records.cells import Record
+from ..records.settings import Setting, settings
 
 __all__ = ["figure7_points", "figure8_points", "figure7", "figure8"]
 
@@ -93,7 +93,8 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
     penalty (solid line, band ± std) and Base (dashed line, band ± std) for reference."""
     points = figure8_points(records)
     if not points:
-        raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); none were given")
+        raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); "
+                         "none were given")
     fig, axes = panels(len(points))
     for ax, ((task, model), panel) in zip(axes, points.items()):
         layers = [layer for layer, _ in panel["layers"]]

@@ -7,10 +7,11 @@ rate), else with Base's best setting. Per-example outcomes come from each run's 
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import collect
+>>> from istar_plugin.reports.records.cells import collect
 >>> from istar_plugin.storage.predictions import write_predictions
 >>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
->>> for method, seed, correct in [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]:
+>>> cells = [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]
+>>> for method, seed, correct in cells:
 ...     cell = grid / f"{method}{seed}"; cell.mkdir()
 ...     _ = (cell / "config.yaml").write_text("task: rte\\n")
 ...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
@@ -25,19 +26,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..errors import DataError
-from ..metrics import better_sign
-from ..storage.predictions import read_predictions
-from .istar_cells import Record
-from .istar_tables import Setting, display_name, settings
-from .paired import PairedDifference, paired_difference, signed
+from ...errors import DataError
+from ...metrics import better_sign
+from ...storage.predictions import read_predictions
+from ..records.cells import Record
+from ..records.settings import Setting, display_name, records_by_setting, setting_key, settings
+from .paired import LEVEL, PairedDifference, paired_difference, signed
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "records_by_setting", "compare"]
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare"]
 
 BASE = "cross_entropy"
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
+CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
+           "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
+           "sample size (n.d.: not distinguishable).\n\n")
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -60,7 +64,8 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
                      "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
                      "verdict": paired.verdict, "resampled": paired.resampled,
                      "per_seed": " ".join(signed(d) for d in paired.differences),
-                     "collapsed": f"{setting.collapsed}/{setting.n}" + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+                     "collapsed": f"{setting.collapsed}/{setting.n}"
+                                  + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
                      "base_variant": base.variant,
                      "text": paired.text(), "paired": paired, "setting": setting})
     return rows
@@ -74,26 +79,16 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
     setting's runs (and Base's) predicted one class for every example."""
-    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | per seed | "
+    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | "
+             "per seed | "
              "one class | resampled |", "|---" * 14 + "|"]
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
+                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
+                     f"[{signed(row['low'])}, {signed(row['high'])}] | "
                      f"{row['verdict']} | {row['per_seed']} | {row['collapsed']} | {row['resampled']} |")
     return "\n".join(lines) + "\n"
-
-
-def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
-    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
-    groups: dict[tuple, list[Record]] = {}
-    for record in records:
-        groups.setdefault(_key(record), []).append(record)
-    return groups
-
-
-def _key(item: Record | Setting) -> tuple:
-    return item.model, item.task, item.method, item.lam, item.zeta, item.variant
 
 
 def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
@@ -103,8 +98,9 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
 
 
 def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: :func:`records_by_setting`)."""
-    method_runs, base_runs = groups[_key(setting)], groups[_key(base)]
+    """``setting`` against ``base`` paired by seed (``groups``:
+    :func:`~istar_plugin.reports.records.settings.records_by_setting`)."""
+    method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
     return paired_difference(
         setting.task, setting.metric,
         {r.seed: _outcome(r) for r in method_runs}, {r.seed: _outcome(r) for r in base_runs},

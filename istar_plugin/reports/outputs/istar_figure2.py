@@ -4,7 +4,7 @@ Points come from a 768-dim zero-mean Gaussian with covariance diag(10, 6, 4, 4, 
 is 0.8673. Sigma_S is the covariance of a separate sample of 75,000 points. Without shrinkage (zeta = 0)
 small samples badly underestimate the isotropy; shrinking towards Sigma_S recovers it from far fewer points.
 
-    python -m istar_plugin.reports.figure2 --out DIR [--seed 0] [--repeats 3]
+    python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
-from ..storage.atomic import atomic_write_text
-from .figures import pyplot, save_png
+from ...isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
+from ...storage.atomic import atomic_write_text
+from ..figures import pyplot, save_png
 
 LEADING_VARIANCES = (10.0, 6.0, 4.0, 4.0)
 ZETAS = (0.0, 0.2, 0.4, 0.6, 0.8)
@@ -37,7 +37,8 @@ def sample(variances: torch.Tensor, n: int, generator: torch.Generator) -> torch
     return torch.randn(n, len(variances), generator=generator) * variances.sqrt().float()
 
 
-def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Generator, chunk: int = 5000) -> torch.Tensor:
+def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Generator,
+                         chunk: int = 5000) -> torch.Tensor:
     """Sigma_S: the covariance of n fresh points, streamed in chunks through a CovarianceAccumulator."""
     accumulator = CovarianceAccumulator(len(variances))
     for start in range(0, n, chunk):
@@ -87,7 +88,8 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
         ax.plot(n, mean, marker="o", markersize=3, color=colour, label=f"$\\zeta$ = {zeta:g}")
         ax.fill_between(n, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
     ax.axhline(population, color="black", linestyle="--", linewidth=1, label=f"population IsoScore = {population:.4f}")
-    ax.axhline(shrink_score, color="grey", linestyle=":", linewidth=1, label=f"IsoScore($\\Sigma_S$) = {shrink_score:.4f}")
+    ax.axhline(shrink_score, color="grey", linestyle=":", linewidth=1,
+               label=f"IsoScore($\\Sigma_S$) = {shrink_score:.4f}")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("number of points |X|")

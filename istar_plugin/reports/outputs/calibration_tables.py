@@ -5,10 +5,12 @@ A grid's finished cells are grouped by model, task and calibration method (``cro
 Flow; ``istar`` and the I-STAR paper's hidden-state CosReg keep their own rows); each cell is mean ± std over
 seeds in the paper's metric for the task (MRPC F1, STS-B Pearson, CoLA MCC, accuracy elsewhere), with the
 number of collapsed runs (one predicted class, or one value) marked, and the paper's mean beside it where its
-model and task match (``paper/ding_calibration_glue.csv``). Table 4 gives I1/I2 of the word-embedding matrix
+model and task match (:mod:`..paper.ding`). Table 4 gives I1/I2 of the word-embedding matrix
 after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such.
 
 >>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.calibration_runs import read_runs
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, f1 in [(1, 0.8122), (2, 0.85)]:
 ...     cell = grid / f"seed{seed}"; cell.mkdir()
@@ -21,88 +23,24 @@ after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ran
 """
 from __future__ import annotations
 
-import csv
 import math
 import statistics
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from ..storage.atomic import atomic_write_text
-from ..storage.results import RESULTS, read_results
-
-PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
-                "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
-                "mnli_mismatched": "accuracy", "qqp": "accuracy"}
-"""Ding et al.'s metric for each GLUE task, in their column order."""
+from ..paper.ding import PAPER_ISOTROPY, PAPER_METRIC, PAPER_MODELS, PAPER_SOURCE, paper_table
+from ..records.calibration_runs import Run
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
-PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
-PAPER_MODELS = ("bert", "roberta", "distilbert")
-"""Our model presets that are the paper's models (its ranges are shown for these alone)."""
-PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
-    "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
-    "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
-}
-
-
-@dataclass(frozen=True)
-class Run:
-    """One finished run as this comparison sees it: its paper metric as a percentage (None if absent)."""
-
-    model: str
-    task: str
-    method: str
-    seed: int
-    score: Optional[float]
-    collapsed: bool
-    embedding_i1: Optional[float]
-    embedding_i2: Optional[float]
-    isoscore_star: Optional[float]
-
-
-def calibration_method(criterion: dict[str, Any]) -> str:
-    """The paper's name for a criterion configuration.
-
-    >>> calibration_method({"name": "spectrum", "decay": "exponential"}), calibration_method({"name": "cosreg"})
-    ('Spec-Exp', 'CosReg (hidden)')
-    """
-    name = criterion.get("name")
-    if name == "cosreg":
-        return "CosReg" if criterion.get("target") == "embeddings" else "CosReg (hidden)"
-    if name == "spectrum":
-        return "Spec-Pol" if criterion.get("decay", "polynomial") == "polynomial" else "Spec-Exp"
-    return {"cross_entropy": "Base", "flow": "Flow", "istar": "I-STAR"}.get(name, str(name))
-
-
-def read_runs(cells: Iterable[Path]) -> list[Run]:
-    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
-    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
-    runs = []
-    for cell in cells:
-        results = read_results(Path(cell) / RESULTS, require_finished=True)
-        task = results.task
-        if task not in PAPER_METRIC:
-            continue
-        value = results.metric(PAPER_METRIC[task])
-        score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
-        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
-                        results.collapsed is True, results.embedding_i1, results.embedding_i2,
-                        results.eval_isoscore_star))
-    return runs
+TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
+                  f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
+TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
+                  "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
+"""The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
 
 
 def uses_calibration(runs: Sequence[Run]) -> bool:
     """Whether any run is one of the calibration methods (the tables are written only then)."""
     return any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
-
-
-def paper_table() -> dict[tuple[str, str], dict[str, float]]:
-    """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
-    text = resources.files("istar_plugin.reports.paper").joinpath("ding_calibration_glue.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC} for row in rows}
 
 
 def _summary(values: Sequence[float], digits: int) -> str:
@@ -155,7 +93,8 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
     lines = ["| Model | Method | Task | I1 | I2 | eval IsoScore* | collapsed | paper I1 | paper I2 |", "|---" * 9 + "|"]
     for row in rows:
-        paper_i1, paper_i2 = PAPER_ISOTROPY.get(row["method"], ("—", "—")) if row["model"] in PAPER_MODELS else ("—", "—")
+        ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
+        paper_i1, paper_i2 = ranges or ("—", "—")
         for task in PAPER_METRIC:
             runs = row["tasks"].get(task)
             if not runs:
@@ -166,16 +105,3 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
                          f"{_summary(values['embedding_i2'], 4)} | {_summary(values['isoscore_star'], 3)} | "
                          f"{sum(run.collapsed for run in runs)}/{len(runs)} | {paper_i1} | {paper_i2} |")
     return "\n".join(lines) + "\n"
-
-
-def write_tables(runs: Sequence[Run], out: Path) -> str:
-    """Write ``calibration_table1.md`` and ``calibration_table4.md`` into ``out``; returns both as markdown."""
-    rows = calibration_rows(runs)
-    table1 = (f"Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
-              f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n" + table1_markdown(rows))
-    table4 = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
-              "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n"
-              + table4_markdown(rows))
-    atomic_write_text(out / "calibration_table1.md", table1)
-    atomic_write_text(out / "calibration_table4.md", table4)
-    return table1 + "\n" + table4

@@ -9,7 +9,7 @@ both the reference's spread over seeds (sample standard deviation), with whether
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import collect
+>>> from istar_plugin.reports.records.cells import collect
 >>> grid = Path(tempfile.mkdtemp())
 >>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
 ...                                        ("bf16", 2, .84, .23)]:
@@ -18,7 +18,8 @@ both the reference's spread over seeds (sample standard deviation), with whether
 ...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
 ...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
 ...         "eval_isoscore_star": iso}))
->>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in comparisons(collect(grid)[0], "precision=fp32")]
+>>> rows = comparisons(collect(grid)[0], "precision=fp32")
+>>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in rows]
 [('precision=bf16', '+1.00 +0.00', True)]
 """
 from __future__ import annotations
@@ -26,13 +27,13 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional, Sequence
 
-from ..errors import ConfigError
-from .istar_cells import Record
-from .istar_tables import Setting, display_name, settings
-from .paired import signed
-from .versus_base import compare, records_by_setting
+from ...errors import ConfigError
+from ..records.cells import Record
+from ..records.settings import Setting, display_name, records_by_setting, settings
+from .paired import LEVEL, signed
+from .versus_base import compare
 
-__all__ = ["parse_reference", "comparisons", "markdown", "COLUMNS"]
+__all__ = ["parse_reference", "comparisons", "markdown", "caption", "why_not", "COLUMNS"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
            "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
@@ -72,21 +73,41 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
                      "low": paired.low, "high": paired.high, "verdict": paired.verdict,
                      "per_seed": " ".join(signed(d) for d in paired.differences),
                      "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
-                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
+                     "isoscore_difference": iso_mean,
+                     "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
                      "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
                      "resampled": paired.resampled})
     return rows
 
 
+def caption(reference: str) -> str:
+    """The caption above the comparison with ``reference``."""
+    return (f"Every setting against the same setting with {reference}, paired by seed: mean difference (points), "
+            f"{LEVEL:.0%} bootstrap interval, verdict at this sample size; the reference's standard deviation over "
+            "seeds, and whether the mean difference lies within it; the same for the eval IsoScore*.\n\n")
+
+
+def why_not(reference: str) -> str:
+    """Why there is no comparison with ``reference``: no setting has its key at another value.
+
+    >>> why_not("precision=fp32")
+    'versus_reference.md not written: no setting has precision at another value than precision=fp32\\n'
+    """
+    key = reference.partition("=")[0]
+    return f"versus_reference.md not written: no setting has {key} at another value than {reference}\n"
+
+
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
-    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | per seed | "
+    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | "
+             "per seed | "
              "reference sd | within sd | Δ eval IsoScore* | per seed | reference sd | within sd |", "|---" * 19 + "|"]
     for row in rows:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(
-            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | {row['reference']} | "
-            f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | [{signed(row['low'])}, {signed(row['high'])}] | "
+            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | "
+            f"{row['reference']} | {row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
+            f"[{signed(row['low'])}, {signed(row['high'])}] | "
             f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
             f"{row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.4f} | "
             f"{_yes(row['isoscore_within_spread'])} |")

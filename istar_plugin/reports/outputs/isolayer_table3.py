@@ -2,11 +2,11 @@
 
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names, so the two
 columns hold exactly the fine-tuned models and the same models with the layer. Per model, task and stage
-(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a
-percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the
-trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else the
-metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
-``paper/isolayer_table3.csv`` (source named there) and are shown for the model names they were
+(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median
+(sample std) over seeds, as a percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the
+evaluation split, the trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else
+the metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
+:mod:`..paper.isolayer` (source named there) and are shown for the model names they were
 measured with (``bert`` = bert-base-cased, ``roberta_large``).
 
 >>> import json, tempfile
@@ -26,66 +26,17 @@ measured with (``bert`` = bert-base-cased, ``roberta_large``).
 """
 from __future__ import annotations
 
-import csv
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..storage.results import RESULTS, ResultsError, read_results
-from .istar_cells import as_percent, wall_seconds
+from ..paper.isolayer import paper_numbers
+from ..records.isolayer_runs import Run, read_run
 
-PAPER_TABLE = Path(__file__).resolve().parent / "paper" / "isolayer_table3.csv"
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
            "IsoScore 2", "improved", "trainable 1", "trainable 2", "seconds 1", "seconds 2", "paper stage 1",
            "paper stage 2", "paper source")
-
-
-@dataclass(frozen=True)
-class Run:
-    """What Table 3 needs of one finished cell."""
-
-    path: Path
-    model: str
-    task: str
-    metric: str
-    seed: int
-    score: float
-    ev: Optional[tuple[float, ...]]
-    isoscore: Optional[float]
-    trainable: Optional[int]
-    seconds: Optional[float]
-    init_from: Optional[Path]
-    criterion: dict
-    one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
-
-
-def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record, or None when it has no readable ``results.json`` of a finished run (the grid
-    report lists such cells among its missing or failed ones, with :func:`~istar_plugin.storage.results.read_results`'
-    line).
-
-    ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not our combined score); default
-    the run's main metric."""
-    try:
-        results = read_results(Path(cell) / RESULTS, require_finished=True)
-        metric = (metrics or {}).get(results.task) or results.check("main_metric", results.main_metric, "str")
-        value = results.check(f"metric {metric!r}", results.metrics.get(metric), "number")
-    except ResultsError:
-        return None
-    ev = results.cls_explained_variance
-    init = results.init_from
-    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
-               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
-               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
-               results.criterion, results.collapsed)
-
-
-def paper_numbers(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], dict[str, str]]:
-    """(model, task, stage) -> the paper's row of ``paper/isolayer_table3.csv``."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return {(row["model"], row["task"], row["stage"]): row for row in csv.DictReader(handle)}
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
@@ -170,8 +121,8 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
     sources = sorted({row["paper source"] for row in table if row["paper source"]})
-    notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on the "
-             "evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": k runs "
-             "predicted a single class (collapsed classifiers)."]
+    notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on "
+             "the evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": "
+             "k runs predicted a single class (collapsed classifiers)."]
     notes += [f"Paper: {source}." for source in sources] or ["Paper: no numbers for these models."]
     return "\n".join(lines + notes) + "\n"

@@ -5,34 +5,35 @@ range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.istar_cells import Record
+>>> from istar_plugin.reports.records.cells import Record
 >>> grid = Path(tempfile.mkdtemp())
 >>> records = []
->>> for method, lam, layers, scores in (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05])):
+>>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
+>>> for method, lam, layers, scores in cells:
 ...     cell = grid / method; cell.mkdir()
 ...     _ = (cell / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": scores}))
-...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell), layers=layers))
+...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
+...                           layers=layers))
 >>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]
 [('Base', '2-3', '1.5e-06', '2e-06'), ('I-STAR', '2-3', '0.03', '0.05')]
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
-from ..storage.results import RESULTS
-from .istar_cells import Record
-from .istar_tables import display_name, settings
-from .versus_base import records_by_setting
+from ..records.cells import Record
+from ..records.run_extras import layer_isoscores
+from ..records.settings import display_name, records_by_setting, settings
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
-CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the first "
-           "transformer layer), each layer's mean over seeds, then the median and the range over those layers, for "
-           "every setting of the model and task; `score` is the setting's mean task score (a perplexity stays one).")
+CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the "
+           "first transformer layer), each layer's mean over seeds, then the median and the range over those layers, "
+           "for every setting of the model and task; `score` is the setting's mean task score (a perplexity stays "
+           "one).")
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -48,15 +49,16 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         if layers is None:
             continue
         runs = groups[(setting.model, setting.task, setting.method, setting.lam, setting.zeta, setting.variant)]
-        per_seed = [_layer_scores(Path(run.path), layers) for run in runs]
+        per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
         per_seed = [scores for scores in per_seed if scores is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]
         result.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
                        "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "layers": _span(layers),
-                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}", "median": f"{statistics.median(means):.3g}",
-                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}"})
+                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}",
+                       "median": f"{statistics.median(means):.3g}", "low": f"{min(means):.3g}",
+                       "high": f"{max(means):.3g}"})
     return result
 
 
@@ -66,19 +68,9 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     for row in table:
         lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
         lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | {row['high']} |")
+                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | "
+                     f"{row['high']} |")
     return "\n".join(lines) + "\n"
-
-
-def _layer_scores(run_dir: Path, layers: Sequence[int]) -> Optional[list[float]]:
-    """The run's eval IsoScore* of each of ``layers`` (hidden-state indices; 0, the embeddings, has none)."""
-    try:
-        per_layer = json.loads((run_dir / RESULTS).read_text(encoding="utf-8")).get("eval_isoscore_star_per_layer")
-    except (OSError, ValueError):
-        return None
-    if not per_layer:
-        return None
-    return [float(per_layer[index - 1 if index > 0 else index]) for index in layers if index != 0]
 
 
 def _span(layers: Sequence[int]) -> str:

@@ -10,7 +10,6 @@ crashed, failed, malformed) is listed with that module's one-line reason, never 
 """
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
@@ -20,13 +19,14 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
-from ..config import as_configured_today
-from ..storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
+from ...config import as_configured_today
+from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
-from .paper.istar import reported_metrics
+from ..paper.istar import reported_metrics
+from .run_logs import failure_hints, wall_seconds
 
 __all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
-           "with_variants", "wall_seconds"]
+           "with_variants"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -47,8 +47,8 @@ of their own), how a run was placed and logged, and ``init_from`` (a second stag
 @dataclass(frozen=True)
 class Record:
     """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
-    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage, ``others`` every
-    other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
+    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage,
+    ``others`` every other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
 
     task: str
     model: str
@@ -66,7 +66,7 @@ class Record:
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
-    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`wall_seconds`)
+    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`.run_logs.wall_seconds`)
 
 
 class CellProblem(Exception):
@@ -76,8 +76,10 @@ class CellProblem(Exception):
 def as_percent(task: str, metric: str, value: float) -> float:
     """``value`` as a percentage: SQuAD's metrics already are, all others are fractions; a perplexity stays one.
 
-    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5), as_percent("lm", "perplexity", 12.5)
-    (50.0, 88.5, 12.5)
+    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
+    (50.0, 88.5)
+    >>> as_percent("lm", "perplexity", 12.5)
+    12.5
     """
     return value if metric in SHOWN_AS_STORED.get(task, ()) else 100.0 * value
 
@@ -171,7 +173,7 @@ def read_cell(cell: Path) -> Record:
         results = read_results(cell / RESULTS, require_finished=True)
         return cell_record(results, cell)
     except ResultsError as error:
-        raise CellProblem(error.problem + (_failure_hints(cell) if error.missing else "")) from None
+        raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
 
 
 def cell_record(results: ResultsRecord, cell: Path) -> Record:
@@ -182,7 +184,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
     if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
         raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
-    lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True) for key in ("lam", "zeta"))
+    lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True)
+                 for key in ("lam", "zeta"))
     return Record(
         task=task,
         model=results.model,
@@ -214,45 +217,3 @@ def _validation_score(results: ResultsRecord) -> Optional[float]:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _failure_hints(cell: Path) -> str:
-    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
-    hints = []
-    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
-    if checkpoints:
-        hints.append(f"last checkpoint {checkpoints[-1].name}")
-    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
-    if logs:
-        last_line = _last_line(logs[-1])
-        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
-    return "".join(f"; {hint}" for hint in hints)
-
-
-def _last_line(path: Path, limit: int = 200) -> str:
-    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
-    return lines[-1][:limit] if lines else ""
-
-
-def wall_seconds(cell: Path) -> Optional[float]:
-    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
-    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
-        try:
-            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            continue
-        if first_event:
-            starts = [r["time"] for r in records if r.get("event") == first_event]
-            ends = [r["time"] for r in records if r.get("event") == "finished"]
-            if starts and ends and ends[-1] >= starts[-1]:
-                return ends[-1] - starts[-1]
-        elif len(records) > 1:
-            return records[-1]["time"] - records[0]["time"]
-    return None

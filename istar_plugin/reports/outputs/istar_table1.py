@@ -1,0 +1,152 @@
+"""Table 1 of Rudman & Eickhoff (2024) from a grid's records (:mod:`..records`): per model and task each method's
+best setting (:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds; Table 2 is
+:mod:`.istar_table2`, Figure 3 :mod:`.istar_figure3`.
+
+Scores are percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its
+*variant*, e.g. ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in
+the paper. A run whose eval predictions were all one class is marked ``(k collapsed)``. Table 1 is shown in the
+I-STAR paper's metrics (:mod:`istar_plugin.reports.paper.istar`; the CSV keeps every other metric too), with its
+mean ± std and our difference beside each cell whose model, method, task and metric it reports.
+
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import collect
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
+...     cell = grid / "sst2" / f"seed{seed}"
+...     cell.mkdir(parents=True)
+...     _ = (cell / "config.yaml").write_text("task: sst2\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "bert", "seed": seed,
+...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
+...         "eval_isoscore_star": 0.1}))
+>>> _ = (grid / "sst2" / "seed3").mkdir(); _ = (grid / "sst2" / "seed3" / "config.yaml").write_text("task: sst2\\n")
+>>> records, problems = collect(grid)
+>>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
+[(91.0, 1.4142, 2)]
+>>> [(Path(path).name, reason) for path, reason in problems]
+[('seed3', 'no results.json (the run has not finished)')]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from ...metrics import better_sign
+from ..comparisons.versus_paper import paper_comparison
+from ..paper.istar import reported_metrics
+from ..records.cells import Record
+from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
+                                setting_order)
+
+__all__ = ["CAPTIONS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
+
+CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
+            "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
+"""Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
+
+
+def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
+    """Rows model x task: ``model``, ``task``, ``metric`` and per method column title its best
+    :class:`Setting` (None where the method did not run), selected as ``selection``
+    (:data:`~istar_plugin.reports.records.settings.SELECTIONS`)."""
+    best = best_settings(records, selection)
+    columns = [display_name(method) for method in method_order(key[2] for key in best)]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for (model, task, method), (setting, _) in sorted(best.items(), key=lambda item: setting_order(item[1][0])):
+        row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
+                                               **dict.fromkeys(columns)})
+        row[display_name(method)] = setting
+    return list(rows.values())
+
+
+def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The method column titles of :func:`table1` rows."""
+    return [key for key in rows[0] if key not in ("model", "task", "metric")] if rows else []
+
+
+def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None,
+                 paper_model: Optional[str] = None) -> str:
+    """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
+    most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
+    followed by the paper's ``mean ± std`` and our difference where it has the cell.
+
+    >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
+    '92.50 ± 0.00 (n=1)'
+    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
+    ...                      collapsed=2), 2)
+    '81.20 ± 0.00 (2 collapsed)'
+    >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
+    '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
+    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
+    ...              paper_model="bert")
+    '61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
+    """
+    summary = metric_summary(setting, metric or (setting.metric if setting else ""))
+    if summary is None:
+        return "—"
+    mean, std, n = summary
+    text = f"{mean:.2f} ± {std:.2f}" + (f" (n={n})" if n == 1 or n < most_seeds else "")
+    text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
+    paper = paper_comparison(setting, metric or setting.metric, paper_model)
+    if paper is None:
+        return text
+    named = "" if paper[3] == setting.model else f"{paper[3]} "
+    return text + f" · paper {named}{paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})"
+
+
+def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
+    """The metrics a Table 1 row is shown in: the paper's for its task (those some method has), and with
+    ``everything`` every other metric the methods' cells report too (for the CSV)."""
+    settings_ = [row[column] for column in method_columns([row]) if row[column] is not None]
+    available = [name for setting in settings_ for name in setting.metric_names()]
+    reported = [name for name in reported_metrics(row["task"], row["metric"]) if name in available]
+    others = sorted(set(available) - set(reported)) if everything else []
+    return reported + others
+
+
+def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None,
+                    paper_model: Optional[str] = None) -> str:
+    """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
+    methods compete; the paper's mean ± std and our difference beside each cell it has; and, in the table metric,
+    ``Δ`` to Base with its interval and verdict where ``versus_base(setting)`` gives one
+    (:func:`istar_plugin.reports.comparisons.versus_base.comparison_of`). ``paper_model``: whose paper numbers stand
+    beside a model the paper did not run."""
+    columns = method_columns(rows)
+    most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
+    lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
+    for row in rows:
+        for metric in row_metrics(row):
+            summaries = {column: metric_summary(row[column], metric) for column in columns}
+            present = [summary[0] for summary in summaries.values() if summary]
+            cells = []
+            for column in columns:
+                text = format_score(row[column], most_seeds, metric, paper_model)
+                paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
+                text += f" · Δ {paired.text()}" if paired is not None else ""
+                best = max(present) if better_sign(metric) > 0 else min(present)
+                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == best
+                cells.append(f"**{text}**" if bold else text)
+            lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:
+    """Table 1 flattened, one row per metric (``reported``: the paper's Table 1 shows it): per method
+    ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta``, ``variant``, ``paper mean``, ``paper std``, ``difference``,
+    ``paper model`` (the model whose paper numbers those are)."""
+    flat = []
+    for row in rows:
+        reported = row_metrics(row)
+        for metric in row_metrics(row, everything=True):
+            out = {"model": row["model"], "task": row["task"], "metric": metric, "reported": metric in reported}
+            for column in method_columns(rows):
+                setting = row[column]
+                summary = metric_summary(setting, metric)
+                paper = paper_comparison(setting, metric, paper_model)
+                values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
+                          **{name: None if setting is None else getattr(setting, name)
+                             for name in ("lam", "zeta", "variant")},
+                          "paper mean": paper and paper[0], "paper std": paper and paper[1],
+                          "difference": paper and paper[2], "paper model": paper and paper[3]}
+                out.update({f"{column} {name}": value for name, value in values.items()})
+            flat.append(out)
+    return flat

@@ -1,0 +1,61 @@
+"""What a cell's run directory says beyond its ``results.json``: how long the run took (``attempts.jsonl``, else the
+metrics log) and, for a cell without results, where to look next (the newest checkpoint and stderr line).
+
+>>> import json, tempfile
+>>> cell = Path(tempfile.mkdtemp())
+>>> _ = (cell / "attempts.jsonl").write_text(json.dumps({"event": "start", "time": 100.0}) + "\\n"
+...                                          + json.dumps({"event": "finished", "time": 160.5}) + "\\n")
+>>> _ = (cell / "job.err").write_text("loading\\rstep 10/20\\n\\n")
+>>> wall_seconds(cell), failure_hints(cell).endswith("job.err: step 10/20")
+(60.5, True)
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["wall_seconds", "failure_hints"]
+
+
+def wall_seconds(cell: Path) -> Optional[float]:
+    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
+    for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
+        try:
+            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            continue
+        if first_event:
+            starts = [r["time"] for r in records if r.get("event") == first_event]
+            ends = [r["time"] for r in records if r.get("event") == "finished"]
+            if starts and ends and ends[-1] >= starts[-1]:
+                return ends[-1] - starts[-1]
+        elif len(records) > 1:
+            return records[-1]["time"] - records[0]["time"]
+    return None
+
+
+def failure_hints(cell: Path) -> str:
+    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
+    hints = []
+    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
+    if checkpoints:
+        hints.append(f"last checkpoint {checkpoints[-1].name}")
+    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
+    if logs:
+        last_line = _last_line(logs[-1])
+        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
+    return "".join(f"; {hint}" for hint in hints)
+
+
+def _last_line(path: Path, limit: int = 200) -> str:
+    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
+    return lines[-1][:limit] if lines else ""

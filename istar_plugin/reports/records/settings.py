@@ -1,0 +1,178 @@
+"""A grid's records grouped into settings: one :class:`Setting` per model, task, method, lambda, zeta and variant
+over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says).
+
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda seed, score: Record("sst2", "bert", "istar", -1.0, 0.2, seed, "accuracy", score / 100, score, 0.1,
+...                                   f"/g/{seed}")
+>>> (setting,) = settings([cell(2, 93.5), cell(1, 92.5)])
+>>> setting.seeds, setting.mean, round(setting.std, 4), display_name(setting.method)
+((1, 2), 93.0, 0.7071, 'I-STAR')
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from ...metrics import better_sign
+from .cells import Key, Record
+
+__all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
+           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key"]
+
+METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
+"""Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, 0 for one seed)."""
+
+    model: str
+    task: str
+    method: str
+    lam: Optional[float]
+    zeta: Optional[float]
+    metric: str
+    seeds: tuple[int, ...]
+    scores: tuple[float, ...]
+    isoscores: tuple[float, ...]
+    variant: str = ""
+    collapsed: int = 0  # how many of its seeds collapsed to one predicted class
+    others: tuple[tuple[str, tuple[float, ...]], ...] = ()  # other metrics every seed has: name -> per-seed scores
+    validations: tuple[Optional[float], ...] = ()  # per seed: best score on the held-out validation split, if any
+
+    @property
+    def validation_mean(self) -> Optional[float]:
+        """Mean validation score over seeds; None unless every seed held a validation split out."""
+        if not self.validations or any(v is None for v in self.validations):
+            return None
+        return statistics.fmean(self.validations)
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    def metric_scores(self, metric: str) -> Optional[tuple[float, ...]]:
+        """Per-seed percentages of ``metric`` (the table metric or one of ``others``); None if not every seed has it."""
+        return self.scores if metric == self.metric else dict(self.others).get(metric)
+
+    def metric_names(self) -> list[str]:
+        return [self.metric, *(name for name, _ in self.others)]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.scores) if self.n > 1 else 0.0
+
+    @property
+    def isoscore_mean(self) -> float:
+        return statistics.fmean(self.isoscores)
+
+    @property
+    def isoscore_std(self) -> float:
+        return statistics.stdev(self.isoscores) if self.n > 1 else 0.0
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """Base, CosReg, I-STAR first, then any other criterion by name."""
+    return sorted(set(methods), key=_method_rank)
+
+
+def _method_rank(method: str) -> tuple[int, str]:
+    known = list(METHOD_NAMES)
+    return (known.index(method) if method in known else len(known), method)
+
+
+def display_name(method: str) -> str:
+    return METHOD_NAMES.get(method, method)
+
+
+def settings(records: Sequence[Record]) -> list[Setting]:
+    """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
+    groups: dict[Key, list[Record]] = {}
+    for record in records:
+        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
+        groups.setdefault(key, []).append(record)
+    result = []
+    for (model, task, method, lam, zeta, variant), group in groups.items():
+        group.sort(key=lambda record: record.seed)
+        metrics = {record.metric for record in group}
+        if len(metrics) > 1:
+            raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric "
+                             f"({', '.join(sorted(metrics))})")
+        others = [dict(record.others) for record in group]
+        common = [name for name in others[0] if all(name in other for other in others)]
+        result.append(Setting(
+            model, task, method, lam, zeta, metrics.pop(),
+            seeds=tuple(record.seed for record in group),
+            scores=tuple(record.score for record in group),
+            isoscores=tuple(record.isoscore_star for record in group),
+            variant=variant,
+            collapsed=sum(record.collapsed for record in group),
+            others=tuple((name, tuple(other[name] for other in others)) for name in common),
+            validations=tuple(record.validation for record in group),
+        ))
+    return sorted(result, key=setting_order)
+
+
+def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
+    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in records:
+        groups.setdefault(setting_key(record), []).append(record)
+    return groups
+
+
+def setting_key(item: Record | Setting) -> tuple:
+    """(model, task, method, lam, zeta, variant): the setting a record belongs to, or a setting's own."""
+    return item.model, item.task, item.method, item.lam, item.zeta, item.variant
+
+
+def setting_order(setting: Setting) -> tuple:
+    none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
+    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam),
+            none_first(setting.zeta), setting.variant)
+
+
+SELECTIONS = {
+    "eval": "each method's best setting by its mean over seeds on the evaluation split, as the paper selects: "
+            "the score is optimistic (chosen and reported on the same examples)",
+    "validation": "each method's best setting by its mean over seeds on the validation split held out of the "
+                  "training set (data.validation_split); the evaluation split is scored once, after the choice",
+}
+"""How a table's settings were selected -> the caption line saying so."""
+
+
+def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared): the highest,
+    or the lowest for a perplexity.
+
+    ``selection="validation"`` compares the mean held-out validation score instead, among settings whose every
+    seed has one. Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
+    """
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
+    candidates: dict[Key, list[Setting]] = {}
+    for setting in settings(records):
+        if selection == "eval" or setting.validation_mean is not None:
+            candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
+    by = (lambda s: (better_sign(s.metric) * s.mean, s.n)) if selection == "eval" else (
+        lambda s: (better_sign(s.metric) * s.validation_mean, s.n))
+    return {key: (max(group, key=by), len(group)) for key, group in candidates.items()}
+
+
+def has_validation(records: Sequence[Record]) -> bool:
+    """Whether some setting's every seed scored a held-out validation split (a held-out selection is possible)."""
+    return any(setting.validation_mean is not None for setting in settings(records))
+
+
+def metric_summary(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, int]]:
+    """``(mean, sample std, n)`` of ``metric`` over the setting's seeds; None where it has no such metric."""
+    scores = None if setting is None else setting.metric_scores(metric)
+    if not scores:
+        return None
+    return statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, len(scores)

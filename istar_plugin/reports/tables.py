@@ -1,0 +1,86 @@
+"""Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written to ``NAME.md`` and
+``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures).
+
+>>> import tempfile
+>>> from pathlib import Path
+>>> out = Path(tempfile.mkdtemp())
+>>> scores = Table("scores", rows=lambda grid: grid, columns=("task", "mean"), caption="Scores.\\n\\n", shown="",
+...                markdown=lambda grid, rows: "".join(f"| {row['task']} | {row['mean']:.1f} |\\n" for row in rows))
+>>> print(write_table(scores, [{"task": "sst2", "mean": 90.40000000000002}], out), end="")
+Scores.
+<BLANKLINE>
+| sst2 | 90.4 |
+>>> print((out / "scores.csv").read_text(), end="")
+task,mean
+sst2,90.4
+>>> write_table(scores, [], out) is None and sorted(path.name for path in out.iterdir())
+['scores.csv', 'scores.md']
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ..storage.atomic import atomic_write_text
+
+__all__ = ["Table", "write_table", "csv_text"]
+
+
+def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
+    return rows
+
+
+@dataclass(frozen=True)
+class Table:
+    """One output table: what it is computed from (``rows`` of the report's inputs), and how it is written.
+
+    ``NAME.md`` holds ``caption`` and ``markdown(grid, rows)`` (no file without ``markdown``); ``NAME.csv``
+    holds ``csv_rows(grid, rows)`` in ``columns`` (the rows' own keys when None; no file when ``csv_rows`` is None).
+    Without rows nothing is written, unless ``always``. ``shown``: the heading under which ``istar-report`` prints
+    ``NAME.md``'s text (None: not printed); ``absent(grid)``: the line it prints instead when there are no rows."""
+
+    name: str
+    rows: Callable[[Any], Sequence]
+    markdown: Optional[Callable[[Any, Sequence], str]] = None
+    columns: Optional[Sequence[str]] = None
+    csv_rows: Optional[Callable[[Any, Sequence], Sequence]] = _as_they_are
+    caption: Union[str, Callable[[Any], str]] = ""
+    shown: Optional[str] = None
+    always: bool = False
+    absent: Optional[Callable[[Any], Optional[str]]] = None
+
+
+def write_table(table: Table, grid: Any, out: Path) -> Optional[str]:
+    """Write ``table`` for ``grid`` into ``out``; returns what to print (:attr:`Table.shown`), else None."""
+    rows = table.rows(grid)
+    if not rows and not table.always:
+        return table.absent(grid) if table.absent else None
+    text = None
+    if table.markdown is not None:
+        caption = table.caption(grid) if callable(table.caption) else table.caption
+        text = caption + table.markdown(grid, rows)
+        atomic_write_text(out / f"{table.name}.md", text)
+    if table.csv_rows is not None:
+        flat = table.csv_rows(grid, rows)
+        if table.columns is not None:
+            flat = [{name: row.get(name) for name in table.columns} for row in flat]
+        atomic_write_text(out / f"{table.name}.csv", csv_text(flat, table.columns))
+    return None if table.shown is None or text is None else table.shown + text
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+    """Rows as CSV text: None as an empty field, floats to 10 decimals (no 90.40000000000002)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({key: _csv_value(value) for key, value in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    return round(value, 10) if isinstance(value, float) else value
