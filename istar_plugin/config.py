@@ -25,7 +25,7 @@ from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, Omega
 
 from .data.config import DataConfig
 from .errors import ConfigError
-from .models.encoder import ModelConfig
+from .models.config import ModelConfig
 from .models.preflight import check_model_limits
 from .registry import CRITERIONS, ENGINES, MODELS, TASKS
 
@@ -309,7 +309,7 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
-    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).cls, "kind", None))
+    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg
 
@@ -370,13 +370,14 @@ def _validate(cfg: DictConfig) -> None:
         criterion_cfg = criterion_config(cfg)
         data_config(cfg)
         model_config(cfg)
-        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).cls, "check_setup", None)
+        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "check_setup", None)
         if check_setup is not None:
-            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).cls, getattr(TASKS.get(cfg.task).cls, "kind", None))
+            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).compose_time,
+                        getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     try:
-        engine = ENGINES.get(cfg.engine).cls
+        engine = ENGINES.get(cfg.engine).compose_time
     except KeyError as error:  # the message lists the registered engines
         raise ConfigError(f"engine={cfg.engine!r}: {error.args[0]}") from None
     if hasattr(engine, "check_config"):
@@ -392,7 +393,7 @@ def _validate(cfg: DictConfig) -> None:
     if cfg.patience is not None and (cfg.patience < 1 or not cfg.data.validation_split):
         raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. data.validation_split=0.3 "
                           f"(got data.validation_split={cfg.data.validation_split})")
-    if getattr(CRITERIONS.get(cfg.criterion.name).cls, "needs_init_from", False) and not cfg.init_from:
+    if getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "needs_init_from", False) and not cfg.init_from:
         raise ConfigError(f"criterion {cfg.criterion.name} trains on a fine-tuned model: set init_from=RUN_DIR "
                           "(a finished run's directory) or init_from=HF_MODEL_FOLDER")
     if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):

@@ -21,12 +21,7 @@ from typing import Optional, Sequence
 
 from .. import config as config_module
 from ..errors import TRACEBACK_ENV, ConfigError, run_command
-from ..launch import grid
-from ..launch import hub_check as hub_access
-from ..launch import options as profiles
 from ..registry import ENGINES, REGISTRIES
-from ..training.progress import run_summary
-from . import grid as grid_cli
 
 LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
@@ -44,6 +39,10 @@ def listing(what: str) -> list[str]:
 
 def multirun(arguments: list[str], dry_run: bool) -> int:
     """``istar-run -m``: the arguments as a sweep, launched like a grid file's cells."""
+    from ..launch import grid
+    from ..launch import options as profiles
+    from . import grid as grid_cli
+
     try:
         arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
@@ -59,9 +58,11 @@ def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
     >>> _output_dir_as_grid_dir(["seed=1,2", "output_dir=/tmp/g"])
     ['seed=1,2', 'grid_dir=/tmp/g']
     """
+    from ..launch.grid import GridError
+
     keys = [argument.partition("=")[0] for argument in arguments]
     if "output_dir" in keys and "grid_dir" in keys:
-        raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
     return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
             for key, argument in zip(keys, arguments)]
 
@@ -91,7 +92,9 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     try:
         cfg = config_module.compose(overrides)
         if not print_config:
-            hub_access.check(cfg)
+            from ..launch import hub_check
+
+            hub_check.check(cfg)
     except KeyError as error:  # an unknown registered name; the message lists the registered ones
         raise ConfigError(error.args[0] if error.args else str(error)) from None
     if print_config:
@@ -100,6 +103,8 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     trainer = ENGINES.get(cfg.engine).cls(cfg)  # a bad init_from, data file or model fails here, before the model loads
     results = trainer.fit()
     if trainer.is_main:
+        from ..training.progress import run_summary
+
         print(run_summary(results))
         print(f"results: {trainer.output_dir / 'results.json'}")
         print(f"TensorBoard logs: {trainer.output_dir / 'tensorboard'}  (tensorboard --logdir {trainer.output_dir})")
