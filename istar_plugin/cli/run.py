@@ -3,6 +3,7 @@
     istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2   # source: files
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
     istar-run --list criterions                        # or recipes, models, tasks, engines
+    istar-run --help optim.lr                          # a key's type, default, help and allowed values
     istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
     istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
 
@@ -68,15 +69,21 @@ def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if len(arguments) >= 2 and arguments[0] in ("-h", "--help") and "=" not in arguments[1]:
+        return run_command("istar-run", lambda: describe(arguments[1:]))
+    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit (--help KEY: one key)")
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
     parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
     parser.add_argument("--traceback", action="store_true",
-                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs always show it")
+                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs "
+                             "always show it")
     parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
-    args = parser.parse_intermixed_args(argv)  # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
+    # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
+    args = parser.parse_intermixed_args(arguments)
     if args.list:
         print("\n".join(listing(args.list)))
         return 0
@@ -85,6 +92,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.dry_run:
         parser.error("--dry-run needs -m/--multirun")
     return run_command("istar-run", lambda: run(list(args.overrides), args.cfg), args.traceback)
+
+
+def describe(keys: list[str]) -> int:
+    """``istar-run --help KEY...``: each key's declaration (:func:`~istar_plugin.config.describe_key`)."""
+    print("\n".join(config_module.describe_key(key) for key in keys))
+    return 0
 
 
 def run(overrides: list[str], print_config: bool = False) -> int:

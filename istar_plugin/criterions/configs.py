@@ -12,14 +12,18 @@ ValueError: criterion=flow needs a model adapter that can insert a module before
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ..settings import check_fields, setting
+
 __all__ = ["CrossEntropyConfig", "CosRegConfig", "IStarConfig", "SpectrumConfig", "FlowConfig", "IsoLayerConfig",
-           "CriterionSetup", "CosRegSetup", "SpectrumSetup", "FlowSetup", "IsoLayerSetup", "TARGETS", "DECAYS", "DEFAULT_GAMMA"]
+           "CriterionSetup", "CosRegSetup", "SpectrumSetup", "FlowSetup", "IsoLayerSetup", "TARGETS", "DECAYS",
+           "DEFAULT_GAMMA"]
 
 TARGETS = ("hidden", "embeddings")
+SHRINKAGE_MODES = ("eval", "train")
+_UNIT = "{key} must lie in [0, 1], got {value}"
 DECAYS = ("polynomial", "exponential")
 DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
@@ -39,14 +43,16 @@ class CriterionSetup:
 class CrossEntropyConfig:
     """The task loss alone (no configuration)."""
 
+
 @dataclass
 class CosRegConfig:
-    lam: float = 1.0
-    target: str = "hidden"  # hidden: the batch's last-layer tokens; embeddings: the word-embedding matrix's rows
+    lam: float = setting(1.0, help="weight of the mean pairwise cosine")
+    target: str = setting("hidden", help="hidden: the batch's last-layer tokens; embeddings: the word-embedding "
+                          "matrix's rows", choices=TARGETS)
 
     def __post_init__(self) -> None:
-        if self.target not in TARGETS:
-            raise ValueError(f"criterion.target {self.target!r} unknown; choose one of: {', '.join(TARGETS)}")
+        check_fields(self, "criterion.")
+
 
 class CosRegSetup(CriterionSetup):
     """The compose-time half of criterion ``cosreg`` (its class inherits it): refuses what it cannot run."""
@@ -60,28 +66,25 @@ class CosRegSetup(CriterionSetup):
 
 @dataclass
 class IStarConfig:
-    lam: float = -1.0
-    zeta: float = 0.2
-    shrinkage_points: int = 250_000
-    layers: Optional[list[int]] = None  # hidden_states indices (0 = embeddings); None = every transformer layer
-    shrinkage_mode: str = "eval"  # the official code computes Sigma_S with dropout off
-    distributed_cloud: str = "pooled"  # under DDP: "pooled" (all ranks' tokens, as one GPU) or "local"
-    padding: str = "exclude"  # "include": padded positions are points too, in the penalty and Sigma_S (official code)
+    lam: float = setting(-1.0, help="weight of the penalty 1 - IsoScore* (negative: towards anisotropy)")
+    zeta: float = setting(0.2, help="shrinkage of the batch covariance towards Sigma_S", low=0, high=1, refused=_UNIT)
+    shrinkage_points: int = setting(250_000, help="token states Sigma_S is estimated from", low=2,
+                                    refused="{key} must be at least 2, got {value}")
+    layers: Optional[list[int]] = setting(None, help="hidden_states indices (0 = embeddings, or START:STOP); None: "
+                                          "every transformer layer")
+    shrinkage_mode: str = setting("eval", help="dropout off (eval, the official code) or on (train) while Sigma_S is "
+                                  "computed", choices=SHRINKAGE_MODES)
+    distributed_cloud: str = setting("pooled", help='under DDP: "pooled" (all ranks\' tokens, as one GPU) or "local"',
+                                     choices=("pooled", "local"))
+    padding: str = setting("exclude", help='"include": padded positions are points too, in the penalty and Sigma_S '
+                           "(official code)", choices=("exclude", "include"))
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.zeta <= 1.0:
-            raise ValueError(f"criterion.zeta must lie in [0, 1], got {self.zeta}")
-        if self.shrinkage_points < 2:
-            raise ValueError(f"criterion.shrinkage_points must be at least 2, got {self.shrinkage_points}")
-        if self.shrinkage_mode not in ("eval", "train"):
-            raise ValueError(f"criterion.shrinkage_mode {self.shrinkage_mode!r} unknown; choose one of: eval, train")
-        if self.distributed_cloud not in ("pooled", "local"):
-            raise ValueError(f"criterion.distributed_cloud {self.distributed_cloud!r} unknown; choose one of: pooled, local")
-        if self.padding not in ("exclude", "include"):
-            raise ValueError(f"criterion.padding {self.padding!r} unknown; choose one of: exclude, include")
+        check_fields(self, "criterion.")
         if self.layers is not None and (not self.layers or len(set(self.layers)) < len(self.layers)):
             raise ValueError(f"criterion.layers={list(self.layers)} must name each layer once (1..L, or 0 for the "
                              "embeddings), or be null for every transformer layer")
+
 
 @dataclass
 class SpectrumConfig:
@@ -89,26 +92,24 @@ class SpectrumConfig:
     target singular values has I1 0.994 (``benchmarks/spectrum_formulation.py``), the 0.99-1.00 the paper
     reports under spectrum control; ``lam`` 1e-3 makes the penalty about 50x MiniLM's initial task loss."""
 
-    decay: str = "polynomial"
-    lam: float = 1e-3
-    c1: float = 1.0
-    c2: float = 0.1  # exponential only
-    gamma: Optional[float] = None  # polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)
+    decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
+                         "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
+    lam: float = setting(1e-3, help="weight of the penalty", refused="{key} must be a finite number, got {value}")
+    c1: float = setting(1.0, help="the largest target singular value", low=0, low_open=True,
+                        refused="{key} must be a positive number (the largest target singular value), got {value}")
+    c2: float = setting(0.1, help="exponential only: the rate")
+    gamma: Optional[float] = setting(None, help="polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)")
 
     def __post_init__(self) -> None:
-        if self.decay not in DECAYS:
-            raise ValueError(f"criterion.decay {self.decay!r} unknown; choose one of: {', '.join(DECAYS)}")
+        check_fields(self, "criterion.")
         if self.gamma is None:
             self.gamma = DEFAULT_GAMMA[self.decay]
-        if not (math.isfinite(self.c1) and self.c1 > 0):
-            raise ValueError(f"criterion.c1 must be a positive number (the largest target singular value), got {self.c1}")
-        if not math.isfinite(self.lam):
-            raise ValueError(f"criterion.lam must be a finite number, got {self.lam}")
         if self.decay == "polynomial" and not self.gamma < 0:
             raise ValueError(f"criterion.gamma={self.gamma} does not decay: polynomial c1 * k^gamma needs gamma < 0")
         if self.decay == "exponential" and not (self.gamma > 0 and self.c2 > 0):
             raise ValueError(f"criterion.gamma={self.gamma}, criterion.c2={self.c2} do not decay: exponential "
                              "c1 * exp(-c2 * k^gamma) needs gamma > 0 and c2 > 0")
+
 
 class SpectrumSetup(CriterionSetup):
     """The compose-time half of criterion ``spectrum`` (its class inherits it): refuses what it cannot run."""
@@ -122,17 +123,15 @@ class SpectrumSetup(CriterionSetup):
 
 @dataclass
 class FlowConfig:
-    beta: float = 1.0  # weight of the flow's NLL (nats per dimension)
-    depth: int = 2  # flow steps
-    width: int = 256  # hidden units of each coupling network
+    beta: float = setting(1.0, help="weight of the flow's NLL (nats per dimension)", low=0,
+                          refused="{key} must be a non-negative number, got {value}")
+    depth: int = setting(2, help="flow steps", low=1, refused="{key} must be at least 1 flow step, got {value}")
+    width: int = setting(256, help="hidden units of each coupling network", low=1,
+                         refused="{key} must be at least 1 hidden unit, got {value}")
 
     def __post_init__(self) -> None:
-        if self.depth < 1:
-            raise ValueError(f"criterion.depth must be at least 1 flow step, got {self.depth}")
-        if self.width < 1:
-            raise ValueError(f"criterion.width must be at least 1 hidden unit, got {self.width}")
-        if not (math.isfinite(self.beta) and self.beta >= 0):
-            raise ValueError(f"criterion.beta must be a non-negative number, got {self.beta}")
+        check_fields(self, "criterion.")
+
 
 class FlowSetup(CriterionSetup):
     """The compose-time half of criterion ``flow`` (its class inherits it): refuses what it cannot run."""
@@ -149,34 +148,28 @@ class FlowSetup(CriterionSetup):
 
 @dataclass
 class IsoLayerConfig:
-    alpha: float = 0.5
-    smoothing: float = 0.15  # the paper's s
-    balance: bool = True
-    initial_means: str = "first_batch"  # first_batch | one
-    update: str = "after"  # after | before: normalise with the means before or after this batch's update
-    detach_means: bool = True
-    restart_per_epoch: bool = False
-    bias: bool = True
-    eps: float = 1e-12  # floor of IsoScore inside the log
-    zeta: float = 0.0  # > 0: IsoScore* shrunk towards Sigma_S of the layer's outputs (beyond the paper)
-    shrinkage_points: int = 250_000  # examples (one output each) for Sigma_S, capped by the training set
-    shrinkage_mode: str = "eval"
+    alpha: float = setting(0.5, help="the task loss's share of the joint loss", low=0, high=1, refused=_UNIT)
+    smoothing: float = setting(0.15, help="the paper's s: smoothing of the running means", low=0, high=1,
+                               low_open=True, refused="{key} must lie in (0, 1], got {value}")
+    balance: bool = setting(True, help="balance the two losses by their running means")
+    initial_means: str = setting("first_batch", help="the running means' start", choices=("first_batch", "one"))
+    update: str = setting("after", help="normalise with the means before or after this batch's update",
+                          choices=("after", "before"))
+    detach_means: bool = setting(True, help="no gradient through the running means")
+    restart_per_epoch: bool = setting(False, help="restart the balance's step count at each epoch")
+    bias: bool = setting(True, help="the Isotropy Layer has a bias")
+    eps: float = setting(1e-12, help="floor of IsoScore inside the log", low=0, low_open=True,
+                         refused="{key} must be positive (it guards log 0), got {value}")
+    zeta: float = setting(0.0, help="> 0: IsoScore* shrunk towards Sigma_S of the layer's outputs (beyond the paper)",
+                          low=0, high=1, refused=_UNIT)
+    shrinkage_points: int = setting(250_000, help="examples (one output each) for Sigma_S, capped by the training set",
+                                    low=2, refused="{key} must be at least 2, got {value}")
+    shrinkage_mode: str = setting("eval", help="dropout off (eval) or on (train) while Sigma_S is computed",
+                                  choices=SHRINKAGE_MODES)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"criterion.alpha must lie in [0, 1], got {self.alpha}")
-        if not 0.0 < self.smoothing <= 1.0:
-            raise ValueError(f"criterion.smoothing must lie in (0, 1], got {self.smoothing}")
-        if not 0.0 <= self.zeta <= 1.0:
-            raise ValueError(f"criterion.zeta must lie in [0, 1], got {self.zeta}")
-        if not self.eps > 0:
-            raise ValueError(f"criterion.eps must be positive (it guards log 0), got {self.eps}")
-        if self.shrinkage_points < 2:
-            raise ValueError(f"criterion.shrinkage_points must be at least 2, got {self.shrinkage_points}")
-        for name, choices in (("initial_means", ("first_batch", "one")), ("update", ("after", "before")),
-                              ("shrinkage_mode", ("eval", "train"))):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"criterion.{name} {getattr(self, name)!r} unknown; choose one of: {', '.join(choices)}")
+        check_fields(self, "criterion.")
+
 
 class IsoLayerSetup(CriterionSetup):
     """The compose-time half of criterion ``isolayer`` (its class inherits it): refuses what it cannot run."""
@@ -189,4 +182,5 @@ class IsoLayerSetup(CriterionSetup):
             raise ValueError("criterion isolayer needs one representation per example before the head: it supports "
                              f"classification and regression tasks, not {kind} (whose head reads every token)")
         if not hasattr(adapter, "insert_before_head"):
-            raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} has none")
+            raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} "
+                             "has none")

