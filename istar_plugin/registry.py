@@ -3,7 +3,10 @@
 Packages add entries through installed-package entry points (group ``istar_plugin.<kind>s``, e.g.
 ``istar_plugin.criterions``), loaded by :func:`load_plugins` the first time a registry is asked for a name.
 The built-ins are registered the same way (this project's own entry points name ``istar_plugin.criterions``,
-``istar_plugin.models.encoder`` and ``istar_plugin.data.tasks``): importing a package registers what it defines.
+``istar_plugin.models``, ``istar_plugin.data.tasks`` and the engines' ``engine_setup`` modules): importing one
+registers what it defines. The built-in classes are *declared* (:meth:`Registry.declare`: ``"module:Class"``, loaded
+on first use, with a torch-free stand-in for what composing a config asks), so listing names and composing a config
+import no training framework.
 
 >>> from dataclasses import dataclass
 >>> widgets = Registry("widget")

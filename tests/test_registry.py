@@ -37,12 +37,14 @@ def test_duplicate_name_from_another_class_is_rejected_but_same_class_is_harmles
     class Other:
         pass
 
-    with pytest.raises(ValueError, match=r"duplicate shape name 'box': already registered by .*Box, cannot register .*Other"):
+    with pytest.raises(ValueError, match=r"duplicate shape name 'box': already registered by .*Box, "
+                                         r"cannot register .*Other"):
         registry.register("box")(Other)
 
 
 def test_unknown_name_lists_registered_ones_and_config_must_be_a_dataclass():
-    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"):
+    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, "
+                                       "isolayer, istar, spectrum"):
         CRITERIONS.get("mse")
     with pytest.raises(TypeError, match="is not a dataclass"):
         Registry("shape").register("box", dict)
