@@ -11,11 +11,12 @@ wrong types fail naming the key and the allowed ones.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,53 +26,75 @@ from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, Omega
 
 from .data.config import DataConfig
 from .errors import ConfigError
-from .models.encoder import ModelConfig
+from .models.config import LoraSettings, ModelConfig
 from .models.preflight import check_model_limits
 from .registry import CRITERIONS, ENGINES, MODELS, TASKS
+from .settings import added_keys, declared, describe, refusal, setting
 
 GROUPS = ("recipe", "criterion", "model")
 RECIPES_ENV = "ISTAR_RECIPES"
 
 
+PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISION_CHOICES = ("auto", *PRECISIONS)
+"""``precision=``: ``auto`` (bf16 where native, else fp16 on GPU, fp32 on CPU) or one of :data:`PRECISIONS`."""
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+_SEED = dict(low=0, high=2 ** 32 - 1)  # what numpy, torch and random all take
+
+
 @dataclass
 class OptimConfig:
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.06
-    adam_eps: float = 1e-8
-    epochs: int = 3
-    grad_accum: int = 2  # the paper accumulates 2 batches per optimizer step
-    max_grad_norm: float = 1.0  # 0 disables clipping
-    schedule: str = "linear"  # after warmup: linear decay to 0, or constant
-    overflow_patience: int = 25  # fp16: consecutive steps the GradScaler may skip on overflow before the run fails
+    lr: float = setting(2e-5, help="peak learning rate (AdamW)", low=0, low_open=True)
+    weight_decay: float = setting(0.01, help="AdamW weight decay", low=0)
+    warmup_ratio: float = setting(0.06, help="share of the optimizer steps warming the learning rate up", low=0, high=1)
+    adam_eps: float = setting(1e-8, help="AdamW epsilon", low=0, low_open=True)
+    epochs: int = setting(3, help="passes over the training set", low=1)
+    grad_accum: int = setting(2, help="batches accumulated per optimizer step (the paper: 2)", low=1)
+    max_grad_norm: float = setting(1.0, help="gradient clipping norm; 0 disables clipping", low=0)
+    schedule: str = setting("linear", help="after warmup: linear decay to 0, or constant",
+                            choices=("linear", "constant"))
+    overflow_patience: int = setting(25, help="fp16: consecutive steps the GradScaler may skip on overflow before the "
+                                     "run fails", low=0)
 
 
 @dataclass
 class RunConfig:
-    engine: str = "istar"  # what trains the run: the toolkit's trainer, or a registered engine (sentence_transformers)
-    task: str = "movie_snippets"
-    recipe: Optional[str] = None
-    criterion: Any = None  # filled from the registered criterion's dataclass, plus its ``name``
-    model: Any = None  # ModelConfig fields plus ``name`` (preset) and ``adapter`` (registered class)
-    data: DataConfig = field(default_factory=DataConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    batch_size: int = 32
-    eval_batch_size: Optional[int] = None
-    seed: int = 42
-    max_steps: Optional[int] = None  # optimizer steps; caps the epochs
-    eval_every: Optional[int] = None  # optimizer steps between evaluations; None: at each epoch end
-    init_from: Optional[str] = None  # a finished run's directory, or a Hugging Face model folder (istar_plugin.training.init_from)
-    patience: Optional[int] = None  # early stopping: evaluations on data.validation_split without improvement
-    eval_before_training: bool = True  # the step-0 evaluation: metric and IsoScore* before fine-tuning
-    save_every: Optional[int] = None  # optimizer steps between checkpoints; always at each epoch end
-    keep_checkpoints: Optional[int] = None  # None: the last 2 while running, none once finished (model/ stays); N: the last N
-    log_every: int = 10
-    output_dir: str = "runs/${task}/${criterion.name}/seed${seed}"
-    resume: bool = True  # continue from output_dir's latest checkpoint; false: refuse a directory that has one
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 where native, else fp16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
-    progress: bool = True  # tqdm bars on a terminal, else a log line every log_every steps and per evaluation
-    tensorboard: bool = True
+    engine: str = setting("istar", help="what trains the run: the toolkit's trainer (istar), or a registered engine "
+                          "(sentence_transformers)", added=True)
+    task: str = setting("movie_snippets", help="the registered task (istar-run --list tasks)")
+    recipe: Optional[str] = setting(None, help="the recipe YAML the config started from")
+    criterion: Any = setting(None, help="the registered criterion's settings, plus its name (istar-run --list "
+                             "criterions)")
+    model: Any = setting(None, help="ModelConfig's settings plus name (preset) and adapter (registered class)")
+    data: DataConfig = setting(default_factory=DataConfig, help="where the task's examples come from (data.*)")
+    optim: OptimConfig = setting(default_factory=OptimConfig, help="the optimizer and its schedule (optim.*)")
+    batch_size: int = setting(32, help="training examples per batch", low=1)
+    eval_batch_size: Optional[int] = setting(None, help="evaluation examples per batch; None: batch_size", low=1)
+    seed: int = setting(42, help="seeds the model's head, dropout and the data order", **_SEED)
+    max_steps: Optional[int] = setting(None, help="optimizer steps; caps the epochs", low=1)
+    eval_every: Optional[int] = setting(None, help="optimizer steps between evaluations; None: at each epoch end",
+                                        low=1)
+    init_from: Optional[str] = setting(None, help="a finished run's directory, or a Hugging Face model folder "
+                                       "(istar_plugin.training.init_from)")
+    patience: Optional[int] = setting(None, help="early stopping: evaluations on data.validation_split without "
+                                      "improvement")
+    eval_before_training: bool = setting(True, help="the step-0 evaluation: metric and IsoScore* before fine-tuning")
+    save_every: Optional[int] = setting(None, help="optimizer steps between checkpoints; always at each epoch end",
+                                        low=1)
+    keep_checkpoints: Optional[int] = setting(None, help="None: the last 2 while running, none once finished (model/ "
+                                              "stays); N: the last N", low=1,
+                                              refused="{key} must be an integer >= 1 (or null: none once the run "
+                                                      "finished), got {value}")
+    log_every: int = setting(10, help="optimizer steps between log lines", low=1)
+    output_dir: str = setting("runs/${task}/${criterion.name}/seed${seed}", help="the run directory")
+    resume: bool = setting(True, help="continue from output_dir's latest checkpoint; false: refuse a directory that "
+                           "has one")
+    device: str = setting("auto", help="auto | cpu | cuda | cuda:N | mps")
+    precision: str = setting("auto", help="auto: bf16 where native, else fp16 on GPU, fp32 on CPU",
+                             choices=PRECISION_CHOICES)
+    progress: bool = setting(True, help="tqdm bars on a terminal, else a log line every log_every steps and per "
+                             "evaluation")
+    tensorboard: bool = setting(True, help="write TensorBoard logs in output_dir/tensorboard")
 
 
 def recipe_dirs() -> list[Path]:
@@ -113,18 +136,21 @@ def sibling_cell(*changes, _root_) -> str:
     """``${cell:LABEL,VALUE,...}``: the run directory of the grid cell named like this run's (the last part of
     ``output_dir``, ``label=value`` parts joined by ``,``) with each LABEL's part set to VALUE.
 
-    >>> cfg = OmegaConf.create({"output_dir": "/g/recipe=rte,seed=1,criterion=isolayer", "x": "${cell:criterion,cross_entropy}"})
+    >>> cfg = OmegaConf.create({"output_dir": "/g/recipe=rte,seed=1,criterion=isolayer",
+    ...                         "x": "${cell:criterion,cross_entropy}"})
     >>> cfg.x
     '/g/recipe=rte,seed=1,criterion=cross_entropy'
     """
     run_dir = Path(str(_root_.output_dir))
     parts = [part.partition("=") for part in run_dir.name.split(",")]
     if not all(sep for _, sep, _ in parts):
-        raise ConfigError(f"${{cell:...}} names a sibling grid cell, but output_dir {run_dir} is not a grid cell's directory (label=value,...)")
+        raise ConfigError(f"${{cell:...}} names a sibling grid cell, but output_dir {run_dir} is not a grid cell's "
+                          "directory (label=value,...)")
     named = {label: value for label, _, value in parts}
     labels, values = changes[::2], changes[1::2]
     if len(labels) != len(values) or not set(map(str, labels)) <= set(named):
-        raise ConfigError(f"${{cell:{','.join(map(str, changes))}}}: expected LABEL,VALUE pairs with LABEL one of this cell's "
+        raise ConfigError(f"${{cell:{','.join(map(str, changes))}}}: expected LABEL,VALUE pairs with LABEL one of "
+                          "this cell's "
                           f"({', '.join(named)})")
     named.update({str(label): str(value) for label, value in zip(labels, values)})
     return str(run_dir.parent / ",".join(f"{label}={value}" for label, value in named.items()))
@@ -229,20 +255,11 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
     return overrides
 
 
-ADDED_KEYS: dict[str, Any] = {
-    "engine": "istar",
-    "model.frozen_dropout": False,
-    "model.lora.r": 0,
-    "model.lora.alpha": 16.0,
-    "model.lora.dropout": 0.05,
-    "model.lora.target_modules": None,
-    "model.lora.save_merged": False,
-    "data.text_from": None,
-    "data.hub_dataset": None,
-}
+ADDED_KEYS: dict[str, Any] = {**added_keys(RunConfig), **added_keys(ModelConfig, "model.")}
 """Config keys added after runs were written without them, each with the value that does what those runs did: a
 run directory whose config lacks such a key and a config holding that value describe the same run (a grid resumes
-it). A new key must default to the old behaviour and be listed here (``tests/test_compatibility.py``)."""
+it). A new key must default to the old behaviour and be declared ``setting(..., added=True)``
+(``tests/test_compatibility.py``)."""
 
 
 def as_configured_today(flat: dict[str, Any], used_precision: Optional[str] = None) -> dict[str, Any]:
@@ -309,21 +326,9 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
-    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).cls, "kind", None))
+    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg
-
-
-# (dotted key, lowest allowed value, whether it may be null, whether the bound itself is excluded)
-_LOWER_BOUNDS = (
-    ("batch_size", 1, False, False), ("eval_batch_size", 1, True, False), ("log_every", 1, False, False),
-    ("eval_every", 1, True, False), ("save_every", 1, True, False), ("max_steps", 1, True, False),
-    ("optim.epochs", 1, False, False), ("optim.grad_accum", 1, False, False), ("optim.lr", 0, False, True),
-    ("optim.adam_eps", 0, False, True), ("optim.weight_decay", 0, False, False),
-    ("optim.max_grad_norm", 0, False, False), ("optim.warmup_ratio", 0, False, False),
-    ("optim.overflow_patience", 0, False, False),
-)
-DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 
 
 def non_finite_values(node: Any, prefix: str = "") -> list[str]:
@@ -335,7 +340,8 @@ def non_finite_values(node: Any, prefix: str = "") -> list[str]:
     if isinstance(node, dict):
         return sorted(key for name, value in node.items() for key in non_finite_values(value, f"{prefix}{name}."))
     if isinstance(node, (list, tuple)):
-        return [key for index, value in enumerate(node) for key in non_finite_values(value, f"{prefix.rstrip('.')}[{index}].")]
+        return [key for index, value in enumerate(node)
+                for key in non_finite_values(value, f"{prefix.rstrip('.')}[{index}].")]
     if isinstance(node, float) and not math.isfinite(node):
         return [prefix.rstrip(".")]
     return []
@@ -348,55 +354,40 @@ def _validate(cfg: DictConfig) -> None:
     if bad:
         values = ", ".join(f"{key}={OmegaConf.select(cfg, key.split('[')[0])}" for key in bad)
         raise ConfigError(f"{values}: config values must be finite numbers (no NaN or inf)")
-    for key, low, nullable, strict in _LOWER_BOUNDS:
-        value = OmegaConf.select(cfg, key)
-        if value is None and nullable:
-            continue
-        if value is None or (value <= low if strict else value < low):
-            allowed = f"> {low}" if strict else f">= {low}"
-            raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}{' or null' if nullable else ''}")
-    if cfg.optim.warmup_ratio > 1:
-        raise ConfigError(f"optim.warmup_ratio={cfg.optim.warmup_ratio} is out of range; allowed: 0 to 1")
-    for key in ("seed", "data.split_seed"):  # what numpy, torch and random all take
-        value = OmegaConf.select(cfg, key)
-        if value is not None and not 0 <= value < 2 ** 32:
-            raise ConfigError(f"{key}={value} is out of range; allowed: 0 to 4294967295")
-    dropout = cfg.model.get("dropout")
-    if dropout is not None and not 0 <= dropout < 1:
-        raise ConfigError(f"model.dropout={dropout} is out of range; allowed: 0 <= dropout < 1, or null (the model's own)")
+    for cls, values, prefix in ((RunConfig, cfg, ""), (OptimConfig, cfg.optim, "optim."),
+                                (ModelConfig, cfg.model, "model."), (DataConfig, cfg.data, "data.")):
+        problem = refusal(cls, {key: values[key] for key in values if not OmegaConf.is_config(values[key])}, prefix)
+        if problem is not None:
+            raise ConfigError(problem)
     if not DEVICE_PATTERN.fullmatch(str(cfg.device)):
         raise ConfigError(f"device={cfg.device!r} unknown; choose one of: auto, cpu, cuda, cuda:N, mps")
     try:
         criterion_cfg = criterion_config(cfg)
         data_config(cfg)
         model_config(cfg)
-        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).cls, "check_setup", None)
+        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "check_setup", None)
         if check_setup is not None:
-            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).cls, getattr(TASKS.get(cfg.task).cls, "kind", None))
+            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).compose_time,
+                        getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     try:
-        engine = ENGINES.get(cfg.engine).cls
+        engine = ENGINES.get(cfg.engine).compose_time
     except KeyError as error:  # the message lists the registered engines
         raise ConfigError(f"engine={cfg.engine!r}: {error.args[0]}") from None
     if hasattr(engine, "check_config"):
         engine.check_config(cfg)
-    if cfg.optim.schedule not in ("linear", "constant"):
-        raise ConfigError(f"optim.schedule {cfg.optim.schedule!r} unknown; choose one of: linear, constant")
     given = [key for key in FILE_KEYS if OmegaConf.select(cfg, key) is not None]
     if given and cfg.data.source != "files":
         raise ConfigError(f"{', '.join(given)} is read only with data.source=files, not data.source={cfg.data.source}; "
                           "drop data.source= (files is then inferred) or the file settings")
-    if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
-        raise ConfigError(f"keep_checkpoints must be an integer >= 1 (or null: none once the run finished), got {cfg.keep_checkpoints}")
     if cfg.patience is not None and (cfg.patience < 1 or not cfg.data.validation_split):
-        raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. data.validation_split=0.3 "
+        raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. "
+                          "data.validation_split=0.3 "
                           f"(got data.validation_split={cfg.data.validation_split})")
-    if getattr(CRITERIONS.get(cfg.criterion.name).cls, "needs_init_from", False) and not cfg.init_from:
+    if getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "needs_init_from", False) and not cfg.init_from:
         raise ConfigError(f"criterion {cfg.criterion.name} trains on a fine-tuned model: set init_from=RUN_DIR "
                           "(a finished run's directory) or init_from=HF_MODEL_FOLDER")
-    if cfg.precision not in ("auto", "fp32", "bf16", "fp16"):
-        raise ConfigError(f"precision {cfg.precision!r} unknown; choose one of: auto, fp32, bf16, fp16")
 
 
 def _without(node: DictConfig, *keys: str) -> dict:
@@ -415,6 +406,42 @@ def model_config(cfg: DictConfig) -> ModelConfig:
 
 def data_config(cfg: DictConfig) -> DataConfig:
     return TASKS.get(cfg.task).config_cls(**OmegaConf.to_container(cfg.data, resolve=True))
+
+
+def declared_keys() -> dict[str, list[tuple[type, str, str]]]:
+    """Every dotted key a run config declares -> the (dataclass, field, note) declaring it; a criterion key is
+    declared by each criterion having it (the note names the criterion)."""
+    sections: list[tuple[str, type, str]] = [("", RunConfig, ""), ("optim.", OptimConfig, ""),
+                                             ("data.", DataConfig, ""), ("model.", ModelConfig, ""),
+                                             ("model.lora.", LoraSettings, "")]
+    sections += [("criterion.", CRITERIONS.get(name).config_cls, f" (criterion {name})") for name in CRITERIONS.names()
+                 if CRITERIONS.get(name).config_cls is not None]
+    keys: dict[str, list[tuple[type, str, str]]] = {}
+    for prefix, cls, note in sections:
+        for name in declared(cls):
+            keys.setdefault(f"{prefix}{name}", []).append((cls, name, note))
+    return keys
+
+
+def describe_key(key: str) -> str:
+    """``istar-run --help KEY``: the key's type, default, help and allowed values; an unknown key is a
+    :class:`ConfigError` naming close matches.
+
+    >>> print(describe_key("optim.lr"))
+    optim.lr: float = 2e-05
+      peak learning rate (AdamW)
+      allowed: > 0
+    >>> describe_key("optim.lrr")
+    Traceback (most recent call last):
+    ...
+    istar_plugin.errors.ConfigError: unknown key 'optim.lrr'; close matches: optim.lr
+    """
+    keys = declared_keys()
+    if key not in keys:
+        close = difflib.get_close_matches(key, keys, n=3, cutoff=0.8)
+        raise ConfigError(f"unknown key {key!r}; " + (f"close matches: {', '.join(close)}" if close else
+                                                       "istar-run --cfg prints every key"))
+    return "\n".join(describe(cls, name, key + note) for cls, name, note in keys[key])
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -3,7 +3,10 @@
 Packages add entries through installed-package entry points (group ``istar_plugin.<kind>s``, e.g.
 ``istar_plugin.criterions``), loaded by :func:`load_plugins` the first time a registry is asked for a name.
 The built-ins are registered the same way (this project's own entry points name ``istar_plugin.criterions``,
-``istar_plugin.models.encoder`` and ``istar_plugin.data.tasks``): importing a package registers what it defines.
+``istar_plugin.models``, ``istar_plugin.data.tasks`` and the engines' ``engine_setup`` modules): importing one
+registers what it defines. The built-in classes are *declared* (:meth:`Registry.declare`: ``"module:Class"``, loaded
+on first use, with a torch-free stand-in for what composing a config asks), so listing names and composing a config
+import no training framework.
 
 >>> from dataclasses import dataclass
 >>> widgets = Registry("widget")
@@ -19,6 +22,7 @@ The built-ins are registered the same way (this project's own entry points name 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
@@ -26,11 +30,33 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered name: the class (or factory) and the dataclass that configures it."""
+    """A registered name: the class (or factory) and the dataclass that configures it.
+
+    ``target`` is the class, or ``"module:attr"`` for a class imported the first time :attr:`cls` is asked for
+    (the built-ins: composing a config must not import torch). ``declared`` is what composing reads instead of the
+    class (``check_setup``, ``needs_init_from``, ``check_config``, ...), when the class is not loaded yet.
+
+    >>> entry = Entry("ordered", "collections:OrderedDict", None)
+    >>> entry.cls.__name__, entry.compose_time is entry.cls
+    ('OrderedDict', True)
+    """
 
     name: str
-    cls: Any
+    target: Any
     config_cls: type | None
+    declared: Any = None
+
+    @property
+    def cls(self) -> Any:
+        if isinstance(self.target, str):
+            module, _, attribute = self.target.partition(":")
+            return getattr(importlib.import_module(module), attribute)
+        return self.target
+
+    @property
+    def compose_time(self) -> Any:
+        """The torch-free stand-in declared for the class, else the class itself."""
+        return self.declared if self.declared is not None else self.cls
 
 
 class Registry:
@@ -45,20 +71,36 @@ class Registry:
         return f"istar_plugin.{self.kind}s"
 
     def register(self, name: str, config_cls: type | None = None) -> Callable[[Any], Any]:
-        if config_cls is not None and not dataclasses.is_dataclass(config_cls):
-            raise TypeError(f"{self.kind} {name!r}: config class {config_cls!r} is not a dataclass")
+        _check_config_cls(self.kind, name, config_cls)
 
         def decorator(cls: Any) -> Any:
-            existing = self._entries.get(name)
-            if existing is not None and _qualname(existing.cls) != _qualname(cls):
-                raise ValueError(
-                    f"duplicate {self.kind} name {name!r}: already registered by {_qualname(existing.cls)}, "
-                    f"cannot register {_qualname(cls)}"
-                )
-            self._entries[name] = Entry(name, cls, config_cls)
+            self._put(name, cls, config_cls, None)
             return cls
 
         return decorator
+
+    def declare(self, name: str, target: str, config_cls: type | None = None, declared: Any = None) -> None:
+        """Register ``target`` (``"module:Class"``) under ``name`` without importing it; ``declared`` answers for the
+        class at compose time. The class's own ``@register`` (when its module is imported) keeps both.
+
+        >>> shapes = Registry("shape")
+        >>> shapes.declare("ordered", "collections:OrderedDict")
+        >>> shapes.get("ordered").cls.__name__
+        'OrderedDict'
+        """
+        _check_config_cls(self.kind, name, config_cls)
+        self._put(name, target, config_cls, declared)
+
+    def _put(self, name: str, target: Any, config_cls: type | None, declared: Any) -> None:
+        existing = self._entries.get(name)
+        if existing is None:
+            self._entries[name] = Entry(name, target, config_cls, declared)
+            return
+        if _qualname(existing.target) != _qualname(target):
+            raise ValueError(f"duplicate {self.kind} name {name!r}: already registered by "
+                             f"{_qualname(existing.target)}, cannot register {_qualname(target)}")
+        loaded = target if isinstance(existing.target, str) else existing.target  # a loaded class stays loaded
+        self._entries[name] = Entry(name, loaded, config_cls or existing.config_cls, declared or existing.declared)
 
     def get(self, name: str) -> Entry:
         if name not in self._entries:
@@ -67,9 +109,10 @@ class Registry:
             return self._entries[name]
         except KeyError:
             if not self._entries:  # not even the built-ins: their entry points are missing from the installed metadata
-                raise KeyError(f"unknown {self.kind} {name!r}: no {self.kind}s are registered, not even the built-in ones, "
-                               f"because the installed istar_plugin has no entry points in group {self.entry_point_group}; "
-                               "install it again (pip install -e . in a source checkout)") from None
+                raise KeyError(f"unknown {self.kind} {name!r}: no {self.kind}s are registered, not even the built-in "
+                               f"ones, because the installed istar_plugin has no entry points in group "
+                               f"{self.entry_point_group}; install it again (pip install -e . in a source "
+                               "checkout)") from None
             known = ", ".join(sorted(self._entries))
             raise KeyError(f"unknown {self.kind} {name!r}; registered {self.kind}s: {known}") from None
 
@@ -94,7 +137,14 @@ class Registry:
 
 
 def _qualname(obj: Any) -> str:
+    if isinstance(obj, str):  # "module:attr", a declared target
+        return obj.replace(":", ".")
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def _check_config_cls(kind: str, name: str, config_cls: type | None) -> None:
+    if config_cls is not None and not dataclasses.is_dataclass(config_cls):
+        raise TypeError(f"{kind} {name!r}: config class {config_cls!r} is not a dataclass")
 
 
 CRITERIONS = Registry("criterion")

@@ -110,3 +110,39 @@ def test_criterion_layers_take_a_python_range_and_refuse_a_reversed_one():
         compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=5:2"])
     with pytest.raises(ConfigError, match="criterion.layers: index 7 is out of range for model"):
         compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=3:8"])
+
+
+def test_every_key_is_declared_once_with_help_and_the_validator_reads_the_declaration():
+    from istar_plugin.settings import declared
+
+    keys = config_module.declared_keys()
+    assert {"batch_size", "optim.lr", "data.max_length", "model.dropout", "model.lora.r", "criterion.zeta"} <= set(keys)
+    assert all(declared(cls)[name][1].help for entries in keys.values() for cls, name, _ in entries)
+    assert declared(config_module.RunConfig)["precision"][1].choices == config_module.PRECISION_CHOICES
+    with pytest.raises(ConfigError, match=r"^optim.warmup_ratio=-0.5 is out of range; allowed: 0 to 1$"):
+        compose(["recipe=movie_snippets", "optim.warmup_ratio=-0.5"])
+
+
+def test_added_keys_are_the_declarations_marked_added_at_their_defaults():
+    assert config_module.ADDED_KEYS == {
+        "engine": "istar", "model.frozen_dropout": False, "model.lora.r": 0, "model.lora.alpha": 16.0,
+        "model.lora.dropout": 0.05, "model.lora.target_modules": None, "model.lora.save_merged": False,
+        "data.text_from": None, "data.hub_dataset": None}
+
+
+def test_help_key_prints_the_declaration_and_an_unknown_key_its_close_matches(capsys):
+    assert main(["--help", "data.validation_split"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "data.validation_split: float = 0.0",
+        "  share of the training set held out for model selection / early stopping (0: no validation set)",
+        "  allowed: 0 <= x < 1"]
+    assert main(["--help", "criterion.lam"]) == 0
+    assert "criterion.lam (criterion istar): float = -1.0" in capsys.readouterr().out
+    assert main(["--help", "optim.sheduel"]) == 2
+    assert capsys.readouterr().err == "istar-run: error: unknown key 'optim.sheduel'; close matches: optim.schedule\n"
+
+
+def test_lora_settings_with_the_sentence_transformers_engine_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"^engine=sentence_transformers trains every weight \(no LoRA\); drop "
+                                          r"model.lora.r=4, model.lora.save_merged=True$"):
+        compose(["engine=sentence_transformers", "task=stsb", "model.lora.r=4", "model.lora.save_merged=true"])

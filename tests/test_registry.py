@@ -37,12 +37,14 @@ def test_duplicate_name_from_another_class_is_rejected_but_same_class_is_harmles
     class Other:
         pass
 
-    with pytest.raises(ValueError, match=r"duplicate shape name 'box': already registered by .*Box, cannot register .*Other"):
+    with pytest.raises(ValueError, match=r"duplicate shape name 'box': already registered by .*Box, "
+                                         r"cannot register .*Other"):
         registry.register("box")(Other)
 
 
 def test_unknown_name_lists_registered_ones_and_config_must_be_a_dataclass():
-    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"):
+    with pytest.raises(KeyError, match="unknown criterion 'mse'; registered criterions: cosreg, cross_entropy, flow, "
+                                       "isolayer, istar, spectrum"):
         CRITERIONS.get("mse")
     with pytest.raises(TypeError, match="is not a dataclass"):
         Registry("shape").register("box", dict)
@@ -54,3 +56,41 @@ def test_a_registry_with_no_entry_points_says_to_reinstall():
     with pytest.raises(KeyError, match=r"unknown gadget 'x': no gadgets are registered, not even the built-in ones, .*"
                                        r"group istar_plugin.gadgets; install it again"):
         empty.get("x")
+
+
+def test_a_declared_entry_loads_its_class_on_first_use_and_its_decorator_keeps_the_declaration():
+    registry = Registry("shape")
+
+    class Checks:
+        needs_init_from = True
+
+    registry.declare("ordered", "collections:OrderedDict", WidthConfig, Checks)
+    entry = registry.get("ordered")
+    assert entry.target == "collections:OrderedDict" and entry.compose_time is Checks
+    from collections import OrderedDict
+
+    assert entry.cls is OrderedDict
+    registry.register("ordered")(OrderedDict)  # the module's own decorator, once imported
+    entry = registry.get("ordered")
+    assert entry.target is OrderedDict and entry.config_cls is WidthConfig and entry.compose_time is Checks
+    with pytest.raises(ValueError, match=r"duplicate shape name 'ordered': already registered by collections.Ordered"):
+        registry.declare("ordered", "collections:Counter")
+
+
+def test_the_declared_stand_ins_match_the_classes_they_answer_for():
+    """Composing reads the torch-free stand-ins; each must say what the real class would."""
+    from istar_plugin.models.config import HFEncoderMethods
+    from istar_plugin.models.encoder import HFEncoder
+    from istar_plugin.registry import ENGINES, MODELS
+    from istar_plugin.training.engine_setup import EngineSetup
+
+    methods = [name for name in vars(HFEncoderMethods) if not name.startswith("_")]
+    assert methods and all(callable(getattr(HFEncoder, name, None)) for name in methods)
+    assert MODELS.get("hf_auto").cls is HFEncoder
+    for name in CRITERIONS.names():
+        entry = CRITERIONS.get(name)
+        assert issubclass(entry.cls, entry.compose_time), name  # the class inherits its compose-time half
+    for name in ENGINES.names():
+        entry = ENGINES.get(name)
+        own = getattr(entry.cls, "check_config", None)  # the trainer refuses nothing at compose time
+        assert (own or EngineSetup.check_config).__func__ is entry.compose_time.check_config.__func__, name

@@ -3,6 +3,7 @@
     istar-run recipe=sst2 criterion=istar model=minilm criterion.lam=-3 data.dir=../shared/data/sst2   # source: files
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
     istar-run --list criterions                        # or recipes, models, tasks, engines
+    istar-run --help optim.lr                          # a key's type, default, help and allowed values
     istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
     istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
 
@@ -21,12 +22,7 @@ from typing import Optional, Sequence
 
 from .. import config as config_module
 from ..errors import TRACEBACK_ENV, ConfigError, run_command
-from ..launch import grid
-from ..launch import hub_check as hub_access
-from ..launch import options as profiles
 from ..registry import ENGINES, REGISTRIES
-from ..training.progress import run_summary
-from . import grid as grid_cli
 
 LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
@@ -44,6 +40,10 @@ def listing(what: str) -> list[str]:
 
 def multirun(arguments: list[str], dry_run: bool) -> int:
     """``istar-run -m``: the arguments as a sweep, launched like a grid file's cells."""
+    from ..launch import grid
+    from ..launch import options as profiles
+    from . import grid as grid_cli
+
     try:
         arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
@@ -59,23 +59,31 @@ def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
     >>> _output_dir_as_grid_dir(["seed=1,2", "output_dir=/tmp/g"])
     ['seed=1,2', 'grid_dir=/tmp/g']
     """
+    from ..launch.grid import GridError
+
     keys = [argument.partition("=")[0] for argument in arguments]
     if "output_dir" in keys and "grid_dir" in keys:
-        raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
     return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
             for key, argument in zip(keys, arguments)]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit")
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if len(arguments) >= 2 and arguments[0] in ("-h", "--help") and "=" not in arguments[1]:
+        return run_command("istar-run", lambda: describe(arguments[1:]))
+    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit (--help KEY: one key)")
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
     parser.add_argument("--dry-run", action="store_true", help="with -m: print the cells (and sbatch script) only")
     parser.add_argument("--traceback", action="store_true",
-                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs always show it")
+                        help=f"show the traceback of an expected failure too (or set {TRACEBACK_ENV}=1); bugs "
+                             "always show it")
     parser.add_argument("overrides", nargs="*", help="group=option (recipe, criterion, model) and key.sub=value")
-    args = parser.parse_intermixed_args(argv)  # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
+    # key=value may follow a flag: istar-run recipe=sst2 --cfg model=minilm
+    args = parser.parse_intermixed_args(arguments)
     if args.list:
         print("\n".join(listing(args.list)))
         return 0
@@ -86,12 +94,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return run_command("istar-run", lambda: run(list(args.overrides), args.cfg), args.traceback)
 
 
+def describe(keys: list[str]) -> int:
+    """``istar-run --help KEY...``: each key's declaration (:func:`~istar_plugin.config.describe_key`)."""
+    print("\n".join(config_module.describe_key(key) for key in keys))
+    return 0
+
+
 def run(overrides: list[str], print_config: bool = False) -> int:
     """Compose the config, then print it or train; expected failures raise :class:`~istar_plugin.errors.RunError`."""
     try:
         cfg = config_module.compose(overrides)
         if not print_config:
-            hub_access.check(cfg)
+            from ..launch import hub_check
+
+            hub_check.check(cfg)
     except KeyError as error:  # an unknown registered name; the message lists the registered ones
         raise ConfigError(error.args[0] if error.args else str(error)) from None
     if print_config:
@@ -100,6 +116,8 @@ def run(overrides: list[str], print_config: bool = False) -> int:
     trainer = ENGINES.get(cfg.engine).cls(cfg)  # a bad init_from, data file or model fails here, before the model loads
     results = trainer.fit()
     if trainer.is_main:
+        from ..training.progress import run_summary
+
         print(run_summary(results))
         print(f"results: {trainer.output_dir / 'results.json'}")
         print(f"TensorBoard logs: {trainer.output_dir / 'tensorboard'}  (tensorboard --logdir {trainer.output_dir})")

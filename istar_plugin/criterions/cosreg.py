@@ -14,17 +14,13 @@ embedding matrix, ``(1/|V|^2) sum_{i != j} w^_i . w^_j``, in O(|V| d), never |V|
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
 from ..isotropy import average_cosine_similarity
 from ..registry import CRITERIONS
+from .configs import CosRegConfig, CosRegSetup
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
-
-TARGETS = ("hidden", "embeddings")
-
 
 def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Tensor, Tensor]:
     """CosReg (Gao et al. 2019): ``loss + lam * mean cosine over pairs i != j``; returns (total, mean cosine)."""
@@ -65,26 +61,10 @@ class _EmbeddingCosine(torch.autograd.Function):
         return grad.addr_(inverse, total, alpha=float(scale))
 
 
-@dataclass
-class CosRegConfig:
-    lam: float = 1.0
-    target: str = "hidden"  # hidden: the batch's last-layer tokens; embeddings: the word-embedding matrix's rows
-
-    def __post_init__(self) -> None:
-        if self.target not in TARGETS:
-            raise ValueError(f"criterion.target {self.target!r} unknown; choose one of: {', '.join(TARGETS)}")
-
-
 @CRITERIONS.register("cosreg", CosRegConfig)
-class CosRegCriterion(CrossEntropyCriterion):
+class CosRegCriterion(CosRegSetup, CrossEntropyCriterion):
     """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states (padding excluded)
     or, with ``target=embeddings``, of the rows of the word-embedding matrix."""
-
-    @classmethod
-    def check_setup(cls, cfg: CosRegConfig, adapter: type, kind: str) -> None:
-        if cfg.target == "embeddings" and not callable(getattr(adapter, "word_embeddings", None)):
-            raise ValueError(f"criterion.target=embeddings needs a model adapter with a word-embedding matrix "
-                             f"(word_embeddings()); {adapter.__name__} has none; choose criterion.target=hidden")
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         base = task_loss(self.kind, output, batch)

@@ -21,12 +21,12 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from ..registry import CRITERIONS
+from .configs import FlowConfig, FlowSetup
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
 LOG_2PI = math.log(2 * math.pi)
@@ -158,34 +158,10 @@ class Glow(nn.Module):
         return standard_normal_nll(z) - logdet
 
 
-@dataclass
-class FlowConfig:
-    beta: float = 1.0  # weight of the flow's NLL (nats per dimension)
-    depth: int = 2  # flow steps
-    width: int = 256  # hidden units of each coupling network
-
-    def __post_init__(self) -> None:
-        if self.depth < 1:
-            raise ValueError(f"criterion.depth must be at least 1 flow step, got {self.depth}")
-        if self.width < 1:
-            raise ValueError(f"criterion.width must be at least 1 hidden unit, got {self.width}")
-        if not (math.isfinite(self.beta) and self.beta >= 0):
-            raise ValueError(f"criterion.beta must be a non-negative number, got {self.beta}")
-
-
 @CRITERIONS.register("flow", FlowConfig)
-class FlowCriterion(CrossEntropyCriterion):
+class FlowCriterion(FlowSetup, CrossEntropyCriterion):
     """Inserts a :class:`Glow` flow before the head (the head sees z); loss = task loss + ``beta`` * NLL(h)/d,
     the NLL on the detached representation. Logs the NLL per dimension."""
-
-    @classmethod
-    def check_setup(cls, cfg: FlowConfig, adapter: type, kind: str) -> None:
-        if not callable(getattr(adapter, "insert_before_head", None)):
-            raise ValueError(f"criterion=flow needs a model adapter that can insert a module before the head "
-                             f"(insert_before_head()); {adapter.__name__} cannot")
-        if kind not in ("classification", "regression"):
-            raise ValueError(f"criterion=flow acts on one representation per example; task kind {kind!r} has none "
-                             "(choose a classification or regression task)")
 
     def adapt(self, model) -> None:
         self.flow = Glow(model.hidden_size, self.cfg.depth, self.cfg.width)

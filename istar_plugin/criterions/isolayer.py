@@ -42,7 +42,6 @@ head reads every token, there is no single representation to transform).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -52,6 +51,7 @@ from ..hooks import Hook
 from ..isotropy import isoscore_star
 from ..registry import CRITERIONS
 from .shrinkage import ShrinkageHook
+from .configs import IsoLayerConfig, IsoLayerSetup
 from .task import Criterion, CriterionOutput, task_loss
 
 LAYER_NAME = "isolayer"
@@ -103,38 +103,6 @@ def isotropy_loss(points: Tensor, shrinkage_cov: Optional[Tensor] = None, zeta: 
     return -torch.log(score.clamp_min(eps)), score
 
 
-@dataclass
-class IsoLayerConfig:
-    alpha: float = 0.5
-    smoothing: float = 0.15  # the paper's s
-    balance: bool = True
-    initial_means: str = "first_batch"  # first_batch | one
-    update: str = "after"  # after | before: normalise with the means before or after this batch's update
-    detach_means: bool = True
-    restart_per_epoch: bool = False
-    bias: bool = True
-    eps: float = 1e-12  # floor of IsoScore inside the log
-    zeta: float = 0.0  # > 0: IsoScore* shrunk towards Sigma_S of the layer's outputs (beyond the paper)
-    shrinkage_points: int = 250_000  # examples (one output each) for Sigma_S, capped by the training set
-    shrinkage_mode: str = "eval"
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"criterion.alpha must lie in [0, 1], got {self.alpha}")
-        if not 0.0 < self.smoothing <= 1.0:
-            raise ValueError(f"criterion.smoothing must lie in (0, 1], got {self.smoothing}")
-        if not 0.0 <= self.zeta <= 1.0:
-            raise ValueError(f"criterion.zeta must lie in [0, 1], got {self.zeta}")
-        if not self.eps > 0:
-            raise ValueError(f"criterion.eps must be positive (it guards log 0), got {self.eps}")
-        if self.shrinkage_points < 2:
-            raise ValueError(f"criterion.shrinkage_points must be at least 2, got {self.shrinkage_points}")
-        for name, choices in (("initial_means", ("first_batch", "one")), ("update", ("after", "before")),
-                              ("shrinkage_mode", ("eval", "train"))):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"criterion.{name} {getattr(self, name)!r} unknown; choose one of: {', '.join(choices)}")
-
-
 class _BalanceState(Hook):
     """Saves the running means and k with every checkpoint; restarts k at each epoch if configured."""
 
@@ -153,10 +121,8 @@ class _BalanceState(Hook):
 
 
 @CRITERIONS.register("isolayer", IsoLayerConfig)
-class IsoLayerCriterion(Criterion):
+class IsoLayerCriterion(IsoLayerSetup, Criterion):
     """Freeze the model, insert the identity-initialised Isotropy Layer before the head, train it on the joint loss."""
-
-    needs_init_from = True  # config time: a pretrained encoder with a fresh head is no stage 1
 
     def __init__(self, cfg: IsoLayerConfig, kind: str):
         super().__init__(cfg, kind)
@@ -164,14 +130,6 @@ class IsoLayerCriterion(Criterion):
         self.means: Optional[tuple[float, float]] = (1.0, 1.0) if cfg.initial_means == "one" else None
         self.step = 0
         self.shrinkage_cov: Optional[Tensor] = None
-
-    @classmethod
-    def check_setup(cls, cfg, adapter: type, kind: str) -> None:
-        if kind not in ("classification", "regression"):
-            raise ValueError("criterion isolayer needs one representation per example before the head: it supports "
-                             f"classification and regression tasks, not {kind} (whose head reads every token)")
-        if not hasattr(adapter, "insert_before_head"):
-            raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} has none")
 
     def adapt(self, model) -> None:
         size = model.hidden_size

@@ -8,7 +8,6 @@ True
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from torch import Tensor
@@ -17,6 +16,7 @@ from ..isotropy import isoscore_star, pooled_isoscore_star
 from ..models.encoder import padded_token_cloud
 from ..registry import CRITERIONS
 from .shrinkage import ShrinkageHook
+from .configs import IStarConfig
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
 
@@ -38,32 +38,6 @@ def istar_loss(
     score_fn = pooled_isoscore_star if pooled else isoscore_star
     score = score_fn([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
     return loss + lam * (1.0 - score), score
-
-
-@dataclass
-class IStarConfig:
-    lam: float = -1.0
-    zeta: float = 0.2
-    shrinkage_points: int = 250_000
-    layers: Optional[list[int]] = None  # hidden_states indices (0 = embeddings); None = every transformer layer
-    shrinkage_mode: str = "eval"  # the official code computes Sigma_S with dropout off
-    distributed_cloud: str = "pooled"  # under DDP: "pooled" (all ranks' tokens, as one GPU) or "local"
-    padding: str = "exclude"  # "include": padded positions are points too, in the penalty and Sigma_S (official code)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.zeta <= 1.0:
-            raise ValueError(f"criterion.zeta must lie in [0, 1], got {self.zeta}")
-        if self.shrinkage_points < 2:
-            raise ValueError(f"criterion.shrinkage_points must be at least 2, got {self.shrinkage_points}")
-        if self.shrinkage_mode not in ("eval", "train"):
-            raise ValueError(f"criterion.shrinkage_mode {self.shrinkage_mode!r} unknown; choose one of: eval, train")
-        if self.distributed_cloud not in ("pooled", "local"):
-            raise ValueError(f"criterion.distributed_cloud {self.distributed_cloud!r} unknown; choose one of: pooled, local")
-        if self.padding not in ("exclude", "include"):
-            raise ValueError(f"criterion.padding {self.padding!r} unknown; choose one of: exclude, include")
-        if self.layers is not None and (not self.layers or len(set(self.layers)) < len(self.layers)):
-            raise ValueError(f"criterion.layers={list(self.layers)} must name each layer once (1..L, or 0 for the "
-                             "embeddings), or be null for every transformer layer")
 
 
 @CRITERIONS.register("istar", IStarConfig)

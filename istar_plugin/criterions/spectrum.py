@@ -22,18 +22,14 @@ backward time, agreement with ``torch.linalg.svdvals``).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor
 
 from ..registry import CRITERIONS
+from .configs import DECAYS, SpectrumConfig, SpectrumSetup
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
-DECAYS = ("polynomial", "exponential")
-DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
 
 def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float) -> Tensor:
@@ -62,46 +58,12 @@ def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     return penalty.float(), sigma.detach()
 
 
-@dataclass
-class SpectrumConfig:
-    """The paper gives no constants; these defaults were chosen by measurement on MiniLM: W with exactly these
-    target singular values has I1 0.994 (``benchmarks/spectrum_formulation.py``), the 0.99-1.00 the paper
-    reports under spectrum control; ``lam`` 1e-3 makes the penalty about 50x MiniLM's initial task loss."""
-
-    decay: str = "polynomial"
-    lam: float = 1e-3
-    c1: float = 1.0
-    c2: float = 0.1  # exponential only
-    gamma: Optional[float] = None  # polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)
-
-    def __post_init__(self) -> None:
-        if self.decay not in DECAYS:
-            raise ValueError(f"criterion.decay {self.decay!r} unknown; choose one of: {', '.join(DECAYS)}")
-        if self.gamma is None:
-            self.gamma = DEFAULT_GAMMA[self.decay]
-        if not (math.isfinite(self.c1) and self.c1 > 0):
-            raise ValueError(f"criterion.c1 must be a positive number (the largest target singular value), got {self.c1}")
-        if not math.isfinite(self.lam):
-            raise ValueError(f"criterion.lam must be a finite number, got {self.lam}")
-        if self.decay == "polynomial" and not self.gamma < 0:
-            raise ValueError(f"criterion.gamma={self.gamma} does not decay: polynomial c1 * k^gamma needs gamma < 0")
-        if self.decay == "exponential" and not (self.gamma > 0 and self.c2 > 0):
-            raise ValueError(f"criterion.gamma={self.gamma}, criterion.c2={self.c2} do not decay: exponential "
-                             "c1 * exp(-c2 * k^gamma) needs gamma > 0 and c2 > 0")
-
-
 @CRITERIONS.register("spectrum", SpectrumConfig)
-class SpectrumCriterion(CrossEntropyCriterion):
+class SpectrumCriterion(SpectrumSetup, CrossEntropyCriterion):
     """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values.
 
     Logs the penalty and the largest and smallest singular value.
     """
-
-    @classmethod
-    def check_setup(cls, cfg: SpectrumConfig, adapter: type, kind: str) -> None:
-        if not callable(getattr(adapter, "word_embeddings", None)):
-            raise ValueError(f"criterion=spectrum needs a model adapter with a word-embedding matrix "
-                             f"(word_embeddings()); {adapter.__name__} has none")
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         base = task_loss(self.kind, output, batch)

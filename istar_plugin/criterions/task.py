@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..registry import CRITERIONS
+from .configs import CriterionSetup, CrossEntropyConfig
 
 
 @dataclass
@@ -68,7 +69,7 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
                      "language_modeling")
 
 
-class Criterion:
+class Criterion(CriterionSetup):
     """Base class of criterions: no hooks, no change to the model, any model and task accepted.
 
     ``adapt(model)`` is the one way a criterion changes the model: insert modules before the head
@@ -101,11 +102,6 @@ class Criterion:
     def __init__(self, cfg, kind: str):
         self.cfg, self.kind = cfg, kind
 
-    @classmethod
-    def check_setup(cls, cfg, adapter: type, kind: str) -> None:
-        """Raise ValueError (one line, naming the value and the choices) if ``cfg`` cannot run with this model
-        adapter class and task kind; called by ``compose`` before any model loads."""
-
     def hooks(self) -> list:
         return []
 
@@ -121,11 +117,6 @@ class Criterion:
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         raise NotImplementedError
-
-
-@dataclass
-class CrossEntropyConfig:
-    """The task loss alone (no configuration)."""
 
 
 @CRITERIONS.register("cross_entropy", CrossEntropyConfig)

