@@ -10,7 +10,7 @@ from transformers import AutoModel, AutoTokenizer
 from istar_plugin.cli import embed as embed_cli
 from istar_plugin.isotropy import isoscore
 from istar_plugin.posthoc import Whiten
-from istar_plugin.reports.sts_embeddings import read_sts
+from istar_plugin.analysis.sts_embeddings import read_sts
 
 from test_analyze import tiny_run
 

@@ -12,7 +12,7 @@ from sentence_transformers.sentence_transformer.losses import CosineSimilarityLo
 
 from distributed_workers import free_port, join  # noqa: E402
 from istar_plugin.isotropy import isoscore_star  # noqa: E402
-from istar_plugin.reports.sts_embeddings import read_sts  # noqa: E402
+from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 from istar_plugin.st import IsotropyEvaluator, IStarLoss  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import torch
 from omegaconf import OmegaConf
@@ -48,8 +48,9 @@ from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from .analyze import Progress, load_trained
-from .figures import panels, save_png, style
+from ..reports.figures import panels, save_png, style
+from .analyze import Progress
+from .loading import load_run
 
 __all__ = ["StsPairs", "read_sts", "read_corpus", "model_shape", "open_encoder", "embedding_measures", "evaluate_sts",
            "write_embedding_report", "SPLITS", "POSITIVE_SCORE"]
@@ -133,11 +134,11 @@ def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
     exported model or any Hugging Face folder, a model preset (``minilm``) or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
-        trainer = load_trained(path)
-        trainer.close()  # releases the run directory's lock: the run is left as it was
-        return SentenceEncoder(trainer.model.model.base_model, trainer.model.tokenizer, max_length, source=str(path))
+        loaded = load_run(path)  # read only: no lock, nothing written
+        return SentenceEncoder(loaded.model.model.base_model, loaded.tokenizer, max_length, source=str(path))
     model_path = _model_path(source)
-    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=Path(gguf_options(model_path)[0]).is_dir())
+    local = Path(gguf_options(model_path)[0]).is_dir()
+    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=local)
 
 
 def embedding_measures(first: torch.Tensor, second: torch.Tensor, scores: Sequence[float], fit_cov: torch.Tensor,
@@ -195,7 +196,8 @@ def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, t
 
 def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
     """One row per (layer, transform): Spearman x100 and the isotropy measures."""
-    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |",
+    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align "
+             "| uniform |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for layer, by_transform in results.items():
         for name, m in by_transform.items():
@@ -221,7 +223,8 @@ def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
             style(ax, f"{label}, layer {layers[0]}", "transform", label)
         else:
             for name in names:
-                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3, label=name)
+                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3,
+                        label=name)
             style(ax, label + " per layer", "layer (0 = embeddings)", label)
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
