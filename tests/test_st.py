@@ -98,7 +98,7 @@ def test_trainer_logs_the_terms_and_refreshes_sigma_s_each_epoch(stsb, tmp_path)
     assert len(evals) == 2 and all(0 < log["eval_stsb-dev_isoscore"] < 1 for log in evals)
 
 
-def test_evaluator_matches_the_embedding_report_and_adds_transforms(stsb):
+def test_evaluator_scores_the_pairs_spearman_and_adds_transforms(stsb):
     train, dev = stsb
     model = minilm()
     evaluator = IsotropyEvaluator(dev.first[:80], dev.second[:80], dev.scores[:80], name="dev",

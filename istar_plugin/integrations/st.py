@@ -28,17 +28,9 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 from transformers import TrainerCallback
 
 from ..criterions.shrinkage import points_quota, shrinkage_shard
-from ..isotropy import (
-    average_cosine_similarity,
-    explained_variance_curve,
-    isoscore,
-    isoscore_from_cov,
-    isoscore_star,
-    rankme,
-    uniformity,
-)
+from ..isotropy import isoscore_from_cov, isoscore_star
+from ..isotropy.embeddings import embedding_measures
 from ..isotropy.streaming import LayerStatistics, stream
-from ..metrics import spearman
 from ..models.token_cloud import token_cloud
 from ..posthoc import parse_transform
 
@@ -47,6 +39,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
 
 POINTS = ("tokens", "sentence")
+EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformity")
 
 
 def _transformer_config(model: nn.Module):
@@ -200,14 +193,9 @@ class IsotropyEvaluator(SentenceEvaluator):
         self.primary_metric = "spearman" if self.scores is not None else "isoscore"
 
     def measures(self, embeddings: Tensor) -> dict[str, float]:
-        points = embeddings.double()
-        values = {"isoscore": isoscore(points).item(), "average_cosine": average_cosine_similarity(points).item(),
-                  "ev_1": explained_variance_curve(torch.cov(points.T), 1)[0].item(), "rankme": rankme(points).item(),
-                  "uniformity": uniformity(points).item()}
-        if self.scores is not None:
-            cosine = nn.functional.cosine_similarity(points[: self.pairs], points[self.pairs : 2 * self.pairs], dim=1)
-            values["spearman"] = 100 * spearman(cosine.tolist(), self.scores)
-        return values
+        """The evaluator's :func:`~istar_plugin.isotropy.embeddings.embedding_measures` of ``embeddings``."""
+        names = EVALUATOR_MEASURES + (("spearman",) if self.scores is not None else ())
+        return embedding_measures(embeddings, self.scores, names=names)
 
     def by_transform(self, model) -> dict[str, dict[str, float]]:
         """``{"none": measures, transform name: measures, ...}`` from one encoding of the sentences."""
