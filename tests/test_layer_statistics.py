@@ -108,3 +108,17 @@ def test_the_sentence_transformers_engine_scores_every_layers_real_tokens(tiny_b
     clouds = [state[mask].double() for state in out.hidden_states[1:]]
     assert per_layer == pytest.approx([isoscore(c).item() for c in clouds], abs=1e-6)
     assert pooled == pytest.approx(isoscore(torch.cat(clouds)).item(), abs=1e-6)
+
+
+def test_the_evaluator_streams_the_direct_per_layer_clouds(encoder, features):
+    from istar_plugin.training.evaluation import Evaluator
+
+    evaluator = Evaluator(SimpleNamespace(kind="classification"), encoder, [], features, batch_size=4, rank=0,
+                          world_size=1, device=torch.device("cpu"), sort_by_length=True, show_progress=False,
+                          collate=lambda batch: collate(batch, encoder.tokenizer.pad_token_id, torch.device("cpu")),
+                          autocast=contextlib.nullcontext)
+    outputs, per_layer = evaluator.predict()
+    clouds = direct_clouds(encoder, features)
+    assert [a.count for a in per_layer] == [c.shape[0] for c in clouds] and len(outputs["logits"]) == len(features)
+    for accumulator, cloud in zip(per_layer, clouds):
+        assert torch.allclose(accumulator.covariance(), torch.cov(cloud.T), atol=1e-5)
