@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import config as config_module
 from ..data.packaged import seeded_split
+from ..errors import ModelError
 from ..models.encoder import restoring_weights
 from ..registry import CRITERIONS, MODELS, TASKS, load_plugins
 from ..storage.checkpoints import Checkpoints
@@ -99,8 +100,12 @@ def _build(cfg: DictConfig, state: Optional[dict], init_from: bool) -> LoadedMod
     if init_from and cfg.get("init_from"):
         source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
         model_cfg = source.model_config(model_cfg)
-    with restoring_weights() if state is not None else contextlib.nullcontext():
-        model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
+    try:
+        with restoring_weights() if state is not None else contextlib.nullcontext():
+            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
+    except (OSError, ImportError) as error:  # as the trainer says it: one line, and the other runs go on
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
     if source is not None and state is None:
         source.load_into(model)
     criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
