@@ -178,3 +178,13 @@ def test_analysis_reads_a_run_whose_lock_another_process_holds(runs, tmp_path):
         analysis = analyze.analyze_run(runs[1], batch_size=16)
     assert analysis["examples"] == 40
     assert sorted(p.relative_to(runs[1]) for p in runs[1].rglob("*")) == before
+
+
+def test_a_run_with_a_module_inserted_before_its_head_is_read(runs, tiny_bert, shared_data, tmp_path):
+    run = tiny_run(tiny_bert, shared_data, tmp_path / "isolayer", "criterion=isolayer", f"init_from={runs[1]}",
+                   "data.validation_split=0.25")  # the trainer cannot export it: it keeps its last checkpoint
+    analysis = analyze.analyze_run(run)
+    results = json.loads((run / "results.json").read_text())
+    assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
+    train = analyze.analyze_run(run, split="train")
+    assert train["examples"] == 24  # the training split without its validation quarter, as the run trained on it
