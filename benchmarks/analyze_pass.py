@@ -1,11 +1,12 @@
-"""istar-analyze's pass over a split against the trainer's own evaluation of the same run, time and memory.
+"""istar-analyze's pass over a split against the trainer's evaluation of the same run, time and memory.
 
     python benchmarks/analyze_pass.py RUN_DIR [--examples 256] [--repeats 2]
 
 Loads the finished run once (as istar-analyze does), keeps the first ``--examples`` evaluation examples, then
-alternates the trainer's ``evaluate()`` (task metrics and IsoScore* per layer) with istar-analyze's pass plus
-its measures (IsoScore*, TwoNN of [CLS], EV_k, cosine, mean activation, I1/I2), ``--repeats`` times each, and
-prints the median seconds of each and their ratio, and the peak resident memory of the process.
+alternates the trainer's evaluation (:class:`~istar_plugin.training.evaluation.Evaluator`: task metrics and
+IsoScore* per layer) with istar-analyze's pass plus its measures (IsoScore*, TwoNN of [CLS], EV_k, cosine, mean
+activation, I1/I2), ``--repeats`` times each, and prints the median seconds of each and their ratio, and the peak
+resident memory of the process.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import statistics
 import time
 from pathlib import Path
 
-from istar_plugin.reports.analyze import load_trained, measures, stream_split
+from istar_plugin.analysis.analyze import measures, stream_features
+from istar_plugin.analysis.loading import load_run
+from istar_plugin.training.evaluation import Evaluator
 
 
 def main() -> None:
@@ -24,24 +27,26 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    trainer = load_trained(args.run_dir)
-    if trainer.task.kind == "extractive_qa":
+    loaded = load_run(args.run_dir)
+    if loaded.task.kind == "extractive_qa":
         parser.error("use a classification or regression run (one feature per example)")
-    trainer.eval_examples = trainer.eval_examples[: args.examples]
-    trainer.eval_features = trainer.eval_features[: args.examples]
-    embeddings = trainer.model.word_embeddings().detach()
+    examples = loaded.task.load("eval")[: args.examples]
+    features = loaded.task.encode(examples, loaded.tokenizer, train=False)
+    evaluator = Evaluator(loaded.task, loaded.model, examples, features, collate=loaded.collate,
+                          autocast=loaded.autocast, batch_size=loaded.eval_batch_size, rank=0, world_size=1,
+                          device=loaded.device, sort_by_length=False, show_progress=False)
+    embeddings = loaded.model.word_embeddings().detach()
     times: dict[str, list[float]] = {"evaluate": [], "analyze": []}
     for _ in range(args.repeats):
         started = time.perf_counter()
-        trainer.evaluate()
+        evaluator.evaluate()
         times["evaluate"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        measures(stream_split(trainer, "eval"), embeddings)
+        measures(*stream_features(loaded, features), embeddings)
         times["analyze"].append(time.perf_counter() - started)
     evaluate, analyze = (statistics.median(times[name]) for name in ("evaluate", "analyze"))
-    print(f"{len(trainer.eval_features)} examples, {args.repeats} repeats (medians): "
-          f"trainer.evaluate {evaluate:.1f} s, istar-analyze pass + measures {analyze:.1f} s, "
-          f"ratio {analyze / evaluate:.2f}")
+    print(f"{len(features)} examples, {args.repeats} repeats (medians): evaluation {evaluate:.1f} s, "
+          f"istar-analyze pass + measures {analyze:.1f} s, ratio {analyze / evaluate:.2f}")
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

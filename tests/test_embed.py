@@ -10,7 +10,7 @@ from transformers import AutoModel, AutoTokenizer
 from istar_plugin.cli import embed as embed_cli
 from istar_plugin.isotropy import isoscore
 from istar_plugin.posthoc import Whiten
-from istar_plugin.reports.sts_embeddings import read_sts
+from istar_plugin.analysis.sts_embeddings import read_sts
 
 from test_analyze import tiny_run
 
@@ -52,7 +52,8 @@ def test_spearman_and_isoscore_match_an_independent_computation(embedded, tiny_b
     whiten.mean, whiten.matrix = stored["mean"].double(), stored["matrix"].double()
     moved = whiten(torch.cat([first, second]))
     cosine = torch.nn.functional.cosine_similarity(moved[:1500], moved[1500:]).numpy()
-    assert result["per_layer"]["2"]["whiten:16"]["spearman"] == pytest.approx(100 * spearmanr(cosine, dev.scores).statistic, abs=1e-2)
+    expected = 100 * spearmanr(cosine, dev.scores).statistic
+    assert result["per_layer"]["2"]["whiten:16"]["spearman"] == pytest.approx(expected, abs=1e-2)
 
 
 def test_the_fit_set_is_the_training_split_and_the_outputs_exist(embedded):
@@ -98,7 +99,8 @@ def test_bad_settings_are_one_line_before_the_model_loads(arguments, message, co
     loaded = []
     monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: loaded.append(a))
     try:
-        result = embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(tmp_path / "o"), *arguments])
+        result = embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(tmp_path / "o"),
+                                 *arguments])
     except SystemExit as exit:
         result = exit.code
     err = capsys.readouterr().err
@@ -148,4 +150,5 @@ def test_fit_max_samples_the_fit_set(tiny_bert, shared_data, tmp_path):
     out = tmp_path / "out"
     assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--transforms", "none,whiten:8",
                            "--fit-max", "300", "--out", str(out)]) == 0
-    assert json.loads((out / "embeddings.json").read_text())["fit"] == {"on": "train", "sentences": 300, "sampled_to": 300}
+    fit = json.loads((out / "embeddings.json").read_text())["fit"]
+    assert fit == {"on": "train", "sentences": 300, "sampled_to": 300}

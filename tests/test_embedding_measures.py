@@ -1,5 +1,6 @@
 """Alignment, uniformity (Wang & Isola 2020) and RankMe (Garrido et al. 2023) against independent numpy/scipy
-references, and their invariants as hypothesis properties."""
+references, and their invariants as hypothesis properties; the sentence-embedding measures istar-embed and the
+sentence-transformers evaluator share, on embeddings whose answers are known."""
 import math
 
 import numpy as np
@@ -10,7 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.spatial.distance import pdist
 
-from istar_plugin.isotropy import alignment, rankme, uniformity
+from istar_plugin.isotropy import alignment, isoscore, rankme, uniformity
+from istar_plugin.isotropy.embeddings import MEASURES, embedding_measures
 
 finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False)
 
@@ -31,7 +33,8 @@ def unit(x):
 def test_alignment_matches_a_loop_over_pairs(x, alpha):
     y = x[::-1].copy()
     expected = np.mean([np.linalg.norm(a - b) ** alpha for a, b in zip(unit(x), unit(y))])
-    assert alignment(torch.from_numpy(x), torch.from_numpy(y), alpha).item() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    value = alignment(torch.from_numpy(x), torch.from_numpy(y), alpha).item()
+    assert value == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -85,3 +88,34 @@ def test_known_values():
 def test_bad_inputs_name_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_embedding_measures_on_pairs_with_known_answers():
+    generator = torch.Generator().manual_seed(0)
+    first = torch.randn(40, 6, generator=generator, dtype=torch.float64)
+    noise = torch.randn(40, 6, generator=generator, dtype=torch.float64)
+    weights = torch.linspace(0, 1, 40).unsqueeze(1)  # the later pairs drift further apart: cosine falls with the index
+    second = first + weights * 3 * noise
+    cosine = torch.nn.functional.cosine_similarity(first, second)
+    scores = (5 * cosine).tolist()  # gold scores ordered as the cosines: Spearman 100
+    points = torch.cat([first, second])
+    values = embedding_measures(points, scores, fit_cov=torch.eye(6), zeta=0.0)
+    assert list(values) == list(MEASURES)
+    assert values["spearman"] == pytest.approx(100.0)
+    assert values["isoscore"] == pytest.approx(isoscore(points).item()) == pytest.approx(values["isoscore_star"])
+    positive = torch.tensor(scores) >= 4
+    assert values["alignment"] == pytest.approx(alignment(first[positive], second[positive]).item())
+    assert values["uniformity"] == pytest.approx(uniformity(points).item())
+    assert 0 < values["ev_1"] <= values["ev_10"] == pytest.approx(1.0)  # 6 dimensions: 10 components hold it all
+    assert math.isnan(embedding_measures(points, [0.0] * 40, names=("alignment",))["alignment"])  # no positive pair
+    shrunk = embedding_measures(points, names=("isoscore_star",), fit_cov=torch.eye(6), zeta=1.0)
+    assert shrunk == {"isoscore_star": pytest.approx(1.0)}  # all weight on the identity: perfectly isotropic
+
+
+def test_embedding_measures_without_pairs_and_in_the_order_asked():
+    points = torch.randn(30, 4, dtype=torch.float64)
+    assert list(embedding_measures(points, names=("rankme", "isoscore"))) == ["rankme", "isoscore"]
+    with pytest.raises(ValueError, match="spearman need gold scores"):
+        embedding_measures(points, names=("spearman", "isoscore"))
+    with pytest.raises(ValueError, match=r"unknown embedding measures \['cka'\]; choices: spearman, isoscore"):
+        embedding_measures(points, names=("cka",))

@@ -4,7 +4,7 @@ import pytest
 
 from istar_plugin.config import compose
 from istar_plugin.hooks import Hook, HookDispatcher, RunView, TrainingControl
-from istar_plugin.reports.analyze import load_trained
+from istar_plugin.analysis.loading import load_run
 from istar_plugin.training.export import export_checkpoint
 from istar_plugin.training.trainer import Trainer
 from helpers import CrashAt
@@ -109,7 +109,7 @@ def test_a_resumed_run_says_where_it_resumes_and_reports_no_fresh_head(tiny_bert
     assert "already complete" in again and "newly initialised" not in again and "resuming" not in again
 
     export_checkpoint(run_dir, out=tmp_path / "exported")
-    load_trained(run_dir)
+    load_run(run_dir)
     assert "newly initialised" not in capfd.readouterr().err
 
 

@@ -12,7 +12,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, ModelError
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.preflight import model_shape
-from istar_plugin.reports import analyze
+from istar_plugin.analysis import analyze
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer

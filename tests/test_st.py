@@ -12,7 +12,7 @@ from sentence_transformers.sentence_transformer.losses import CosineSimilarityLo
 
 from distributed_workers import free_port, join  # noqa: E402
 from istar_plugin.isotropy import isoscore_star  # noqa: E402
-from istar_plugin.reports.sts_embeddings import read_sts  # noqa: E402
+from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 from istar_plugin.st import IsotropyEvaluator, IStarLoss  # noqa: E402
 
 
@@ -47,12 +47,14 @@ def test_penalty_is_istar_on_every_layers_real_tokens(stsb):
     # independently: hidden states 1..6 of both columns' real tokens, one cloud
     chunks = []
     for batch in (first, second):
-        out = model[0].auto_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
+        out = model[0].auto_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                  output_hidden_states=True)
         mask = batch["attention_mask"].bool()
         chunks += [state[mask] for state in out.hidden_states[1:]]
     expected = -2.0 * (1 - isoscore_star(chunks, loss.shrinkage_cov, 0.3))
     assert terms["istar"].item() == pytest.approx(expected.item(), rel=1e-5)
-    assert sum(chunk.shape[0] for chunk in chunks) == 6 * int(first["attention_mask"].sum() + second["attention_mask"].sum())
+    tokens = int(first["attention_mask"].sum() + second["attention_mask"].sum())
+    assert sum(chunk.shape[0] for chunk in chunks) == 6 * tokens
 
 
 @pytest.mark.parametrize("lam, direction", [(-5.0, -1), (5.0, 1)])
@@ -82,9 +84,10 @@ def test_trainer_logs_the_terms_and_refreshes_sigma_s_each_epoch(stsb, tmp_path)
     loss = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.2, shrinkage_sentences=train.sentences[:200],
                      shrinkage_points=3000)
     evaluator = IsotropyEvaluator(dev.first[:60], dev.second[:60], dev.scores[:60], name="stsb-dev")
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path), num_train_epochs=2, per_device_train_batch_size=16,
-                                                logging_steps=1, eval_strategy="epoch", save_strategy="no", report_to=[],
-                                                seed=1, disable_tqdm=True, use_cpu=True)
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path), num_train_epochs=2,
+                                                per_device_train_batch_size=16, logging_steps=1, eval_strategy="epoch",
+                                                save_strategy="no", report_to=[], seed=1, disable_tqdm=True,
+                                                use_cpu=True)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss, evaluator=evaluator,
                                          callbacks=[loss.callback()])
     trainer.train()
@@ -98,7 +101,7 @@ def test_trainer_logs_the_terms_and_refreshes_sigma_s_each_epoch(stsb, tmp_path)
     assert len(evals) == 2 and all(0 < log["eval_stsb-dev_isoscore"] < 1 for log in evals)
 
 
-def test_evaluator_matches_the_embedding_report_and_adds_transforms(stsb):
+def test_evaluator_scores_the_pairs_spearman_and_adds_transforms(stsb):
     train, dev = stsb
     model = minilm()
     evaluator = IsotropyEvaluator(dev.first[:80], dev.second[:80], dev.scores[:80], name="dev",

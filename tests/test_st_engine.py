@@ -15,7 +15,7 @@ from istar_plugin.cli import run as run_cli  # noqa: E402
 from istar_plugin.config import compose  # noqa: E402
 from istar_plugin.errors import ConfigError  # noqa: E402
 from istar_plugin.metrics import spearman  # noqa: E402
-from istar_plugin.reports.sts_embeddings import read_sts  # noqa: E402
+from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 
 
 def tiny(tiny_bert, shared_data, *extra):

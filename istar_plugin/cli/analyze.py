@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 
 from ..config import compose
 from ..errors import ConfigError, ModelError, RunDirError, RunError, one_line
-from ..reports.analyze import (
+from ..analysis.analyze import (
     CONSISTENCY_TOLERANCE,
     SPLITS,
     RunProblem,
@@ -87,8 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mark(args.out, ANALYSIS_MARKER)
     analyses = []
     names = output_names(good)
-    jobs = [(run_dir, name, step) for run_dir, name in zip(good, names)
-            for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]  # none kept: final model
+    jobs = [(run_dir, name, step) for run_dir, name in zip(good, names)  # no checkpoint kept: the final model
+            for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]
     jobs += [(None, _unused("pretrained", names), None)] if base else []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
         what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)

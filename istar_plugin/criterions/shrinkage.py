@@ -15,7 +15,8 @@ from tqdm.auto import tqdm
 
 from ..hooks import Hook, RunView
 from ..isotropy import CovarianceAccumulator, isoscore_from_cov, score_text
-from ..models.encoder import padded_token_cloud
+from ..isotropy.streaming import LayerStatistics
+from ..models.token_cloud import stream_token_statistics
 
 
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
@@ -52,30 +53,22 @@ def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)
     indices = shrinkage_shard(len(run.train_features), run.seed, epoch, run.rank, run.world_size)
-    accumulator = CovarianceAccumulator(model.hidden_size, device=run.device)
+    statistics = LayerStatistics(model.hidden_size, quota=quota, device=run.device)  # pooled: Sigma_S is the union
+    size = run.eval_batch_size
+    batches = (run.collate([run.train_features[i] for i in indices[start : start + size]])
+               for start in range(0, len(indices), size))
     was_training = model.training
     model.train(train_mode)
     bar = tqdm(total=quota, desc="Sigma_S", unit="pt", disable=not run.show_progress, leave=False)
     try:
-        batch_size = run.eval_batch_size
-        for start in range(0, len(indices), batch_size):
-            if accumulator.count >= quota:
-                break
-            batch = run.collate([run.train_features[i] for i in indices[start : start + batch_size]])
-            with run.autocast():
-                output = model(batch)
-            for chunk in (cloud(model, output) if cloud else padded_token_cloud(model, output, layers, include_padding)):
-                room = quota - accumulator.count
-                if room <= 0:
-                    break
-                accumulator.update(chunk[:room])
-                bar.update(min(room, chunk.shape[0]))
+        stream_token_statistics(model, batches, statistics, layers=layers, include_padding=include_padding,
+                                cloud=cloud, autocast=run.autocast, progress=bar.update)
     finally:
         bar.close()
         model.train(was_training)
     if run.world_size > 1:
-        accumulator.all_reduce()
-    return accumulator
+        statistics.all_reduce()
+    return statistics.union()
 
 
 class ShrinkageHook(Hook):
@@ -99,7 +92,8 @@ class ShrinkageHook(Hook):
         started = time.perf_counter()
         accumulator = estimate_shrinkage_covariance(
             run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
-            cloud=getattr(self.criterion, "shrinkage_cloud", None), include_padding=getattr(cfg, "padding", "exclude") == "include",
+            cloud=getattr(self.criterion, "shrinkage_cloud", None),
+            include_padding=getattr(cfg, "padding", "exclude") == "include",
         )
         if accumulator.count < 2:
             raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")
@@ -112,7 +106,8 @@ class ShrinkageHook(Hook):
             {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
             step=run.step,
         )
-        run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, its IsoScore {score_text(score)}")
+        run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, "
+                f"its IsoScore {score_text(score)}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov

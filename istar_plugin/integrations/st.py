@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -28,17 +28,9 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 from transformers import TrainerCallback
 
 from ..criterions.shrinkage import points_quota, shrinkage_shard
-from ..isotropy import (
-    CovarianceAccumulator,
-    average_cosine_similarity,
-    explained_variance_curve,
-    isoscore,
-    isoscore_from_cov,
-    isoscore_star,
-    rankme,
-    uniformity,
-)
-from ..metrics import spearman
+from ..isotropy import isoscore_from_cov, isoscore_star
+from ..isotropy.embeddings import embedding_measures
+from ..isotropy.streaming import LayerStatistics, stream
 from ..models.token_cloud import token_cloud
 from ..posthoc import parse_transform
 
@@ -47,6 +39,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
 
 POINTS = ("tokens", "sentence")
+EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformity")
 
 
 def _transformer_config(model: nn.Module):
@@ -69,7 +62,8 @@ class IStarLoss(nn.Module):
         if not 0.0 <= zeta <= 1.0:
             raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage), got {zeta}")
         if zeta > 0 and not shrinkage_sentences:
-            raise ValueError(f"zeta = {zeta} > 0 shrinks toward Sigma_S: pass shrinkage_sentences (e.g. the training sentences)")
+            raise ValueError(f"zeta = {zeta} > 0 shrinks toward Sigma_S: pass shrinkage_sentences "
+                             "(e.g. the training sentences)")
         if shrinkage_points < 2:
             raise ValueError(f"shrinkage_points must be at least 2, got {shrinkage_points}")
         self.model, self.loss = model, loss  # children, as sentence-transformers losses hold them (DDP swaps both)
@@ -80,7 +74,7 @@ class IStarLoss(nn.Module):
         self.refreshes = 0
         self._callback_in_use = False
         config = _transformer_config(model)
-        count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers")
+        count = getattr(config, "num_hidden_layers", None) or config.n_layers
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
         bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
         if bad:
@@ -124,30 +118,21 @@ class IStarLoss(nn.Module):
         rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
         started = time.perf_counter()
         model = self.model.module if hasattr(self.model, "module") else self.model
-        quota = points_quota(self.shrinkage_points, rank, world)
         order = shrinkage_shard(len(self.shrinkage_sentences), self.seed, self.refreshes, rank, world)
-        accumulator: Optional[CovarianceAccumulator] = None
+        statistics = LayerStatistics(quota=points_quota(self.shrinkage_points, rank, world))  # pooled: one Sigma_S
+        batches = ([self.shrinkage_sentences[i] for i in order[start : start + self.batch_size]]
+                   for start in range(0, len(order), self.batch_size))
         was_training = model.training
         model.eval()
         try:
-            for start in range(0, len(order), self.batch_size):
-                if accumulator is not None and accumulator.count >= quota:
-                    break
-                batch = [self.shrinkage_sentences[i] for i in order[start : start + self.batch_size]]
-                features = model.preprocess(batch) if hasattr(model, "preprocess") else model.tokenize(batch)
-                features = {key: value.to(model.device) if isinstance(value, Tensor) else value for key, value in features.items()}
-                for chunk in self.cloud(model(features)):
-                    if accumulator is None:
-                        accumulator = CovarianceAccumulator(chunk.shape[1], device=chunk.device)
-                    room = quota - accumulator.count
-                    if room > 0:
-                        accumulator.update(chunk[:room].float())
+            stream(statistics, batches, lambda batch: self.cloud(model(_features(model, batch))))
         finally:
             model.train(was_training)
-        if accumulator is None:
+        if statistics.count == 0:
             raise ValueError("IStarLoss: shrinkage_sentences gave no points")
         if distributed:
-            accumulator.all_reduce()
+            statistics.all_reduce()
+        accumulator = statistics.union()
         self.shrinkage_cov = accumulator.covariance().float()
         self.refreshes += 1
         logger.info("IStarLoss: Sigma_S from %d points in %.1f s, its IsoScore %.4f", accumulator.count,
@@ -162,6 +147,12 @@ class IStarLoss(nn.Module):
     def citation(self) -> str:
         return ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
                 "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
+
+
+def _features(model, sentences: list) -> dict:
+    """The model's input features for ``sentences``, on its device."""
+    features = model.preprocess(sentences) if hasattr(model, "preprocess") else model.tokenize(sentences)
+    return {key: value.to(model.device) if isinstance(value, Tensor) else value for key, value in features.items()}
 
 
 class _ShrinkageCallback(TrainerCallback):
@@ -202,19 +193,16 @@ class IsotropyEvaluator(SentenceEvaluator):
         self.primary_metric = "spearman" if self.scores is not None else "isoscore"
 
     def measures(self, embeddings: Tensor) -> dict[str, float]:
-        points = embeddings.double()
-        values = {"isoscore": isoscore(points).item(), "average_cosine": average_cosine_similarity(points).item(),
-                  "ev_1": explained_variance_curve(torch.cov(points.T), 1)[0].item(), "rankme": rankme(points).item(),
-                  "uniformity": uniformity(points).item()}
-        if self.scores is not None:
-            cosine = nn.functional.cosine_similarity(points[: self.pairs], points[self.pairs : 2 * self.pairs], dim=1)
-            values["spearman"] = 100 * spearman(cosine.tolist(), self.scores)
-        return values
+        """The evaluator's :func:`~istar_plugin.isotropy.embeddings.embedding_measures` of ``embeddings``."""
+        names = EVALUATOR_MEASURES + (("spearman",) if self.scores is not None else ())
+        return embedding_measures(embeddings, self.scores, names=names)
 
     def by_transform(self, model) -> dict[str, dict[str, float]]:
         """``{"none": measures, transform name: measures, ...}`` from one encoding of the sentences."""
-        encode = lambda sentences: model.encode(list(sentences), batch_size=self.batch_size, convert_to_tensor=True,
-                                                show_progress_bar=False).cpu()
+        def encode(sentences):
+            return model.encode(list(sentences), batch_size=self.batch_size, convert_to_tensor=True,
+                                show_progress_bar=False).cpu()
+
         embeddings = encode(self.sentences)
         results = {"none": self.measures(embeddings)}
         if self.transforms:

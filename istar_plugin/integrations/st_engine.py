@@ -31,10 +31,10 @@ from transformers import TrainerCallback
 from ..config import data_config, model_config, to_yaml
 from ..data.fingerprint import split_fingerprint
 from ..errors import ConfigError
-from ..isotropy import CovarianceAccumulator, isoscore_from_cov
+from ..isotropy.streaming import LayerStatistics, stream
 from ..metrics import collapsed, compute
 from ..models.encoder import resolve_model_path
-from ..models.token_cloud import token_cloud
+from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.atomic import atomic_write_text
 from ..storage.lock import RunDirLock
@@ -177,24 +177,20 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
     config = next(m.auto_model.config for m in model.modules() if hasattr(m, "auto_model"))
     was, config.output_hidden_states = config.output_hidden_states, True
-    layers: list = []
-    union = None
+    statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
+
+    def clouds(batch: list) -> list:
+        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in model.preprocess(batch).items()}
+        output = model(features)
+        return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
+
     model.eval()
     try:
-        for start in range(0, len(sentences), batch_size):
-            features = model.preprocess(sentences[start : start + batch_size])
-            features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-            output = model(features)
-            chunks = token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
-            if not layers:
-                layers = [CovarianceAccumulator(chunk.shape[1]) for chunk in chunks]
-                union = CovarianceAccumulator(chunks[0].shape[1])
-            for accumulator, chunk in zip(layers, chunks):
-                accumulator.update(chunk.float().cpu())
-                union.update(chunk.float().cpu())
+        batches = (sentences[start : start + batch_size] for start in range(0, len(sentences), batch_size))
+        stream(statistics, batches, clouds)
     finally:
         config.output_hidden_states = was
-    return [isoscore_from_cov(a.covariance()).item() for a in layers], isoscore_from_cov(union.covariance()).item()
+    return statistics.isoscore_star_per_layer(), statistics.isoscore_star()
 
 
 def _remove_if_empty(directory: Path) -> None:

@@ -6,8 +6,9 @@ both build on :class:`TokenCloudSurface`: hidden size and layer count from the m
 token cloud of selected layers, the last layer's tokens and the word-embedding matrix.
 
 >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
->>> mask = attention_mask_or_ones({"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])})
->>> [cloud.shape for cloud in token_cloud(states, mask)], [cloud.shape for cloud in token_cloud(states, mask, include_padding=True)]
+>>> batch = {"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
+>>> mask = attention_mask_or_ones(batch)
+>>> [c.shape for c in token_cloud(states, mask)], [c.shape for c in token_cloud(states, mask, include_padding=True)]
 ([torch.Size([3, 4])], [torch.Size([6, 4])])
 >>> from types import SimpleNamespace
 >>> hidden_size(SimpleNamespace(dim=384)), num_layers(SimpleNamespace(num_hidden_layers=6, n_layers=None))
@@ -15,13 +16,17 @@ token cloud of selected layers, the last layer's tokens and the word-embedding m
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+import contextlib
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
 
+from ..isotropy.streaming import LayerStatistics, stream
+
 __all__ = ["HIDDEN_SIZE_ATTRIBUTES", "NUM_LAYERS_ATTRIBUTES", "config_value", "hidden_size", "num_layers",
-           "attention_mask_or_ones", "token_cloud", "padded_token_cloud", "TokenCloudSurface"]
+           "attention_mask_or_ones", "token_cloud", "padded_token_cloud", "stream_token_statistics",
+           "TokenCloudSurface"]
 
 HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")  # BERT family, DistilBERT
 NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
@@ -52,21 +57,27 @@ def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
     return torch.ones_like(inputs["input_ids"]) if mask is None else mask
 
 
-def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Tensor, layers: Optional[Sequence[int]] = None,
-                positions: Optional[Tensor] = None, include_padding: bool = False) -> list[Tensor]:
+def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor],
+                layers: Optional[Sequence[int]] = None, positions: Optional[Tensor] = None,
+                include_padding: bool = False) -> list[Tensor]:
     """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
 
     ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
     ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
     collator, so no host-device sync); else the nonzero entries of ``attention_mask``. ``include_padding``:
     every position of the padded batch is a point, padding too (the official I-STAR code's cloud).
+    ``attention_mask=None``: a padding-free (packed) batch, every position a token.
 
     >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
     >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
     [torch.Size([3, 4])]
+    >>> [cloud.shape for cloud in token_cloud(states, None)]
+    [torch.Size([6, 4])]
     """
     count = len(hidden_states)
     indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
+    if attention_mask is None:
+        return [_flat(hidden_states[index]) for index in indices]
     if include_padding:
         positions = torch.arange(attention_mask.numel(), device=attention_mask.device)
     elif positions is None:
@@ -80,6 +91,30 @@ def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_p
     if include_padding:
         return model.token_cloud(output, layers, include_padding=True)
     return model.token_cloud(output, layers)
+
+
+@torch.no_grad()
+def stream_token_statistics(model, batches: Iterable[Mapping[str, Tensor]], statistics: LayerStatistics, *,
+                            layers: Optional[Sequence[int]] = None, include_padding: bool = False,
+                            cloud: Optional[Callable[[Any, Any], Sequence[Tensor]]] = None,
+                            autocast: Callable[[], ContextManager] = contextlib.nullcontext,
+                            on_output: Optional[Callable[[Mapping[str, Tensor], Any], None]] = None,
+                            progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
+    """Forward each device batch through ``model`` (an adapter with ``token_cloud``, e.g. an
+    :class:`~istar_plugin.models.encoder.HFEncoder`) under ``autocast()`` and stream the selected layers' token
+    clouds into ``statistics`` (:func:`~istar_plugin.isotropy.streaming.stream`: a lazy ``batches`` stops at its
+    quota). ``cloud(model, output)``: other points than the layers' clouds; ``on_output(batch, output)``: whatever
+    else the caller keeps of each forward pass (logits, [CLS] vectors); ``progress(points)`` after each batch. The
+    model's train/eval mode is the caller's.
+    """
+    def clouds(batch):
+        with autocast():
+            output = model(batch)
+        if on_output is not None:
+            on_output(batch, output)
+        return cloud(model, output) if cloud is not None else padded_token_cloud(model, output, layers, include_padding)
+
+    return stream(statistics, batches, clouds, progress)
 
 
 class TokenCloudSurface:
@@ -98,7 +133,8 @@ class TokenCloudSurface:
         """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
         return num_layers(self.model.config)
 
-    def token_cloud(self, output, layers: Optional[Sequence[int]] = None, include_padding: bool = False) -> list[Tensor]:
+    def token_cloud(self, output, layers: Optional[Sequence[int]] = None,
+                    include_padding: bool = False) -> list[Tensor]:
         """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
 
         ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.

@@ -18,6 +18,7 @@ inserted before the head, e.g. the Isotropy Layer), as the Isotropy Layer paper 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import numpy as np
@@ -27,7 +28,9 @@ from tqdm.auto import tqdm
 
 from ..criterions import next_token_nll
 from ..isotropy import CovarianceAccumulator, explained_variance_ratio, isoscore, isoscore_from_cov, partition_isotropy
+from ..isotropy.streaming import LayerStatistics, union_of
 from ..metrics import collapsed
+from ..models.token_cloud import stream_token_statistics
 from .distributed import gather_to_all
 
 EV_COMPONENTS = (1, 2, 3)
@@ -44,6 +47,11 @@ def head_input_isotropy(points: Tensor) -> dict[str, Any]:
         "cls_isoscore": isoscore(points).item(),
         "cls_explained_variance": [explained_variance_ratio(points, k).item() for k in components],
     }
+
+
+def _no_points(model, output) -> list[Tensor]:
+    """No token cloud: the pass keeps the outputs alone."""
+    return []
 
 
 def embedding_isotropy(model) -> dict[str, float]:
@@ -109,12 +117,16 @@ class Evaluator:
         indices = list(range(self.rank, len(features), self.world_size))
         if self.sort_by_length:
             indices.sort(key=lambda i: len(features[i]["input_ids"]), reverse=True)
-        per_layer = [CovarianceAccumulator(model.hidden_size, device=self.device) for _ in range(model.num_layers)]
+        statistics = LayerStatistics(model.hidden_size, model.num_layers, device=self.device)
         on_device: dict[str, list] = {"logits": [], "start": [], "end": [], "head_input": []}
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         head_only = getattr(model, "head_only", None) if getattr(model, "frozen_cache", None) is not None else None
+        batches = (self.collate([features[i] for i in indices[start : start + self.batch_size]])
+                   for start in range(0, len(indices), self.batch_size))
+        keep = functools.partial(self._keep_outputs, head_inputs=isotropy, on_device=on_device, bar=bar)
         with head_only() if head_only and not (isotropy and layers) else contextlib.nullcontext():
-            self._predict_batches(model, features, indices, isotropy and layers, isotropy, per_layer, on_device, bar)
+            stream_token_statistics(model, batches, statistics, autocast=self.autocast, on_output=keep,
+                                    cloud=None if isotropy and layers else _no_points)
         bar.close()
         model.train(was_training)
         outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": [], "head_input": []}
@@ -125,30 +137,22 @@ class Evaluator:
             lengths = [len(features[i]["input_ids"]) for i in indices]
             outputs["start"] = [row[:length] for row, length in zip(outputs["start"], lengths)]
             outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
-        return outputs, per_layer
+        return outputs, statistics.layers
 
-    def _predict_batches(self, model, features, indices, layers: bool, head_inputs: bool, per_layer, on_device,
-                         bar) -> None:
-        """Run ``indices`` of ``features`` in batches: outputs into ``on_device``, token clouds into ``per_layer``."""
-        for start in range(0, len(indices), self.batch_size):
-            chunk = indices[start : start + self.batch_size]
-            batch = self.collate([features[i] for i in chunk])
-            with self.autocast():
-                output = model(batch)
-            if layers:
-                for accumulator, layer_points in zip(per_layer, model.token_cloud(output, None)):
-                    accumulator.update(layer_points)
-            if head_inputs and output.head_input is not None:
-                on_device["head_input"].append(output.head_input.float())
-            if self.task.kind == "extractive_qa":
-                on_device["start"].append(output.start_logits.float())
-                on_device["end"].append(output.end_logits.float())
-            elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
-                nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
-                on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
-            else:
-                on_device["logits"].append(output.logits.float())
-            bar.update(len(chunk))
+    def _keep_outputs(self, batch: dict[str, Tensor], output, head_inputs: bool, on_device: dict[str, list],
+                      bar) -> None:
+        """One batch's outputs into ``on_device``, left on the device (no host sync per batch)."""
+        if head_inputs and output.head_input is not None:
+            on_device["head_input"].append(output.head_input.float())
+        if self.task.kind == "extractive_qa":
+            on_device["start"].append(output.start_logits.float())
+            on_device["end"].append(output.end_logits.float())
+        elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
+            nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
+            on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
+        else:
+            on_device["logits"].append(output.logits.float())
+        bar.update(batch["input_ids"].shape[0])
 
     def finish(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
                examples: Sequence[dict], features: Sequence[dict], reduced: bool = False) -> dict[str, Any]:
@@ -183,11 +187,10 @@ class Evaluator:
         self.last_predictions = (predictions, references)
         if per_layer is None:
             return metrics
-        union = CovarianceAccumulator(self.model.hidden_size, device=self.device)
-        for accumulator in per_layer:
-            union.merge(accumulator)
+        union = union_of(per_layer)
         if head_inputs:  # one vector per example: classification and regression
-            metrics.update(head_input_isotropy(torch.from_numpy(np.stack([head_inputs[i] for i in range(len(features))]))))
+            ordered_inputs = np.stack([head_inputs[i] for i in range(len(features))])
+            metrics.update(head_input_isotropy(torch.from_numpy(ordered_inputs)))
         result = {
             **metrics,
             "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),

@@ -4,15 +4,9 @@ the gold scores, and the isotropy of the same embeddings (``istar-embed``'s work
 For each requested layer the split's sentences (both columns) are pooled into one vector each; every transform
 (:mod:`istar_plugin.posthoc`) is fitted on the fit set's sentences (default: the training split, so nothing of the
 evaluated split leaks into the fit) and applied to the evaluated split. Measures, per transform, over the split's
-sentence embeddings (2 per pair):
-
-- ``spearman``: Spearman rank correlation x 100 of the pairs' cosine similarity with the gold score;
-- ``isoscore``: IsoScore (IsoScore* at zeta 0); ``isoscore_star``: IsoScore* at ``zeta`` shrunk toward the
-  covariance of the fit set's (transformed) embeddings, the paper's Sigma_S;
-- ``i1``, ``i2`` (partition-function isotropy), ``average_cosine``, ``ev_1`` and ``ev_10`` (explained variance of
-  the top 1 and 10 principal components), ``rankme`` (effective rank);
-- ``alignment`` over the positive pairs (gold score >= 4, as in Gao et al. 2021's analysis of STS-B) and
-  ``uniformity`` over all the split's sentences (Wang & Isola 2020, t = 2).
+sentence embeddings (2 per pair): every one of :mod:`istar_plugin.isotropy.embeddings` (Spearman x 100 of the
+pairs' cosine similarity, IsoScore, IsoScore* at ``zeta`` shrunk toward the covariance of the fit set's
+transformed embeddings, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity).
 
 >>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
 >>> sts.sentences, len(sts)
@@ -20,10 +14,9 @@ sentence embeddings (2 per pair):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import torch
 from omegaconf import OmegaConf
@@ -32,32 +25,20 @@ from transformers import AutoConfig
 from ..config import find_yaml, load_yaml
 from ..data.config import DataConfig
 from ..data.task import get_task
-from ..isotropy import (
-    alignment,
-    average_cosine_similarity,
-    explained_variance_curve,
-    isoscore,
-    isoscore_star,
-    partition_isotropy,
-    rankme,
-    uniformity,
-)
-from ..metrics import spearman
+from ..isotropy.embeddings import embedding_measures
 from ..models.encoder import resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from .analyze import Progress, load_trained
-from .figures import panels, save_png, style
+from ..reports.figures import panels, save_png, style
+from .analyze import Progress
+from .loading import load_run
 
-__all__ = ["StsPairs", "read_sts", "read_corpus", "model_shape", "open_encoder", "embedding_measures", "evaluate_sts",
-           "write_embedding_report", "SPLITS", "POSITIVE_SCORE"]
+__all__ = ["StsPairs", "read_sts", "read_corpus", "model_shape", "open_encoder", "evaluate_sts",
+           "write_embedding_report", "SPLITS"]
 
 SPLITS = {"train": "train", "dev": "validation"}
-POSITIVE_SCORE = 4.0
-MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
-            "alignment", "uniformity")
 
 
 @dataclass(frozen=True)
@@ -133,33 +114,11 @@ def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
     exported model or any Hugging Face folder, a model preset (``minilm``) or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
-        trainer = load_trained(path)
-        trainer.close()  # releases the run directory's lock: the run is left as it was
-        return SentenceEncoder(trainer.model.model.base_model, trainer.model.tokenizer, max_length, source=str(path))
+        loaded = load_run(path)  # read only: no lock, nothing written
+        return SentenceEncoder(loaded.model.model.base_model, loaded.tokenizer, max_length, source=str(path))
     model_path = _model_path(source)
-    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=Path(gguf_options(model_path)[0]).is_dir())
-
-
-def embedding_measures(first: torch.Tensor, second: torch.Tensor, scores: Sequence[float], fit_cov: torch.Tensor,
-                       zeta: float) -> dict[str, float]:
-    """The measures of the module docstring for paired embeddings ``first``, ``second`` (n, d)."""
-    first, second = first.double(), second.double()
-    points = torch.cat([first, second])
-    cosine = torch.nn.functional.cosine_similarity(first, second, dim=1)
-    i1, i2 = partition_isotropy(points)
-    curve = explained_variance_curve(torch.cov(points.T), min(10, points.shape[1]))
-    positive = torch.tensor([score >= POSITIVE_SCORE for score in scores])
-    return {
-        "spearman": 100 * spearman(cosine.tolist(), list(scores)),
-        "isoscore": isoscore(points).item(),
-        "isoscore_star": isoscore_star(points, fit_cov.double(), zeta).item(),
-        "i1": i1.item(), "i2": i2.item(),
-        "average_cosine": average_cosine_similarity(points).item(),
-        "ev_1": curve[0].item(), "ev_10": curve[-1].item(),
-        "rankme": rankme(points).item(),
-        "alignment": alignment(first[positive], second[positive]).item() if positive.any() else math.nan,
-        "uniformity": uniformity(points).item(),
-    }
+    local = Path(gguf_options(model_path)[0]).is_dir()
+    return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=local)
 
 
 def _encode(encoder: SentenceEncoder, sentences: list, what: str, pooling: str, layers: Sequence[int],
@@ -181,21 +140,21 @@ def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, t
     fit = _encode(encoder, fit_sentences, "fit sentences", pooling, indices, batch_size)
     results: dict[int, dict[str, dict[str, float]]] = {}
     fitted: dict[int, dict[str, Any]] = {}
-    n = len(sts)
     for index in indices:
         results[index], fitted[index] = {}, {}
         for transform in transforms:
             transform.fit(fit[index].double())
             moved = transform(evaluated[index].double())
             fit_cov = torch.cov(transform(fit[index].double()).T)
-            results[index][transform.name] = embedding_measures(moved[:n], moved[n:], sts.scores, fit_cov, zeta)
+            results[index][transform.name] = embedding_measures(moved, sts.scores, fit_cov=fit_cov, zeta=zeta)
             fitted[index][transform.name] = {key: value.float() for key, value in transform.state_dict().items()}
     return results, fitted
 
 
 def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
     """One row per (layer, transform): Spearman x100 and the isotropy measures."""
-    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |",
+    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align "
+             "| uniform |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for layer, by_transform in results.items():
         for name, m in by_transform.items():
@@ -221,7 +180,8 @@ def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
             style(ax, f"{label}, layer {layers[0]}", "transform", label)
         else:
             for name in names:
-                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3, label=name)
+                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3,
+                        label=name)
             style(ax, label + " per layer", "layer (0 = embeddings)", label)
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)

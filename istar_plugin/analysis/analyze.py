@@ -1,7 +1,8 @@
 """``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
 
-Loads each run's final model (its latest checkpoint, or else its exported ``model/``, through the trainer
-that wrote it, with the run's own config, tokenizer and data) and streams one split through it, keeping O(d^2) statistics per layer plus the
+Loads each run's final model (its latest checkpoint, or else its exported ``model/``, with the run's own config,
+tokenizer and data: :mod:`.loading`, read only) and streams one split through it
+(:func:`~istar_plugin.models.token_cloud.stream_token_statistics`), keeping O(d^2) statistics per layer plus the
 [CLS] vectors TwoNN needs. Writes per run ``analysis.json``:
 
 - ``isoscore_star_per_layer`` (and ``isoscore_star``, all layers pooled): IsoScore* at zeta 0 over the whole
@@ -39,26 +40,20 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
-from omegaconf import OmegaConf
 
 from ..config import compose
-from ..isotropy import (
-    CovarianceAccumulator,
-    cosine_from_unit_sums,
-    explained_variance_curve,
-    isoscore_from_cov,
-    partition_isotropy,
-    twonn_dimension,
-)
+from ..isotropy import cosine_from_unit_sums, explained_variance_curve, partition_isotropy, twonn_dimension
+from ..isotropy.streaming import LayerStatistics, TokenMoments
+from ..models.token_cloud import stream_token_statistics
+from ..reports.figures import save_png, single
+from ..reports.records.settings import display_name
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
-from ..training.trainer import Trainer
-from .figures import save_png, single
-from .istar_tables import display_name
+from .loading import LoadedModel, load_pretrained, load_run
 
-__all__ = ["check_run", "load_trained", "LayerStatistics", "analyze_run", "analyze_base", "run_label", "figure4",
-           "figure5", "figure6", "figure_outliers", "figure_massive"]
+__all__ = ["check_run", "outliers", "stream_split", "stream_features", "measures", "analyze_run", "analyze_base",
+           "run_label", "figure4", "figure5", "figure6", "figure_outliers", "figure_massive"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
@@ -94,62 +89,18 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     return results.to_json()
 
 
-def load_trained(run_dir: Path, step: Optional[int] = None):
-    """A :class:`~istar_plugin.training.trainer.Trainer` built from the run's ``config.yaml`` with its final model (its
-    latest checkpoint, or else its exported ``model/``) or, given ``step``, its checkpoint of that step; nothing is
-    written into ``run_dir`` (no TensorBoard, no metrics, no progress bars)."""
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    cfg.output_dir, cfg.tensorboard, cfg.progress = str(run_dir), False, False
-    checkpoint = Checkpoints(run_dir).latest()
-    if checkpoint is None:  # the Hugging Face folder holds the fine-tuned encoder and head
-        cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
-    trainer = Trainer(cfg)
-    if step is not None:
-        trainer.load_state_dict(trainer.checkpoints.load_step(step, map_location="cpu"))
-    elif checkpoint is not None:
-        trainer.load_state_dict(trainer.checkpoints.load_latest(map_location="cpu"))
-    trainer.model.eval()
-    return trainer
+def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
+    """A layer's outlier dimensions (mean |activation| above ``factor`` x the median dimension's) and its largest
+    |activation| over that median.
 
-
-class LayerStatistics:
-    """Streamed statistics of one layer: token covariance (padding excluded), unit-vector sums for the average
-    cosine, per-dimension sums and maxima of |activation|, and one vector per example (n x d, the only part that
-    grows with the split, for TwoNN: the [CLS] position of an encoder, the last real token of a decoder)."""
-
-    def __init__(self, dim: int, device: torch.device | str | None = None):
-        self.tokens = CovarianceAccumulator(dim, device=device)
-        self.unit_sum = torch.zeros(dim, dtype=torch.float64, device=device)
-        self.unit_squares = 0.0
-        self.abs_sum = torch.zeros(dim, dtype=torch.float64, device=device)
-        self.abs_max = torch.zeros(dim, dtype=torch.float64, device=device)
-        self.cls: list[torch.Tensor] = []
-
-    def update(self, tokens: torch.Tensor, cls: torch.Tensor) -> None:
-        self.tokens.update(tokens)
-        units = torch.nn.functional.normalize(tokens.double(), dim=1)
-        self.unit_sum += units.sum(dim=0)
-        self.unit_squares += units.square().sum().item()
-        magnitudes = tokens.double().abs()
-        self.abs_sum += magnitudes.sum(dim=0)
-        self.abs_max = torch.maximum(self.abs_max, magnitudes.amax(dim=0))
-        self.cls.append(cls.float().cpu())
-
-    def outliers(self, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
-        """The outlier dimensions (mean |activation| above ``factor`` x the median dimension's) and the largest
-        |activation| over that median.
-
-        >>> layer = LayerStatistics(4)
-        >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]), torch.zeros(2, 4))
-        >>> layer.outliers()  # mean |a|: 1, 1, 1.5, 40; median 1.25
-        ([3], 40.0)
-        """
-        means = self.abs_sum / max(self.tokens.count, 1)
-        median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
-        return torch.nonzero(means > factor * median).flatten().tolist(), (self.abs_max.max() / median).item()
-
-    def cls_points(self) -> torch.Tensor:
-        return torch.cat(self.cls)
+    >>> layer = TokenMoments(4)
+    >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]))
+    >>> outliers(layer)  # mean |a|: 1, 1, 1.5, 40; median 1.25
+    ([3], 40.0)
+    """
+    means = layer.abs_sum / max(layer.count, 1)
+    median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
+    return torch.nonzero(means > factor * median).flatten().tolist(), (layer.abs_max.max() / median).item()
 
 
 class Progress:
@@ -171,7 +122,8 @@ class Progress:
             self.bar.update(count)
         elif self.done >= self.next_report or self.done == self.total:
             seconds = time.perf_counter() - self.started
-            print(f"  {self.description}: {self.done}/{self.total} examples, {seconds:.0f} s", file=self.stream, flush=True)
+            print(f"  {self.description}: {self.done}/{self.total} examples, {seconds:.0f} s", file=self.stream,
+                  flush=True)
             self.next_report = self.done + max(1, math.ceil(self.total / 10))
 
     def close(self) -> None:
@@ -179,24 +131,35 @@ class Progress:
             self.bar.close()
 
 
+def stream_split(loaded: LoadedModel, split: str,
+                 batch_size: Optional[int] = None) -> tuple[LayerStatistics, list[list[torch.Tensor]]]:
+    """:func:`stream_features` of the split's encoded features."""
+    return stream_features(loaded, loaded.features(split), batch_size, split)
+
+
 @torch.no_grad()
-def stream_split(trainer, split: str, batch_size: Optional[int] = None) -> list[LayerStatistics]:
-    """One eval-mode pass over the split's encoded features, batched and collated as the trainer evaluates."""
-    features = trainer.eval_features if split == "eval" else trainer.train_features
-    batch_size = batch_size or trainer.eval_batch_size
-    model = trainer.model
-    layers = [LayerStatistics(model.hidden_size, trainer.device) for _ in range(model.num_layers)]
-    progress = Progress(len(features), split)
-    for start in range(0, len(features), batch_size):
-        batch = trainer.collate(features[start : start + batch_size])
-        with trainer.autocast():
-            output = model(batch)
-        examples = _last_real_token if getattr(model, "is_decoder", False) else _first_token
-        for statistics, tokens, hidden in zip(layers, model.token_cloud(output, None), output.hidden_states[1:]):
-            statistics.update(tokens, examples(hidden, output.attention_mask))
+def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: Optional[int] = None,
+                    description: str = "eval") -> tuple[LayerStatistics, list[list[torch.Tensor]]]:
+    """One eval-mode pass over encoded features, batched and collated as the trainer evaluates: the token
+    statistics of each layer (:class:`~istar_plugin.isotropy.streaming.TokenMoments`, padding excluded) and each
+    layer's one vector per example (n x d, the only part that grows with the split, for TwoNN: the [CLS] position
+    of an encoder, the last real token of a decoder)."""
+    batch_size = batch_size or loaded.eval_batch_size
+    model = loaded.model
+    statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
+    examples: list[list[torch.Tensor]] = [[] for _ in range(model.num_layers)]
+    example = _last_real_token if getattr(model, "is_decoder", False) else _first_token
+    progress = Progress(len(features), description)
+
+    def keep(batch, output) -> None:
+        for vectors, hidden in zip(examples, output.hidden_states[1:]):
+            vectors.append(example(hidden, output.attention_mask).float().cpu())
         progress.update(batch["input_ids"].shape[0])
+
+    batches = (loaded.collate(features[start : start + batch_size]) for start in range(0, len(features), batch_size))
+    stream_token_statistics(model, batches, statistics, autocast=loaded.autocast, on_output=keep)
     progress.close()
-    return layers
+    return statistics, examples
 
 
 def _first_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -217,26 +180,27 @@ def _twonn_or_none(points: torch.Tensor) -> Optional[float]:
         return None
 
 
-def measures(layers: Sequence[LayerStatistics], word_embeddings: Optional[torch.Tensor]) -> dict[str, Any]:
-    """The analysis numbers from the streamed statistics (see the module docstring)."""
-    union = CovarianceAccumulator(layers[0].tokens.dim, device=layers[0].tokens.mean.device)
-    for statistics in layers:
-        union.merge(statistics.tokens)
-    k = min(EV_COMPONENTS, union.dim)
-    last_cls = layers[-1].cls_points()
+def measures(statistics: LayerStatistics, examples: Sequence[Sequence[torch.Tensor]],
+             word_embeddings: Optional[torch.Tensor]) -> dict[str, Any]:
+    """The analysis numbers from the streamed statistics and each layer's example vectors (see the module
+    docstring)."""
+    layers = statistics.layers
+    points = [torch.cat(vectors) for vectors in examples]
+    k = min(EV_COMPONENTS, layers[0].dim)
+    found = [outliers(layer) for layer in layers]
     result = {
-        "isoscore_star": isoscore_from_cov(union.covariance()).item(),
-        "isoscore_star_per_layer": [isoscore_from_cov(s.tokens.covariance()).item() for s in layers],
-        "twonn_per_layer": [_twonn_or_none(s.cls_points()) for s in layers],
-        "mean_activation": layers[-1].tokens.mean.tolist(),
-        "explained_variance_per_layer": [explained_variance_curve(s.tokens.covariance(), k).tolist() for s in layers],
-        "cls_explained_variance": explained_variance_curve(torch.cov(last_cls.double().T), k).tolist(),
-        "average_cosine_per_layer": [cosine_from_unit_sums(s.unit_sum, s.unit_squares, s.tokens.count).item()
-                                     for s in layers],
+        "isoscore_star": statistics.isoscore_star(),
+        "isoscore_star_per_layer": statistics.isoscore_star_per_layer(),
+        "twonn_per_layer": [_twonn_or_none(vectors) for vectors in points],
+        "mean_activation": layers[-1].mean.tolist(),
+        "explained_variance_per_layer": [explained_variance_curve(layer.covariance(), k).tolist() for layer in layers],
+        "cls_explained_variance": explained_variance_curve(torch.cov(points[-1].double().T), k).tolist(),
+        "average_cosine_per_layer": [cosine_from_unit_sums(layer.unit_sum, layer.unit_squares, layer.count).item()
+                                     for layer in layers],
         "word_embeddings": None,
         "outlier_factor": OUTLIER_FACTOR,
-        "outlier_dimensions_per_layer": [s.outliers()[0] for s in layers],
-        "max_activation_ratio_per_layer": [s.outliers()[1] for s in layers],
+        "outlier_dimensions_per_layer": [dimensions for dimensions, _ in found],
+        "max_activation_ratio_per_layer": [ratio for _, ratio in found],
     }
     if word_embeddings is not None:
         i1, i2 = partition_isotropy(word_embeddings)
@@ -261,13 +225,14 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     results = check_run(run_dir)
     started = time.perf_counter()
     final = step is None or step == results.get("step")
-    trainer = load_trained(run_dir, None if final else step)
+    loaded = load_run(run_dir, None if final else step)
     source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/") if final else f"step_{step:08d}.pt"
     print(f"  {run_dir.name}: {'final model' if final else 'model'} loaded from {source} (step "
-          f"{results.get('step') if final else step}) in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+          f"{results.get('step') if final else step}) in {time.perf_counter() - started:.0f} s", file=sys.stderr,
+          flush=True)
     main_metric = results.get("main_metric")
-    evaluated = {entry.get("step"): entry for entry in trainer.history}  # the evaluations up to the loaded step
-    analysis = _analysis(trainer, split, batch_size, started, {
+    evaluated = {entry.get("step"): entry for entry in loaded.history}  # the evaluations up to the loaded step
+    analysis = _analysis(loaded, split, batch_size, started, {
         "run_dir": str(run_dir),
         "label": run_label(results) + ("" if step is None else f" step {step}"),
         "task": results.get("task"),
@@ -291,29 +256,28 @@ def analyze_base(arguments: Sequence[str], split: str = "eval", batch_size: Opti
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         cfg = compose([*arguments, f"output_dir={Path(scratch) / 'run'}", "tensorboard=false", "progress=false"])
-        trainer = Trainer(cfg)
-        trainer.model.eval()
+        loaded = load_pretrained(cfg)
         print(f"  {cfg.model.name}: pretrained model loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr,
               flush=True)
-        return _analysis(trainer, split, batch_size, started, {
+        return _analysis(loaded, split, batch_size, started, {
             "run_dir": None, "label": f"{cfg.model.name} before training", "task": cfg.task, "model": cfg.model.name,
             "criterion": None, "seed": cfg.seed, "step": 0, "main_metric": None, "score": None,
         })
 
 
-def _analysis(trainer, split: str, batch_size: Optional[int], started: float, about: dict[str, Any]) -> dict[str, Any]:
-    """Stream the split through the trainer's model and measure: ``about`` and the measures, with timings."""
-    loaded = time.perf_counter()
-    layers = stream_split(trainer, split, batch_size)
+def _analysis(loaded: LoadedModel, split: str, batch_size: Optional[int], started: float,
+              about: dict[str, Any]) -> dict[str, Any]:
+    """Stream the split through the loaded model and measure: ``about`` and the measures, with timings."""
+    started_stream = time.perf_counter()
+    statistics, examples = stream_split(loaded, split, batch_size)
     streamed = time.perf_counter()
-    word_embeddings = getattr(trainer.model, "word_embeddings", None)  # adapters without one get no I1/I2
+    word_embeddings = getattr(loaded.model, "word_embeddings", None)  # adapters without one get no I1/I2
     word_embeddings = word_embeddings().detach() if word_embeddings else None
-    trainer.close()  # releases the run directory's lock: the run is left as it was
-    analysis = {**about, "split": split, "examples": sum(len(cls) for cls in layers[-1].cls),
-                "tokens_per_layer": layers[-1].tokens.count, **measures(layers, word_embeddings)}
+    analysis = {**about, "split": split, "examples": sum(len(vectors) for vectors in examples[-1]),
+                "tokens_per_layer": statistics.layers[-1].count, **measures(statistics, examples, word_embeddings)}
     finished = time.perf_counter()
-    analysis["seconds"] = {"load": loaded - started, "stream": streamed - loaded, "measures": finished - streamed,
-                           "total": finished - started}
+    analysis["seconds"] = {"load": started_stream - started, "stream": streamed - started_stream,
+                           "measures": finished - streamed, "total": finished - started}
     return analysis
 
 
@@ -326,7 +290,8 @@ def _context(analyses: Sequence[dict[str, Any]]) -> str:
 
 def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     """Figure 4: the last layer's mean activation per dimension, one series per run."""
-    fig, ax = single(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension", "mean activation",
+    fig, ax = single(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension",
+                     "mean activation",
                       width=9.0)
     for analysis in analyses:
         means = analysis["mean_activation"]

@@ -1,0 +1,119 @@
+"""A run's model loaded for reading: its config, task and model adapter, with the weights of its final checkpoint,
+of a given step's, or of its exported ``model/``; the split asked for encoded, no other.
+
+No trainer is built: no run lock, no optimizer, no logs, nothing written into the run directory. The model is
+built as the trainer builds it (the run's seed, the criterion's changes such as a module inserted before the
+head, ``init_from``'s architecture) and runs in eval mode on the run's device and precision.
+
+>>> LoadedModel.__dataclass_fields__.keys() >= {"cfg", "task", "model", "device", "precision", "history"}
+True
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from .. import config as config_module
+from ..data.packaged import seeded_split
+from ..errors import ModelError
+from ..models.encoder import restoring_weights
+from ..registry import CRITERIONS, MODELS, TASKS, load_plugins
+from ..storage.checkpoints import Checkpoints
+from ..training.batching import collate
+from ..training.distributed import pick_device
+from ..training.export import MODEL_DIR
+from ..training.init_from import resolve as resolve_init_from
+from ..training.precision import autocast, choose_precision
+from ..training.rng import seed_everything
+
+__all__ = ["LoadedModel", "load_run", "load_pretrained"]
+
+
+@dataclass
+class LoadedModel:
+    """A model adapter in eval mode with what it takes to feed it one of its task's splits."""
+
+    cfg: DictConfig
+    task: Any
+    model: Any
+    device: torch.device
+    precision: str
+    history: list = field(default_factory=list)  # the evaluations the loaded checkpoint records
+
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @property
+    def eval_batch_size(self) -> int:
+        return self.cfg.eval_batch_size or self.cfg.batch_size
+
+    def features(self, split: str) -> list[dict]:
+        """The split's encoded features, as the trainer encodes them (``train`` without its validation share)."""
+        examples = self.task.load(split)
+        fraction = self.cfg.data.get("validation_split")
+        if split == "train" and fraction:
+            examples, _ = seeded_split(examples, fraction, self.cfg.data.split_seed)
+        return self.task.encode(examples, self.tokenizer, train=split == "train")
+
+    def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
+        """Pad ``features`` into one device batch (:func:`~istar_plugin.training.batching.collate`)."""
+        return collate(features, self.tokenizer.pad_token_id or 0, self.device)
+
+    def autocast(self):
+        """The forward pass's precision context, the run's."""
+        return autocast(self.precision, self.device)
+
+
+def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
+    """The run's final model (its latest checkpoint, or else its exported ``model/``) or, given ``step``, its
+    checkpoint of that step; read only."""
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    checkpoints = Checkpoints(run_dir)
+    if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head
+        cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
+        return _build(cfg, state=None, init_from=False)  # the folder is the architecture and the weights
+    state = (checkpoints.load_latest(map_location="cpu") if step is None
+             else checkpoints.load_step(step, map_location="cpu"))
+    return _build(cfg, state=state, init_from=True)
+
+
+def load_pretrained(cfg: DictConfig) -> LoadedModel:
+    """The model ``istar-run`` with ``cfg`` starts from, before any training step (``init_from``'s weights included)."""
+    return _build(cfg, state=None, init_from=True)
+
+
+def _build(cfg: DictConfig, state: Optional[dict], init_from: bool) -> LoadedModel:
+    """Build the adapter as the trainer does; ``state``: a checkpoint whose weights replace every one (``init_from``
+    then gives the architecture alone)."""
+    load_plugins()
+    device = pick_device(cfg.device)
+    seed_everything(cfg.seed)  # any weight no file supplies starts as it did in the run
+    task = TASKS.build(cfg.task, config_module.data_config(cfg))
+    model_cfg = config_module.model_config(cfg)
+    source = None
+    if init_from and cfg.get("init_from"):
+        source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
+        model_cfg = source.model_config(model_cfg)
+    try:
+        with restoring_weights() if state is not None else contextlib.nullcontext():
+            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
+    except (OSError, ImportError) as error:  # as the trainer says it: one line, and the other runs go on
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
+    if source is not None and state is None:
+        source.load_into(model)
+    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
+    adapt = getattr(criterion, "adapt", None)  # e.g. a module inserted before the head, whose weights follow
+    if adapt is not None:
+        adapt(model)
+    if state is not None:
+        getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
+    model.to(device).eval()
+    return LoadedModel(cfg, task, model, device, choose_precision(cfg.precision, device),
+                       list(state["history"]) if state is not None else [])
