@@ -33,13 +33,9 @@ from ..models.encoder import restoring_weights
 from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..models.preflight import check_model_limits
 from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
-from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
-from ..storage.lock import RunDirLock
-from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
-from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, failed_record, finished_record, write_results
+from ..storage.results import finished_record
 from . import export
 from .batching import collate, epoch_order
 from .distributed import barrier, gather_to_all, init_from_env, wrap_model
@@ -50,8 +46,9 @@ from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
 from .precision import autocast, choose_precision, precision_line
 from .progress import complete_line, eval_line, train_line
-from .resume import config_changes, finished_results, holds_weights, rates_at_restored_step, restore_random_streams
+from .resume import config_changes, holds_weights, rates_at_restored_step, restore_random_streams
 from .rng import rng_state, seed_everything
+from .run_directory import RunDirectory
 from .run_view import TrainerView
 from .signals import StopSignal, stopped
 from .step import OptimizerStep
@@ -66,7 +63,8 @@ def _unlock_on_failure(init):
         try:
             init(self, *args, **kwargs)
         except BaseException:
-            self.close()
+            if getattr(self, "run_dir", None) is not None:
+                self.close()
             raise
 
     return wrapper
@@ -80,7 +78,6 @@ class Trainer:
     end of ``fit()`` (or ``close()``); data are read and checked before the model's weights are loaded.
     """
 
-    run_lock: Optional[RunDirLock] = None
     stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     @_unlock_on_failure
@@ -103,11 +100,8 @@ class Trainer:
         self.dist = init_from_env(cfg.device)
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
         self.output_dir = Path(cfg.output_dir)
-        if self.dist.is_main:  # before anything heavy: a second run into this directory is refused at once
-            check_writable(self.output_dir, RUN_MARKER, "output_dir")  # a folder of someone else's files: refused
-            self.run_lock = RunDirLock(self.output_dir).acquire()
-            for directory in (self.output_dir, self.output_dir / "checkpoints"):
-                remove_stale_temporaries(directory)  # left by a kill during an atomic write
+        # before anything heavy: someone else's folder, or a second run into this one, is refused at once
+        self.run_dir = RunDirectory(self.output_dir, is_main=self.dist.is_main, tensorboard=cfg.tensorboard).open()
         if cfg.batch_size % self.world_size:
             raise ConfigError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
         self.local_batch_size = cfg.batch_size // self.world_size
@@ -197,9 +191,6 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
-        is_main = self.dist.is_main
-        self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
-        self.tensorboard = TensorBoardLog(self.output_dir / "tensorboard", enabled=is_main and bool(self.cfg.tensorboard))
         self.evaluator = Evaluator(
             self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate, autocast=self.autocast,
             batch_size=self.eval_batch_size, rank=self.rank, world_size=self.world_size, device=self.device,
@@ -228,10 +219,7 @@ class Trainer:
 
     # ----------------------------------------------------------------- logging
     def log(self, values: dict[str, Any], step: int) -> None:
-        if not self.dist.is_main:
-            return
-        self.metrics_log.append({"step": step, **values})
-        self.tensorboard.scalars(values, step)
+        self.run_dir.log(values, step)
 
     def _warn(self, problem: Optional[str]) -> None:
         """A line on stderr at the start of a run whose settings make it pointless (whatever ``progress`` says)."""
@@ -268,7 +256,7 @@ class Trainer:
             "hooks": self.dispatch.state_dicts(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "data": self.data_fingerprint,
-            "metrics_bytes": self.metrics_log.size() if self.metrics_log is not None else None,
+            "metrics_bytes": self.run_dir.metrics_bytes(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -282,9 +270,8 @@ class Trainer:
         self.history = state["history"]
         self.embedding_before = state.get("embedding_before", {})
         self.dispatch.load_state_dicts(state["hooks"])
-        if self.metrics_log is not None:  # what the interrupted attempt logged after this checkpoint is logged again
-            self.metrics_log.truncate(state.get("metrics_bytes"))
-        self.tensorboard.purge_from(self.step + 1)
+        # what the interrupted attempt logged after this checkpoint is logged again
+        self.run_dir.restart_logs(self.step, state.get("metrics_bytes"))
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
@@ -355,11 +342,7 @@ class Trainer:
 
     def close(self) -> None:
         """Release the run directory (also done by ``fit()``); a no-op on other ranks and when already closed."""
-        if getattr(self, "metrics_log", None) is not None:
-            self.metrics_log.close()
-        if self.run_lock is not None:
-            self.run_lock.release()
-            self.run_lock = None
+        self.run_dir.close()
 
     def _fit(self) -> dict[str, Any]:
         finished = self._finished_results()
@@ -376,7 +359,7 @@ class Trainer:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         self._start(bool(resumed))
-        with StopSignal(enabled=self.world_size == 1) as self.stop_signal:  # under torchrun its teardown rules
+        with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._train()
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
@@ -402,11 +385,9 @@ class Trainer:
     def _start(self, resumed: bool) -> None:
         """The run directory's config and TensorBoard header, the "before" measurements of a new run, the hooks' start."""
         cfg = self.cfg
-        if self.dist.is_main:
-            if not (self.output_dir / RUN_MARKER).is_file():
-                mark(self.output_dir, RUN_MARKER, task=cfg.task, criterion=cfg.criterion.name, seed=cfg.seed)
-            atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-            self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), [f"eval/{self.task.main_metric}", "eval/isoscore_star"])
+        if not resumed:  # an attempt killed before its first checkpoint logged steps this run logs again
+            self.run_dir.restart_logs(step=0, metrics_bytes=0)
+        self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
             if self.embedding_before:
@@ -472,16 +453,11 @@ class Trainer:
 
     def _finished_results(self) -> Optional[dict[str, Any]]:
         """The saved results of a run that finished here and whose checkpoints were removed, else None."""
-        return finished_results(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
-                                self.total_steps)
+        return self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
 
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
-        if self.dist.is_main:
-            write_results(self.output_dir / RESULTS, failed_record(
-                reason, self.cfg.task, self.cfg.model.name, OmegaConf.to_container(self.cfg.criterion, resolve=True),
-                self.cfg.seed))
-        self.tensorboard.close()
+        self.run_dir.write_failure(reason, self.cfg)
 
     def _write_results(self) -> dict[str, Any]:
         run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
@@ -494,6 +470,5 @@ class Trainer:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
-            write_results(self.output_dir / RESULTS, record)
-        self.tensorboard.close()
+        self.run_dir.write_results(record)
         return record.to_json()
