@@ -145,7 +145,7 @@ class SentenceTransformersEngine:
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
         train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
                                    "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
-        stop_signal = self.run_dir.stop_signal()
+        stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
         loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.run_dir), _StopCallback(stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion

@@ -22,8 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from ..data.fingerprint import changed_splits
-from ..errors import DivergedError, RunDirError
+from ..errors import DivergedError
 from ..hooks import Hook, HookDispatcher, TrainingControl
 from ..models.frozen_backbone import CACHED_LINE
 from ..registry import ENGINES
@@ -36,7 +35,7 @@ from .distributed import barrier, gather_to_all, init_from_env
 from .evaluation import Evaluator, embedding_isotropy
 from .precision import autocast, precision_line
 from .progress import complete_line, eval_line, train_line
-from .resume import config_changes, rates_at_restored_step, restore_random_streams
+from .resume import rates_at_restored_step, restore_random_streams, resumable_state
 from .rng import rng_state, seed_everything
 from .run_directory import RunDirectory
 from .run_view import TrainerView
@@ -211,20 +210,10 @@ class Trainer:
 
     def _restore(self) -> Optional[str]:
         """The name of the checkpoint this run continues from (its state now loaded), None for a new run."""
-        latest = self.checkpoints.latest()
-        if latest is None:
+        state = resumable_state(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
+                                self.data_fingerprint)
+        if state is None:
             return None
-        if not self.cfg.resume:
-            raise RunDirError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
-                             "resume=true continues it, or choose another output_dir")
-        state = self.checkpoints.load_latest(map_location="cpu")
-        if changed := config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True)):
-            raise RunDirError(f"{self.output_dir} holds a checkpoint of a different run (changed: "
-                              f"{', '.join(changed)}); resume with the same settings or choose another output_dir")
-        if changed_data := changed_splits(state.get("data", {}), self.data_fingerprint):
-            raise RunDirError(f"{self.output_dir} holds a checkpoint of a run on other data (changed: "
-                              f"{'; '.join(changed_data)}); resume with the data it started on or choose another "
-                              "output_dir")
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
 
