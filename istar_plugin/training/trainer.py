@@ -3,6 +3,8 @@
 AdamW with warmup and decay (:mod:`.optim`), gradient accumulation and clipping (:mod:`.step`), mixed precision
 (:mod:`.precision`), seeded batch order (:mod:`.batching`), evaluation (:mod:`.evaluation`), atomic checkpoints
 with every RNG state and exact resume, mid-epoch included (:mod:`.resume`). Hooks see a :class:`.run_view.TrainerView`.
+The setup steps (:mod:`.setup_steps`) each return what they build; the run directory's lifecycle (lock, marker,
+logs, results, stop signals) is the :class:`.run_directory.RunDirectory` every engine shares.
 
 >>> from istar_plugin.config import compose
 >>> cfg = compose(["recipe=movie_snippets", "max_steps=2", "output_dir=/tmp/doc_run"])  # doctest: +SKIP
