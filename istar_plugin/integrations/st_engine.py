@@ -101,7 +101,8 @@ class SentenceTransformersEngine:
             raise
         self.data = {"train": split_fingerprint(self.train, task.source_of("train")),
                      "eval": split_fingerprint(self.eval, task.source_of("eval"))}
-        batches = math.ceil(len(self.train) / cfg.batch_size)
+        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
+        batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:

@@ -304,10 +304,10 @@ class Trainer:
             self._record_evaluation().update(annotations)
         self._evaluate_unless_done()
         self.save_checkpoint()
-        self._export_model()
+        exported = self._export_model()
         results = self._write_results()
         lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
-        if self.dist.is_main and self.cfg.keep_checkpoints is None and self.exported and not lora:
+        if self.dist.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
@@ -391,18 +391,19 @@ class Trainer:
             self._evaluate_unless_done()
             self.save_checkpoint()
 
-    def _export_model(self) -> None:
-        """``output_dir/model`` in Hugging Face format; a model that cannot be saved so (an adapter without
-        ``save_pretrained``, modules inserted before the head) keeps its last checkpoint instead."""
-        self.exported = False
+    def _export_model(self) -> bool:
+        """``output_dir/model`` in Hugging Face format, and whether it was written (by the main process); a model
+        that cannot be saved so (an adapter without ``save_pretrained``, modules inserted before the head) keeps
+        its last checkpoint instead."""
         if not self.dist.is_main:
-            return
+            return False
         try:
             export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
                                 what="model folder", run=str(self.output_dir.resolve()), step=self.step)
-            self.exported = True
         except (TypeError, ValueError) as error:  # no save_pretrained(), or the adapter refuses (inserted modules)
             warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept", stacklevel=2)
+            return False
+        return True
 
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
