@@ -7,8 +7,10 @@ import signal
 import pytest
 import torch
 
+from istar_plugin.cli import run as run_cli
 from istar_plugin.config import compose
-from istar_plugin.errors import ConfigError, RunDirError, Stopped
+from istar_plugin.errors import ConfigError, RunDirError
+from istar_plugin.storage.ownership import RUN_MARKER, mark
 from istar_plugin.training.precision import choose_precision
 from istar_plugin.training.trainer import Trainer
 
@@ -16,19 +18,23 @@ st_engine = pytest.importorskip("istar_plugin.integrations.st_engine")
 pytest.importorskip("sentence_transformers")
 
 BOTH = ["istar", "sentence_transformers"]
+RUN = {"task": "sst2", "criterion": {"name": "istar"}, "seed": 3, "model": {"name": "minilm"}}
 STEPS = {"istar": 3, "sentence_transformers": 2}  # 24 examples in batches of 8; 32 pairs in batches of 16
 LOSS = {"istar": "train/loss", "sentence_transformers": "loss"}  # the key of a step's training loss in metrics.jsonl
 
 
-def tiny_config(engine, tiny_bert, shared_data, output_dir, *extra):
+def tiny_overrides(engine, tiny_bert, shared_data, output_dir, *extra):
     common = [f"model.name_or_path={tiny_bert}", "data.source=files", "data.max_length=32", "progress=false",
               "log_every=1", "tensorboard=true", f"output_dir={output_dir}"]
     if engine == "istar":
-        return compose(["recipe=sst2", "model=minilm", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=24",
-                        "data.max_eval_samples=16", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", *common,
-                        *extra])
-    return compose(["recipe=stsb_st", f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=32",
-                    "data.max_eval_samples=16", "batch_size=16", *common, *extra])
+        return ["recipe=sst2", "model=minilm", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=24",
+                "data.max_eval_samples=16", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", *common, *extra]
+    return ["recipe=stsb_st", f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=32",
+            "data.max_eval_samples=16", "batch_size=16", *common, *extra]
+
+
+def tiny_config(*arguments):
+    return compose(tiny_overrides(*arguments))
 
 
 def fit(cfg):
@@ -118,18 +124,18 @@ def signal_at_first_step(monkeypatch, engine, error=None):
 
 
 @pytest.mark.parametrize("engine", BOTH)
-def test_sigterm_ends_the_run_with_the_trainers_line(engine, tiny_bert, shared_data, tmp_path, monkeypatch):
+def test_sigterm_ends_the_run_with_the_trainers_line(engine, tiny_bert, shared_data, tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
     signal_at_first_step(monkeypatch, engine)
-    with pytest.raises(Stopped) as stopped:
-        fit(tiny_config(engine, tiny_bert, shared_data, run))
-    assert stopped.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    assert str(stopped.value).startswith(f"stopped by SIGTERM after step 1 of {STEPS[engine]} (epoch 1); ")
+    assert run_cli.main(tiny_overrides(engine, tiny_bert, shared_data, run)) == 143  # 128 + SIGTERM
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("istar-run: error: ")]
+    line = f"istar-run: error: stopped by SIGTERM after step 1 of {STEPS[engine]} (epoch 1); "
+    assert len(lines) == 1 and lines[0].startswith(line) and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     if engine == "istar":  # resumable from its checkpoint
         assert (run / "checkpoints" / "step_00000001.pt").is_file() and not (run / "results.json").exists()
     else:  # nothing to resume from: the record says why it ended
         record = json.loads((run / "results.json").read_text())
-        assert record["status"] == "failed" and record["reason"] == str(stopped.value)
+        assert record["status"] == "failed" and lines[0].endswith(record["reason"])
     assert not (run / ".lock").exists()
 
 
@@ -140,3 +146,53 @@ def test_the_engine_records_a_failure_when_it_raises(tiny_bert, shared_data, tmp
         fit(tiny_config("sentence_transformers", tiny_bert, shared_data, run))
     record = json.loads((run / "results.json").read_text())
     assert record["status"] == "failed" and record["reason"] == "out of memory" and "metrics" not in record
+
+
+def test_a_run_directory_opens_cleans_logs_and_records(tmp_path):
+    from omegaconf import OmegaConf
+
+    from istar_plugin.training.run_directory import RunDirectory  # here: the engine tests also run on older trees
+
+    path = tmp_path / "run"
+    marker = mark(path, RUN_MARKER).read_text()  # the marker of a run started earlier (here without details)
+    (path / ".config.yaml.0123abcd.tmp").write_text("half")
+    (path / "checkpoints").mkdir()
+    (path / "checkpoints" / ".step_00000002.pt.89abcdef.tmp").write_bytes(b"half")
+    run = RunDirectory(path, is_main=True, tensorboard=False).open()
+    assert not list(path.rglob("*.tmp")) and (path / ".lock").is_file()
+    run.start(OmegaConf.create(RUN))
+    assert (path / RUN_MARKER).read_text() == marker  # kept: it says when the run first started
+    assert OmegaConf.load(path / "config.yaml").seed == 3
+    for step in (1, 2):
+        run.log({"train/loss": float(step)}, step)
+    kept = run.metrics_bytes()
+    run.log({"train/loss": 3.0}, 3)
+    run.restart_logs(step=2, metrics_bytes=kept)  # resumed from step 2: step 3 is logged again
+    assert [record["step"] for record in run.metrics.records()] == [1, 2]
+    run.write_failure("out of memory", OmegaConf.create(RUN))
+    run.close()
+    record = json.loads((path / "results.json").read_text())
+    assert (record["status"], record["reason"], record["seed"]) == ("failed", "out of memory", 3)
+    assert not (path / ".lock").exists()
+
+
+def test_a_run_directory_refuses_a_folder_it_did_not_write(tmp_path):
+    from istar_plugin.training.run_directory import RunDirectory
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="holds files istar_plugin did not write"):
+        RunDirectory(tmp_path, is_main=True, tensorboard=False).open()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_other_ranks_share_the_directory_but_write_nothing(tmp_path):
+    from omegaconf import OmegaConf
+
+    from istar_plugin.training.run_directory import RunDirectory  # here: the engine tests also run on older trees
+
+    run = RunDirectory(tmp_path / "run", is_main=False, tensorboard=True).open()
+    run.start(OmegaConf.create(RUN))
+    run.log({"train/loss": 1.0}, 1)
+    run.write_failure("boom", OmegaConf.create(RUN))
+    run.close()
+    assert not (tmp_path / "run").exists() and run.metrics_bytes() is None
