@@ -137,7 +137,7 @@ class SentenceTransformersEngine:
         from .st import IsotropyEvaluator, IStarLoss
 
         cfg = self.cfg
-        self.run_dir.restart_logs(step=0, metrics_bytes=0)  # an earlier attempt's steps are trained and logged again
+        self.run_dir.clear_logs()  # an earlier attempt's steps are trained and logged again
         self.run_dir.start(cfg)
         set_seed(cfg.seed)
         model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=str(self.device))

@@ -4,10 +4,11 @@ Opened (:meth:`RunDirectory.open`): refused unless new, empty or a run directory
 locked (:mod:`~..storage.lock`), cleared of the temporaries a kill left inside an atomic write. Then: the saved
 results of a finished run, returned again or refused when the settings changed (:meth:`~RunDirectory.finished`);
 the marker (task, criterion, seed) and ``config.yaml`` (:meth:`~RunDirectory.start`); ``metrics.jsonl`` and
-TensorBoard, cut back to the step a run restarts from so that no step is logged twice
-(:meth:`~RunDirectory.restart_logs`); ``results.json`` when it finishes or fails; the SIGTERM/SIGINT listener
-(:meth:`~RunDirectory.stop_signal`). Both engines choose their precision with :func:`.precision.choose_precision`.
-Other ranks of a distributed run share the object but write nothing.
+TensorBoard, cut back to the step a run resumes from (:meth:`~RunDirectory.restart_logs`) or cleared when it
+starts from the beginning (:meth:`~RunDirectory.clear_logs`), so that no step is logged twice; ``results.json``
+when it finishes or fails; the SIGTERM/SIGINT listener (:meth:`~RunDirectory.stop_signal`). Both engines choose
+their precision and device as the trainer does (:func:`.precision.choose_precision`,
+:func:`.distributed.pick_device`). Other ranks of a distributed run share the object but write nothing.
 
 >>> import json, tempfile
 >>> from omegaconf import OmegaConf
@@ -17,7 +18,7 @@ Other ranks of a distributed run share the object but write nothing.
 >>> run.log({"train/loss": 0.5}, step=1)
 >>> sorted(path.name for path in run.path.iterdir())
 ['.istar-run', '.lock', 'config.yaml', 'metrics.jsonl']
->>> run.restart_logs(step=0, metrics_bytes=0)  # a restart from the beginning: its steps are logged again
+>>> run.clear_logs()  # a restart from the beginning: its steps are logged again
 >>> run.metrics.records(), json.loads((run.path / ".istar-run").read_text())["criterion"]
 ([], 'istar')
 >>> run.close()
@@ -97,6 +98,13 @@ class RunDirectory:
         if self.metrics is not None:
             self.metrics.truncate(metrics_bytes)
         self.tensorboard.purge_from(step + 1)
+
+    def clear_logs(self) -> None:
+        """Drop all an earlier attempt logged (``metrics.jsonl`` emptied, its TensorBoard events hidden): the run
+        starts from its beginning."""
+        if self.metrics is not None:
+            self.metrics.truncate(0)
+        self.tensorboard.purge_from(0)
 
     def write_results(self, record: ResultsRecord) -> None:
         """``results.json`` (main process) and the end of the TensorBoard log."""

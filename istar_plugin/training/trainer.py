@@ -323,7 +323,7 @@ class Trainer:
         hooks' start."""
         cfg = self.cfg
         if not resumed:  # an attempt killed before its first checkpoint logged steps this run logs again
-            self.run_dir.restart_logs(step=0, metrics_bytes=0)
+            self.run_dir.clear_logs()
         self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
