@@ -273,13 +273,10 @@ class Trainer:
         if finished is not None:
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
-        if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            self._say_complete(self.step)  # stopped after its last evaluation: only the results were missing
+        if resumed and self._evaluated_to_the_end():  # stopped after its last evaluation: only the results missing
+            self._say_complete(self.step)
             return self._write_results()
-        if resumed:
-            self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
-                     even_with_bars=True)
-        self._start(bool(resumed))
+        self._start(resumed)
         with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._train()
         return self._finish()
@@ -290,6 +287,9 @@ class Trainer:
         if finished is not None:
             self._say_complete(finished["step"])
         return finished
+
+    def _evaluated_to_the_end(self) -> bool:
+        return self.step >= self.total_steps and bool(self.history) and self.history[-1]["step"] == self.step
 
     def _say_complete(self, step: int) -> None:
         if self.dist.is_main:
@@ -318,11 +318,14 @@ class Trainer:
         raise stopped(self.stop_signal.received, self.step, self.total_steps, self.epoch,
                       self.checkpoints.paths()[self.step], self.output_dir)
 
-    def _start(self, resumed: bool) -> None:
+    def _start(self, resumed: Optional[str]) -> None:
         """The run directory's marker, config and TensorBoard header, the "before" measurements of a new run, the
-        hooks' start."""
+        hooks' start; ``resumed``: the checkpoint a resumed run continues from."""
         cfg = self.cfg
-        if not resumed:  # an attempt killed before its first checkpoint logged steps this run logs again
+        if resumed:
+            self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
+                     even_with_bars=True)
+        else:  # an attempt killed before its first checkpoint logged steps this run logs again
             self.run_dir.clear_logs()
         self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
