@@ -157,7 +157,8 @@ def test_checkpoints_bad_step(tmp_path):
 
 def test_tensorboard_scalars_read_back(tmp_path):
     log = TensorBoardLog(tmp_path)
-    log.scalars({"loss": 0.5, "isoscore": torch.tensor(0.25), "epoch": np.int64(1), "note": "x", "flag": True}, 10, "train")
+    values = {"loss": 0.5, "isoscore": torch.tensor(0.25), "epoch": np.int64(1), "note": "x", "flag": True}
+    log.scalars(values, 10, "train")
     log.scalars({"loss": 0.125}, step=20, prefix="train/")
     log.scalars({"accuracy": 0.75}, step=20)
     log.flush()

@@ -16,8 +16,8 @@ def command(tiny_bert, shared_data, output_dir):
 
 
 def train_records(run):
-    return [(r["step"], round(r["train/loss"], 6)) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
-            if "train/loss" in r]
+    records = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], round(r["train/loss"], 6)) for r in records if "train/loss" in r]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,8 @@ def uninterrupted(tiny_bert, shared_data, tmp_path_factory):
 
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_at_a_step_and_the_resumed_run_logs_each_step_once(tiny_bert, shared_data, tmp_path, uninterrupted,
-                                                                         number):
+def test_a_signal_stops_at_a_step_and_the_resumed_run_logs_each_step_once(tiny_bert, shared_data, tmp_path,
+                                                                         uninterrupted, number):
     run = tmp_path / "run"
     # a shell's background job (nohup ... &) starts with SIGINT ignored, and the run rightly leaves an ignored
     # signal ignored: the child starts with the default, as from a terminal

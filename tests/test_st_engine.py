@@ -19,15 +19,16 @@ from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 
 
 def tiny(tiny_bert, shared_data, *extra):
-    return ["recipe=stsb_st", f"model.name_or_path={tiny_bert}", "data.source=files", f"data.dir={shared_data / 'stsb'}",
-            "data.max_train_samples=48", "data.max_eval_samples=40", "log_every=1", "progress=false", *extra]
+    return ["recipe=stsb_st", f"model.name_or_path={tiny_bert}", "data.source=files",
+            f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=48", "data.max_eval_samples=40",
+            "log_every=1", "progress=false", *extra]
 
 
 @pytest.fixture(scope="module")
 def st_run(tiny_bert, shared_data, tmp_path_factory):
     run = tmp_path_factory.mktemp("st") / "run"
-    assert run_cli.run(tiny(tiny_bert, shared_data, "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=500",
-                            f"output_dir={run}")) == 0
+    overrides = ["criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=500", f"output_dir={run}"]
+    assert run_cli.run(tiny(tiny_bert, shared_data, *overrides)) == 0
     return run
 
 
@@ -41,7 +42,8 @@ def test_the_run_directory_is_an_istar_run_one(st_run, shared_data):
     assert not (st_run / "trainer").exists()  # the trainer's own output folder held nothing
     logged = [json.loads(line) for line in (st_run / "metrics.jsonl").read_text().splitlines()]
     steps = [entry for entry in logged if "istar" in entry]
-    assert len(steps) == 3 and all(entry["loss"] == pytest.approx(entry["task"] + entry["istar"], abs=2e-3) for entry in steps)
+    assert len(steps) == 3
+    assert all(entry["loss"] == pytest.approx(entry["task"] + entry["istar"], abs=2e-3) for entry in steps)
     # predictions.json holds each pair's cosine from the saved model: its Spearman is the one reported
     predictions = json.loads((st_run / "predictions.json").read_text())
     dev = read_sts(shared_data / "stsb", "dev")

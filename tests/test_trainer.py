@@ -44,7 +44,8 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert scored.step == 6 and len(scored.predictions) == len(scored.references) == 24
     assert sum(p == r for p, r in zip(scored.predictions, scored.references)) / 24 == pytest.approx(saved["accuracy"])
     assert not list((tmp_path / "run" / "checkpoints").glob("step_*")) and saved["schema_version"] == 2
-    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None, "shrinkage_mode": "eval", "distributed_cloud": "pooled", "padding": "exclude"}
+    assert saved["criterion"] == {"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 300, "layers": None,
+                                  "shrinkage_mode": "eval", "distributed_cloud": "pooled", "padding": "exclude"}
     assert 0 < saved["eval_isoscore_star"] < 1 and len(saved["eval_isoscore_star_per_layer"]) == 2
     assert [h["step"] for h in saved["history"]] == [0, 3, 6]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -66,9 +67,12 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert "    lam: -1.0" in config_text and "    task: sst2" in config_text
     from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
     from tensorboard.plugins.hparams import plugin_data_pb2
-    hparams = EventMultiplexer({"run": str(tmp_path / "run" / "tensorboard")}).Reload().PluginRunToTagToContent("hparams")
-    session = plugin_data_pb2.HParamsPluginData.FromString(hparams["run"]["_hparams_/session_start_info"]).session_start_info
-    assert session.hparams["criterion.lam"].number_value == -1.0 and session.hparams["model.name"].string_value == "minilm"
+    events = EventMultiplexer({"run": str(tmp_path / "run" / "tensorboard")}).Reload()
+    hparams = events.PluginRunToTagToContent("hparams")
+    start = hparams["run"]["_hparams_/session_start_info"]
+    session = plugin_data_pb2.HParamsPluginData.FromString(start).session_start_info
+    assert session.hparams["criterion.lam"].number_value == -1.0
+    assert session.hparams["model.name"].string_value == "minilm"
     assert list((tmp_path / "run" / "checkpoints").glob("step_*.pt")) == []  # finished: model/ replaces them
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
 
@@ -105,7 +109,8 @@ def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, 
     cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=istar", "save_every=1")
     with pytest.raises(KeyboardInterrupt):
         Trainer(cfg, hooks=[CrashAt(2)]).fit()
-    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_00000001.pt", weights_only=False)  # CrashAt(2) precedes step 2's save
+    # CrashAt(2) precedes step 2's save
+    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_00000001.pt", weights_only=False)
     saved_cov = checkpoint["hooks"][0]["shrinkage_cov"]
     assert saved_cov.shape == (32, 32) and torch.isfinite(saved_cov).all() and saved_cov.abs().sum() > 0
     first = Trainer(cfg)
@@ -154,13 +159,15 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     kept = "keep_checkpoints=1"  # a finished run keeps its last checkpoint
     Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", kept)).fit()
     before = (tmp_path / "run" / "results.json").read_text()
-    other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "optim.lr=0.5", kept)
+    other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1",
+                        "optim.lr=0.5", kept)
     config_before = (tmp_path / "run" / "config.yaml").read_text()
     with pytest.raises(RunDirError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
-    fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1", "resume=false", kept)
+    fresh = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1",
+                        "resume=false", kept)
     with pytest.raises(RunDirError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
         Trainer(fresh).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
@@ -168,8 +175,9 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
 
 def test_a_finished_run_extended_by_max_steps_trains_on_at_the_new_schedules_rate(tiny_bert, shared_data, tmp_path):
     run = tmp_path / "run"
-    Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=2", "keep_checkpoints=1")).fit()
-    Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=4", "keep_checkpoints=1")).fit()
+    for max_steps in (2, 4):
+        Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", f"max_steps={max_steps}",
+                            "keep_checkpoints=1")).fit()
     rates = {r["step"]: r["train/lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
              if "train/lr" in r}
     assert rates[2] > 0 and rates[3] == pytest.approx(1e-3 * (4 - 2) / (4 - 0)) and rates[4] == pytest.approx(1e-3 / 4)
@@ -218,7 +226,8 @@ def test_istar_padding_include_scores_the_padded_cloud_in_the_penalty_and_sigma_
                           f"criterion.padding={padding}", "eval_before_training=false")
         Trainer(cfg).fit()
         records = [json.loads(line) for line in (tmp_path / padding / "metrics.jsonl").read_text().splitlines()]
-        first[padding] = {key: value for r in records for key, value in r.items() if key.startswith(("train/", "sigma_s/"))}
+        first[padding] = {key: value for r in records for key, value in r.items()
+                          if key.startswith(("train/", "sigma_s/"))}
     # same weights and batch at step 1: only the cloud differs (padded positions are points under include)
     assert first["exclude"]["sigma_s/points"] == first["include"]["sigma_s/points"] == 300
     assert first["exclude"]["sigma_s/isoscore"] != pytest.approx(first["include"]["sigma_s/isoscore"], abs=1e-4)

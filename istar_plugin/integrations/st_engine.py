@@ -10,14 +10,19 @@ seed). The run directory is an ``istar-run`` one: ``config.yaml``, ``metrics.jso
 ``tensorboard/``, ``results.json`` (the evaluation split's Pearson and Spearman of cosine similarity, IsoScore* of
 its token cloud per layer, and under ``sentence_embeddings`` the embeddings' Spearman x 100 and isotropy raw and
 after each of :func:`eval_transforms`), ``predictions.json`` (each pair's cosine similarity) and ``model/`` (the
-fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). A restarted run starts again from the
-pretrained model: there are no mid-run checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
+fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). The run directory's lifecycle is the
+trainer's (:class:`~istar_plugin.training.run_directory.RunDirectory`): lock, marker, stale temporaries removed,
+a finished run returned again or refused when its settings changed, a failed ``results.json`` when the run raises,
+``precision=auto`` chosen as the trainer chooses it, SIGTERM/SIGINT ending the run at a step's end with the
+trainer's line. A restarted run starts again from the pretrained model, its logs cleared: there are no mid-run
+checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -28,7 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import TrainerCallback
 
-from ..config import data_config, model_config, to_yaml
+from ..config import data_config, model_config
 from ..data.fingerprint import split_fingerprint
 from ..errors import ConfigError
 from ..isotropy.streaming import LayerStatistics, stream
@@ -36,12 +41,13 @@ from ..metrics import collapsed, compute
 from ..models.encoder import resolve_model_path
 from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
-from ..storage.atomic import atomic_write_text
-from ..storage.lock import RunDirLock
-from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
-from ..storage.results import RESULTS, ResultsRecord, write_results
+from ..storage.results import ResultsRecord
+from ..training.distributed import pick_device
+from ..training.precision import choose_precision, precision_line
+from ..training.progress import complete_line
+from ..training.run_directory import RunDirectory
+from ..training.signals import StopSignal, stopped
 from .st_engine_setup import CRITERIA, SentenceTransformersSetup
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
@@ -67,17 +73,46 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             raise ConfigError("engine=sentence_transformers runs no istar-run hooks")
         self.cfg, self.output_dir = cfg, Path(cfg.output_dir)
         self.is_main = int(os.environ.get("RANK", "0")) == 0
-        self.lock = None
-        if self.is_main:
-            check_writable(self.output_dir, RUN_MARKER, "output_dir")
-            self.lock = RunDirLock(self.output_dir).acquire()
-        task = TASKS.get(cfg.task).cls(data_config(cfg))
-        self.label_range = task.label_range
-        self.train, self.eval = task.load("train"), task.load("eval")  # bad data fails here, before the model loads
+        self.device = pick_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+        self.precision = choose_precision(cfg.precision, self.device)  # fp16 on a CPU: refused, as by the trainer
+        self.run_dir = RunDirectory(self.output_dir, is_main=self.is_main, tensorboard=cfg.tensorboard).open()
+        try:
+            task = TASKS.get(cfg.task).cls(data_config(cfg))
+            self.label_range = task.label_range
+            self.train, self.eval = task.load("train"), task.load("eval")  # bad data fails here, before the model loads
+        except BaseException:
+            self.run_dir.close()
+            raise
         self.data = {"train": split_fingerprint(self.train, task.source_of("train")),
                      "eval": split_fingerprint(self.eval, task.source_of("eval"))}
+        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
+        batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
+        self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:
+        """Train and evaluate (or return the results of this run finished here before); ``results.json`` either way,
+        ``status: failed`` with the reason when training or evaluation raises."""
+        started = time.perf_counter()
+        try:
+            finished = self.run_dir.finished(self.cfg, self.total_steps)  # another config's results: refused
+            if finished is not None:
+                if self.is_main:
+                    print(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion),
+                          file=sys.stderr)
+                return finished
+            try:
+                record = self._train_and_evaluate()
+            except Exception as error:
+                self.run_dir.write_failure(str(error) or type(error).__name__, self.cfg)
+                raise
+            self.run_dir.write_results(record)
+            results = record.to_json()
+            results["wall_seconds"] = time.perf_counter() - started
+            return results
+        finally:
+            self.run_dir.close()
+
+    def _train_and_evaluate(self) -> ResultsRecord:
         from datasets import Dataset
         from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
@@ -85,50 +120,48 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 
         from .st import IsotropyEvaluator, IStarLoss
 
-        cfg, started = self.cfg, time.perf_counter()
-        try:
-            if self.is_main:
-                mark(self.output_dir, RUN_MARKER)
-                atomic_write_text(self.output_dir / "config.yaml", to_yaml(cfg))
-            set_seed(cfg.seed)
-            device = _device(cfg.device)
-            model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=device)
-            model.max_seq_length = cfg.data.max_length
-            low, high = self.label_range
-            scaled = [(example["label"] - low) / (high - low) for example in self.train]
-            train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
-                                       "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
-            loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.output_dir, cfg.tensorboard and self.is_main)]
-            if cfg.criterion.name == "istar":
-                c = cfg.criterion
-                loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=None if c.get("layers") is None else list(c.layers),
-                                 shrinkage_sentences=[e["text"] for e in self.train] + [e["text_pair"] for e in self.train],
-                                 shrinkage_points=c.shrinkage_points, seed=cfg.seed)
-                callbacks.append(loss.callback())
-            trainer = SentenceTransformerTrainer(model=model, args=self._arguments(device), train_dataset=train, loss=loss,
-                                                 callbacks=callbacks)
-            print(f"{cfg.task} with sentence-transformers: {len(self.train)} pairs, criterion {cfg.criterion.name}, "
-                  f"seed {cfg.seed}, device {device}", file=sys.stderr, flush=True)
+        cfg = self.cfg
+        self.run_dir.clear_logs()  # an earlier attempt's steps are trained and logged again
+        self.run_dir.start(cfg)
+        set_seed(cfg.seed)
+        model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=str(self.device))
+        model.max_seq_length = cfg.data.max_length
+        low, high = self.label_range
+        scaled = [(example["label"] - low) / (high - low) for example in self.train]
+        train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
+                                   "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
+        stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
+        loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.run_dir), _StopCallback(stop_signal)]
+        if cfg.criterion.name == "istar":
+            c = cfg.criterion
+            sentences = [e["text"] for e in self.train] + [e["text_pair"] for e in self.train]
+            layers = None if c.get("layers") is None else list(c.layers)
+            loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=layers,
+                             shrinkage_sentences=sentences, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
+            callbacks.append(loss.callback())
+        trainer = SentenceTransformerTrainer(model=model, args=self._arguments(), train_dataset=train, loss=loss,
+                                             callbacks=callbacks)
+        print(f"{cfg.task} with sentence-transformers: {len(self.train)} pairs, criterion {cfg.criterion.name}, "
+              f"seed {cfg.seed}, device {self.device}, {precision_line(cfg.precision, self.precision, self.device)}",
+              file=sys.stderr, flush=True)
+        with stop_signal:
             trainer.train()
-            record = self._evaluate(model, trainer, IsotropyEvaluator)
-            if self.is_main:
-                model.save(str(self.output_dir / "model"))
-                _remove_if_empty(self.output_dir / "trainer")
-                write_results(self.output_dir / RESULTS, record)
-            results = record.to_json()
-            results["wall_seconds"] = time.perf_counter() - started
-            return results
-        finally:
-            if self.lock is not None:
-                self.lock.release()
+        if stop_signal.received is not None:
+            state = trainer.state
+            raise stopped(stop_signal.received, state.global_step, state.max_steps, int(state.epoch or 0), None,
+                          self.output_dir)
+        record = self._evaluate(model, trainer, IsotropyEvaluator)
+        if self.is_main:
+            model.save(str(self.output_dir / "model"))
+            _remove_if_empty(self.output_dir / "trainer")
+        return record
 
-    def _arguments(self, device: str):
+    def _arguments(self):
         from sentence_transformers import SentenceTransformerTrainingArguments
 
         cfg, optim = self.cfg, self.cfg.optim
-        precision = cfg.precision if cfg.precision != "auto" else (
-            ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if device.startswith("cuda") else "fp32")
-        schedule = "linear" if optim.schedule == "linear" else ("constant_with_warmup" if optim.warmup_ratio else "constant")
+        constant = "constant_with_warmup" if optim.warmup_ratio else "constant"
+        schedule = "linear" if optim.schedule == "linear" else constant
         return SentenceTransformerTrainingArguments(
             output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
             per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
@@ -136,7 +169,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             lr_scheduler_type=schedule, adam_epsilon=optim.adam_eps, max_grad_norm=optim.max_grad_norm, seed=cfg.seed,
             data_seed=cfg.seed, logging_steps=cfg.log_every, eval_strategy="no", save_strategy="no",
             report_to=[],
-            use_cpu=device == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
+            use_cpu=self.device.type == "cpu", bf16=self.precision == "bf16", fp16=self.precision == "fp16",
             disable_tqdm=not (cfg.progress and sys.stderr.isatty()))
 
     @torch.no_grad()
@@ -168,7 +201,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
             top_level_metrics=tuple(task(data_config(cfg)).metric_names),
-            extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data})
+            extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
+                   "precision": self.precision})
 
 
 @torch.no_grad()
@@ -180,7 +214,8 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
 
     def clouds(batch: list) -> list:
-        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in model.preprocess(batch).items()}
+        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
+                    for k, v in model.preprocess(batch).items()}
         output = model(features)
         return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
 
@@ -208,29 +243,30 @@ def _sample(sentences: list, count: int, seed: int) -> list:
 
 
 def _warmup(ratio: float) -> float:
-    """``optim.warmup_ratio`` as transformers v5 takes it: a float below 1 in ``warmup_steps`` is a share of the steps."""
+    """``optim.warmup_ratio`` as transformers v5 takes it: a float below 1 in ``warmup_steps`` is a share of the
+    steps."""
     return min(float(ratio), 0.999999)
 
 
-def _device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
-
-
 class _LogsCallback(TrainerCallback):
-    """Each of the trainer's log records (losses, the I-STAR term, learning rate) as a line of ``metrics.jsonl`` and,
-    with ``tensorboard``, as TensorBoard scalars under ``train/``, as ``istar-run`` writes them."""
+    """Each of the trainer's log records (losses, the I-STAR term, learning rate) as a line of ``metrics.jsonl`` and
+    as TensorBoard scalars under ``train/``, through the run directory as ``istar-run`` writes them."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool):
-        self.path, self.board = run_dir / "metrics.jsonl", TensorBoardLog(run_dir / "tensorboard", enabled=tensorboard)
+    def __init__(self, run_dir: RunDirectory):
+        self.run_dir = run_dir
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
             values = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            with MetricsLog(self.path) as log:
-                log.append({"step": state.global_step, **values})
-            self.board.scalars(values, state.global_step, prefix="train")
+            self.run_dir.log(values, state.global_step, board_prefix="train")
 
-    def on_train_end(self, args, state, control, **kwargs):
-        self.board.close()
+
+class _StopCallback(TrainerCallback):
+    """Ends training at the step's end after a SIGTERM or SIGINT (the engine then stops with the trainer's line)."""
+
+    def __init__(self, stop_signal: StopSignal):
+        self.stop_signal = stop_signal
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop_signal.received is not None:
+            control.should_training_stop = True

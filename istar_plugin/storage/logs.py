@@ -62,7 +62,8 @@ class MetricsLog:
         lines = self.path.read_bytes().split(b"\n")
         complete, tail = lines[:-1], lines[-1]  # tail is b"" unless the last write was cut short
         if tail:
-            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write")
+            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted "
+                          "write", stacklevel=2)
         records = []
         for number, line in enumerate(complete, start=1):
             try:
@@ -103,7 +104,8 @@ class MetricsLog:
             data = self.path.read_bytes()
             keep = data.rfind(b"\n") + 1
             if keep < len(data):
-                warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before appending")
+                warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before "
+                              "appending", stacklevel=3)
                 with open(self.path, "r+b") as handle:
                     handle.truncate(keep)
         return open(self.path, "ab")
@@ -143,7 +145,8 @@ class TensorBoardLog:
         return self._writer
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
-        """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are skipped."""
+        """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are
+        skipped."""
         if not self._enabled:
             return
         prefix = prefix.rstrip("/")
@@ -162,7 +165,8 @@ class TensorBoardLog:
 
         text = yaml.safe_dump(dict(config), sort_keys=False)
         self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
-        flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value) for key, value in _flat(config).items()}
+        flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value)
+                for key, value in _flat(config).items()}
         writer = self._writer._get_file_writer()
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
             writer.add_summary(summary)

@@ -5,9 +5,9 @@ A run directory carries ``.istar-run`` (written when a run starts; a run directo
 recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
 folder ``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an
 ``istar-report`` folder ``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis``
-(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``. Anything else that exists and is not empty is refused with one line naming the
-path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`, exit 4): the user's files are never
-replaced or removed.
+(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``. Anything else that exists and is not empty
+is refused with one line naming the path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`,
+exit 4): the user's files are never replaced or removed.
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -53,9 +53,11 @@ def owned(directory: str | os.PathLike, marker: str) -> bool:
 
 
 LEGACY = {
-    RUN_MARKER: lambda d: (d / "cell.yaml").is_file() or all((d / name).is_file() for name in ("config.yaml", "metrics.jsonl")),
+    RUN_MARKER: lambda d: (d / "cell.yaml").is_file() or all((d / name).is_file()
+                                                             for name in ("config.yaml", "metrics.jsonl")),
     EXPORT_MARKER: lambda d: (d.name == "model" or d.name.startswith("model_step_")) and owned(d.parent, RUN_MARKER),
-    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file() for cell in d.iterdir()),
+    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file()
+                                                                  for cell in d.iterdir()),
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
     EMBED_MARKER: lambda d: False,  # newer than the markers

@@ -41,12 +41,14 @@ def train_line(step: int, total: int, means: Mapping[str, float], seconds_per_st
 def eval_line(step: int, total: int, result: Mapping[str, Any], main_metric: str) -> str:
     """The evaluation's main metric and IsoScore*."""
     when = "before training" if step == 0 else f"at step {step}/{total}"
-    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {score_text(result['eval_isoscore_star'])}"
+    score = score_text(result["eval_isoscore_star"])
+    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {score}"
 
 
 def complete_line(output_dir, step: int, total_steps: int, criterion: Mapping[str, Any]) -> str:
     """What a run says when its directory already holds it, finished."""
-    return f"{output_dir}: already complete ({step}/{total_steps} steps, {criterion_description(criterion)}); nothing to do"
+    described = criterion_description(criterion)
+    return f"{output_dir}: already complete ({step}/{total_steps} steps, {described}); nothing to do"
 
 
 def criterion_description(criterion: Mapping[str, Any]) -> str:
@@ -71,7 +73,8 @@ def run_summary(results: Mapping[str, Any]) -> str:
              f"seed {results['seed']}"]
     if results.get("initial"):
         initial = results["initial"]
-        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score_text(initial['eval_isoscore_star'])}")
+        score = score_text(initial["eval_isoscore_star"])
+        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score}")
     lines.append(
         f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
         f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}"

@@ -1,7 +1,9 @@
 """What a resumed run may change, and the pieces of a restore that do not need the whole trainer: whether a
-finished run's results stand, the learning rate at the restored step, and each rank's random streams.
+finished run's results stand, whether a checkpoint may be continued, the learning rate at the restored step, and
+each rank's random streams.
 
->>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True}, {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
+>>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True},
+...                {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
 ['optim.lr']
 """
 from __future__ import annotations
@@ -11,17 +13,18 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
+import torch
 from omegaconf import OmegaConf
 
-import torch
-
+from ..data.fingerprint import changed_splits
 from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, read_results
 from .rng import seed_everything, set_rng_state
 
-RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every", "save_every",
-                     "max_steps", "keep_checkpoints", "optim.overflow_patience", "data.sort_eval_by_length"}
+RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every",
+                     "save_every", "max_steps", "keep_checkpoints", "optim.overflow_patience",
+                     "data.sort_eval_by_length"}
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -37,6 +40,27 @@ def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
         elif old != new:
             changed.append(name)
     return changed
+
+
+def resumable_state(output_dir: Path, checkpoints: Checkpoints, config: dict, fingerprint: dict
+                    ) -> Optional[dict[str, Any]]:
+    """The latest checkpoint's state when this run (``config``, data ``fingerprint``) may continue it; None when
+    there is none; refused (:class:`RunDirError`) with ``resume=false``, other settings or other data."""
+    latest = checkpoints.latest()
+    if latest is None:
+        return None
+    if not config["resume"]:
+        raise RunDirError(f"{output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
+                          "resume=true continues it, or choose another output_dir")
+    state = checkpoints.load_latest(map_location="cpu")
+    if changed := config_changes(state["config"], config):
+        raise RunDirError(f"{output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
+                          "resume with the same settings or choose another output_dir")
+    if changed_data := changed_splits(state.get("data", {}), fingerprint):
+        raise RunDirError(f"{output_dir} holds a checkpoint of a run on other data (changed: "
+                          f"{'; '.join(changed_data)}); resume with the data it started on or choose another "
+                          "output_dir")
+    return state
 
 
 def rates_at_restored_step(optimizer: torch.optim.Optimizer, scheduler) -> None:
@@ -61,7 +85,8 @@ def restore_random_streams(state: dict, rank: int, world_size: int, batches_per_
         )
     else:  # an epoch boundary: the next epoch's order is split afresh; only the random streams must be new
         warnings.warn(f"resuming a {saved_world_size}-rank checkpoint on {world_size} rank(s): random "
-                      "streams reseeded from (seed, step, rank); not bitwise the run an unchanged world size gives")
+                      "streams reseeded from (seed, step, rank); not bitwise the run an unchanged world size gives",
+                      stacklevel=2)
         seed_everything(seed + 1_000_003 * rank + 7919 * state["step"])
 
 

@@ -58,7 +58,16 @@ class StopSignal:
         self.received = number
 
 
-def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Path, output_dir: Path) -> Stopped:
-    """The error that ends a run stopped by signal ``number``."""
-    return Stopped(f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
-                   f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume", number)
+def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Optional[Path],
+            output_dir: Path) -> Stopped:
+    """The error that ends a run stopped by signal ``number``; ``checkpoint`` None: an engine that saves none.
+
+    >>> error = stopped(15, 2, 9, 0, None, Path("runs/st"))
+    >>> str(error).split("; ")[0], error.exit_code
+    ('stopped by SIGTERM after step 2 of 9 (epoch 1)', 143)
+    """
+    where = f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
+    if checkpoint is None:
+        return Stopped(where + "this engine saves no checkpoint: run the same command again to start over", number)
+    return Stopped(where + f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume",
+                   number)

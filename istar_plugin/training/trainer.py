@@ -3,6 +3,8 @@
 AdamW with warmup and decay (:mod:`.optim`), gradient accumulation and clipping (:mod:`.step`), mixed precision
 (:mod:`.precision`), seeded batch order (:mod:`.batching`), evaluation (:mod:`.evaluation`), atomic checkpoints
 with every RNG state and exact resume, mid-epoch included (:mod:`.resume`). Hooks see a :class:`.run_view.TrainerView`.
+The setup steps (:mod:`.setup_steps`) each return what they build; the run directory's lifecycle (lock, marker,
+logs, results, stop signals) is the :class:`.run_directory.RunDirectory` every engine shares.
 
 >>> from istar_plugin.config import compose
 >>> cfg = compose(["recipe=movie_snippets", "max_steps=2", "output_dir=/tmp/doc_run"])  # doctest: +SKIP
@@ -11,9 +13,7 @@ with every RNG state and exact resume, mid-epoch included (:mod:`.resume`). Hook
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import math
 import sys
 import time
 import warnings
@@ -24,35 +24,25 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from .. import config as config_module
-from ..data.fingerprint import changed_splits, split_fingerprint
-from ..data.packaged import seeded_split
-from ..errors import ConfigError, DivergedError, ModelError, RunDirError
+from ..errors import DivergedError
 from ..hooks import Hook, HookDispatcher, TrainingControl
-from ..models.encoder import restoring_weights
-from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
-from ..models.preflight import check_model_limits
-from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
-from ..storage.atomic import atomic_write_text, remove_stale_temporaries
+from ..models.frozen_backbone import CACHED_LINE
+from ..registry import ENGINES
 from ..storage.checkpoints import Checkpoints
-from ..storage.lock import RunDirLock
-from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.predictions import write_predictions
-from ..storage.logs import MetricsLog, TensorBoardLog
-from ..storage.results import RESULTS, failed_record, finished_record, write_results
+from ..storage.results import finished_record
 from . import export
 from .batching import collate, epoch_order
-from .distributed import barrier, gather_to_all, init_from_env, wrap_model
-from .divergence_guard import NonFiniteGuard, likely_cause
-from .early_stopping import EarlyStopping
+from .distributed import barrier, gather_to_all, init_from_env
 from .evaluation import Evaluator, embedding_isotropy
-from .init_from import resolve as resolve_init_from
-from .optim import build_optimizer
-from .precision import autocast, choose_precision, precision_line
+from .precision import autocast, precision_line
 from .progress import complete_line, eval_line, train_line
-from .resume import config_changes, finished_results, holds_weights, rates_at_restored_step, restore_random_streams
+from .resume import rates_at_restored_step, restore_random_streams, resumable_state
 from .rng import rng_state, seed_everything
+from .run_directory import RunDirectory
 from .run_view import TrainerView
+from .setup_steps import (batch_sizes, build_criterion, build_optimization, encode_features, load_data, load_model,
+                          place_model, schedule_length)
 from .signals import StopSignal, stopped
 from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
@@ -66,7 +56,8 @@ def _unlock_on_failure(init):
         try:
             init(self, *args, **kwargs)
         except BaseException:
-            self.close()
+            if getattr(self, "run_dir", None) is not None:
+                self.close()
             raise
 
     return wrapper
@@ -80,134 +71,63 @@ class Trainer:
     end of ``fit()`` (or ``close()``); data are read and checked before the model's weights are loaded.
     """
 
-    run_lock: Optional[RunDirLock] = None
     stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     @_unlock_on_failure
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
         self.cfg = cfg
-        self._setup_run()  # ranks, the run directory (locked), batch sizes, progress output, the seed
-        self._setup_data()  # the task's examples: a bad data file fails here, before the model loads
-        self._setup_model()  # the adapter with its init_from weights
-        self._setup_criterion(hooks)  # the criterion, its changes to the model, the hooks
-        self._place_model()  # device, DDP, each rank's random streams
-        self._setup_features()  # the validation split (early stopping) and the tokenised features
-        self._setup_optimizer()  # the schedule's length, AdamW and its schedule, precision, the divergence guard
-        self._setup_state()  # step counters, history, logs, the evaluator and the hooks' view and control
-
-    is_main = property(lambda self: self.dist.is_main)
-
-    # ----------------------------------------------------------------- setup
-    def _setup_run(self) -> None:
-        cfg = self.cfg
+        # the run: ranks, the run directory (someone else's folder or a second run refused at once), progress output
         self.dist = init_from_env(cfg.device)
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
         self.output_dir = Path(cfg.output_dir)
-        if self.dist.is_main:  # before anything heavy: a second run into this directory is refused at once
-            check_writable(self.output_dir, RUN_MARKER, "output_dir")  # a folder of someone else's files: refused
-            self.run_lock = RunDirLock(self.output_dir).acquire()
-            for directory in (self.output_dir, self.output_dir / "checkpoints"):
-                remove_stale_temporaries(directory)  # left by a kill during an atomic write
-        if cfg.batch_size % self.world_size:
-            raise ConfigError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {self.world_size}")
-        self.local_batch_size = cfg.batch_size // self.world_size
-        self.eval_batch_size = cfg.eval_batch_size or cfg.batch_size
+        self.run_dir = RunDirectory(self.output_dir, is_main=self.dist.is_main, tensorboard=cfg.tensorboard).open()
+        self.local_batch_size, self.eval_batch_size = batch_sizes(cfg, self.world_size)
         self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()  # tqdm bars
         self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
         self.checkpoints = Checkpoints(self.output_dir, keep_last=cfg.keep_checkpoints or 2)
         seed_everything(cfg.seed)
-
-    def _setup_data(self) -> None:
-        self.task = TASKS.build(self.cfg.task, config_module.data_config(self.cfg))
-        self.train_examples = self.task.load("train")
-        self.eval_examples = self.task.load("eval")
-        self.data_fingerprint = {split: split_fingerprint(examples, self.task.source_of(split))
-                                 for split, examples in (("train", self.train_examples), ("eval", self.eval_examples))}
-
-    def _setup_model(self) -> None:
-        cfg = self.cfg
-        check_model_limits(cfg, kind=self.task.kind)  # from the model's config.json: max_length, criterion.layers
-        model_cfg = config_module.model_config(cfg)
-        init_source = None
-        if cfg.init_from:  # checked from its files, before the model loads
-            init_source = resolve_init_from(cfg.init_from, cfg.task, self.task.label_names, model_cfg.name_or_path)
-            model_cfg = init_source.model_config(model_cfg)
-        from_checkpoint = holds_weights(self.output_dir, self.checkpoints) or (init_source is not None and init_source.checkpoint is not None)
-        try:  # a head whose weights a checkpoint is about to replace is not reported as newly initialised
-            with restoring_weights() if from_checkpoint else contextlib.nullcontext():
-                self.model = MODELS.get(cfg.model.adapter).cls(model_cfg, self.task.kind, max(self.task.num_labels, 1))
-        except (OSError, ImportError) as error:
-            raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {' '.join(str(error).split())[:300]}") from None
-        if init_source is not None:
-            init_source.load_into(self.model)
+        # the data: a bad data file fails here, before the model loads
+        data = load_data(cfg)
+        self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
+        # the model with its init_from weights, the criterion's changes to it, its place on the device
+        self.model = load_model(cfg, self.task, self.output_dir, self.checkpoints)
         self.tokenizer = self.model.tokenizer
-
-    def _setup_criterion(self, hooks: Sequence[Hook]) -> None:
-        self.criterion = CRITERIONS.get(self.cfg.criterion.name).cls(config_module.criterion_config(self.cfg), self.task.kind)
-        adapt = getattr(self.criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
-        if adapt is not None:
-            adapt(self.model)
-        self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        self.frozen_backbone_cached = cache_if_frozen(self.model, self.cfg.model.get("frozen_dropout", False), self.output_dir)
-        self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks]
-        constant = getattr(self.criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
-        self._warn(constant() if constant else None)
-
-    def _place_model(self) -> None:
-        self.model.to(self.device)
-        self.wrapped = wrap_model(self.model, self.world_size, self.device)
-        if self.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
-            seed_everything(self.cfg.seed + 1_000_003 * self.rank)
-
-    def _setup_features(self) -> None:
-        cfg = self.cfg
-        split = cfg.data.validation_split
-        if split:  # the same held-out examples for every seed and stage (data.split_seed)
-            self.train_examples, validation = seeded_split(self.train_examples, split, cfg.data.split_seed)
-            features = self.task.encode(validation, self.tokenizer, train=False)
-            self.hooks.append(EarlyStopping(validation, features, self.task.main_metric, cfg.patience))
-        labels = {example.get("label") for example in self.train_examples} if self.task.kind == "classification" else ()
-        self._warn(f"the training set holds one class only (label {labels.pop()}): the classifier can only learn to "
-                   "predict it" if len(labels) == 1 else None)
-        self.train_features = self.task.encode(self.train_examples, self.tokenizer, train=True)
-        self.eval_features = self.task.encode(self.eval_examples, self.tokenizer, train=False)
-
-    def _setup_optimizer(self) -> None:
-        cfg = self.cfg
-        self.batches_per_epoch = math.ceil(math.ceil(len(self.train_features) / self.world_size) / self.local_batch_size)
-        self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.optim.grad_accum)
-        self.total_steps = self.steps_per_epoch * cfg.optim.epochs
-        if cfg.max_steps is not None:
-            self.total_steps = min(self.total_steps, cfg.max_steps)
-        self.optimizer, self.scheduler = build_optimizer(self.model, cfg.optim, self.total_steps)
-        self.precision = choose_precision(cfg.precision, self.device)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
-        criterion_lam = cfg.criterion.get("lam")
-        self.guard = NonFiniteGuard(
-            self.device, patience=cfg.optim.overflow_patience if self.precision == "fp16" else 0,
-            hint=lambda loss, norm: likely_cause(cfg.optim.lr, self.precision, criterion_lam),
-        )
+        criterion = build_criterion(cfg, self.task, self.model, self.output_dir)
+        self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
+        self.frozen_backbone_cached = criterion.frozen_backbone_cached
+        self._warn(criterion.warning)
+        self.wrapped = place_model(self.model, self.dist, cfg.seed)
+        # the features: the validation split held out (early stopping), both splits tokenised
+        features = encode_features(cfg, self.task, data, self.tokenizer)
+        self._warn(features.warning)
+        self.train_examples, self.train_features = features.train_examples, features.train
+        self.eval_features = features.eval
+        self.hooks: list[Hook] = [*criterion.hooks, *hooks, *features.hooks]
+        # the optimization: the schedule's length, AdamW and its schedule, precision, the divergence guard
+        self.batches_per_epoch, self.steps_per_epoch, self.total_steps = schedule_length(
+            cfg, len(self.train_features), self.world_size, self.local_batch_size)
+        optimization = build_optimization(cfg, self.model, self.total_steps, self.device)
+        self.optimizer, self.scheduler = optimization.optimizer, optimization.scheduler
+        self.precision, self.scaler, self.guard = optimization.precision, optimization.scaler, optimization.guard
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
-
-    def _setup_state(self) -> None:
+        # the state: step counters, history, the evaluator, the hooks' view and control
         self.step, self.epoch = 0, 0
         self.batches_done = 0  # micro-batches of the current epoch already consumed
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
-        is_main = self.dist.is_main
-        self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl") if is_main else None
-        self.tensorboard = TensorBoardLog(self.output_dir / "tensorboard", enabled=is_main and bool(self.cfg.tensorboard))
         self.evaluator = Evaluator(
             self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate, autocast=self.autocast,
             batch_size=self.eval_batch_size, rank=self.rank, world_size=self.world_size, device=self.device,
-            sort_by_length=self.cfg.data.sort_eval_by_length, show_progress=self.show_progress,
+            sort_by_length=cfg.data.sort_eval_by_length, show_progress=self.show_progress,
         )
         self.control = TrainingControl()
         self.run_view = TrainerView(self)  # all that hooks see of this trainer
         self.dispatch = HookDispatcher(self.hooks, self.run_view)
+
+    is_main = property(lambda self: self.dist.is_main)
 
     def autocast(self):
         """The forward pass's mixed-precision context (:func:`.precision.autocast` of the run's precision)."""
@@ -228,10 +148,7 @@ class Trainer:
 
     # ----------------------------------------------------------------- logging
     def log(self, values: dict[str, Any], step: int) -> None:
-        if not self.dist.is_main:
-            return
-        self.metrics_log.append({"step": step, **values})
-        self.tensorboard.scalars(values, step)
+        self.run_dir.log(values, step)
 
     def _warn(self, problem: Optional[str]) -> None:
         """A line on stderr at the start of a run whose settings make it pointless (whatever ``progress`` says)."""
@@ -268,7 +185,7 @@ class Trainer:
             "hooks": self.dispatch.state_dicts(),
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "data": self.data_fingerprint,
-            "metrics_bytes": self.metrics_log.size() if self.metrics_log is not None else None,
+            "metrics_bytes": self.run_dir.metrics_bytes(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -277,14 +194,14 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         rates_at_restored_step(self.optimizer, self.scheduler)
         self.scaler.load_state_dict(state["scaler"])
-        restore_random_streams(state, self.rank, self.world_size, self.batches_per_epoch, self.cfg.seed, self.output_dir)
+        restore_random_streams(state, self.rank, self.world_size, self.batches_per_epoch, self.cfg.seed,
+                               self.output_dir)
         self.step, self.epoch, self.batches_done = state["step"], state["epoch"], state["batches_done"]
         self.history = state["history"]
         self.embedding_before = state.get("embedding_before", {})
         self.dispatch.load_state_dicts(state["hooks"])
-        if self.metrics_log is not None:  # what the interrupted attempt logged after this checkpoint is logged again
-            self.metrics_log.truncate(state.get("metrics_bytes"))
-        self.tensorboard.purge_from(self.step + 1)
+        # what the interrupted attempt logged after this checkpoint is logged again
+        self.run_dir.restart_logs(self.step, state.get("metrics_bytes"))
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
@@ -295,26 +212,18 @@ class Trainer:
 
     def _restore(self) -> Optional[str]:
         """The name of the checkpoint this run continues from (its state now loaded), None for a new run."""
-        latest = self.checkpoints.latest()
-        if latest is None:
+        state = resumable_state(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
+                                self.data_fingerprint)
+        if state is None:
             return None
-        if not self.cfg.resume:
-            raise RunDirError(f"{self.output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
-                             "resume=true continues it, or choose another output_dir")
-        state = self.checkpoints.load_latest(map_location="cpu")
-        if changed := config_changes(state["config"], OmegaConf.to_container(self.cfg, resolve=True)):
-            raise RunDirError(f"{self.output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
-                              "resume with the same settings or choose another output_dir")
-        if changed_data := changed_splits(state.get("data", {}), self.data_fingerprint):
-            raise RunDirError(f"{self.output_dir} holds a checkpoint of a run on other data (changed: "
-                              f"{'; '.join(changed_data)}); resume with the data it started on or choose another output_dir")
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
 
     # ----------------------------------------------------------------- evaluation
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
-        """Task metrics and isotropy on the evaluation split, or on ``examples``/``features`` (:class:`.evaluation.Evaluator`)."""
+        """Task metrics and isotropy on the evaluation split, or on ``examples``/``features``
+        (:class:`.evaluation.Evaluator`)."""
         return self.evaluator.evaluate(examples, features, isotropy)
 
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True):
@@ -328,8 +237,10 @@ class Trainer:
         self.history.append(record)
         self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
         scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
-        scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(result["eval_isoscore_star_per_layer"])})
-        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(result.get("cls_explained_variance") or (), start=1)})
+        per_layer = result["eval_isoscore_star_per_layer"]
+        scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(per_layer)})
+        explained = result.get("cls_explained_variance") or ()
+        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(explained, start=1)})
         self.log(scalars, self.step)
         return record
 
@@ -355,29 +266,37 @@ class Trainer:
 
     def close(self) -> None:
         """Release the run directory (also done by ``fit()``); a no-op on other ranks and when already closed."""
-        if getattr(self, "metrics_log", None) is not None:
-            self.metrics_log.close()
-        if self.run_lock is not None:
-            self.run_lock.release()
-            self.run_lock = None
+        self.run_dir.close()
 
     def _fit(self) -> dict[str, Any]:
-        finished = self._finished_results()
+        finished = self._finished_already()
         if finished is not None:
-            if self.dist.is_main:
-                print(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion), file=sys.stderr)
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
-        if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            if self.dist.is_main:
-                print(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion), file=sys.stderr)
+        if resumed and self._evaluated_to_the_end():  # stopped after its last evaluation: only the results missing
+            self._say_complete(self.step)
             return self._write_results()
-        if resumed:
-            self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
-                     even_with_bars=True)
-        self._start(bool(resumed))
-        with StopSignal(enabled=self.world_size == 1) as self.stop_signal:  # under torchrun its teardown rules
+        self._start(resumed)
+        with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._train()
+        return self._finish()
+
+    def _finished_already(self) -> Optional[dict[str, Any]]:
+        """The saved results of this run when it finished here and its checkpoints were removed, else None."""
+        finished = self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
+        if finished is not None:
+            self._say_complete(finished["step"])
+        return finished
+
+    def _evaluated_to_the_end(self) -> bool:
+        return self.step >= self.total_steps and bool(self.history) and self.history[-1]["step"] == self.step
+
+    def _say_complete(self, step: int) -> None:
+        if self.dist.is_main:
+            print(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion), file=sys.stderr)
+
+    def _finish(self) -> dict[str, Any]:
+        """The hooks' end, the final evaluation, the last checkpoint, ``model/`` and ``results.json``."""
         self.guard.check(self.world_size)
         self.dispatch.fit_end()
         annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
@@ -385,10 +304,10 @@ class Trainer:
             self._record_evaluation().update(annotations)
         self._evaluate_unless_done()
         self.save_checkpoint()
-        self._export_model()
+        exported = self._export_model()
         results = self._write_results()
         lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
-        if self.dist.is_main and self.cfg.keep_checkpoints is None and self.exported and not lora:
+        if self.dist.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
@@ -399,18 +318,21 @@ class Trainer:
         raise stopped(self.stop_signal.received, self.step, self.total_steps, self.epoch,
                       self.checkpoints.paths()[self.step], self.output_dir)
 
-    def _start(self, resumed: bool) -> None:
-        """The run directory's config and TensorBoard header, the "before" measurements of a new run, the hooks' start."""
+    def _start(self, resumed: Optional[str]) -> None:
+        """The run directory's marker, config and TensorBoard header, the "before" measurements of a new run, the
+        hooks' start; ``resumed``: the checkpoint a resumed run continues from."""
         cfg = self.cfg
-        if self.dist.is_main:
-            if not (self.output_dir / RUN_MARKER).is_file():
-                mark(self.output_dir, RUN_MARKER, task=cfg.task, criterion=cfg.criterion.name, seed=cfg.seed)
-            atomic_write_text(self.output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-            self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), [f"eval/{self.task.main_metric}", "eval/isoscore_star"])
+        if resumed:
+            self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
+                     even_with_bars=True)
+        else:  # an attempt killed before its first checkpoint logged steps this run logs again
+            self.run_dir.clear_logs()
+        self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
             if self.embedding_before:
-                self.log({f"embedding/{k.removeprefix('embedding_')}_before": v for k, v in self.embedding_before.items()}, self.step)
+                names = {k: f"embedding/{k.removeprefix('embedding_')}_before" for k in self.embedding_before}
+                self.log({names[k]: v for k, v in self.embedding_before.items()}, self.step)
         self.dispatch.fit_start()
         self.say(precision_line(cfg.precision, self.precision, self.device), even_with_bars=True)
         if self.frozen_backbone_cached:
@@ -421,79 +343,85 @@ class Trainer:
             self._record_evaluation()
 
     def _train(self) -> None:
-        """Epochs of optimizer steps until ``total_steps``, the last epoch, or a hook's stop request (at an epoch's end)."""
-        cfg = self.cfg
+        """Epochs of optimizer steps until ``total_steps``, the last epoch, or a hook's stop request (at an epoch's
+        end)."""
         self.wrapped.train()
-        accumulation = cfg.optim.grad_accum
         bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
         interval = IntervalStatistics()
-        while self.step < self.total_steps and self.epoch < cfg.optim.epochs and not self.control.should_stop:
+        while self.step < self.total_steps and self.epoch < self.cfg.optim.epochs and not self.control.should_stop:
             self.dispatch.epoch_start(self.epoch)
-            batches = self._train_batches(self.epoch)
-            while self.step < self.total_steps:
-                group = [b for _, b in zip(range(accumulation), batches)]
-                if not group:
-                    break
+            for group in self._step_groups(self.epoch):
                 stats = self.optimizer_step(group, self.step + 1)
                 self.batches_done += len(group)
                 self.step += 1
                 bar.update(1)
-                interval.add(stats)
-                if self.step % cfg.log_every == 0 or self.step == self.total_steps:
-                    self._log_interval(interval)
-                    interval = IntervalStatistics()
-                self.dispatch.step_end(self.step, stats)
-                if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
-                    self._record_evaluation()
-                if cfg.save_every and self.step % cfg.save_every == 0:
-                    self.save_checkpoint()
-                if self.stop_signal.received is not None:
-                    self._stop_for_signal()
+                interval = self._after_step(stats, interval)
             if self.batches_done >= self.batches_per_epoch:
-                self.dispatch.epoch_end(self.epoch)
-                self.epoch, self.batches_done = self.epoch + 1, 0
-                if self.step < self.total_steps:
-                    self._evaluate_unless_done()
-                    self.save_checkpoint()
+                self._end_epoch()
         bar.close()
 
-    def _export_model(self) -> None:
-        """``output_dir/model`` in Hugging Face format; a model that cannot be saved so (an adapter without
-        ``save_pretrained``, modules inserted before the head) keeps its last checkpoint instead."""
-        self.exported = False
+    def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
+        """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
+        batches = self._train_batches(epoch)
+        while self.step < self.total_steps:
+            group = [b for _, b in zip(range(self.cfg.optim.grad_accum), batches)]
+            if not group:
+                return
+            yield group
+
+    def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
+        """What the step just taken asks for: its log line, the hooks' step end, an evaluation, a checkpoint, a stop
+        on a signal; returns the logging interval the next step adds to."""
+        cfg = self.cfg
+        interval.add(stats)
+        if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+            self._log_interval(interval)
+            interval = IntervalStatistics()
+        self.dispatch.step_end(self.step, stats)
+        if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
+            self._record_evaluation()
+        if cfg.save_every and self.step % cfg.save_every == 0:
+            self.save_checkpoint()
+        if self.stop_signal.received is not None:
+            self._stop_for_signal()
+        return interval
+
+    def _end_epoch(self) -> None:
+        """The hooks' epoch end, then (unless the run is over) an evaluation and a checkpoint."""
+        self.dispatch.epoch_end(self.epoch)
+        self.epoch, self.batches_done = self.epoch + 1, 0
+        if self.step < self.total_steps:
+            self._evaluate_unless_done()
+            self.save_checkpoint()
+
+    def _export_model(self) -> bool:
+        """``output_dir/model`` in Hugging Face format, and whether it was written (by the main process); a model
+        that cannot be saved so (an adapter without ``save_pretrained``, modules inserted before the head) keeps
+        its last checkpoint instead."""
         if not self.dist.is_main:
-            return
+            return False
         try:
             export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
                                 what="model folder", run=str(self.output_dir.resolve()), step=self.step)
-            self.exported = True
         except (TypeError, ValueError) as error:  # no save_pretrained(), or the adapter refuses (inserted modules)
-            warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept")
-
-    def _finished_results(self) -> Optional[dict[str, Any]]:
-        """The saved results of a run that finished here and whose checkpoints were removed, else None."""
-        return finished_results(self.output_dir, self.checkpoints, OmegaConf.to_container(self.cfg, resolve=True),
-                                self.total_steps)
+            warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept", stacklevel=2)
+            return False
+        return True
 
     def _write_failure(self, reason: str) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
-        if self.dist.is_main:
-            write_results(self.output_dir / RESULTS, failed_record(
-                reason, self.cfg.task, self.cfg.model.name, OmegaConf.to_container(self.cfg.criterion, resolve=True),
-                self.cfg.seed))
-        self.tensorboard.close()
+        self.run_dir.write_failure(reason, self.cfg)
 
     def _write_results(self) -> dict[str, Any]:
         run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
                "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "epoch": self.epoch,
-               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters, "data": self.data_fingerprint,
-               "precision": self.precision}
+               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters,
+               "data": self.data_fingerprint, "precision": self.precision}
         task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
         record = finished_record(run, self.history, task_metrics, self.embedding_before, self.dispatch.results())
         if self.dist.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
-            write_results(self.output_dir / RESULTS, record)
-        self.tensorboard.close()
+        self.run_dir.write_results(record)
         return record.to_json()

@@ -1,0 +1,134 @@
+"""One run directory's lifecycle, the same for every engine (the ``istar`` trainer and ``sentence_transformers``).
+
+Opened (:meth:`RunDirectory.open`): refused unless new, empty or a run directory (:mod:`~..storage.ownership`),
+locked (:mod:`~..storage.lock`), cleared of the temporaries a kill left inside an atomic write. Then: the saved
+results of a finished run, returned again or refused when the settings changed (:meth:`~RunDirectory.finished`);
+the marker (task, criterion, seed) and ``config.yaml`` (:meth:`~RunDirectory.start`); ``metrics.jsonl`` and
+TensorBoard, cut back to the step a run resumes from (:meth:`~RunDirectory.restart_logs`) or cleared when it
+starts from the beginning (:meth:`~RunDirectory.clear_logs`), so that no step is logged twice; ``results.json``
+when it finishes or fails; the SIGTERM/SIGINT listener (:meth:`~RunDirectory.stop_signal`). Both engines choose
+their precision and device as the trainer does (:func:`.precision.choose_precision`,
+:func:`.distributed.pick_device`). Other ranks of a distributed run share the object but write nothing.
+
+>>> import json, tempfile
+>>> from omegaconf import OmegaConf
+>>> cfg = OmegaConf.create({"task": "sst2", "criterion": {"name": "istar"}, "seed": 3, "tensorboard": False})
+>>> run = RunDirectory(Path(tempfile.mkdtemp()) / "run", is_main=True, tensorboard=False).open()
+>>> run.start(cfg)
+>>> run.log({"train/loss": 0.5}, step=1)
+>>> sorted(path.name for path in run.path.iterdir())
+['.istar-run', '.lock', 'config.yaml', 'metrics.jsonl']
+>>> run.clear_logs()  # a restart from the beginning: its steps are logged again
+>>> run.metrics.records(), json.loads((run.path / ".istar-run").read_text())["criterion"]
+([], 'istar')
+>>> run.close()
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..storage.atomic import atomic_write_text, remove_stale_temporaries
+from ..storage.checkpoints import Checkpoints
+from ..storage.lock import RunDirLock
+from ..storage.logs import MetricsLog, TensorBoardLog
+from ..storage.ownership import RUN_MARKER, check_writable, mark
+from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
+from .resume import finished_results
+from .signals import StopSignal
+
+__all__ = ["RunDirectory"]
+
+
+class RunDirectory:
+    """``RunDirectory(cfg.output_dir, is_main=..., tensorboard=cfg.tensorboard).open()`` ... ``close()``."""
+
+    def __init__(self, path: str | Path, *, is_main: bool, tensorboard: bool):
+        self.path = Path(path)
+        self.is_main = is_main
+        self.lock: Optional[RunDirLock] = None
+        self.metrics: Optional[MetricsLog] = MetricsLog(self.path / MetricsLog.FILENAME) if is_main else None
+        self.tensorboard = TensorBoardLog(self.path / "tensorboard", enabled=is_main and bool(tensorboard))
+
+    def open(self) -> "RunDirectory":
+        """Refuse a folder of someone else's files, lock the directory (a second run into it is refused at once)
+        and remove the temporaries of atomic writes a kill interrupted; the main process alone."""
+        if self.is_main:
+            check_writable(self.path, RUN_MARKER, "output_dir")
+            self.lock = RunDirLock(self.path).acquire()
+            for directory in (self.path, self.path / "checkpoints"):
+                remove_stale_temporaries(directory)
+        return self
+
+    def finished(self, cfg: DictConfig, total_steps: int, checkpoints: Optional[Checkpoints] = None
+                 ) -> Optional[dict[str, Any]]:
+        """The saved results of the run ``cfg`` when it already finished here (no checkpoint left), else None;
+        a finished run with other settings, a longer one, or ``resume=false`` is refused
+        (:func:`.resume.finished_results`)."""
+        checkpoints = checkpoints or Checkpoints(self.path)
+        return finished_results(self.path, checkpoints, OmegaConf.to_container(cfg, resolve=True), total_steps)
+
+    def start(self, cfg: DictConfig, board_metrics: tuple[str, ...] = ()) -> None:
+        """The marker (which task, criterion and seed; kept when there), ``config.yaml``, and with ``board_metrics``
+        the config as TensorBoard text and hyperparameters against those scalar tags."""
+        if not self.is_main:
+            return
+        if not (self.path / RUN_MARKER).is_file():
+            mark(self.path, RUN_MARKER, task=cfg.task, criterion=cfg.criterion.name, seed=cfg.seed)
+        atomic_write_text(self.path / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        if board_metrics:
+            self.tensorboard.config(OmegaConf.to_container(cfg, resolve=True), list(board_metrics))
+
+    def log(self, values: dict[str, Any], step: int, board_prefix: str = "") -> None:
+        """``values`` as a ``metrics.jsonl`` record of ``step`` and as TensorBoard scalars (under ``board_prefix``)."""
+        if not self.is_main:
+            return
+        self.metrics.append({"step": step, **values})
+        self.tensorboard.scalars(values, step, prefix=board_prefix)
+
+    def metrics_bytes(self) -> Optional[int]:
+        """How long ``metrics.jsonl`` is now (None on other ranks): where a checkpoint taken now has its records end."""
+        return self.metrics.size() if self.metrics is not None else None
+
+    def restart_logs(self, step: int, metrics_bytes: Optional[int]) -> None:
+        """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``, None: kept;
+        TensorBoard's later events hidden): the restarted run logs those steps again."""
+        if self.metrics is not None:
+            self.metrics.truncate(metrics_bytes)
+        self.tensorboard.purge_from(step + 1)
+
+    def clear_logs(self) -> None:
+        """Drop all an earlier attempt logged (``metrics.jsonl`` emptied, its TensorBoard events hidden): the run
+        starts from its beginning."""
+        if self.metrics is not None:
+            self.metrics.truncate(0)
+        self.tensorboard.purge_from(0)
+
+    def write_results(self, record: ResultsRecord) -> None:
+        """``results.json`` (main process) and the end of the TensorBoard log."""
+        if self.is_main:
+            write_results(self.path / RESULTS, record)
+        self.tensorboard.close()
+
+    def write_failure(self, reason: str, cfg: DictConfig) -> None:
+        """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
+        criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
+        self.write_results(failed_record(reason, cfg.task, cfg.model.name, criterion, cfg.seed))
+
+    @staticmethod
+    def stop_signal(world_size: int = 1) -> StopSignal:
+        """The SIGTERM/SIGINT listener of a training loop; a single-process run's alone (under torchrun the launcher
+        tears the group down)."""
+        return StopSignal(enabled=world_size == 1)
+
+    def close(self) -> None:
+        """Close the logs and release the lock; a no-op on other ranks and when already closed."""
+        if self.metrics is not None:
+            self.metrics.close()
+        self.tensorboard.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+

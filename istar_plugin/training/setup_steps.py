@@ -1,0 +1,179 @@
+"""The trainer's setup steps, in the order :class:`~.trainer.Trainer` runs them; each returns what it builds.
+
+Data are read and checked before the model loads; the model before the criterion changes it; the features after
+the criterion (its tokenizer); the optimizer last, when the schedule's length is known.
+
+>>> from omegaconf import OmegaConf
+>>> cfg = OmegaConf.create({"batch_size": 8, "eval_batch_size": None, "max_steps": 5,
+...                         "optim": {"grad_accum": 2, "epochs": 3}})
+>>> batch_sizes(cfg, world_size=2)
+(4, 8)
+>>> schedule_length(cfg, train_count=40, world_size=2, local_batch_size=4)
+Schedule(batches_per_epoch=5, steps_per_epoch=3, total_steps=5)
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Optional
+
+import torch
+from omegaconf import DictConfig
+
+from .. import config as config_module
+from ..data.fingerprint import split_fingerprint
+from ..data.packaged import seeded_split
+from ..errors import ConfigError, ModelError
+from ..models.encoder import restoring_weights
+from ..models.frozen_backbone import cache_if_frozen
+from ..models.preflight import check_model_limits
+from ..registry import CRITERIONS, MODELS, TASKS
+from ..storage.checkpoints import Checkpoints
+from .distributed import DistInfo, wrap_model
+from .divergence_guard import NonFiniteGuard, likely_cause
+from .early_stopping import EarlyStopping
+from .init_from import resolve as resolve_init_from
+from .optim import build_optimizer
+from .precision import choose_precision
+from .resume import holds_weights
+from .rng import seed_everything
+
+
+def batch_sizes(cfg: DictConfig, world_size: int) -> tuple[int, int]:
+    """Each rank's training batch and the evaluation batch; a global batch the ranks cannot share is refused."""
+    if cfg.batch_size % world_size:
+        raise ConfigError(f"batch_size {cfg.batch_size} (global) must be divisible by the world size {world_size}")
+    return cfg.batch_size // world_size, cfg.eval_batch_size or cfg.batch_size
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """The task and its examples, with the fingerprint of what was read (checked again on resume)."""
+
+    task: Any
+    train: list
+    eval: list
+    fingerprint: dict
+
+
+def load_data(cfg: DictConfig) -> TaskData:
+    """The task's two splits: a bad data file fails here, before the model loads."""
+    task = TASKS.build(cfg.task, config_module.data_config(cfg))
+    train, evaluation = task.load("train"), task.load("eval")
+    fingerprint = {split: split_fingerprint(examples, task.source_of(split))
+                   for split, examples in (("train", train), ("eval", evaluation))}
+    return TaskData(task, train, evaluation, fingerprint)
+
+
+def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints):
+    """The model adapter with its ``init_from`` weights (checked from its files before the model loads)."""
+    check_model_limits(cfg, kind=task.kind)  # from the model's config.json: max_length, criterion.layers
+    model_cfg = config_module.model_config(cfg)
+    init_source = None
+    if cfg.init_from:
+        init_source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
+        model_cfg = init_source.model_config(model_cfg)
+    from_checkpoint = holds_weights(output_dir, checkpoints) or (
+        init_source is not None and init_source.checkpoint is not None)
+    try:  # a head whose weights a checkpoint is about to replace is not reported as newly initialised
+        with restoring_weights() if from_checkpoint else contextlib.nullcontext():
+            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
+    except (OSError, ImportError) as error:
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {reason}") from None
+    if init_source is not None:
+        init_source.load_into(model)
+    return model
+
+
+@dataclass(frozen=True)
+class CriterionSetup:
+    """The criterion (its changes to the model made), its hooks, and what the run reports about the model."""
+
+    criterion: Any
+    hooks: list
+    trainable_parameters: int
+    frozen_backbone_cached: bool
+    warning: Optional[str]  # a penalty that cannot change the model, said at the start
+
+
+def build_criterion(cfg: DictConfig, task, model, output_dir: Path) -> CriterionSetup:
+    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
+    adapt = getattr(criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
+    if adapt is not None:
+        adapt(model)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    cached = cache_if_frozen(model, cfg.model.get("frozen_dropout", False), output_dir)
+    constant = getattr(criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
+    return CriterionSetup(criterion, list(criterion.hooks()), trainable, cached, constant() if constant else None)
+
+
+def place_model(model, dist: DistInfo, seed: int):
+    """The model on its device, wrapped for DDP when there are several ranks (then each rank's dropout differs)."""
+    model.to(dist.device)
+    wrapped = wrap_model(model, dist.world_size, dist.device)
+    if dist.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
+        seed_everything(seed + 1_000_003 * dist.rank)
+    return wrapped
+
+
+@dataclass(frozen=True)
+class Features:
+    """The tokenised splits; ``hooks``: early stopping on a validation split held out of the training examples."""
+
+    train_examples: list
+    train: list
+    eval: list
+    hooks: list
+    warning: Optional[str]  # a training set of one class
+
+
+def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> Features:
+    train_examples, hooks = data.train, []
+    split = cfg.data.validation_split
+    if split:  # the same held-out examples for every seed and stage (data.split_seed)
+        train_examples, validation = seeded_split(train_examples, split, cfg.data.split_seed)
+        features = task.encode(validation, tokenizer, train=False)
+        hooks.append(EarlyStopping(validation, features, task.main_metric, cfg.patience))
+    labels = {example.get("label") for example in train_examples} if task.kind == "classification" else ()
+    warning = (f"the training set holds one class only (label {next(iter(labels))}): the classifier can only learn "
+               "to predict it") if len(labels) == 1 else None
+    return Features(train_examples, task.encode(train_examples, tokenizer, train=True),
+                    task.encode(data.eval, tokenizer, train=False), hooks, warning)
+
+
+class Schedule(NamedTuple):
+    batches_per_epoch: int  # each rank's micro-batches
+    steps_per_epoch: int  # optimizer steps
+    total_steps: int  # of the run: all epochs', at most max_steps
+
+
+def schedule_length(cfg: DictConfig, train_count: int, world_size: int, local_batch_size: int) -> Schedule:
+    batches = math.ceil(math.ceil(train_count / world_size) / local_batch_size)
+    steps = math.ceil(batches / cfg.optim.grad_accum)
+    total = steps * cfg.optim.epochs
+    return Schedule(batches, steps, total if cfg.max_steps is None else min(total, cfg.max_steps))
+
+
+@dataclass(frozen=True)
+class Optimization:
+    """AdamW and its schedule, the precision on the device, fp16's gradient scaler, and the divergence guard."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    precision: str
+    scaler: torch.amp.GradScaler
+    guard: NonFiniteGuard
+
+
+def build_optimization(cfg: DictConfig, model, total_steps: int, device: torch.device) -> Optimization:
+    optimizer, scheduler = build_optimizer(model, cfg.optim, total_steps)
+    precision = choose_precision(cfg.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    lam = cfg.criterion.get("lam")
+    guard = NonFiniteGuard(device, patience=cfg.optim.overflow_patience if precision == "fp16" else 0,
+                           hint=lambda loss, norm: likely_cause(cfg.optim.lr, precision, lam))
+    return Optimization(optimizer, scheduler, precision, scaler, guard)
+

@@ -1,0 +1,198 @@
+"""One run-directory lifecycle for both engines (training/run_directory.py): the trainer (engine istar) and the
+sentence-transformers engine lock, mark, clean, log, refuse, record and stop the same way."""
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from istar_plugin.cli import run as run_cli
+from istar_plugin.config import compose
+from istar_plugin.errors import ConfigError, RunDirError
+from istar_plugin.storage.ownership import RUN_MARKER, mark
+from istar_plugin.training.precision import choose_precision
+from istar_plugin.training.trainer import Trainer
+
+st_engine = pytest.importorskip("istar_plugin.integrations.st_engine")
+pytest.importorskip("sentence_transformers")
+
+BOTH = ["istar", "sentence_transformers"]
+RUN = {"task": "sst2", "criterion": {"name": "istar"}, "seed": 3, "model": {"name": "minilm"}}
+STEPS = {"istar": 3, "sentence_transformers": 2}  # 24 examples in batches of 8; 32 pairs in batches of 16
+LOSS = {"istar": "train/loss", "sentence_transformers": "loss"}  # the key of a step's training loss in metrics.jsonl
+
+
+def tiny_overrides(engine, tiny_bert, shared_data, output_dir, *extra):
+    common = [f"model.name_or_path={tiny_bert}", "data.source=files", "data.max_length=32", "progress=false",
+              "log_every=1", "tensorboard=true", f"output_dir={output_dir}"]
+    if engine == "istar":
+        return ["recipe=sst2", "model=minilm", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=24",
+                "data.max_eval_samples=16", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", *common, *extra]
+    return ["recipe=stsb_st", f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=32",
+            "data.max_eval_samples=16", "batch_size=16", *common, *extra]
+
+
+def tiny_config(*arguments):
+    return compose(tiny_overrides(*arguments))
+
+
+def fit(cfg):
+    engine = {"istar": Trainer, "sentence_transformers": st_engine.SentenceTransformersEngine}[cfg.engine]
+    return engine(cfg).fit()
+
+
+@pytest.fixture(scope="module", params=BOTH)
+def restarted(request, tiny_bert, shared_data, tmp_path_factory):
+    """A run killed before its first checkpoint (its config.yaml, two logged steps, the temporary of an interrupted
+    atomic write), run again to the end with precision=auto."""
+    engine = request.param
+    run = tmp_path_factory.mktemp(engine) / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: killed\n")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": step, LOSS[engine]: 9.0, "time": 0.0}) + "\n"
+                                               for step in (1, 2)))
+    (run / ".results.json.0123abcd.tmp").write_text("{")
+    results = fit(tiny_config(engine, tiny_bert, shared_data, run, "precision=auto", "seed=4"))
+    return engine, run, results
+
+
+def test_a_restarted_run_logs_each_step_once(restarted):
+    engine, run, _ = restarted
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in records if LOSS[engine] in record] == list(range(1, STEPS[engine] + 1))
+    assert 9.0 not in [record[LOSS[engine]] for record in records if LOSS[engine] in record]
+
+
+def test_the_temporaries_of_a_killed_write_are_removed(restarted):
+    _, run, _ = restarted
+    assert not list(run.glob("*.tmp")) and json.loads((run / "results.json").read_text())["status"] == "finished"
+
+
+def test_the_marker_names_task_criterion_and_seed(restarted):
+    engine, run, results = restarted
+    marker = json.loads((run / ".istar-run").read_text())
+    task, criterion = ("sst2", "istar") if engine == "istar" else ("stsb", "cross_entropy")
+    assert (marker["task"], marker["criterion"], marker["seed"]) == (task, criterion, 4) == (
+        results["task"], results["criterion"]["name"], results["seed"])
+
+
+def test_precision_auto_is_the_trainers_choice(restarted):
+    _, run, results = restarted
+    expected = choose_precision("auto", torch.device("cpu"))  # bf16 on a CPU with native bf16, else fp32
+    assert results["precision"] == expected == json.loads((run / "results.json").read_text())["precision"]
+
+
+def test_a_finished_run_is_returned_again_and_another_config_over_it_refused(restarted, tiny_bert, shared_data):
+    engine, run, results = restarted
+    again = fit(tiny_config(engine, tiny_bert, shared_data, run, "precision=auto", "seed=4"))
+    assert again["step"] == results["step"] == STEPS[engine] and again["metrics"] == results["metrics"]
+    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: seed\)"):
+        fit(tiny_config(engine, tiny_bert, shared_data, run, "precision=auto", "seed=5"))
+    assert json.loads((run / "results.json").read_text())["seed"] == 4  # the finished run is kept
+
+
+@pytest.mark.parametrize("engine", BOTH)
+def test_fp16_on_a_cpu_is_refused(engine, tiny_bert, shared_data, tmp_path):
+    with pytest.raises(ConfigError, match="precision=fp16 needs a GPU; use fp32 or bf16 on CPU"):
+        fit(tiny_config(engine, tiny_bert, shared_data, tmp_path / "run", "precision=fp16", "device=cpu"))
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
+def signal_at_first_step(monkeypatch, engine, error=None):
+    """SIGTERM to this process (or ``error`` raised) during the first training step."""
+    if engine == "istar":
+        from istar_plugin.training.step import OptimizerStep as owner
+
+        name = "__call__"
+    else:
+        from sentence_transformers import SentenceTransformerTrainer as owner
+
+        name = "training_step"
+    original = getattr(owner, name)
+
+    def step(*args, **kwargs):
+        if error is not None:
+            raise error
+        result = original(*args, **kwargs)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # the signal would kill the test run
+            raise AssertionError("training without a SIGTERM handler")
+        os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(owner, name, step)
+
+
+@pytest.mark.parametrize("engine", BOTH)
+def test_sigterm_ends_the_run_with_the_trainers_line(engine, tiny_bert, shared_data, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    signal_at_first_step(monkeypatch, engine)
+    assert run_cli.main(tiny_overrides(engine, tiny_bert, shared_data, run)) == 143  # 128 + SIGTERM
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("istar-run: error: ")]
+    line = f"istar-run: error: stopped by SIGTERM after step 1 of {STEPS[engine]} (epoch 1); "
+    assert len(lines) == 1 and lines[0].startswith(line) and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if engine == "istar":  # resumable from its checkpoint
+        assert (run / "checkpoints" / "step_00000001.pt").is_file() and not (run / "results.json").exists()
+    else:  # nothing to resume from: the record says why it ended
+        record = json.loads((run / "results.json").read_text())
+        assert record["status"] == "failed" and lines[0].endswith(record["reason"])
+    assert not (run / ".lock").exists()
+
+
+def test_the_engine_records_a_failure_when_it_raises(tiny_bert, shared_data, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    signal_at_first_step(monkeypatch, "sentence_transformers", error=RuntimeError("out of memory"))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        fit(tiny_config("sentence_transformers", tiny_bert, shared_data, run))
+    record = json.loads((run / "results.json").read_text())
+    assert record["status"] == "failed" and record["reason"] == "out of memory" and "metrics" not in record
+
+
+def test_a_run_directory_opens_cleans_logs_and_records(tmp_path):
+    from omegaconf import OmegaConf
+
+    from istar_plugin.training.run_directory import RunDirectory  # here: the engine tests also run on older trees
+
+    path = tmp_path / "run"
+    marker = mark(path, RUN_MARKER).read_text()  # the marker of a run started earlier (here without details)
+    (path / ".config.yaml.0123abcd.tmp").write_text("half")
+    (path / "checkpoints").mkdir()
+    (path / "checkpoints" / ".step_00000002.pt.89abcdef.tmp").write_bytes(b"half")
+    run = RunDirectory(path, is_main=True, tensorboard=False).open()
+    assert not list(path.rglob("*.tmp")) and (path / ".lock").is_file()
+    run.start(OmegaConf.create(RUN))
+    assert (path / RUN_MARKER).read_text() == marker  # kept: it says when the run first started
+    assert OmegaConf.load(path / "config.yaml").seed == 3
+    for step in (1, 2):
+        run.log({"train/loss": float(step)}, step)
+    kept = run.metrics_bytes()
+    run.log({"train/loss": 3.0}, 3)
+    run.restart_logs(step=2, metrics_bytes=kept)  # resumed from step 2: step 3 is logged again
+    assert [record["step"] for record in run.metrics.records()] == [1, 2]
+    run.write_failure("out of memory", OmegaConf.create(RUN))
+    run.close()
+    record = json.loads((path / "results.json").read_text())
+    assert (record["status"], record["reason"], record["seed"]) == ("failed", "out of memory", 3)
+    assert not (path / ".lock").exists()
+
+
+def test_a_run_directory_refuses_a_folder_it_did_not_write(tmp_path):
+    from istar_plugin.training.run_directory import RunDirectory
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="holds files istar_plugin did not write"):
+        RunDirectory(tmp_path, is_main=True, tensorboard=False).open()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_other_ranks_share_the_directory_but_write_nothing(tmp_path):
+    from omegaconf import OmegaConf
+
+    from istar_plugin.training.run_directory import RunDirectory  # here: the engine tests also run on older trees
+
+    run = RunDirectory(tmp_path / "run", is_main=False, tensorboard=True).open()
+    run.start(OmegaConf.create(RUN))
+    run.log({"train/loss": 1.0}, 1)
+    run.write_failure("boom", OmegaConf.create(RUN))
+    run.close()
+    assert not (tmp_path / "run").exists() and run.metrics_bytes() is None
