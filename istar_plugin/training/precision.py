@@ -25,9 +25,8 @@ from typing import ContextManager
 
 import torch
 
+from ..config import PRECISIONS  # the choices, declared with the precision key
 from ..errors import ConfigError
-
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -40,7 +39,7 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def choose_precision(chosen: str, device: torch.device) -> str:
-    """The precision a run uses: ``chosen`` (``auto`` or one of :data:`PRECISIONS`) on ``device``."""
+    """The precision a run uses: ``chosen`` (``auto`` or one of :data:`~istar_plugin.config.PRECISIONS`) on ``device``."""
     if chosen == "auto":
         if native_bf16(device):
             return "bf16"
