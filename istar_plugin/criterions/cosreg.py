@@ -73,4 +73,5 @@ class CosRegCriterion(CosRegSetup, CrossEntropyCriterion):
             loss = base + self.cfg.lam * cosine
         else:
             loss, cosine = cosreg_loss(base, model.last_layer_tokens(output), self.cfg.lam)
-        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(), "cosine": cosine.detach()})
+        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(),
+                                      "cosine": cosine.detach()})

@@ -131,7 +131,8 @@ class Glow(nn.Module):
         if dim < 2:
             raise ValueError(f"a coupling flow needs at least 2 dimensions to split, got {dim}")
         self.steps = nn.ModuleList(
-            nn.ModuleList([ActNorm(dim), LULinear(dim), AffineCoupling(dim, width, flip=bool(i % 2))]) for i in range(depth)
+            nn.ModuleList([ActNorm(dim), LULinear(dim), AffineCoupling(dim, width, flip=bool(i % 2))])
+            for i in range(depth)
         )
 
     def encode(self, h: Tensor) -> tuple[Tensor, Tensor]:
@@ -173,4 +174,5 @@ class FlowCriterion(FlowSetup, CrossEntropyCriterion):
         with torch.autocast(device_type=h.device.type, enabled=False):
             nll = self.flow.nll(h).mean() / h.shape[1]
         loss = base + self.cfg.beta * nll
-        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(), "nll": nll.detach()})
+        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(),
+                                      "nll": nll.detach()})

@@ -156,7 +156,8 @@ class IsoLayerCriterion(IsoLayerSetup, Criterion):
         if points.shape[0] < 2:
             return CriterionOutput(task, {"task_loss": task.detach()})
         if cfg.zeta > 0 and self.shrinkage_cov is None:
-            raise RuntimeError("isolayer: Sigma_S has not been computed yet (the ShrinkageHook computes it at each epoch start)")
+            raise RuntimeError("isolayer: Sigma_S has not been computed yet "
+                               "(the ShrinkageHook computes it at each epoch start)")
         isotropy, score = isotropy_loss(points, self.shrinkage_cov, cfg.zeta, cfg.eps)
         if cfg.balance:
             loss, self.means = balanced_joint_loss(task, isotropy, self.means, self.step, cfg.alpha, cfg.smoothing,

@@ -45,8 +45,8 @@ class IStarCriterion(CrossEntropyCriterion):
     """I-STAR: task loss plus ``lam * (1 - IsoScore*)`` of the all-layer token cloud, shrunk towards Sigma_S.
 
     ``padding="include"`` scores every position of the padded batch (and estimates Sigma_S from them), as the
-    official code does; the default scores real tokens only. Sigma_S (``shrinkage_cov``) is kept current by the :class:`~istar_plugin.hooks.ShrinkageHook` this
-    criterion hands the trainer: before training and after every epoch.
+    official code does; the default scores real tokens only. Sigma_S (``shrinkage_cov``) is kept current by the
+    :class:`~istar_plugin.hooks.ShrinkageHook` this criterion hands the trainer: before training and after every epoch.
     """
 
     def __init__(self, cfg: IStarConfig, kind: str):
@@ -64,7 +64,8 @@ class IStarCriterion(CrossEntropyCriterion):
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         if self.cfg.zeta > 0 and self.shrinkage_cov is None:
-            raise RuntimeError("istar: Sigma_S has not been computed yet (the ShrinkageHook computes it at each epoch start)")
+            raise RuntimeError("istar: Sigma_S has not been computed yet "
+                               "(the ShrinkageHook computes it at each epoch start)")
         base = task_loss(self.kind, output, batch)
         cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
         pooled = self.cfg.distributed_cloud == "pooled"

@@ -61,7 +61,8 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
         length = output.start_logits.shape[1]
         start = batch["start_positions"].clamp(0, length - 1)
         end = batch["end_positions"].clamp(0, length - 1)
-        return 0.5 * (F.cross_entropy(output.start_logits.float(), start) + F.cross_entropy(output.end_logits.float(), end))
+        return 0.5 * (F.cross_entropy(output.start_logits.float(), start)
+                      + F.cross_entropy(output.end_logits.float(), end))
     if kind == "language_modeling":
         nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
         return nll.sum() / count.sum().clamp(min=1)

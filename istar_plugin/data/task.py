@@ -255,7 +255,8 @@ class TextTask(Task):
         length = self.cfg.max_length
         pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
         encoded = tokenizer(
-            [clip_text(example["text"], tokenizer, length) for example in examples], pairs, truncation=True, max_length=length
+            [clip_text(example["text"], tokenizer, length) for example in examples], pairs,
+            truncation=True, max_length=length
         )
         return [
             {**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}

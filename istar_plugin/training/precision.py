@@ -25,7 +25,7 @@ from typing import ContextManager
 
 import torch
 
-from ..config import PRECISIONS  # the choices, declared with the precision key
+from ..config import PRECISIONS as PRECISIONS  # re-exported: the choices, declared with the precision key
 from ..errors import ConfigError
 
 
@@ -39,7 +39,8 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def choose_precision(chosen: str, device: torch.device) -> str:
-    """The precision a run uses: ``chosen`` (``auto`` or one of :data:`~istar_plugin.config.PRECISIONS`) on ``device``."""
+    """The precision a run uses: ``chosen`` (``auto`` or one of :data:`~istar_plugin.config.PRECISIONS`) on
+    ``device``."""
     if chosen == "auto":
         if native_bf16(device):
             return "bf16"
