@@ -25,7 +25,6 @@ from typing import ContextManager
 
 import torch
 
-from ..config import PRECISIONS as PRECISIONS  # re-exported: the choices, declared with the precision key
 from ..errors import ConfigError
 
 
