@@ -138,6 +138,7 @@ def test_istar_criterion_pools_the_cloud_or_scores_each_rank_alone(rank_results)
 
 
 # ------------------------------------------------------------ a real torchrun training run
+@pytest.mark.slow  # torchrun, two ranks, beside a single-process run
 def test_two_rank_torchrun_run_matches_one_process_at_the_same_global_batch(tiny_bert, shared_data, tmp_path):
     overrides = tiny_overrides(tiny_bert, shared_data, tmp_path / "ddp")  # 48 examples = 6 global batches of 8
     process = start_torchrun("-m", "istar_plugin.cli", *overrides)
@@ -165,6 +166,7 @@ def test_two_rank_torchrun_run_matches_one_process_at_the_same_global_batch(tiny
 
 
 # ------------------------------------------------------------ failures end the job
+@pytest.mark.slow  # two spawned ranks, one failing
 def test_a_failing_rank_ends_the_other_with_a_clear_error_not_a_hang(tiny_bert, shared_data, tmp_path):
     overrides = tiny_overrides(tiny_bert, shared_data, tmp_path / "run", *FAILING_RUN)
     context = mp.get_context("spawn")
@@ -189,6 +191,7 @@ def test_a_failing_rank_ends_the_other_with_a_clear_error_not_a_hang(tiny_bert, 
     assert "Connection closed by peer" in ended[1]["outcome"] or "timed out" in ended[1]["outcome"].lower(), ended[1]
 
 
+@pytest.mark.slow  # torchrun, two ranks, one failing
 def test_torchrun_tears_down_the_surviving_worker(tiny_bert, shared_data, tmp_path):
     # rank 1 raises at step 1 while rank 0 sleeps 600 s outside any collective: only torchrun can end it
     overrides = tiny_overrides(tiny_bert, shared_data, tmp_path / "run", *FAILING_RUN)

@@ -52,6 +52,7 @@ def test_isotropy_moves_with_the_sign_of_lambda(tiny_bert, shared_data, tmp_path
     assert after[-5.0] < before < after[5.0], (before, after)
 
 
+@pytest.mark.slow  # torchrun with two ranks
 def test_two_gloo_ranks_share_one_sigma_s(tiny_bert, shared_data, tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                str(free_port()),

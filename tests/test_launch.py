@@ -69,6 +69,7 @@ def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
 
+@pytest.mark.slow  # the timed_out_grid fixture: submitit's local executor, one cell waiting for its time-out
 def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
     grid, grid_dir, _, launched = timed_out_grid
     assert [cell.name for cell in grid.cells] == ["log_every=1", "log_every=2"]
@@ -83,6 +84,7 @@ def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
     assert manifest["submissions"][0]["submitted"] == ["log_every=1", "log_every=2"]
 
 
+@pytest.mark.slow
 def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_grid):
     _, grid_dir, _, launched = timed_out_grid
     job = launched.jobs["log_every=2"]
@@ -92,6 +94,7 @@ def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_gri
     assert re.search(r"^sst2 with minilm, criterion istar \(lambda [-\d.]+, zeta [\d.]+\), seed \d+\nbefore fine-tuning: .*\nafter 6 steps:  accuracy = [\d.]+", out, re.M)
 
 
+@pytest.mark.slow
 def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_result(timed_out_grid):
     _, grid_dir, _, _ = timed_out_grid
     interrupted, straight = grid_dir / "log_every=1", grid_dir / "log_every=2"
@@ -106,6 +109,7 @@ def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_
     assert results(interrupted)["history"] == results(straight)["history"]
 
 
+@pytest.mark.slow
 def test_resubmitting_the_grid_skips_finished_cells(timed_out_grid):
     grid, grid_dir, options, _ = timed_out_grid
     before = {name: len(attempts(grid_dir / name)) for name in ("log_every=1", "log_every=2")}

@@ -8,6 +8,8 @@ import sys
 import pytest
 from helpers import tiny_run_arguments
 
+pytestmark = pytest.mark.slow  # three real 100-step runs in their own processes
+
 
 def command(tiny_bert, shared_data, output_dir):
     return [sys.executable, "-m", "istar_plugin.cli", *tiny_run_arguments(

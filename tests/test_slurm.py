@@ -21,9 +21,9 @@ from istar_plugin.launch.submit import SUBMITIT_FOLDER, job_name, launch, plan, 
 
 MISSING = [what for what, ok in [("sbatch is not on PATH", shutil.which("sbatch")),
                                  ("SLURM_CONF is not set", os.environ.get("SLURM_CONF"))] if not ok]
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     bool(MISSING), reason=f"needs a SLURM cluster ({'; '.join(MISSING)}): bash slurm/local_cluster.sh start, "
-                          "then source /tmp/istar-plugin-slurm/env.sh")
+                          "then source /tmp/istar-plugin-slurm/env.sh")]
 
 
 def wait_for(condition, timeout_s, what, report=lambda: ""):
