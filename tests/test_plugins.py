@@ -83,6 +83,7 @@ def run_cli(site, *arguments):
     return subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow  # plugin_site: pip installs two packages; istar-run processes see them
 def test_installed_plugin_is_listed_and_configurable(plugin_site):
     listed = run_cli(plugin_site, "--list", "criterions")
     assert listed.returncode == 0, listed.stderr
@@ -98,6 +99,7 @@ def test_not_installed_plugin_is_unknown(tmp_path):
     assert result.returncode == 2 and "unknown criterion 'hidden_l2'" in result.stderr
 
 
+@pytest.mark.slow
 def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, tmp_path):
     result = run_cli(plugin_site, *tiny_run_arguments(
         tiny_bert, shared_data, "criterion=hidden_l2", "data.max_train_samples=16", "max_steps=2", "tensorboard=false",
@@ -110,6 +112,7 @@ def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, t
     assert any(r.get("train/penalty", 0) > 0 for r in records)
 
 
+@pytest.mark.slow
 def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointed(plugin_site, tiny_bert, shared_data, tmp_path):
     arguments = tiny_run_arguments(tiny_bert, shared_data, "criterion=head_layer", "optim.lr=1e-2", "save_every=1",
                                    "tensorboard=false", f"output_dir={tmp_path / 'run'}")
