@@ -145,6 +145,7 @@ def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, share
     assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2  # failed once, then ran once
 
 
+@pytest.mark.slow  # submitit's local executor starts two processes
 def test_a_cell_with_two_tasks_trains_in_one_process_group(tiny_bert, shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     grid = grid_module.sweep([*tiny_arguments(tiny_bert, shared_data), "max_steps=2", "seed=1,2"]).select(["seed=1"])
