@@ -12,6 +12,8 @@ from safetensors.torch import load_file
 
 from helpers import tiny_run_arguments
 
+from istar_plugin.cli.run import main as run_main
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hidden_l2_plugin"  # the README's package
 
 HEAD_LAYER_MODULE = '''
@@ -94,9 +96,9 @@ def test_installed_plugin_is_listed_and_configurable(plugin_site):
     assert bad.returncode == 2 and "unknown key 'criterion.wieght'; allowed: name, weight" in bad.stderr
 
 
-def test_not_installed_plugin_is_unknown(tmp_path):
-    result = run_cli(tmp_path, "recipe=sst2", "criterion=hidden_l2", "--cfg")
-    assert result.returncode == 2 and "unknown criterion 'hidden_l2'" in result.stderr
+def test_not_installed_plugin_is_unknown(capsys):
+    assert run_main(["recipe=sst2", "criterion=hidden_l2", "--cfg"]) == 2  # in this process: no plugin installed
+    assert "unknown criterion 'hidden_l2'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
