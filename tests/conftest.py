@@ -12,6 +12,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    # one intra-op thread per xdist worker: `-n 2` on two cores runs two threads, not four that wait on each other
+    # (runs started as subprocesses keep their own settings)
+    torch.set_num_threads(1)
+
 SHARED_DATA = Path(os.environ.get("ISTAR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 

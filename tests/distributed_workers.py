@@ -5,6 +5,7 @@
 runs a tiny training where rank 1 fails at step 1 while rank 0 stalls outside any collective, so only
 torchrun's agent can end rank 0.
 """
+import json
 import os
 import socket
 import sys
@@ -45,7 +46,8 @@ def cloud_points() -> list[list[torch.Tensor]]:
     """Every rank's chunks (float64, anisotropic, off-centre), from one seed."""
     generator = torch.Generator().manual_seed(5)
     scale = torch.linspace(0.2, 3.0, DIM, dtype=torch.float64)
-    return [[torch.randn(n, DIM, generator=generator, dtype=torch.float64) * scale + 4.0 for n in sizes] for sizes in SIZES]
+    return [[torch.randn(n, DIM, generator=generator, dtype=torch.float64) * scale + 4.0 for n in sizes]
+            for sizes in SIZES]
 
 
 def shrinkage_matrix() -> torch.Tensor:
@@ -80,7 +82,8 @@ def collective_checks(rank: int, port: int, overrides: list, out_dir: str) -> No
         criterion_scores[mode] = stats["isoscore_star"].item()
 
     trainer = Trainer(compose(overrides))
-    sigma = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0).state_dict() for points in (10**6, 301)}
+    sigma = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0).state_dict()
+             for points in (10**6, 301)}
     torch.save({"pooled": pooled.detach(), "grads": [chunk.grad for chunk in chunks], "criterion": criterion_scores,
                 "sigma": sigma}, f"{out_dir}/rank{rank}.pt")
     torch.distributed.destroy_process_group()
@@ -102,7 +105,8 @@ class FailAtStep1(Hook):
 
 
 def failing_fit(rank: int, port: int, overrides: list, out_dir: str) -> None:
-    """Train with rank 1 failing at step 1; write when (wall clock) and how this rank ended to ``rank{r}.txt``."""
+    """Train with rank 1 failing at step 1; append how this rank ended, as one JSON line, to ``ended.jsonl``
+    (the lines' order is the order the ranks ended in)."""
     join(rank, port, timeout_s=15)
     try:
         Trainer(compose(overrides), hooks=[FailAtStep1(stall=False)]).fit()
@@ -111,8 +115,8 @@ def failing_fit(rank: int, port: int, overrides: list, out_dir: str) -> None:
         outcome = f"{type(error).__name__}: {error}"
         raise
     finally:
-        with open(f"{out_dir}/rank{rank}.txt", "w") as handle:
-            handle.write(f"{time.time()}\n{outcome}")
+        with open(f"{out_dir}/ended.jsonl", "a") as handle:
+            handle.write(json.dumps({"rank": rank, "outcome": outcome}) + "\n")
 
 
 if __name__ == "__main__":

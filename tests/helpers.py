@@ -1,7 +1,31 @@
-"""Small parts several test modules share: a hook that kills a run at a step, a byte-level BPE for tiny decoders."""
+"""Small parts several test modules share: the arguments of a tiny run, a hook that kills a run at a step, a
+byte-level BPE for tiny decoders."""
+from pathlib import Path
+
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from istar_plugin.hooks import Hook
+
+
+def tiny_run_arguments(model: Path, shared_data: Path, *overrides: str) -> list[str]:
+    """``istar-run`` arguments for a run that takes seconds: the local model folder ``model`` (the ``tiny_bert`` or
+    ``tiny_llama`` fixture) on 32 training and 8 evaluation examples of the shared SST-2 files, 32 tokens, batches
+    of 8, no progress bars. Each ``key=value`` in ``overrides`` replaces the setting of that key in place, or is
+    appended; ``key=`` (nothing after the sign) drops the key, e.g. ``model=`` to keep the recipe's own preset.
+
+    >>> tiny_run_arguments(Path("/m"), Path("/data"), "batch_size=4", "log_every=1", "model=")[:2]
+    ['recipe=sst2', 'model.name_or_path=/m']
+    >>> tiny_run_arguments(Path("/m"), Path("/data"), "batch_size=4", "log_every=1")[-3:]
+    ['batch_size=4', 'progress=false', 'log_every=1']
+    """
+    arguments = dict(argument.split("=", 1) for argument in (
+        "recipe=sst2", "model=minilm", f"model.name_or_path={model}", "data.source=files",
+        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8",
+        "data.max_length=32", "batch_size=8", "progress=false"))
+    for override in overrides:
+        key, _, value = override.partition("=")
+        arguments[key] = value
+    return [f"{key}={value}" for key, value in arguments.items() if value != ""]
 
 
 class CrashAt(Hook):

@@ -20,7 +20,8 @@ from istar_plugin.hf import IStarTrainer
 def sst2_dataset(sst2_dir, tokenizer, count):
     """SST-2 train sentences as a datasets.Dataset with the hub's columns, tokenized like a user script does."""
     examples = get_task("sst2", DataConfig(source="files", dir=str(sst2_dir), max_train_samples=count)).load("train")
-    dataset = datasets.Dataset.from_dict({"sentence": [e["text"] for e in examples], "label": [e["label"] for e in examples]})
+    dataset = datasets.Dataset.from_dict({"sentence": [example["text"] for example in examples],
+                                          "label": [example["label"] for example in examples]})
     return dataset.map(lambda rows: tokenizer(rows["sentence"], truncation=True, max_length=64), batched=True)
 
 

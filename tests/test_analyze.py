@@ -12,15 +12,14 @@ from istar_plugin.analysis import analyze
 from istar_plugin.analysis.loading import load_run
 from istar_plugin.isotropy.streaming import TokenMoments
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 
 def tiny_run(tiny_bert, shared_data, output_dir, *extra):
-    cfg = compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
-        "data.max_length=32", "batch_size=8", "eval_batch_size=16", "optim.epochs=1", "optim.lr=1e-3",
-        "eval_before_training=false", f"output_dir={output_dir}", "progress=false", *extra,
-    ])
+    cfg = compose(tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_eval_samples=40", "eval_batch_size=16", "optim.epochs=1", "optim.lr=1e-3",
+        "eval_before_training=false", f"output_dir={output_dir}", *extra,
+    ))
     Trainer(cfg).fit()
     return output_dir
 
@@ -153,9 +152,8 @@ def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_las
 
 
 def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, shared_data, tmp_path, capsys):
-    arguments = ["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-                 f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=40",
-                 "data.max_length=32", "eval_batch_size=16"]
+    arguments = tiny_run_arguments(tiny_bert, shared_data, "data.max_eval_samples=40", "eval_batch_size=16",
+                                   "batch_size=", "progress=")
     out = tmp_path / "out"
     assert analyze_cli.main([str(runs[1]), "--out", str(out), "--base", *arguments]) == 0
     base = json.loads((out / "pretrained" / "analysis.json").read_text())

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from istar_plugin.config import compose
 from istar_plugin.training.batching import epoch_order, length_grouped_order
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 
 @given(st.lists(st.integers(1, 64), min_size=1, max_size=300), st.integers(1, 20), st.integers(0, 5))
@@ -54,13 +55,11 @@ def test_grouped_batches_of_sst2_carry_a_fraction_of_the_padding(shared_data):
 
 def test_evaluation_sorted_by_length_gives_the_same_results(tiny_bert, shared_data, tmp_path):
     def trainer(sort, eval_batch_size=16):
-        return Trainer(compose([
-            "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-            f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=8", "data.max_eval_samples=120",
-            "data.max_length=64", "batch_size=16", f"eval_batch_size={eval_batch_size}", "precision=fp32",
-            "progress=false", "criterion=cross_entropy", f"data.sort_eval_by_length={sort}",
-            f"output_dir={tmp_path / f'{sort}{eval_batch_size}'}",
-        ]))
+        return Trainer(compose(tiny_run_arguments(
+            tiny_bert, shared_data, "data.max_train_samples=8", "data.max_eval_samples=120", "data.max_length=64",
+            "batch_size=16", f"eval_batch_size={eval_batch_size}", "precision=fp32", "criterion=cross_entropy",
+            f"data.sort_eval_by_length={sort}", f"output_dir={tmp_path / f'{sort}{eval_batch_size}'}",
+        )))
 
     runs = {"unsorted": trainer(False), "sorted": trainer(True), "unsorted, batches of 8": trainer(False, 8)}
     lengths = [len(f["input_ids"]) for f in runs["unsorted"].eval_features]

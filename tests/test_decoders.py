@@ -10,7 +10,7 @@ from istar_plugin.config import compose
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.training.trainer import Trainer
 
-from helpers import byte_level_bpe  # noqa: E402
+from helpers import byte_level_bpe, tiny_run_arguments  # noqa: E402
 
 EOS = "<|endoftext|>"
 
@@ -49,13 +49,11 @@ def test_gpt2_classifies_from_the_last_real_token_and_clouds_exclude_padding(tin
 
 
 def test_gpt2_preset_trains_with_istar_and_exports(tiny_gpt2, shared_data, tmp_path):
-    cfg = compose([
-        "recipe=sst2", "model=gpt2", f"model.name_or_path={tiny_gpt2}", "criterion=istar", "criterion.lam=-1",
-        "criterion.shrinkage_points=300", "data.source=files", f"data.dir={shared_data / 'sst2'}",
-        "data.max_train_samples=32", "data.max_eval_samples=16", "data.max_length=32", "batch_size=8",
-        "optim.grad_accum=1", "max_steps=3", "progress=false", "tensorboard=false", "log_every=1",
+    cfg = compose(tiny_run_arguments(
+        tiny_gpt2, shared_data, "model=gpt2", "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=300",
+        "data.max_eval_samples=16", "optim.grad_accum=1", "max_steps=3", "tensorboard=false", "log_every=1",
         f"output_dir={tmp_path / 'run'}",
-    ])
+    ))
     results = Trainer(cfg).fit()
     assert results["step"] == 3 and 0 < results["eval_isoscore_star"] < 1
     assert len(results["eval_isoscore_star_per_layer"]) == 2

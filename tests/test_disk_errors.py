@@ -12,7 +12,7 @@ from istar_plugin.storage.atomic import atomic_write_text
 from istar_plugin.storage.checkpoints import problem
 from istar_plugin.storage.logs import MetricsLog
 from istar_plugin.training.trainer import Trainer
-from helpers import CrashAt
+from helpers import CrashAt, tiny_run_arguments
 
 
 @contextlib.contextmanager
@@ -44,10 +44,8 @@ def test_atomic_and_appended_writes_past_the_limit_are_one_line_and_leave_the_ol
 
 
 def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_intact_one(tiny_bert, shared_data, tmp_path):
-    cfg = compose(["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-                   f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8",
-                   "data.max_length=32", "batch_size=8", "optim.grad_accum=1", f"output_dir={tmp_path / 'run'}",
-                   "progress=false", "tensorboard=false", "save_every=1"])
+    cfg = compose(tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", f"output_dir={tmp_path / 'run'}",
+                                     "tensorboard=false", "save_every=1"))
     with pytest.raises(KeyboardInterrupt):
         Trainer(cfg, hooks=[CrashAt(2)]).fit()  # step 1's checkpoint is kept
     checkpoints = tmp_path / "run" / "checkpoints"

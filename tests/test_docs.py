@@ -176,6 +176,7 @@ def check_quick_start(work, output):
     assert results["eval_isoscore_star"] == pytest.approx(iso_after, abs=0.0035)
 
 
+@pytest.mark.slow  # the README's quick start fine-tunes MiniLM; other pages run scripts and CLIs
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_command_and_code_block_runs(page, tmp_path, shared_data, monkeypatch, capsys):
     work = scratch_directory(tmp_path, shared_data)

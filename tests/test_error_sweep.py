@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # 85 cases, most of them an istar-run process
 def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"), "--work", str(tmp_path / "sweep"),
                              "--json", str(tmp_path / "sweep.json")], capture_output=True, text=True, timeout=900)

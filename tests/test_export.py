@@ -9,15 +9,12 @@ from istar_plugin.cli.export import main as export_main
 from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 
 def run_config(tiny_bert, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=1e-3",
-        f"output_dir={output_dir}", "progress=false", "tensorboard=false", *extra,
-    ])
+    return compose(tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", "optim.epochs=1", "optim.lr=1e-3",
+                                      f"output_dir={output_dir}", "tensorboard=false", *extra))
 
 
 def logits(directory, sentences=("a gripping, beautiful film", "dull and far too long")):

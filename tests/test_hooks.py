@@ -7,16 +7,13 @@ from istar_plugin.hooks import Hook, HookDispatcher, RunView, TrainingControl
 from istar_plugin.analysis.loading import load_run
 from istar_plugin.training.export import export_checkpoint
 from istar_plugin.training.trainer import Trainer
-from helpers import CrashAt
+from helpers import CrashAt, tiny_run_arguments
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=16",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=3", "log_every=1",
-        "criterion=cross_entropy", f"output_dir={output_dir}", *extra,
-    ])
+    return compose(tiny_run_arguments(tiny_bert, shared_data, "data.max_eval_samples=16", "optim.grad_accum=1",
+                                      "optim.epochs=3", "log_every=1", "criterion=cross_entropy", "progress=true",
+                                      f"output_dir={output_dir}", *extra))
 
 
 class Recorder(Hook):

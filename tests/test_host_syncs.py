@@ -10,6 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from istar_plugin.config import compose
 from istar_plugin.hooks import Hook
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::is_nonzero", "aten::equal"}
 
@@ -54,13 +55,11 @@ class SyncsPerStep(Hook):
 
 @pytest.mark.parametrize("criterion", ["istar", "cross_entropy"])
 def test_the_training_loop_syncs_once_per_logging_interval(tiny_bert, shared_data, tmp_path, monkeypatch, criterion):
-    cfg = compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=64", "data.max_eval_samples=8",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=2", "optim.epochs=1", "log_every=2",
-        "eval_before_training=false", "progress=false", f"output_dir={tmp_path / 'run'}", f"criterion={criterion}",
+    cfg = compose(tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_train_samples=64", "optim.grad_accum=2", "optim.epochs=1", "log_every=2",
+        "eval_before_training=false", f"output_dir={tmp_path / 'run'}", f"criterion={criterion}",
         "criterion.shrinkage_points=300" if criterion == "istar" else "seed=42",
-    ])
+    ))
     trainer = Trainer(cfg)
     counter = SyncCounter(monkeypatch)
     steps = SyncsPerStep(counter)

@@ -16,17 +16,16 @@ from istar_plugin.models import frozen_backbone
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError, resolve
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 SST2 = ("negative", "positive")
 
 
 def run_config(tiny_bert, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=48", "data.max_eval_samples=24",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=2", "optim.lr=1e-3",
-        f"output_dir={output_dir}", "progress=false", "log_every=1", *extra,
-    ])
+    return compose(tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_train_samples=48", "data.max_eval_samples=24", "optim.grad_accum=1",
+        "optim.epochs=2", "optim.lr=1e-3", f"output_dir={output_dir}", "log_every=1", *extra,
+    ))
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +221,9 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
 
 
 def test_isolayer_on_regression_trains_on_the_mse_through_the_frozen_regressor(tiny_bert, shared_data, tmp_path):
-    common = ["recipe=stsb", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-              f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=24", "data.max_eval_samples=16",
-              "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", "progress=false"]
+    common = tiny_run_arguments(tiny_bert, shared_data, "recipe=stsb", f"data.dir={shared_data / 'stsb'}",
+                                "data.max_train_samples=24", "data.max_eval_samples=16", "optim.grad_accum=1",
+                                "optim.epochs=1")
     Trainer(compose([*common, "criterion=cross_entropy", f"output_dir={tmp_path / 's1'}"])).fit()
     results = Trainer(compose([*common, "criterion=isolayer", f"init_from={tmp_path / 's1'}", "optim.lr=1e-2",
                                f"output_dir={tmp_path / 's2'}", "log_every=1"])).fit()

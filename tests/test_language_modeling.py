@@ -22,6 +22,7 @@ from istar_plugin.reports.records.settings import best_settings
 from istar_plugin.reports.comparisons.paired import paired_difference
 from istar_plugin.training.early_stopping import EarlyStopping
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 
 def lm_task(tmp_path, **settings):
@@ -118,11 +119,10 @@ def test_uniform_predictions_have_the_vocabulary_size_as_perplexity(lengths, voc
 
 
 def lm_config(tiny_llama, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=lm", f"model.name_or_path={tiny_llama}", "data.text_from=sst2", f"data.dir={shared_data / 'sst2'}",
-        "data.max_train_samples=64", "data.max_eval_samples=24", "data.max_length=32", "batch_size=8",
-        "optim.lr=3e-3", "optim.warmup_ratio=0", "progress=false", "tensorboard=false", "log_every=1", "precision=fp32",
-        f"output_dir={output_dir}", *extra])
+    return compose(tiny_run_arguments(
+        tiny_llama, shared_data, "recipe=lm", "model=", "data.text_from=sst2", "data.max_train_samples=64",
+        "data.max_eval_samples=24", "optim.lr=3e-3", "optim.warmup_ratio=0", "tensorboard=false", "log_every=1",
+        "precision=fp32", f"output_dir={output_dir}", *extra))
 
 
 def test_a_run_reports_held_out_perplexity_as_hugging_face_computes_it(tiny_llama, shared_data, tmp_path):

@@ -14,18 +14,16 @@ from istar_plugin.launch import grid as grid_module
 from istar_plugin.launch.cell import CellRunner, attempts
 from istar_plugin.launch.options import parse
 from istar_plugin.launch.submit import launch, plan, read_manifest
+from helpers import tiny_run_arguments
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test hooks travel inside the job pickles
 
 
 def tiny_arguments(tiny_bert, shared_data):
     """A 6-step run (48 examples, batch 8, 2 accumulated batches, 2 epochs) checkpointed after every step."""
-    return [
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=istar",
-        "criterion.shrinkage_points=300", "data.source=files", f"data.dir={shared_data / 'sst2'}",
-        "data.max_train_samples=48", "data.max_eval_samples=24", "data.max_length=32", "batch_size=8",
-        "optim.epochs=2", "optim.lr=1e-3", "save_every=1", "tensorboard=false",
-    ]
+    return tiny_run_arguments(tiny_bert, shared_data, "criterion=istar", "criterion.shrinkage_points=300",
+                              "data.max_train_samples=48", "data.max_eval_samples=24", "optim.epochs=2",
+                              "optim.lr=1e-3", "save_every=1", "tensorboard=false", "progress=")
 
 
 class PauseOnce(Hook):
@@ -63,17 +61,17 @@ def timed_out_grid(tiny_bert, shared_data, tmp_path_factory):
                         "local.max_requeues=5"])
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        started = time.monotonic()
         launched = launch(grid, grid_dir, plan(grid, grid_dir), options, runner=CellRunner([PauseOnce("log_every=1")]))
-    return grid, grid_dir, options, launched, time.monotonic() - started
+    return grid, grid_dir, options, launched
 
 
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
 
+@pytest.mark.slow  # the timed_out_grid fixture: submitit's local executor, one cell waiting for its time-out
 def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
-    grid, grid_dir, _, launched, _ = timed_out_grid
+    grid, grid_dir, _, launched = timed_out_grid
     assert [cell.name for cell in grid.cells] == ["log_every=1", "log_every=2"]
     assert launched.statuses == {"log_every=1": "finished", "log_every=2": "finished"}
     manifest = read_manifest(grid_dir)
@@ -86,8 +84,9 @@ def test_local_executor_runs_every_cell_of_a_small_grid(timed_out_grid):
     assert manifest["submissions"][0]["submitted"] == ["log_every=1", "log_every=2"]
 
 
+@pytest.mark.slow
 def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_grid):
-    _, grid_dir, _, launched, _ = timed_out_grid
+    _, grid_dir, _, launched = timed_out_grid
     job = launched.jobs["log_every=2"]
     err = (grid_dir / "submitit" / f"{job}_0_log.err").read_text()
     out = (grid_dir / "submitit" / f"{job}_0_log.out").read_text()
@@ -95,8 +94,9 @@ def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_gri
     assert re.search(r"^sst2 with minilm, criterion istar \(lambda [-\d.]+, zeta [\d.]+\), seed \d+\nbefore fine-tuning: .*\nafter 6 steps:  accuracy = [\d.]+", out, re.M)
 
 
+@pytest.mark.slow
 def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_result(timed_out_grid):
-    _, grid_dir, _, _, _ = timed_out_grid
+    _, grid_dir, _, _ = timed_out_grid
     interrupted, straight = grid_dir / "log_every=1", grid_dir / "log_every=2"
     starts = [a for a in attempts(interrupted) if a["event"] == "start"]
     assert len(starts) >= 2, "the paused cell should have been requeued after its time-out"
@@ -109,8 +109,9 @@ def test_cell_timed_out_is_requeued_and_resumes_from_its_checkpoint_to_the_same_
     assert results(interrupted)["history"] == results(straight)["history"]
 
 
+@pytest.mark.slow
 def test_resubmitting_the_grid_skips_finished_cells(timed_out_grid):
-    grid, grid_dir, options, _, _ = timed_out_grid
+    grid, grid_dir, options, _ = timed_out_grid
     before = {name: len(attempts(grid_dir / name)) for name in ("log_every=1", "log_every=2")}
     planned = plan(grid, grid_dir)
     assert [p.status for p in planned] == ["finished", "finished"]
@@ -144,6 +145,7 @@ def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, share
     assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2  # failed once, then ran once
 
 
+@pytest.mark.slow  # submitit's local executor starts two processes
 def test_a_cell_with_two_tasks_trains_in_one_process_group(tiny_bert, shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     grid = grid_module.sweep([*tiny_arguments(tiny_bert, shared_data), "max_steps=2", "seed=1,2"]).select(["seed=1"])

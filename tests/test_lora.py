@@ -17,17 +17,15 @@ from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.training.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer
 
-from helpers import CrashAt  # noqa: E402
+from helpers import CrashAt, tiny_run_arguments  # noqa: E402
 
 
 def run_config(tiny_llama, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=sst2", "model=smollm2", f"model.name_or_path={tiny_llama}", "criterion=istar", "criterion.lam=-1",
-        "criterion.shrinkage_points=300", "data.source=files", f"data.dir={shared_data / 'sst2'}",
-        "data.max_train_samples=32", "data.max_eval_samples=16", "data.max_length=32", "batch_size=8",
-        "optim.grad_accum=1", "optim.lr=1e-3", "progress=false", "tensorboard=false", "log_every=1",
-        "precision=fp32", f"output_dir={output_dir}", *extra,
-    ])
+    return compose(tiny_run_arguments(
+        tiny_llama, shared_data, "model=smollm2", "criterion=istar", "criterion.lam=-1",
+        "criterion.shrinkage_points=300", "data.max_eval_samples=16", "optim.grad_accum=1", "optim.lr=1e-3",
+        "tensorboard=false", "log_every=1", "precision=fp32", f"output_dir={output_dir}", *extra,
+    ))
 
 
 def test_lora_trains_adapters_and_the_head_alone_and_classifies_from_the_last_real_token(tiny_llama):
@@ -110,6 +108,7 @@ def test_bad_lora_settings_fail_in_one_line_before_a_model_loads(tiny_llama, sha
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # reads the packaged SmolLM2-135M GGUF file three times
 def test_the_smollm2_preset_is_the_packaged_gguf_file_read_offline(shared_data):
     overrides = ["recipe=sst2", "model=smollm2", "data.source=files", f"data.dir={shared_data / 'sst2'}"]
     cfg = compose(overrides)

@@ -16,14 +16,12 @@ from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
 from istar_plugin.training.trainer import Trainer
-from helpers import CrashAt
+from helpers import CrashAt, tiny_run_arguments
 
 
 def arguments(tiny_bert, shared_data, output_dir, *extra):
-    return ["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-            f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
-            "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", f"output_dir={output_dir}",
-            "progress=false", "tensorboard=false", *extra]
+    return tiny_run_arguments(tiny_bert, shared_data, "data.max_train_samples=16", "optim.grad_accum=1",
+                              "optim.epochs=1", f"output_dir={output_dir}", "tensorboard=false", *extra)
 
 
 def snapshot(folder):

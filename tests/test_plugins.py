@@ -10,6 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from helpers import tiny_run_arguments
+
+from istar_plugin.cli.run import main as run_main
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hidden_l2_plugin"  # the README's package
 
 HEAD_LAYER_MODULE = '''
@@ -81,6 +85,7 @@ def run_cli(site, *arguments):
     return subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow  # plugin_site: pip installs two packages; istar-run processes see them
 def test_installed_plugin_is_listed_and_configurable(plugin_site):
     listed = run_cli(plugin_site, "--list", "criterions")
     assert listed.returncode == 0, listed.stderr
@@ -91,18 +96,17 @@ def test_installed_plugin_is_listed_and_configurable(plugin_site):
     assert bad.returncode == 2 and "unknown key 'criterion.wieght'; allowed: name, weight" in bad.stderr
 
 
-def test_not_installed_plugin_is_unknown(tmp_path):
-    result = run_cli(tmp_path, "recipe=sst2", "criterion=hidden_l2", "--cfg")
-    assert result.returncode == 2 and "unknown criterion 'hidden_l2'" in result.stderr
+def test_not_installed_plugin_is_unknown(capsys):
+    assert run_main(["recipe=sst2", "criterion=hidden_l2", "--cfg"]) == 2  # in this process: no plugin installed
+    assert "unknown criterion 'hidden_l2'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, tmp_path):
-    result = run_cli(
-        plugin_site, "recipe=sst2", "criterion=hidden_l2", "model=minilm", f"model.name_or_path={tiny_bert}",
-        "data.source=files", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
-        "data.max_length=32", "batch_size=8", "max_steps=2", "progress=false", "tensorboard=false",
+    result = run_cli(plugin_site, *tiny_run_arguments(
+        tiny_bert, shared_data, "criterion=hidden_l2", "data.max_train_samples=16", "max_steps=2", "tensorboard=false",
         f"output_dir={tmp_path / 'run'}",
-    )
+    ))
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["criterion"] == {"name": "hidden_l2", "weight": 0.01} and results["step"] == 2
@@ -110,13 +114,10 @@ def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, t
     assert any(r.get("train/penalty", 0) > 0 for r in records)
 
 
+@pytest.mark.slow
 def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointed(plugin_site, tiny_bert, shared_data, tmp_path):
-    arguments = [
-        "recipe=sst2", "criterion=head_layer", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=32", "data.max_eval_samples=8", "data.max_length=32",
-        "batch_size=8",
-        "optim.lr=1e-2", "save_every=1", "progress=false", "tensorboard=false", f"output_dir={tmp_path / 'run'}",
-    ]
+    arguments = tiny_run_arguments(tiny_bert, shared_data, "criterion=head_layer", "optim.lr=1e-2", "save_every=1",
+                                   "tensorboard=false", f"output_dir={tmp_path / 'run'}")
     result = run_cli(plugin_site, *arguments, "max_steps=2")
     assert result.returncode == 0, result.stderr[-2000:]
     checkpoints = tmp_path / "run" / "checkpoints"

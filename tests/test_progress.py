@@ -1,23 +1,25 @@
-"""A run talks when its output goes to a file (a SLURM log, a grid cell): progress lines, a summary, a rerun notice."""
+"""A run talks when its output goes to a file (a SLURM log, a grid cell): progress lines, a summary, a rerun notice.
+``istar-run`` runs in this process; pytest's captured streams, like a file, are not a terminal."""
 import json
 import re
-import subprocess
-import sys
+
+from helpers import tiny_run_arguments
+
+from istar_plugin.cli.run import main
 
 
-def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(tiny_bert, shared_data, tmp_path):
+def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(
+        tiny_bert, shared_data, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    command = [
-        sys.executable, "-m", "istar_plugin.cli", "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}",
-        "data.source=files", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=48", "data.max_eval_samples=16",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=1", "log_every=2", "eval_every=4",
-        "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=300", "tensorboard=false", f"output_dir={run_dir}",
-    ]
-    with open(tmp_path / "log.txt", "w") as log:  # stdout and stderr to a file, as sbatch --output does
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
-    text = (tmp_path / "log.txt").read_text()
-    steps = re.findall(r"^step (\d+)/6 \(\d+%\)  loss -?[\d.]+  penalty -?[\d.]+  batch IsoScore\* [\d.]+  lr [\d.e+-]+  "
-                       r"[\d.]+ s/step  ETA \d+m?\d*s$", text, re.M)
+    arguments = tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_train_samples=48", "data.max_eval_samples=16", "optim.grad_accum=1",
+        "optim.epochs=1", "log_every=2", "eval_every=4", "criterion=istar", "criterion.lam=-1",
+        "criterion.shrinkage_points=300", "tensorboard=false", f"output_dir={run_dir}", "progress=")
+    assert main(arguments) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err  # what sbatch --output would hold, the two streams one after the other
+    steps = re.findall(r"^step (\d+)/6 \(\d+%\)  loss -?[\d.]+  penalty -?[\d.]+  batch IsoScore\* [\d.]+  "
+                       r"lr [\d.e+-]+  [\d.]+ s/step  ETA \d+m?\d*s$", text, re.M)
     assert steps == ["2", "4", "6"]
     assert re.search(r"^Sigma_S \(epoch 0\): 300 points in [\d.]+ s, its IsoScore [\d.]+$", text, re.M)
     evals = re.findall(r"^eval (before training|at step \d/6): accuracy [\d.]+  eval IsoScore\* [\d.]+$", text, re.M)
@@ -27,8 +29,9 @@ def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it
     assert f"after 6 steps:  accuracy = {results['accuracy']:.4f}" in text
 
     checkpoints = {path: path.stat().st_mtime_ns for path in (run_dir / "checkpoints").iterdir()}
-    again = subprocess.run(command, capture_output=True, text=True, check=True)
-    assert f"{run_dir}: already complete (6/6 steps, istar (lambda -1.0, zeta 0.2)); nothing to do" in again.stderr
-    assert "step " not in again.stderr and "eval " not in again.stderr  # nothing trained or evaluated again
+    assert main(arguments) == 0
+    again = capsys.readouterr().err
+    assert f"{run_dir}: already complete (6/6 steps, istar (lambda -1.0, zeta 0.2)); nothing to do" in again
+    assert "step " not in again and "eval " not in again  # nothing trained or evaluated again
     assert {path: path.stat().st_mtime_ns for path in (run_dir / "checkpoints").iterdir()} == checkpoints
     assert json.loads((run_dir / "results.json").read_text()) == results

@@ -14,8 +14,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from helpers import CrashAt
+from helpers import CrashAt, tiny_run_arguments
 
+from istar_plugin.cli.run import main
 from istar_plugin.config import compose
 from istar_plugin.data.task import clip_text
 from istar_plugin.errors import CheckpointError, ConfigError, DataError, DivergedError, RunDirError, run_command
@@ -30,24 +31,30 @@ TESTS = Path(__file__).resolve().parent
 
 
 def tiny_arguments(tiny_bert, shared_data, output_dir, *extra):
-    return [
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
-        "data.max_length=32", "batch_size=4", "optim.grad_accum=1", "optim.epochs=1", "max_steps=4",
-        "progress=false", "log_every=1", "criterion=cross_entropy", f"output_dir={output_dir}", *extra,
-    ]
+    return tiny_run_arguments(tiny_bert, shared_data, "data.max_train_samples=16", "batch_size=4", "optim.grad_accum=1",
+                              "optim.epochs=1", "max_steps=4", "log_every=1", "criterion=cross_entropy",
+                              f"output_dir={output_dir}", *extra)
 
 
 def tiny(tiny_bert, shared_data, output_dir, *extra):
     return compose(tiny_arguments(tiny_bert, shared_data, output_dir, *extra))
 
 
-def istar_run(*arguments, env=None, timeout=300):
-    """``istar-run`` as a real process."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    environment.pop("ISTAR_TRACEBACK", None) if "ISTAR_TRACEBACK" not in (env or {}) else None
-    return subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], capture_output=True, text=True,
-                          env=environment, timeout=timeout)
+@pytest.fixture
+def istar_run(capsys, monkeypatch):
+    """``istar-run ARGUMENTS`` in this process, with ``env`` set for that call alone: its exit code and what it
+    printed, as a ``subprocess.CompletedProcess``."""
+    def run(*arguments, env=None):
+        monkeypatch.delenv("ISTAR_TRACEBACK", raising=False)
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(arguments))
+        captured = capsys.readouterr()
+        for key in env or {}:
+            monkeypatch.delenv(key)
+        return subprocess.CompletedProcess(arguments, code, captured.out, captured.err)
+    return run
 
 
 def error_lines(stderr):
@@ -60,7 +67,7 @@ def listing(directory):
 
 
 # ------------------------------------------------------------------------------------------ divergence
-def test_a_diverged_run_exits_6_naming_the_step_and_is_reported_as_failed(tiny_bert, shared_data, tmp_path):
+def test_a_diverged_run_exits_6_naming_the_step_and_is_reported_as_failed(tiny_bert, shared_data, tmp_path, istar_run):
     run = tmp_path / "grid" / "cell"
     done = istar_run(*tiny_arguments(tiny_bert, shared_data, run, "optim.lr=1e6", "save_every=1"))
     assert done.returncode == 6
@@ -156,7 +163,7 @@ def test_empty_or_malformed_recipes_are_refused(tmp_path, content, message):
 
 
 # ------------------------------------------------------------------------------------------ one line, exit codes
-def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_request(tmp_path):
+def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_request(tmp_path, istar_run):
     done = istar_run("recipe=movie_snippets", "batch_size=0")
     assert (done.returncode, done.stderr) == (2, "istar-run: error: batch_size=0 is out of range; allowed: >= 1\n")
     flagged = istar_run("recipe=movie_snippets", "batch_size=0", "--traceback")
@@ -170,7 +177,7 @@ def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_
     assert not (tmp_path / "run").exists()  # a refused run leaves no directory behind
 
 
-def test_a_bad_data_file_fails_before_the_model_loads(tiny_bert, shared_data, tmp_path):
+def test_a_bad_data_file_fails_before_the_model_loads(tiny_bert, shared_data, tmp_path, istar_run):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t1\nhmm\tmaybe\n")
     done = istar_run(*tiny_arguments(tiny_bert, shared_data, tmp_path / "run", f"data.train_file={tmp_path / 'train.tsv'}"))
     assert done.returncode == 3
@@ -260,7 +267,8 @@ def hold_lock(directory):
     return holder
 
 
-def test_a_second_run_into_a_held_directory_is_refused_at_once_naming_the_holder(tiny_bert, shared_data, tmp_path):
+def test_a_second_run_into_a_held_directory_is_refused_at_once_naming_the_holder(tiny_bert, shared_data, tmp_path,
+                                                                                   istar_run):
     run = tmp_path / "run"
     holder = hold_lock(run)
     try:

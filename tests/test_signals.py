@@ -6,13 +6,15 @@ import subprocess
 import sys
 
 import pytest
+from helpers import tiny_run_arguments
+
+pytestmark = pytest.mark.slow  # three real 100-step runs in their own processes
 
 
 def command(tiny_bert, shared_data, output_dir):
-    return [sys.executable, "-m", "istar_plugin.cli", "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}",
-            "data.source=files", f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=400",
-            "data.max_eval_samples=8", "data.max_length=32", "batch_size=8", "optim.grad_accum=1", "optim.epochs=2",
-            f"output_dir={output_dir}", "log_every=1", "progress=true", "tensorboard=false", "seed=3"]
+    return [sys.executable, "-m", "istar_plugin.cli", *tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_train_samples=400", "optim.grad_accum=1", "optim.epochs=2",
+        f"output_dir={output_dir}", "log_every=1", "progress=true", "tensorboard=false", "seed=3")]
 
 
 def train_records(run):

@@ -33,6 +33,7 @@ def features(model, sentences):
     return model.preprocess(list(sentences))
 
 
+@pytest.mark.slow  # the packaged MiniLM
 def test_penalty_is_istar_on_every_layers_real_tokens(stsb):
     train, _ = stsb
     model = minilm()
@@ -57,6 +58,7 @@ def test_penalty_is_istar_on_every_layers_real_tokens(stsb):
     assert sum(chunk.shape[0] for chunk in chunks) == 6 * tokens
 
 
+@pytest.mark.slow  # the packaged MiniLM
 @pytest.mark.parametrize("lam, direction", [(-5.0, -1), (5.0, 1)])
 def test_the_sign_of_lambda_moves_isoscore_star_its_way(stsb, lam, direction):
     train, _ = stsb
@@ -76,6 +78,7 @@ def test_the_sign_of_lambda_moves_isoscore_star_its_way(stsb, lam, direction):
     assert direction * (scores[-1] - scores[0]) > 0.01, scores
 
 
+@pytest.mark.slow  # the packaged MiniLM
 def test_trainer_logs_the_terms_and_refreshes_sigma_s_each_epoch(stsb, tmp_path):
     train, dev = stsb
     model = minilm()
@@ -101,6 +104,7 @@ def test_trainer_logs_the_terms_and_refreshes_sigma_s_each_epoch(stsb, tmp_path)
     assert len(evals) == 2 and all(0 < log["eval_stsb-dev_isoscore"] < 1 for log in evals)
 
 
+@pytest.mark.slow  # the packaged MiniLM
 def test_evaluator_scores_the_pairs_spearman_and_adds_transforms(stsb):
     train, dev = stsb
     model = minilm()
@@ -137,6 +141,7 @@ def _sigma_s_worker(rank, port, sentences, out):
     torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow  # the packaged MiniLM
 def test_sigma_s_is_pooled_over_ranks(stsb, tmp_path):
     train, _ = stsb
     sentences = train.sentences[:40]  # fewer points than the quota: every rank's shard is used whole

@@ -3,12 +3,12 @@ import pytest
 
 from istar_plugin.config import compose
 from istar_plugin.training.trainer import Trainer
+from helpers import tiny_run_arguments
 
 
 def setup_lines(tiny_bert, shared_data, tmp_path, capsys, *extra):
-    cfg = compose(["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-                   f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=16", "data.max_eval_samples=8",
-                   "data.max_length=32", "batch_size=8", f"output_dir={tmp_path / 'run'}", "progress=false", *extra])
+    cfg = compose(tiny_run_arguments(tiny_bert, shared_data, "data.max_train_samples=16",
+                                     f"output_dir={tmp_path / 'run'}", *extra))
     Trainer(cfg).close()
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
 

@@ -12,17 +12,15 @@ from istar_plugin.storage.predictions import read_predictions
 from istar_plugin.training.batching import epoch_order
 from istar_plugin.training.trainer import Trainer
 
-from helpers import CrashAt  # noqa: E402
+from helpers import CrashAt, tiny_run_arguments  # noqa: E402
 
 
 def tiny_config(tiny_bert, shared_data, output_dir, *extra):
-    return compose([
-        "recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.source=files",
-        f"data.dir={shared_data / 'sst2'}", "data.max_train_samples=48", "data.max_eval_samples=24",
-        "data.max_length=32", "batch_size=8", "optim.grad_accum=2", "optim.epochs=2", "optim.lr=1e-3",
-        f"output_dir={output_dir}", "progress=false", "log_every=1", *extra,
+    return compose(tiny_run_arguments(
+        tiny_bert, shared_data, "data.max_train_samples=48", "data.max_eval_samples=24", "optim.grad_accum=2",
+        "optim.epochs=2", "optim.lr=1e-3", f"output_dir={output_dir}", "log_every=1", *extra,
         *(["criterion.shrinkage_points=300"] if "criterion=istar" in extra else []),
-    ])
+    ))
 
 
 def test_epoch_order_is_a_seeded_partition():
@@ -143,12 +141,11 @@ def squad_article_split(shared_data, directory, train_articles=slice(0, 1), eval
 
 def test_squad_trains_and_reports_exact_match_and_f1(tiny_bert, shared_data, tmp_path):
     paths = squad_article_split(shared_data, tmp_path)
-    cfg = compose([
-        "recipe=squad", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=istar", "data.source=files",
-        f"data.train_file={paths['train']}", f"data.eval_file={paths['eval']}", "data.max_train_samples=16",
-        "data.max_eval_samples=8", "data.max_length=128", "data.doc_stride=64", "batch_size=8", "max_steps=2",
-        "criterion.shrinkage_points=500", f"output_dir={tmp_path / 'run'}", "progress=false",
-    ])
+    cfg = compose(tiny_run_arguments(
+        tiny_bert, shared_data, "recipe=squad", "criterion=istar", "data.dir=", f"data.train_file={paths['train']}",
+        f"data.eval_file={paths['eval']}", "data.max_train_samples=16", "data.max_length=128", "data.doc_stride=64",
+        "max_steps=2", "criterion.shrinkage_points=500", f"output_dir={tmp_path / 'run'}",
+    ))
     results = Trainer(cfg).fit()
     assert results["main_metric"] == "f1" and results["step"] == 2
     assert 0 <= results["exact_match"] <= results["f1"] <= 100
