@@ -20,7 +20,8 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermed
 BACKBONES = {  # the head reads: BERT/ALBERT the pooled [CLS]; RoBERTa/DistilBERT the [CLS] state of the last layer
     "bert": (lambda: BertModel(BertConfig(**TINY)), True),
     "albert": (lambda: AlbertModel(AlbertConfig(embedding_size=16, **TINY)), True),
-    "roberta": (lambda: RobertaModel(RobertaConfig(vocab_size=30522, pad_token_id=0, max_position_embeddings=130, **TINY)), False),
+    "roberta": (lambda: RobertaModel(RobertaConfig(vocab_size=30522, pad_token_id=0, max_position_embeddings=130,
+                                                   **TINY)), False),
     "distilbert": (lambda: DistilBertModel(DistilBertConfig(dim=32, hidden_dim=64, n_layers=2, n_heads=2)), False),
 }
 
@@ -117,7 +118,8 @@ def test_inserted_parameters_train_alone_and_round_trip_through_state_dict(tiny_
 
 def test_refusals_name_the_problem(tiny_bert, tmp_path):
     qa = _encoder(str(tiny_bert), "extractive_qa")
-    with pytest.raises(ValueError, match="cannot insert 'flow' before the head: an extractive_qa head reads every token"):
+    with pytest.raises(ValueError,
+                       match="cannot insert 'flow' before the head: an extractive_qa head reads every token"):
         qa.insert_before_head("flow", Zero())
     assert qa(_batch(qa)).representation is None
     encoder = _encoder(str(tiny_bert))

@@ -58,7 +58,8 @@ def test_a_wrong_import_breaks_its_contract(package_copy, module, line, broken):
 def test_the_module_graph_has_no_cycle():
     graph = grimp.build_graph("istar_plugin", cache_dir=None)
     modules = sorted(m for m in graph.modules if m.startswith("istar_plugin"))
-    edges = {m: {t for t in graph.find_modules_directly_imported_by(m) if t.startswith("istar_plugin")} for m in modules}
+    edges = {m: {t for t in graph.find_modules_directly_imported_by(m) if t.startswith("istar_plugin")}
+             for m in modules}
     cycles = [component for component in strongly_connected(edges) if len(component) > 1]
     assert len(modules) > 50 and cycles == []
 
@@ -70,13 +71,19 @@ def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
         if start in index:
             continue
         work = [(start, iter(sorted(edges[start])))]
-        index[start] = low[start] = counter; counter += 1; stack.append(start); on_stack.add(start)
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
         while work:
             node, children = work[-1]
             child = next(children, None)
             if child is not None:
                 if child not in index:
-                    index[child] = low[child] = counter; counter += 1; stack.append(child); on_stack.add(child)
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
                     work.append((child, iter(sorted(edges.get(child, ())))))
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
@@ -87,7 +94,9 @@ def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
             if low[node] == index[node]:
                 component = []
                 while True:
-                    member = stack.pop(); on_stack.discard(member); component.append(member)
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
                     if member == node:
                         break
                 components.append(component)
@@ -95,7 +104,8 @@ def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_strongly_connected_finds_a_cycle():
-    assert sorted(map(sorted, strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == [["a", "b", "c"], ["d"]]
+    assert sorted(map(sorted, strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == [
+        ["a", "b", "c"], ["d"]]
 
 
 def test_the_layout_stays_walkable():

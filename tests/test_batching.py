@@ -67,7 +67,8 @@ def test_evaluation_sorted_by_length_gives_the_same_results(tiny_bert, shared_da
     logits = {}
     for name, run in runs.items():
         predicted, _ = run.predict()
-        logits[name] = np.stack([row for _, row in sorted(zip(predicted["index"], predicted["logits"]), key=lambda p: p[0])])
+        logits[name] = np.stack([row for _, row in sorted(zip(predicted["index"], predicted["logits"]),
+                                                          key=lambda p: p[0])])
         assert sorted(predicted["index"]) == list(range(120))
     # fp32 BERT on CPU: a sentence's logits move in the last bits with the padding and size of its batch, whether
     # the batches are sorted or merely of another size; the predictions and metrics do not move

@@ -65,7 +65,8 @@ def test_embedding_cosine_gradient_is_exact_and_zero_rows_have_no_direction():
 def test_cosreg_embeddings_penalises_the_matrix_and_its_gradient_reaches_it():
     matrix = (torch.randn(30, 5) + 2.0).requires_grad_()  # a common direction: mean cosine well above 0
     output, batch = _classification()
-    result = CosRegCriterion(CosRegConfig(lam=2.0, target="embeddings"), "classification")(EmbeddingModel(matrix), output, batch)
+    result = CosRegCriterion(CosRegConfig(lam=2.0, target="embeddings"), "classification")(
+        EmbeddingModel(matrix), output, batch)
     cosine = embedding_cosine(matrix.detach())
     assert result.stats["cosine"].item() == pytest.approx(cosine.item(), rel=1e-6) and cosine > 0.3
     assert result.stats["penalty"].item() == pytest.approx(2.0 * cosine.item(), rel=1e-5)
@@ -87,7 +88,8 @@ def test_spectrum_penalty_matches_svd_and_its_gradient(seed, d, rows_per_column)
     """Tall matrices, like a vocabulary's embeddings; the float32 Gram matrix costs precision in sigma_min
     (absolute error about eps * sigma_max^2 / sigma_k), hence the 1e-4 tolerance."""
     generator = torch.Generator().manual_seed(seed)
-    matrix = torch.randn(rows_per_column * d, d, generator=generator, dtype=torch.float64) * torch.linspace(0.5, 3.0, d, dtype=torch.float64)
+    matrix = torch.randn(rows_per_column * d, d, generator=generator, dtype=torch.float64) * torch.linspace(
+        0.5, 3.0, d, dtype=torch.float64)
     targets = torch.rand(d, generator=generator, dtype=torch.float64)
     ours = matrix.clone().requires_grad_()
     penalty, sigma = spectrum_penalty(ours, targets)

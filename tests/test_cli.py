@@ -10,7 +10,8 @@ import pytest
 from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
 
-OFFLINE_WAY = "offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; data.source=files data.dir=DIR"
+OFFLINE_WAY = ("offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; "
+               "data.source=files data.dir=DIR")
 
 
 def closed_port():
@@ -32,7 +33,8 @@ def test_unreachable_hub_is_one_line_naming_what_and_the_offline_way(tmp_path, o
     assert result.returncode == 2  # at once: a hub that retried would outlast istar_run's timeout
     assert len(result.stderr.splitlines()) == 1, result.stderr
     line = result.stderr
-    assert line.startswith("istar-run: error: cannot fetch model 'bert-base-cased' (model=bert) and data set 'rajpurkar/squad' (data.source=hub)")
+    assert line.startswith("istar-run: error: cannot fetch model 'bert-base-cased' (model=bert) "
+                           "and data set 'rajpurkar/squad' (data.source=hub)")
     assert ("HF_HUB_OFFLINE is set" if offline == "1" else "cannot be reached: [Errno 111] Connection refused") in line
     assert OFFLINE_WAY in line and "e.g. ../shared/data/squad" in line
     assert not (tmp_path / "run").exists()  # refused before anything was written

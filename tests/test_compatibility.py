@@ -1,6 +1,7 @@
 """What users and queued jobs rely on survives the package's layout: console scripts and their arguments,
-entry-point groups and registered names, config keys (additions since then listed in ``ADDED``), recipe/grid/profile names, public imports,
-``python -m istar_plugin.cli`` and a ``CellRunner`` pickled by submitit before the layout changed.
+entry-point groups and registered names, config keys (additions since then listed in ``ADDED``), recipe/grid/profile
+names, public imports, ``python -m istar_plugin.cli`` and a ``CellRunner`` pickled by submitit before the layout
+changed.
 
 ``golden/names_before_layout.json`` and ``golden/cellrunner_before_layout.pkl`` were written by the code as it
 was before the layout (commit e736a87): the names, the resolved config keys of every criterion on the default
@@ -25,14 +26,16 @@ BEFORE = json.loads((GOLDEN / "names_before_layout.json").read_text())
 ROOT = Path(__file__).resolve().parents[1]
 # What came after the layout, each name on purpose: a name that is neither here nor in BEFORE fails the tests,
 # and so does a name of BEFORE that went missing (renamed or removed).
-ADDED = {"engines": ["istar", "sentence_transformers"], "tasks": ["lm"], "recipes": ["stsb_st", "lm"], "model_presets": ["smollm2"],
+ADDED = {"engines": ["istar", "sentence_transformers"], "tasks": ["lm"], "recipes": ["stsb_st", "lm"],
+         "model_presets": ["smollm2"],
          "config_keys": sorted(ADDED_KEYS)}  # config keys: listed with their old-behaviour value in the product
 SCRIPTS = ("istar-run", "istar-grid", "istar-report", "istar-export", "istar-analyze")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_console_scripts_answer_help_with_their_arguments_and_no_doctest_lines(script):
-    result = subprocess.run([str(Path(sys.executable).with_name(script)), "--help"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(Path(sys.executable).with_name(script)), "--help"], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: {script}") and ">>>" not in result.stdout
     expected = {"istar-run": ["--cfg", "--list", "--multirun", "--dry-run"], "istar-grid": ["--dry-run"],
@@ -48,7 +51,8 @@ def test_python_m_cli_is_istar_run():
 
 
 def test_entry_point_groups_and_registered_names_are_unchanged():
-    groups = {kind: {entry.name for entry in metadata.entry_points(group=f"istar_plugin.{kind}")} for kind in REGISTRIES}
+    groups = {kind: {entry.name for entry in metadata.entry_points(group=f"istar_plugin.{kind}")}
+              for kind in REGISTRIES}
     assert all("builtin" in names for names in groups.values())  # the built-ins register through the same groups
     now = {kind: registry.names() for kind, registry in REGISTRIES.items()}
     assert {kind: sorted(set(now.get(kind, [])) - set(ADDED.get(kind, []))) for kind in now} == {

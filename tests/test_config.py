@@ -18,7 +18,8 @@ def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
             compose([f"recipe={recipe}", f"criterion={criterion}"])
         return
     if recipe == "stsb_st" and criterion not in ("cross_entropy", "istar"):  # sentence-transformers trains these two
-        with pytest.raises(ConfigError, match=f"engine=sentence_transformers trains criterion cross_entropy .* not '{criterion}'"):
+        with pytest.raises(ConfigError,
+                           match=f"engine=sentence_transformers trains criterion cross_entropy .* not '{criterion}'"):
             compose([f"recipe={recipe}", f"criterion={criterion}"])
         return
     cfg = compose([f"recipe={recipe}", f"criterion={criterion}"])
@@ -64,8 +65,10 @@ def test_overrides_are_typed_and_config_is_read_only():
         (["optim.lrr=1"], "unknown key 'optim.lrr'; allowed: adam_eps, epochs, grad_accum, lr"),
         (["batch_size=many"], "batch_size"),
         (["criterion=istar", "criterion.zeta=1.5"], "criterion.zeta must lie in [0, 1], got 1.5"),
-        (["criterion=istar", "criterion.beta=1"], "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
-        (["criterion=nope"], "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"),
+        (["criterion=istar", "criterion.beta=1"],
+         "unknown key 'criterion.beta'; allowed: distributed_cloud, lam, layers, name"),
+        (["criterion=nope"],
+         "unknown criterion 'nope'; registered criterions: cosreg, cross_entropy, flow, isolayer, istar, spectrum"),
         (["recipe=nope"], "unknown recipe 'nope'; available: "),
         (["model=nope"], "unknown model 'nope'; presets: albert, bert, distilbert, gpt2"),
         (["task=nope"], "unknown task 'nope'; registered tasks:"),
@@ -105,8 +108,10 @@ def test_seeds_and_layer_lists_are_range_checked_before_anything_loads(arguments
 
 
 def test_criterion_layers_take_a_python_range_and_refuse_a_reversed_one():
-    assert list(compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=2:5"]).criterion.layers) == [2, 3, 4]
-    with pytest.raises(ConfigError, match=r"^criterion.layers=5:2 is not a range START:STOP of layers with START < STOP"):
+    assert list(compose(["recipe=movie_snippets", "criterion=istar",
+                         "criterion.layers=2:5"]).criterion.layers) == [2, 3, 4]
+    with pytest.raises(ConfigError,
+                       match=r"^criterion.layers=5:2 is not a range START:STOP of layers with START < STOP"):
         compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=5:2"])
     with pytest.raises(ConfigError, match="criterion.layers: index 7 is out of range for model"):
         compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=3:8"])

@@ -1,4 +1,5 @@
-"""CovarianceAccumulator.all_reduce across real gloo processes on CPU: the union's covariance, bitwise equal on every rank."""
+"""CovarianceAccumulator.all_reduce across real gloo processes on CPU: the union's covariance, bitwise equal on
+every rank."""
 import datetime
 import socket
 
@@ -71,4 +72,5 @@ def test_all_reduce_gives_every_rank_the_union_covariance_bitwise(reduced_states
     assert accumulator.count == len(points)
     np.testing.assert_allclose(accumulator.mean.numpy(), points.mean(axis=0), rtol=1e-12)
     expected = np.cov(points.T)
-    np.testing.assert_allclose(accumulator.covariance().numpy(), expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(accumulator.covariance().numpy(), expected, rtol=1e-10,
+                               atol=1e-10 * np.abs(expected).max())

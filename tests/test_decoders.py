@@ -18,7 +18,8 @@ EOS = "<|endoftext|>"
 @pytest.fixture(scope="module")
 def tiny_gpt2(shared_data, tmp_path_factory):
     """2 blocks, 32 wide, and a 400-token byte-level BPE trained on SST-2 sentences; no pad token, like GPT-2."""
-    tokenizer = GPT2TokenizerFast(tokenizer_object=byte_level_bpe(shared_data, EOS), bos_token=EOS, eos_token=EOS, unk_token=EOS)
+    tokenizer = GPT2TokenizerFast(tokenizer_object=byte_level_bpe(shared_data, EOS), bos_token=EOS, eos_token=EOS,
+                                  unk_token=EOS)
     assert tokenizer.pad_token is None
     config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)

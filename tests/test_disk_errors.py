@@ -34,16 +34,18 @@ def test_atomic_and_appended_writes_past_the_limit_are_one_line_and_leave_the_ol
     atomic_write_text(target, "old")
     log = MetricsLog(tmp_path)
     with file_size_limit(4096):
-        with pytest.raises(RunDirError, match=rf"^{target}: cannot be written \(file too large\); the file it would have "
-                                              "replaced, if any, is unchanged$"):
+        with pytest.raises(RunDirError, match=rf"^{target}: cannot be written \(file too large\); "
+                                              "the file it would have replaced, if any, is unchanged$"):
             atomic_write_text(target, "x" * 10_000)
         with pytest.raises(RunDirError, match=r"metrics.jsonl: cannot be written \(file too large\)"):
             log.append({"step": 1, "note": "y" * 10_000})
-    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "results.json"]
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "metrics.jsonl", "results.json"]
     log.close()
 
 
-def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_intact_one(tiny_bert, shared_data, tmp_path):
+def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_intact_one(
+        tiny_bert, shared_data, tmp_path):
     cfg = compose(tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", f"output_dir={tmp_path / 'run'}",
                                      "tensorboard=false", "save_every=1"))
     with pytest.raises(KeyboardInterrupt):
@@ -57,13 +59,15 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_keeping_the_last_inta
                                   "it would have replaced, if any, is unchanged")
     assert problem(first) is None and sorted(p.name for p in checkpoints.iterdir()) == ["step_00000001.pt",
                                                                                        "step_00000001.pt.sha256"]
-    assert Trainer(cfg).fit()["step"] == 16  # without the limit the run resumes from step 1 and finishes (4 epochs of 4)
+    # without the limit the run resumes from step 1 and finishes (4 epochs of 4)
+    assert Trainer(cfg).fit()["step"] == 16
 
 
 def test_an_export_that_cannot_be_written_is_one_line_and_leaves_nothing(tiny_bert, tmp_path):
     from istar_plugin.models.encoder import HFEncoder, ModelConfig
     from istar_plugin.training.export import export_model
     model = HFEncoder(ModelConfig(name_or_path=str(tiny_bert)), "classification")
-    with file_size_limit(100_000), pytest.raises(RunDirError, match=rf"^{tmp_path / 'out'}: cannot be written \(file too large\)"):
+    with file_size_limit(100_000), pytest.raises(
+            RunDirError, match=rf"^{tmp_path / 'out'}: cannot be written \(file too large\)"):
         export_model(model, "classification", ("negative", "positive"), tmp_path / "out")
     assert list(tmp_path.iterdir()) == []  # no half-written folder, no temporary

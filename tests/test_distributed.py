@@ -79,7 +79,8 @@ def runs(sigma_overrides, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("ranks")
     context = mp.spawn(workers.collective_checks, args=(workers.free_port(), sigma_overrides, str(out_dir)),
                        nprocs=workers.WORLD_SIZE, join=False)
-    trainer = Trainer(compose([*sigma_overrides, f"output_dir={tmp_path_factory.mktemp('single')}"]))  # rank 0 holds theirs
+    # rank 0 holds theirs
+    trainer = Trainer(compose([*sigma_overrides, f"output_dir={tmp_path_factory.mktemp('single')}"]))
     single = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0) for points in (10**6, 301)}
     single["tokens"] = sum(len(feature["input_ids"]) for feature in trainer.train_features)
     while not context.join():
@@ -198,4 +199,5 @@ def test_torchrun_tears_down_the_surviving_worker(tiny_bert, shared_data, tmp_pa
     code, _, stderr = finish(start_torchrun(str(WORKERS), *overrides), timeout=150)
     assert code == 1
     assert "ChildFailedError" in stderr and "[rank1]: RuntimeError: simulated failure on rank 1 at step 1" in stderr
-    assert re.search(r"rank\s+: 0 \(local_rank: 0\)\s+exitcode\s+: -15", stderr), stderr[-2000:]  # SIGTERM from torchrun
+    # SIGTERM from torchrun
+    assert re.search(r"rank\s+: 0 \(local_rank: 0\)\s+exitcode\s+: -15", stderr), stderr[-2000:]

@@ -5,7 +5,8 @@ Blocks run in page order in one scratch directory per page, so a later block may
 (the README's pipeline example loads the model its run example wrote). Bash blocks run with ``bash -e`` and the
 venv's bin first on PATH; python blocks are exec'd in this process with the scratch directory as cwd. The scratch
 directory holds ``../shared/data`` (the benchmark files), ``docs/``, ``README.md`` and ``.venv`` (this interpreter's
-environment) and ``scripts/`` as symlinks and a copy of ``examples/``. Fences with any other info string (``text``, ``toml``) are illustrations and are not run.
+environment) and ``scripts/`` as symlinks and a copy of ``examples/``. Fences with any other info string (``text``,
+``toml``) are illustrations and are not run.
 Whole file, measured on the 2-core development machine: 4.8 minutes when it was idle (the README's blocks 3.2 of them,
 most of it the quick-start job), 13.4 minutes while other jobs loaded it (the README's 9.9).
 """
@@ -98,7 +99,8 @@ def test_every_relative_link_resolves(page):
 
 
 def test_every_results_file_is_shown():
-    shown = {(page.parent / csv_path).resolve() for page in PAGES for csv_path, _ in docs_tables.marked_tables(page.read_text())}
+    shown = {(page.parent / csv_path).resolve()
+             for page in PAGES for csv_path, _ in docs_tables.marked_tables(page.read_text())}
     files = sorted((ROOT / "docs" / "results").glob("*.csv")) + sorted((ROOT / "docs" / "results").glob("*.md"))
     unused = [p.name for p in files if p.resolve() not in shown]
     assert not unused, f"table files no page shows: {unused}"
@@ -138,7 +140,8 @@ def test_the_quick_start_and_test_command_are_where_ci_finds_them():
 
 
 def scratch_directory(tmp_path, shared_data):
-    """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, README.md and .venv as in a clone beside the shared data."""
+    """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, README.md and .venv as in a clone beside the
+    shared data."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
     work = tmp_path / "repo"
@@ -155,7 +158,8 @@ def offline_environment():
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "2"))
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "2"))
     return env
 
 
@@ -192,7 +196,8 @@ def test_every_command_and_code_block_runs(page, tmp_path, shared_data, monkeypa
             if body.startswith(INSTALL_PREFIX):
                 body = body[len(INSTALL_PREFIX):]  # install.sh already ran (see INSTALL_PREFIX)
             result = subprocess.run(["bash", "-e", "-c", body], cwd=work, env=env, capture_output=True, text=True)
-            assert result.returncode == 0, f"{page_id(page)}:\n{body}\nexit {result.returncode}\n{result.stderr[-3000:]}"
+            assert result.returncode == 0, (
+                f"{page_id(page)}:\n{body}\nexit {result.returncode}\n{result.stderr[-3000:]}")
             if body.strip() == QUICK_START:
                 check_quick_start(work, result.stdout + result.stderr)
         elif info == "python":

@@ -12,11 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow  # 85 cases, most of them an istar-run process
 def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"), "--work", str(tmp_path / "sweep"),
-                             "--json", str(tmp_path / "sweep.json")], capture_output=True, text=True, timeout=900)
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"),
+                             "--work", str(tmp_path / "sweep"), "--json", str(tmp_path / "sweep.json")],
+                            capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep = json.loads((tmp_path / "sweep.json").read_text())
-    unclear = [(case["case"], case["verdict"], case["last_line"]) for case in sweep["cases"] if case["verdict"] != "clear"]
+    unclear = [(case["case"], case["verdict"], case["last_line"])
+               for case in sweep["cases"] if case["verdict"] != "clear"]
     assert sweep["counts"] == {"clear": 85} and unclear == [], unclear
     assert result.stdout.rstrip().endswith("counts: clear 85 (of 85)")
 

@@ -34,7 +34,8 @@ def test_finished_run_leaves_a_loadable_model_and_no_checkpoints(tiny_bert, shar
     assert model.config.label2id == {"negative": 0, "positive": 1}
     classify = pipeline("text-classification", model=str(run / "model"), device="cpu")
     predictions = classify(["a gripping, beautiful film", "dull and far too long"])
-    assert {p["label"] for p in predictions} <= {"negative", "positive"} and all(0.5 <= p["score"] <= 1 for p in predictions)
+    assert {p["label"] for p in predictions} <= {"negative", "positive"} and all(
+        0.5 <= p["score"] <= 1 for p in predictions)
     # the exported weights are the trained ones: the run's own evaluation is reproduced from model/
     trainer = Trainer(run_config(tiny_bert, shared_data, tmp_path / "other"))
     trainer.model.model = model.to(trainer.device)

@@ -21,7 +21,8 @@ PAPER_TASKS = ["sst2", "qnli", "rte", "mrpc", "qqp", "cola", "stsb", "sst5", "sq
 def test_sweep_crosses_comma_lists_in_order_and_fixes_single_values():
     grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "criterion.layers=[-1,-2]", "seed=1,2,3"])
     assert [cell.name for cell in grid.cells] == [f"lam={lam},seed={seed}" for lam in (-5, -1) for seed in (1, 2, 3)]
-    assert grid.cells[1].arguments == ("recipe=sst2", "criterion=istar", "criterion.layers=[-1,-2]", "criterion.lam=-5", "seed=2")
+    assert grid.cells[1].arguments == ("recipe=sst2", "criterion=istar", "criterion.layers=[-1,-2]", "criterion.lam=-5",
+                                       "seed=2")
     assert grid.cells[1].swept == (("criterion.lam", "-5"), ("seed", "2"))
     assert grid.name == "recipe=sst2,criterion=istar,layers=_-1_-2_"
     assert str(grid.default_dir()) == "runs/multirun/recipe=sst2,criterion=istar,layers=_-1_-2_"
@@ -49,7 +50,8 @@ def test_paper_grid_is_the_papers_search_space():
     assert len(grid.cells) == 9 * 3 * 5 * (1 + 1 + 6 * 4) and len({c.name for c in grid.cells}) == len(grid.cells)
     swept = [dict(cell.swept) for cell in grid.cells]
     assert sorted({s["recipe"] for s in swept}) == sorted(PAPER_TASKS)
-    assert {s["model"] for s in swept} == {"bert", "albert", "distilbert"} and {s["seed"] for s in swept} == set("12345")
+    assert ({s["model"] for s in swept} == {"bert", "albert", "distilbert"}
+            and {s["seed"] for s in swept} == set("12345"))
     istar = [s for s in swept if s["criterion"] == "istar"]
     assert {float(s["criterion.lam"]) for s in istar} == {-5, -3, -1, 1, 3, 5}
     assert {float(s["criterion.zeta"]) for s in istar} == {0.2, 0.4, 0.6, 0.8}
@@ -78,7 +80,8 @@ def test_every_recipe_holds_the_papers_table2(shared_data):
     if not path.is_file():
         pytest.skip(f"{path} not found")
     with open(path) as handle:
-        table2 = {(row["model"], row["task"]): (float(row["lam"]), float(row["zeta"])) for row in csv.DictReader(handle)}
+        table2 = {(row["model"], row["task"]): (float(row["lam"]), float(row["zeta"]))
+                  for row in csv.DictReader(handle)}
     assert len(table2) == 27
     for preset, name in PAPER_MODELS.items():
         for task in PAPER_TASKS:
@@ -99,13 +102,16 @@ def test_every_shipped_grid_composes(name, tmp_path):
 def test_grid_arguments_filter_swept_keys_and_override_the_rest():
     grid = load("paper", ["recipe=rte", "model=bert", "seed=1,2", "criterion.lam=-5", "optim.lr=1e-5", "max_steps=3,4"])
     assert len(grid.cells) == 2 * 4 * 2  # seeds x zetas x max_steps; only istar cells have lam
-    assert all(("optim.lr=1e-5" in c.arguments and c.name.startswith("recipe=rte,model=bert,seed=")) for c in grid.cells)
+    assert all(("optim.lr=1e-5" in c.arguments and c.name.startswith("recipe=rte,model=bert,seed="))
+               for c in grid.cells)
     assert grid.cells[0].name == "recipe=rte,model=bert,seed=1,criterion=istar,lam=-5,zeta=0.2,max_steps=3"
     assert len(load("paper", ["criterion=cross_entropy,cosreg"]).cells) == 9 * 3 * 5 * 2
 
 
 @pytest.mark.parametrize("name, arguments, message", [
-    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, paper, replication_glue_minilm, replication_minilm, smoke, st_stsb_minilm, table1"),
+    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, "
+                 "isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, paper, "
+                 "replication_glue_minilm, replication_minilm, smoke, st_stsb_minilm, table1"),
     ("paper", ["recipe=imdb"], r"grid 'paper' has no cell with recipe in \['imdb'\]"),
     ("paper", ["seed"], "argument 'seed' is not of the form key=value"),
 ])
@@ -137,7 +143,8 @@ def test_snapshot_freezes_the_config_and_a_changed_config_is_refused(tmp_path):
     write_snapshot(first.run_dir, first.cfg)
     assert load_snapshot(first.run_dir) == first.cfg and OmegaConf.is_readonly(load_snapshot(first.run_dir))
     changed = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-3", "seed=1,2"])
-    with pytest.raises(GridError, match=r"1 cell directories hold a different config.*seed=1 \(differs at criterion.lam\)"):
+    with pytest.raises(GridError,
+                       match=r"1 cell directories hold a different config.*seed=1 \(differs at criterion.lam\)"):
         plan(changed, tmp_path)
 
 
@@ -149,7 +156,8 @@ def test_finished_cell_is_skipped_only_when_its_results_match_its_config(tmp_pat
     (cell.run_dir / "results.json").write_text(json.dumps({**results, "seed": 2}))
     assert plan(sweep(["recipe=sst2", "criterion=istar", "seed=1,2"]), tmp_path)[0].status == "pending"
     (cell.run_dir / "results.json").write_text(json.dumps(results))
-    assert [p.status for p in plan(sweep(["recipe=sst2", "criterion=istar", "seed=1,2"]), tmp_path)] == ["finished", "pending"]
+    assert [p.status for p in plan(sweep(["recipe=sst2", "criterion=istar", "seed=1,2"]), tmp_path)] == [
+        "finished", "pending"]
 
 
 def test_a_cell_written_before_a_key_was_added_or_with_precision_auto_still_counts_as_finished(tmp_path):
@@ -213,7 +221,10 @@ def test_grid_cli_errors_and_listing(capsys):
     assert grid_cli.main(["paper", "recipe=imdb", "--dry-run"]) == 2
     assert "istar-grid: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
     assert grid_cli.main(["--list"]) == 0
-    assert capsys.readouterr().out == "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, paper, replication_glue_minilm, replication_minilm, smoke, st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n"
+    assert capsys.readouterr().out == (
+        "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, "
+        "lm_sst2_smollm2, lora_sst2_smollm2, paper, replication_glue_minilm, replication_minilm, smoke, "
+        "st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n")
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
     assert "istar-run: launcher 'cloud' unknown" in capsys.readouterr().err
 
@@ -232,15 +243,18 @@ def test_a_cell_keeps_its_name_when_the_grid_is_filtered(tmp_path):
                     "  - {model.max_length: [32], criterion: [istar]}\n")
     full = {cell.arguments: cell.name for cell in load(str(path)).cells}
     only_second = load(str(path), ["criterion=istar"]).cells
-    assert [cell.name for cell in only_second] == [full[only_second[0].arguments]] == ["model.max_length=32,criterion=istar"]
+    assert [cell.name for cell in only_second] == [full[only_second[0].arguments]] == [
+        "model.max_length=32,criterion=istar"]
 
 
 def test_calibration_grid_has_the_papers_settings():
     grid = load("calibration")
     assert len(grid.cells) == 3 * 10 * 5 * 3 and len({c.name for c in grid.cells}) == len(grid.cells)
     swept = [dict(cell.swept) for cell in grid.cells]
-    assert {s["model"] for s in swept} == {"bert", "roberta", "distilbert"} and {s["seed"] for s in swept} == {"1", "2", "3"}
-    assert {s["task"] for s in swept} == {"sst2", "mrpc", "cola", "rte", "wnli", "stsb", "qnli", "mnli", "mnli_mismatched", "qqp"}
+    assert ({s["model"] for s in swept} == {"bert", "roberta", "distilbert"}
+            and {s["seed"] for s in swept} == {"1", "2", "3"})
+    assert {s["task"] for s in swept} == {"sst2", "mrpc", "cola", "rte", "wnli", "stsb", "qnli", "mnli",
+                                          "mnli_mismatched", "qqp"}
     methods = {(s["criterion"], s.get("criterion.target"), s.get("criterion.decay")) for s in swept}
     assert methods == {("cross_entropy", None, None), ("cosreg", "embeddings", None), ("spectrum", None, "polynomial"),
                        ("spectrum", None, "exponential"), ("flow", None, None)}
@@ -255,7 +269,8 @@ def test_figure7_and_figure8_grids_are_the_papers_ablations(tmp_path):
     swept = [dict(cell.swept) for cell in zetas.cells]
     assert {float(s["criterion.zeta"]) for s in swept} == {0, 0.2, 0.4, 0.6, 0.8, 1}
     (cell,) = plan(zetas.select(["model=distilbert,seed=3,zeta=0"]), tmp_path)
-    assert (cell.cfg.task, cell.cfg.criterion.name, cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == ("rte", "istar", -1.0, 0.0)
+    assert (cell.cfg.task, cell.cfg.criterion.name, cell.cfg.criterion.lam, cell.cfg.criterion.zeta) == (
+        "rte", "istar", -1.0, 0.0)
     layers = load("figure8")
     assert len(layers.cells) == 5 * (3 + 3 + 2 * 12 + 6)
     (cell,) = plan(layers.select(["seed=1,model=bert,criterion=istar,layers=_12_"]), tmp_path)
@@ -277,10 +292,12 @@ def test_planning_talks_while_it_composes_and_options_may_follow_arguments(tmp_p
 def test_replication_glue_grid_sets_table_2s_zeta_per_task_and_the_papers_schedule():
     grid = load("replication_glue_minilm", ["data.dir=/data/${task}"])
     assert len(grid.cells) == 30 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
-    configs = {cell.name: compose(list(cell.arguments)) for cell in grid.cells if "lam=-1," in cell.name and "seed=1" in cell.name}
+    configs = {cell.name: compose(list(cell.arguments))
+               for cell in grid.cells if "lam=-1," in cell.name and "seed=1" in cell.name}
     rte, mrpc = (configs[f"recipe={task},seed=1,criterion=istar,lam=-1,padding=include"] for task in ("rte", "mrpc"))
     assert (rte.criterion.zeta, mrpc.criterion.zeta, rte.criterion.padding) == (0.8, 0.6, "include")
-    assert (rte.data.dir, rte.optim.epochs, rte.batch_size * rte.optim.grad_accum, rte.optim.warmup_ratio) == ("/data/rte", 3, 32, 0.0)
+    assert (rte.data.dir, rte.optim.epochs, rte.batch_size * rte.optim.grad_accum, rte.optim.warmup_ratio) == (
+        "/data/rte", 3, 32, 0.0)
     assert rte.optim.schedule == "constant" and rte.data.max_length == 128
     with pytest.raises(ConfigError, match=r"no value for task 'sst2'; it gives: rte, mrpc"):
         compose(["recipe=sst2", "criterion=istar", "criterion.zeta=${for_task:rte,0.8,mrpc,0.6}"])

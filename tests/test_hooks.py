@@ -114,5 +114,6 @@ def test_a_hook_written_for_the_old_stop_training_attribute_is_refused_not_ignor
     class OldStyle(Hook):
         stop_training = False
 
-    with pytest.raises(TypeError, match="OldStyle has a stop_training attribute, which is no longer read; .*request_stop"):
+    with pytest.raises(TypeError,
+                       match="OldStyle has a stop_training attribute, which is no longer read; .*request_stop"):
         HookDispatcher([OldStyle()], view=None)

@@ -70,4 +70,5 @@ def test_the_training_loop_syncs_once_per_logging_interval(tiny_bert, shared_dat
     per_step = {step: steps.at_step_end[step] - steps.at_step_end[step - 1] for step in (2, 3, 4)}
     # only the reading of each interval's statistics, together with the divergence guard's state
     assert per_step == {2: 1, 3: 0, 4: 1}, counter.runner_syncs()
-    assert all("divergence_guard.py" in where for where in counter.runner_syncs()[steps.at_step_end[1]:steps.at_step_end[4]])
+    assert all("divergence_guard.py" in where
+               for where in counter.runner_syncs()[steps.at_step_end[1]:steps.at_step_end[4]])

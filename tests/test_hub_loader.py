@@ -25,7 +25,8 @@ configs:
 
 @pytest.fixture
 def glue_repository(shared_data, tmp_path, monkeypatch):
-    """``./nyu-mll/glue`` in a fresh working directory: ``load_dataset("nyu-mll/glue", "rte")`` reads it, not the hub."""
+    """``./nyu-mll/glue`` in a fresh working directory: ``load_dataset("nyu-mll/glue", "rte")`` reads it, not the
+    hub."""
     repository = tmp_path / "nyu-mll" / "glue"
     (repository / "rte").mkdir(parents=True)
     for split in ("train", "validation", "test"):

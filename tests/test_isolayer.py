@@ -47,7 +47,8 @@ def test_stage_one_holds_out_a_seeded_validation_split_and_ends_with_its_best_we
     assert validation["examples"] == 12 and validation["metric"] == "accuracy" and validation["patience"] == 1
     assert results["step"] == 5 * len(validation["history"])  # 36 training examples / 8 = 5 steps per epoch
     scores = [record["accuracy"] for record in validation["history"]]
-    assert validation["best"] == max(scores) and validation["best_step"] == validation["history"][scores.index(max(scores))]["step"]
+    assert (validation["best"] == max(scores)
+            and validation["best_step"] == validation["history"][scores.index(max(scores))]["step"])
     if validation["best_step"] != results["step"]:  # the best weights were put back and measured again
         assert results["history"][-1]["weights_from_step"] == validation["best_step"]
     assert results["metrics"]["accuracy"] == results["accuracy"] and results["collapsed"] in (True, False)
@@ -69,7 +70,8 @@ def test_every_classification_run_records_parameters_and_head_input_isotropy(sta
     assert events.Scalars("model/trainable_parameters")[0].value == saved["trainable_parameters"]
 
 
-def test_stage_two_trains_the_layer_alone_and_leaves_every_encoder_and_head_tensor_bit_identical(stage_one, tiny_bert, shared_data, tmp_path):
+def test_stage_two_trains_the_layer_alone_and_leaves_every_encoder_and_head_tensor_bit_identical(
+        stage_one, tiny_bert, shared_data, tmp_path):
     source, first = stage_one
     cfg = run_config(tiny_bert, shared_data, tmp_path / "stage2", "criterion=isolayer", f"init_from={source}",
                      "data.validation_split=0.25", "optim.epochs=2", "optim.lr=1e-2")  # weight decay 0.01 stays on
@@ -87,7 +89,8 @@ def test_stage_two_trains_the_layer_alone_and_leaves_every_encoder_and_head_tens
     train = [r for r in records if "train/loss" in r]
     assert len(train) == 10 and all(0 < r["train/batch_isoscore"] < 1 for r in train)
     first_step = train[0]  # first batch: both terms scaled to their mean
-    assert first_step["train/loss"] == pytest.approx((first_step["train/task_loss"] + first_step["train/isotropy_loss"]) / 2, rel=1e-5)
+    assert first_step["train/loss"] == pytest.approx(
+        (first_step["train/task_loss"] + first_step["train/isotropy_loss"]) / 2, rel=1e-5)
 
 
 def test_isolayer_with_zeta_estimates_sigma_s_from_the_layer_outputs(stage_one, tiny_bert, shared_data, tmp_path):
@@ -130,19 +133,23 @@ def test_init_from_refuses_missing_unfinished_and_mismatched_sources(stage_one, 
 
 def test_istar_run_prints_one_line_for_a_bad_init_from(stage_one, tiny_bert, shared_data, tmp_path, capsys):
     source, _ = stage_one
-    arguments = ["recipe=rte", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=isolayer", f"data.dir={shared_data / 'rte'}",
-                 f"init_from={source}", f"output_dir={tmp_path / 'run'}", "data.max_length=32"]
+    arguments = ["recipe=rte", "model=minilm", f"model.name_or_path={tiny_bert}", "criterion=isolayer",
+                 f"data.dir={shared_data / 'rte'}", f"init_from={source}", f"output_dir={tmp_path / 'run'}",
+                 "data.max_length=32"]
     assert main(arguments) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"istar-run: error: init_from {source}: a run of task sst2, not rte"]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"istar-run: error: init_from {source}: a run of task sst2, not rte"]
     assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("arguments, message", [
     (["recipe=rte", "criterion=isolayer"], "criterion isolayer trains on a fine-tuned model: set init_from=RUN_DIR"),
-    (["recipe=squad", "criterion=isolayer", "init_from=/x"], "supports classification and regression tasks, not extractive_qa"),
+    (["recipe=squad", "criterion=isolayer", "init_from=/x"],
+     "supports classification and regression tasks, not extractive_qa"),
     (["recipe=rte", "patience=2"], "patience=2 needs a positive patience and a validation set"),
     (["recipe=rte", "data.validation_split=1.0"], r"data.validation_split must lie in \[0, 1\)"),
-    (["recipe=rte", "criterion=isolayer", "init_from=/x", "criterion.update=later"], "criterion.update 'later' unknown; choose one of: after, before"),
+    (["recipe=rte", "criterion=isolayer", "init_from=/x", "criterion.update=later"],
+     "criterion.update 'later' unknown; choose one of: after, before"),
 ])
 def test_bad_settings_are_refused_at_config_time(arguments, message):
     with pytest.raises(ConfigError, match=message):
@@ -183,12 +190,14 @@ def test_grid_stage_two_cells_start_from_their_stage_one_cell(tmp_path):
     assert len(grid.cells) == 3 * 2 * 5 * 2
     name = "recipe=cola,model=roberta_large,seed=3,criterion=isolayer"
     (cell,) = plan(grid.select([name]), tmp_path)
-    assert cell.cfg.init_from == str(tmp_path.resolve() / "recipe=cola,model=roberta_large,seed=3,criterion=cross_entropy")
+    assert cell.cfg.init_from == str(
+        tmp_path.resolve() / "recipe=cola,model=roberta_large,seed=3,criterion=cross_entropy")
     assert cell.cfg.data.validation_split == 0.3 and cell.cfg.model.name_or_path == "roberta-large"
     minilm = load("isolayer_minilm")
     names = [c.name for c in minilm.cells]
     assert len(names) == 30 and all(
-        names.index(n) > names.index(n.replace("criterion=isolayer", "criterion=cross_entropy")) for n in names if "isolayer" in n)
+        names.index(n) > names.index(n.replace("criterion=isolayer", "criterion=cross_entropy"))
+        for n in names if "isolayer" in n)
 
 
 def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_papers_numbers(tmp_path, capsys):
@@ -202,7 +211,8 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
             init = f"init_from: {tmp_path}/seed={seed},criterion=cross_entropy\n" if stage == 2 else ""
             (cell / "config.yaml").write_text(f"task: rte\nseed: {seed}\n{init}")
             (cell / "results.json").write_text(json.dumps({
-                "task": "rte", "model": "bert", "seed": seed, "criterion": {"name": name, **({"alpha": 0.5} if stage == 2 else {})},
+                "task": "rte", "model": "bert", "seed": seed,
+                "criterion": {"name": name, **({"alpha": 0.5} if stage == 2 else {})},
                 "main_metric": "accuracy", "eval_isoscore_star": 0.1,
                 "metrics": {"accuracy": value}, "collapsed": (seed, stage) == (2, 1),
                 "init_from": str(tmp_path / f"seed={seed},criterion=cross_entropy") if stage == 2 else None,
@@ -212,7 +222,8 @@ def test_istar_report_shows_table3_with_stage_one_beside_stage_two_and_the_paper
     table = (tmp_path / "report" / "table3.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| bert | rte"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:11] == ["3", "60.0 (2.00), 1/3 one class", ".60/.75/.80", "0.0050", "64.0 (2.52)", ".30/.38/.40", "0.0100", "2/3"]
+    assert cells[3:11] == ["3", "60.0 (2.00), 1/3 one class", ".60/.75/.80", "0.0050", "64.0 (2.52)", ".30/.38/.40",
+                           "0.0100", "2/3"]
     assert cells[11:15] == ["110000000", "590592", "unknown", "unknown"]
     assert cells[-2:] == ["67.72 (0.83) .61/.75/.78", "70.40 (1.05) .27/.35/.38"]
     assert "Paper: Isotropy Layer paper (anonymous, under review)" in table
@@ -262,9 +273,11 @@ def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_result
             assert "frozen backbone: its outputs are computed once per example and cached" in capfd.readouterr().err
     assert sorted(path.name for path in (tmp_path / "spilled").iterdir()) == sorted(
         path.name for path in (tmp_path / "cached").iterdir())  # the spilled file had no name: nothing left behind
-    losses = {name: [record["train/loss"] for record in map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
+    losses = {name: [record["train/loss"]
+                     for record in map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
                      if "train/loss" in record] for name in runs}
-    flat = {name: [(key, x) for key, value in sorted(run["metrics"].items()) for x in (value if isinstance(value, list) else [value])]
+    flat = {name: [(key, x) for key, value in sorted(run["metrics"].items())
+                   for x in (value if isinstance(value, list) else [value])]
             for name, run in runs.items()}
     uncached = final_model_state(tmp_path / "uncached")
     for name in ("cached", "spilled"):
@@ -276,11 +289,13 @@ def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_result
     assert losses["spilled"] == losses["cached"]  # the same float32 vectors, from memory or from the file
 
 
-def test_frozen_dropout_keeps_the_backbone_stochastic_and_a_training_backbone_is_never_cached(stage_one, tiny_bert, shared_data, tmp_path):
+def test_frozen_dropout_keeps_the_backbone_stochastic_and_a_training_backbone_is_never_cached(
+        stage_one, tiny_bert, shared_data, tmp_path):
     source, _ = stage_one
-    trainer = Trainer(run_config(tiny_bert, shared_data, tmp_path / "dropout", "criterion=isolayer", f"init_from={source}",
-                                 "model.frozen_dropout=true", "model.dropout=0.5"))
+    trainer = Trainer(run_config(tiny_bert, shared_data, tmp_path / "dropout", "criterion=isolayer",
+                                 f"init_from={source}", "model.frozen_dropout=true", "model.dropout=0.5"))
     model = trainer.model.train()
     batch = trainer.collate(trainer.train_features[:4])
     assert model.model.base_model.training and not torch.equal(model(batch).representation, model(batch).representation)
-    assert not Trainer(run_config(tiny_bert, shared_data, tmp_path / "full", "criterion=cross_entropy")).frozen_backbone_cached
+    assert not Trainer(run_config(tiny_bert, shared_data, tmp_path / "full",
+                                  "criterion=cross_entropy")).frozen_backbone_cached

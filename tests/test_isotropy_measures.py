@@ -361,7 +361,8 @@ def test_streamed_forms_match_the_point_forms():
     from istar_plugin.isotropy import CovarianceAccumulator, cosine_from_unit_sums, explained_variance_curve
 
     generator = torch.Generator().manual_seed(3)
-    points = torch.randn(500, 12, generator=generator, dtype=torch.float64) * torch.linspace(0.2, 3.0, 12).double() + 1.5
+    points = (torch.randn(500, 12, generator=generator, dtype=torch.float64) * torch.linspace(0.2, 3.0, 12).double()
+              + 1.5)
     accumulator = CovarianceAccumulator(12)
     unit_sum, unit_squares = torch.zeros(12, dtype=torch.float64), 0.0
     for chunk in points.split(64):

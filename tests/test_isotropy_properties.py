@@ -123,7 +123,8 @@ def test_invariant_to_rotation_scaling_translation_and_permutation(cloud, zeta):
     c = 10.0 ** rng.uniform(-2, 2)
     shift = torch.from_numpy(rng.normal(size=d)) * points.std() * 10
     order = torch.from_numpy(rng.permutation(n))
-    assert isoscore_star(points @ rotation, rotation.T @ shrink @ rotation, zeta).item() == pytest.approx(expected, abs=1e-9)
+    assert isoscore_star(points @ rotation, rotation.T @ shrink @ rotation, zeta).item() == pytest.approx(
+        expected, abs=1e-9)
     assert isoscore_star(c * points, c**2 * shrink, zeta).item() == pytest.approx(expected, abs=1e-9)
     assert isoscore_star(points + shift, shrink, zeta).item() == pytest.approx(expected, abs=1e-9)
     assert isoscore_star(points[order], shrink, zeta).item() == pytest.approx(expected, abs=1e-9)

@@ -44,7 +44,8 @@ def test_texts_of_a_task_are_both_sides_of_its_pairs(shared_data):
     texts = [example["text"] for example in task.load("train")]
     pairs = get_task("rte", DataConfig(dir=str(shared_data / "rte"), max_train_samples=2)).load("train")
     assert texts == [pairs[0]["text"], pairs[0]["text_pair"], pairs[1]["text"], pairs[1]["text_pair"]]
-    assert task.source_of("eval").startswith("the texts of rte: ") and task.source_of("eval").endswith("validation.parquet")
+    assert (task.source_of("eval").startswith("the texts of rte: ")
+            and task.source_of("eval").endswith("validation.parquet"))
 
 
 def test_hub_texts_come_from_the_named_data_set_and_its_config(tmp_path):
@@ -54,7 +55,8 @@ def test_hub_texts_come_from_the_named_data_set_and_its_config(tmp_path):
         asked.append((name, config, split))
         return [{"text": " = Heading = \n"}, {"text": ""}, {"text": "A sentence ."}]
 
-    task = LanguageModeling(DataConfig(source="hub", hub_dataset="Salesforce/wikitext:wikitext-2-raw-v1"), hub_loader=loader)
+    task = LanguageModeling(DataConfig(source="hub", hub_dataset="Salesforce/wikitext:wikitext-2-raw-v1"),
+                            hub_loader=loader)
     assert [example["text"] for example in task.load("eval")] == ["= Heading =", "A sentence ."]
     assert asked == [("Salesforce/wikitext", "wikitext-2-raw-v1", "validation")]
 
@@ -82,7 +84,8 @@ def test_a_jsonl_record_without_text_is_named_with_its_line(tmp_path):
 
 
 def test_an_encoder_is_refused_for_language_modelling_before_it_loads(shared_data):
-    with pytest.raises(ConfigError, match="task lm \\(language modelling\\) needs a decoder; model .* is a bert encoder"):
+    with pytest.raises(ConfigError,
+                       match="task lm \\(language modelling\\) needs a decoder; model .* is a bert encoder"):
         compose(["recipe=lm", "model=minilm", "data.text_from=sst2", f"data.dir={shared_data / 'sst2'}"])
 
 
@@ -162,17 +165,21 @@ def test_lora_language_modelling_with_istar_on_a_layer_range_trains_adapters_alo
 def test_lower_perplexity_is_better_in_selection_early_stopping_and_verdicts():
     assert better_sign("perplexity") == -1 and better_sign("f1") == 1
     stopper = EarlyStopping([], [], "perplexity", patience=2)
-    assert [stopper.observe(value, step) for step, value in enumerate([30.0, 25.0, 26.0, 24.0], 1)] == [True, True, False, True]
+    assert [stopper.observe(value, step) for step, value in enumerate([30.0, 25.0, 26.0, 24.0], 1)] == [
+        True, True, False, True]
     records = [Record("lm", "smollm2", "istar", lam, 0.2, seed, "perplexity", score, score, 0.1, f"{lam}/{seed}")
                for lam, scores in ((1.0, (20.0, 21.0)), (-1.0, (30.0, 31.0)), (3.0, (25.0, 24.0))) for seed, score in
                zip((1, 2), scores)]
     (chosen, compared), = best_settings(records).values()
     assert (chosen.lam, compared) == (1.0, 3)
     method = {seed: None for seed in (1, 2, 3)}
-    worse = paired_difference("lm", "perplexity", method, method, scores=({1: 25.0, 2: 26.0, 3: 25.5}, {1: 20.0, 2: 20.5, 3: 20.2}))
-    better = paired_difference("lm", "perplexity", method, method, scores=({1: 20.0, 2: 20.5, 3: 20.2}, {1: 25.0, 2: 26.0, 3: 25.5}))
+    worse = paired_difference("lm", "perplexity", method, method,
+                              scores=({1: 25.0, 2: 26.0, 3: 25.5}, {1: 20.0, 2: 20.5, 3: 20.2}))
+    better = paired_difference("lm", "perplexity", method, method,
+                               scores=({1: 20.0, 2: 20.5, 3: 20.2}, {1: 25.0, 2: 26.0, 3: 25.5}))
     assert (worse.verdict, better.verdict) == ("worse", "better") and worse.mean > 0 > better.mean
-    assert compute("lm", [math.log(8) * 3], [3]) == {"perplexity": pytest.approx(8.0), "nll_per_token": pytest.approx(math.log(8))}
+    assert compute("lm", [math.log(8) * 3], [3]) == {"perplexity": pytest.approx(8.0),
+                                                     "nll_per_token": pytest.approx(math.log(8))}
 
 
 def test_the_profile_over_a_runs_checkpoints_is_analysed_step_by_step(tiny_llama, shared_data, tmp_path, capsys):

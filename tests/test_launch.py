@@ -91,7 +91,8 @@ def test_a_cell_log_talks_progress_lines_and_ends_with_the_summary(timed_out_gri
     err = (grid_dir / "submitit" / f"{job}_0_log.err").read_text()
     out = (grid_dir / "submitit" / f"{job}_0_log.out").read_text()
     assert re.findall(r"^step (\d+)/6 \(\d+%\)  loss -?[\d.]+ .* s/step  ETA ", err, re.M) == ["2", "4", "6"]
-    assert re.search(r"^sst2 with minilm, criterion istar \(lambda [-\d.]+, zeta [\d.]+\), seed \d+\nbefore fine-tuning: .*\nafter 6 steps:  accuracy = [\d.]+", out, re.M)
+    assert re.search(r"^sst2 with minilm, criterion istar \(lambda [-\d.]+, zeta [\d.]+\), seed \d+\n"
+                     r"before fine-tuning: .*\nafter 6 steps:  accuracy = [\d.]+", out, re.M)
 
 
 @pytest.mark.slow
@@ -119,7 +120,8 @@ def test_resubmitting_the_grid_skips_finished_cells(timed_out_grid):
     assert again.statuses == {} and again.jobs == {}
     assert {name: len(attempts(grid_dir / name)) for name in before} == before
     submission = read_manifest(grid_dir)["submissions"][-1]
-    assert submission["submitted"] == [] and submission["skipped"] == {"log_every=1": "finished", "log_every=2": "finished"}
+    assert submission["submitted"] == [] and submission["skipped"] == {"log_every=1": "finished",
+                                                                       "log_every=2": "finished"}
 
 
 def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, shared_data, tmp_path, capsys):
@@ -138,11 +140,13 @@ def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, share
     assert all(manifest["cells"][name]["status"].startswith("failed: ") for name in ("seed=1", "seed=2"))
     model.symlink_to(tiny_bert)  # the missing model arrives
     assert grid_cli.main([*command, "--cells", "seed=2"]) == 0
-    assert results(tmp_path / "grid" / "seed=2")["seed"] == 2 and not (tmp_path / "grid" / "seed=1" / "results.json").exists()
+    assert (results(tmp_path / "grid" / "seed=2")["seed"] == 2
+            and not (tmp_path / "grid" / "seed=1" / "results.json").exists())
     capsys.readouterr()
     assert grid_cli.main(command) == 0
     assert "1 cells finished, 0 failed, 1 skipped" in capsys.readouterr().out
-    assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2  # failed once, then ran once
+    # failed once, then ran once
+    assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2
 
 
 @pytest.mark.slow  # submitit's local executor starts two processes

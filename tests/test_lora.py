@@ -47,7 +47,8 @@ def test_lora_trains_adapters_and_the_head_alone_and_classifies_from_the_last_re
     assert [cloud.shape for cloud in model.token_cloud(output)] == [(real, 32), (real, 32)]
 
 
-LORA = ("model.lora.r=4", "model.lora.target_modules=[q_proj,v_proj,o_proj]", "model.lora.save_merged=true", "max_steps=4")
+LORA = ("model.lora.r=4", "model.lora.target_modules=[q_proj,v_proj,o_proj]", "model.lora.save_merged=true",
+        "max_steps=4")
 
 
 def test_a_lora_run_checkpoints_trainable_tensors_alone_resumes_and_exports_the_adapter(tiny_llama, shared_data,
@@ -138,6 +139,7 @@ def test_init_from_a_lora_run_starts_from_its_adapters_and_a_model_without_lora_
                                 f"init_from={source}"))
     assert all(torch.equal(follow.model.checkpoint_state()[name], tensor) for name, tensor in trained.items())
     follow.close()
-    with pytest.raises(InitFromError, match=r"its weights do not fit this model \(a LoRA run starts runs with the same"):
+    with pytest.raises(InitFromError,
+                       match=r"its weights do not fit this model \(a LoRA run starts runs with the same"):
         Trainer(run_config(tiny_llama, shared_data, tmp_path / "full", "model.lora.r=0", "max_steps=2",
                            f"init_from={source}"))

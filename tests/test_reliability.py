@@ -80,7 +80,8 @@ def test_a_diverged_run_exits_6_naming_the_step_and_is_reported_as_failed(tiny_b
     assert "accuracy" not in results and "metrics" not in results and "eval_isoscore_star" not in results
     assert [p.name for p in (run / "checkpoints").glob("step_*.pt")] == ["step_00000001.pt"]  # none from step 2 on
     records, problems = istar_cells.collect(tmp_path / "grid")
-    assert records == [] and [(Path(path).name, reason[:37]) for path, reason in problems] == [("cell", "failed: the loss became nan at step 2")]
+    assert records == [] and [(Path(path).name, reason[:37]) for path, reason in problems] == [
+        ("cell", "failed: the loss became nan at step 2")]
 
 
 def test_divergence_with_istar_stops_before_any_evaluation_of_the_diverged_model(tiny_bert, shared_data, tmp_path):
@@ -140,9 +141,10 @@ def test_isoscore_of_a_non_finite_covariance_is_nan_never_a_number(dim, position
     (["model.dropout=1.5"], r"model.dropout=1.5 is out of range; allowed: 0 <= dropout < 1, or null"),
     (["criterion=istar", "criterion.zeta=1.5"], r"criterion.zeta must lie in \[0, 1\], got 1.5"),
     (["device=tpu"], r"device='tpu' unknown; choose one of: auto, cpu, cuda, cuda:N, mps"),
-    (["data.max_length=129"], r"data.max_length=129 exceeds the 128 positions of model .*tiny_bert.*; allowed: 8 to 128"),
-    (["criterion=istar", "criterion.layers=[1,3]"], r"criterion.layers: index 3 is out of range for model .* with 2 layers; "
-                                                    r"allowed: 0 \(embeddings\) to 2, or -3 to -1"),
+    (["data.max_length=129"],
+     r"data.max_length=129 exceeds the 128 positions of model .*tiny_bert.*; allowed: 8 to 128"),
+    (["criterion=istar", "criterion.layers=[1,3]"], r"criterion.layers: index 3 is out of range for model .* "
+                                                    r"with 2 layers; allowed: 0 \(embeddings\) to 2, or -3 to -1"),
     (["criterion=istar", "criterion.layers=[-4]"], r"index -4 is out of range"),
 ])
 def test_bad_numbers_and_choices_are_refused_at_compose_time(tiny_bert, tmp_path, overrides, message):
@@ -171,15 +173,18 @@ def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_
     assert flagged.stderr.endswith("istar-run: error: batch_size=0 is out of range; allowed: >= 1\n")
     by_environment = istar_run("recipe=movie_snippets", "batch_size=0", env={"ISTAR_TRACEBACK": "1"})
     assert "Traceback (most recent call last)" in by_environment.stderr
-    missing_model = istar_run("recipe=movie_snippets", f"model.name_or_path={tmp_path / 'nowhere'}", f"output_dir={tmp_path / 'run'}")
+    missing_model = istar_run("recipe=movie_snippets", f"model.name_or_path={tmp_path / 'nowhere'}",
+                              f"output_dir={tmp_path / 'run'}")
     assert missing_model.returncode == 7 and "Traceback" not in missing_model.stderr
-    assert error_lines(missing_model.stderr)[0].startswith(f"istar-run: error: model '{tmp_path / 'nowhere'}' cannot be loaded")
+    assert error_lines(missing_model.stderr)[0].startswith(
+        f"istar-run: error: model '{tmp_path / 'nowhere'}' cannot be loaded")
     assert not (tmp_path / "run").exists()  # a refused run leaves no directory behind
 
 
 def test_a_bad_data_file_fails_before_the_model_loads(tiny_bert, shared_data, tmp_path, istar_run):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t1\nhmm\tmaybe\n")
-    done = istar_run(*tiny_arguments(tiny_bert, shared_data, tmp_path / "run", f"data.train_file={tmp_path / 'train.tsv'}"))
+    done = istar_run(*tiny_arguments(tiny_bert, shared_data, tmp_path / "run",
+                                     f"data.train_file={tmp_path / 'train.tsv'}"))
     assert done.returncode == 3
     assert done.stderr == (f"istar-run: error: {tmp_path / 'train.tsv'}, line 3: label 'maybe' is not in the label set "
                            "of sst2 (0=negative, 1=positive)\n")  # no model load report: the weights were never read
@@ -229,8 +234,9 @@ def test_no_intact_checkpoint_is_a_checkpoint_error_naming_each(tmp_path):
     checkpoints = saved_steps(tmp_path, steps=(1, 2))
     for path in checkpoints.directory.glob("step_*.pt"):
         path.write_bytes(b"")
-    with pytest.warns(UserWarning), pytest.raises(CheckpointError, match=r"no intact checkpoint to resume from "
-                                                                          r"\(step_00000002.pt: it is empty.*step_00000001.pt: it is empty"):
+    with pytest.warns(UserWarning), pytest.raises(
+            CheckpointError, match=r"no intact checkpoint to resume from "
+                                   r"\(step_00000002.pt: it is empty.*step_00000001.pt: it is empty"):
         checkpoints.load_latest()
 
 
@@ -260,8 +266,10 @@ def test_a_run_resumes_past_a_damaged_checkpoint_and_removes_a_kill_s_temporary(
 # ------------------------------------------------------------------------------------------ run directory
 def hold_lock(directory):
     """A real process holding ``directory``'s lock until killed."""
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom istar_plugin.storage.lock import RunDirLock\n"
-                               f"RunDirLock({str(directory)!r}).acquire(); print('locked', flush=True); time.sleep(300)\n"],
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time\nfrom istar_plugin.storage.lock import RunDirLock\n"
+                               f"RunDirLock({str(directory)!r}).acquire(); print('locked', flush=True); "
+                               "time.sleep(300)\n"],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "locked\n"
     return holder
@@ -326,7 +334,8 @@ def test_long_texts_are_clipped_before_tokenisation_to_the_same_tokens(tiny_bert
 
 def test_under_ci_missing_shared_data_fails_instead_of_skipping(tmp_path):
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
-    (tmp_path / "test_uses_data.py").write_text("def test_data(shared_data):\n    pass\n\ndef test_other():\n    pass\n")
+    (tmp_path / "test_uses_data.py").write_text("def test_data(shared_data):\n    pass\n\n"
+                                                "def test_other():\n    pass\n")
     environment = {**os.environ, "ISTAR_SHARED_DATA": str(tmp_path / "absent")}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
     local = subprocess.run(command, capture_output=True, text=True, env={**environment, "CI": ""}, cwd=tmp_path)

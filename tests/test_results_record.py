@@ -79,8 +79,8 @@ BASE = {"schema_version": 2, "status": "finished", "task": "sst2", "model": "ber
         "seed": 1, "step": 3, "metrics": {"accuracy": 0.9}, "main_metric": "accuracy"}
 MALFORMED = [
     (None, "no results.json (the run has not finished)"),
-    ("{\"task\": \"sst2\", \"mod", "unreadable results.json: not JSON (Unterminated string starting at: line 1 column 18 "
-                                  "(char 17))"),
+    ("{\"task\": \"sst2\", \"mod", "unreadable results.json: not JSON "
+                                  "(Unterminated string starting at: line 1 column 18 (char 17))"),
     ("[1, 2]", "results.json holds a list, not an object"),
     (json.dumps({**BASE, "schema_version": 3}), "results.json has schema_version 3, newer than this istar_plugin reads "
                                                 "(2): upgrade istar_plugin"),

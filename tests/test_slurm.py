@@ -75,7 +75,7 @@ def slurm_grid(tiny_bert, shared_data, tmp_path_factory):
         wait_for(lambda: (grid_dir / "log_every=1" / "paused").exists(), 300, "the first cell to reach step 3")
         jobs["log_every=1"]._interrupt()  # SIGTERM then USR2, as a preemption delivers them
         for job in jobs.values():
-            wait_for(lambda: job.done(force_check=True), 400, f"job {job.job_id} to end")
+            wait_for(lambda job=job: job.done(force_check=True), 400, f"job {job.job_id} to end")
         array = next(iter(jobs.values())).job_id.split("_")[0]
         # slurmctld forwards job records to slurmdbd asynchronously: usually within a second or two, once (a
         # CI run) not within 60 s; the message then shows what accounting and the controller's log held
@@ -97,7 +97,8 @@ def test_grid_is_queued_as_one_job_array_and_submission_returns_at_once(slurm_gr
     assert launched.jobs == {"log_every=1": f"{array[0]}_0", "log_every=2": f"{array[0]}_1"}
     assert launched.statuses == {"log_every=1": "submitted", "log_every=2": "submitted"}
     assert set(slurm_grid["states_at_return"].values()) <= {"PENDING", "RUNNING", "CONFIGURING"}
-    assert accounted_states(array[0]) == [f"{array[0]}_{i}|istar-{slurm_grid['grid'].name[:58]}|COMPLETED" for i in (0, 1)]
+    assert accounted_states(array[0]) == [f"{array[0]}_{i}|istar-{slurm_grid['grid'].name[:58]}|COMPLETED"
+                                          for i in (0, 1)]
     submitted = (grid_dir / SUBMITIT_FOLDER / f"{array[0]}_submission.sh").read_text()
     assert submitted == sbatch_script(slurm_grid["options"].slurm, grid_dir / SUBMITIT_FOLDER,
                                       job_name(slurm_grid["grid"]), 2)  # what --dry-run prints is what was sent

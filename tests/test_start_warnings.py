@@ -14,9 +14,11 @@ def setup_lines(tiny_bert, shared_data, tmp_path, capsys, *extra):
 
 
 @pytest.mark.parametrize("extra, expected", [
-    (["criterion=istar", "criterion.zeta=1"], "warning: criterion.zeta=1: Sigma_zeta is Sigma_S alone, so IsoScore* does "
-                                             "not depend on the batch and the penalty is a constant with no gradient"),
-    (["criterion=istar", "criterion.lam=0"], "warning: criterion.lam=0: the penalty is 0, so the run trains on the task loss alone"),
+    (["criterion=istar", "criterion.zeta=1"], "warning: criterion.zeta=1: Sigma_zeta is Sigma_S alone, "
+                                             "so IsoScore* does not depend on the batch and the penalty "
+                                             "is a constant with no gradient"),
+    (["criterion=istar", "criterion.lam=0"],
+     "warning: criterion.lam=0: the penalty is 0, so the run trains on the task loss alone"),
     (["criterion=cosreg", "criterion.lam=0"], "warning: criterion.lam=0: the penalty is 0"),
 ])
 def test_a_constant_penalty_is_named(tiny_bert, shared_data, tmp_path, capsys, extra, expected):
@@ -27,9 +29,11 @@ def test_a_constant_penalty_is_named(tiny_bert, shared_data, tmp_path, capsys, e
 def test_a_one_class_training_set_is_named_and_a_useful_run_says_nothing(tiny_bert, shared_data, tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()
-    rows = [line for line in (shared_data / "sst2" / "train.tsv").read_text().splitlines()[1:] if line.endswith("\t1")][:16]
+    rows = [line for line in (shared_data / "sst2" / "train.tsv").read_text().splitlines()[1:]
+            if line.endswith("\t1")][:16]
     (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     (data / "dev.tsv").write_text((shared_data / "sst2" / "dev.tsv").read_text())
     lines = setup_lines(tiny_bert, shared_data, tmp_path, capsys, f"data.dir={data}")
-    assert lines == ["warning: the training set holds one class only (label 1): the classifier can only learn to predict it"]
+    assert lines == ["warning: the training set holds one class only (label 1): "
+                     "the classifier can only learn to predict it"]
     assert setup_lines(tiny_bert, shared_data, tmp_path / "other", capsys, "criterion=istar", "criterion.lam=-1") == []
