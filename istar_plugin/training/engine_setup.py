@@ -2,8 +2,8 @@
 importing torch, and :class:`EngineSetup`, what composing a config asks of any engine before it loads.
 
 >>> from istar_plugin.registry import ENGINES
->>> ENGINES.get("istar").target
-'istar_plugin.training.trainer:Trainer'
+>>> ENGINES.get("istar").compose_time.__name__  # what composing a config checks, whether the trainer is loaded or not
+'EngineSetup'
 """
 from __future__ import annotations
 
