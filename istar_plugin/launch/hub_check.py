@@ -18,7 +18,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from ..config import ConfigError
-from ..models.encoder import PACKAGE_PREFIX
+from ..models.paths import PACKAGE_PREFIX
 from ..registry import TASKS
 
 PROBE_TIMEOUT_S = 5.0
