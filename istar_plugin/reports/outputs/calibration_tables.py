@@ -55,9 +55,13 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str], dict[str, list[Run]]] = {}
     for run in runs:
         grouped.setdefault((run.model, run.method), {}).setdefault(run.task, []).append(run)
-    rank = lambda method: (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)  # noqa: E731
     return [{"model": model, "method": method, "tasks": tasks}
-            for (model, method), tasks in sorted(grouped.items(), key=lambda item: (item[0][0], rank(item[0][1])))]
+            for (model, method), tasks in sorted(grouped.items(), key=lambda item: (item[0][0], _rank(item[0][1])))]
+
+
+def _rank(method: str) -> tuple[int, str]:
+    """The paper's order of methods first (``METHOD_ORDER``), any other after them by name."""
+    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
 
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
