@@ -5,6 +5,7 @@ from omegaconf import OmegaConf
 from istar_plugin import config as config_module
 from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
+from istar_plugin.registry import TASKS
 
 
 @pytest.mark.parametrize("recipe", config_module.available())
@@ -24,7 +25,7 @@ def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
         return
     cfg = compose([f"recipe={recipe}", f"criterion={criterion}"])
     assert cfg.recipe == recipe and cfg.criterion.name == criterion
-    assert cfg.task in config_module.TASKS
+    assert cfg.task in TASKS
     assert cfg.output_dir == f"runs/{cfg.task}/{criterion}/seed{cfg.seed}"
     config_module.data_config(cfg), config_module.model_config(cfg), config_module.criterion_config(cfg)
 
