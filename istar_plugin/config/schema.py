@@ -54,10 +54,12 @@ class RunConfig:
     engine: str = setting("istar", help="what trains the run: the toolkit's trainer (istar), or a registered engine "
                           "(sentence_transformers)", added=True)
     task: str = setting("movie_snippets", help="the registered task (istar-run --list tasks)")
-    recipe: Optional[str] = setting(None, help="the recipe YAML the config started from")
-    criterion: Any = setting(None, help="the registered criterion's settings, plus its name (istar-run --list "
-                             "criterions)")
-    model: Any = setting(None, help="ModelConfig's settings plus name (preset) and adapter (registered class)")
+    recipe: Optional[str] = setting(None, help="the recipe YAML the config starts from (or recipe=PATH.yaml): task, "
+                                    "data, optimizer and the criterion settings tuned per model")
+    criterion: Any = setting(None, help="the registered criterion (criterion.name) and its settings (criterion.*; "
+                             "istar-run --help criterion.KEY)")
+    model: Any = setting(None, help="a preset (recipes/model/NAME.yaml) or a registered adapter: sets model.name, "
+                         "model.adapter and ModelConfig's settings (model.*)")
     data: DataConfig = setting(default_factory=DataConfig, help="where the task's examples come from (data.*)")
     optim: OptimConfig = setting(default_factory=OptimConfig, help="the optimizer and its schedule (optim.*)")
     batch_size: int = setting(32, help="training examples per batch", low=1)
