@@ -18,11 +18,9 @@ from .composition import compose
 from .key_help import declared_keys, describe_key, model_choices
 from .older_runs import ADDED_KEYS, as_configured_today
 from .recipes import available, find_yaml, load_yaml
-from .resolvers import sibling_cell, value_for_task
 from .schema import PRECISION_CHOICES, PRECISIONS, OptimConfig, RunConfig
 from .views import criterion_config, data_config, model_config, to_yaml
 
 __all__ = ["ConfigError", "compose", "declared_keys", "describe_key", "model_choices", "ADDED_KEYS",
-           "as_configured_today", "available", "find_yaml", "load_yaml", "sibling_cell", "value_for_task",
-           "PRECISION_CHOICES", "PRECISIONS", "OptimConfig", "RunConfig", "criterion_config", "data_config",
-           "model_config", "to_yaml"]
+           "as_configured_today", "available", "find_yaml", "load_yaml", "PRECISION_CHOICES", "PRECISIONS",
+           "OptimConfig", "RunConfig", "criterion_config", "data_config", "model_config", "to_yaml"]

@@ -36,6 +36,8 @@ _SEED = dict(low=0, high=2 ** 32 - 1)  # what numpy, torch and random all take
 
 @dataclass
 class OptimConfig:
+    """``optim.*``: AdamW and its learning-rate schedule."""
+
     lr: float = setting(2e-5, help="peak learning rate (AdamW)", low=0, low_open=True)
     weight_decay: float = setting(0.01, help="AdamW weight decay", low=0)
     warmup_ratio: float = setting(0.06, help="share of the optimizer steps warming the learning rate up", low=0, high=1)
@@ -51,6 +53,9 @@ class OptimConfig:
 
 @dataclass
 class RunConfig:
+    """The top-level keys; composing fills ``criterion`` and ``model`` with the chosen names and their registered
+    dataclasses' settings."""
+
     engine: str = setting("istar", help="what trains the run: the toolkit's trainer (istar), or a registered engine "
                           "(sentence_transformers)", added=True)
     task: str = setting("movie_snippets", help="the registered task (istar-run --list tasks)")
