@@ -5,6 +5,7 @@ from omegaconf import OmegaConf
 from istar_plugin import config as config_module
 from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
+from istar_plugin.registry import CRITERIONS, MODELS, TASKS
 
 
 @pytest.mark.parametrize("recipe", config_module.available())
@@ -24,7 +25,7 @@ def test_every_shipped_recipe_composes_with_every_criterion(recipe, criterion):
         return
     cfg = compose([f"recipe={recipe}", f"criterion={criterion}"])
     assert cfg.recipe == recipe and cfg.criterion.name == criterion
-    assert cfg.task in config_module.TASKS
+    assert cfg.task in TASKS
     assert cfg.output_dir == f"runs/{cfg.task}/{criterion}/seed{cfg.seed}"
     config_module.data_config(cfg), config_module.model_config(cfg), config_module.criterion_config(cfg)
 
@@ -145,6 +146,29 @@ def test_help_key_prints_the_declaration_and_an_unknown_key_its_close_matches(ca
     assert "criterion.lam (criterion istar): float = -1.0" in capsys.readouterr().out
     assert main(["--help", "optim.sheduel"]) == 2
     assert capsys.readouterr().err == "istar-run: error: unknown key 'optim.sheduel'; close matches: optim.schedule\n"
+
+
+@pytest.mark.parametrize("key", ["recipe", "criterion", "model", "criterion.name", "model.name", "model.adapter"])
+def test_help_on_a_group_or_a_key_a_group_sets_prints_what_it_is_and_its_choices(key, capsys):
+    models = [f"{name} (preset)" for name in config_module.available("model")] + [
+        f"{name} (adapter)" for name in MODELS.names()]
+    choices = {"recipe": config_module.available(), "criterion": CRITERIONS.names(), "model": models,
+               "criterion.name": CRITERIONS.names(), "model.name": models, "model.adapter": MODELS.names()}[key]
+    first = {"recipe": "recipe=NAME (default: none, the declared defaults alone)",
+             "criterion": "criterion=NAME (default: the recipe's defaults.criterion, else cross_entropy)",
+             "model": "model=NAME (default: the recipe's defaults.model, else minilm)",
+             "criterion.name": "criterion.name: str (set by criterion=NAME)",
+             "model.name": "model.name: str (set by model=NAME)",
+             "model.adapter": "model.adapter: str (set by model=NAME)"}
+    assert main(["--help", key]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0] == first[key] and lines[1].startswith("  ") and lines[1].strip()
+    assert lines[2] == f"  choices: {', '.join(choices)}"
+    cfg = compose(["recipe=sst2", "criterion=cosreg", "model=bert"])
+    chosen = {"recipe": cfg.recipe, "criterion": cfg.criterion.name, "model": f"{cfg.model.name} (preset)",
+              "criterion.name": cfg.criterion.name, "model.name": f"{cfg.model.name} (preset)",
+              "model.adapter": cfg.model.adapter}[key]
+    assert chosen in choices
 
 
 def test_lora_settings_with_the_sentence_transformers_engine_are_refused_in_one_line():

@@ -7,7 +7,8 @@ import pytest
 
 HEAVY = ("torch", "transformers", "datasets", "sentence_transformers", "peft")
 COMMANDS = (["--help"], ["--list", "engines"], ["--list", "criterions"], ["--list", "models"], ["--list", "tasks"],
-            ["recipe=movie_snippets", "--cfg"], ["batch_size=0"], ["--help", "optim.lr"], ["--help", "optim.lrr"])
+            ["recipe=movie_snippets", "--cfg"], ["batch_size=0"], ["--help", "optim.lr"], ["--help", "optim.lrr"],
+            ["--help", "recipe", "criterion", "model", "criterion.name", "model.name", "model.adapter"])
 PROBE = """
 import json, sys
 from istar_plugin.cli.run import main

@@ -4,6 +4,7 @@
     istar-run recipe=sst2 criterion=istar --cfg        # print the resolved config and exit
     istar-run --list criterions                        # or recipes, models, tasks, engines
     istar-run --help optim.lr                          # a key's type, default, help and allowed values
+    istar-run --help model                             # a group's (or model.name's, ...) choices
     istar-run -m recipe=sst2 criterion=istar criterion.lam=-5,-1 seed=1,2,3 launcher=local local.parallelism=2
     istar-run -m recipe=sst2 criterion.lam=-5,-3 seed=1,2 slurm=gpu_a100 --dry-run
 
@@ -32,9 +33,7 @@ def listing(what: str) -> list[str]:
     if what == "recipes":
         return config_module.available()
     if what == "models":
-        return [f"{name} (preset)" for name in config_module.available("model")] + [
-            f"{name} (adapter)" for name in REGISTRIES["models"].names()
-        ]
+        return config_module.model_choices()
     return REGISTRIES[what].names()
 
 
@@ -95,7 +94,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def describe(keys: list[str]) -> int:
-    """``istar-run --help KEY...``: each key's declaration (:func:`~istar_plugin.config.describe_key`)."""
+    """``istar-run --help KEY...``: each key's declaration, or a group's choices
+    (:func:`~istar_plugin.config.describe_key`)."""
     print("\n".join(config_module.describe_key(key) for key in keys))
     return 0
 

