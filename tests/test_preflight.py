@@ -55,6 +55,9 @@ def test_a_second_compose_does_not_read_the_gguf_file_again_and_callers_cannot_c
     write_gguf(file, layers=2)
     assert shape_after_compose(file) == (128, 2)
     assert len(reads) == 1  # compose and model_shape ask for the same file offline: one read
+    cfg = compose(["recipe=lm", f"model.name_or_path={file}", "model.revision=v1"])
+    preflight.check_model_limits(cfg, kind="language_modeling")  # as the trainer checks, hub allowed: the same file
+    assert len(reads) == 1
     preflight._pretrained_config(compose(["recipe=lm", f"model.name_or_path={file}"]), True).num_hidden_layers = 9
     assert shape_after_compose(file) == (128, 2)
     assert reads == [str(tmp_path)]

@@ -84,8 +84,11 @@ def _plain_config(folder: str) -> Optional[Any]:
 
 def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
     """The config transformers reads for ``folder`` (a GGUF file's from its header, which takes seconds), read once
-    per process and per version of the file; callers get a copy, so none changes what the next one gets."""
+    per process and per version of the file (compose's offline check and the trainer's share one reading of a local
+    file); callers get a copy, so none changes what the next one gets."""
     version = _file_version(folder, options)
+    if version is not None:  # a local file is read as it is, whatever the revision and hub setting say
+        revision, local_only = None, True
     config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
     return copy.deepcopy(config)
 
@@ -93,7 +96,7 @@ def _transformers_config(folder: str, options: dict, revision: Optional[str], lo
 def _file_version(folder: str, options: dict) -> Optional[tuple[str, int, int]]:
     """(resolved path, mtime_ns, size) of the local file the config is read from (the GGUF file or ``config.json``),
     so an edited file is read again; None for a hub id."""
-    path = Path(folder).expanduser() / options.get("gguf_file", "config.json")
+    path = Path(folder) / options.get("gguf_file", "config.json")  # as transformers finds it: no ~ expanded
     try:
         stat = path.stat()
     except OSError:
