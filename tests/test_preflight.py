@@ -2,14 +2,13 @@
 per process and per version of the file, and hands each caller its own copy."""
 import os
 
+import gguf
 import numpy
 import pytest
 from transformers import AutoConfig
 
 from istar_plugin.config import compose
 from istar_plugin.models import preflight
-
-gguf = pytest.importorskip("gguf")
 
 
 def write_gguf(path, layers: int) -> None:
