@@ -151,11 +151,14 @@ def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_las
 
 
 
-def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, shared_data, tmp_path, capsys):
+def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, shared_data, tmp_path, capsys,
+                                                               monkeypatch):
     arguments = tiny_run_arguments(tiny_bert, shared_data, "data.max_eval_samples=40", "eval_batch_size=16",
                                    "batch_size=", "progress=")
     out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)  # the arguments' output_dir is the default runs/..., relative to here
     assert analyze_cli.main([str(runs[1]), "--out", str(out), "--base", *arguments]) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]  # no run directory written
     base = json.loads((out / "pretrained" / "analysis.json").read_text())
     trained = json.loads((out / runs[1].name / "analysis.json").read_text())
     assert base["step"] == 0 and base["label"] == "minilm before training" and base["examples"] == 40

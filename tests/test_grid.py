@@ -90,7 +90,7 @@ def test_every_recipe_holds_the_papers_table2(shared_data):
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.slow) if "smollm2" in name else name  # each cell reads the 135M GGUF's header
+    pytest.param(name, marks=pytest.mark.slow) if "smollm2" in name else name  # reads the 135M GGUF's header once
     for name in available("grids")])
 def test_every_shipped_grid_composes(name, tmp_path):
     grid = load(name)

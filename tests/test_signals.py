@@ -8,12 +8,16 @@ import sys
 import pytest
 from helpers import tiny_run_arguments
 
-pytestmark = pytest.mark.slow  # three real 100-step runs in their own processes
+pytestmark = pytest.mark.slow  # five istar-run processes: three run all 32 steps
+
+# 128 examples in batches of 8 for two epochs: 32 steps, 16 an epoch, so a signal sent after step 5 lands mid-run
+# with room to spare, and the resumed run crosses an epoch boundary
+STEPS = 32
 
 
 def command(tiny_bert, shared_data, output_dir):
     return [sys.executable, "-m", "istar_plugin.cli", *tiny_run_arguments(
-        tiny_bert, shared_data, "data.max_train_samples=400", "optim.grad_accum=1", "optim.epochs=2",
+        tiny_bert, shared_data, "data.max_train_samples=128", "optim.grad_accum=1", "optim.epochs=2",
         f"output_dir={output_dir}", "log_every=1", "progress=true", "tensorboard=false", "seed=3")]
 
 
@@ -47,10 +51,10 @@ def test_a_signal_stops_at_a_step_and_the_resumed_run_logs_each_step_once(tiny_b
     stopped = [line for line in rest if "stopped by" in line]
     assert len(stopped) == 1 and stopped[0].startswith(f"istar-run: error: stopped by {name} after step ")
     step = int(stopped[0].split("after step ")[1].split()[0])
-    assert 5 <= step < 100 and stopped[0].endswith("run the same command again to resume")
+    assert 5 <= step < STEPS and stopped[0].endswith("run the same command again to resume")
     assert (run / "checkpoints" / f"step_{step:08d}.pt").is_file() and not (run / "results.json").exists()
     assert [s for s, _ in train_records(run)] == list(range(1, step + 1))
     resumed = subprocess.run(command(tiny_bert, shared_data, run), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert f"resuming {run} from step {step} of 100" in resumed.stderr
+    assert f"resuming {run} from step {step} of {STEPS}" in resumed.stderr
     assert train_records(run) == uninterrupted  # each step once, with the uninterrupted run's losses

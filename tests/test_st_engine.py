@@ -17,11 +17,15 @@ from istar_plugin.errors import ConfigError  # noqa: E402
 from istar_plugin.metrics import spearman  # noqa: E402
 from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 
+from helpers import tiny_run_arguments  # noqa: E402
+
 
 def tiny(tiny_bert, shared_data, *extra):
-    return ["recipe=stsb_st", f"model.name_or_path={tiny_bert}", "data.source=files",
-            f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=48", "data.max_eval_samples=40",
-            "log_every=1", "progress=false", *extra]
+    """The shared tiny run on 48 STS-B training and 40 evaluation pairs, with the recipe's own model preset, length
+    (128 tokens) and batches (16 pairs), one log line a step."""
+    return tiny_run_arguments(tiny_bert, shared_data, "recipe=stsb_st", "model=", f"data.dir={shared_data / 'stsb'}",
+                              "data.max_train_samples=48", "data.max_eval_samples=40", "data.max_length=",
+                              "batch_size=", "log_every=1", *extra)
 
 
 @pytest.fixture(scope="module")

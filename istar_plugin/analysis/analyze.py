@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -254,15 +253,14 @@ def analyze_base(arguments: Sequence[str], split: str = "eval", batch_size: Opti
     """The analysis of the pretrained model that ``istar-run`` with ``arguments`` would start from, before any
     training step (LoRA adapters start at zero and change nothing; the fresh task head plays no part)."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch:
-        cfg = compose([*arguments, f"output_dir={Path(scratch) / 'run'}", "tensorboard=false", "progress=false"])
-        loaded = load_pretrained(cfg)
-        print(f"  {cfg.model.name}: pretrained model loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr,
-              flush=True)
-        return _analysis(loaded, split, batch_size, started, {
-            "run_dir": None, "label": f"{cfg.model.name} before training", "task": cfg.task, "model": cfg.model.name,
-            "criterion": None, "seed": cfg.seed, "step": 0, "main_metric": None, "score": None,
-        })
+    cfg = compose(list(arguments))  # read for the model, task and data; its output_dir is never touched
+    loaded = load_pretrained(cfg)
+    print(f"  {cfg.model.name}: pretrained model loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr,
+          flush=True)
+    return _analysis(loaded, split, batch_size, started, {
+        "run_dir": None, "label": f"{cfg.model.name} before training", "task": cfg.task, "model": cfg.model.name,
+        "criterion": None, "seed": cfg.seed, "step": 0, "main_metric": None, "score": None,
+    })
 
 
 def _analysis(loaded: LoadedModel, split: str, batch_size: Optional[int], started: float,

