@@ -140,8 +140,8 @@ def test_the_quick_start_and_test_command_are_where_ci_finds_them():
 
 
 def scratch_directory(tmp_path, shared_data):
-    """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, README.md and .venv as in a clone beside the
-    shared data."""
+    """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, benchmarks/, README.md and .venv as in a clone
+    beside the shared data."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
     work = tmp_path / "repo"
@@ -151,6 +151,7 @@ def scratch_directory(tmp_path, shared_data):
     (work / "docs").symlink_to(ROOT / "docs", target_is_directory=True)  # read only (docs_tables --check)
     (work / "README.md").symlink_to(ROOT / "README.md")
     (work / "scripts").symlink_to(ROOT / "scripts", target_is_directory=True)  # read only: the docs run its scripts
+    (work / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)  # read only, as scripts/
     return work
 
 
