@@ -86,6 +86,8 @@ def collective_checks(rank: int, port: int, overrides: list, out_dir: str) -> No
              for points in (10**6, 301)}
     torch.save({"pooled": pooled.detach(), "grads": [chunk.grad for chunk in chunks], "criterion": criterion_scores,
                 "sigma": sigma}, f"{out_dir}/rank{rank}.pt")
+    trainer.close()
+    torch.distributed.barrier()  # an orderly end: no rank tears down gloo while another still works
     torch.distributed.destroy_process_group()
 
 

@@ -44,6 +44,9 @@ def main(model_dir, sst2_dir, out_dir, lam, steps, lr="1e-4"):
                 "world_size": trainer.args.world_size}, Path(out_dir) / f"rank{trainer.args.process_index}.pt")
     if trainer.args.process_index == 0:
         trainer.save_model(str(Path(out_dir) / "model"))
+    if torch.distributed.is_initialized():  # an orderly end: no rank tears down gloo while another still works
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
