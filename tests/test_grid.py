@@ -291,14 +291,15 @@ def test_planning_talks_while_it_composes_and_options_may_follow_arguments(tmp_p
 
 def test_replication_glue_grid_sets_table_2s_zeta_per_task_and_the_papers_schedule():
     grid = load("replication_glue_minilm", ["data.dir=/data/${task}"])
-    assert len(grid.cells) == 30 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
+    assert len(grid.cells) == 42 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
+    assert sum("seed=5" in cell.name for cell in grid.cells) == 6  # Base, CosReg, lambda -1 on each task
     configs = {cell.name: compose(list(cell.arguments))
                for cell in grid.cells if "lam=-1," in cell.name and "seed=1" in cell.name}
     rte, mrpc = (configs[f"recipe={task},seed=1,criterion=istar,lam=-1,padding=include"] for task in ("rte", "mrpc"))
     assert (rte.criterion.zeta, mrpc.criterion.zeta, rte.criterion.padding) == (0.8, 0.6, "include")
     assert (rte.data.dir, rte.optim.epochs, rte.batch_size * rte.optim.grad_accum, rte.optim.warmup_ratio) == (
         "/data/rte", 3, 32, 0.0)
-    assert rte.optim.schedule == "constant" and rte.data.max_length == 128
+    assert rte.optim.schedule == "constant" and rte.data.max_length == 128 and rte.data.validation_split == 0.1
     with pytest.raises(ConfigError, match=r"no value for task 'sst2'; it gives: rte, mrpc"):
         compose(["recipe=sst2", "criterion=istar", "criterion.zeta=${for_task:rte,0.8,mrpc,0.6}"])
 
