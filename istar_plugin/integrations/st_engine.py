@@ -105,8 +105,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             except Exception as error:
                 self.run_dir.write_failure(str(error) or type(error).__name__, self.cfg)
                 raise
-            self.run_dir.write_results(record)
-            results = record.to_json()
+            results = self.run_dir.write_results(record).to_json()
             results["wall_seconds"] = time.perf_counter() - started
             return results
         finally:

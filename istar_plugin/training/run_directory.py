@@ -6,9 +6,10 @@ results of a finished run, returned again or refused when the settings changed (
 the marker (task, criterion, seed) and ``config.yaml`` (:meth:`~RunDirectory.start`); ``metrics.jsonl`` and
 TensorBoard, cut back to the step a run resumes from (:meth:`~RunDirectory.restart_logs`) or cleared when it
 starts from the beginning (:meth:`~RunDirectory.clear_logs`), so that no step is logged twice; ``results.json``
-when it finishes or fails; the SIGTERM/SIGINT listener (:meth:`~RunDirectory.stop_signal`). Both engines choose
-their precision and device as the trainer does (:func:`.precision.choose_precision`,
-:func:`.distributed.pick_device`). Other ranks of a distributed run share the object but write nothing.
+when it finishes or fails, stamped with the machine and code it ran on (:mod:`~..storage.provenance`); the
+SIGTERM/SIGINT listener (:meth:`~RunDirectory.stop_signal`). Both engines choose their precision and device as the
+trainer does (:func:`.precision.choose_precision`, :func:`.distributed.pick_device`). Other ranks of a distributed
+run share the object but write nothing.
 
 >>> import json, tempfile
 >>> from omegaconf import OmegaConf
@@ -25,6 +26,7 @@ their precision and device as the trainer does (:func:`.precision.choose_precisi
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,6 +37,7 @@ from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.ownership import RUN_MARKER, check_writable, mark
+from ..storage.provenance import PROVENANCE, machine
 from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
 from .resume import finished_results
 from .signals import StopSignal
@@ -106,11 +109,14 @@ class RunDirectory:
             self.metrics.truncate(0)
         self.tensorboard.purge_from(0)
 
-    def write_results(self, record: ResultsRecord) -> None:
-        """``results.json`` (main process) and the end of the TensorBoard log."""
+    def write_results(self, record: ResultsRecord) -> ResultsRecord:
+        """``results.json`` (main process), stamped with :func:`~..storage.provenance.machine`, and the end of the
+        TensorBoard log; returns the record as written (other ranks: as given)."""
         if self.is_main:
+            record = replace(record, extra={**record.extra, PROVENANCE: machine()})
             write_results(self.path / RESULTS, record)
         self.tensorboard.close()
+        return record
 
     def write_failure(self, reason: str, cfg: DictConfig) -> None:
         """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""

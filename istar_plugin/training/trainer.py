@@ -423,5 +423,4 @@ class Trainer:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
-        self.run_dir.write_results(record)
-        return record.to_json()
+        return self.run_dir.write_results(record).to_json()

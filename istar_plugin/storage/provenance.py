@@ -1,0 +1,71 @@
+"""Where a record was made: the machine, its CPU, torch and the code, stamped into every ``results.json`` under
+:data:`PROVENANCE` (by :meth:`~istar_plugin.training.run_directory.RunDirectory.write_results`), so that a cell
+archived and read on another machine still says what it ran on.
+
+``cpu_flags`` are the CPU features that decide the bf16 kernels and how they round (None where the CPU's features
+cannot be read); ``commit`` is the git commit of the checkout istar_plugin was imported from, with ``+modified``
+when its tracked files differ from it, None when the code is not a git checkout (an installed wheel).
+
+>>> sorted(machine())
+['commit', 'cpu', 'cpu_flags', 'host', 'istar_plugin', 'torch']
+>>> cpu_of("model name\\t: AMD EPYC 9B14\\nflags\\t\\t: fpu avx512_bf16 sse\\n")
+('AMD EPYC 9B14', ['avx512_bf16'])
+"""
+from __future__ import annotations
+
+import functools
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from .. import __version__
+
+__all__ = ["PROVENANCE", "CPU_FLAGS", "machine", "cpu_of", "code_commit"]
+
+PROVENANCE = "provenance"
+"""The key of ``results.json`` holding :func:`machine`."""
+
+CPU_FLAGS = ("avx512_bf16", "amx_tile", "amx_bf16")
+"""The CPU features recorded: with them torch computes bf16 natively, and AMX kernels round differently."""
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict[str, Any]:
+    """This process's host name, CPU model and flags, torch version, istar_plugin version and code commit."""
+    try:
+        cpu, flags = cpu_of(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    except OSError:  # not Linux
+        cpu, flags = platform.processor() or None, None
+    return {"host": socket.gethostname(), "cpu": cpu, "cpu_flags": flags, "torch": torch.__version__,
+            "istar_plugin": __version__, "commit": code_commit()}
+
+
+def cpu_of(cpuinfo: str) -> tuple[Optional[str], Optional[list[str]]]:
+    """The CPU model and which of :data:`CPU_FLAGS` it has, from the text of ``/proc/cpuinfo``."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = fields.get("flags")
+    return fields.get("model name") or None, None if flags is None else [f for f in CPU_FLAGS if f in flags.split()]
+
+
+@functools.lru_cache(maxsize=1)
+def code_commit(package: Path = PACKAGE) -> Optional[str]:
+    """The commit of the git checkout holding ``package`` (``+modified`` when a tracked file differs from it);
+    None when ``package`` is not a checkout's own ``istar_plugin/`` or git cannot say."""
+    def git(*arguments: str) -> str:
+        return subprocess.run(["git", "--no-optional-locks", "-C", str(package.parent), *arguments], check=True,
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parent:
+            return None  # e.g. site-packages inside some other repository
+        modified = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "HEAD") + ("+modified" if modified else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
