@@ -232,9 +232,12 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     assert ("| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 3 | +0.50 | [-1.00, +2.00] | not distinguishable | "
             "-1.00 +0.50 +2.00 | 0/3 | seeds |") in printed
     assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
-    assert sorted(p.name for p in out.iterdir()) == [".istar-report", "cells.csv", "figure3.png", "table1.csv",
-                                                      "table1.md", "table2.csv", "table2.md", "versus_base.csv",
-                                                      "versus_base.md"]
+    assert sorted(p.name for p in out.iterdir()) == [".istar-report", "cells.csv", "figure3.png", "provenance.csv",
+                                                      "provenance.md", "table1.csv", "table1.md", "table2.csv",
+                                                      "table2.md", "versus_base.csv", "versus_base.md"]
+    # these cells recorded no provenance and no attempts: nothing is claimed about where they ran
+    assert ("| not recorded | not recorded | not recorded | not recorded | not recorded | not recorded | "
+            f"{FINISHED} (squad {FINISHED // 2}, sst2 {FINISHED // 2}) |") in printed
     with open(out / "versus_base.csv") as handle:
         versus = list(csv.DictReader(handle))
     assert len(versus) == 24 and {row["resampled"] for row in versus} == {"seeds"}  # 2 tasks x 2 models x 6 settings

@@ -1,4 +1,4 @@
-"""``istar-report GRID_DIR``: the papers' tables and figures from a grid of runs.
+"""``istar-report GRID_DIR``: the papers' tables and figures from a grid of runs (or an archive of one).
 
 Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
 snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
@@ -6,7 +6,8 @@ without a readable one (queued, running, crashed) is reported as missing or fail
 percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its variant, e.g.
 ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
 
-    istar-report GRID_DIR [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
+    istar-report GRID_DIR [GRID_DIR ...] [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
+    istar-report GRID_DIR [GRID_DIR ...] --archive DIR
 
 writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
@@ -17,6 +18,13 @@ IsoScore* per setting (penalised_layers.md/.csv) when I-STAR cells score chosen 
 Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4 for isotropy-calibration cells. A run
 whose eval predictions were all one class is marked "(k collapsed)". ``--reference precision=fp32`` adds
 versus_reference.md/.csv: every other value of a swept key against that one, each method alike, paired by seed.
+provenance.md/.csv says where each cell ran (host, CPU, torch, precision, code commit).
+
+Several GRID_DIRs are read as one grid (e.g. archives of one grid written on different machines; --out is then
+needed). ``--archive DIR`` writes no report: it copies each grid's finished and failed cells' records (config, results,
+predictions, attempts and a summary of the metrics log; no weights) into DIR, small enough for git, where
+``istar-report DIR`` reads them as the grid; a cell archived before with a different record is refused, nothing is
+archived (:mod:`istar_plugin.reports.records.archive`).
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ from typing import Optional, Sequence
 
 from ..errors import ConfigError, RunDirError
 from ..reports.grid_report import unwritten_figures, write_report
+from ..reports.records.archive import archive
 from ..reports.records.cells import collect
 from ..reports.paper.istar import PAPER_MODELS
 from ..reports.comparisons.versus_reference import parse_reference
@@ -36,8 +45,11 @@ from ..storage.ownership import REPORT_MARKER, check_writable, mark
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("grid_dir", type=Path, metavar="GRID_DIR", help="directory holding the grid's run directories")
-    parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report)")
+    parser.add_argument("grid_dirs", type=Path, nargs="+", metavar="GRID_DIR",
+                        help="directory holding the grid's run directories, or an archive of them")
+    parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report, for one GRID_DIR)")
+    parser.add_argument("--archive", type=Path, metavar="DIR",
+                        help="copy the finished and failed cells' records into DIR instead of writing a report")
     parser.add_argument("--paper-model", choices=sorted(PAPER_MODELS),
                         help="set this model's numbers from the paper's Table 1 beside a model the paper did not run "
                              "(e.g. MiniLM), marked with its name")
@@ -51,23 +63,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as error:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
+    if args.archive is not None:
+        return archive_grids(args.grid_dirs, args.archive)
+    if args.out is None and len(args.grid_dirs) > 1:
+        print("istar-report: several GRID_DIRs: name the report's folder with --out", file=sys.stderr)
+        return 2
     try:
-        records, problems = collect(args.grid_dir)
+        records, problems = collect(*args.grid_dirs)
     except NotADirectoryError as error:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
     if not records and not problems:
-        print(f"istar-report: no cells under {args.grid_dir} (a cell is a directory with a config.yaml)",
-              file=sys.stderr)
+        print(f"istar-report: no cells under {' '.join(map(str, args.grid_dirs))} (a cell is a directory with a "
+              "config.yaml)", file=sys.stderr)
         return 2
-    out = args.out or args.grid_dir / "report"
+    out = args.out or args.grid_dirs[0] / "report"
     if records:
         try:
             check_writable(out, REPORT_MARKER, "--out")
         except RunDirError as error:
             print(f"istar-report: {error}", file=sys.stderr)
             return error.exit_code
-        mark(out, REPORT_MARKER, grid=str(args.grid_dir.resolve()))
+        mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in args.grid_dirs))
         print(write_report(records, out, args.paper_model, args.reference), end="")
         for line in unwritten_figures(records):
             print(line)
@@ -77,6 +94,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"missing or failed cells: {len(problems)}")
     for path, reason in problems:
         print(f"  {path}: {reason}")
+    return 0
+
+
+def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
+    """``--archive``: each grid's records into ``directory``, a line per cell archived or skipped, then the counts."""
+    for grid in grid_dirs:
+        try:
+            outcomes = archive(grid, directory)
+        except (NotADirectoryError, ConfigError, RunDirError) as error:
+            print(f"istar-report: {error}", file=sys.stderr)
+            return getattr(error, "exit_code", 2)
+        for outcome in outcomes:
+            if outcome.state != "unchanged":
+                print(f"{outcome.state} {outcome.name}: {outcome.detail}")
+        counts = {state: sum(o.state == state for o in outcomes) for state in ("archived", "unchanged", "skipped")}
+        print(f"{grid}: {counts['archived']} cells archived, {counts['unchanged']} archived before, "
+              f"{counts['skipped']} skipped; archive in {directory}")
     return 0
 
 

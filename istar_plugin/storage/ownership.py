@@ -5,7 +5,8 @@ A run directory carries ``.istar-run`` (written when a run starts; a run directo
 recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
 folder ``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an
 ``istar-report`` folder ``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis``
-(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``. Anything else that exists and is not empty
+(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``; an archive of grid records
+(``istar-report --archive``) ``.istar-archive``. Anything else that exists and is not empty
 is refused with one line naming the path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`,
 exit 4): the user's files are never replaced or removed.
 
@@ -37,8 +38,10 @@ GRID_MARKER = ".istar-grid"
 REPORT_MARKER = ".istar-report"
 ANALYSIS_MARKER = ".istar-analysis"
 EMBED_MARKER = ".istar-embed"
+ARCHIVE_MARKER = ".istar-archive"
 KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER: "grid directory",
-         REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation"}
+         REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation",
+         ARCHIVE_MARKER: "archive of grid records"}
 """What each marker makes a folder, in messages."""
 IGNORED = frozenset({".lock"})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
@@ -61,6 +64,7 @@ LEGACY = {
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
     EMBED_MARKER: lambda d: False,  # newer than the markers
+    ARCHIVE_MARKER: lambda d: False,
 }
 """How each kind of folder was recognised before it carried its marker."""
 

@@ -3,7 +3,8 @@
 Every directory under a grid holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
 snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``, read
 through :mod:`istar_plugin.storage.results`. A cell without a readable one of a finished run (queued, running,
-crashed, failed, malformed) is listed with that module's one-line reason, never dropped.
+crashed, failed, malformed) is listed with that module's one-line reason, never dropped. What the reports read of a
+finished cell is :data:`RECORD_FILES`: an archive (:mod:`.archive`) keeps exactly those, so it is read as a grid.
 
 >>> as_percent("sst2", "accuracy", 0.905), as_percent("squad", "f1", 88.5)
 (90.5, 88.5)
@@ -25,8 +26,8 @@ from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, Re
 from ..paper.istar import reported_metrics
 from .run_logs import failure_hints, wall_seconds
 
-__all__ = ["Record", "CellProblem", "as_percent", "collect", "find_cells", "read_config", "read_cell", "cell_record",
-           "with_variants"]
+__all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "as_percent", "collect", "find_cells", "read_config",
+           "read_cell", "cell_record", "with_variants"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -36,6 +37,10 @@ Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant
 
 CELL_FILES = ("config.yaml", "cell.yaml")
 """A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
+
+RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
+"""All the reports read of a cell with a ``results.json``: its config, results, per-example predictions, and when it
+ran (the attempts' start and finish, else the metrics log's first and last record, :mod:`.run_logs`)."""
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
                            "log_every", "eval_every", "save_every", "device", "init_from"})
@@ -84,22 +89,24 @@ def as_percent(task: str, metric: str, value: float) -> float:
     return value if metric in SHOWN_AS_STORED.get(task, ()) else 100.0 * value
 
 
-def collect(grid_dir: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under ``grid_dir`` and ``(path, reason)`` for every other cell.
+def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
+    """One record per finished cell under the ``grid_dirs`` (grids or archives, :mod:`.archive`; several are read
+    as one grid) and ``(path, reason)`` for every other cell.
 
     Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
     model, task and method differ, e.g. a learning-rate sweep; configs are compared as written today
     (:func:`~istar_plugin.config.as_configured_today`: keys added since at their old-behaviour values,
     ``precision=auto`` as the precision used). A second cell with the same model, task,
-    method, lam, zeta, variant and seed as an earlier one (in path order) is a problem too: averaging both
-    would count one seed twice.
+    method, lam, zeta, variant and seed as an earlier one (in path order, grid by grid) is a problem too: averaging
+    both would count one seed twice.
     """
-    grid = Path(grid_dir)
-    if not grid.is_dir():
-        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    grids = [Path(grid_dir) for grid_dir in grid_dirs]
+    for grid in grids:
+        if not grid.is_dir():
+            raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
     finished: list[tuple[Record, dict[str, Any]]] = []
     problems: list[tuple[str, str]] = []
-    for cell in find_cells(grid):
+    for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
             finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))

@@ -1,13 +1,14 @@
 """What a cell's run directory says beyond its ``results.json``: how long the run took (``attempts.jsonl``, else the
-metrics log) and, for a cell without results, where to look next (the newest checkpoint and stderr line).
+metrics log), which host ran its last attempt and, for a cell without results, where to look next (the newest
+checkpoint and stderr line).
 
 >>> import json, tempfile
 >>> cell = Path(tempfile.mkdtemp())
->>> _ = (cell / "attempts.jsonl").write_text(json.dumps({"event": "start", "time": 100.0}) + "\\n"
+>>> _ = (cell / "attempts.jsonl").write_text(json.dumps({"event": "start", "time": 100.0, "host": "n1"}) + "\\n"
 ...                                          + json.dumps({"event": "finished", "time": 160.5}) + "\\n")
 >>> _ = (cell / "job.err").write_text("loading\\rstep 10/20\\n\\n")
->>> wall_seconds(cell), failure_hints(cell).endswith("job.err: step 10/20")
-(60.5, True)
+>>> wall_seconds(cell), attempt_host(cell), failure_hints(cell).endswith("job.err: step 10/20")
+(60.5, 'n1', True)
 """
 from __future__ import annotations
 
@@ -16,15 +17,14 @@ import os
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["wall_seconds", "failure_hints"]
+__all__ = ["wall_seconds", "attempt_host", "failure_hints"]
 
 
 def wall_seconds(cell: Path) -> Optional[float]:
     """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
     for name, first_event in (("attempts.jsonl", "start"), ("metrics.jsonl", None)):
-        try:
-            records = [json.loads(line) for line in (Path(cell) / name).read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
+        records = _records(Path(cell) / name)
+        if records is None:
             continue
         if first_event:
             starts = [r["time"] for r in records if r.get("event") == first_event]
@@ -34,6 +34,20 @@ def wall_seconds(cell: Path) -> Optional[float]:
         elif len(records) > 1:
             return records[-1]["time"] - records[0]["time"]
     return None
+
+
+def attempt_host(cell: Path) -> Optional[str]:
+    """The host of the cell's last recorded attempt (a grid cell's ``attempts.jsonl``), None without one."""
+    hosts = [record["host"] for record in _records(Path(cell) / "attempts.jsonl") or () if record.get("host")]
+    return hosts[-1] if hosts else None
+
+
+def _records(path: Path) -> Optional[list[dict]]:
+    """The JSON records of a JSON-lines file; None when it cannot be read."""
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return None
 
 
 def failure_hints(cell: Path) -> str:

@@ -1,0 +1,71 @@
+"""Where a grid's cells ran (``istar-report`` writes it as ``provenance.md``/``.csv``): per cell in the CSV, and in
+Markdown one row per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that
+ran so. A grid merged from archives of several machines shows each machine's share; what a run did not record
+(:mod:`..records.provenance`) is shown as not recorded.
+
+>>> from istar_plugin.reports.records.cells import Record
+>>> from istar_plugin.reports.records.provenance import Provenance
+>>> cell = lambda task, seed: Record(task, "minilm", "istar", -1.0, 0.2, seed, "accuracy", 0.6, 60.0, 0.1, f"/g/{seed}")
+>>> here = Provenance("n1", "AMD EPYC", ("avx512_bf16",), "2.13.0", "bf16", "a0ee4f82a1241382d65b+modified")
+>>> rows = [row(cell("rte", 1), here), row(cell("rte", 2), here), row(cell("mrpc", 1), Provenance("n2"))]
+>>> print(markdown(rows), end="")
+| Host | CPU | bf16 features | torch | precision | commit | cells |
+|---|---|---|---|---|---|---|
+| n1 | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | a0ee4f82a124+modified | 2 (rte 2) |
+| n2 | not recorded | not recorded | not recorded | not recorded | not recorded | 1 (mrpc 1) |
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..records.cells import Record
+from ..records.provenance import Provenance, cell_provenance
+
+__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown"]
+
+CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
+MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
+COLUMNS = CELL_COLUMNS + MACHINE_COLUMNS
+CAPTION = ("Where the cells ran, as each run recorded it (a run from before these were recorded: the host of its "
+           "last attempt and its precision).\n\n")
+UNRECORDED = "not recorded"
+
+
+def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per finished cell (:data:`COLUMNS`), its provenance read from its ``results.json``."""
+    return [row(record, cell_provenance(Path(record.path))) for record in records]
+
+
+def row(record: Record, provenance: Provenance) -> dict[str, Any]:
+    """The CSV row of one cell; ``cpu_flags`` space-separated."""
+    machine = asdict(provenance)
+    if provenance.cpu_flags is not None:
+        machine["cpu_flags"] = " ".join(provenance.cpu_flags)
+    return {**{name: getattr(record, name) for name in CELL_COLUMNS}, **machine}
+
+
+def markdown(cells: Sequence[dict[str, Any]]) -> str:
+    """One line per distinct provenance, in order of first appearance: its cells, counted per task."""
+    groups: dict[tuple, Counter] = {}
+    for cell in cells:
+        groups.setdefault(tuple(cell[name] for name in MACHINE_COLUMNS), Counter())[cell["task"]] += 1
+    lines = ["| Host | CPU | bf16 features | torch | precision | commit | cells |", "|---" * 7 + "|"]
+    for (host, cpu, flags, torch, precision, commit), tasks in groups.items():
+        shown = [_shown(host), _shown(cpu), _shown(flags, "none"), _shown(torch), _shown(precision),
+                 _shown(commit and _short(commit))]
+        counts = ", ".join(f"{task} {count}" for task, count in sorted(tasks.items()))
+        lines.append(f"| {' | '.join(shown)} | {sum(tasks.values())} ({counts}) |")
+    return "\n".join(lines) + "\n"
+
+
+def _short(commit: str) -> str:
+    """A commit's first 12 hex digits, and ``+modified`` if it says so."""
+    sha, plus, modified = commit.partition("+")
+    return sha[:12] + plus + modified
+
+
+def _shown(value: Optional[str], empty: str = "") -> str:
+    return UNRECORDED if value is None else value or empty

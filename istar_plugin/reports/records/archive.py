@@ -1,0 +1,184 @@
+"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself.
+
+``archive(grid, directory)`` (``istar-report GRID --archive DIR``) copies every cell of ``grid`` holding a
+``results.json`` into ``directory/NAME``, NAME being the cell's path under the grid: its
+:data:`~.cells.RECORD_FILES` (the config, the results, the per-example predictions, the attempts' log and the metrics
+log, summarised by :func:`summarised_log`) and ``archive.json`` (where and when it was archived, how much of the
+metrics log was kept). No weights, checkpoints or TensorBoard events: a few kB to tens of kB a cell.
+
+- A failed cell is archived as failed (the report lists it with its reason); a cell without ``results.json``
+  (queued, crashed) or in use by a run (its run lock is held, e.g. a failed cell running again) is skipped.
+- A cell already archived with the same record is left as it is. An archived record is never replaced: if a cell's
+  record differs from the one archived under its name, nothing is archived, and the error names the cell and the
+  file (remove the archived cell to archive the other record, e.g. a failed cell that has since finished).
+- A cell of an archive is copied as it is, its ``archive.json`` included, so archives written on different
+  machines merge into one (``istar-report ARCHIVE --archive DIR``), or are read together (``istar-report A B``).
+- ``config.yaml`` is written last: until then the directory is no cell to a report, and the next archive
+  completes it.
+
+>>> import json, tempfile
+>>> grid = Path(tempfile.mkdtemp())
+>>> cell = grid / "seed=1"; cell.mkdir()
+>>> _ = (cell / "config.yaml").write_text("seed: 1\\n")
+>>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1}))
+>>> (queued := grid / "seed=2").mkdir(); _ = (queued / "cell.yaml").write_text("seed: 2\\n")
+>>> out = Path(tempfile.mkdtemp()) / "archive"
+>>> [(o.name, o.state) for o in archive(grid, out)]
+[('seed=1', 'archived'), ('seed=2', 'skipped')]
+>>> sorted(path.name for path in (out / "seed=1").iterdir())
+['archive.json', 'config.yaml', 'results.json']
+>>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
+['unchanged', 'skipped']
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import ConfigError, RunDirError
+from ...storage.atomic import atomic_write_bytes
+from ...storage.lock import RunDirLock
+from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
+from ...storage.results import RESULTS, ResultsError, read_results
+from .cells import RECORD_FILES, find_cells
+
+__all__ = ["ORIGIN", "Outcome", "archive", "summarised_log"]
+
+ORIGIN = "archive.json"
+"""An archived cell's note of where and when it was archived, and how much of its metrics log was kept."""
+METRICS = "metrics.jsonl"
+TRAINING_RECORDS_KEPT = 100
+WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one cell: ``state`` archived, unchanged (archived before, the same record) or skipped."""
+
+    name: str
+    state: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    name: str
+    files: dict[str, bytes]
+    origin: bytes
+    status: str
+
+
+def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
+    """Copy the records of ``grid``'s cells into ``directory`` (see the module docstring); one outcome per cell,
+    in the order of their names. Raises :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when ``directory`` holds
+    files istar_plugin did not write or a different record of some cell, :class:`~istar_plugin.errors.ConfigError`
+    when it lies inside ``grid``."""
+    grid, directory = Path(grid), Path(directory)
+    if not grid.is_dir():
+        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    if grid.resolve() in (directory.resolve(), *directory.resolve().parents):
+        raise ConfigError(f"--archive {directory} is inside the grid {grid}: choose a folder outside it (a report on "
+                          "the grid would read every cell twice)")
+    check_writable(directory, ARCHIVE_MARKER, "--archive")
+    outcomes: dict[str, Outcome] = {}
+    snapshots = []
+    for cell in find_cells(grid):
+        name = cell.relative_to(grid).as_posix() if cell != grid else grid.resolve().name
+        try:
+            snapshots.append(_snapshot(cell, name))
+        except (ResultsError, RunDirError) as error:
+            outcomes[name] = Outcome(name, "skipped", error.problem if isinstance(error, ResultsError) else str(error))
+    new = []
+    conflicts = []
+    for snapshot in snapshots:
+        archived = _archived_files(directory / snapshot.name)
+        if archived is None:
+            new.append(snapshot)
+        elif archived == snapshot.files:
+            outcomes[snapshot.name] = Outcome(snapshot.name, "unchanged", snapshot.status)
+        else:
+            conflicts.append((snapshot.name, _first_difference(archived, snapshot.files)))
+    if conflicts:
+        (name, file), others = conflicts[0], f" (and {len(conflicts) - 1} other cells)" if len(conflicts) > 1 else ""
+        raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
+                          f"nothing was archived (an archived record is never replaced: remove {directory / name} to "
+                          "archive this one)")
+    if not (directory / ARCHIVE_MARKER).is_file():
+        mark(directory, ARCHIVE_MARKER)
+    for snapshot in new:
+        _write(directory / snapshot.name, snapshot)
+        size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
+        outcomes[snapshot.name] = Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB")
+    return sorted(outcomes.values(), key=lambda outcome: outcome.name)
+
+
+def _snapshot(cell: Path, name: str) -> _Snapshot:
+    """The cell's record as bytes, read under its run lock; raises ResultsError or RunDirError saying why not."""
+    read_results(cell / RESULTS)  # before the lock: a missing or malformed record's line, as every command gives it
+    with RunDirLock(cell, role="cell", advice="archive it once its run ends"):
+        results = read_results(cell / RESULTS)
+        files = {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
+        origin = (cell / ORIGIN).read_bytes() if (cell / ORIGIN).is_file() else None
+    if "config.yaml" not in files:
+        raise RunDirError("no config.yaml beside results.json")
+    status = "finished" if results.finished else f"failed: {' '.join(str(results.reason).split())}"
+    if origin is None:  # a grid's cell, not an archive's: its metrics log summarised, where it came from noted
+        kept, total = 0, 0
+        if METRICS in files:
+            text, kept, total = summarised_log(files[METRICS].decode("utf-8", errors="replace"))
+            files[METRICS] = text.encode("utf-8")
+        origin = (json.dumps({"source": f"{socket.gethostname()}:{cell.resolve()}",
+                              "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              METRICS: {"records": total, "kept": kept}}, indent=2, sort_keys=True) + "\n").encode()
+    return _Snapshot(name, files, origin, status)
+
+
+def _archived_files(cell: Path) -> dict[str, bytes] | None:
+    """The record archived in ``cell``; None when there is none yet (or only the part an interrupted archive wrote)."""
+    if not (cell / "config.yaml").is_file():
+        return None
+    return {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
+
+
+def _first_difference(archived: dict[str, bytes], files: dict[str, bytes]) -> str:
+    return next(file for file in RECORD_FILES if archived.get(file) != files.get(file))
+
+
+def _write(cell: Path, snapshot: _Snapshot) -> None:
+    cell.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(cell / ORIGIN, snapshot.origin)
+    for file in WRITE_ORDER:
+        if file in snapshot.files:
+            atomic_write_bytes(cell / file, snapshot.files[file])
+
+
+def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
+    """``metrics.jsonl``'s lines with every record kept but the training ones (``train/...``), of which at most
+    ``training_records`` spread evenly are kept, the last and those at an evaluation's step; returns the text, the
+    records kept and the records there were. The first and last records stay (the run's wall time).
+
+    >>> lines = [json.dumps({"step": step, "train/loss": 1 / step}) for step in range(1, 1001)]
+    >>> lines.insert(500, json.dumps({"step": 500, "eval/accuracy": 0.9}))
+    >>> text, kept, total = summarised_log("\\n".join(lines) + "\\n", training_records=10)
+    >>> kept, total, [json.loads(line)["step"] for line in text.splitlines()]
+    (13, 1001, [1, 101, 201, 301, 401, 500, 500, 501, 601, 701, 801, 901, 1000])
+    """
+    lines = [line + "\n" for line in text.splitlines() if line.strip()]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line a crash cut short
+            records.append({})
+    training = [i for i, record in enumerate(records) if any(key.startswith("train/") for key in record)]
+    evaluated = {record.get("step") for record in records if any(key.startswith("eval/") for key in record)}
+    stride = max(1, math.ceil(len(training) / training_records))
+    kept = (set(range(len(lines))) - set(training)) | set(training[::stride]) | set(training[-1:])
+    kept |= {i for i in training if records[i].get("step") in evaluated}
+    kept |= {0, len(lines) - 1} if lines else set()
+    return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
