@@ -1,5 +1,6 @@
-"""README.md and docs/*.md stay true: every result table is its CSV rendered by istar_plugin.reports.docs_tables,
-and every ```bash and ```python block runs verbatim, offline, in a scratch directory laid out like a clone.
+"""README.md and docs/*.md stay true: every table is its source rendered by istar_plugin.reports.docs_tables (a CSV,
+a report file, or a table istar-report computes afresh from an archive in docs/evidence/), and every ```bash and
+```python block runs verbatim, offline, in a scratch directory laid out like a clone.
 
 Blocks run in page order in one scratch directory per page, so a later block may use what an earlier one wrote
 (the README's pipeline example loads the model its run example wrote). Bash blocks run with ``bash -e`` and the
@@ -71,16 +72,18 @@ def marked_lines(text):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_every_marked_table_is_its_csv_rendered(page):
+def test_every_marked_table_is_its_source_rendered(page):
     text = page.read_text()
-    for csv_path, body in docs_tables.marked_tables(text):
-        assert (page.parent / csv_path).is_file(), f"{page_id(page)}: {csv_path} does not exist"
-        expected = docs_tables.render_source(page.parent / csv_path)
-        assert body == expected, (
-            f"{page_id(page)}: the table of {csv_path} differs from its file; "
-            f"run python -m istar_plugin.reports.docs_tables docs/ README.md"
-        )
-    assert docs_tables.render_page(text, page.parent) == text
+    with docs_tables.ArchiveReports() as reports:  # an archive's tables: its report, computed afresh
+        for source, body in docs_tables.marked_tables(text):
+            path = docs_tables.parse_marker(source).path
+            assert (page.parent / path).exists(), f"{page_id(page)}: {path} does not exist"
+            expected = docs_tables.render_marker(source, page.parent, reports)
+            assert body == expected, (
+                f"{page_id(page)}: the table of {source} differs from its source; "
+                f"run python -m istar_plugin.reports.docs_tables docs/ README.md"
+            )
+        assert docs_tables.render_page(text, page.parent, reports) == text
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
@@ -99,8 +102,8 @@ def test_every_relative_link_resolves(page):
 
 
 def test_every_results_file_is_shown():
-    shown = {(page.parent / csv_path).resolve()
-             for page in PAGES for csv_path, _ in docs_tables.marked_tables(page.read_text())}
+    shown = {(page.parent / docs_tables.parse_marker(source).path).resolve()
+             for page in PAGES for source, _ in docs_tables.marked_tables(page.read_text())}
     files = sorted((ROOT / "docs" / "results").glob("*.csv")) + sorted((ROOT / "docs" / "results").glob("*.md"))
     unused = [p.name for p in files if p.resolve() not in shown]
     assert not unused, f"table files no page shows: {unused}"

@@ -1,15 +1,22 @@
-"""Render the documentation's result tables from their CSV files, so no number in docs/ is typed by hand.
+"""Render the documentation's tables from data, so no number in docs/ is typed by hand.
 
-A docs page marks each table with its CSV (a path relative to the page)::
+A docs page marks each table with what it is rendered from (paths relative to the page)::
 
-    <!-- table: results/replication_minilm.csv -->
+    <!-- table: results/criterions.csv -->
     | ... the rendered table ... |
     <!-- end table -->
 
-``python -m istar_plugin.reports.docs_tables docs/ [README.md ...]`` rewrites the region between every pair of
-markers from its CSV; ``--check`` only reports the pages whose tables differ from their CSVs (exit 1).
-Cells are written as the CSV holds them (strings, no reformatting); a ``|`` in a cell is escaped. A marker may
-name a ``.md`` file instead, a table ``istar-report`` wrote (``table1.md``, ``versus_base.md``), copied in as it is.
+- ``<!-- table: FILE -->``: a CSV file, or a ``.md`` file (a table ``istar-report`` wrote) copied in as it is.
+- ``<!-- table: ARCHIVE TABLE [--paper-model MODEL] [--reference KEY=VALUE] -->``: one of the tables
+  ``istar-report`` writes (``table1.md``, ``versus_base.md``, ``provenance.md``, any ``NAME.md`` or ``NAME.csv`` of
+  :data:`~.grid_report.TABLES`), computed afresh from an archive of a grid's records (``docs/evidence/GRID``,
+  :mod:`.records.archive`) with those ``istar-report`` options.
+- ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
+  rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
+
+``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites the region between every pair of markers;
+``--check`` only reports the pages whose tables differ from their sources (exit 1). CSV cells are written as the
+file holds them (strings, no reformatting); a ``|`` in a cell is escaped.
 """
 from __future__ import annotations
 
@@ -17,11 +24,61 @@ import argparse
 import csv
 import re
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..storage.atomic import atomic_write_text
+from .comparisons.versus_reference import parse_reference
+from .grid_report import TABLES, write_report
+from .paper.istar import PAPER_MODELS
+from .records.cells import collect
 
-MARKER = re.compile(r"<!-- table: (?P<csv>[^ ]+) -->\n(?P<body>.*?)<!-- end table -->", re.S)
+MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
+TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
+               "in docs/evidence/ regenerates this table.*")
+"""The line under a table marked ``transcribed``."""
+REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
+"""The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
+REPORT_FILES = sorted({f"{table.name}.md" for table in TABLES if table.markdown is not None}
+                      | {f"{table.name}.csv" for table in TABLES if table.csv_rows is not None})
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What a table is rendered from: the file ``path``, or with ``table`` the report of the archive at ``path``."""
+
+    path: str
+    table: Optional[str] = None
+    options: tuple[tuple[str, str], ...] = ()  # (write_report's argument, value)
+    transcribed: bool = False
+
+
+def parse_marker(source: str) -> Marker:
+    """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else.
+
+    >>> parse_marker("evidence/rte table1.md --paper-model bert")
+    Marker(path='evidence/rte', table='table1.md', options=(('paper_model', 'bert'),), transcribed=False)
+    >>> parse_marker("results/x.csv transcribed").transcribed
+    True
+    """
+    words = source.split()
+    if len(words) == 1:
+        return Marker(words[0])
+    if words[1:] == ["transcribed"]:
+        return Marker(words[0], transcribed=True)
+    path, table, *options = words or ("", "")
+    if table not in REPORT_FILES or len(options) % 2 or not set(options[::2]) <= set(REPORT_OPTIONS):
+        raise ValueError(f"<!-- table: {source} -->: expected FILE, FILE transcribed, or ARCHIVE TABLE "
+                         f"[--paper-model MODEL] [--reference KEY=VALUE] with TABLE one of {', '.join(REPORT_FILES)}")
+    given = dict(zip(options[::2], options[1::2]))
+    if given.get("--paper-model", "bert") not in PAPER_MODELS:
+        raise ValueError(f"<!-- table: {source} -->: --paper-model {given['--paper-model']} is not one of "
+                         f"{', '.join(sorted(PAPER_MODELS))}")
+    if "--reference" in given:
+        parse_reference(given["--reference"])
+    return Marker(path, table, tuple((REPORT_OPTIONS[name], value) for name, value in given.items()))
 
 
 def read_csv(path: str | Path) -> list[list[str]]:
@@ -55,8 +112,8 @@ def render_csv(path: str | Path) -> str:
 
 
 def marked_tables(text: str) -> list[tuple[str, str]]:
-    """(csv path as written, current table text) for every marked region of a page."""
-    return [(m.group("csv"), m.group("body")) for m in MARKER.finditer(text)]
+    """(the marker's source as written, current table text) for every marked region of a page."""
+    return [(m.group("source"), m.group("body")) for m in MARKER.finditer(text)]
 
 
 def render_source(path: str | Path) -> str:
@@ -67,12 +124,50 @@ def render_source(path: str | Path) -> str:
     return render_csv(path)
 
 
-def render_page(text: str, base: str | Path) -> str:
-    """The page with every marked region replaced by its file's table (paths relative to ``base``)."""
-    base = Path(base)
-    return MARKER.sub(
-        lambda m: f"<!-- table: {m.group('csv')} -->\n{render_source(base / m.group('csv'))}<!-- end table -->", text
-    )
+class ArchiveReports:
+    """The ``istar-report`` outputs of archives, each written once (into a temporary folder) however many tables the
+    pages take from it: ``with ArchiveReports() as reports: reports.table(archive, "table1.md", options)``."""
+
+    def __init__(self) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
+        self._reports: dict[tuple, Path] = {}
+
+    def table(self, archive: Path, name: str, options: tuple[tuple[str, str], ...] = ()) -> str:
+        key = (archive.resolve(), options)
+        if key not in self._reports:
+            records, _ = collect(archive)
+            if not records:
+                raise ValueError(f"{archive}: no finished cell to report on")
+            self._reports[key] = Path(self._folder.name) / str(len(self._reports))
+            write_report(records, self._reports[key], **dict(options))
+        path = self._reports[key] / name
+        if not path.is_file():
+            raise ValueError(f"{archive}: istar-report writes no {name} for its cells")
+        return render_source(path)
+
+    def __enter__(self) -> "ArchiveReports":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._folder.cleanup()
+
+
+def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str:
+    """The table a marker's ``source`` names (paths relative to ``base``)."""
+    marker = parse_marker(source)
+    if marker.table is not None:
+        return reports.table(Path(base) / marker.path, marker.table, marker.options)
+    table = render_source(Path(base) / marker.path)
+    return f"{table}\n{TRANSCRIBED}\n" if marker.transcribed else table
+
+
+def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None) -> str:
+    """The page with every marked region replaced by its table (paths relative to ``base``)."""
+    if reports is None:
+        with ArchiveReports() as reports:
+            return render_page(text, base, reports)
+    return MARKER.sub(lambda m: f"<!-- table: {m.group('source')} -->\n"
+                                f"{render_marker(m.group('source'), base, reports)}<!-- end table -->", text)
 
 
 def pages(targets: list[str | Path]) -> list[Path]:
@@ -87,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m istar_plugin.reports.docs_tables",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="+", help="Markdown pages or directories of them")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its CSV")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if a table differs from its source")
     args = parser.parse_args(argv)
     try:
         return update(pages(args.targets), args.check)
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # a missing page or CSV, a malformed CSV
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # a missing page, CSV or archive, bad marker
         print(f"docs_tables: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
 
@@ -100,19 +196,20 @@ def update(targets: list[Path], check: bool) -> int:
     """Render every marked table of ``targets``; rewrite stale pages (atomically) unless ``check``; 1 if ``check``
     found a stale one."""
     stale = []
-    for page in targets:
-        text = page.read_text(encoding="utf-8")
-        rendered = render_page(text, page.parent)
-        if rendered != text:
-            stale.append(page)
-            if not check:
-                atomic_write_text(page, rendered)
-        count = len(marked_tables(text))
-        if count:
-            state = "differs" if rendered != text else "up to date"
-            if not check and rendered != text:
-                state = "rewritten"
-            print(f"{page}: {count} table(s), {state}")
+    with ArchiveReports() as reports:
+        for page in targets:
+            text = page.read_text(encoding="utf-8")
+            rendered = render_page(text, page.parent, reports)
+            if rendered != text:
+                stale.append(page)
+                if not check:
+                    atomic_write_text(page, rendered)
+            count = len(marked_tables(text))
+            if count:
+                state = "differs" if rendered != text else "up to date"
+                if not check and rendered != text:
+                    state = "rewritten"
+                print(f"{page}: {count} table(s), {state}")
     return 1 if check and stale else 0
 
 

@@ -75,9 +75,9 @@ class _Snapshot:
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
     """Copy the records of ``grid``'s cells into ``directory`` (see the module docstring); one outcome per cell,
-    in the order of their names. Raises :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when ``directory`` holds
-    files istar_plugin did not write or a different record of some cell, :class:`~istar_plugin.errors.ConfigError`
-    when it lies inside ``grid``."""
+    in the order of their names. Raises :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when
+    ``directory`` holds files istar_plugin did not write or a different record of some cell,
+    :class:`~istar_plugin.errors.ConfigError` when it lies inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")

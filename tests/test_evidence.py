@@ -1,0 +1,347 @@
+"""Archives of grid records (istar-report --archive) and the docs tables computed from them (docs/evidence/).
+
+The synthetic grid's cells are written as the trainer leaves them (config.yaml, results.json with its provenance,
+predictions.json, attempts.jsonl, a 300-step metrics.jsonl); one slow test archives a real tiny grid.
+"""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from istar_plugin.cli import report as report_cli
+from istar_plugin.reports import docs_tables
+from istar_plugin.reports.records.provenance import cell_provenance
+from istar_plugin.storage.predictions import write_predictions
+from istar_plugin.storage.provenance import machine
+from istar_plugin.storage.results import ResultsRecord, failed_record, write_results
+
+ROOT = Path(__file__).resolve().parents[1]
+EVIDENCE = ROOT / "docs" / "evidence"
+NOT_FROM_RUNS = {"criterions.csv", "exit_codes.csv", "run_files.csv", "embedding_measures.csv",
+                 "lora_step_smollm2.csv"}
+"""docs/results files that are no runs' results: the toolkit's own lists, and a benchmark script's own output."""
+CRITERIA = {"cross_entropy": {"name": "cross_entropy"}, "istar": {"name": "istar", "lam": -1.0, "zeta": 0.2}}
+CORRECT = {("cross_entropy", 1): 30, ("cross_entropy", 2): 28, ("cross_entropy", 3): 31,
+           ("istar", 1): 32, ("istar", 2): 27, ("istar", 3): 33}  # of 40 evaluation examples
+
+
+def write_cell(cell, method, seed, correct, host="machine-a", **results):
+    """A finished RTE cell with ``correct`` of 40 examples right, as the trainer and a grid leave it."""
+    references = [i % 2 for i in range(40)]
+    cell.mkdir(parents=True)
+    (cell / "config.yaml").write_text(f"task: rte\nseed: {seed}\ncriterion:\n  name: {method}\noutput_dir: {cell}\n")
+    metrics = {"accuracy": correct / 40, "eval_isoscore_star": 0.2 - 0.01 * seed}
+    provenance = {"host": host, "cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"], "torch": "2.13.0",
+                  "istar_plugin": "0.1.0", "commit": "0123456789abcdef0123456789abcdef01234567"}
+    write_results(cell / "results.json", ResultsRecord(
+        "finished", "rte", "minilm", CRITERIA[method], seed, step=300, epoch=3, metrics=metrics,
+        main_metric="accuracy", eval_isoscore_star=metrics["eval_isoscore_star"],
+        extra={"precision": "bf16", "provenance": provenance}, **results))
+    write_predictions(cell, "rte", 300, references[:correct] + [1 - r for r in references[correct:]], references)
+    (cell / "attempts.jsonl").write_text(
+        json.dumps({"event": "start", "host": host, "time": 1000.0}) + "\n"
+        + json.dumps({"event": "finished", "host": host, "time": 1000.0 + 60 * seed}) + "\n")
+    log = [{"step": step, "time": 1000.0 + step / 10, "train/loss": 1 / step} for step in range(1, 301)]
+    log += [{"step": step, "time": 1000.0 + step / 10, "eval/accuracy": 0.7} for step in (100, 200, 300)]
+    (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n"
+                                                for record in sorted(log, key=lambda r: r["step"])))
+    (cell / "checkpoints").mkdir()
+    (cell / "checkpoints" / "step_00000300.pt").write_bytes(b"weights")  # what an archive leaves behind
+    (cell / ".istar-run").write_text("{}\n")
+
+
+def make_grid(root, seeds=(1, 2, 3), host="machine-a"):
+    for method in CRITERIA:
+        for seed in seeds:
+            write_cell(root / f"criterion={method},seed={seed}", method, seed, CORRECT[method, seed], host)
+    return root
+
+
+@pytest.fixture
+def grid(tmp_path):
+    return make_grid(tmp_path / "grid")
+
+
+def files(directory):
+    """Every file under ``directory`` -> its bytes."""
+    return {path.relative_to(directory).as_posix(): path.read_bytes()
+            for path in sorted(Path(directory).rglob("*")) if path.is_file()}
+
+
+def report(capsys, *arguments):
+    """istar-report's exit code and what it printed (stdout, stderr)."""
+    code = report_cli.main([str(argument) for argument in arguments])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def tables(out, replace=()):
+    """The report's tables (Markdown and CSV) as text, with each (old, new) of ``replace`` replaced."""
+    texts = {}
+    for path in sorted(out.iterdir()):
+        if path.suffix in (".md", ".csv"):
+            text = path.read_text()
+            for old, new in replace:
+                text = text.replace(old, new)
+            texts[path.name] = text
+    return texts
+
+
+# --- archiving ------------------------------------------------------------------------------------------------
+
+
+def test_an_archive_is_reported_exactly_as_its_grid(grid, tmp_path, capsys):
+    assert report(capsys, grid, "--archive", tmp_path / "archive")[0] == 0
+    shutil.rmtree(grid / "criterion=istar,seed=1" / "checkpoints")  # the grid may change in ways no record shows
+    assert report(capsys, grid, "--out", tmp_path / "live")[0] == 0
+    code, printed, _ = report(capsys, tmp_path / "archive", "--out", tmp_path / "archived")
+    assert code == 0 and "6 finished cells" in printed and "missing or failed cells: 0" in printed
+    live = tables(tmp_path / "live", replace=[(str(grid), str(tmp_path / "archive"))])  # cells.csv names the cells
+    assert tables(tmp_path / "archived") == live
+    assert {"table1.md", "versus_base.md", "wall_times.md", "provenance.md", "cells.csv"} <= set(live)
+    assert "seeds and examples" in live["versus_base.md"]  # the predictions came along: examples resampled
+    assert (tmp_path / "archived" / "figure3.png").is_file()
+
+
+def test_an_archived_cell_is_its_record_and_a_summary_of_its_log(grid, tmp_path, capsys):
+    code, printed, _ = report(capsys, grid, "--archive", tmp_path / "archive")
+    assert code == 0 and printed.endswith("6 cells archived, 0 archived before, 0 skipped; "
+                                          f"archive in {tmp_path / 'archive'}\n")
+    assert re.search(r"^archived criterion=istar,seed=1: finished, \d+\.\d kB$", printed, re.M)
+    source, cell = grid / "criterion=istar,seed=1", tmp_path / "archive" / "criterion=istar,seed=1"
+    archived = files(cell)
+    assert sorted(archived) == ["archive.json", "attempts.jsonl", "config.yaml", "metrics.jsonl", "predictions.json",
+                                "results.json"]  # no checkpoints, no weights
+    for name in ("attempts.jsonl", "config.yaml", "predictions.json", "results.json"):
+        assert archived[name] == (source / name).read_bytes()
+    kept = [json.loads(line) for line in archived["metrics.jsonl"].decode().splitlines()]
+    training = [record["step"] for record in kept if "train/loss" in record]
+    assert training == sorted({*range(1, 301, 3), 200, 300})  # every third, the last, and at each evaluation
+    assert [record["step"] for record in kept if "eval/accuracy" in record] == [100, 200, 300]
+    origin = json.loads(archived["archive.json"])
+    assert origin["metrics.jsonl"] == {"records": 303, "kept": len(kept)} and origin["source"].endswith(str(source))
+    assert sum(map(len, archived.values())) < 20_000
+    assert (tmp_path / "archive" / ".istar-archive").is_file()
+
+
+def test_archiving_again_changes_nothing_and_a_different_record_is_refused(grid, tmp_path, capsys):
+    target = tmp_path / "archive"
+    assert report(capsys, grid, "--archive", target)[0] == 0
+    before = files(target)
+    code, printed, _ = report(capsys, grid, "--archive", target)
+    assert code == 0 and printed == f"{grid}: 0 cells archived, 6 archived before, 0 skipped; archive in {target}\n"
+    assert files(target) == before
+    changed = grid / "criterion=istar,seed=2"
+    results = json.loads((changed / "results.json").read_text())
+    results["metrics"]["accuracy"] = 0.9
+    (changed / "results.json").write_text(json.dumps(results))
+    write_cell(grid / "criterion=istar,seed=4", "istar", 4, 30)  # a new cell waits behind the refusal
+    code, printed, error = report(capsys, grid, "--archive", target)
+    assert code == 4 and printed == "" and error.count("\n") == 1
+    assert (f"--archive {target}: criterion=istar,seed=2/results.json differs from the record archived there; "
+            "nothing was archived") in error
+    assert files(target) == before
+    shutil.rmtree(target / "criterion=istar,seed=2")  # the way to archive the other record
+    assert report(capsys, grid, "--archive", target)[0] == 0
+    assert json.loads((target / "criterion=istar,seed=2" / "results.json").read_text())["metrics"]["accuracy"] == 0.9
+    assert (target / "criterion=istar,seed=4" / "config.yaml").is_file()
+
+
+def test_a_failed_cell_is_archived_as_failed_and_unfinished_or_running_ones_are_skipped(grid, tmp_path, capsys):
+    failed = grid / "criterion=istar,seed=3"
+    write_results(failed / "results.json", failed_record("the loss became nan at step 7", "rte", "minilm",
+                                                         CRITERIA["istar"], 3))
+    queued = grid / "criterion=istar,seed=5"
+    queued.mkdir()
+    (queued / "cell.yaml").write_text("task: rte\nseed: 5\n")
+    running = grid / "criterion=istar,seed=2"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"descriptor = os.open({str(running / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(descriptor, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        code, printed, _ = report(capsys, grid, "--archive", tmp_path / "archive")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 0
+    assert "archived criterion=istar,seed=3: failed: the loss became nan at step 7, " in printed
+    assert "skipped criterion=istar,seed=5: no results.json (the run has not finished)\n" in printed
+    assert re.search(r"^skipped criterion=istar,seed=2: cell .* is in use by another run \(.*\); "
+                     r"archive it once its run ends$", printed, re.M)
+    assert printed.endswith("5 cells archived, 0 archived before, 2 skipped; "
+                            f"archive in {tmp_path / 'archive'}\n")
+    code, printed, _ = report(capsys, tmp_path / "archive", "--out", tmp_path / "report")
+    assert code == 0 and "4 finished cells" in printed and "missing or failed cells: 1" in printed
+    assert "criterion=istar,seed=3: failed: the loss became nan at step 7 (results.json status: failed)" in printed
+
+
+def test_an_archive_is_refused_inside_its_grid_or_in_a_folder_of_other_files(grid, tmp_path, capsys):
+    code, _, error = report(capsys, grid, "--archive", grid / "archive")
+    assert code == 2 and "is inside the grid" in error and not (grid / "archive").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    code, _, error = report(capsys, grid, "--archive", tmp_path / "mine")
+    assert code == 4 and "holds files istar_plugin did not write (notes.txt)" in error
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_archives_from_two_machines_merge_and_the_report_says_where_each_cell_ran(tmp_path, capsys):
+    first, second = make_grid(tmp_path / "a" / "grid", (1, 2), "machine-a"), make_grid(tmp_path / "b" / "grid", (3,),
+                                                                                        "machine-b")
+    for grid, archived in ((first, "archive_a"), (second, "archive_b")):
+        assert report(capsys, grid, "--archive", tmp_path / archived)[0] == 0
+    merged = tmp_path / "merged"
+    for archived in ("archive_a", "archive_b"):  # an archive's cells are copied as they are, archive.json included
+        assert report(capsys, tmp_path / archived, "--archive", merged)[0] == 0
+    assert files(merged / "criterion=istar,seed=3") == files(tmp_path / "archive_b" / "criterion=istar,seed=3")
+    code, printed, _ = report(capsys, merged, "--out", tmp_path / "merged_report")
+    assert code == 0 and "6 finished cells" in printed
+    assert ("| machine-a | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | 0123456789ab | 4 (rte 4) |\n"
+            "| machine-b | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | 0123456789ab | 2 (rte 2) |\n") in printed
+    assert report(capsys, tmp_path / "archive_a", tmp_path / "archive_b", "--out", tmp_path / "both")[0] == 0
+    both = tables(tmp_path / "both", replace=[(str(tmp_path / "archive_a"), str(merged)),
+                                              (str(tmp_path / "archive_b"), str(merged))])
+    assert {name: sorted(text.splitlines()) for name, text in both.items()} == {  # cells listed archive by archive
+        name: sorted(text.splitlines()) for name, text in tables(tmp_path / "merged_report").items()}
+    assert both["table1.md"] == tables(tmp_path / "merged_report")["table1.md"]
+    clash = make_grid(tmp_path / "c" / "grid", (3,), "machine-c")  # the same cells, run again elsewhere
+    code, _, error = report(capsys, clash, "--archive", merged)
+    assert code == 4 and "criterion=cross_entropy,seed=3/config.yaml differs" in error  # its output_dir, first
+    assert "(and 1 other cells)" in error
+
+
+def test_several_grids_need_a_report_folder(grid, tmp_path, capsys):
+    code, _, error = report(capsys, grid, grid)
+    assert code == 2 and error == "istar-report: several GRID_DIRs: name the report's folder with --out\n"
+
+
+def test_a_stage_two_finds_its_archived_stage_one_beside_it(tmp_path, capsys):
+    grid = tmp_path / "grid"
+    for seed in (1, 2):
+        stage1 = grid / f"criterion=cross_entropy,seed={seed}"
+        write_cell(stage1, "cross_entropy", seed, 30 + seed)
+        write_cell(grid / f"criterion=isolayer,seed={seed}", "istar", seed, 32 + seed, init_from=str(stage1),
+                   cls_explained_variance=(0.3, 0.35, 0.38), cls_isoscore=0.01)
+        results = json.loads((grid / f"criterion=isolayer,seed={seed}" / "results.json").read_text())
+        results["criterion"] = {"name": "isolayer"}
+        (grid / f"criterion=isolayer,seed={seed}" / "results.json").write_text(json.dumps(results))
+    assert report(capsys, grid, "--out", tmp_path / "live")[0] == 0
+    assert report(capsys, grid, "--archive", tmp_path / "archive")[0] == 0
+    shutil.rmtree(grid)  # the stage-1 paths the records name are gone: the archive holds them
+    assert report(capsys, tmp_path / "archive", "--out", tmp_path / "archived")[0] == 0
+    table3 = tables(tmp_path / "archived")["table3.csv"]
+    assert table3 == tables(tmp_path / "live")["table3.csv"] and ",78.8 (1.77)," in table3  # stage 1: 31 and 32 of 40
+
+
+# --- the docs' tables -----------------------------------------------------------------------------------------
+
+
+def test_a_docs_marker_renders_an_archives_table_and_a_changed_record_shows(grid, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    assert report(capsys, grid, "--archive", docs / "evidence" / "rte")[0] == 0
+    assert report(capsys, grid, "--out", tmp_path / "live", "--paper-model", "bert")[0] == 0
+    page = docs / "page.md"
+    page.write_text("Intro.\n\n<!-- table: evidence/rte versus_base.md -->\n<!-- end table -->\n\n"
+                    "<!-- table: evidence/rte table1.md --paper-model bert -->\nold\n<!-- end table -->\n\n"
+                    "<!-- table: evidence/rte wall_times.csv -->\n<!-- end table -->\n")
+    assert docs_tables.main([str(docs)]) == 0 and docs_tables.main([str(docs), "--check"]) == 0
+    live = tables(tmp_path / "live")
+    assert page.read_text() == (
+        f"Intro.\n\n<!-- table: evidence/rte versus_base.md -->\n{live['versus_base.md']}<!-- end table -->\n\n"
+        f"<!-- table: evidence/rte table1.md --paper-model bert -->\n{live['table1.md']}<!-- end table -->\n\n"
+        "<!-- table: evidence/rte wall_times.csv -->\n"
+        f"{docs_tables.render_csv(tmp_path / 'live' / 'wall_times.csv')}<!-- end table -->\n")
+    assert "paper bert" in live["table1.md"]
+    capsys.readouterr()
+    cell = docs / "evidence" / "rte" / "criterion=istar,seed=1"
+    results = json.loads((cell / "results.json").read_text())
+    results["metrics"]["accuracy"] = 0.5
+    (cell / "results.json").write_text(json.dumps(results))
+    assert docs_tables.main([str(page), "--check"]) == 1
+    assert capsys.readouterr().out == f"{page}: 3 table(s), differs\n"
+
+
+@pytest.mark.parametrize("marker, message", [
+    ("evidence/rte table9.md", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+    ("evidence/rte table1.md --paper-model gpt", "--paper-model gpt is not one of albert, bert, distilbert"),
+    ("evidence/rte table1.md --out x", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+    ("evidence/none table1.md", "grid directory"),
+    ("evidence/rte table3.md", "istar-report writes no table3.md for its cells"),
+])
+def test_a_bad_archive_marker_is_one_line_and_changes_nothing(grid, tmp_path, capsys, marker, message):
+    assert report(capsys, grid, "--archive", tmp_path / "evidence" / "rte")[0] == 0
+    page = tmp_path / "page.md"
+    page.write_text(f"<!-- table: {marker} -->\n<!-- end table -->\n")
+    assert docs_tables.main([str(page)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("docs_tables: ") and error.count("\n") == 1 and message in error
+    assert page.read_text() == f"<!-- table: {marker} -->\n<!-- end table -->\n"
+
+
+def test_a_transcribed_table_says_so_under_it(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n")
+    page = tmp_path / "p.md"
+    page.write_text("<!-- table: t.csv transcribed -->\n<!-- end table -->\n")
+    assert docs_tables.main([str(page)]) == 0
+    assert page.read_text() == ("<!-- table: t.csv transcribed -->\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+                                f"{docs_tables.TRANSCRIBED}\n<!-- end table -->\n")
+    assert docs_tables.TRANSCRIBED.startswith("*Records lost; transcribed:")
+
+
+def docs_markers():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(page, docs_tables.parse_marker(source)) for page in pages
+            for source, _ in docs_tables.marked_tables(page.read_text())]
+
+
+def test_every_results_table_without_an_archive_says_it_was_transcribed():
+    untold = [f"{page.name}: {marker.path}" for page, marker in docs_markers()
+              if marker.table is None and not marker.transcribed and Path(marker.path).name not in NOT_FROM_RUNS]
+    assert not untold, f"results tables with neither an archive nor the transcribed mark: {untold}"
+
+
+def test_every_archive_in_docs_evidence_is_an_archive_the_docs_show():
+    shown = {(page.parent / marker.path).resolve() for page, marker in docs_markers() if marker.table is not None}
+    archives = sorted(path for path in EVIDENCE.iterdir() if path.is_dir())
+    assert all((archive / ".istar-archive").is_file() for archive in archives), archives
+    assert [archive.name for archive in archives if archive.resolve() not in shown] == []
+    assert all(path.parent.resolve() == EVIDENCE.resolve() for path in shown)  # archives live in docs/evidence/
+
+
+# --- a real grid ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # trains two tiny cells
+def test_a_real_grid_archives_into_kilobytes_a_cell_with_where_it_ran(tiny_bert, shared_data, tmp_path, capsys):
+    from istar_plugin.launch import grid as grid_module
+    from istar_plugin.launch.options import parse
+    from istar_plugin.launch.submit import launch, plan
+
+    from helpers import tiny_run_arguments
+
+    grid = grid_module.sweep([*tiny_run_arguments(tiny_bert, shared_data, "max_steps=2"),
+                              "criterion=cross_entropy,istar"])
+    launch(grid, tmp_path / "grid", plan(grid, tmp_path / "grid"), parse(["launcher=inline"])[0])
+    assert report(capsys, tmp_path / "grid", "--archive", tmp_path / "archive")[0] == 0
+    for cell in grid.cells:
+        archived = files(tmp_path / "archive" / cell.name)
+        assert sorted(archived) == ["archive.json", "attempts.jsonl", "config.yaml", "metrics.jsonl",
+                                    "predictions.json", "results.json"]
+        assert sum(map(len, archived.values())) < 30_000  # the cell itself holds its model and TensorBoard events
+        here = machine()
+        recorded = cell_provenance(tmp_path / "archive" / cell.name)
+        assert (recorded.host, recorded.cpu, recorded.torch, recorded.commit) == (
+            here["host"], here["cpu"], here["torch"], here["commit"])
+        assert recorded.cpu_flags == tuple(here["cpu_flags"]) and recorded.precision in ("fp32", "bf16")
+    assert report(capsys, tmp_path / "grid", "--out", tmp_path / "live")[0] == 0
+    assert report(capsys, tmp_path / "archive", "--out", tmp_path / "archived")[0] == 0
+    assert tables(tmp_path / "archived") == tables(tmp_path / "live", replace=[(str(tmp_path / "grid"),
+                                                                                str(tmp_path / "archive"))])
