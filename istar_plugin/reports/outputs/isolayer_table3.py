@@ -2,13 +2,12 @@
 
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, where
 that path is another machine's, the cell of that name beside it), so the two columns hold exactly the fine-tuned
-models and the same models with the layer. Per model, task and stage
-(and stage-2 variant, when several were run): the metric's (the paper's for its tasks: MRPC accuracy) median
-(sample std) over seeds, as a percentage, the medians of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the
-evaluation split, the trainable parameters, the median wall time of a cell (start to finish, ``attempts.jsonl``; else
-the metrics log's first to last record), and how many seeds stage 2 improved. The paper's numbers come from
-:mod:`..paper.isolayer` (source named there) and are shown for the model names they were
-measured with (``bert`` = bert-base-cased, ``roberta_large``).
+models and the same models with the layer. Per model, task and stage (and stage-2 variant, when several were run):
+the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a percentage, the medians
+of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the trainable parameters, the median wall
+time of a cell (start to finish, ``attempts.jsonl``; else the metrics log's first to last record), and how many
+seeds stage 2 improved. The paper's numbers come from :mod:`..paper.isolayer` (source named there) and are shown for
+the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``).
 
 >>> import json, tempfile
 >>> grid = Path(tempfile.mkdtemp())
@@ -49,10 +48,8 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
     for run in runs.values():
         if run.criterion.get("name") != STAGE_TWO:
             continue
-        first = None
-        if run.init_from is not None:
-            first = (runs.get(run.init_from) or runs.get(run.path.parent / run.init_from.name)
-                     or read_run(run.init_from, paper_metric))
+        first = None if run.init_from is None else (runs.get(run.init_from) or runs.get(
+            run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric))
         variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
         groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
     variants_of: dict[tuple, set] = {}
