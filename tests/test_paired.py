@@ -85,6 +85,14 @@ def test_only_common_seeds_are_paired_and_unequal_references_fall_back_to_seeds(
     result = paired_difference("rte", "accuracy", {1: (a, a), 2: (a, a)}, {1: (a, b), 3: (a, a)},
                                scores=({1: 100.0, 2: 100.0}, {1: 0.0, 3: 100.0}))
     assert result.seeds == (1,) and result.resampled == "seeds" and result.differences == (100.0,)
+    # one pair of runs and no examples resampled: an interval of no width, and no verdict drawn from it
+    assert (result.low, result.high, result.verdict) == (100.0, 100.0, "undefined (one seed)")
+
+
+def test_one_seed_with_its_examples_resampled_keeps_its_verdict():
+    references = [0, 1] * 200
+    result = paired_difference("rte", "accuracy", {1: (references, references)}, {1: ([0] * 400, references)})
+    assert result.resampled == "seeds and examples" and result.low > 0 and result.verdict == "better"
 
 
 def test_regression_metrics_resample_seeds_only():

@@ -14,7 +14,8 @@ the seeds are resampled (``resampled="seeds"``) and the interval says less.
 With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
 by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
 the verdict as "at this sample size". It is ``better`` when the whole interval lies above 0, ``worse`` below,
-else ``not distinguishable`` (for a perplexity, where lower is better, the other way round).
+else ``not distinguishable`` (for a perplexity, where lower is better, the other way round); with one pair of
+runs and no examples to resample the interval has no width and the verdict is ``undefined (one seed)``.
 
 >>> refs = [1, 0] * 200
 >>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
@@ -24,6 +25,8 @@ else ``not distinguishable`` (for a perplexity, where lower is better, the other
 ((50.0, 37.5), 43.75, 'better', 'seeds and examples')
 >>> paired_difference("rte", "accuracy", base, base).verdict
 'not distinguishable'
+>>> paired_difference("stsb", "spearman", {1: None}, {1: None}, scores=({1: 88.0}, {1: 86.0})).verdict
+'undefined (one seed)'
 """
 from __future__ import annotations
 
@@ -38,12 +41,15 @@ from ..records.cells import as_percent
 
 __all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
            "CONFUSION_METRICS",
-           "POOLED_METRICS", "ROUNDS", "LEVEL"]
+           "POOLED_METRICS", "ROUNDS", "LEVEL", "UNDEFINED"]
 
 ROUNDS = 2000
 """Bootstrap rounds; the generator is seeded, so a report is reproducible."""
 
 LEVEL = 0.95
+
+UNDEFINED = "undefined (one seed)"
+"""The verdict of a seeds-only comparison on a single pair of runs."""
 
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
@@ -66,6 +72,10 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
+        """``better``, ``worse`` or ``not distinguishable``; ``undefined (one seed)`` when one pair of runs is all
+        there is and its examples were not resampled (an interval of no width decides nothing)."""
+        if self.resampled == "seeds" and len(self.seeds) < 2:
+            return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
         return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
 
