@@ -232,9 +232,10 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     assert ("| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 3 | +0.50 | [-1.00, +2.00] | not distinguishable | "
             "-1.00 +0.50 +2.00 | 0/3 | seeds |") in printed
     assert "missing or failed cells: 2" in printed and "istar_lam-10.0_zeta0.2" in printed
-    assert sorted(p.name for p in out.iterdir()) == [".istar-report", "cells.csv", "figure3.png", "provenance.csv",
-                                                      "provenance.md", "table1.csv", "table1.md", "table2.csv",
-                                                      "table2.md", "versus_base.csv", "versus_base.md"]
+    assert sorted(p.name for p in out.iterdir()) == [".istar-report", "cells.csv", "figure3.png", "power.csv",
+                                                      "power.md", "provenance.csv", "provenance.md", "table1.csv",
+                                                      "table1.md", "table2.csv", "table2.md", "versus_base.csv",
+                                                      "versus_base.md"]
     # these cells recorded no provenance and no attempts: nothing is claimed about where they ran
     assert ("| not recorded | not recorded | not recorded | not recorded | not recorded | not recorded | "
             f"{FINISHED} (squad {FINISHED // 2}, sst2 {FINISHED // 2}) |") in printed

@@ -3,9 +3,9 @@ a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order 
 grid's cells allow them.
 
 I-STAR's Tables 1 and 2 and Figures 3, 7 and 8, every setting against Base (and against a reference value of a
-swept key), the penalised layers' IsoScore*, the cells' wall times and where they ran, the records themselves
-(``cells.csv``), Ding et al.'s calibration tables, the sentence-embedding table and the Isotropy Layer paper's
-Table 3 (:mod:`.outputs`).
+swept key) with what its seeds could detect, the penalised layers' IsoScore*, the cells' wall times and where they
+ran, the records themselves (``cells.csv``), Ding et al.'s calibration tables, the sentence-embedding table and the
+Isotropy Layer paper's Table 3 (:mod:`.outputs`, :mod:`.comparisons`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .comparisons import versus_base, versus_reference
+from .comparisons import power, versus_base, versus_reference
 from .comparisons.paired import PairedDifference
 from .figures import Figure
 from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalised_layers, provenance_table,
@@ -69,6 +69,8 @@ TABLES = (
     _table1("table1_heldout", "validation"),
     Table("versus_base", rows=lambda grid: grid.versus_base, caption=versus_base.CAPTION, shown="",
           markdown=lambda grid, rows: versus_base.markdown(rows), columns=versus_base.COLUMNS),
+    Table("power", rows=lambda grid: power.rows(grid.versus_base), caption=power.CAPTION, shown="",
+          markdown=lambda grid, rows: power.markdown(rows), columns=power.COLUMNS),
     Table("versus_reference", shown="", columns=versus_reference.COLUMNS,
           rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference) if grid.reference else [],
           caption=lambda grid: versus_reference.caption(grid.reference),
