@@ -46,7 +46,9 @@ from ..isotropy.streaming import LayerStatistics, TokenMoments
 from ..models.token_cloud import stream_token_statistics
 from ..reports.figures import save_png, single
 from ..reports.records.settings import display_name
+from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
+from ..storage.reading import reading
 from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
@@ -67,14 +69,16 @@ class RunProblem(ValueError):
 
 def check_run(run_dir: Path) -> dict[str, Any]:
     """The run's ``results.json`` if it is a finished run whose latest checkpoint is its final model; else raise
-    :class:`RunProblem` naming what is missing (before any model loads)."""
-    if not run_dir.is_dir():
-        raise RunProblem(f"{run_dir}: not a directory")
-    if not (run_dir / "config.yaml").is_file():
-        raise RunProblem(f"{run_dir}: no config.yaml (not a run directory)")
-    latest = Checkpoints(run_dir).latest()
-    if latest is None and not (run_dir / MODEL_DIR).is_dir():
-        raise RunProblem(f"{run_dir}: neither {MODEL_DIR}/ nor checkpoints/step_*.pt to load the model from")
+    :class:`RunProblem` naming what is missing (before any model loads). A run directory this user may not read is
+    one :class:`~istar_plugin.errors.RunDirError` line (:mod:`~istar_plugin.storage.reading`)."""
+    with reading(run_dir, "run directory", RunDirError):
+        if not run_dir.is_dir():
+            raise RunProblem(f"{run_dir}: not a directory")
+        if not (run_dir / "config.yaml").is_file():
+            raise RunProblem(f"{run_dir}: no config.yaml (not a run directory)")
+        latest = Checkpoints(run_dir).latest()
+        if latest is None and not (run_dir / MODEL_DIR).is_dir():
+            raise RunProblem(f"{run_dir}: neither {MODEL_DIR}/ nor checkpoints/step_*.pt to load the model from")
     try:
         results = read_results(run_dir / RESULTS, require_finished=True)
     except ResultsError as error:

@@ -31,6 +31,7 @@ from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from ..storage.reading import read_text
 from ..reports.figures import panels, save_png, style
 from .analyze import Progress
 from .loading import load_run
@@ -71,7 +72,7 @@ def read_sts(sts_dir: str | Path, split: str) -> StsPairs:
 
 def read_corpus(path: str | Path) -> list:
     """Sentences of a text file, one per line (blank lines skipped), for fitting transforms on a corpus."""
-    lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    lines = [line.strip() for line in read_text(path, "fit corpus").splitlines()]
     sentences = [line for line in lines if line]
     if len(sentences) < 2:
         raise ValueError(f"{path}: a fit corpus needs at least 2 non-blank lines, got {len(sentences)}")

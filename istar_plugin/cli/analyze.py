@@ -73,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             check_run(run_dir)
             good.append(run_dir)
-        except RunProblem as problem:
+        except (RunProblem, RunDirError) as problem:  # not a finished run, or one this user may not read
             problems.append(str(problem))
     try:
         check_writable(args.out, ANALYSIS_MARKER, "--out")

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import ConfigError, RunDirError
+from ..errors import ConfigError, RunDirError, one_line
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.records.archive import archive
 from ..reports.records.cells import collect
@@ -74,6 +74,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except NotADirectoryError as error:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
+    except RunDirError as error:  # a record this user may not read: fix it rather than report without it
+        print(f"istar-report: {one_line(error)}", file=sys.stderr)
+        return error.exit_code
     if not records and not problems:
         print(f"istar-report: no cells under {' '.join(map(str, args.grid_dirs))} (a cell is a directory with a "
               "config.yaml)", file=sys.stderr)

@@ -10,18 +10,22 @@ True
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
+from ..storage.reading import CONFIG_FILE_BYTES, read_text, reading
 
 RECIPES_ENV = "ISTAR_RECIPES"
+KINDS = {"": "recipe", "model": "model preset", "grids": "grid file"}
+"""What the YAML files of each recipe subfolder are called in messages."""
 
 
 def recipe_dirs() -> list[Path]:
@@ -38,9 +42,12 @@ def available(subdir: str = "") -> list[str]:
 
 
 def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
-    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it."""
-    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
-        return Path(name)
+    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it;
+    a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
+    if name.endswith((".yaml", ".yml")):
+        with reading(name, KINDS.get(subdir, "YAML file"), ConfigError):
+            if Path(name).is_file():
+                return Path(name)
     for directory in recipe_dirs():
         candidate = directory / subdir / f"{name}.yaml"
         if candidate.is_file():
@@ -48,11 +55,21 @@ def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
     return None
 
 
+def read_yaml(path: Path, what: str, refusal: type[ConfigError] = ConfigError) -> Any:
+    """What ``OmegaConf.load`` makes of the YAML file ``what`` at ``path``, read through
+    :func:`~istar_plugin.storage.reading.read_text`: a file that cannot be read (permissions, a folder, not UTF-8, over
+    :data:`~istar_plugin.storage.reading.CONFIG_FILE_BYTES`) is one ``refusal`` line; malformed YAML raises as from
+    ``OmegaConf.load``, naming the file."""
+    text = io.StringIO(read_text(path, what, refusal, CONFIG_FILE_BYTES))
+    text.name = str(path)  # where YAML's messages say the error is
+    return OmegaConf.load(text)
+
+
 def load_yaml(path: Path, what: str) -> DictConfig:
     """A recipe-like YAML file as a config; empty files, non-mappings and malformed YAML fail naming the file."""
     try:
-        loaded = OmegaConf.load(path)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as error:
+        loaded = read_yaml(path, what)
+    except (OSError, yaml.YAMLError, OmegaConfBaseException) as error:
         detail = " ".join(str(error).split())
         raise ConfigError(f"{what} {path} cannot be read as YAML: {detail}") from None
     if not isinstance(loaded, DictConfig) or not loaded:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import DataError
+from ..storage.reading import reading
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +43,15 @@ def open_text(path: Path | str) -> IO[str]:
     """Open a UTF-8 text file (a byte-order mark is dropped), through gzip when it ends in ``.gz``.
 
     Lines end only at ``\\n``, so a stray ``\\r`` or Unicode line separator inside a field stays in the field.
+    A file that cannot be opened (its permissions, a folder) is one :class:`DataError` line naming it.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
-    return open(path, encoding="utf-8-sig", newline="\n")
+    with reading(path, "data file"):
+        if not path.is_file():
+            raise DataError(f"data file not found: {path}")
+        if path.suffix == ".gz":
+            return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
+        return open(path, encoding="utf-8-sig", newline="\n")
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
@@ -118,8 +121,10 @@ def read_parquet(path: Path | str) -> Iterator[Located]:
     import pyarrow.parquet
 
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
+    with reading(path, "data file"):
+        if not path.is_file():
+            raise DataError(f"data file not found: {path}")
+        open(path, "rb").close()  # a file that cannot be opened is refused as such, not as malformed parquet
     try:
         source = pyarrow.BufferReader(gzip.decompress(path.read_bytes())) if path.suffix == ".gz" else path
         table = pyarrow.parquet.read_table(source)

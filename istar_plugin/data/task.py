@@ -21,6 +21,7 @@ import numpy as np
 from .. import metrics
 from ..errors import ConfigError
 from ..registry import TASKS
+from ..storage.reading import reading
 from .config import DataConfig
 from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive
@@ -142,9 +143,10 @@ class Task:
                 f"or name the file with data.{split}_file"
             )
         tried = [folder / name for candidate in self.files[split_name] for name in (candidate, candidate + ".gz")]
-        for path in tried:
-            if path.is_file():
-                return path
+        with reading(folder, "data folder"):
+            found = next((path for path in tried if path.is_file()), None)
+        if found is not None:
+            return found
         raise DataError(
             f"{self.name}: no {split_name} file in {folder}; "
             f"tried {', '.join(str(path.relative_to(folder)) for path in tried)}; or name it with data.{split}_file"

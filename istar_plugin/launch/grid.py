@@ -43,6 +43,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ..config import available, find_yaml
+from ..config.recipes import read_yaml
 from ..errors import ConfigError
 
 GRIDS_SUBDIR = "grids"
@@ -218,8 +219,8 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     """
     path = grid_path(name)
     try:
-        spec = OmegaConf.load(path)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        spec = read_yaml(path, "grid file", GridError)
+    except (OSError, yaml.YAMLError) as error:
         raise GridError(f"grid file {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
     if not isinstance(spec, DictConfig):
         raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")

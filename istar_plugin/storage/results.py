@@ -4,7 +4,9 @@ The trainer writes a :class:`ResultsRecord` with :func:`write_results` (atomical
 ``istar-analyze``, ``init_from``, istar-grid's finished-cell check, the trainer's own resume) gets it back with
 :func:`read_results`, which raises one :class:`ResultsError` whose message is a single line naming the run
 directory and what is wrong: no file, not JSON, not an object, a required field missing or of the wrong type, a
-``schema_version`` newer than this code, or (``require_finished=True``) a run that failed.
+``schema_version`` newer than this code, or (``require_finished=True``) a run that failed. A file this process may
+not read (its permissions, a folder) is not the run's fault: one :class:`~istar_plugin.errors.RunDirError` line
+(:mod:`.reading`) that every command stops on.
 
 The JSON layout is the one the trainer always wrote plus ``schema_version`` (:data:`SCHEMA_VERSION`); a file
 without it is version 1 and is read when it holds the required fields (``task``, ``model``, ``criterion``,
@@ -35,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import DataError, one_line
+from ..errors import DataError, RunDirError, one_line
 from .atomic import atomic_write_json
+from .reading import read_bytes
 
 __all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results",
            "recorded_precision", "write_results", "record_from_json"]
@@ -256,10 +259,10 @@ def read_results(path: str | os.PathLike, require_finished: bool = False) -> Res
     if path.is_dir():
         path = path / RESULTS
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
     except FileNotFoundError:
         raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
         raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
     try:
         data = json.loads(text)

@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence
 import yaml
 
 from ...config import as_configured_today
+from ...errors import RunDirError
+from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
@@ -126,9 +128,15 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
 
 
 def find_cells(grid: Path) -> list[Path]:
-    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
-    cells = [Path(root) for root, _, files in os.walk(grid) if any(name in files for name in CELL_FILES)]
+    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order;
+    a folder that cannot be listed is one :class:`~istar_plugin.errors.RunDirError` line, not cells left out."""
+    cells = [Path(root) for root, _, files in os.walk(grid, onerror=_unlisted)
+             if any(name in files for name in CELL_FILES)]
     return sorted(cells, key=lambda path: path.parts)
+
+
+def _unlisted(error: OSError) -> None:
+    raise RunDirError(cannot_read(error.filename, "grid folder", error))
 
 
 def read_config(cell: Path) -> dict[str, Any]:
@@ -140,8 +148,8 @@ def read_config(cell: Path) -> dict[str, Any]:
     {'optim.lr': 1e-05, 'seed': 3}
     """
     try:
-        config = yaml.safe_load((cell / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        config = yaml.safe_load(read_bytes(cell / "config.yaml", "run record", RunDirError))
+    except (OSError, yaml.YAMLError) as error:
         raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
     return _flatten(config if isinstance(config, dict) else {})
 

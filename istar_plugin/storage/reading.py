@@ -1,0 +1,116 @@
+"""Reading the files a user names (data, recipes and grid files, run records): what the operating system refuses
+becomes one line naming the path, the cause and what to do, raised as the caller's error class.
+
+A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look.
+
+>>> import tempfile
+>>> from istar_plugin.errors import ConfigError
+>>> folder = Path(tempfile.mkdtemp())
+>>> def refused(path, **options):
+...     try:
+...         read_text(path, "recipe", ConfigError, **options)
+...     except ConfigError as error:
+...         return str(error).replace(str(folder), "DIR")
+>>> refused(folder)
+'cannot read recipe DIR: it is a folder, not a file (name a file)'
+>>> _ = (folder / "r.yaml").write_bytes(b"task: caf\\xe9\\n")
+>>> refused(folder / "r.yaml")
+'cannot read recipe DIR/r.yaml: not UTF-8 text (byte 0xe9 at offset 9); save it as UTF-8'
+>>> refused(folder / "r.yaml", max_bytes=4)
+'cannot read recipe DIR/r.yaml: 11 bytes is too large for a recipe (at most 4); is it the right file?'
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..errors import DataError, RunError
+
+CONFIG_FILE_BYTES = 1 << 20
+"""The most a recipe, model preset, grid or profile YAML file may hold (the largest shipped one has a few KB)."""
+
+
+def cannot_read(path: str | os.PathLike, what: str, error: OSError | UnicodeDecodeError) -> str:
+    """The one line for ``error`` raised while reading ``what`` at ``path``.
+
+    >>> cannot_read("/x/train.tsv", "data file", PermissionError(errno.EACCES, "Permission denied"))
+    'cannot read data file /x/train.tsv: permission denied (check its mode and owner)'
+    >>> cannot_read("/x/run", "run directory", PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoints"))
+    'cannot read run directory /x/run: permission denied on /x/run/checkpoints (check its mode and owner)'
+    >>> cannot_read("/x/d", "data folder", OSError(errno.EIO, "Input/output error"))
+    'cannot read data folder /x/d: input/output error'
+    """
+    return f"cannot read {what} {path}: {_cause(Path(path), error)}"
+
+
+def _cause(path: Path, error: OSError | UnicodeDecodeError) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}); save it as UTF-8"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        denied = Path(os.path.abspath(error.filename if error.filename else path))
+        denied = blocked_folder(denied) or denied  # the folder that stops the way to the file, else the file
+        if denied == Path(os.path.abspath(path)):
+            return "permission denied (check its mode and owner)"
+        if denied in Path(os.path.abspath(path)).parents:
+            return f"permission denied on its folder {denied} (check that folder's mode and owner)"
+        return f"permission denied on {denied} (check its mode and owner)"
+    if error.errno == errno.EISDIR:
+        return "it is a folder, not a file (name a file)"
+    if error.errno == errno.ENOTDIR:
+        return "it is a file, not a folder (name a folder)" if path.is_file() else "a part of its path is not a folder"
+    return os.strerror(error.errno).lower() if error.errno else " ".join(str(error).split())
+
+
+def blocked_folder(path: str | os.PathLike) -> Optional[Path]:
+    """The outermost existing folder above ``path`` that this process may not search, or None.
+
+    >>> blocked_folder("/no/such/folder/train.tsv") is None
+    True
+    """
+    for folder in reversed(Path(os.path.abspath(path)).parents):
+        if not os.path.isdir(folder):
+            return None
+        if not os.access(folder, os.X_OK):
+            return folder
+    return None
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError) -> Iterator[None]:
+    """Turn an :class:`OSError` (but a missing file) or :class:`UnicodeDecodeError` raised inside the block into
+    ``refusal(cannot_read(path, what, error))``.
+
+    >>> with reading("/no/such/folder", "data folder"):
+    ...     _ = os.listdir("/no/such/folder")
+    Traceback (most recent call last):
+    FileNotFoundError: [Errno 2] No such file or directory: '/no/such/folder'
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as error:
+        raise refusal(cannot_read(path, what, error)) from None
+
+
+def read_bytes(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
+               max_bytes: Optional[int] = None) -> bytes:
+    """The bytes of the file ``what`` at ``path``; one ``refusal`` line when it cannot be read or holds more than
+    ``max_bytes`` (checked on the open file before reading)."""
+    with reading(path, what, refusal), open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise refusal(f"cannot read {what} {path}: {size} bytes is too large for a {what} (at most {max_bytes}); "
+                          "is it the right file?")
+        return handle.read()
+
+
+def read_text(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
+              max_bytes: Optional[int] = None) -> str:
+    """The UTF-8 text of the file ``what`` at ``path``, refused as by :func:`read_bytes` or when it is not UTF-8."""
+    data = read_bytes(path, what, refusal, max_bytes)
+    with reading(path, what, refusal):
+        return data.decode("utf-8")
