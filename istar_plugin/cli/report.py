@@ -13,11 +13,12 @@ writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
 95% bootstrap interval and a verdict (versus_base.md/.csv; also in Table 1's cells and Figure 3's right-hand
 panels) and what its seeds could detect: the interval's half-width and the seeds that would decide each of the
-paper's reported gains (power.md/.csv); table1_heldout.md/.csv, selected on a held-out validation split, when the cells scored one
-(data.validation_split); Figures 7 and 8 when the grid sweeps zeta or penalises single layers; the penalised layers'
-IsoScore* per setting (penalised_layers.md/.csv) when I-STAR cells score chosen layers (criterion.layers); the Isotropy
-Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4 for isotropy-calibration cells. A run
-whose eval predictions were all one class is marked "(k collapsed)". ``--reference precision=fp32`` adds
+paper's reported gains (power.md/.csv); table1_heldout.md/.csv, selected on a held-out validation split, when the
+cells scored one (data.validation_split); Figures 7 and 8 when the grid sweeps zeta or penalises single layers; the
+penalised layers' IsoScore* per setting (penalised_layers.md/.csv) when I-STAR cells score chosen layers
+(criterion.layers); the Isotropy Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4 for
+isotropy-calibration cells. A run whose eval predictions were all one class is marked "(k collapsed)". ``--reference
+precision=fp32`` adds
 versus_reference.md/.csv: every other value of a swept key against that one, each method alike, paired by seed.
 provenance.md/.csv says where each cell ran (host, CPU, torch, precision, code commit).
 
