@@ -1,6 +1,8 @@
 """The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices
-(:func:`istar_plugin.settings.refusal`), the device, the typed views' own checks, the criterion's and the engine's
-compose-time checks, and the combinations no single key can refuse (file keys, patience, ``init_from``).
+(:func:`istar_plugin.settings.refusal`), the device (and whether this platform has it), the typed views' own checks,
+the criterion's (its setup; its size against the model's hidden size and this machine's memory), the task's and the
+engine's compose-time checks, and the combinations no single key can refuse (file keys, patience, the validation split
+of a capped training set, ``init_from``).
 
 >>> non_finite_values({"optim": {"lr": float("nan")}, "seed": 1})
 ['optim.lr']
@@ -13,13 +15,16 @@ istar_plugin.errors.ConfigError: device='gpu' unknown; choose one of: auto, cpu,
 from __future__ import annotations
 
 import math
+import platform
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ..data.config import DataConfig
+from ..data.task import check_validation_split
 from ..errors import ConfigError
 from ..models.config import ModelConfig
+from ..models.preflight import model_width
 from ..registry import CRITERIONS, ENGINES, MODELS, TASKS
 from ..settings import refusal
 from .schema import DEVICE_PATTERN, FILE_KEYS, OptimConfig, RunConfig
@@ -56,14 +61,23 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(problem)
     if not DEVICE_PATTERN.fullmatch(str(cfg.device)):
         raise ConfigError(f"device={cfg.device!r} unknown; choose one of: auto, cpu, cuda, cuda:N, mps")
+    if cfg.device == "mps" and platform.system() != "Darwin":
+        raise ConfigError(f"device='mps' is Apple's GPU (Metal), found on macOS only; this machine runs "
+                          f"{platform.system()}: choose one of: auto, cpu, cuda, cuda:N (cuda: with a CUDA GPU)")
+    if cfg.precision == "fp16" and cfg.device == "cpu":
+        raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU (device=cpu)")
     try:
         criterion_cfg = criterion_config(cfg)
-        data_config(cfg)
+        data_cfg = data_config(cfg)
         model_config(cfg)
-        check_setup = getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "check_setup", None)
+        criterion = CRITERIONS.get(cfg.criterion.name).compose_time
+        check_setup = getattr(criterion, "check_setup", None)
         if check_setup is not None:
             check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).compose_time,
                         getattr(TASKS.get(cfg.task).compose_time, "kind", None))
+        check_data = getattr(TASKS.get(cfg.task).compose_time, "check_data", None)
+        if check_data is not None:
+            check_data(data_cfg)
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     try:
@@ -80,6 +94,16 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. "
                           "data.validation_split=0.3 "
                           f"(got data.validation_split={cfg.data.validation_split})")
-    if getattr(CRITERIONS.get(cfg.criterion.name).compose_time, "needs_init_from", False) and not cfg.init_from:
+    if cfg.data.validation_split and cfg.data.max_train_samples:  # else checked once the training set is read
+        check_validation_split(cfg.data.validation_split, cfg.data.max_train_samples,
+                               f"data.max_train_samples={cfg.data.max_train_samples} keeps")
+    if getattr(criterion, "needs_init_from", False) and not cfg.init_from:
         raise ConfigError(f"criterion {cfg.criterion.name} trains on a fine-tuned model: set init_from=RUN_DIR "
                           "(a finished run's directory) or init_from=HF_MODEL_FOLDER")
+    check_hidden_size = getattr(criterion, "check_hidden_size", None)
+    hidden_size = model_width(cfg) if check_hidden_size is not None else None  # last: it may read the model's config
+    if hidden_size is not None:
+        try:
+            check_hidden_size(criterion_cfg, hidden_size)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None

@@ -1,7 +1,8 @@
 """The criterions' config dataclasses and their compose-time checks, without torch: what ``compose`` reads.
 
-Each registered criterion class inherits its ``...Setup`` class here, so ``check_setup`` (and ``needs_init_from``)
-are one definition, reachable from the class and, before the class is imported, from its registry entry.
+Each registered criterion class inherits its ``...Setup`` class here, so ``check_setup``, ``check_hidden_size`` (and
+``needs_init_from``) are one definition, reachable from the class and, before the class is imported, from its
+registry entry.
 
 >>> IStarConfig(zeta=0.5).zeta
 0.5
@@ -12,6 +13,7 @@ ValueError: criterion=flow needs a model adapter that can insert a module before
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -19,7 +21,7 @@ from ..settings import check_fields, setting
 
 __all__ = ["CrossEntropyConfig", "CosRegConfig", "IStarConfig", "SpectrumConfig", "FlowConfig", "IsoLayerConfig",
            "CriterionSetup", "CosRegSetup", "SpectrumSetup", "FlowSetup", "IsoLayerSetup", "TARGETS", "DECAYS",
-           "DEFAULT_GAMMA"]
+           "DEFAULT_GAMMA", "flow_memory_bytes", "physical_memory_bytes"]
 
 TARGETS = ("hidden", "embeddings")
 SHRINKAGE_MODES = ("eval", "train")
@@ -37,6 +39,11 @@ class CriterionSetup:
     def check_setup(cls, cfg, adapter: type, kind: str) -> None:
         """Raise ValueError (one line, naming the value and the choices) if ``cfg`` cannot run with this model
         adapter class and task kind; called by ``compose`` before any model loads."""
+
+    @classmethod
+    def check_hidden_size(cls, cfg, hidden_size: int) -> None:
+        """Raise ValueError (one line) if ``cfg`` cannot run on a model of this hidden size (e.g. what it adds would
+        not fit in this machine's memory); called by ``compose`` when the model's config is on this machine."""
 
 
 @dataclass
@@ -133,8 +140,59 @@ class FlowConfig:
         check_fields(self, "criterion.")
 
 
+BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two moments
+
+
+def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
+    """The bytes a flow of ``depth`` steps with couplings ``width`` wide takes on ``dim``-dimensional vectors while it
+    trains: each parameter with its gradient and AdamW's two moments, and the buffers (float32 each). Per step:
+    actnorm (2d), the LU linear map (2d^2 + d parameters, d^2 + d buffers) and a coupling network
+    (kept -> width -> width -> 2 x changed, with biases), its halves alternating.
+
+    >>> flow_memory_bytes(384, depth=2, width=256) / 1e6  # the default flow on MiniLM
+    17.501184
+    """
+    def coupling(kept: int) -> int:
+        return (kept + 1) * width + (width + 1) * width + (width + 1) * 2 * (dim - kept)
+
+    even_steps, odd_steps = (depth + 1) // 2, depth // 2  # the even steps keep the first dim // 2 dimensions
+    parameters = depth * (3 * dim + 2 * dim * dim) + even_steps * coupling(dim // 2) + odd_steps * coupling(
+        dim - dim // 2)
+    return BYTES_PER_TRAINED_PARAMETER * parameters + 4 * depth * (dim * dim + dim)
+
+
+def physical_memory_bytes() -> Optional[int]:
+    """This machine's physical memory (its pages times their size), None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no os.sysconf (Windows) or no such name
+        return None
+
+
+def decimal_size(count: float) -> str:
+    """A byte count in decimal units.
+
+    >>> decimal_size(17_501_184), decimal_size(25_276_502_016), decimal_size(6.4e20)
+    ('17.5 MB', '25.3 GB', '640000.0 PB')
+    """
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if count < 1000:
+            return f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} PB"
+
+
 class FlowSetup(CriterionSetup):
     """The compose-time half of criterion ``flow`` (its class inherits it): refuses what it cannot run."""
+
+    @classmethod
+    def check_hidden_size(cls, cfg: FlowConfig, hidden_size: int) -> None:
+        needed, memory = flow_memory_bytes(hidden_size, cfg.depth, cfg.width), physical_memory_bytes()
+        if memory is not None and needed > memory:
+            raise ValueError(f"criterion.width={cfg.width}, criterion.depth={cfg.depth}: the flow on hidden size "
+                             f"{hidden_size} needs about {decimal_size(needed)} for its parameters, their gradients "
+                             f"and AdamW's state, more than this machine's {decimal_size(memory)} of memory; lower "
+                             "criterion.width (default 256) or criterion.depth (default 2)")
 
     @classmethod
     def check_setup(cls, cfg: FlowConfig, adapter: type, kind: str) -> None:

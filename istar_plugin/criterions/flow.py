@@ -25,6 +25,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..registry import CRITERIONS
 from .configs import FlowConfig, FlowSetup
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
@@ -165,6 +166,10 @@ class FlowCriterion(FlowSetup, CrossEntropyCriterion):
     the NLL on the detached representation. Logs the NLL per dimension."""
 
     def adapt(self, model) -> None:
+        try:  # compose checked it when the model's config was on this machine; a hub model's is known only now
+            self.check_hidden_size(self.cfg, model.hidden_size)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         self.flow = Glow(model.hidden_size, self.cfg.depth, self.cfg.width)
         model.insert_before_head("flow", self.flow)
 

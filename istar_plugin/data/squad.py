@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from .readers import DataError
 
 N_BEST = 20
@@ -33,6 +34,53 @@ def check_example(located: str, example: dict) -> None:
     for text, start in zip(answers["text"], answers["answer_start"]):
         if not text or context[start : start + len(text)] != text:
             raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
+
+
+def check_window_settings(max_length: int, doc_stride: int) -> None:
+    """Raise ValueError unless ``doc_stride`` is below ``max_length``: a window holds the question, the special tokens
+    and more than ``doc_stride`` context tokens (the next window starts ``doc_stride`` tokens before its end).
+
+    >>> check_window_settings(384, 128)
+    >>> check_window_settings(64, 100)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: data.doc_stride=100 must be below data.max_length=64 minus the question's and the special tokens: ...
+    """
+    if doc_stride >= max_length:
+        raise ValueError(f"data.doc_stride={doc_stride} must be below data.max_length={max_length} minus the "
+                         "question's and the special tokens: each window holds the question, then more than "
+                         f"doc_stride context tokens; e.g. data.doc_stride={max_length // 3} (a third, as 128 of 384)")
+
+
+def check_question_room(questions: Sequence[tuple[str, str]], tokenizer: Any, max_length: int, doc_stride: int) -> None:
+    """Raise :class:`ConfigError` unless every window of ``max_length`` tokens leaves more than ``doc_stride`` context
+    tokens beside its question; ``questions`` are (where, question text) pairs, the longest is named.
+
+    >>> class Words:  # a stand-in tokenizer: one token per word, [CLS] q [SEP] c [SEP]
+    ...     def __call__(self, texts, add_special_tokens): return {"input_ids": [text.split() for text in texts]}
+    ...     def num_special_tokens_to_add(self, pair): return 3
+    >>> check_question_room([("q1", "who wrote it?"), ("q2", "when?")], Words(), max_length=16, doc_stride=4)
+    >>> check_question_room([("q1", "who wrote it?")], Words(), max_length=8, doc_stride=4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    istar_plugin.errors.ConfigError: data.doc_stride=4 must be below the 2 context tokens data.max_length=8 leaves ...
+    """
+    if not questions:
+        return
+    lengths = [len(ids) for ids in tokenizer([question.lstrip() for _, question in questions],
+                                              add_special_tokens=False)["input_ids"]]
+    longest = max(range(len(questions)), key=lengths.__getitem__)
+    taken = lengths[longest] + tokenizer.num_special_tokens_to_add(pair=True)
+    room, where, needed = max_length - taken, questions[longest][0], taken + doc_stride + 1
+    if room < 1:
+        raise ConfigError(f"data.max_length={max_length} leaves no room for the context beside the longest question: "
+                          f"{taken} tokens with the special tokens ({where}); set data.max_length to at least {needed} "
+                          f"(the question and more than data.doc_stride={doc_stride} context tokens)")
+    if room <= doc_stride:
+        raise ConfigError(f"data.doc_stride={doc_stride} must be below the {room} context tokens "
+                          f"data.max_length={max_length} leaves beside the longest question ({taken} tokens with the "
+                          f"special tokens; {where}); set data.doc_stride to at most {room - 1} or data.max_length "
+                          f"to at least {needed}")
 
 
 def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int] | None:
@@ -148,8 +196,7 @@ def _row(logits: Sequence[float], length: int, index: int) -> np.ndarray:
 def _tokenize(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int) -> Any:
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
-    if doc_stride >= max_length:
-        raise ValueError(f"doc_stride ({doc_stride}) must be below max_length ({max_length}) for SQuAD windows")
+    check_window_settings(max_length, doc_stride)
     return tokenizer(
         [example["question"].lstrip() for example in examples],
         [example["context"] for example in examples],

@@ -8,8 +8,9 @@ for a model, and how predictions become metrics. The registered tasks are in :mo
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import islice
@@ -102,7 +103,19 @@ class Task:
             loaded = list(islice(examples, cap))
         if not loaded:
             raise DataError(f"{self.name}: the {split} split ({split_name}, source {self.cfg.source}) has no examples")
+        if split == "train" and self.cfg.validation_split:
+            check_validation_split(self.cfg.validation_split, len(loaded), f"in {self.source_of(split)}")
         return loaded
+
+    @classmethod
+    def check_data(cls, cfg: DataConfig) -> None:
+        """Raise ValueError (one line) for data settings this task cannot use together; ``compose`` calls it before
+        anything is read. The base task has no such settings."""
+
+    def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
+        """Raise :class:`ConfigError` for settings these examples cannot be encoded with, before the model loads;
+        ``tokenizer()`` loads the model's tokenizer (without its weights) for a task whose check needs it. The base
+        task encodes any example."""
 
     def source_of(self, split: str) -> str:
         """Where ``split`` is read from: the file's path, or the hub data set and split."""
@@ -274,6 +287,49 @@ class TextTask(Task):
             )
         predictions = logits[:, 0].tolist() if self.kind == "regression" else logits.argmax(axis=1).tolist()
         return predictions, [example["label"] for example in examples]
+
+
+def check_validation_split(split: float, train_count: int, counted: str) -> None:
+    """Refuse a ``data.validation_split`` that holds out none of ``train_count`` training examples, or all of them
+    (:class:`ConfigError`); ``counted`` says whose examples they are. The split holds out
+    ``round(split * train_count)`` examples, as :func:`~.packaged.seeded_split` does.
+
+    >>> check_validation_split(0.25, 16, "in train.tsv")
+    >>> check_validation_split(0.01, 16, "in train.tsv")  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    istar_plugin.errors.ConfigError: data.validation_split=0.01 holds out none of the 16 training examples in
+    train.tsv (round(0.01 x 16) = 0); the smallest split that holds one out is 0.032
+    """
+    held_out = round(split * train_count)
+    if 0 < held_out < train_count:
+        return
+    if train_count < 2:
+        raise ConfigError(f"data.validation_split={split} needs 2 or more training examples (one held out, one to "
+                          f"train on); there is {train_count} {counted}; set data.validation_split=0")
+    if held_out == 0:
+        raise ConfigError(f"data.validation_split={split} holds out none of the {train_count} training examples "
+                          f"{counted} (round({split} x {train_count}) = 0); the smallest split that holds one out is "
+                          f"{working_split(train_count, smallest=True)}")
+    raise ConfigError(f"data.validation_split={split} holds out all {train_count} training examples {counted} "
+                      f"(round({split} x {train_count}) = {held_out}), leaving none to train on; the largest split "
+                      f"that leaves one is {working_split(train_count, smallest=False)}")
+
+
+def working_split(train_count: int, smallest: bool) -> float:
+    """The smallest (or largest) validation split that holds out at least one of ``train_count`` (>= 2) examples
+    and leaves at least one, to two significant digits of its distance from 0 (or 1).
+
+    >>> working_split(16, smallest=True), working_split(16, smallest=False), working_split(1000, smallest=True)
+    (0.032, 0.968, 0.00051)
+    """
+    decimals = 1 - math.floor(math.log10(0.5 / train_count))
+    step = 1 if smallest else -1
+    units = math.floor(0.5 / train_count * 10 ** decimals) if smallest else math.ceil(
+        (1 - 0.5 / train_count) * 10 ** decimals)
+    while not 0 < round(round(units * 10.0 ** -decimals, decimals) * train_count) < train_count:
+        units += step
+    return round(units * 10.0 ** -decimals, decimals)
 
 
 CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_length token are clipped first

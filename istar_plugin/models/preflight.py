@@ -42,6 +42,22 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
     return None if config is None else _shape(config)
 
 
+def model_width(cfg: DictConfig) -> Optional[int]:
+    """The hidden size of the run's model from its config when that is on this machine; None for other adapters and
+    for a hub model not downloaded yet.
+
+    >>> from istar_plugin.config import compose
+    >>> model_width(compose(["recipe=movie_snippets"]))
+    384
+    """
+    try:
+        config = _pretrained_config(cfg, local_only=True)
+    except ModelError:
+        return None
+    width = None if config is None else getattr(config, "hidden_size", None) or getattr(config, "dim", None)
+    return None if width is None else int(width)
+
+
 def _shape(config) -> tuple[Optional[int], int]:
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:

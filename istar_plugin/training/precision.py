@@ -46,6 +46,9 @@ def choose_precision(chosen: str, device: torch.device) -> str:
         return "fp16" if device.type == "cuda" else "fp32"
     if chosen == "fp16" and device.type == "cpu":
         raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
+    if chosen == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"precision=bf16: this GPU ({torch.cuda.get_device_name(device)}) computes no bf16; "
+                          "choose one of: auto, fp16, fp32")
     return chosen
 
 

@@ -29,6 +29,7 @@ from ..errors import ConfigError, ModelError
 from ..models.encoder import restoring_weights
 from ..models.frozen_backbone import cache_if_frozen
 from ..models.preflight import check_model_limits
+from ..models.tokenizer import load_tokenizer
 from ..registry import CRITERIONS, MODELS, TASKS
 from ..storage.checkpoints import Checkpoints
 from .distributed import DistInfo, wrap_model
@@ -59,12 +60,25 @@ class TaskData:
 
 
 def load_data(cfg: DictConfig) -> TaskData:
-    """The task's two splits: a bad data file fails here, before the model loads."""
+    """The task's two splits: a bad data file, or settings the examples cannot be encoded with (the task's
+    ``check_tokens``, which may load the tokenizer), fail here, before the model loads."""
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
     train, evaluation = task.load("train"), task.load("eval")
+    check_tokens = getattr(task, "check_tokens", None)  # optional, as for plugin tasks not built on data.task.Task
+    if check_tokens is not None:
+        check_tokens({"train": train, "eval": evaluation}, lambda: load_tokenizer_of(cfg))
     fingerprint = {split: split_fingerprint(examples, task.source_of(split))
                    for split, examples in (("train", train), ("eval", evaluation))}
     return TaskData(task, train, evaluation, fingerprint)
+
+
+def load_tokenizer_of(cfg: DictConfig):
+    """The run's tokenizer without the model's weights (:class:`ModelError` when it cannot be loaded)."""
+    try:
+        return load_tokenizer(config_module.model_config(cfg))
+    except (OSError, ValueError) as error:
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"model {cfg.model.name_or_path!r}: its tokenizer cannot be loaded: {reason}") from None
 
 
 def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints):
