@@ -107,7 +107,8 @@ def test_embedding_measures_on_pairs_with_known_answers():
     assert values["alignment"] == pytest.approx(alignment(first[positive], second[positive]).item())
     assert values["uniformity"] == pytest.approx(uniformity(points).item())
     assert 0 < values["ev_1"] <= values["ev_10"] == pytest.approx(1.0)  # 6 dimensions: 10 components hold it all
-    assert math.isnan(embedding_measures(points, [0.0] * 40, names=("alignment",))["alignment"])  # no positive pair
+    assert embedding_measures(points, [0.0] * 40, names=("alignment",)) == {  # no positive pair: undefined, not NaN
+        "alignment": None, "alignment_undefined": "no pair has a gold score >= 4"}
     shrunk = embedding_measures(points, names=("isoscore_star",), fit_cov=torch.eye(6), zeta=1.0)
     assert shrunk == {"isoscore_star": pytest.approx(1.0)}  # all weight on the identity: perfectly isotropic
 

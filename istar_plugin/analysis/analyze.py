@@ -47,14 +47,14 @@ from ..models.token_cloud import stream_token_statistics
 from ..reports.figures import save_png, single
 from ..reports.records.settings import display_name
 from ..errors import RunDirError
-from ..storage.checkpoints import Checkpoints
+from ..storage.checkpoints import Checkpoints, problem
 from ..storage.reading import reading
 from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
-__all__ = ["check_run", "outliers", "stream_split", "stream_features", "measures", "analyze_run", "analyze_base",
-           "run_label", "figure4", "figure5", "figure6", "figure_outliers", "figure_massive"]
+__all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "measures", "analyze_run",
+           "analyze_base", "run_label", "figure4", "figure5", "figure6", "figure_outliers", "figure_massive"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
@@ -89,7 +89,21 @@ def check_run(run_dir: Path) -> dict[str, Any]:
     if results.step != step:
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
                          f"{results.step})")
+    damage = problem(latest)
+    if damage is not None:  # an older checkpoint is not the final model: nothing is scored in its place
+        raise RunProblem(f"{run_dir}: its final checkpoint {latest.name} is damaged ({damage}); nothing was read "
+                         "from it and the run was left as it was")
     return results.to_json()
+
+
+def final_weights(run_dir: Path) -> str:
+    """Where a finished run's final model is read from, relative to the run: its latest checkpoint or ``model/``.
+
+    >>> final_weights(Path("/nonexistent"))
+    'model/'
+    """
+    latest = Checkpoints(run_dir).latest()
+    return f"{MODEL_DIR}/" if latest is None else f"{latest.parent.name}/{latest.name}"
 
 
 def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
@@ -175,12 +189,24 @@ def _last_real_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), positions.argmax(dim=1)]
 
 
-def _twonn_or_none(points: torch.Tensor) -> Optional[float]:
-    """TwoNN, or None where it is undefined (fewer than 3 distinct points: a collapsed layer)."""
+def _defined(measure, *arguments) -> tuple[Any, Optional[str]]:
+    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined (TwoNN with fewer than 3
+    distinct points: a collapsed layer; a zero variance; a single example).
+
+    >>> _defined(explained_variance_curve, torch.zeros(2, 2), 1)
+    (None, 'explained variance is undefined: all points are identical (zero variance)')
+    """
     try:
-        return twonn_dimension(points).item()
-    except ValueError:
-        return None
+        value = measure(*arguments)
+    except ValueError as error:
+        return None, str(error)
+    return (value.tolist() if isinstance(value, torch.Tensor) else value), None
+
+
+def _with_reasons(key: str, pairs: Sequence[tuple[Any, Optional[str]]]) -> dict[str, Any]:
+    """``{key: values}`` and, where any is None, ``{key_undefined: {layer: why}}`` (layers counted from 1)."""
+    reasons = {str(layer): why for layer, (_, why) in enumerate(pairs, start=1) if why is not None}
+    return {key: [value for value, _ in pairs], **({f"{key}_undefined": reasons} if reasons else {})}
 
 
 def measures(statistics: LayerStatistics, examples: Sequence[Sequence[torch.Tensor]],
@@ -191,15 +217,20 @@ def measures(statistics: LayerStatistics, examples: Sequence[Sequence[torch.Tens
     points = [torch.cat(vectors) for vectors in examples]
     k = min(EV_COMPONENTS, layers[0].dim)
     found = [outliers(layer) for layer in layers]
+    single = points[-1].shape[0] < 2  # one example has no covariance
+    cls_curve = ((None, f"needs at least 2 examples, got {points[-1].shape[0]}") if single
+                 else _defined(explained_variance_curve, torch.cov(points[-1].double().T), k))
     result = {
         "isoscore_star": statistics.isoscore_star(),
         "isoscore_star_per_layer": statistics.isoscore_star_per_layer(),
-        "twonn_per_layer": [_twonn_or_none(vectors) for vectors in points],
+        **_with_reasons("twonn_per_layer", [_defined(twonn_dimension, vectors) for vectors in points]),
         "mean_activation": layers[-1].mean.tolist(),
-        "explained_variance_per_layer": [explained_variance_curve(layer.covariance(), k).tolist() for layer in layers],
-        "cls_explained_variance": explained_variance_curve(torch.cov(points[-1].double().T), k).tolist(),
-        "average_cosine_per_layer": [cosine_from_unit_sums(layer.unit_sum, layer.unit_squares, layer.count).item()
-                                     for layer in layers],
+        **_with_reasons("explained_variance_per_layer",
+                        [_defined(explained_variance_curve, layer.covariance(), k) for layer in layers]),
+        "cls_explained_variance": cls_curve[0],
+        **({"cls_explained_variance_undefined": cls_curve[1]} if cls_curve[1] else {}),
+        **_with_reasons("average_cosine_per_layer", [
+            _defined(cosine_from_unit_sums, layer.unit_sum, layer.unit_squares, layer.count) for layer in layers]),
         "word_embeddings": None,
         "outlier_factor": OUTLIER_FACTOR,
         "outlier_dimensions_per_layer": [dimensions for dimensions, _ in found],
@@ -229,8 +260,8 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
     started = time.perf_counter()
     final = step is None or step == results.get("step")
     loaded = load_run(run_dir, None if final else step)
-    source = getattr(Checkpoints(run_dir).latest(), "name", MODEL_DIR + "/") if final else f"step_{step:08d}.pt"
-    print(f"  {run_dir.name}: {'final model' if final else 'model'} loaded from {source} (step "
+    source = final_weights(run_dir) if final else f"checkpoints/step_{step:08d}.pt"
+    print(f"  {run_dir.name}: {'final model' if final else 'model'} of the finished run loaded from {source} (step "
           f"{results.get('step') if final else step}) in {time.perf_counter() - started:.0f} s", file=sys.stderr,
           flush=True)
     main_metric = results.get("main_metric")
@@ -243,6 +274,8 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
         "criterion": results.get("criterion"),
         "seed": results.get("seed"),
         "step": results.get("step") if final else step,  # the final model's step (model/ carries none of its own)
+        "weights": source,
+        "run_finished": True,  # check_run refuses a failed or unfinished run
         "main_metric": main_metric,
         "score": (results.get("metrics") or {}).get(main_metric) if final else evaluated.get(step, {}).get(main_metric),
     })

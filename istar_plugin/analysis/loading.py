@@ -72,15 +72,15 @@ class LoadedModel:
 
 def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
     """The run's final model (its latest checkpoint, or else its exported ``model/``) or, given ``step``, its
-    checkpoint of that step; read only."""
+    checkpoint of that step; read only: a damaged checkpoint is one :class:`~istar_plugin.errors.CheckpointError`
+    line, never renamed nor replaced by an older one."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     checkpoints = Checkpoints(run_dir)
     if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head
         cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
         return _build(cfg, state=None, init_from=False)  # the folder is the architecture and the weights
-    state = (checkpoints.load_latest(map_location="cpu") if step is None
-             else checkpoints.load_step(step, map_location="cpu"))
-    return _build(cfg, state=state, init_from=True)
+    chosen = max(checkpoints.paths()) if step is None else step  # read only: a damaged one is refused, not renamed
+    return _build(cfg, state=checkpoints.load_step(chosen, map_location="cpu"), init_from=True)
 
 
 def load_pretrained(cfg: DictConfig) -> LoadedModel:

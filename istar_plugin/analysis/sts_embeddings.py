@@ -14,6 +14,7 @@ transformed embeddings, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, un
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,19 +26,21 @@ from transformers import AutoConfig
 from ..config import find_yaml, load_yaml
 from ..data.config import DataConfig
 from ..data.task import get_task
-from ..isotropy.embeddings import embedding_measures
+from ..errors import ModelError, RunDirError
+from ..isotropy.embeddings import embedding_measures, undefined_text
 from ..models.encoder import resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from ..storage.ownership import RUN_MARKER
 from ..storage.reading import read_text
 from ..reports.figures import panels, save_png, style
-from .analyze import Progress
+from .analyze import Progress, RunProblem, check_run, final_weights
 from .loading import load_run
 
-__all__ = ["StsPairs", "read_sts", "read_corpus", "model_shape", "open_encoder", "evaluate_sts",
-           "write_embedding_report", "SPLITS"]
+__all__ = ["StsPairs", "read_sts", "read_corpus", "scored_source", "model_shape", "open_encoder", "evaluate_sts",
+           "report_paths", "write_embedding_report", "SPLITS"]
 
 SPLITS = {"train": "train", "dev": "validation"}
 
@@ -80,7 +83,31 @@ def read_corpus(path: str | Path) -> list:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return (path / "config.yaml").is_file() and ((path / "results.json").is_file() or (path / "checkpoints").is_dir())
+    """A run directory, finished or not (a Hugging Face folder has a config.json, never a config.yaml)."""
+    return (path / RUN_MARKER).is_file() or (path / "config.yaml").is_file()
+
+
+def scored_source(source: str) -> dict[str, Any]:
+    """What ``istar-embed`` scores for ``source``, checked before any model loads: for a run directory, its final
+    model (``step``, the ``weights`` it is read from, ``run_finished``); a failed, unfinished or damaged run, or a
+    LoRA adapter folder (peft's format, no config.json: it is not a model by itself), is refused in one line.
+
+    >>> scored_source("minilm")
+    {'model': 'minilm', 'run_dir': None}
+    """
+    path = Path(source)
+    if path.is_dir() and _is_run_dir(path):
+        try:
+            results = check_run(path)
+        except RunProblem as problem:
+            raise RunDirError(f"MODEL_OR_RUN {problem}; istar-embed scores a finished run's final model only") from None
+        return {"model": source, "run_dir": str(path), "step": results.get("step"), "weights": final_weights(path),
+                "run_finished": True}
+    if path.is_dir() and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        raise ModelError(f"MODEL_OR_RUN {source}: a LoRA adapter in peft's format (adapter_config.json, no "
+                         "config.json), not a model by itself; give the run directory it came from, or its merged "
+                         "model (a run with model.lora.save_merged=true writes RUN_DIR/model/merged)")
+    return {"model": source, "run_dir": None}
 
 
 def _trained_elsewhere(path: Path) -> bool:
@@ -105,8 +132,12 @@ def _model_path(source: str) -> str:
 def model_shape(source: str) -> tuple[int, int]:
     """``(hidden size, transformer layers)`` of the model behind ``source`` from its config alone (no weights
     loaded), to check settings before the model loads."""
-    folder, options = gguf_options(_model_path(source))
-    config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
+    try:
+        folder, options = gguf_options(_model_path(source))
+        config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
+    except (OSError, ValueError) as error:  # no such folder or hub name, no config, not a model's config
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({reason})") from None
     return hidden_size(config), num_layers(config)
 
 
@@ -152,16 +183,30 @@ def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, t
     return results, fitted
 
 
+TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),
+                 ("i1", ".3f"), ("ev_1", ".3f"), ("rankme", ".1f"), ("alignment", ".3f"), ("uniformity", ".3f"))
+"""The markdown table's measures after its layer and transform columns, and their formats."""
+
+
 def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
-    """One row per (layer, transform): Spearman x100 and the isotropy measures."""
+    """One row per (layer, transform): Spearman x100 and the isotropy measures (``undefined (why)`` where the data
+    leave one undefined).
+
+    >>> print(markdown_table({6: {"none": {"spearman": None, "spearman_undefined": "one pair",
+    ...                                     "isoscore": 0.25, "isoscore_star": 0.26, "average_cosine": 0.02, "i1": 0.3,
+    ...                                     "ev_1": 0.04, "rankme": 299.9, "alignment": 0.27, "uniformity": -3.84}}}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    | layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |
+    |---|---|---|---|---|---|---|---|---|---|---|
+    | 6 | none | undefined (one pair) | 0.2500 | 0.2600 | 0.020 | 0.300 | 0.040 | 299.9 | 0.270 | -3.840 |
+    """
     lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align "
              "| uniform |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for layer, by_transform in results.items():
         for name, m in by_transform.items():
-            lines.append(f"| {layer} | {name} | {m['spearman']:.2f} | {m['isoscore']:.4f} | {m['isoscore_star']:.4f} | "
-                         f"{m['average_cosine']:.3f} | {m['i1']:.3f} | {m['ev_1']:.3f} | {m['rankme']:.1f} | "
-                         f"{m['alignment']:.3f} | {m['uniformity']:.3f} |")
+            cells = [undefined_text(m, measure, spec) for measure, spec in TABLE_COLUMNS]
+            lines.append(f"| {layer} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -173,15 +218,16 @@ def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
     for ax, measure, label in zip(axes, ("spearman", "isoscore"), ("STS-B Spearman x100", "IsoScore")):
         if len(layers) == 1:
             values = [results[layers[0]][name][measure] for name in names]
-            ax.bar(range(len(names)), values, color="#4c72b0")
+            ax.bar(range(len(names)), [math.nan if value is None else value for value in values], color="#4c72b0")
             ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-            for x, value in enumerate(values):
-                ax.annotate(f"{value:.2f}" if measure == "spearman" else f"{value:.3f}", (x, value), ha="center",
-                            va="bottom", fontsize=7)
+            for x, value in enumerate(values):  # an undefined measure: no bar, the word instead
+                ax.annotate("undefined" if value is None else f"{value:.2f}" if measure == "spearman" else
+                            f"{value:.3f}", (x, value or 0.0), ha="center", va="bottom", fontsize=7)
             style(ax, f"{label}, layer {layers[0]}", "transform", label)
         else:
             for name in names:
-                ax.plot(layers, [results[layer][name][measure] for layer in layers], marker="o", markersize=3,
+                values = [results[layer][name][measure] for layer in layers]  # an undefined one: a gap
+                ax.plot(layers, [math.nan if value is None else value for value in values], marker="o", markersize=3,
                         label=name)
             style(ax, label + " per layer", "layer (0 = embeddings)", label)
             ax.legend(fontsize=7)
@@ -189,22 +235,39 @@ def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
     return fig
 
 
+def _transform_path(out: Path, layer: int, name: str) -> Path:
+    return out / "transforms" / f"layer{layer}" / (name.replace(":", "-") + ".pt")
+
+
+def report_paths(out: Path, fitted: dict) -> list[Path]:
+    """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last).
+
+    >>> [str(path) for path in report_paths(Path("o"), {2: {"none": {}, "center": {"mean": None}}})]
+    ['o/transforms/layer2/center.pt', 'o/embeddings.md', 'o/embeddings.png', 'o/embeddings.json']
+    """
+    tensors = [_transform_path(out, layer, name) for layer, by_transform in fitted.items()
+               for name, state in by_transform.items() if state]
+    return [*tensors, out / "embeddings.md", out / "embeddings.png", out / "embeddings.json"]
+
+
 def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
-    """``embeddings.json`` (``summary`` plus ``per_layer`` and the last layer's ``transforms``), ``embeddings.md``,
-    ``embeddings.png`` and each fitted transform's tensors under ``transforms/``; returns the paths written."""
+    """Each fitted transform's tensors under ``transforms/``, ``embeddings.md``, ``embeddings.png`` and, last,
+    ``embeddings.json`` (``summary`` plus ``per_layer`` and the last layer's ``transforms``; standard JSON: an
+    undefined measure is null with its reason beside it); returns the paths written (:func:`report_paths`)."""
     out.mkdir(parents=True, exist_ok=True)
-    per_layer = {str(layer): by_transform for layer, by_transform in results.items()}
-    last = list(results)[-1]
-    written = [atomic_write_json(out / "embeddings.json", {**summary, "per_layer": per_layer,
-                                                           "transforms": results[last]})]
-    written.append(atomic_write_text(out / "embeddings.md", markdown_table(results)))
-    title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}"
-    written.append(save_png(figure(results, title), out / "embeddings.png"))
+    written = []
     for layer, by_transform in fitted.items():
         for name, tensors in by_transform.items():
             if tensors:
-                path = out / "transforms" / f"layer{layer}" / (name.replace(":", "-") + ".pt")
+                path = _transform_path(out, layer, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 written.append(atomic_torch_save(tensors, path))
+    written.append(atomic_write_text(out / "embeddings.md", markdown_table(results)))
+    title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}"
+    written.append(save_png(figure(results, title), out / "embeddings.png"))
+    per_layer = {str(layer): by_transform for layer, by_transform in results.items()}
+    last = list(results)[-1]
+    written.append(atomic_write_json(out / "embeddings.json", {**summary, "per_layer": per_layer,
+                                                               "transforms": results[last]}, allow_nan=False))
     return written
 

@@ -41,7 +41,8 @@ from ..analysis.analyze import (
 )
 from ..storage.atomic import atomic_write_json
 from ..storage.checkpoints import Checkpoints
-from ..storage.ownership import ANALYSIS_MARKER, check_writable, mark
+from ..storage.owned_output import OwnedOutput
+from ..storage.ownership import ANALYSIS_MARKER
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -75,8 +76,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             good.append(run_dir)
         except (RunProblem, RunDirError) as problem:  # not a finished run, or one this user may not read
             problems.append(str(problem))
+    folder = OwnedOutput(args.out, ANALYSIS_MARKER, "--out")
     try:
-        check_writable(args.out, ANALYSIS_MARKER, "--out")
+        folder.check()  # new, empty or an earlier istar-analyze's (its files listed): before any model loads
     except RunDirError as error:
         problems.insert(0, str(error))
         good, base = [], None
@@ -84,28 +86,49 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for problem in problems:
             print(f"istar-analyze: {problem}", file=sys.stderr)
         return 2
-    mark(args.out, ANALYSIS_MARKER)
-    analyses = []
     names = output_names(good)
-    jobs = [(run_dir, name, step) for run_dir, name in zip(good, names)  # no checkpoint kept: the final model
+    jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model
+            for run_dir, name in zip(good, names)
             for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]
     jobs += [(None, _unused("pretrained", names), None)] if base else []
+    try:
+        with folder:  # locked: a second istar-analyze on this --out is refused while this one writes
+            return _analyze_all(args, folder, jobs, base, problems)
+    except KeyboardInterrupt:
+        print(f"istar-analyze: interrupted; --out {args.out} holds only the analyses finished before it (its "
+              f"{ANALYSIS_MARKER} lists them)", file=sys.stderr)
+        return 130
+    except RunDirError as error:  # --out in use by another istar-analyze
+        print(f"istar-analyze: {one_line(error)}", file=sys.stderr)
+        return 2
+
+
+def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base: Optional[list],
+                 problems: list[str]) -> int:
+    """Analyse each job into ``--out`` (the earlier use's files replaced at the first write), then the figures."""
+    figures = [(args.out / name, figure) for name, figure in (
+        ("figure4.png", figure4), ("figure5.png", figure5), ("figure6.png", figure6), ("outliers.png", figure_outliers),
+        ("massive.png", figure_massive))]
+    planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures]
+    analyses, written = [], []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
         what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)
         print(f"[{number}/{len(jobs)}] {what}", file=sys.stderr, flush=True)
-        name = name if step is None else f"{name}/step_{step}"
         try:
             analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
                 base, args.split, args.batch_size)
         except RunError as error:  # this run cannot be loaded or read: the others still are analysed
             problems.append(f"{run_dir or 'base'}: {one_line(error)}")
             continue
+        if not written:
+            folder.replace(planned)
         (args.out / name).mkdir(parents=True, exist_ok=True)
-        path = atomic_write_json(args.out / name / "analysis.json", analysis)
+        path = atomic_write_json(args.out / name / "analysis.json", analysis, allow_nan=False)
+        written.append(path)
+        scored = f"step {analysis['step']} of the finished run ({analysis['weights']})" if run_dir else "pretrained"
         print(f"  {analysis['label']}: IsoScore* per layer "
-              f"{' '.join(f'{v:.3f}' for v in analysis['isoscore_star_per_layer'])}; TwoNN "
-              f"{' '.join('-' if v is None else f'{v:.1f}' for v in analysis['twonn_per_layer'])}; "
-              f"{analysis['seconds']['total']:.1f} s -> {path}", flush=True)
+              f"{' '.join(f'{v:.3f}' for v in analysis['isoscore_star_per_layer'])}; TwoNN {_twonn_text(analysis)}; "
+              f"{scored}; {analysis['seconds']['total']:.1f} s -> {path}", flush=True)
         difference = analysis.get("results_max_abs_difference")
         if difference is not None and difference > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
@@ -113,13 +136,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for problem in problems:  # each run left out, in one line, after the ones analysed
         print(f"istar-analyze: skipped {problem}", file=sys.stderr)
     if not analyses:
+        if written:
+            folder.finish(written)
         return 2
     _distinct_labels(analyses)
-    figures = [figure(analyses, args.out / name) for name, figure in (
-        ("figure4.png", figure4), ("figure5.png", figure5), ("figure6.png", figure6), ("outliers.png", figure_outliers),
-        ("massive.png", figure_massive))]
-    print("figures: " + ", ".join(str(path) for path in figures))
+    drawn = [figure(analyses, path) for path, figure in figures]
+    folder.finish(written + drawn)
+    print("figures: " + ", ".join(str(path) for path in drawn))
     return 2 if problems else 0  # some runs were left out: a script should notice
+
+
+def _twonn_text(analysis: dict) -> str:
+    """Each layer's TwoNN dimension, or ``undefined (why)``."""
+    why = analysis.get("twonn_per_layer_undefined", {})
+    return " ".join(f"undefined ({why.get(str(layer), 'not computed')})" if value is None else f"{value:.1f}"
+                    for layer, value in enumerate(analysis["twonn_per_layer"], start=1))
 
 
 def _unused(name: str, taken: Sequence[str]) -> str:

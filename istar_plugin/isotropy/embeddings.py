@@ -7,18 +7,25 @@
 - ``i1``, ``i2`` (partition-function isotropy), ``average_cosine``, ``ev_1`` and ``ev_10`` (explained variance of
   the top 1 and 10 principal components), ``rankme`` (effective rank);
 - ``alignment`` over the positive pairs (gold score >= :data:`POSITIVE_SCORE`, as in Gao et al. 2021's analysis of
-  STS-B; NaN without one) and ``uniformity`` over all the sentences (Wang & Isola 2020, t = 2).
+  STS-B) and ``uniformity`` over all the sentences (Wang & Isola 2020, t = 2).
+
+A measure the data leave undefined (a correlation of a constant list or of one pair, no positive pair, a variance
+or a matrix of zeros, embeddings that are not finite) is None, never 0 or NaN, with the reason beside it as
+``NAME_undefined`` (:func:`undefined_text` prints it): the record stays standard JSON.
 
 >>> import torch
 >>> first = torch.tensor([[1., 0.], [0., 1.], [1., -1.]])
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1
 >>> embedding_measures(torch.cat([first, second]), scores=[5.0, 3.0, 0.0], names=("spearman", "alignment"))
 {'spearman': 100.0, 'alignment': 0.0}
+>>> embedding_measures(torch.cat([first, second]), scores=[3.0, 3.0, 3.0], names=("spearman",))
+{'spearman': None, 'spearman_undefined': 'the gold scores are constant'}
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -34,19 +41,21 @@ from .measures import (
     uniformity,
 )
 
-__all__ = ["MEASURES", "PAIR_MEASURES", "POSITIVE_SCORE", "embedding_measures"]
+__all__ = ["MEASURES", "PAIR_MEASURES", "POSITIVE_SCORE", "UNDEFINED_SUFFIX", "embedding_measures", "undefined_text"]
 
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
 PAIR_MEASURES = ("spearman", "alignment")
 """The measures that need pairs with gold scores."""
 POSITIVE_SCORE = 4.0
+UNDEFINED_SUFFIX = "_undefined"
+"""``NAME_undefined`` holds why measure ``NAME`` is None."""
 
 
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
-                       zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, float]:
+                       zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, Any]:
     """``names`` of the measures (module docstring) of the embeddings ``points`` (m, d), computed in float64, in the
-    order of ``names``.
+    order of ``names``; an undefined one is None, followed by ``NAME_undefined``: why.
 
     With ``scores`` (n gold similarities), the first n rows are the pairs' first sentences and the next n their
     second ones. ``isoscore_star`` shrinks toward ``fit_cov`` (d, d) with weight ``zeta``.
@@ -58,31 +67,80 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
     if paired and scores is None:
         raise ValueError(f"{', '.join(paired)} need gold scores for the pairs")
     points = points.double()
-    values: dict[str, float] = {}
-    if scores is not None:
-        n = len(scores)
-        first, second = points[:n], points[n : 2 * n]
-        if "spearman" in names:
-            cosine = torch.nn.functional.cosine_similarity(first, second, dim=1)
-            values["spearman"] = 100 * spearman(cosine.tolist(), list(scores))
-    if "isoscore" in names:
-        values["isoscore"] = isoscore(points).item()
-    if "isoscore_star" in names:
-        values["isoscore_star"] = isoscore_star(points, None if fit_cov is None else fit_cov.double(), zeta).item()
-    if "i1" in names or "i2" in names:
-        i1, i2 = partition_isotropy(points)
-        values.update({name: value.item() for name, value in (("i1", i1), ("i2", i2)) if name in names})
-    if "average_cosine" in names:
-        values["average_cosine"] = average_cosine_similarity(points).item()
-    if "ev_1" in names or "ev_10" in names:
-        curve = explained_variance_curve(torch.cov(points.T), min(10, points.shape[1]))
-        values.update({name: value.item() for name, value in (("ev_1", curve[0]), ("ev_10", curve[-1]))
-                       if name in names})
-    if "rankme" in names:
-        values["rankme"] = rankme(points).item()
-    if "alignment" in names:
-        positive = torch.tensor([score >= POSITIVE_SCORE for score in scores])
-        values["alignment"] = alignment(first[positive], second[positive]).item() if positive.any() else math.nan
-    if "uniformity" in names:
-        values["uniformity"] = uniformity(points).item()
-    return {name: values[name] for name in names}
+    n = len(scores) if scores is not None else 0
+    first, second = points[:n], points[n : 2 * n]
+    shrinkage = None if fit_cov is None or zeta == 0 else zeta * fit_cov.double()
+    partition = functools.cache(lambda: partition_isotropy(points))
+    curve = functools.cache(lambda: explained_variance_curve(torch.cov(points.T), min(10, points.shape[1])))
+    compute: dict[str, Callable[[], Any]] = {
+        "spearman": lambda: 100 * spearman(_pair_cosines(first, second).tolist(), list(scores)),
+        "isoscore": lambda: isoscore(points).item(),
+        "isoscore_star": lambda: isoscore_star(points, None if fit_cov is None else fit_cov.double(), zeta).item(),
+        "i1": lambda: partition()[0].item(),
+        "i2": lambda: partition()[1].item(),
+        "average_cosine": lambda: average_cosine_similarity(points).item(),
+        "ev_1": lambda: curve()[0].item(),
+        "ev_10": lambda: curve()[-1].item(),
+        "rankme": lambda: rankme(points).item(),
+        "alignment": lambda: alignment(*_positive_pairs(first, second, scores)).item(),
+        "uniformity": lambda: uniformity(points).item(),
+    }
+    values: dict[str, Any] = {}
+    for name in names:
+        reason = _why_undefined(name, points, scores, first, second, shrinkage)
+        values[name] = None if reason else compute[name]()
+        if reason:
+            values[name + UNDEFINED_SUFFIX] = reason
+    return values
+
+
+def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
+    """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``.
+
+    >>> undefined_text({"spearman": 86.7231}, "spearman", ".2f")
+    '86.72'
+    >>> undefined_text({"spearman": None, "spearman_undefined": "the gold scores are constant"}, "spearman", ".2f")
+    'undefined (the gold scores are constant)'
+    """
+    value = measures.get(name)
+    if value is None:
+        return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
+    return format(value, spec)
+
+
+def _pair_cosines(first: Tensor, second: Tensor) -> Tensor:
+    return torch.nn.functional.cosine_similarity(first, second, dim=1)
+
+
+def _positive_pairs(first: Tensor, second: Tensor, scores: Sequence[float]) -> tuple[Tensor, Tensor]:
+    positive = torch.tensor([score >= POSITIVE_SCORE for score in scores], dtype=torch.bool)
+    return first[positive], second[positive]
+
+
+def _why_undefined(name: str, points: Tensor, scores: Optional[Sequence[float]], first: Tensor, second: Tensor,
+                   shrinkage: Optional[Tensor]) -> Optional[str]:
+    """Why measure ``name`` has no value on these data (a zero spread it would divide by), or None."""
+    if not torch.isfinite(points).all():
+        return "the embeddings are not all finite (NaN or infinity)"
+    if name == "spearman":
+        if len(scores) < 2:
+            return f"a correlation needs at least 2 pairs, got {len(scores)}"
+        if not all(math.isfinite(score) for score in scores):
+            return "the gold scores are not all finite"
+        if len(set(scores)) == 1:
+            return "the gold scores are constant"
+        if len(set(_pair_cosines(first, second).tolist())) == 1:
+            return "the cosine similarities are constant"
+    if name == "alignment" and not any(score >= POSITIVE_SCORE for score in scores):
+        return f"no pair has a gold score >= {POSITIVE_SCORE:g}"
+    if name in ("isoscore", "isoscore_star", "ev_1", "ev_10", "i1", "i2", "average_cosine", "uniformity") \
+            and points.shape[0] < 2:
+        return f"needs at least 2 embeddings, got {points.shape[0]}"
+    spread = (points - points.mean(dim=0)).abs().max().item() if points.shape[0] else 0.0
+    if name in ("isoscore", "ev_1", "ev_10") and spread == 0:
+        return "the embeddings are all equal (zero variance)"
+    if name == "isoscore_star" and spread == 0 and (shrinkage is None or not shrinkage.abs().max().item() > 0):
+        return "the embeddings are all equal (zero variance) and nothing is shrunk toward"
+    if name == "rankme" and not points.abs().max().item() > 0:
+        return "the embeddings are all zero"
+    return None

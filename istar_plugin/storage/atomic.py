@@ -110,9 +110,10 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: PathLike, obj: Any) -> Path:
-    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys, trailing newline) atomically; returns the path."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+def atomic_write_json(path: PathLike, obj: Any, allow_nan: bool = True) -> Path:
+    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys, trailing newline) atomically; returns the path.
+    ``allow_nan=False``: standard JSON only (a NaN or infinity is a ValueError, and nothing is written)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=allow_nan) + "\n")
 
 
 def atomic_torch_save(obj: Any, path: PathLike) -> Path:

@@ -1,0 +1,122 @@
+"""An output folder that holds one invocation's files: ``istar-embed --out`` and ``istar-analyze --out``.
+
+The folder must be new, empty or one this kind of command wrote (:mod:`.ownership`); it is locked while a command
+writes into it (:mod:`.lock`: a second invocation on the same folder is refused at once). Its marker lists the files
+the command wrote (``files``, relative paths) and whether they are all there (``complete``). On reuse, the files
+the earlier marker lists are removed before the new ones are written, and nothing else: a file the command did not
+write is never touched. The marker is written before anything is removed or written (listing the old and the new
+files) and again once all are written, so an interrupted command leaves a folder whose every file its marker lists.
+A folder of this kind written before the markers listed their files is refused: which of its files are the
+command's is unknown.
+
+>>> import json, tempfile
+>>> from istar_plugin.storage.ownership import EMBED_MARKER
+>>> out = Path(tempfile.mkdtemp()) / "out"
+>>> with OwnedOutput(out, EMBED_MARKER) as folder:
+...     removed = folder.replace([out / "a.json", out / "sub" / "b.pt"])
+...     for path in (out / "a.json", out / "sub" / "b.pt"):
+...         path.parent.mkdir(exist_ok=True); _ = path.write_text("x")
+...     _ = folder.finish(model="m")
+>>> _ = (out / "notes.txt").write_text("the user's")
+>>> with OwnedOutput(out, EMBED_MARKER) as folder:   # the second use writes a.json alone
+...     removed = folder.replace([out / "a.json"])
+...     _ = (out / "a.json").write_text("y")
+...     _ = folder.finish(model="m")
+>>> sorted(path.name for path in out.iterdir()), json.loads((out / EMBED_MARKER).read_text())["files"]
+(['.istar-embed', 'a.json', 'notes.txt'], ['a.json'])
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import RunDirError
+from .lock import RunDirLock
+from .ownership import check_writable, mark
+
+__all__ = ["OwnedOutput"]
+
+
+class OwnedOutput:
+    """``with OwnedOutput(directory, marker, "--out") as folder:`` checks and locks ``directory``;
+    ``folder.replace(paths)`` before the first write, ``folder.finish(**details)`` after the last."""
+
+    def __init__(self, directory: str | os.PathLike, marker: str, what: str = "--out"):
+        self.directory, self.marker, self.what = Path(directory), marker, what
+        self.lock: Optional[RunDirLock] = None
+        self.planned: list[str] = []
+
+    def check(self) -> None:
+        """Refuse a folder this command may not write into (one :class:`~istar_plugin.errors.RunDirError` line)."""
+        check_writable(self.directory, self.marker, self.what)
+        if self.earlier_files() is None:
+            raise RunDirError(f"{self.what} {self.directory}: written by an older version, which kept no list of its "
+                              f"files; choose a new or empty {self.what}, nothing was changed")
+
+    def earlier_files(self) -> Optional[list[str]]:
+        """The files the folder's marker lists ([] for a new or empty folder; None when the marker lists none)."""
+        path = self.directory / self.marker
+        if not self.directory.is_dir() or not any(entry.name != ".lock" for entry in self.directory.iterdir()):
+            return []
+        try:
+            files = json.loads(path.read_text(encoding="utf-8")).get("files")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return [str(name) for name in files] if isinstance(files, list) else None
+
+    def __enter__(self) -> "OwnedOutput":
+        self.check()
+        self.lock = RunDirLock(self.directory, role=self.what,
+                               advice=f"wait for it to finish or choose another {self.what}").acquire()
+        try:
+            self.check()  # what another command wrote between the first check and the lock
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def replace(self, paths: Sequence[str | os.PathLike]) -> list[Path]:
+        """Record ``paths`` (inside the folder) as about to be written, then remove the files the earlier marker
+        lists; returns those removed."""
+        self.planned = [self._relative(path) for path in paths]
+        earlier = self.earlier_files() or []
+        mark(self.directory, self.marker, files=sorted(set(earlier) | set(self.planned)), complete=False)
+        removed = []
+        for name in earlier:
+            path = self.directory / name
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+                removed.append(path)
+                _remove_empty_parents(path.parent, self.directory)
+        return removed
+
+    def finish(self, written: Optional[Sequence[str | os.PathLike]] = None, **details: Any) -> Path:
+        """The marker listing ``written`` (default: every path given to :meth:`replace`) as complete."""
+        files = self.planned if written is None else [self._relative(path) for path in written]
+        return mark(self.directory, self.marker, files=sorted(files), complete=True, **details)
+
+    def _relative(self, path: str | os.PathLike) -> str:
+        relative = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(self.directory)))
+        if ".." in relative.parts:
+            raise ValueError(f"{path} is not inside {self.directory}")
+        return relative.as_posix()
+
+
+def _remove_empty_parents(folder: Path, top: Path) -> None:
+    """Remove ``folder`` and its parents up to (not including) ``top`` while they are empty."""
+    while folder != top and top in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
