@@ -43,18 +43,20 @@ from ..storage.atomic import atomic_write_json
 from ..storage.checkpoints import Checkpoints
 from ..storage.owned_output import OwnedOutput
 from ..storage.ownership import ANALYSIS_MARKER
+from ..storage.user_paths import path_argument
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="finished run directories")
+    parser.add_argument("run_dirs", type=path_argument, nargs="*", metavar="RUN_DIR", help="finished run directories")
     parser.add_argument("--base", nargs="+", metavar="KEY=VALUE",
                         help="also analyse the pretrained model istar-run with these arguments starts from")
     parser.add_argument("--checkpoints", action="store_true",
                         help="analyse every checkpoint each run kept (DIR/RUN/step_N), not its final model alone")
     parser.add_argument("--split", choices=SPLITS, default="eval", help="which split to stream (default eval)")
-    parser.add_argument("--out", type=Path, default=Path("analysis"), help="output directory (default ./analysis)")
+    parser.add_argument("--out", type=path_argument, default=Path("analysis"),
+                        help="output directory (default ./analysis)")
     parser.add_argument("--batch-size", type=int, help="examples per forward pass (default: the run's eval batch size)")
     args = parser.parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:

@@ -42,6 +42,7 @@ from ..analysis.sts_embeddings import (
 )
 from ..storage.owned_output import OwnedOutput
 from ..storage.ownership import EMBED_MARKER
+from ..storage.user_paths import path_argument, text_argument
 
 
 def _layers(text: str) -> Optional[list[int]]:
@@ -58,9 +59,9 @@ def _layers(text: str) -> Optional[list[int]]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-embed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", metavar="MODEL_OR_RUN",
+    parser.add_argument("model", metavar="MODEL_OR_RUN", type=text_argument,
                         help="run directory, model folder, preset (minilm) or hub name")
-    parser.add_argument("--sts", type=Path, required=True, metavar="DIR",
+    parser.add_argument("--sts", type=path_argument, required=True, metavar="DIR",
                         help="a GLUE STS-B folder (train.tsv, dev.tsv)")
     parser.add_argument("--split", choices=SPLITS, default="dev", help="the split evaluated (default dev)")
     parser.add_argument("--pooling", choices=POOLINGS, default="mean",
@@ -69,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="hidden state: 0 = embeddings, -1 = last (default), or all")
     parser.add_argument("--transforms", default="none,center,whiten:256,abtt:2",
                         help="comma-separated: none, center, whiten:K, abtt:D, composed with + (default %(default)s)")
-    parser.add_argument("--fit", default="train",
+    parser.add_argument("--fit", default="train", type=text_argument,
                         help="what transforms are fitted on: train, dev or a text file (default train)")
     parser.add_argument("--fit-max", type=int,
                         help="fit on a seeded sample of at most this many fit sentences (default: all)")
@@ -77,7 +78,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="IsoScore* shrinkage toward the fit set's covariance (default 0.2)")
     parser.add_argument("--max-length", type=int, default=128, help="tokens per sentence (default 128)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
-    parser.add_argument("--out", type=Path, default=Path("embeddings"), help="output directory (default ./embeddings)")
+    parser.add_argument("--out", type=path_argument, default=Path("embeddings"),
+                        help="output directory (default ./embeddings)")
     args = parser.parse_args(argv)
     for name, low in (("max_length", 8), ("batch_size", 1), ("fit_max", 2)):
         if getattr(args, name) is not None and getattr(args, name) < low:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import RunError, exit_code, one_line
+from ..storage.user_paths import path_argument
 from ..training.export import export_checkpoint
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="a run directory (holding checkpoints/step_*.pt)")
+    parser.add_argument("run_dir", type=path_argument, help="a run directory (holding checkpoints/step_*.pt)")
     parser.add_argument("--step", type=int, help="the checkpoint's step (default: the latest)")
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=path_argument,
                         help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
     args = parser.parse_args(argv)
     try:

@@ -26,6 +26,7 @@ from ..launch import hub_check
 from ..launch import options as profiles
 from ..launch import submit as launch
 from ..reports.records.cells import CellProblem, read_cell
+from ..storage.user_paths import text_argument
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
@@ -68,7 +69,7 @@ def failure_reason(run_dir: Path) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-grid", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("grid", nargs="?", help="a grid in recipes/grids/ (name) or a YAML file")
+    parser.add_argument("grid", nargs="?", type=text_argument, help="a grid in recipes/grids/ (name) or a YAML file")
     parser.add_argument("arguments", nargs="*", help="key=value: cell filters, overrides, launch keys")
     parser.add_argument("--cells", action="append", default=[], metavar="PATTERN",
                         help="only cells whose name matches this shell pattern (repeatable)")

@@ -42,15 +42,17 @@ from ..reports.records.cells import collect
 from ..reports.paper.istar import PAPER_MODELS
 from ..reports.comparisons.versus_reference import parse_reference
 from ..storage.ownership import REPORT_MARKER, check_writable, mark
+from ..storage.user_paths import path_argument
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="istar-report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("grid_dirs", type=Path, nargs="+", metavar="GRID_DIR",
+    parser.add_argument("grid_dirs", type=path_argument, nargs="+", metavar="GRID_DIR",
                         help="directory holding the grid's run directories, or an archive of them")
-    parser.add_argument("--out", type=Path, help="where the report goes (default GRID_DIR/report, for one GRID_DIR)")
-    parser.add_argument("--archive", type=Path, metavar="DIR",
+    parser.add_argument("--out", type=path_argument,
+                        help="where the report goes (default GRID_DIR/report, for one GRID_DIR)")
+    parser.add_argument("--archive", type=path_argument, metavar="DIR",
                         help="copy the finished and failed cells' records into DIR instead of writing a report")
     parser.add_argument("--paper-model", choices=sorted(PAPER_MODELS),
                         help="set this model's numbers from the paper's Table 1 beside a model the paper did not run "

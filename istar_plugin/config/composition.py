@@ -23,9 +23,10 @@ from ..errors import ConfigError
 from ..models.config import ModelConfig
 from ..models.preflight import check_model_limits
 from ..registry import CRITERIONS, MODELS, TASKS
+from ..storage.user_paths import expand_home
 from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers
-from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, RunConfig
+from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
 from .validate import validate
 
 
@@ -122,6 +123,22 @@ def _layer_ranges(overrides: list[str]) -> list[str]:
     return result
 
 
+def _expand_paths(cfg: DictConfig) -> None:
+    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once the config is
+    resolved: the run's files go where the user meant, not into a folder named ``~``.
+
+    >>> import os
+    >>> cfg = OmegaConf.create({"output_dir": "~/runs/x", "init_from": None, "data": {"dir": "data/sst2"}})
+    >>> _expand_paths(cfg)
+    >>> cfg.output_dir == os.path.expanduser("~/runs/x"), cfg.init_from, cfg.data.dir
+    (True, None, 'data/sst2')
+    """
+    for key in PATH_KEYS:
+        value = OmegaConf.select(cfg, key)
+        if isinstance(value, str):
+            OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
+
+
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     register_resolvers()
@@ -129,7 +146,7 @@ def compose(arguments: list[str]) -> DictConfig:
     cfg = OmegaConf.structured(RunConfig)
     recipe: DictConfig = OmegaConf.create({})
     if "recipe" in groups:
-        path = find_yaml(groups["recipe"])
+        path = find_yaml(expand_home(groups["recipe"], "recipe="))
         if path is None:
             raise ConfigError(f"unknown recipe {groups['recipe']!r}; available: {', '.join(available()) or '(none)'}")
         recipe = load_yaml(path, "recipe")
@@ -153,6 +170,7 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
+    _expand_paths(cfg)
     check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg

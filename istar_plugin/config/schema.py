@@ -26,6 +26,9 @@ DEFAULT_ADAPTER = "hf_auto"
 """``model.adapter`` of a model preset that names none."""
 FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
 """Read only with ``data.source=files`` (which giving one of them without ``data.source=`` means)."""
+PATH_KEYS = ("output_dir", "init_from", "recipe", *FILE_KEYS, "data.cache_dir", "model.name_or_path")
+"""Keys that may hold a path: composing expands a leading ``~`` or ``~user`` in them (a hub id or a recipe name has
+none)."""
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 PRECISION_CHOICES = ("auto", *PRECISIONS)

@@ -20,6 +20,9 @@ from typing import Any, Optional, Sequence
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..errors import ConfigError
+from ..storage.user_paths import expand_home
+
 LAUNCHERS = ("inline", "local", "slurm")
 PROFILES_ENV = "ISTAR_SLURM_PROFILES"
 
@@ -151,6 +154,14 @@ def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
                   where=f"SLURM profile {path}")
 
 
+def _grid_dir(value: str) -> Path:
+    """``grid_dir=DIR`` with ``~`` expanded (a ``~user`` of no user: a :class:`LaunchError`)."""
+    try:
+        return Path(expand_home(value, "grid_dir="))
+    except ConfigError as error:
+        raise LaunchError(str(error)) from None
+
+
 def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
     """Take the launch arguments out of ``arguments``; returns the options and the remaining arguments."""
     launcher, profile, grid_dir = None, None, None
@@ -162,7 +173,7 @@ def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
         elif key == "slurm":
             profile = value
         elif key == "grid_dir":
-            grid_dir = Path(value).expanduser()
+            grid_dir = _grid_dir(value)
         elif key.startswith("slurm."):
             slurm_overrides.append(argument[len("slurm."):])
         elif key.startswith("local."):
