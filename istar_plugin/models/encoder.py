@@ -55,6 +55,7 @@ from .config import DECODER_MODEL_TYPES, ModelConfig
 from .lora import with_lora
 from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
+from .weight_files import SafetensorError, damaged_weights
 
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "gguf_options", "token_cloud",
            "padded_token_cloud", "KINDS", "restoring_weights", "PACKAGE_PREFIX", "DECODER_MODEL_TYPES"]
@@ -355,13 +356,16 @@ def restoring_weights() -> Iterator[None]:
 
 def _load_with_one_line_report(auto_class, path: str, **kwargs):
     """``auto_class.from_pretrained`` with transformers' load report (a table) replaced by one plain stderr line
-    naming the freshly initialised tensors (the task head) and counting the checkpoint's unused ones."""
+    naming the freshly initialised tensors (the task head) and counting the checkpoint's unused ones; a damaged
+    ``.safetensors`` file is a :class:`~istar_plugin.errors.ModelError` naming it."""
     verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     try:
         with _no_gguf_bar() if kwargs.get("gguf_file") else contextlib.nullcontext():
             model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    except SafetensorError as error:
+        raise damaged_weights(path, error, kwargs.get("revision")) from None
     finally:
         transformers_logging.set_verbosity(verbosity)
         if bars:
