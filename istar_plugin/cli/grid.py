@@ -25,18 +25,21 @@ from ..launch import grid as grid_module
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..launch import submit as launch
+from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
 from ..reports.records.cells import CellProblem, read_cell
 from ..storage.user_paths import text_argument
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
-    """Plan, then print (dry run) or launch; returns the exit status (1 when a local or inline cell failed)."""
+    """Plan, then print (dry run) or launch; returns the exit status (1 when a local or inline cell failed; a cell
+    left to another invocation running it is not a failure)."""
     grid_dir = (options.grid_dir or grid.default_dir()).resolve()
     planned = launch.plan(grid, grid_dir, say=lambda line: print(line, file=sys.stderr, flush=True))
     if dry_run:
         print(launch.describe(grid, grid_dir, planned, options))
         return 0
-    skipped = len(planned) - sum(p.status == "pending" for p in planned)
+    skipped = sum(p.status in ("finished", "active") for p in planned)
+    elsewhere = sum(p.status == "running" for p in planned)  # another invocation runs it: counted as running
     if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
         by_needs = {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}
         for needs, item in by_needs.items():
@@ -48,10 +51,12 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
         arrays = launched.manifest["submissions"][-1]["array_job_ids"]
         queued = (f"queued {len(launched.jobs)} cells as SLURM job {' '.join(arrays)} (squeue -j {','.join(arrays)})"
                   if arrays else "nothing to queue")
-        print(f"{queued}; skipped {skipped} finished or active; manifest: {manifest}")
+        print(f"{queued}; skipped {skipped} finished or active, {elsewhere} {RUNNING_ELSEWHERE}; manifest: {manifest}")
         return 0
-    print(f"{len(launched.statuses) - len(launched.failed)} cells finished, {len(launched.failed)} failed, "
-          f"{skipped} skipped; manifest: {manifest}")
+    statuses = list(launched.statuses.values())
+    skipped += statuses.count(FINISHED_ELSEWHERE)
+    print(f"{statuses.count('finished')} cells finished, {len(launched.failed)} failed, {skipped} skipped, "
+          f"{elsewhere + statuses.count(RUNNING_ELSEWHERE)} {RUNNING_ELSEWHERE}; manifest: {manifest}")
     for name in launched.failed:
         print(f"  {name}: {launched.statuses[name]}: {failure_reason(grid_dir / name)}", file=sys.stderr)
     return 1 if launched.failed else 0

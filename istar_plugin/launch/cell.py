@@ -4,7 +4,9 @@ At submission the cell's resolved config is snapshotted to ``RUN_DIR/cell.yaml``
 file, so editing recipes or grid files later cannot change a queued cell. Every start, first or requeued,
 resumes from the run directory's latest checkpoint (the Trainer's own resume), so it does not matter
 whether submitit's ``checkpoint()`` ran (time-out, ``_interrupt``) or not (``scontrol requeue``, a SLURM
-preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.jsonl``.
+preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.jsonl``. A cell another process is
+running (two invocations of one grid) is left to it, and a cell another one finished meanwhile is not run again: the
+runner returns at once, saying so (:func:`outcome`: :data:`RUNNING_ELSEWHERE`, :data:`FINISHED_ELSEWHERE`).
 
 >>> import tempfile
 >>> from istar_plugin.config import compose
@@ -30,13 +32,17 @@ from ..hooks import Hook
 from ..registry import ENGINES
 from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
-from ..storage.lock import RunDirLock
+from ..storage.lock import RunDirInUse, RunDirLock
 from ..storage.logs import MetricsLog
 from ..storage.results import RESULTS, ResultsError, read_results, recorded_precision
 from ..training.progress import run_summary
 
 SNAPSHOT = "cell.yaml"
 ATTEMPTS = "attempts.jsonl"
+RUNNING_ELSEWHERE = "running in another invocation"
+"""A cell's status when another live process (another istar-grid, a requeued job) holds its run directory."""
+FINISHED_ELSEWHERE = "finished by another invocation"
+"""A cell's outcome when another process finished it after this invocation planned it (its status: finished)."""
 
 
 def write_snapshot(run_dir: Path, cfg: DictConfig) -> Path:
@@ -126,7 +132,14 @@ class CellRunner(submitit.helpers.Checkpointable):
         if environment is not None:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         is_main = int(os.environ.get("RANK", "0")) == 0
-        with RunDirLock(run_dir_path) if is_main else contextlib.nullcontext():  # a second start fails at once
+        with contextlib.ExitStack() as held:
+            if is_main:  # a second start fails at once
+                try:
+                    held.enter_context(RunDirLock(run_dir_path))
+                except RunDirInUse as error:  # another invocation runs it: left to that one, neither run nor failed
+                    return {"skipped": RUNNING_ELSEWHERE, "reason": str(error)}
+            if is_finished(run_dir_path, cfg):  # since this invocation planned it
+                return {"skipped": FINISHED_ELSEWHERE}
             if is_main:
                 self._record(run_dir_path, "start", environment, resume_step=latest_checkpoint_step(run_dir_path))
             results = ENGINES.get(cfg.engine).cls(cfg, hooks=list(self.hooks)).fit()
@@ -141,6 +154,16 @@ class CellRunner(submitit.helpers.Checkpointable):
         with MetricsLog(run_dir / ATTEMPTS) as log:
             log.append({"event": event, "host": socket.gethostname(), "pid": os.getpid(),
                         "slurm_restart_count": os.environ.get("SLURM_RESTART_COUNT"), **job, **values})
+
+
+def outcome(returned: dict[str, Any]) -> str:
+    """What became of a cell, from what :class:`CellRunner` returned: ``finished`` (here), or why it was not run
+    (:data:`RUNNING_ELSEWHERE`, :data:`FINISHED_ELSEWHERE`).
+
+    >>> outcome({"status": "finished", "step": 6}), outcome({"skipped": RUNNING_ELSEWHERE, "reason": "..."})
+    ('finished', 'running in another invocation')
+    """
+    return returned.get("skipped", "finished")
 
 
 def attempts(run_dir: Path) -> list[dict[str, Any]]:

@@ -3,9 +3,11 @@
 Cells run ``inline`` (one after another in this process), through submitit's ``local`` executor (processes
 of this machine, at most ``local.parallelism`` at a time; this call waits for them) or on ``slurm`` as job
 arrays through ``SlurmExecutor.map_array`` (``slurm_array_parallelism`` from the profile; this call returns
-once they are queued). A cell is skipped when its ``results.json`` exists and matches its config, or when
-the manifest's last SLURM job for it is still queued or running; every other cell is (re)submitted and
-resumes from its latest checkpoint.
+once they are queued). A cell is skipped when its ``results.json`` exists and matches its config, when
+the manifest's last SLURM job for it is still queued or running, or when another live process holds its run
+directory (another invocation on the same grid directory: ``running``, left to that one, neither run nor failed
+here; a cell that another invocation starts after this one planned it is found so when it comes to run); every
+other cell is (re)submitted and resumes from its latest checkpoint. Invocations update the manifest one at a time.
 
 ``GRID_DIR/manifest.json``::
 
@@ -16,8 +18,9 @@ resumes from its latest checkpoint.
                       "array_job_ids": [...], "submitted": [CELL, ...], "skipped": {CELL: REASON}}]}
 
 STATUS is as of the last submission: ``submitted`` (queued on SLURM), ``finished`` (run by the local or
-inline launcher, or found finished), ``failed: MESSAGE`` (local, inline). The run directories' own
-``results.json`` and ``attempts.jsonl`` tell how queued cells went.
+inline launcher, or found finished, also by another invocation), ``failed: MESSAGE`` (local, inline), ``running in
+another invocation`` (that invocation records how it ended). The run directories' own ``results.json`` and
+``attempts.jsonl`` tell how queued cells went.
 
 >>> import tempfile
 >>> from istar_plugin.launch.grid import sweep
@@ -47,13 +50,25 @@ from omegaconf import DictConfig
 
 from ..config import ConfigError, compose
 from ..storage.atomic import atomic_write_json
+from ..storage.lock import holder, waiting_lock
 from ..storage.ownership import GRID_MARKER, check_writable, mark
 from ..storage.results import recorded_precision
-from .cell import CellRunner, differences, is_finished, latest_checkpoint_step, load_snapshot, write_snapshot
+from .cell import (
+    FINISHED_ELSEWHERE,
+    RUNNING_ELSEWHERE,
+    CellRunner,
+    differences,
+    is_finished,
+    latest_checkpoint_step,
+    load_snapshot,
+    outcome,
+    write_snapshot,
+)
 from .grid import Cell, Grid, GridError
 from .options import LaunchError, LaunchOptions, SlurmProfile
 
 MANIFEST = "manifest.json"
+MANIFEST_LOCK = ".manifest.lock"
 SUBMITIT_FOLDER = "submitit"
 POLL_S = 1.0
 PARALLEL_PLAN_CELLS = 200  # grids at least this big are composed by a pool of processes
@@ -68,8 +83,8 @@ class Planned:
     cell: Cell
     run_dir: Path
     cfg: DictConfig
-    status: str  # "pending" (to run), "finished" or "active" (both skipped)
-    note: str = ""  # "resumes from step N", "job 12_3 is RUNNING"
+    status: str  # "pending" (to run), "finished", "active" (on SLURM) or "running" (another invocation): skipped
+    note: str = ""  # "resumes from step N", "job 12_3 is RUNNING", "running in another invocation (host ...)"
 
 
 def now() -> str:
@@ -104,6 +119,8 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
             planned.append(Planned(cell, run_dir, cfg, "finished"))
         elif cell.name in active:
             planned.append(Planned(cell, run_dir, cfg, "active", active[cell.name]))
+        elif (held_by := holder(run_dir)) is not None:
+            planned.append(Planned(cell, run_dir, cfg, "running", f"{RUNNING_ELSEWHERE} ({held_by})"))
         else:
             step = latest_checkpoint_step(run_dir)
             planned.append(Planned(cell, run_dir, cfg, "pending", f"resumes from step {step}" if step else ""))
@@ -154,22 +171,38 @@ def read_manifest(grid_dir: Path) -> dict[str, Any]:
 
 def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
             statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
-    """Merge one submission into the manifest and write it atomically."""
+    """Merge one submission into the manifest and write it atomically, one invocation at a time."""
+    with waiting_lock(Path(grid_dir) / MANIFEST_LOCK):
+        return _merge_submission(grid, grid_dir, planned, submission, statuses, jobs)
+
+
+def _merge_submission(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
+                      statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
     manifest = read_manifest(grid_dir)
     manifest.update(grid=grid.name, source=str(grid.source) if grid.source else None, grid_dir=str(grid_dir))
     for item in planned:
         entry = manifest["cells"].setdefault(item.cell.name, {"jobs": []})
         entry.update(run_dir=str(item.run_dir), arguments=list(item.cell.arguments), swept=dict(item.cell.swept))
-        if item.cell.name in statuses:
-            entry["status"] = statuses[item.cell.name]
-        elif item.status == "finished":
-            entry["status"] = "finished"
+        status = statuses.get(item.cell.name) or ("finished" if item.status == "finished" else None)
+        status = "finished" if status == FINISHED_ELSEWHERE else status
+        if status == RUNNING_ELSEWHERE or item.status == "running":  # as it is now; that invocation records its end
+            status = _elsewhere_now(item)
+        if status is not None:
+            entry["status"] = status
         if item.cell.name in jobs:
             entry["jobs"].append({"job_id": jobs[item.cell.name], "launcher": submission["launcher"],
                                   "submitted": submission["time"]})
     manifest["submissions"].append(submission)
     atomic_write_json(Path(grid_dir) / MANIFEST, manifest)
     return manifest
+
+
+def _elsewhere_now(item: Planned) -> Optional[str]:
+    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (it ended
+    otherwise, which that invocation records)."""
+    if holder(item.run_dir) is not None:
+        return RUNNING_ELSEWHERE
+    return "finished" if is_finished(item.run_dir, item.cfg) else None
 
 
 def active_slurm_jobs(manifest: dict[str, Any]) -> dict[str, str]:
@@ -209,11 +242,14 @@ def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) ->
 def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions) -> str:
     """The dry run: what would be submitted, each cell with its status and arguments, and the sbatch script."""
     pending = [p for p in planned if p.status == "pending"]
-    counts = {status: sum(p.status == status for p in planned) for status in ("pending", "finished", "active")}
+    counts = {status: sum(p.status == status for p in planned)
+              for status in ("pending", "finished", "active", "running")}
     lines = [f"grid {grid.name}: {len(planned)} cells in {grid_dir.resolve()}; {counts['pending']} to run, "
-             f"{counts['finished']} finished, {counts['active']} queued or running; launcher={options.launcher}"]
+             f"{counts['finished']} finished, {counts['active']} queued or running, {counts['running']} "
+             f"{RUNNING_ELSEWHERE}; launcher={options.launcher}"]
     for item in planned:
-        what = {"pending": "run", "finished": "skip (finished)", "active": "skip (active)"}[item.status]
+        what = {"pending": "run", "finished": "skip (finished)", "active": "skip (active)",
+                "running": "skip (running)"}[item.status]
         note = f"  [{item.note}]" if item.note else ""
         lines.append(f"  {what:16} {item.cell.name}  <- {' '.join(item.cell.arguments)}{note}")
     if options.launcher == "slurm" and pending:
@@ -310,8 +346,7 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
         log(f"[{number}/{len(pending)}] running {item.cell.name}")
         started = time.monotonic()
         try:
-            runner(str(item.run_dir))
-            statuses[item.cell.name] = "finished"
+            statuses[item.cell.name] = outcome(runner(str(item.run_dir)))
         except Exception as error:  # one failed cell does not stop the grid; its status says why
             statuses[item.cell.name] = _failure(error)
         log(f"[{number}/{len(pending)}] {item.cell.name}: {statuses[item.cell.name]} "
@@ -337,7 +372,7 @@ def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOption
         for name in done:
             job = running.pop(name)
             error = job.exception()
-            statuses[name] = "finished" if error is None else _failure(error)
+            statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
             log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - started[name]:.0f} s)")
         if not done:
             time.sleep(POLL_S)

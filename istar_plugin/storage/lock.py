@@ -7,6 +7,9 @@ holder's host, pid and start time while the lock is held and is deleted on relea
 locked a file unlinked meanwhile notices and locks the new one). Nested locks of one directory by one
 process (a grid cell's runner, then its Trainer) share the lock.
 
+:func:`holder` says who holds a directory's lock without waiting for it (a grid skips a cell another invocation is
+running); :func:`waiting_lock` serialises short read-modify-writes of a shared file (a grid's manifest).
+
 Where it holds: local filesystems, and NFS (Linux maps flock onto NFS byte-range locks, honoured across
 clients). Lustre needs the ``flock`` mount option; where locks are unsupported the run warns and goes on
 unlocked.
@@ -18,9 +21,12 @@ unlocked.
 ['.lock']
 >>> run.exists()  # created by the lock, left empty: removed again
 False
+>>> holder(run) is None  # nobody holds it
+True
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -29,12 +35,17 @@ import socket
 import time
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from ..errors import RunDirError
 
 LOCK_NAME = ".lock"
+_UNSUPPORTED = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)  # a filesystem without file locks
 _HELD: dict[str, "RunDirLock"] = {}  # real path of the directory -> the lock this process holds on it
+
+
+class RunDirInUse(RunDirError):
+    """Another live process holds the directory's lock; the message names its host and pid."""
 
 
 class RunDirLock:
@@ -68,7 +79,7 @@ class RunDirLock:
             raise RunDirError(f"output_dir {self.directory} is not writable ({error.strerror}); "
                               "choose another output_dir") from None
         except OSError as error:
-            if error.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            if error.errno not in _UNSUPPORTED:
                 raise RunDirError(f"output_dir {self.directory} cannot be used ({error.strerror})") from None
             warnings.warn(f"{self.directory}: this filesystem refuses file locks ({error.strerror}); running unlocked, "
                           "so make sure no other run uses this output_dir", stacklevel=2)
@@ -85,7 +96,7 @@ class RunDirLock:
             except BlockingIOError:
                 holder = _read_holder(descriptor)
                 os.close(descriptor)
-                raise RunDirError(f"{self.role} {self.directory} is in use by another run ({holder}); "
+                raise RunDirInUse(f"{self.role} {self.directory} is in use by another run ({holder}); "
                                   f"{self.advice}") from None
             except BaseException:
                 os.close(descriptor)
@@ -125,6 +136,49 @@ class RunDirLock:
 
     def __exit__(self, *exc_info) -> None:
         self.release()
+
+
+def holder(directory: str | os.PathLike) -> Optional[str]:
+    """``host H, pid P, since T`` of the other process holding ``directory``'s lock, None when none does (or this
+    process holds it). Probing takes a shared lock for an instant, and only when no one holds it."""
+    if os.path.realpath(directory) in _HELD:
+        return None
+    try:
+        descriptor = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY)
+    except OSError:  # no lock file: no holder (a holder keeps the file until it releases)
+        return None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_holder(descriptor)
+    except OSError as error:
+        if error.errno not in _UNSUPPORTED:
+            raise
+    finally:
+        os.close(descriptor)  # releases the probe's lock
+    return None
+
+
+@contextlib.contextmanager
+def waiting_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created, and kept: it is only ever locked), waiting for it: one
+    process at a time through a short read-modify-write of a shared file, e.g. a grid's ``manifest.json``.
+
+    >>> import tempfile
+    >>> with waiting_lock(Path(tempfile.mkdtemp()) / ".manifest.lock"):
+    ...     "held"
+    'held'
+    """
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except OSError as error:
+            if error.errno not in _UNSUPPORTED:
+                raise
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _read_holder(descriptor: int) -> str:
