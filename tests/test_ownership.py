@@ -123,8 +123,14 @@ def test_istar_export_of_an_unfinished_run_says_so(kept_run, tmp_path, capsys):
         if path.is_file() and path.name != "results.json" and "model" not in path.parts:
             (unfinished / path.relative_to(kept_run)).parent.mkdir(parents=True, exist_ok=True)
             (unfinished / path.relative_to(kept_run)).write_bytes(path.read_bytes())
-    assert export_main([str(unfinished)]) == 0
-    assert f"exported step 2 to {unfinished / 'model'}; the run is unfinished, not finished" in capsys.readouterr().out
+    assert export_main([str(unfinished)]) == 2  # its model/ is a finished run's: only to an explicit --out
+    assert capsys.readouterr().err.strip() == (
+        f"istar-export: {unfinished}: the run is unfinished (no results.json yet); its model/ is kept for a finished "
+        "run's model: pass --out DIR to export its checkpoint step_00000002.pt anyway")
+    assert not (unfinished / "model").exists()
+    assert export_main([str(unfinished), "--out", str(tmp_path / "out")]) == 0
+    assert (f"exported step 2 to {tmp_path / 'out'}: NOT a finished result, the run is unfinished (no results.json "
+            f"yet); {tmp_path / 'out' / 'export.json'} records it") in capsys.readouterr().out
 
 
 def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run, tmp_path, capsys):

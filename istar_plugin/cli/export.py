@@ -6,6 +6,10 @@ The folder holds ``save_pretrained`` of the model and its tokenizer, with the ta
 
     istar-export runs/sst2/istar/seed42                       # the latest checkpoint -> RUN_DIR/model
     istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
+    istar-export runs/diverged --out diverged-step57          # a failed or unfinished run: only with --out
+
+RUN_DIR/model is a finished run's: the last checkpoint of a failed or unfinished run is exported only to --out, and
+every export holds export.json naming the run, its state and the checkpoint.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Optional, Sequence
 
 from ..errors import RunError, exit_code, one_line
 from ..storage.user_paths import path_argument
-from ..training.export import export_checkpoint
+from ..training.export import EXPORT_RECORD, export_checkpoint, unfinished_words
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -24,7 +28,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("run_dir", type=path_argument, help="a run directory (holding checkpoints/step_*.pt)")
     parser.add_argument("--step", type=int, help="the checkpoint's step (default: the latest)")
     parser.add_argument("--out", type=path_argument,
-                        help="where to write (default: RUN_DIR/model, or RUN_DIR/model_step_N with --step)")
+                        help="where to write (default, for a finished run only: RUN_DIR/model, or RUN_DIR/model_step_N "
+                             "with --step)")
     args = parser.parse_args(argv)
     try:
         exported = export_checkpoint(args.run_dir, args.step, args.out)
@@ -34,7 +39,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except RunError as error:  # the folder is not ours, the run is in use, the checkpoint is damaged
         print(f"istar-export: {one_line(error)}", file=sys.stderr)
         return exit_code(error)
-    state = "" if exported.run == "finished" else f"; the run is {exported.run}, not finished"
+    state = "" if exported.run == "finished" else (
+        f": NOT a finished result, the run {unfinished_words(exported.run)}; {exported.directory / EXPORT_RECORD} "
+        "records it")
     print(f"exported step {exported.step} to {exported.directory}{state} "
           "(load with AutoModelForSequenceClassification/...ForQuestionAnswering or pipeline())")
     return 0

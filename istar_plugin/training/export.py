@@ -7,6 +7,10 @@ task's label names in ``id2label``/``label2id``, so ``AutoModelForSequenceClassi
     istar-export runs/sst2/istar/seed42                       # the latest checkpoint -> RUN_DIR/model
     istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
 
+``RUN_DIR/model`` (and ``RUN_DIR/model_step_N``) are for a finished run: a failed or unfinished run's checkpoint is
+exported only to an explicit ``out``. Every export holds :data:`EXPORT_RECORD`, naming the run, its state then and
+the checkpoint, so the last checkpoint of a diverged run never passes for a finished result.
+
 >>> label_maps("classification", ("negative", "positive"))
 ({0: 'negative', 1: 'positive'}, {'negative': 0, 'positive': 1})
 >>> label_maps("extractive_qa", ())
@@ -27,14 +31,17 @@ from omegaconf import OmegaConf
 from .. import config as config_module
 from ..models.encoder import restoring_weights
 from ..registry import MODELS, TASKS, load_plugins
-from ..errors import CheckpointError, ModelError
-from ..storage.atomic import write_failure
+from ..errors import CheckpointError, ConfigError, ModelError
+from ..storage.atomic import atomic_write_json, write_failure
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
 MODEL_DIR = "model"
+EXPORT_RECORD = "export.json"
+"""What ``istar-export`` exported: ``run``, ``run_state`` (``finished``, ``failed: REASON``, ``unfinished``),
+``step``, ``checkpoint`` and ``finished_result`` (whether these are a finished run's final weights)."""
 
 
 def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], Optional[dict]]:
@@ -51,11 +58,12 @@ def can_export(model) -> bool:
 
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
-                 **details: Any) -> Path:
+                 record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
     """Write ``model`` (an adapter with ``save_pretrained``) to ``directory`` with the export marker (``details``:
-    where it came from), replacing an export written before; refuses a folder of anything else (one line naming it,
-    :mod:`istar_plugin.storage.ownership`). The files go into a temporary sibling first, so ``directory`` is never
-    half-written, and the old export is removed only once the new one is in place.
+    where it came from) and ``record`` as :data:`EXPORT_RECORD`, replacing an export written before; refuses a folder
+    of anything else (one line naming it, :mod:`istar_plugin.storage.ownership`). The files go into a temporary
+    sibling first, so ``directory`` is never half-written, and the old export is removed only once the new one is in
+    place.
     """
     directory = Path(directory)
     if not can_export(model):
@@ -72,6 +80,8 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
             if refused is None:
                 raise
             raise refused from None
+        if record is not None:
+            atomic_write_json(temporary / EXPORT_RECORD, record)
         readable_as_umask_allows(temporary)
         mark(temporary, EXPORT_MARKER, **details)
         if directory.exists():
@@ -112,12 +122,17 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
     """Rebuild the run's model from its config, load a checkpoint's weights and export it, holding the run's lock
     (a run still training there is refused, naming it); returns where it went, the step, and the run's state.
 
-    ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``.
+    ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``, for a
+    finished run only: a failed or unfinished run without ``out`` is a :class:`ConfigError`.
     """
     run_dir = Path(run_dir)
     checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
     with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
         path = checkpoint_path(run_dir, step)
+        state_then = run_state(run_dir)
+        if state_then != "finished" and out is None:
+            raise ConfigError(f"{run_dir}: the run {unfinished_words(state_then)}; its {MODEL_DIR}/ is kept for a "
+                              f"finished run's model: pass --out DIR to export its checkpoint {path.name} anyway")
         damage = problem(path)
         if damage is not None:
             raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
@@ -137,9 +152,11 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
         if out is None:
             out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
-        directory = export_model(model, task.kind, task.label_names, out, run=str(run_dir.resolve()),
-                                 step=state["step"])
-        return Exported(directory, state["step"], run_state(run_dir))
+        record = {"run": str(run_dir.resolve()), "run_state": state_then, "step": state["step"],
+                  "checkpoint": str(path.relative_to(run_dir)), "finished_result": state_then == "finished"}
+        directory = export_model(model, task.kind, task.label_names, out, record=record, run=str(run_dir.resolve()),
+                                 step=state["step"], run_state=state_then)
+        return Exported(directory, state["step"], state_then)
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,17 @@ class Exported:
     directory: Path
     step: int
     run: str
+
+
+def unfinished_words(state: str) -> str:
+    """How a message says the run is not finished, from its :func:`run_state`.
+
+    >>> unfinished_words("failed: the loss became nan at step 2"), unfinished_words("unfinished")
+    ('failed (the loss became nan at step 2)', 'is unfinished (no results.json yet)')
+    """
+    if state.startswith("failed: "):
+        return f"failed ({state.removeprefix('failed: ')})"
+    return "is unfinished (no results.json yet)" if state == "unfinished" else f"is not finished ({state})"
 
 
 def run_state(run_dir: Path) -> str:
