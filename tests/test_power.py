@@ -31,8 +31,9 @@ def test_at_the_planned_seeds_the_half_width_has_shrunk_enough_to_decide_the_eff
         assert width * math.sqrt(seeds / (planned - 1)) > effect * 1.959964 / (1.959964 + 0.841621)
 
 
-def test_nothing_to_decide_or_no_spread_plans_no_seeds():
+def test_nothing_to_decide_no_spread_or_one_seed_plans_no_seeds():
     assert seeds_to_decide(1.0, 5, 0.0) is None and seeds_to_decide(0.0, 5, 1.0) is None
+    assert seeds_to_decide(4.5, 1, 0.29) is None  # one seed's interval says nothing of how seeds vary
 
 
 def test_the_papers_gains_are_its_table1_differences_per_model():

@@ -34,8 +34,8 @@ COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds
 CAPTION = ("What the grid could detect: each setting's interval half-width against Base (the smallest effect its "
            "seeds tell from none) and, beside each of the paper's reported gains (Table 1, I-STAR or CosReg minus "
            f"Base), the seeds that would decide that gain with {POWER:.0%} power at the 95% level if each seed varies "
-           "as here: `ceil(n * (half-width * 2.80 / (1.96 * gain))^2)`. A rough floor: few seeds estimate the "
-           "spread loosely.\n\n")
+           "as here: `ceil(n * (half-width * 2.80 / (1.96 * gain))^2)`, from two seeds up. A rough floor: few seeds "
+           "estimate the spread loosely.\n\n")
 
 
 def half_width(paired: PairedDifference) -> float:
@@ -45,8 +45,9 @@ def half_width(paired: PairedDifference) -> float:
 
 def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
     """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``;
-    None for no effect to decide or an interval of no width (its spread is unknown)."""
-    if effect == 0 or width <= 0:
+    None for no effect to decide, an interval of no width, or a single seed (how seeds vary is then unknown: its
+    interval, from its examples alone, says nothing of that)."""
+    if effect == 0 or width <= 0 or seeds < 2:
         return None
     return max(2, math.ceil(seeds * (width * (_Z_LEVEL + _Z_POWER) / (_Z_LEVEL * abs(effect))) ** 2))
 
