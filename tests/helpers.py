@@ -1,5 +1,8 @@
 """Small parts several test modules share: the arguments of a tiny run, a hook that kills a run at a step, a
 byte-level BPE for tiny decoders."""
+import contextlib
+import subprocess
+import sys
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -48,3 +51,19 @@ def byte_level_bpe(shared_data, special: str, vocab_size: int = 400) -> Tokenize
     bpe.train_from_iterator(sentences, trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[special], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return bpe
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(path: Path):
+    """A real process holding ``path``'s :class:`~istar_plugin.storage.lock.RunDirLock` until the block ends; yields
+    its pid (what a second command on ``path`` sees while another runs there)."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from istar_plugin.storage.lock import RunDirLock\n"
+                               "RunDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)",
+                               str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()

@@ -6,8 +6,6 @@ import hashlib
 import json
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from istar_plugin.cli import embed as embed_cli
 from istar_plugin.errors import CheckpointError
 from istar_plugin.storage.results import RESULTS, failed_record, write_results
 
+from helpers import lock_held_elsewhere
 from test_analyze import tiny_run
 
 FINAL = "checkpoints/step_00000002.pt"  # 32 examples, batches of 8, 2 accumulated: 2 steps, both kept
@@ -129,21 +128,13 @@ def test_a_second_analysis_into_the_same_out_replaces_the_first_s_files_and_no_o
 
 def test_a_second_analysis_on_an_out_in_use_is_refused(finished, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from istar_plugin.storage.lock import RunDirLock\n"
-                               "RunDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)",
-                               str(out)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with lock_held_elsewhere(out) as pid:
         monkeypatch.setattr(analyze, "load_run", lambda *a, **k: pytest.fail("a model was loaded"))
         assert analyze_cli.main([str(finished), "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"istar-analyze: --out {out} is in use by another run (host {socket.gethostname()}, "
-                              f"pid {holder.pid}, since ")
+                              f"pid {pid}, since ")
         assert err.endswith("); wait for it to finish or choose another --out") and "\n" not in err
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_measures_of_a_single_example_are_null_with_their_reasons(finished):

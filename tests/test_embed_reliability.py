@@ -20,7 +20,7 @@ from istar_plugin.isotropy.embeddings import MEASURES, embedding_measures
 from istar_plugin.storage.atomic import atomic_file
 from istar_plugin.training.trainer import Trainer
 
-from helpers import tiny_run_arguments
+from helpers import lock_held_elsewhere, tiny_run_arguments
 
 
 def strict_json(path: Path):
@@ -135,21 +135,13 @@ def test_an_embed_folder_of_an_older_version_is_refused_unchanged(tiny_bert, sha
 def test_a_second_invocation_on_the_same_out_is_refused_before_the_model_loads(tiny_bert, shared_data, tmp_path,
                                                                                 capsys, monkeypatch):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from istar_plugin.storage.lock import RunDirLock\n"
-                               "RunDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)",
-                               str(out)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with lock_held_elsewhere(out) as pid:
         monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
         assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(out)]) == 4
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"istar-embed: --out {out} is in use by another run (host {socket.gethostname()}, "
-                              f"pid {holder.pid}, since ")
+                              f"pid {pid}, since ")
         assert err.endswith("); wait for it to finish or choose another --out") and "\n" not in err
-    finally:
-        holder.kill()
-        holder.wait()
     assert sorted(path.name for path in out.iterdir()) == [".lock"]  # the holder's: nothing of ours was written
 
 
