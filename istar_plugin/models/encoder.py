@@ -46,7 +46,7 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForQuestionAnswering,
-                          AutoModelForSequenceClassification, AutoTokenizer)
+                          AutoModelForSequenceClassification)
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
@@ -54,6 +54,7 @@ from .frozen_backbone import FrozenBackboneCache, standin_output
 from .config import DECODER_MODEL_TYPES, ModelConfig
 from .lora import with_lora
 from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
+from .tokenizer import load_tokenizer
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 from .weight_files import SafetensorError, damaged_weights
 
@@ -143,9 +144,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         model = _load_with_one_line_report(
             auto_class, folder, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            folder, use_fast=True, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
-        )
+        self.tokenizer = load_tokenizer(cfg)
         if self.tokenizer.pad_token is None:
             _use_eos_as_padding(self.tokenizer)
         if model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
