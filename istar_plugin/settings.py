@@ -30,7 +30,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["Declared", "setting", "declared", "refusal", "check_fields", "describe", "added_keys"]
+__all__ = ["Declared", "setting", "declared", "default_of", "refusal", "check_fields", "describe", "added_keys"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,11 @@ def declared(cls: type) -> dict[str, tuple[dataclasses.Field, Declared, Any]]:
             for field in dataclasses.fields(cls) if "declared" in field.metadata}
 
 
+def default_of(field: dataclasses.Field) -> Any:
+    """The value a dataclass field takes when none is given (its ``default_factory()`` called afresh)."""
+    return field.default if field.default is not dataclasses.MISSING else field.default_factory()
+
+
 def _nullable(annotation: Any) -> bool:
     return type(None) in typing.get_args(annotation)
 
@@ -139,7 +144,7 @@ def check_fields(instance: Any, prefix: str, error: type[Exception] = ValueError
 def describe(cls: type, name: str, key: Optional[str] = None) -> str:
     """The key ``name`` of ``cls`` (shown as ``key``): type, default, help and allowed values, one item a line."""
     field, declaration, annotation = declared(cls)[name]
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    default = default_of(field)
     kind = getattr(_kind(annotation), "__name__", str(_kind(annotation)))
     null = " or null" if _nullable(annotation) else ""
     lines = [f"{key or name}: {kind}{null} = {default!r}", f"  {declaration.help}"]
@@ -153,7 +158,7 @@ def added_keys(cls: type, prefix: str = "") -> dict[str, Any]:
     """The keys of ``cls`` (nested declared dataclasses included) marked ``added``, each with its default."""
     found = {}
     for name, (field, declaration, _) in declared(cls).items():
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        default = default_of(field)
         if declaration.added:
             found[f"{prefix}{name}"] = default
         if dataclasses.is_dataclass(default):

@@ -16,6 +16,7 @@ from helpers import tiny_run_arguments
 from test_startup import PROBE
 
 from istar_plugin.cli.run import main
+from istar_plugin.config import compose
 from istar_plugin.criterions import configs
 from istar_plugin.criterions.configs import FlowConfig, decimal_size, flow_memory_bytes
 from istar_plugin.criterions.flow import FlowCriterion, Glow
@@ -262,3 +263,35 @@ def test_a_compose_time_refusal_imports_no_training_framework(arguments):
     outcome = json.loads(done.stderr.strip().splitlines()[-1])
     assert outcome == {"code": 2, "heavy": []}
     assert done.stderr.startswith("istar-run: error: ") and len(done.stderr.strip().splitlines()) == 2
+
+
+# ------------------------------------------------------------------------------------------ LoRA
+def test_lora_options_without_a_rank_are_refused_naming_each(tiny_bert, shared_data, tmp_path, refused):
+    code, stderr = refused(*tiny_run_arguments(tiny_bert, shared_data, f"output_dir={tmp_path / 'run'}",
+                                               "model.lora.alpha=32", "model.lora.dropout=0.2"))
+    assert (code, stderr) == (2, "istar-run: error: model.lora.alpha=32.0, model.lora.dropout=0.2 do nothing without "
+                                 "LoRA (model.lora.r=0: every parameter trains); set model.lora.r (e.g. 8) or drop "
+                                 "them\n")
+    assert not (tmp_path / "run").exists()
+
+
+def test_lora_options_at_their_defaults_with_lora_off_are_accepted():
+    ModelConfig(lora={"r": 0, "alpha": 16.0, "dropout": 0.05}).lora.check()  # e.g. smollm2's preset with r=0
+
+
+@pytest.mark.parametrize("criterion", [("criterion=cosreg", "criterion.target=embeddings"), ("criterion=spectrum",)])
+def test_a_penalty_on_the_word_embeddings_that_lora_freezes_is_refused(tiny_bert, shared_data, tmp_path, refused,
+                                                                       criterion):
+    code, stderr = refused(*tiny_run_arguments(tiny_bert, shared_data, f"output_dir={tmp_path / 'run'}",
+                                               "model.lora.r=4", *criterion))
+    name = criterion[0].split("=")[1]
+    assert (code, stderr) == (2, f"istar-run: error: criterion={name} penalises the word-embedding matrix, which "
+                                 "LoRA freezes (model.lora.r=4): the penalty would stay constant and change nothing; "
+                                 "train every parameter (model.lora.r=0) or penalise what LoRA trains (e.g. "
+                                 "criterion=cosreg criterion.target=hidden)\n")
+
+
+def test_a_penalty_on_hidden_states_with_lora_composes(tiny_bert, shared_data, tmp_path):
+    cfg = compose(tiny_run_arguments(tiny_bert, shared_data, f"output_dir={tmp_path / 'run'}", "model.lora.r=4",
+                                     "criterion=cosreg", "criterion.target=hidden"))
+    assert (cfg.model.lora.r, cfg.criterion.target) == (4, "hidden")

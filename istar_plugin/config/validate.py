@@ -2,7 +2,7 @@
 (:func:`istar_plugin.settings.refusal`), the device (and whether this platform has it), the typed views' own checks,
 the criterion's (its setup; its size against the model's hidden size and this machine's memory), the task's and the
 engine's compose-time checks, and the combinations no single key can refuse (file keys, patience, the validation split
-of a capped training set, ``init_from``).
+of a capped training set, LoRA options without LoRA, a penalty on weights LoRA freezes, ``init_from``).
 
 >>> non_finite_values({"optim": {"lr": float("nan")}, "seed": 1})
 ['optim.lr']
@@ -69,7 +69,14 @@ def validate(cfg: DictConfig) -> None:
     try:
         criterion_cfg = criterion_config(cfg)
         data_cfg = data_config(cfg)
-        model_config(cfg)
+        lora = model_config(cfg).lora
+        lora.check()
+        weights = getattr(criterion_cfg, "penalised_weights", None)
+        if weights is not None and lora.enabled:
+            raise ConfigError(f"criterion={cfg.criterion.name} penalises {weights}, which LoRA freezes "
+                              f"(model.lora.r={lora.r}): the penalty would stay constant and change nothing; train "
+                              "every parameter (model.lora.r=0) or penalise what LoRA trains (e.g. criterion=cosreg "
+                              "criterion.target=hidden)")
         criterion = CRITERIONS.get(cfg.criterion.name).compose_time
         check_setup = getattr(criterion, "check_setup", None)
         if check_setup is not None:

@@ -21,13 +21,15 @@ from ..settings import check_fields, setting
 
 __all__ = ["CrossEntropyConfig", "CosRegConfig", "IStarConfig", "SpectrumConfig", "FlowConfig", "IsoLayerConfig",
            "CriterionSetup", "CosRegSetup", "SpectrumSetup", "FlowSetup", "IsoLayerSetup", "TARGETS", "DECAYS",
-           "DEFAULT_GAMMA", "flow_memory_bytes", "physical_memory_bytes"]
+           "DEFAULT_GAMMA", "WORD_EMBEDDINGS", "flow_memory_bytes", "physical_memory_bytes"]
 
 TARGETS = ("hidden", "embeddings")
 SHRINKAGE_MODES = ("eval", "train")
 _UNIT = "{key} must lie in [0, 1], got {value}"
 DECAYS = ("polynomial", "exponential")
 DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
+WORD_EMBEDDINGS = "the word-embedding matrix"
+"""What a penalty on the embedding weights names as its ``penalised_weights`` (LoRA freezes them)."""
 
 
 class CriterionSetup:
@@ -59,6 +61,11 @@ class CosRegConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")
+
+    @property
+    def penalised_weights(self) -> Optional[str]:
+        """The weights the penalty reads directly (None: it reads hidden states)."""
+        return WORD_EMBEDDINGS if self.target == "embeddings" else None
 
 
 class CosRegSetup(CriterionSetup):
@@ -106,6 +113,9 @@ class SpectrumConfig:
                         refused="{key} must be a positive number (the largest target singular value), got {value}")
     c2: float = setting(0.1, help="exponential only: the rate")
     gamma: Optional[float] = setting(None, help="polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)")
+
+    penalised_weights = WORD_EMBEDDINGS
+    """The weights the penalty reads directly (see :attr:`CosRegConfig.penalised_weights`)."""
 
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")

@@ -7,11 +7,11 @@ True
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 from ..errors import ConfigError
-from ..settings import check_fields, setting
+from ..settings import check_fields, default_of, setting
 
 __all__ = ["LoraSettings", "ModelConfig", "HFEncoderMethods", "DECODER_MODEL_TYPES"]
 
@@ -45,8 +45,22 @@ class LoraSettings:
         return self.r > 0
 
     def check(self) -> None:
-        """One-line ConfigErrors for values LoRA cannot take."""
+        """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off (``r`` 0),
+        where they would do nothing.
+
+        >>> LoraSettings(alpha=32.0).check()
+        Traceback (most recent call last):
+        ...
+        istar_plugin.errors.ConfigError: model.lora.alpha=32.0 does nothing without LoRA (model.lora.r=0: every \
+parameter trains); set model.lora.r (e.g. 8) or drop it
+        """
         check_fields(self, "model.lora.", ConfigError)
+        idle = [f"model.lora.{item.name}={getattr(self, item.name)!r}" for item in fields(self)
+                if item.name != "r" and not self.enabled and getattr(self, item.name) != default_of(item)]
+        if idle:
+            raise ConfigError(f"{', '.join(idle)} {'does' if len(idle) == 1 else 'do'} nothing without LoRA "
+                              f"(model.lora.r=0: every parameter trains); set model.lora.r (e.g. 8) or drop "
+                              f"{'it' if len(idle) == 1 else 'them'}")
         if self.target_modules is not None and (not self.target_modules or not all(
                 isinstance(name, str) and name for name in self.target_modules)):
             raise ConfigError(f"model.lora.target_modules={self.target_modules!r} must be a non-empty list of "
