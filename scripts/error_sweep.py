@@ -1,5 +1,5 @@
-"""Feed istar-run, istar-grid, istar-report, istar-export and istar-analyze bad inputs and faults, as a new user
-would, and classify each outcome.
+"""Feed istar-run, istar-grid, istar-report, istar-export, istar-analyze and istar-embed bad inputs and faults, as a
+new user would, and classify each outcome.
 
     python scripts/error_sweep.py --work /tmp/sweep                                      # this checkout
     PYTHONPATH=/tmp/old python scripts/error_sweep.py --work /tmp/sweep-old --code /tmp/old   # another checkout
@@ -9,7 +9,9 @@ from ``../shared/data`` (16 training sentences, a few steps), offline. The tools
 process (a process per case would spend minutes importing torch on a shared machine), their stderr
 captured and an uncaught exception printed as Python would; the faults that need processes use real
 ones: a running ``istar-run`` holding the directory, a writer killed with SIGKILL during a save, and the
-long-text run (its own process, under a time and memory limit). An outcome is
+long-text run (its own process, under a time and memory limit), and the cases that need an ordinary user: files
+it may not read or write are no obstacle to root, so those run as uid 65534 (``setpriv``; the sweep runs as root).
+An outcome is
 
 - ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
   survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
@@ -44,8 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK_MARKER = ".error_sweep"  # marks a --work directory as the sweep's own, so a later sweep may empty it
 SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACEBACK = "Traceback (most recent call last)"
-TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export", "analyze")}
+TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export", "analyze", "embed")}
 """A case's first argument naming another tool than istar-run."""
+UNPRIVILEGED = 65534  # nobody: the uid the permission cases run as
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Case:
     setup: Optional[Callable[["Sweep", Path], None]] = None
     check: Optional[Callable[["Sweep", Path, "Outcome"], Optional[str]]] = None  # overrides the classification
     warning: str = ""  # for "recover": a word the warning must contain
+    as_user: bool = False  # run as an unprivileged user (UNPRIVILEGED), in a process: root reads any file
+    home: bool = False  # run in a process whose $HOME is the case's ``home/`` and whose cwd is the case directory
 
 
 @dataclass
@@ -108,12 +113,18 @@ class Sweep:
         return [self.python, "-m", "istar_plugin.cli", *arguments]
 
     def run(self, arguments: list[str], cwd: Path, background: bool = False, process: bool = False,
-            file_size_limit: Optional[int] = None):
-        if not (background or process):
+            file_size_limit: Optional[int] = None, as_user: bool = False, home: Optional[Path] = None):
+        if not (background or process or as_user or home):
             return self.invoke(arguments)
         command = self.command(arguments)
+        env = self.env()
+        if home is not None:
+            env["HOME"] = str(home)
+        if as_user:  # the permission cases: root reads a chmod 000 file, an ordinary user does not
+            env["HOME"] = str(cwd)
+            command = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups", *command]
         if background:
-            return subprocess.Popen(command, cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
 
         def limits() -> None:
@@ -123,7 +134,7 @@ class Sweep:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
         started = time.perf_counter()
         try:
-            done = subprocess.run(command, cwd=cwd, env=self.env(), capture_output=True, text=True,
+            done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
                                   timeout=self.timeout, preexec_fn=limits)
         except subprocess.TimeoutExpired as expired:
             return Outcome(-9, expired.stdout or "", (expired.stderr or "") + "\n[timed out]", self.timeout)
@@ -152,6 +163,11 @@ torch.manual_seed(0)
 BertModel(config).save_pretrained({str(self.model)!r}); tokenizer.save_pretrained({str(self.model)!r})
 """
         subprocess.run([self.python, "-c", script], check=True, env=self.env())
+
+    def embed(self, directory: Path, *extra: str) -> list[str]:
+        """istar-embed of the tiny model on a 16-pair STS-B copy (``directory/stsb``) into ``directory/out``."""
+        return ["embed", str(self.model), "--sts", str(directory / "stsb"), "--fit", "dev", "--batch-size", "8",
+                "--out", str(directory / "out"), *extra]
 
     def train(self, directory: Path, *extra: str) -> Outcome:
         outcome = self.invoke(self.base(directory, *extra))
@@ -386,6 +402,157 @@ print(json.dumps({{"short": min(seconds[0::2]), "long": min(seconds[1::2])}}))
     return check
 
 
+def unreadable(name: str):
+    """A setup making ``directory/name`` (a file or folder written before it) unreadable: mode 000."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        (directory / name).chmod(0)
+    return setup
+
+
+def sst2_folder(sweep: Sweep, directory: Path) -> None:
+    """A copy of SST-2's first rows as ``directory/sst2/{train,dev}.tsv``."""
+    (directory / "sst2").mkdir()
+    for split in ("train.tsv", "dev.tsv"):
+        rows = (SHARED / "sst2" / split).read_text().splitlines(keepends=True)[:17]
+        (directory / "sst2" / split).write_text("".join(rows))
+
+
+def stsb_copy(scores: Optional[str] = None):
+    """A setup copying STS-B's first 16 pairs to ``directory/stsb/{train,dev}.tsv`` (every gold score ``scores``)."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        (directory / "stsb").mkdir()
+        for split in ("train.tsv", "dev.tsv"):
+            header, *rows = (SHARED / "stsb" / split).read_text().splitlines(keepends=True)[:17]
+            if scores is not None:
+                rows = ["\t".join(row.rstrip("\n").split("\t")[:-1] + [scores]) + "\n" for row in rows]
+            (directory / "stsb" / split).write_text(header + "".join(rows))
+    return setup
+
+
+def embedded_once(*extra: str):
+    """A setup running istar-embed once into ``directory/out`` (on a :func:`stsb_copy`)."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        stsb_copy()(sweep, directory)
+        outcome = sweep.invoke(sweep.embed(directory, *extra))
+        if outcome.code != 0:
+            raise RuntimeError(f"the first istar-embed failed ({outcome.code}): {outcome.stderr[-500:]}")
+    return setup
+
+
+def damaged_weights(sweep: Sweep, directory: Path) -> None:
+    """A copy of the tiny model whose ``model.safetensors`` lost all but its first 100 bytes (a cut download)."""
+    shutil.copytree(sweep.model, directory / "model")
+    weights = directory / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+
+
+def no_tilde_folder(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """``output_dir='~/...'`` is expanded to $HOME (or refused), never a folder named ``~`` in the cwd."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if (directory / "~").exists():
+        outcome.note = "wrote into a folder named '~' in the current directory"
+        return "silent"
+    if outcome.code == 0 and not (directory / "home" / "runs" / "x" / "results.json").is_file():
+        outcome.note = "exit 0 without a results.json under $HOME/runs/x"
+        return "silent"
+    return "clear"
+
+
+def export_kept_out_of_the_run(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """Exporting a failed or unfinished run without ``--out`` must not write the run's own ``model/``."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if (directory / "run" / "model").exists():
+        outcome.note = f"exit {outcome.code}; wrote the run's own model/ as if it had finished"
+        return "silent"
+    return "silent" if outcome.code == 0 else "clear"
+
+
+def diverged_with_checkpoints(sweep: Sweep, directory: Path) -> None:
+    """A run that saves at every step, then diverges (lr 1e6): it fails with its early checkpoints kept."""
+    outcome = sweep.invoke(sweep.base(directory, "optim.lr=1e6", "save_every=1", "keep_checkpoints=4"))
+    if outcome.code == 0 or not checkpoints(directory / "run"):
+        raise RuntimeError(f"the diverging run did not fail with a checkpoint (exit {outcome.code})")
+
+
+def report_names_the_unreadable(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """istar-report must list a cell whose results.json it cannot read, naming it and why."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    said = (outcome.stdout + outcome.stderr).lower()
+    return "clear" if "results.json" in said and "permission denied" in said else "silent"
+
+
+def standard_json_with_undefined_statistics(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """istar-embed on constant gold scores: its JSON is standard (no bare NaN) and the correlation is undefined (null
+    with a reason), never a number."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if outcome.code != 0:
+        return "clear"  # refused in one line
+    text = (directory / "out" / "embeddings.json").read_text()
+
+    def bare(constant: str) -> float:
+        raise ValueError(constant)
+    try:
+        json.loads(text, parse_constant=bare)
+    except ValueError as error:
+        outcome.note = f"embeddings.json holds a bare {error}"
+        return "silent"
+    if '"spearman": null' not in text.replace("\n", " ") and "undefined" not in text:
+        outcome.note = "the correlation of constant scores is written as a number"
+        return "silent"
+    return "clear"
+
+
+def no_stale_outputs(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """A second istar-embed into the same --out leaves no file of the first that the second did not write."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    stale = sorted(str(p.relative_to(directory / "out")) for p in (directory / "out").rglob("*abtt*"))
+    if outcome.code == 0 and stale:
+        outcome.note = f"left from the first use: {', '.join(stale[:3])}"
+        return "silent"
+    return "clear" if outcome.code == 0 or outcome.stderr.strip() else "silent"
+
+
+def names_the_option_and_path(option: str):
+    """The error must name ``option`` and the file's path."""
+    def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        if TRACEBACK in outcome.stderr:
+            return "traceback"
+        if outcome.code == 0:
+            return "silent"
+        named = option in outcome.stderr and str(directory) in outcome.stderr
+        outcome.note = "" if named else f"the error names neither {option} nor the path"
+        return "clear" if named else "silent"
+    return check
+
+
+def run_untouched_and_fault_named(word: str):
+    """A read-only command on a run: the run's files stay as they were (else ``lost``), and a fault in it is named
+    (a warning holding ``word``) or refused."""
+    def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        lost = kept("run", written_is_silent=True)(sweep, directory, outcome)
+        if lost in ("lost", "traceback") or (lost == "silent" and outcome.note.startswith("accepted; wrote")):
+            return lost
+        if outcome.code != 0 or word in outcome.stderr.lower():
+            return "clear"
+        outcome.note = f"exit 0 without a warning naming the {word} checkpoint"
+        return "silent"
+    return check
+
+
+def lora_without_rank(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """LoRA options given without a rank do nothing: the run must refuse them or say so."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    if outcome.code != 0 or ("warning" in outcome.stderr.lower() and "lora" in outcome.stderr.lower()):
+        return "clear"
+    return "silent"
+
+
 # ---------------------------------------------------------------------------------------------- cases
 SST2_HEADER = "sentence\tlabel\n"
 LONG = "a truly long review , " * 1_000  # 22 kB: slow enough (pairs are truncated a token at a time)
@@ -507,6 +674,47 @@ def cases() -> list[Case]:
         Case("grid cells need the hub, offline", ["grid", "{dir}/hub.yaml", "launcher=inline", "grid_dir={dir}/g"],
              setup=files("hub.yaml", "fixed: {recipe: sst2, model: bert, max_steps: 1, data.max_train_samples: 8}\n"
                                       "sweep: {seed: [1]}\n")),
+        # as an ordinary user (issue 37): files and folders it cannot read or write
+        Case("data file unreadable, as a user", train_file("t.tsv"), as_user=True,
+             setup=both(files("t.tsv", SST2_HEADER + "fine\t1\nbad\t0\n"), unreadable("t.tsv"))),
+        Case("data folder unreadable, as a user", ["data.dir=FILE:sst2"], as_user=True,
+             setup=both(sst2_folder, unreadable("sst2"))),
+        Case("recipe file unreadable, as a user", ["recipe=FILE:r.yaml"], as_user=True,
+             setup=both(files("r.yaml", "task: sst2\n"), unreadable("r.yaml"))),
+        Case("output_dir under a read-only folder, as a user", ["output_dir=FILE:locked/run"], as_user=True,
+             setup=both(files("locked/.keep", ""), lambda sweep, directory: (directory / "locked").chmod(0o555))),
+        Case("report of an unreadable results.json, as a user", ["report", "{dir}/grid", "--out", "{dir}/report"],
+             as_user=True, setup=lambda sweep, directory: (sweep.train(directory / "grid"),
+                                                          (directory / "grid" / "run" / "results.json").chmod(0)),
+             check=report_names_the_unreadable),
+        # settings that interact with another setting or the data's size (issue 37)
+        Case("squad doc_stride above max_length", ["data.max_length=64", "data.doc_stride=100"]),
+        Case("squad max_length shorter than a question", ["data.max_length=16", "data.doc_stride=4"]),
+        Case("validation_split rounds to no example", ["data.validation_split=0.01"]),
+        Case("flow width 1e8", ["criterion=flow", "criterion.width=100000000"]),
+        Case("device mps on Linux", ["device=mps"]),
+        Case("damaged model.safetensors", ["model.name_or_path=FILE:model"], setup=damaged_weights),
+        Case("output_dir with a literal ~", ["output_dir=~/runs/x"], home=True, check=no_tilde_folder),
+        Case("export of a diverged run without --out", ["export", "{run}"], setup=diverged_with_checkpoints,
+             check=export_kept_out_of_the_run),
+        Case("export of an unfinished run without --out", ["export", "{run}"],
+             setup=trained(then=resume_unfinished(lambda run: shutil.rmtree(run / "model"))),
+             check=export_kept_out_of_the_run),
+        Case("LoRA options without a rank", ["model.lora.alpha=32", "model.lora.dropout=0.2"],
+             check=lora_without_rank),
+        Case("CosReg on the word embeddings, which LoRA freezes",
+             ["model.lora.r=4", "model.lora.target_modules=[query,value]", "criterion=cosreg",
+              "criterion.target=embeddings"]),
+        # istar-embed and the read-only commands (issue 37)
+        Case("embed: constant gold scores", ["embed", "--transforms", "none,center"], setup=stsb_copy("3.0"),
+             check=standard_json_with_undefined_statistics),
+        Case("embed: a second use of the same --out", ["embed", "--transforms", "none"],
+             setup=embedded_once("--transforms", "none,abtt:1"), check=no_stale_outputs),
+        Case("embed: a fit file that is not UTF-8", ["embed", "--fit", "{dir}/fit.txt"],
+             setup=both(stsb_copy(), files("fit.txt", b"caf\xe9 au lait\n")), check=names_the_option_and_path("--fit")),
+        Case("analyze --checkpoints of a run with a damaged checkpoint",
+             ["analyze", "{run}", "--checkpoints", "--out", "{dir}/analysis"],
+             setup=protected("run", trained(then=truncate)), check=run_untouched_and_fault_named("damaged")),
     ]
     return c
 
@@ -558,6 +766,14 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
             late.unlink()
             late.with_name(late.name + ".sha256").unlink(missing_ok=True)
         return sweep.base(directory, "save_every=1", "keep_checkpoints=4")
+    if case.arguments[:1] == ["embed"]:
+        return [a.format(dir=directory) for a in sweep.embed(directory, *case.arguments[1:])]
+    if name.startswith("squad"):
+        squad = SHARED / "squad" / "dev-v1.1.json"
+        arguments = sweep.base(directory, f"data.dir={SHARED / 'squad'}", f"data.train_file={squad}",
+                               f"data.eval_file={squad}", *case.arguments)
+        arguments[0] = "recipe=squad"
+        return arguments
     arguments = case.arguments
     if arguments[:1] and arguments[0] in TOOLS:
         return [a.format(run=directory / "run", dir=directory).replace("FILE:", f"{directory}/") for a in arguments]
@@ -601,8 +817,10 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
     if case.name in ("export while a run trains there", "SIGTERM during training"):
         return holder_case(case, sweep, directory)
     limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
+    if case.as_user:
+        directory.chmod(0o777)  # the unprivileged user writes its run (and $HOME) here
     outcome = sweep.run(arguments, directory, process=case.name.startswith("22 kB") or limit is not None,
-                        file_size_limit=limit)
+                        file_size_limit=limit, as_user=case.as_user, home=directory / "home" if case.home else None)
     outcome.verdict = (case.check(sweep, directory, outcome) if case.check else None) or classify(case, outcome)
     return outcome
 
@@ -651,7 +869,7 @@ def main() -> int:
                         help="scratch directory: new or empty, or one an earlier sweep made (emptied first)")
     parser.add_argument("--code", type=Path, help="a checkout of the package to test instead of this one (PYTHONPATH)")
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--only", help="shell pattern of case names")
+    parser.add_argument("--only", action="append", help="shell pattern of case names (repeatable: any of them)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds for the long-text process")
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
     args = parser.parse_args()
@@ -671,7 +889,8 @@ def main() -> int:
     sweep.make_model()
     counts: dict[str, int] = {}
     details = []
-    selected = [case for case in cases() if not args.only or fnmatch.fnmatch(case.name, args.only)]
+    selected = [case for case in cases()
+                if not args.only or any(fnmatch.fnmatch(case.name, pattern) for pattern in args.only)]
     for number, case in enumerate(selected, start=1):
         directory = args.work / f"case{number:02d}"
         directory.mkdir()

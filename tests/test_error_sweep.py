@@ -1,4 +1,4 @@
-"""``scripts/error_sweep.py`` (the documented sweep of 85 bad inputs and faults) runs, and every outcome is clear:
+"""``scripts/error_sweep.py`` (the documented sweep of 105 bad inputs and faults) runs, and every outcome is clear:
 one line and a non-zero exit, or a fault survived with a warning naming it; no traceback, nothing silent."""
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # 85 cases, most of them an istar-run process
+@pytest.mark.slow  # 105 cases, most of them an istar-run process
 def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"),
                              "--work", str(tmp_path / "sweep"), "--json", str(tmp_path / "sweep.json")],
@@ -19,8 +19,8 @@ def test_every_bad_input_and_fault_of_the_sweep_is_clear(tmp_path, shared_data):
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     unclear = [(case["case"], case["verdict"], case["last_line"])
                for case in sweep["cases"] if case["verdict"] != "clear"]
-    assert sweep["counts"] == {"clear": 85} and unclear == [], unclear
-    assert result.stdout.rstrip().endswith("counts: clear 85 (of 85)")
+    assert sweep["counts"] == {"clear": 105} and unclear == [], unclear
+    assert result.stdout.rstrip().endswith("counts: clear 105 (of 105)")
 
 
 def test_the_sweep_refuses_a_work_directory_of_someone_elses_files(tmp_path):
