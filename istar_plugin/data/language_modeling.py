@@ -4,7 +4,8 @@ The texts come from files (``data.train_file`` / ``data.eval_file``: a ``.txt`` 
 lines skipped, or a ``.jsonl`` whose objects have a ``text`` field), from a hub data set
 (``data.source=hub data.hub_dataset=NAME[:CONFIG]``, its ``text`` column, empty rows skipped), or from any
 classification or regression task (``data.text_from=sst2``: that task's texts read with the same data settings,
-both texts of a pair, each on its own). Each text is one sequence, cut at ``data.max_length`` tokens.
+both texts of a pair, each on its own). Each text is one sequence, cut at ``data.max_length`` tokens; a text of
+fewer than two tokens predicts none and is dropped before the model loads (:meth:`LanguageModeling.check_tokens`).
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -15,7 +16,8 @@ both texts of a pair, each on its own). Each text is one sequence, cut at ``data
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -120,6 +122,40 @@ class LanguageModeling(Task):
         encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples],
                             truncation=True, max_length=length)
         return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
+
+    def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
+        """Drop, in place and with one warning counting them, the texts of fewer than two tokens once encoded (they
+        predict none, and a batch of them only has no loss); :class:`DataError` when no text of a split is left.
+
+        >>> class Letters:  # a stand-in tokenizer: one token per letter, no special tokens
+        ...     def __call__(self, texts, **options): return {"input_ids": [list(text) for text in texts]}
+        >>> task = LanguageModeling(DataConfig(train_file="t.txt", eval_file="e.txt", max_length=8))
+        >>> splits = {"train": [{"text": "a"}, {"text": "ab"}], "eval": [{"text": "abc"}]}
+        >>> with warnings.catch_warnings(record=True) as said:
+        ...     task.check_tokens(splits, Letters)
+        >>> splits["train"], str(said[0].message).split(": ")[-1]
+        ([{'text': 'ab'}], '1 of 2 of the train split (t.txt)')
+        >>> task.check_tokens({"train": [{"text": "a"}], "eval": [{"text": "ab"}]}, Letters)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        istar_plugin.errors.DataError: lm: no text of the train split (t.txt) predicts a token: each of its 1 texts ...
+        """
+        loaded, dropped = tokenizer(), []
+        for split, examples in splits.items():
+            kept = [example for example, feature in zip(examples, self.encode(examples, loaded))
+                    if len(feature["input_ids"]) >= 2]
+            if not kept:
+                raise DataError(f"lm: no text of the {split} split ({self.source_of(split)}) predicts a token: each of "
+                                f"its {len(examples)} texts is shorter than two tokens within data.max_length="
+                                f"{self.cfg.max_length} (a text predicts its tokens after the first); give texts of "
+                                "two tokens or more")
+            if len(kept) < len(examples):
+                dropped.append(f"{len(examples) - len(kept)} of {len(examples)} of the {split} split "
+                               f"({self.source_of(split)})")
+            examples[:] = kept
+        if dropped:
+            warnings.warn(f"lm: dropped the texts shorter than two tokens within data.max_length={self.cfg.max_length}"
+                          f", which predict none: {'; '.join(dropped)}", stacklevel=2)
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """``outputs`` (n, 2): per text its summed next-token NLL and its count of predicted tokens -> (NLL sums,
