@@ -40,6 +40,7 @@ from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.records.archive import archive
 from ..reports.records.cells import collect
 from ..reports.paper.istar import PAPER_MODELS
+from ..reports.comparisons.versus_base import unpaired_predictions
 from ..reports.comparisons.versus_reference import parse_reference
 from ..storage.ownership import REPORT_MARKER, check_writable, mark
 from ..storage.user_paths import path_argument
@@ -95,6 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(write_report(records, out, args.paper_model, args.reference), end="")
         for line in unwritten_figures(records):
             print(line)
+        for line in unpaired_predictions(records):
+            print(f"istar-report: warning: {line}", file=sys.stderr)
         print(f"\n{len(records)} finished cells; report in {out}")
     else:
         print("no cell has finished: no report written")

@@ -9,7 +9,9 @@ difference. Examples are resampled for the classification metrics (accuracy, F1,
 from confusion matrices, so thousands of rounds take milliseconds) and for a language model's perplexity (texts,
 each with its summed NLL and token count); for a correlation (STS-B), SQuAD's answer
 metrics, a plugin task's own metric, or a run without per-example predictions (written before they were), only
-the seeds are resampled (``resampled="seeds"``) and the interval says less.
+the seeds are resampled (``resampled="seeds"``) and the interval says less; where a run's predictions could have been
+resampled but do not match (:mod:`.versus_base`), ``resampled`` says why, e.g. ``seeds (predictions.json of ... is
+damaged ...)``.
 
 With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
 by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
@@ -40,8 +42,7 @@ from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
 __all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
-           "CONFUSION_METRICS",
-           "POOLED_METRICS", "ROUNDS", "LEVEL", "UNDEFINED"]
+           "CONFUSION_METRICS", "POOLED_METRICS", "ROUNDS", "LEVEL", "UNDEFINED", "EXAMPLES", "resamples_examples"]
 
 ROUNDS = 2000
 """Bootstrap rounds; the generator is seeded, so a report is reproducible."""
@@ -50,6 +51,10 @@ LEVEL = 0.95
 
 UNDEFINED = "undefined (one seed)"
 """The verdict of a seeds-only comparison on a single pair of runs."""
+
+EXAMPLES = "seeds and examples"
+"""``resampled`` of a comparison that resampled the evaluation examples within each seed; any other value (``seeds``,
+or ``seeds (why)``) resampled the seeds alone."""
 
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
@@ -62,7 +67,7 @@ class PairedDifference:
     differences: tuple[float, ...]
     low: float
     high: float
-    resampled: str  # "seeds and examples" or "seeds"
+    resampled: str  # EXAMPLES, "seeds", or "seeds (why the examples were not)"
     level: float = LEVEL
     lower_is_better: bool = False  # a perplexity: a negative difference is the better model
 
@@ -74,7 +79,7 @@ class PairedDifference:
     def verdict(self) -> str:
         """``better``, ``worse`` or ``not distinguishable``; ``undefined (one seed)`` when one pair of runs is all
         there is and its examples were not resampled (an interval of no width decides nothing)."""
-        if self.resampled == "seeds" and len(self.seeds) < 2:
+        if self.resampled != EXAMPLES and len(self.seeds) < 2:
             return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
         return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
@@ -109,7 +114,7 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
         return None
     scorer = TASK_SCORERS.get(task, {}).get(metric)
     outcomes = [(method[s], base[s]) for s in seeds]
-    examples = (metric in CONFUSION_METRICS or metric in POOLED_METRICS) and scorer is not None and all(
+    examples = resamples_examples(task, metric) and all(
         m is not None and b is not None and list(m[1]) == list(b[1]) for m, b in outcomes)
     if examples:
         differences = [as_percent(task, metric, scorer(*m) - scorer(*b)) for m, b in outcomes]
@@ -121,8 +126,17 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
         low, high = _seed_bootstrap(differences, rounds, seed)
-    return PairedDifference(tuple(seeds), tuple(differences), low, high, "seeds and examples" if examples else "seeds",
+    return PairedDifference(tuple(seeds), tuple(differences), low, high, EXAMPLES if examples else "seeds",
                             lower_is_better=better_sign(metric) < 0)
+
+
+def resamples_examples(task: str, metric: str) -> bool:
+    """Whether a comparison on ``metric`` resamples the evaluation examples of runs that recorded them.
+
+    >>> [resamples_examples(*metric) for metric in (("rte", "accuracy"), ("lm", "perplexity"), ("stsb", "pearson"))]
+    [True, True, False]
+    """
+    return (metric in CONFUSION_METRICS or metric in POOLED_METRICS) and metric in TASK_SCORERS.get(task, {})
 
 
 def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,

@@ -3,7 +3,9 @@
 Figure 3 show.
 
 Each setting is compared with the Base setting of the same variant where Base has one (e.g. the same learning
-rate), else with Base's best setting. Per-example outcomes come from each run's ``predictions.json``.
+rate), else with Base's best setting. Per-example outcomes come from each run's ``predictions.json``; one that cannot be
+paired (:mod:`.run_outcomes`) leaves its comparison to the seeds, with ``resampled`` saying why, and is listed by
+:func:`unpaired_predictions` (istar-report warns about each).
 
 >>> import json, tempfile
 >>> from pathlib import Path
@@ -20,20 +22,27 @@ rate), else with Base's best setting. Per-example outcomes come from each run's 
 ...     _ = write_predictions(cell, "rte", 10, refs[:correct] + [1 - r for r in refs[correct:]], refs)
 >>> [row["text"] for row in comparisons(collect(grid)[0])]
 ['+28.00 [+21.00, +34.50] better']
+>>> _ = (grid / "istar2" / "predictions.json").write_text("{")
+>>> [row["resampled"] for row in comparisons(collect(grid)[0])]  # doctest: +ELLIPSIS
+['seeds (predictions.json of istar2 is damaged (unreadable (Expecting property name...)))']
+>>> [line.removeprefix(str(grid)) for line in unpaired_predictions(collect(grid)[0])]  # doctest: +ELLIPSIS
+['/istar2/predictions.json is damaged (...): compared with Base by its seed alone, not its examples']
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...errors import DataError
 from ...metrics import better_sign
-from ...storage.predictions import read_predictions
+from ...storage.predictions import PREDICTIONS
 from ..records.cells import Record
 from ..records.settings import Setting, display_name, records_by_setting, setting_key, settings
 from .paired import LEVEL, PairedDifference, paired_difference, signed
+from .run_outcomes import pair_outcomes
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare"]
+__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare",
+           "unpaired_predictions"]
 
 BASE = "cross_entropy"
 
@@ -48,14 +57,8 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task (:data:`COLUMNS`,
     plus ``text`` and the :class:`~.paired.PairedDifference` as ``paired``), in settings order."""
     groups = records_by_setting(records)
-    all_settings = settings(records)
     rows = []
-    for setting in all_settings:
-        if setting.method == BASE:
-            continue
-        base = _base_for(setting, all_settings)
-        if base is None:
-            continue
+    for setting, base in _against_base(records):
         paired = compare(setting, base, groups)
         if paired is None:
             continue
@@ -69,6 +72,25 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
                      "base_variant": base.variant,
                      "text": paired.text(), "paired": paired, "setting": setting})
     return rows
+
+
+def unpaired_predictions(records: Sequence[Record]) -> list[str]:
+    """One line per run whose ``predictions.json`` a comparison with Base could not pair (``CELL/predictions.json
+    PROBLEM: ...``), each run once, in the comparisons' order."""
+    groups, lines = records_by_setting(records), {}
+    for setting, base in _against_base(records):
+        pairing = pair_outcomes(setting.task, setting.metric, groups[setting_key(setting)], groups[setting_key(base)])
+        for path, problem in pairing.problems:
+            lines.setdefault(path, f"{Path(path) / PREDICTIONS} {problem}: compared with Base by its seed alone, not "
+                                   "its examples")
+    return list(lines.values())
+
+
+def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
+    """Each non-Base setting with the Base setting it is compared with (those without one left out)."""
+    all_settings = settings(records)
+    pairs = [(setting, _base_for(setting, all_settings)) for setting in all_settings if setting.method != BASE]
+    return [(setting, base) for setting, base in pairs if base is not None]
 
 
 def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) -> Optional[PairedDifference]:
@@ -101,16 +123,10 @@ def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) 
     """``setting`` against ``base`` paired by seed (``groups``:
     :func:`~istar_plugin.reports.records.settings.records_by_setting`)."""
     method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
-    return paired_difference(
-        setting.task, setting.metric,
-        {r.seed: _outcome(r) for r in method_runs}, {r.seed: _outcome(r) for r in base_runs},
+    pairing = pair_outcomes(setting.task, setting.metric, method_runs, base_runs)
+    paired = paired_difference(
+        setting.task, setting.metric, pairing.method, pairing.base,
         scores=({r.seed: r.score for r in method_runs}, {r.seed: r.score for r in base_runs}))
-
-
-def _outcome(record: Record) -> Optional[tuple[tuple, tuple]]:
-    """The run's (predictions, references), or None without (or with a damaged) ``predictions.json``."""
-    try:
-        scored = read_predictions(Path(record.path))
-    except DataError:
-        return None
-    return None if scored is None else (scored.predictions, scored.references)
+    if paired is None or not pairing.problems:
+        return paired
+    return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
