@@ -5,6 +5,8 @@ each rank's random streams.
 >>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True},
 ...                {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
 ['optim.lr']
+>>> config_changes({"model": {}}, {"model": {"frozen_dropout": False}})  # a run written before the key: the same run
+[]
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any, Optional
 import torch
 from omegaconf import OmegaConf
 
+from ..config import ADDED_KEYS
 from ..data.fingerprint import changed_splits
 from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
@@ -28,11 +31,12 @@ RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_d
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ, ignoring those a resumed run may change (logging, placement, max_steps)."""
+    """Dotted keys whose values differ, ignoring those a resumed run may change (logging, placement, max_steps) and
+    keys added since ``saved`` was written that ``current`` holds at their old-behaviour value (``ADDED_KEYS``)."""
     changed = []
     for key in sorted(set(saved) | set(current)):
         name = f"{prefix}{key}"
-        if name in RESUMABLE_CHANGES:
+        if name in RESUMABLE_CHANGES or (key not in saved and name in ADDED_KEYS and current[key] == ADDED_KEYS[name]):
             continue
         old, new = saved.get(key), current.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
