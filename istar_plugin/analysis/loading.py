@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -100,6 +101,8 @@ def _build(cfg: DictConfig, state: Optional[dict], init_from: bool) -> LoadedMod
     if init_from and cfg.get("init_from"):
         source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
         model_cfg = source.model_config(model_cfg)
+    if getattr(model_cfg, "padding_free", False):  # the analysis reads each example's vectors from padded batches
+        model_cfg = dataclasses.replace(model_cfg, padding_free=False)
     try:
         with restoring_weights() if state is not None else contextlib.nullcontext():
             model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))

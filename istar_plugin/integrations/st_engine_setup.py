@@ -48,6 +48,9 @@ class SentenceTransformersSetup(EngineSetup):
                  if field.name in lora and lora[field.name] != getattr(LoraSettings(), field.name)]
         if given:
             raise ConfigError(f"engine=sentence_transformers trains every weight (no LoRA); drop {', '.join(given)}")
+        if cfg.model.get("padding_free", False) is True:
+            raise ConfigError("engine=sentence_transformers computes on padded batches (sentence-transformers' own "
+                              "forward); drop model.padding_free=true")
 
 
 ENGINES.declare("sentence_transformers", "istar_plugin.integrations.st_engine:SentenceTransformersEngine", None,

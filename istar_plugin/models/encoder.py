@@ -47,13 +47,17 @@ import torch
 from torch import Tensor
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForQuestionAnswering,
                           AutoModelForSequenceClassification)
+from transformers.modeling_outputs import BaseModelOutputWithPast, BaseModelOutputWithPooling
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
 from .frozen_backbone import FrozenBackboneCache, standin_output
 from .config import DECODER_MODEL_TYPES, ModelConfig
 from .lora import with_lora
+from .packing import PACKED_ATTENTION, Packing
+from .padding_free import padding_free_choice
 from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
+from .preflight import ROBERTA_FAMILY
 from .tokenizer import load_tokenizer
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
 from .weight_files import SafetensorError, damaged_weights
@@ -75,6 +79,9 @@ _DROPOUT_ATTRIBUTES = (
 class EncoderOutput:
     """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
 
+    A padding-free forward (:attr:`HFEncoder.padding_free`) gives each hidden state packed, (real tokens, hidden),
+    and no ``attention_mask`` (every position is a token).
+
     ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
     inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
     module's output, in insertion order; ``head_input`` is what the head actually received.
@@ -84,7 +91,7 @@ class EncoderOutput:
     start_logits: Optional[Tensor]
     end_logits: Optional[Tensor]
     hidden_states: tuple[Tensor, ...]
-    attention_mask: Tensor
+    attention_mask: Optional[Tensor]
     representation: Optional[Tensor] = None
     inserted: dict[str, Tensor] = field(default_factory=dict)
     token_positions: Optional[Tensor] = None  # flat indices of the real tokens, when the batch brings them
@@ -152,6 +159,13 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if cfg.gradient_checkpointing:
             _enable_activation_checkpointing(model)
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
+        # padding-free: a batch's real tokens in one row (models/packing.py); its line says why auto could not
+        self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type, kind)
+        self._padded_attention = model.config._attn_implementation
+        if self.padding_free:
+            model.config._attn_implementation = PACKED_ATTENTION
+        self._position_offset = (model.config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
+        self._packed_pass = False
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
         self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
@@ -178,8 +192,11 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
         self._head_site = {}
+        hidden_states, packed = None, self.padding_free
         if self.frozen_cache is not None and (self.training or not self._hidden_states_wanted):
-            out = self._forward_from_cache(inputs)
+            out, packed = self._forward_from_cache(inputs), False
+        elif packed:
+            out, hidden_states = self._forward_packed(inputs, batch.get("token_positions"))
         else:
             out = self.model(**inputs, output_hidden_states=True)
             if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
@@ -192,12 +209,48 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             logits=getattr(out, "logits", None),
             start_logits=getattr(out, "start_logits", None),
             end_logits=getattr(out, "end_logits", None),
-            hidden_states=tuple(out.hidden_states or ()),
-            attention_mask=attention_mask,
+            hidden_states=tuple(out.hidden_states or ()) if hidden_states is None else hidden_states,
+            attention_mask=None if packed else attention_mask,
             representation=site.get("representation"),
             inserted=site.get("inserted", {}),
-            token_positions=batch.get("token_positions"),
+            token_positions=None if packed else batch.get("token_positions"),
         )
+
+    def _forward_packed(self, inputs: dict[str, Tensor], positions: Optional[Tensor]) -> tuple[Any, tuple]:
+        """The model's forward on the batch's real tokens alone: the backbone on one packed row (per-sequence
+        positions, attention confined to each sequence), then the task head on each sequence's first token (an
+        encoder's [CLS], through its pooler when it has one) or last real token (a decoder's), as the head reads
+        them from a padded batch. Returns the head's output and the packed hidden states, (tokens, hidden) each."""
+        packing = Packing.of(inputs["attention_mask"], positions)
+        backbone = self.transformer.base_model
+        packed = {"input_ids": packing.pack(inputs["input_ids"]),
+                  "position_ids": packing.position_ids(self._position_offset)}
+        if "token_type_ids" in inputs:
+            packed["token_type_ids"] = packing.pack(inputs["token_type_ids"])
+        self._packed_pass = True  # the head's input is not this pass's output: the hook waits for the stand-in's
+        try:
+            states = backbone(**packed, **packing.attention_kwargs(), output_hidden_states=True)
+        finally:
+            self._packed_pass = False
+        rows = states.last_hidden_state[0].index_select(0, packing.last if self.is_decoder else packing.first)
+        if self.is_decoder:
+            standin = BaseModelOutputWithPast(last_hidden_state=rows.unsqueeze(1))
+        else:
+            pooled = _pooled(backbone, rows)
+            standin = BaseModelOutputWithPooling(last_hidden_state=rows.unsqueeze(1), pooler_output=pooled)
+        backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
+        try:
+            out = self.model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
+        finally:
+            del backbone.forward
+        return out, tuple(hidden[0] for hidden in states.hidden_states)
+
+    def keep_padding(self, reason: str) -> None:
+        """Compute on padded batches after all (e.g. the criterion scores the padded positions too): ``reason`` goes
+        into :attr:`padding_free_line` when the model was to pack them."""
+        if self.padding_free:
+            self.padding_free, self.padding_free_line = False, f"model.padding_free=auto: padded batches ({reason})"
+            self.transformer.config._attn_implementation = self._padded_attention
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
         """Compute the backbone's outputs once per example from now on, in training too, if nothing in it trains.
@@ -267,6 +320,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def _at_head_input(self, backbone, args, out):
         """Forward hook on the backbone: record the head's input and pass it through the inserted modules."""
+        if self._packed_pass:
+            return None
         pooled = getattr(out, "pooler_output", None)
         representation = pooled if pooled is not None else out.last_hidden_state[:, 0]
         inserted, current = {}, representation
@@ -394,6 +449,16 @@ def _no_gguf_bar() -> Iterator[None]:
         yield
     finally:
         gguf_loading.tqdm = drawn
+
+
+def _pooled(backbone: torch.nn.Module, first_tokens: Tensor) -> Optional[Tensor]:
+    """The backbone's pooler output for its sequences' first tokens, (batch, hidden): BERT's pooler reads a
+    (batch, length, hidden) tensor's first position, ALBERT's is a linear layer and an activation; None without one."""
+    pooler = getattr(backbone, "pooler", None)
+    if pooler is None:
+        return None
+    activation = getattr(backbone, "pooler_activation", None)
+    return pooler(first_tokens.unsqueeze(1)) if activation is None else activation(pooler(first_tokens))
 
 
 def _use_eos_as_padding(tokenizer) -> None:

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError, ModelError
 from .config import DECODER_MODEL_TYPES, LoraSettings
+from .padding_free import padding_free_choice
 from .paths import gguf_options, resolve_model_path
 
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
@@ -149,14 +150,16 @@ def check_lora_targets(config, settings: LoraSettings) -> None:
 
 
 def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[str] = None) -> None:
-    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve, and an encoder for a task of
-    ``kind`` ``language_modeling`` (:class:`ConfigError`).
+    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve, an encoder for a task of
+    ``kind`` ``language_modeling``, and ``model.padding_free=true`` where it cannot be (:class:`ConfigError`).
 
     ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
     """
     settings = (LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model
                 else LoraSettings())
     settings.check()
+    padding_free, included_padding = cfg.model.get("padding_free", False), cfg.criterion.get("padding") == "include"
+    padding_free_choice(padding_free, None, kind, included_padding)  # true refused for the task before any reading
     try:
         config = _pretrained_config(cfg, local_only=lenient)
     except ModelError:
@@ -166,6 +169,7 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
     if config is None:
         return
     check_lora_targets(config, settings)
+    padding_free_choice(padding_free, config.model_type, kind, included_padding)
     positions, layers = _shape(config)
     name = cfg.model.name_or_path
     if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:

@@ -77,6 +77,9 @@ def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor
     count = len(hidden_states)
     indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
     if attention_mask is None:
+        if include_padding:
+            raise ValueError("a padding-free batch has no padded positions to include: a criterion scoring them "
+                             "(criterion.padding=include) needs padded batches (model.padding_free=false)")
         return [_flat(hidden_states[index]) for index in indices]
     if include_padding:
         positions = torch.arange(attention_mask.numel(), device=attention_mask.device)

@@ -28,6 +28,7 @@ from ..data.packaged import seeded_split
 from ..errors import ConfigError, ModelError
 from ..models.encoder import restoring_weights
 from ..models.frozen_backbone import cache_if_frozen
+from ..models.padding_free import INCLUDED_PADDING
 from ..models.preflight import check_model_limits
 from ..models.tokenizer import load_tokenizer
 from ..registry import CRITERIONS, MODELS, TASKS
@@ -99,6 +100,8 @@ def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints
         raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {reason}") from None
     if init_source is not None:
         init_source.load_into(model)
+    if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
+        model.keep_padding(INCLUDED_PADDING)  # model.padding_free=auto: true is refused at compose time
     return model
 
 

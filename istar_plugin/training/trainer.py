@@ -91,6 +91,7 @@ class Trainer:
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
         # the model with its init_from weights, the criterion's changes to it, its place on the device
         self.model = load_model(cfg, self.task, self.output_dir, self.checkpoints)
+        self._say_padding(getattr(self.model, "padding_free_line", None))
         self.tokenizer = self.model.tokenizer
         criterion = build_criterion(cfg, self.task, self.model, self.output_dir)
         self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
@@ -154,6 +155,11 @@ class Trainer:
         """A line on stderr at the start of a run whose settings make it pointless (whatever ``progress`` says)."""
         if problem and self.dist.is_main:
             print(f"warning: {problem}", file=sys.stderr, flush=True)
+
+    def _say_padding(self, line: Optional[str]) -> None:
+        """Why ``model.padding_free=auto`` computes on padded batches, once, on stderr (whatever ``progress`` says)."""
+        if line and self.dist.is_main:
+            print(line, file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
         """A progress line on stderr, when progress is on and stderr is not a terminal (where bars show it);
