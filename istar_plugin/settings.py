@@ -30,7 +30,23 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["Declared", "setting", "declared", "default_of", "refusal", "check_fields", "describe", "added_keys"]
+__all__ = ["Declared", "setting", "declared", "default_of", "refusal", "check_fields", "describe", "added_keys",
+           "shortened"]
+
+SHOWN = 60
+"""Characters of a long value a refusal shows (its start and its end)."""
+
+
+def shortened(text: str, limit: int = SHOWN) -> str:
+    """``text``, or its start and end with its length when it is longer than ``limit`` characters.
+
+    >>> shortened("1" * 100)
+    '111111111111111111111111111111111111111111111...111111111111111 (100 characters)'
+    """
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[:limit - tail]}...{text[-tail:]} ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -82,10 +98,23 @@ class Declared:
     def message(self, key: str, value: Any, nullable: bool) -> str:
         choices = ", ".join(map(str, self.choices or ()))
         if self.refused is not None:
-            return self.refused.format(key=key, value=value, choices=choices)
+            return self.refused.format(key=key, value=_Shown(value), choices=choices)
         if self.choices is not None:
-            return f"{key} {value!r} unknown; choose one of: {choices}"
-        return f"{key}={value} is out of range; allowed: {self.allowed(nullable)}"
+            return f"{key} {shortened(repr(value))} unknown; choose one of: {choices}"
+        return f"{key}={shortened(str(value))} is out of range; allowed: {self.allowed(nullable)}"
+
+
+class _Shown:
+    """A value as a refusal template shows it (``{value}``, ``{value!r}``), shortened when long."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __str__(self) -> str:
+        return shortened(str(self.value))
+
+    def __repr__(self) -> str:
+        return shortened(repr(self.value))
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING,

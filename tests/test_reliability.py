@@ -129,13 +129,13 @@ def test_isoscore_of_a_non_finite_covariance_is_nan_never_a_number(dim, position
     (["optim.lr=inf"], r"optim.lr=inf: config values must be finite"),
     (["optim.lr=0"], r"optim.lr=0.0 is out of range; allowed: > 0"),
     (["optim.lr=-1"], r"optim.lr=-1.0 is out of range; allowed: > 0"),
-    (["batch_size=0"], r"batch_size=0 is out of range; allowed: >= 1$"),
-    (["optim.grad_accum=0"], r"optim.grad_accum=0 is out of range; allowed: >= 1"),
+    (["batch_size=0"], r"batch_size=0 is out of range; allowed: 1 to 1048576$"),
+    (["optim.grad_accum=0"], r"optim.grad_accum=0 is out of range; allowed: 1 to 1048576"),
     (["log_every=0"], r"log_every=0 is out of range"),
-    (["eval_every=0"], r"eval_every=0 is out of range; allowed: >= 1 or null"),
+    (["eval_every=0"], r"eval_every=0 is out of range; allowed: 1 to 1000000000 or null"),
     (["save_every=-2"], r"save_every=-2 is out of range"),
-    (["max_steps=-1"], r"max_steps=-1 is out of range; allowed: >= 1 or null"),
-    (["optim.epochs=0"], r"optim.epochs=0 is out of range; allowed: >= 1"),
+    (["max_steps=-1"], r"max_steps=-1 is out of range; allowed: 1 to 1000000000 or null"),
+    (["optim.epochs=0"], r"optim.epochs=0 is out of range; allowed: 1 to 1000000"),
     (["optim.warmup_ratio=2"], r"optim.warmup_ratio=2.0 is out of range; allowed: 0 to 1"),
     (["optim.max_grad_norm=-1"], r"optim.max_grad_norm=-1.0 is out of range; allowed: >= 0"),
     (["model.dropout=1.5"], r"model.dropout=1.5 is out of range; allowed: 0 <= dropout < 1, or null"),
@@ -167,10 +167,10 @@ def test_empty_or_malformed_recipes_are_refused(tmp_path, content, message):
 # ------------------------------------------------------------------------------------------ one line, exit codes
 def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_request(tmp_path, istar_run):
     done = istar_run("recipe=movie_snippets", "batch_size=0")
-    assert (done.returncode, done.stderr) == (2, "istar-run: error: batch_size=0 is out of range; allowed: >= 1\n")
+    assert (done.returncode, done.stderr) == (2, "istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
     flagged = istar_run("recipe=movie_snippets", "batch_size=0", "--traceback")
     assert flagged.returncode == 2 and "Traceback (most recent call last)" in flagged.stderr
-    assert flagged.stderr.endswith("istar-run: error: batch_size=0 is out of range; allowed: >= 1\n")
+    assert flagged.stderr.endswith("istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
     by_environment = istar_run("recipe=movie_snippets", "batch_size=0", env={"ISTAR_TRACEBACK": "1"})
     assert "Traceback (most recent call last)" in by_environment.stderr
     missing_model = istar_run("recipe=movie_snippets", f"model.name_or_path={tmp_path / 'nowhere'}",

@@ -50,8 +50,8 @@ def test_unknown_task_lists_the_known_ones():
         ({"source": "web"}, "data.source 'web' is not supported; choose one of: files, hub, packaged"),
         ({"max_train_samples": 0}, "data.max_train_samples must be a positive integer or None, got 0"),
         ({"max_eval_samples": "5"}, "data.max_eval_samples must be a positive integer or None, got '5'"),
-        ({"doc_stride": 0}, "data.doc_stride must be a positive number of tokens, got 0"),
-        ({"max_length": 4}, "data.max_length must be at least 8 tokens, got 4"),
+        ({"doc_stride": 0}, "data.doc_stride must be 1 to 16777216 tokens, got 0"),
+        ({"max_length": 4}, "data.max_length must be 8 to 16777216 tokens, got 4"),
     ],
 )
 def test_bad_config_values(options, message):

@@ -2,7 +2,9 @@
 "model=minilm", "criterion.lam=-3", "seed=2"])`` builds it from, in order: the declared defaults (:mod:`.schema`),
 the recipe YAML, the model preset, the recipe's tuned criterion parameters for that model (the paper's Table 2),
 then the dotted overrides; :func:`~.validate.validate` then checks it before anything loads. Unknown keys and wrong
-types fail naming the key and the allowed ones.
+types fail naming the key and the allowed ones; so do values whose size has no bound before they reach YAML or the OS
+(a layer range past :data:`LAYER_INDEX_HIGH`, a list of more items than OmegaConf reads, a path past the system's
+limits), their value shortened.
 
 >>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
 >>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
@@ -14,20 +16,29 @@ istar_plugin.errors.ConfigError: argument 'seed' is not of the form key=value
 """
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Optional
 
+import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from ..models.config import ModelConfig
-from ..models.preflight import check_model_limits
+from ..models.preflight import check_model_limits, model_shape
 from ..registry import CRITERIONS, MODELS, TASKS
+from ..settings import shortened
+from ..storage.path_limits import check_path_length
 from ..storage.user_paths import expand_home
 from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
 from .validate import validate
+
+
+LAYER_INDEX_HIGH = 1024
+"""The highest hidden-state index a layer range ``criterion.layers=START:STOP`` may reach before its list is built (no
+model has that many layers); the model's own count refuses less, from its config."""
 
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -104,23 +115,63 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
     return overrides
 
 
-def _layer_ranges(overrides: list[str]) -> list[str]:
-    """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range.
+def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
+    """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range; a range reaching past
+    :data:`LAYER_INDEX_HIGH` is left out and returned (else None), for :func:`_refuse_layer_range`.
 
     >>> _layer_ranges(["criterion.layers=2:5", "seed=1"])
-    ['criterion.layers=[2,3,4]', 'seed=1']
+    (['criterion.layers=[2,3,4]', 'seed=1'], None)
+    >>> _layer_ranges(["criterion.layers=0:100000000", "seed=1"])
+    (['seed=1'], '0:100000000')
     """
-    result = []
+    result, unbounded = [], None
     for override in overrides:
         key, _, value = override.partition("=")
         start, colon, stop = value.partition(":")
         if key == "criterion.layers" and colon:
             if not (start.isdigit() and stop.isdigit() and int(start) < int(stop)):
-                raise ConfigError(f"criterion.layers={value} is not a range START:STOP of layers with START < STOP "
-                                  "(e.g. 8:22, the layers 8 to 21), nor a list such as [3,6]")
+                raise ConfigError(f"criterion.layers={shortened(value)} is not a range START:STOP of layers with "
+                                  "START < STOP (e.g. 8:22, the layers 8 to 21), nor a list such as [3,6]")
+            if int(stop) - 1 > LAYER_INDEX_HIGH:
+                unbounded = value
+                continue
             override = f"{key}=[{','.join(str(i) for i in range(int(start), int(stop)))}]"
         result.append(override)
-    return result
+    return result, unbounded
+
+
+def _refuse_layer_range(cfg: DictConfig, value: str) -> None:
+    """Refuse ``criterion.layers=value``, a range past :data:`LAYER_INDEX_HIGH`: against the model's layers when its
+    config is on this machine, else against that bound."""
+    try:
+        shape = model_shape(cfg, local_only=True)
+    except ModelError:
+        shape = None
+    last = int(value.partition(":")[2]) - 1
+    if shape is None:
+        raise ConfigError(f"criterion.layers={shortened(value)} reaches hidden state {shortened(str(last))}; allowed: "
+                          f"indices 0 to {LAYER_INDEX_HIGH} at most (no model has more layers), within the model's")
+    layers = shape[1]
+    raise ConfigError(f"criterion.layers={shortened(value)} reaches hidden state {shortened(str(last))}, out of range "
+                      f"for model {cfg.model.name_or_path} with {layers} layers; allowed: 0 (embeddings) to {layers}")
+
+
+def _dotlist(overrides: list[str]) -> DictConfig:
+    """The overrides as a config; a value YAML refuses to read (e.g. a list of more items than OmegaConf reads) is
+    one line naming its key, the value shortened."""
+    try:
+        return OmegaConf.from_dotlist(overrides)
+    except (yaml.YAMLError, OmegaConfBaseException):
+        for override in overrides:  # which one
+            try:
+                OmegaConf.from_dotlist([override])
+            except (yaml.YAMLError, OmegaConfBaseException) as error:
+                key, _, value = override.partition("=")
+                limit = re.search(r"exceeds the configured limit of (\d+)", str(error))
+                reason = (f"it holds more than the {limit[1]} items a value may have (OmegaConf's YAML node limit)"
+                          if limit else f"cannot be read: {shortened(' '.join(str(error).split()), 200)}")
+                raise ConfigError(f"{key}={shortened(value)}: {reason}") from None
+        raise
 
 
 def _expand_paths(cfg: DictConfig) -> None:
@@ -137,6 +188,7 @@ def _expand_paths(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if isinstance(value, str):
             OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
+            check_path_length(OmegaConf.select(cfg, key), f"{key}=")
 
 
 def compose(arguments: list[str]) -> DictConfig:
@@ -146,6 +198,7 @@ def compose(arguments: list[str]) -> DictConfig:
     cfg = OmegaConf.structured(RunConfig)
     recipe: DictConfig = OmegaConf.create({})
     if "recipe" in groups:
+        check_path_length(expand_home(groups["recipe"], "recipe="), "recipe=")
         path = find_yaml(expand_home(groups["recipe"], "recipe="))
         if path is None:
             raise ConfigError(f"unknown recipe {groups['recipe']!r}; available: {', '.join(available()) or '(none)'}")
@@ -160,7 +213,10 @@ def compose(arguments: list[str]) -> DictConfig:
         cfg.model = _model_node(model_name)
         cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
-    cfg = _merge(cfg, OmegaConf.from_dotlist(_layer_ranges(_infer_files_source(overrides))), "command line")
+    overrides, unbounded_layers = _layer_ranges(_infer_files_source(overrides))
+    cfg = _merge(cfg, _dotlist(overrides), "command line")
+    if unbounded_layers is not None:
+        _refuse_layer_range(cfg, unbounded_layers)
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
     try:

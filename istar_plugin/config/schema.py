@@ -35,6 +35,8 @@ PRECISION_CHOICES = ("auto", *PRECISIONS)
 """``precision=``: ``auto`` (bf16 where native, else fp16 on GPU, fp32 on CPU) or one of :data:`PRECISIONS`."""
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 _SEED = dict(low=0, high=2 ** 32 - 1)  # what numpy, torch and random all take
+_EXAMPLES = dict(low=1, high=2 ** 20)  # examples in a batch (or batches per step): a larger count is a slip
+_STEPS = dict(low=1, high=10 ** 9)  # optimizer steps: no run takes a billion
 
 
 @dataclass
@@ -45,8 +47,8 @@ class OptimConfig:
     weight_decay: float = setting(0.01, help="AdamW weight decay", low=0)
     warmup_ratio: float = setting(0.06, help="share of the optimizer steps warming the learning rate up", low=0, high=1)
     adam_eps: float = setting(1e-8, help="AdamW epsilon", low=0, low_open=True)
-    epochs: int = setting(3, help="passes over the training set", low=1)
-    grad_accum: int = setting(2, help="batches accumulated per optimizer step (the paper: 2)", low=1)
+    epochs: int = setting(3, help="passes over the training set", low=1, high=10 ** 6)
+    grad_accum: int = setting(2, help="batches accumulated per optimizer step (the paper: 2)", **_EXAMPLES)
     max_grad_norm: float = setting(1.0, help="gradient clipping norm; 0 disables clipping", low=0)
     schedule: str = setting("linear", help="after warmup: linear decay to 0, or constant",
                             choices=("linear", "constant"))
@@ -70,24 +72,24 @@ class RunConfig:
                          "model.adapter and ModelConfig's settings (model.*)")
     data: DataConfig = setting(default_factory=DataConfig, help="where the task's examples come from (data.*)")
     optim: OptimConfig = setting(default_factory=OptimConfig, help="the optimizer and its schedule (optim.*)")
-    batch_size: int = setting(32, help="training examples per batch", low=1)
-    eval_batch_size: Optional[int] = setting(None, help="evaluation examples per batch; None: batch_size", low=1)
+    batch_size: int = setting(32, help="training examples per batch", **_EXAMPLES)
+    eval_batch_size: Optional[int] = setting(None, help="evaluation examples per batch; None: batch_size", **_EXAMPLES)
     seed: int = setting(42, help="seeds the model's head, dropout and the data order", **_SEED)
-    max_steps: Optional[int] = setting(None, help="optimizer steps; caps the epochs", low=1)
+    max_steps: Optional[int] = setting(None, help="optimizer steps; caps the epochs", **_STEPS)
     eval_every: Optional[int] = setting(None, help="optimizer steps between evaluations; None: at each epoch end",
-                                        low=1)
+                                        **_STEPS)
     init_from: Optional[str] = setting(None, help="a finished run's directory, or a Hugging Face model folder "
                                        "(istar_plugin.training.init_from)")
     patience: Optional[int] = setting(None, help="early stopping: evaluations on data.validation_split without "
                                       "improvement")
     eval_before_training: bool = setting(True, help="the step-0 evaluation: metric and IsoScore* before fine-tuning")
     save_every: Optional[int] = setting(None, help="optimizer steps between checkpoints; always at each epoch end",
-                                        low=1)
+                                        **_STEPS)
     keep_checkpoints: Optional[int] = setting(None, help="None: the last 2 while running, none once finished (model/ "
                                               "stays); N: the last N", low=1,
                                               refused="{key} must be an integer >= 1 (or null: none once the run "
                                                       "finished), got {value}")
-    log_every: int = setting(10, help="optimizer steps between log lines", low=1)
+    log_every: int = setting(10, help="optimizer steps between log lines", **_STEPS)
     output_dir: str = setting("runs/${task}/${criterion.name}/seed${seed}", help="the run directory")
     resume: bool = setting(True, help="continue from output_dir's latest checkpoint; false: refuse a directory that "
                            "has one")

@@ -20,6 +20,9 @@ from ..settings import check_fields, setting
 SOURCES = ("files", "hub", "packaged")
 CACHE_ENV_VAR = "ISTAR_CACHE"
 _POSITIVE_OR_NONE = "{key} must be a positive integer or None, got {value!r}"
+MAX_TOKENS = 2 ** 24
+"""The most tokens ``data.max_length`` and ``data.doc_stride`` may name (no model reads 16 million at once); a model's
+own positions refuse less, from its config."""
 
 
 @dataclass
@@ -48,10 +51,10 @@ class DataConfig:
                                                refused=_POSITIVE_OR_NONE)
     max_eval_samples: Optional[int] = setting(None, help="keep the first N evaluation examples; None: all", low=1,
                                               refused=_POSITIVE_OR_NONE)
-    max_length: int = setting(128, help="tokens per example, longer ones cut", low=8,
-                              refused="{key} must be at least 8 tokens, got {value!r}")
+    max_length: int = setting(128, help="tokens per example, longer ones cut", low=8, high=MAX_TOKENS,
+                              refused=f"{{key}} must be 8 to {MAX_TOKENS} tokens, got {{value!r}}")
     doc_stride: int = setting(128, help="squad: tokens between the starts of a long context's windows", low=1,
-                              refused="{key} must be a positive number of tokens, got {value!r}")
+                              high=MAX_TOKENS, refused=f"{{key}} must be 1 to {MAX_TOKENS} tokens, got {{value!r}}")
     split_seed: int = setting(0, help="the seed of the validation split's shuffle", low=0, high=2 ** 32 - 1)
     validation_split: float = setting(0.0, help="share of the training set held out for model selection / early "
                                                 "stopping (0: no validation set)", low=0, high=1, high_open=True,

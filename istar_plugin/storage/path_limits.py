@@ -1,0 +1,54 @@
+"""A path a user gives, against this system's limits: no component longer than a file name may be (``NAME_MAX`` of the
+file system it would be on), the whole no longer than a path may be (``PATH_MAX``). A path past them fails at its first
+use with ``OSError`` (ENAMETOOLONG); checked when the config is composed, it is one line naming the key.
+
+>>> check_path_length("runs/sst2/istar/seed1", "output_dir=")
+>>> check_path_length("/tmp/" + "x" * 300 + "/run", "output_dir=")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.errors.ConfigError: output_dir=/tmp/xxx...xxx/run (309 characters): its component xxx...xxx (300 \
+characters) is longer than the 255 bytes a file name may have on /tmp (NAME_MAX); choose a shorter name
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..settings import shortened
+
+__all__ = ["check_path_length"]
+
+
+def check_path_length(path: str, what: str) -> None:
+    """Raise :class:`ConfigError` (naming ``what``, e.g. ``output_dir=``, and the path shortened) when a component
+    of ``path`` or the whole absolute path is longer than this system allows where the path would be."""
+    absolute = os.path.abspath(path)
+    anchor = _existing_ancestor(Path(absolute))
+    named = f"{what}{shortened(path)}"
+    name_max, path_max = _limit(anchor, "PC_NAME_MAX", 255), _limit(anchor, "PC_PATH_MAX", 4096)
+    for part in Path(path).parts:
+        if len(os.fsencode(part)) > name_max:
+            raise ConfigError(f"{named}: its component {shortened(part)} is longer than the {name_max} bytes a file "
+                              f"name may have on {anchor} (NAME_MAX); choose a shorter name")
+    if len(os.fsencode(absolute)) >= path_max:
+        raise ConfigError(f"{named}: the path is longer than the {path_max - 1} bytes this system allows for a path "
+                          "(PATH_MAX); choose a shorter one")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest folder of ``path`` (itself included) that exists: where its limits are asked."""
+    for candidate in (path, *path.parents):
+        try:
+            if candidate.is_dir():
+                return candidate
+        except OSError:  # a component too long to look up
+            continue
+    return Path(path.anchor or "/")
+
+
+def _limit(folder: Path, name: str, fallback: int) -> int:
+    try:
+        return os.pathconf(folder, name)
+    except (OSError, ValueError):
+        return fallback
