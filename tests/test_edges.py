@@ -191,3 +191,58 @@ def test_large_but_valid_values_still_compose():
                    "save_every=1000000000", "log_every=100000", "data.max_length=512", "optim.epochs=1000",
                    f"output_dir=/tmp/{'y' * 255}/run"])
     assert list(cfg.criterion.layers) == list(range(7)) and cfg.batch_size == 2 ** 20 and cfg.save_every == 10 ** 9
+
+
+# ------------------------------------------------------------------------------------ tampered grid records
+def tamper_results(cell, **changes):
+    results = json.loads((cell / "results.json").read_text())
+    for key, value in changes.items():
+        if key == "accuracy":
+            results["metrics"].pop("accuracy") if value is None else results["metrics"].update(accuracy=value)
+        else:
+            results[key] = value
+    (cell / "results.json").write_text(json.dumps(results))
+
+
+def test_cells_whose_records_cannot_be_true_are_listed_as_problems_never_averaged(tmp_path, capsys):
+    grid = paired_grid(tmp_path / "grid", seeds=(1, 2, 3, 4, 5, 6))
+    tamper_results(grid / "recipe=rte,seed=3,criterion=istar", accuracy=2.0)
+    tamper_results(grid / "recipe=rte,seed=4,criterion=istar", accuracy=None)
+    tamper_results(grid / "recipe=rte,seed=5,criterion=istar", seed=99)
+    tamper_results(grid / "recipe=rte,seed=6,criterion=istar", task="sst2")
+    assert report_cli.main([str(grid), "--out", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.split("missing or failed cells: ")[1] == (
+        "4\n"
+        f"  {grid / 'recipe=rte,seed=3,criterion=istar'}: results.json: metric 'accuracy' is 2.0, outside [0, 1]: no "
+        "rte run scores that\n"
+        f"  {grid / 'recipe=rte,seed=4,criterion=istar'}: results.json: metric 'accuracy' should be a number, is "
+        "missing\n"
+        f"  {grid / 'recipe=rte,seed=5,criterion=istar'}: results.json says seed 99, its config.yaml seed 5 (one of "
+        "them was edited, or copied from another run); left out\n"
+        f"  {grid / 'recipe=rte,seed=6,criterion=istar'}: results.json says task 'sst2', its config.yaml task 'rte' "
+        "(one of them was edited, or copied from another run); left out\n")
+    with open(tmp_path / "report" / "cells.csv") as handle:
+        cells = list(csv.DictReader(handle))
+    assert sorted((row["method"], row["seed"]) for row in cells) == sorted(
+        [("cross_entropy", str(seed)) for seed in range(1, 7)] + [("istar", "1"), ("istar", "2")])
+    assert "| minilm | rte | I-STAR | -1 | — | — | accuracy | 2 |" in printed  # two seeds paired, not six
+
+
+@pytest.mark.parametrize("task, metric, value, bound", [
+    ("lm", "perplexity", 0.5, "[1, inf]"), ("squad", "f1", 150.0, "[0, 100]"), ("cola", "matthews_correlation", -1.5,
+                                                                               "[-1, 1]"),
+    ("rte", "eval_isoscore_star", 1.5, "[0, 1]"),
+])
+def test_a_metric_outside_its_range_is_named(tmp_path, task, metric, value, bound):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "config.yaml").write_text(f"task: {task}\nseed: 1\n")
+    main = {"lm": "perplexity", "squad": "f1", "cola": "matthews_correlation", "rte": "accuracy"}[task]
+    metrics = {main: {"lm": 12.0, "squad": 80.0}.get(task, 0.5), metric: value}
+    (cell / "results.json").write_text(json.dumps({
+        "task": task, "model": "m", "seed": 1, "step": 1, "criterion": {"name": "istar"}, "main_metric": main,
+        "metrics": metrics, "eval_isoscore_star": metrics.get("eval_isoscore_star", 0.1)}))
+    records, problems = collect(tmp_path)
+    assert records == [] and problems == [(str(cell), f"results.json: metric {metric!r} is {value}, outside {bound}: "
+                                                      f"no {task} run scores that")]

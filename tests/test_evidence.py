@@ -233,6 +233,8 @@ def test_a_stage_two_finds_its_archived_stage_one_beside_it(tmp_path, capsys):
         results = json.loads((grid / f"criterion=isolayer,seed={seed}" / "results.json").read_text())
         results["criterion"] = {"name": "isolayer"}
         (grid / f"criterion=isolayer,seed={seed}" / "results.json").write_text(json.dumps(results))
+        config = grid / f"criterion=isolayer,seed={seed}" / "config.yaml"  # the config as isolayer's run writes it
+        config.write_text(config.read_text().replace("name: istar", "name: isolayer"))
     assert report(capsys, grid, "--out", tmp_path / "live")[0] == 0
     assert report(capsys, grid, "--archive", tmp_path / "archive")[0] == 0
     shutil.rmtree(grid)  # the stage-1 paths the records name are gone: the archive holds them

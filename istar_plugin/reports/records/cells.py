@@ -3,8 +3,10 @@
 Every directory under a grid holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
 snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``, read
 through :mod:`istar_plugin.storage.results`. A cell without a readable one of a finished run (queued, running,
-crashed, failed, malformed) is listed with that module's one-line reason, never dropped. What the reports read of a
-finished cell is :data:`RECORD_FILES`: an archive (:mod:`.archive`) keeps exactly those, so it is read as a grid.
+crashed, failed, malformed) is listed with that module's one-line reason, never dropped; so is a cell whose record
+cannot be true: a metric outside its range (:data:`METRIC_RANGES`), or a task, seed, model or criterion other than its
+``config.yaml``'s (an edited or copied file). What the reports read of a finished cell is :data:`RECORD_FILES`: an
+archive (:mod:`.archive`) keeps exactly those, so it is read as a grid.
 
 >>> as_percent("sst2", "accuracy", 0.905), as_percent("squad", "f1", 88.5)
 (90.5, 88.5)
@@ -28,8 +30,9 @@ from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, Re
 from ..paper.istar import reported_metrics
 from .run_logs import failure_hints, wall_seconds
 
-__all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "as_percent", "collect", "find_cells", "read_config",
-           "read_cell", "cell_record", "with_variants"]
+__all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
+           "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
+           "check_against_config"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -43,6 +46,12 @@ CELL_FILES = ("config.yaml", "cell.yaml")
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a cell with a ``results.json``: its config, results, per-example predictions, and when it
 ran (the attempts' start and finish, else the metrics log's first and last record, :mod:`.run_logs`)."""
+
+METRIC_RANGES = {"accuracy": (0.0, 1.0), "f1": (0.0, 1.0), "matthews_correlation": (-1.0, 1.0),
+                 "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0), "combined_score": (-1.0, 1.0),
+                 "perplexity": (1.0, math.inf), "nll_per_token": (0.0, math.inf), "eval_isoscore_star": (0.0, 1.0)}
+"""The values a metric can take as stored (SQuAD's exact match and F1 are percentages: 0 to 100); a value outside is
+no result. A plugin task's other metrics are not checked."""
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
                            "log_every", "eval_every", "save_every", "device", "init_from"})
@@ -111,7 +120,9 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
-            finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))
+            config = read_config(cell)
+            check_against_config(record, config)
+            finished.append((record, as_configured_today(config, recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -152,6 +163,27 @@ def read_config(cell: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as error:
         raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
     return _flatten(config if isinstance(config, dict) else {})
+
+
+def check_against_config(record: Record, config: dict[str, Any]) -> None:
+    """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion (name, lambda,
+    zeta) than the cell's ``config.yaml`` (flat, :func:`read_config`): one was edited or copied from another run.
+
+    >>> record = Record("rte", "bert", "istar", -1.0, None, 99, "accuracy", 0.9, 90.0, 0.1, "/g/cell")
+    >>> check_against_config(record, {"task": "rte", "seed": 5})
+    Traceback (most recent call last):
+    ...
+    istar_plugin.reports.records.cells.CellProblem: results.json says seed 99, its config.yaml seed 5 (one of them was \
+edited, or copied from another run); left out
+    """
+    recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
+                "criterion.lam": record.lam, "criterion.zeta": record.zeta}
+    for key, value in recorded.items():
+        configured = config.get(key)
+        if key not in config or configured == value or (value is None and configured is None):
+            continue
+        raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
+                          "edited, or copied from another run); left out")
 
 
 def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
@@ -196,6 +228,10 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     criterion, task = results.criterion, results.task
     metric = reported_metrics(task, results.check("main_metric", results.main_metric, "str"))[0]
     value = results.finite_metric(metric)
+    for name, number in (*results.metrics.items(), ("eval_isoscore_star", results.eval_isoscore_star)):
+        low, high = metric_range(task, name) or (-math.inf, math.inf)
+        if _finite(number) and not low <= number <= high:
+            raise results.error(f"metric {name!r} is {number}, outside [{low:g}, {high:g}]: no {task} run scores that")
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
     if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
         raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
@@ -221,6 +257,17 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         validation=_validation_score(results),
         seconds=wall_seconds(cell),
     )
+
+
+def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
+    """The values ``metric`` of ``task`` can take as stored, None when unknown (:data:`METRIC_RANGES`).
+
+    >>> metric_range("sst2", "accuracy"), metric_range("squad", "f1"), metric_range("my_task", "bleu")
+    ((0.0, 1.0), (0.0, 100.0), None)
+    """
+    if task == "squad" and metric in SHOWN_AS_STORED["squad"]:
+        return 0.0, 100.0
+    return METRIC_RANGES.get(metric)
 
 
 def _validation_score(results: ResultsRecord) -> Optional[float]:
