@@ -88,7 +88,8 @@ class RunView(Protocol):
     context. ``evaluate(examples, features, isotropy)``: the task's metrics on ``features`` (default: the
     evaluation split). ``mid_epoch``: some of the current epoch's batches were already consumed (a resumed
     epoch). ``log(values, step)``: metrics to the run's logs; ``say(line)``: a progress line.
-    ``control``: the run's :class:`TrainingControl`.
+    ``control``: the run's :class:`TrainingControl`. ``stop_requested``: a stop signal (SIGTERM, SIGINT) arrived; a
+    hook's long pass (Sigma_S) ends early, leaving nothing half-computed, and the loop stops with a checkpoint.
     """
 
     @property
@@ -115,6 +116,8 @@ class RunView(Protocol):
     def output_dir(self) -> Path: ...
     @property
     def control(self) -> TrainingControl: ...
+    @property
+    def stop_requested(self) -> bool: ...
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]: ...
 

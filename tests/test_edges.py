@@ -1,19 +1,25 @@
 """Edges of issue 37 where a run or report went on as if nothing were wrong: language modelling on texts too short to
 predict a token (a NaN perplexity, a 0 loss); a paired interval against Base that fell back to the seeds alone without
 saying why; option values of unbounded size (a layer range, a list, a path, a count) that reached YAML or the OS
-before any check."""
+before any check; tampered records averaged into istar-report's tables; a SIGTERM during the Sigma_S pass, which
+finished the pass and a step before stopping."""
 import csv
 import json
 import math
+import os
+import signal
 
 import pytest
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.cli.run import main as istar_run
 from istar_plugin.config import compose
+from istar_plugin.criterions import shrinkage
+from istar_plugin.errors import Stopped
 from istar_plugin.reports.comparisons import versus_base
 from istar_plugin.reports.records.cells import collect
 from istar_plugin.storage.predictions import write_predictions
+from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 
 
@@ -246,3 +252,41 @@ def test_a_metric_outside_its_range_is_named(tmp_path, task, metric, value, boun
     records, problems = collect(tmp_path)
     assert records == [] and problems == [(str(cell), f"results.json: metric {metric!r} is {value}, outside {bound}: "
                                                       f"no {task} run scores that")]
+
+
+# ------------------------------------------------------------------------------ a stop signal during Sigma_S
+def test_sigterm_during_the_sigma_s_pass_stops_at_once_and_the_resumed_run_computes_it_afresh(
+        tiny_bert, shared_data, tmp_path, monkeypatch):
+    arguments = tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", "optim.epochs=1", "log_every=1",
+                                   "tensorboard=false", "criterion=istar", "criterion.shrinkage_points=100000",
+                                   "eval_batch_size=4")  # 32 examples: 4 steps; Sigma_S from 8 batches of 4
+    Trainer(compose([*arguments, f"output_dir={tmp_path / 'whole'}"])).fit()
+    batches, stream = [], shrinkage.stream_token_statistics
+
+    def signalled_after_the_first_batch(*args, progress, **kwargs):
+        def counted(points):
+            progress(points)
+            batches.append(points)
+            if len(batches) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)  # caught by the trainer's listener, as from SLURM
+        return stream(*args, progress=counted, **kwargs)
+
+    monkeypatch.setattr(shrinkage, "stream_token_statistics", signalled_after_the_first_batch)
+    run = tmp_path / "run"
+    cfg = compose([*arguments, f"output_dir={run}"])
+    with pytest.raises(Stopped) as stopped:
+        Trainer(cfg).fit()
+    assert (str(stopped.value), stopped.value.exit_code) == (
+        f"stopped by SIGTERM after step 0 of 4 (epoch 1); checkpoint step_00000000.pt saved in {run}: run the same "
+        "command again to resume", 143)
+    assert len(batches) == 1  # the pass read no batch after the signal
+    assert (run / "checkpoints" / "step_00000000.pt").is_file() and not (run / "results.json").exists()
+    monkeypatch.setattr(shrinkage, "stream_token_statistics", stream)
+    assert Trainer(cfg).fit()["step"] == 4
+    assert sigma_s_and_losses(run) == sigma_s_and_losses(tmp_path / "whole")  # computed afresh, trained alike
+
+
+def sigma_s_and_losses(run):
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return ([record["sigma_s/points"] for record in records if "sigma_s/points" in record],
+            [(record["step"], round(record["train/loss"], 6)) for record in records if "train/loss" in record])

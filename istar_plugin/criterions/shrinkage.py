@@ -1,6 +1,7 @@
 """Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept
 current and identical on every rank by the :class:`ShrinkageHook` that I-STAR (and the Isotropy Layer) hand
-the training loop.
+the training loop. A stop signal during the pass (``run.stop_requested``) ends it at the next batch, Sigma_S left
+uncomputed: the loop stops with a checkpoint, and the resumed run computes it afresh.
 
 >>> [points_quota(250_000, rank, 3) for rank in range(3)]
 [83334, 83333, 83333]
@@ -48,7 +49,8 @@ def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch
     Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
     selected layers' clouds, padding-free unless ``include_padding``, or of ``cloud(model, output)`` when
     given: a list of (n, d) tensors); one all-reduce pools the statistics, so each rank returns the same
-    accumulator. Nothing but O(d^2) statistics is kept. ``run``: the loop's :class:`~istar_plugin.hooks.RunView`.
+    accumulator. Nothing but O(d^2) statistics is kept. ``run``: the loop's :class:`~istar_plugin.hooks.RunView`;
+    once it reports a stop request, no further batch is read (the statistics are then partial: not for use).
     """
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)
@@ -56,7 +58,7 @@ def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch
     statistics = LayerStatistics(model.hidden_size, quota=quota, device=run.device)  # pooled: Sigma_S is the union
     size = run.eval_batch_size
     batches = (run.collate([run.train_features[i] for i in indices[start : start + size]])
-               for start in range(0, len(indices), size))
+               for start in range(0, len(indices), size) if not run.stop_requested)
     was_training = model.training
     model.train(train_mode)
     bar = tqdm(total=quota, desc="Sigma_S", unit="pt", disable=not run.show_progress, leave=False)
@@ -95,6 +97,8 @@ class ShrinkageHook(Hook):
             cloud=getattr(self.criterion, "shrinkage_cloud", None),
             include_padding=getattr(cfg, "padding", "exclude") == "include",
         )
+        if run.stop_requested:  # the pass ended early: a partial Sigma_S is no estimate; the loop stops now
+            return
         if accumulator.count < 2:
             raise RuntimeError(f"Sigma_S: the training data gave only {accumulator.count} token vectors")
         covariance = accumulator.covariance()

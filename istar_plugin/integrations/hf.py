@@ -117,6 +117,7 @@ class _LoopView(ReadOnlyView):
     eval_batch_size = property(lambda self: self._trainer.args.per_device_eval_batch_size)
     output_dir = property(lambda self: Path(self._trainer.args.output_dir))
     show_progress = property(lambda self: False)
+    stop_requested = property(lambda self: False)  # transformers.Trainer handles no stop signal of its own
     mid_epoch = property(lambda self: (self._trainer.state.epoch or 0.0) % 1 > 1e-6)
 
     @property

@@ -72,6 +72,10 @@ class TrainerView(ReadOnlyView):
     def control(self) -> TrainingControl:
         return self.__trainer.control
 
+    @property
+    def stop_requested(self) -> bool:
+        return self.__trainer.stop_signal.received is not None
+
     def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
         return self.__trainer.collate(features)
 

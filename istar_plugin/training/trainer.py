@@ -356,6 +356,8 @@ class Trainer:
         interval = IntervalStatistics()
         while self.step < self.total_steps and self.epoch < self.cfg.optim.epochs and not self.control.should_stop:
             self.dispatch.epoch_start(self.epoch)
+            if self.stop_signal.received is not None:  # e.g. during the Sigma_S pass, which then ends early
+                self._stop_for_signal()
             for group in self._step_groups(self.epoch):
                 stats = self.optimizer_step(group, self.step + 1)
                 self.batches_done += len(group)
