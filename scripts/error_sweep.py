@@ -553,6 +553,77 @@ def lora_without_rank(sweep: Sweep, directory: Path, outcome: Outcome) -> Option
     return "silent"
 
 
+def paired_cells(then: Optional[Callable[[Path], None]] = None):
+    """A setup writing a finished two-seed grid ``directory/grid`` as the trainer leaves it (no weights): Base and
+    I-STAR on 100 RTE examples, each cell with its predictions.json; ``then`` applies to I-STAR's seed-2 cell."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        references = [0, 1] * 50
+        for method, correct in (("cross_entropy", 60), ("istar", 90)):
+            for seed in (1, 2):
+                cell = directory / "grid" / f"criterion={method},seed={seed}"
+                cell.mkdir(parents=True)
+                (cell / "config.yaml").write_text(f"task: rte\nseed: {seed}\ncriterion:\n  name: {method}\n")
+                (cell / "results.json").write_text(json.dumps({
+                    "schema_version": 2, "status": "finished", "task": "rte", "model": "minilm", "seed": seed,
+                    "criterion": {"name": method}, "step": 10, "main_metric": "accuracy", "eval_isoscore_star": 0.1,
+                    "metrics": {"accuracy": (correct + seed) / 100}, "data": {"eval": {"examples": 100}}}))
+                predicted = references[:correct + seed] + [1 - r for r in references[correct + seed:]]
+                (cell / "predictions.json").write_text(json.dumps(
+                    {"task": "rte", "step": 10, "predictions": predicted, "references": references}))
+        if then:
+            then(directory / "grid" / "criterion=istar,seed=2")
+    return setup
+
+
+def edit_json(name: str, **changes):
+    """``then`` for :func:`paired_cells`: the cell's JSON file ``name`` with ``changes`` (``metrics`` merged)."""
+    def apply(cell: Path) -> None:
+        data = json.loads((cell / name).read_text())
+        data.update({**changes, "metrics": {**data["metrics"], **changes["metrics"]}} if "metrics" in changes
+                    else changes)
+        (cell / name).write_text(json.dumps(data))
+    return apply
+
+
+def report_lists_the_tampered_cell(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+    """istar-report must list the tampered cell among its problems, naming what is wrong, and average it nowhere."""
+    if TRACEBACK in outcome.stderr:
+        return "traceback"
+    listed = [line for line in outcome.stdout.splitlines() if "criterion=istar,seed=2:" in line]
+    cells = (directory / "grid" / "report" / "cells.csv")
+    averaged = cells.is_file() and "criterion=istar,seed=2" in cells.read_text()
+    outcome.note = listed[0].strip()[-150:] if listed and not averaged else "the tampered cell was averaged"
+    return "clear" if listed and not averaged else "silent"
+
+
+def sigma_s_case(sweep: Sweep, directory: Path) -> Outcome:
+    """A real istar-run whose Sigma_S pass takes about a minute (60,000 sentences, one a batch), SIGTERM two seconds
+    into it: the run must stop within seconds with the trainer's line, at step 0 with its checkpoint."""
+    arguments = sweep.base(directory, "criterion=istar", "criterion.shrinkage_points=1000000",
+                           "data.max_train_samples=60000", "eval_batch_size=1", "progress=true")
+    run = sweep.run(arguments, directory, background=True)
+    for line in run.stderr:
+        if line.startswith("eval before training"):  # the next thing the run does is the Sigma_S pass
+            break
+    time.sleep(2)
+    run.send_signal(signal.SIGTERM)
+    signalled = time.perf_counter()
+    try:
+        stdout, stderr = run.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        stdout, stderr = run.communicate()
+    outcome = Outcome(run.returncode, stdout, stderr, time.perf_counter() - signalled)
+    said = [line for line in stderr.splitlines() if "stopped by SIGTERM after step 0 " in line]
+    resumable = (directory / "run" / "checkpoints" / "step_00000000.pt").is_file()
+    outcome.verdict = ("traceback" if TRACEBACK in stderr
+                       else "clear" if run.returncode == 143 and said and resumable and outcome.seconds < 30
+                       else "silent")
+    outcome.note = "" if outcome.verdict == "clear" else (
+        f"exit {run.returncode} {outcome.seconds:.0f} s after the signal; {'; '.join(said) or 'no line at step 0'}")
+    return outcome
+
+
 # ---------------------------------------------------------------------------------------------- cases
 SST2_HEADER = "sentence\tlabel\n"
 LONG = "a truly long review , " * 1_000  # 22 kB: slow enough (pairs are truncated a token at a time)
@@ -715,6 +786,27 @@ def cases() -> list[Case]:
         Case("analyze --checkpoints of a run with a damaged checkpoint",
              ["analyze", "{run}", "--checkpoints", "--out", "{dir}/analysis"],
              setup=protected("run", trained(then=truncate)), check=run_untouched_and_fault_named("damaged")),
+        # texts that predict nothing, unpaired predictions, unbounded sizes, tampered records, Sigma_S (issue 37)
+        Case("lm: texts of one token each", ["data.train_file=FILE:one.txt", "data.eval_file=FILE:one.txt"],
+             setup=files("one.txt", "a\nb\nc\nd\n")),
+        Case("report: a damaged predictions.json", ["report", "{dir}/grid"], expect="warn",
+             warning="predictions.json", setup=paired_cells(lambda cell: (cell / "predictions.json").write_text("{"))),
+        Case("report: predictions.json of another length", ["report", "{dir}/grid"], expect="warn",
+             warning="predictions.json", setup=paired_cells(edit_json("predictions.json", predictions=[0] * 80,
+                                                                      references=[0, 1] * 40))),
+        Case("layer range 0:100000000", ["criterion=istar", "criterion.layers=0:100000000"]),
+        Case("batch_size 10**12", ["batch_size=1000000000000"]),
+        Case("save_every 10**15", ["save_every=1000000000000000"]),
+        Case("output_dir of 10,000 characters", ["output_dir=FILE:" + "x" * 10_000]),
+        Case("train_file of 10,000 characters", ["data.train_file=FILE:" + "x" * 10_000 + ".tsv"]),
+        Case("override list of 10**6 items", ["criterion=istar",
+                                              "criterion.layers=[" + ",".join(map(str, range(10 ** 6))) + "]"]),
+        Case("report: accuracy 2.0 in a results.json", ["report", "{dir}/grid"],
+             setup=paired_cells(edit_json("results.json", metrics={"accuracy": 2.0})),
+             check=report_lists_the_tampered_cell),
+        Case("report: a results.json whose seed is not its config's", ["report", "{dir}/grid"],
+             setup=paired_cells(edit_json("results.json", seed=7)), check=report_lists_the_tampered_cell),
+        Case("SIGTERM during the Sigma_S pass", []),  # see run_case: a real istar-run and a real signal
     ]
     return c
 
@@ -768,6 +860,10 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
         return sweep.base(directory, "save_every=1", "keep_checkpoints=4")
     if case.arguments[:1] == ["embed"]:
         return [a.format(dir=directory) for a in sweep.embed(directory, *case.arguments[1:])]
+    if name.startswith("lm:"):  # the packaged SmolLM2: its tokenizer adds no special token; refused before it loads
+        arguments = [a for a in sweep.base(directory, *case.arguments) if not a.startswith("model.name_or_path=")]
+        arguments[:2] = ["recipe=lm", "model=smollm2"]
+        return [a.replace("FILE:", f"{directory}/") for a in arguments]
     if name.startswith("squad"):
         squad = SHARED / "squad" / "dev-v1.1.json"
         arguments = sweep.base(directory, f"data.dir={SHARED / 'squad'}", f"data.train_file={squad}",
@@ -816,6 +912,8 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
         return outcome
     if case.name in ("export while a run trains there", "SIGTERM during training"):
         return holder_case(case, sweep, directory)
+    if case.name == "SIGTERM during the Sigma_S pass":
+        return sigma_s_case(sweep, directory)
     limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
     if case.as_user:
         directory.chmod(0o777)  # the unprivileged user writes its run (and $HOME) here
