@@ -69,7 +69,7 @@ class Declared:
         ('0 to 1', '>= 1 or null')
         """
         if self.choices is not None:
-            text = ", ".join(map(str, self.choices))
+            text = ", ".join(map(as_written, self.choices))
         elif self.low is not None and self.high is not None:
             if self.low_open or self.high_open:
                 text = f"{self.low} {'<' if self.low_open else '<='} x {'<' if self.high_open else '<='} {self.high}"
@@ -139,6 +139,15 @@ def default_of(field: dataclasses.Field) -> Any:
     return field.default if field.default is not dataclasses.MISSING else field.default_factory()
 
 
+def as_written(value: Any) -> str:
+    """A value as a command line or YAML file writes it (``true``, not ``True``).
+
+    >>> as_written(True), as_written("auto"), as_written(0.5)
+    ('true', 'auto', '0.5')
+    """
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _nullable(annotation: Any) -> bool:
     return type(None) in typing.get_args(annotation)
 
@@ -174,9 +183,11 @@ def describe(cls: type, name: str, key: Optional[str] = None) -> str:
     """The key ``name`` of ``cls`` (shown as ``key``): type, default, help and allowed values, one item a line."""
     field, declaration, annotation = declared(cls)[name]
     default = default_of(field)
-    kind = getattr(_kind(annotation), "__name__", str(_kind(annotation)))
+    kinds = [kind for kind in typing.get_args(_kind(annotation)) or [_kind(annotation)] if kind is not type(None)]
+    kind = " or ".join(getattr(kind, "__name__", str(kind)) for kind in kinds)
     null = " or null" if _nullable(annotation) else ""
-    lines = [f"{key or name}: {kind}{null} = {default!r}", f"  {declaration.help}"]
+    shown = as_written(default) if isinstance(default, bool) else repr(default)
+    lines = [f"{key or name}: {kind}{null} = {shown}", f"  {declaration.help}"]
     allowed = declaration.allowed(False)
     if allowed != "any":
         lines.append(f"  allowed: {allowed}{null}")

@@ -149,6 +149,9 @@ def test_help_key_prints_the_declaration_and_an_unknown_key_its_close_matches(ca
         "  allowed: 0 <= x < 1"]
     assert main(["--help", "criterion.lam"]) == 0
     assert "criterion.lam (criterion istar): float = -1.0" in capsys.readouterr().out
+    assert main(["--help", "model.padding_free"]) == 0  # booleans as the command line writes them
+    lines = capsys.readouterr().out.splitlines()
+    assert (lines[0], lines[-1]) == ("model.padding_free: bool or str = false", "  allowed: auto, true, false")
     assert main(["--help", "optim.sheduel"]) == 2
     assert capsys.readouterr().err == "istar-run: error: unknown key 'optim.sheduel'; close matches: optim.schedule\n"
 
