@@ -167,7 +167,8 @@ def test_empty_or_malformed_recipes_are_refused(tmp_path, content, message):
 # ------------------------------------------------------------------------------------------ one line, exit codes
 def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_request(tmp_path, istar_run):
     done = istar_run("recipe=movie_snippets", "batch_size=0")
-    assert (done.returncode, done.stderr) == (2, "istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
+    assert (done.returncode, done.stderr) == (
+        2, "istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
     flagged = istar_run("recipe=movie_snippets", "batch_size=0", "--traceback")
     assert flagged.returncode == 2 and "Traceback (most recent call last)" in flagged.stderr
     assert flagged.stderr.endswith("istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
