@@ -956,6 +956,14 @@ def holder_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
     return outcome
 
 
+def closed_folder(path: Path) -> Optional[Path]:
+    """The first existing folder above ``path`` (or ``path`` itself) that others may not enter; None if none."""
+    for folder in reversed([path, *path.parents]):
+        if folder.is_dir() and not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:150] if lines else ""
@@ -974,6 +982,13 @@ def main() -> int:
     if (args.work.exists() and not (args.work / WORK_MARKER).is_file()
             and (not args.work.is_dir() or any(args.work.iterdir()))):
         parser.error(f"--work {args.work} holds files this sweep did not write; give a new or empty directory")
+    selected = [case for case in cases()
+                if not args.only or any(fnmatch.fnmatch(case.name, pattern) for pattern in args.only)]
+    closed = closed_folder(args.work.resolve()) if any(case.as_user for case in selected) else None
+    if closed is not None:
+        parser.error(f"--work {args.work}: uid {UNPRIVILEGED} may not enter {closed} (mode "
+                     f"{closed.stat().st_mode & 0o777:04o}), and the permission cases run as that user; give a --work "
+                     "under folders others may enter, e.g. /tmp/sweep")
     os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     os.environ.pop("ISTAR_TRACEBACK", None)
     import torch
@@ -987,8 +1002,6 @@ def main() -> int:
     sweep.make_model()
     counts: dict[str, int] = {}
     details = []
-    selected = [case for case in cases()
-                if not args.only or any(fnmatch.fnmatch(case.name, pattern) for pattern in args.only)]
     for number, case in enumerate(selected, start=1):
         directory = args.work / f"case{number:02d}"
         directory.mkdir()
