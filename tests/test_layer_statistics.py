@@ -85,7 +85,8 @@ def test_the_model_pass_is_the_direct_per_layer_isoscore(encoder, features):
 def test_sigma_s_is_the_covariance_of_the_sampled_tokens(encoder, features):
     run = SimpleNamespace(model=encoder, rank=0, world_size=1, seed=0, train_features=features, eval_batch_size=2,
                           collate=lambda batch: collate(batch, encoder.tokenizer.pad_token_id, torch.device("cpu")),
-                          autocast=contextlib.nullcontext, device=torch.device("cpu"), show_progress=False)
+                          autocast=contextlib.nullcontext, device=torch.device("cpu"), show_progress=False,
+                          stop_requested=False)
     accumulator = estimate_shrinkage_covariance(run, None, 10**6, epoch=0)
     union = torch.cat(direct_clouds(encoder, features))
     assert accumulator.count == union.shape[0]
