@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+OPEN_TO_OTHERS = all(folder.stat().st_mode & 0o001 for folder in [ROOT, *ROOT.parents])
+"""Whether uid 65534 reaches this checkout: else the sweep leaves out its 5 cases run as that user."""
 
 
 @pytest.fixture
@@ -30,8 +32,9 @@ def test_every_bad_input_and_fault_of_the_sweep_is_clear(open_work, tmp_path, sh
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     unclear = [(case["case"], case["verdict"], case["last_line"])
                for case in sweep["cases"] if case["verdict"] != "clear"]
-    assert sweep["counts"] == {"clear": 117} and unclear == [], unclear
-    assert result.stdout.rstrip().endswith("counts: clear 117 (of 117)")
+    cases = 117 if OPEN_TO_OTHERS else 112
+    assert sweep["counts"] == {"clear": cases} and unclear == [], unclear
+    assert result.stdout.rstrip().endswith(f"counts: clear {cases} (of {cases})")
 
 
 def test_the_permission_cases_refuse_a_work_folder_the_unprivileged_user_cannot_enter(tmp_path):
