@@ -1,6 +1,8 @@
-"""Trainer hooks: callbacks at fit start, epoch start/end, step end and fit end, with state saved in checkpoints.
+"""Trainer hooks: callbacks at fit start, epoch start/end, validation, step end and fit end, with state saved in
+checkpoints.
 
-A hook is called at fit start, epoch start/end, step end and fit end, and saves/restores its state with the
+A hook is called at fit start, epoch start/end, step end and fit end, after each epoch's measurement of the
+validation split held out of the training set (``data.validation_split``), and saves/restores its state with the
 checkpoint, so a resumed run continues with exactly the state it stopped with.
 
 Hooks never receive the training loop itself: every callback gets a read-only :class:`RunView`, which names
@@ -42,7 +44,7 @@ import torch
 
 __all__ = ["Hook", "RunView", "TrainingControl", "ReadOnlyView", "HookDispatcher", "EVENTS"]
 
-EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_step_end", "on_fit_end")
+EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_validation", "on_step_end", "on_fit_end")
 
 
 class TrainingControl:
@@ -154,6 +156,11 @@ class Hook:
 
     def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
+    def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
+        """After ``epoch``'s end (and every hook's ``on_epoch_end``), with the task's ``metrics`` on the validation
+        split held out of the training set; called only when ``data.validation_split`` holds one out. Early
+        stopping and a search's pruner listen here."""
+
     def on_step_end(self, run: RunView, step: int, stats: dict[str, Any]) -> None:
         """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one with
         ``float()`` or ``.item()`` waits for the device: avoid it in every step), and ``lr`` as a float."""
@@ -199,6 +206,9 @@ class HookDispatcher:
 
     def epoch_end(self, epoch: int) -> None:
         self.dispatch("on_epoch_end", epoch)
+
+    def validation(self, epoch: int, metrics: dict[str, Any]) -> None:
+        self.dispatch("on_validation", epoch, metrics)
 
     def step_end(self, step: int, stats: dict[str, Any]) -> None:
         self.dispatch("on_step_end", step, stats)

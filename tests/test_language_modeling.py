@@ -164,7 +164,7 @@ def test_lora_language_modelling_with_istar_on_a_layer_range_trains_adapters_alo
 
 def test_lower_perplexity_is_better_in_selection_early_stopping_and_verdicts():
     assert better_sign("perplexity") == -1 and better_sign("f1") == 1
-    stopper = EarlyStopping([], [], "perplexity", patience=2)
+    stopper = EarlyStopping(0, "perplexity", patience=2)
     assert [stopper.observe(value, step) for step, value in enumerate([30.0, 25.0, 26.0, 24.0], 1)] == [
         True, True, False, True]
     records = [Record("lm", "smollm2", "istar", lam, 0.2, seed, "perplexity", score, score, 0.1, f"{lam}/{seed}")

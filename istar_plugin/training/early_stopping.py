@@ -1,15 +1,15 @@
 """Early stopping on the task metric, measured on a validation split held out of the training set.
 
-The trainer adds an :class:`EarlyStopping` hook when ``data.validation_split > 0``: after every epoch it
-evaluates the validation examples, keeps a copy of the trainable parameters that scored best on the task's
-main metric (higher is better, perplexity lower), and after ``patience`` epochs without improvement
-(``None``: never) ends training. At the end the best parameters are put back and the evaluation split is
-measured once more: the run's final metrics are those of the selected model. Its state (best score, step
-and parameters) is saved with every checkpoint, so a resumed run selects exactly as an uninterrupted one.
-The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone and acts through the view's
-:class:`~istar_plugin.hooks.TrainingControl` (``request_stop``, ``request_evaluation``).
+The trainer adds an :class:`EarlyStopping` hook when ``data.validation_split > 0``: after every epoch the trainer
+measures the validation examples and hands the hook their metrics (``on_validation``); the hook keeps a copy of the
+trainable parameters that scored best on the task's main metric (higher is better, perplexity lower), and after
+``patience`` epochs without improvement (``None``: never) ends training. At the end the best parameters are put back
+and the evaluation split is measured once more: the run's final metrics are those of the selected model. Its state
+(best score, step and parameters) is saved with every checkpoint, so a resumed run selects exactly as an
+uninterrupted one. The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone and acts through
+the view's :class:`~istar_plugin.hooks.TrainingControl` (``request_stop``, ``request_evaluation``).
 
->>> stopper = EarlyStopping([], [], "accuracy", patience=2)
+>>> stopper = EarlyStopping(249, "accuracy", patience=2)
 >>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
 [True, True, False, False]
 >>> stopper.stopped_early, stopper.best, stopper.best_step
@@ -18,7 +18,7 @@ The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone an
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 
@@ -27,10 +27,11 @@ from ..metrics import better_sign
 
 
 class EarlyStopping(Hook):
-    """Validate after each epoch, remember the best trainable parameters, stop after ``patience`` bad epochs."""
+    """Follow each epoch's validation score, remember the best trainable parameters, stop after ``patience`` bad
+    epochs; ``examples``: how many the validation split holds (for the record)."""
 
-    def __init__(self, examples: Sequence[dict], features: Sequence[dict], metric: str, patience: Optional[int]):
-        self.examples, self.features, self.metric, self.patience = examples, features, metric, patience
+    def __init__(self, examples: int, metric: str, patience: Optional[int]):
+        self.examples, self.metric, self.patience = examples, metric, patience
         self.best: Optional[float] = None
         self.best_step: Optional[int] = None
         self.best_parameters: dict[str, torch.Tensor] = {}
@@ -54,9 +55,8 @@ class EarlyStopping(Hook):
         if self.stopped_early:  # resumed after the epoch that decided to stop: stop again
             run.control.request_stop(self._stop_reason())
 
-    def on_epoch_end(self, run: RunView, epoch: int) -> None:
-        result = run.evaluate(self.examples, self.features, isotropy=False)
-        value = float(result[self.metric])
+    def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
+        value = float(metrics[self.metric])
         if self.observe(value, run.step):
             self.best_parameters = {name: p.detach().cpu().clone() for name, p in run.model.named_parameters()
                                     if p.requires_grad}
@@ -83,7 +83,7 @@ class EarlyStopping(Hook):
                 f"for {self.epochs_without_improvement} epoch(s)")
 
     def results(self) -> dict[str, Any]:
-        return {"validation": {"metric": self.metric, "examples": len(self.examples), "best": self.best,
+        return {"validation": {"metric": self.metric, "examples": self.examples, "best": self.best,
                                "best_step": self.best_step, "stopped_early": self.stopped_early,
                                "patience": self.patience, "history": self.records}}
 

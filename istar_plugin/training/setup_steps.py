@@ -138,27 +138,30 @@ def place_model(model, dist: DistInfo, seed: int):
 
 @dataclass(frozen=True)
 class Features:
-    """The tokenised splits; ``hooks``: early stopping on a validation split held out of the training examples."""
+    """The tokenised splits; ``validation``: the split held out of the training examples (empty when none is), and
+    ``hooks``: early stopping on it."""
 
     train_examples: list
     train: list
     eval: list
+    validation_examples: list
+    validation: list
     hooks: list
     warning: Optional[str]  # a training set of one class
 
 
 def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> Features:
-    train_examples, hooks = data.train, []
+    train_examples, validation, hooks = data.train, [], []
     split = cfg.data.validation_split
     if split:  # the same held-out examples for every seed and stage (data.split_seed)
         train_examples, validation = seeded_split(train_examples, split, cfg.data.split_seed)
-        features = task.encode(validation, tokenizer, train=False)
-        hooks.append(EarlyStopping(validation, features, task.main_metric, cfg.patience))
+        hooks.append(EarlyStopping(len(validation), task.main_metric, cfg.patience))
     labels = {example.get("label") for example in train_examples} if task.kind == "classification" else ()
     warning = (f"the training set holds one class only (label {next(iter(labels))}): the classifier can only learn "
                "to predict it") if len(labels) == 1 else None
     return Features(train_examples, task.encode(train_examples, tokenizer, train=True),
-                    task.encode(data.eval, tokenizer, train=False), hooks, warning)
+                    task.encode(data.eval, tokenizer, train=False), validation,
+                    task.encode(validation, tokenizer, train=False) if validation else [], hooks, warning)
 
 
 class Schedule(NamedTuple):

@@ -103,6 +103,7 @@ class Trainer:
         self._warn(features.warning)
         self.train_examples, self.train_features = features.train_examples, features.train
         self.eval_features = features.eval
+        self.validation_examples, self.validation_features = features.validation_examples, features.validation
         self.hooks: list[Hook] = [*criterion.hooks, *hooks, *features.hooks]
         # the optimization: the schedule's length, AdamW and its schedule, precision, the divergence guard
         self.batches_per_epoch, self.steps_per_epoch, self.total_steps = schedule_length(
@@ -395,8 +396,12 @@ class Trainer:
         return interval
 
     def _end_epoch(self) -> None:
-        """The hooks' epoch end, then (unless the run is over) an evaluation and a checkpoint."""
+        """The hooks' epoch end, the validation split's metrics to the hooks, then (unless the run is over) an
+        evaluation and a checkpoint."""
         self.dispatch.epoch_end(self.epoch)
+        if self.validation_features:
+            self.dispatch.validation(self.epoch, self.evaluate(self.validation_examples, self.validation_features,
+                                                               isotropy=False))
         self.epoch, self.batches_done = self.epoch + 1, 0
         if self.step < self.total_steps:
             self._evaluate_unless_done()
