@@ -10,14 +10,17 @@ process (a process per case would spend minutes importing torch on a shared mach
 captured and an uncaught exception printed as Python would; the faults that need processes use real
 ones: a running ``istar-run`` holding the directory, a writer killed with SIGKILL during a save, and the
 long-text run (its own process, under a time and memory limit), and the cases that need an ordinary user: files
-it may not read or write are no obstacle to root, so those run as uid 65534 (``setpriv``; the sweep runs as root).
-An outcome is
+it may not read or write are no obstacle to root, so those run as uid 65534 (``setpriv``; the sweep runs as root),
+where that user may not reach the interpreter or this checkout (a clone under a 0700 folder) in a private mount
+namespace that overlays the folders in the way as searchable (scripts/unprivileged.py). An outcome is
 
 - ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
   survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
 - ``traceback``: a Python traceback was printed;
 - ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed;
-- ``lost``: files the toolkit did not write were changed or removed (checked file by file).
+- ``lost``: files the toolkit did not write were changed or removed (checked file by file);
+- ``broken-setup``: a case run as that user failed before its tool ran (the package not importable there, or the
+  switch of user failing), so it says nothing about the tool.
 
 Prints one line per case and the counts; ``--json FILE`` writes the details.
 """
@@ -42,13 +45,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from unprivileged import UID, Unavailable, command_wrapper, unsearchable_folders
+
 ROOT = Path(__file__).resolve().parents[1]
 WORK_MARKER = ".error_sweep"  # marks a --work directory as the sweep's own, so a later sweep may empty it
 SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACEBACK = "Traceback (most recent call last)"
 TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export", "analyze", "embed")}
 """A case's first argument naming another tool than istar-run."""
-UNPRIVILEGED = 65534  # nobody: the uid the permission cases run as
+SWITCH_FAILURES = ("setpriv:", "runuser:", "unshare:", "mount:", "mkdir:", "sh:")
+"""How the last line of a case run as uid 65534 starts when the switch of user or the overlay failed."""
 
 
 @dataclass
@@ -60,7 +66,7 @@ class Case:
     setup: Optional[Callable[["Sweep", Path], None]] = None
     check: Optional[Callable[["Sweep", Path, "Outcome"], Optional[str]]] = None  # overrides the classification
     warning: str = ""  # for "recover": a word the warning must contain
-    as_user: bool = False  # run as an unprivileged user (UNPRIVILEGED), in a process: root reads any file
+    as_user: bool = False  # run as an unprivileged user (uid 65534), in a process: root reads any file
     home: bool = False  # run in a process whose $HOME is the case's ``home/`` and whose cwd is the case directory
 
 
@@ -76,8 +82,10 @@ class Outcome:
 
 
 class Sweep:
-    def __init__(self, work: Path, code: Optional[Path], python: str, timeout: float):
+    def __init__(self, work: Path, code: Optional[Path], python: str, timeout: float,
+                 unprivileged: Optional[Callable[[list[str], Path], list[str]]] = None):
         self.work, self.code, self.python, self.timeout = work, code, python, timeout
+        self.unprivileged = unprivileged  # scripts/unprivileged.py's command_wrapper, where a case runs as uid 65534
         self.model = work / "tiny_bert"
 
     # ------------------------------------------------------------------ running
@@ -122,7 +130,7 @@ class Sweep:
             env["HOME"] = str(home)
         if as_user:  # the permission cases: root reads a chmod 000 file, an ordinary user does not
             env["HOME"] = str(cwd)
-            command = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups", *command]
+            command = self.unprivileged(command, self.work / ".overlays")
         if background:
             return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
@@ -878,6 +886,8 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
 
 
 def classify(case: Case, outcome: Outcome) -> str:
+    if case.as_user and broken_setup(outcome):
+        return "broken-setup"
     if TRACEBACK in outcome.stderr:
         return "traceback"
     if case.expect == "recover":  # a clean refusal counts as clear too; only an unnoticed fault is silent
@@ -885,6 +895,21 @@ def classify(case: Case, outcome: Outcome) -> str:
     if case.expect == "warn":  # a pointless setting: the run may go on, but must say so
         return "clear" if "warning" in outcome.stderr.lower() and case.warning in outcome.stderr.lower() else "silent"
     return "silent" if outcome.code == 0 else "clear"
+
+
+def broken_setup(outcome: Outcome) -> bool:
+    """Whether a process run as the unprivileged user failed before its tool ran: the package not importable (this
+    checkout or the interpreter out of that user's reach) or the switch of user or the overlay refused.
+
+    >>> broken_setup(Outcome(1, "", "python: Error while finding module specification for 'istar_plugin.cli' "
+    ...                             "(ModuleNotFoundError: No module named 'istar_plugin')", 0.1))
+    True
+    >>> broken_setup(Outcome(3, "", "istar-run: error: cannot read data file t.tsv: permission denied", 0.1))
+    False
+    """
+    return (any(sign in outcome.stderr for sign in ("No module named", "ModuleNotFoundError"))
+            or ("PermissionError" in outcome.stderr and str(ROOT) in outcome.stderr)
+            or last_line(outcome.stderr).startswith(SWITCH_FAILURES))
 
 
 def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
@@ -956,14 +981,6 @@ def holder_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
     return outcome
 
 
-def closed_folder(path: Path) -> Optional[Path]:
-    """The first existing folder above ``path`` (or ``path`` itself) that others may not enter; None if none."""
-    for folder in reversed([path, *path.parents]):
-        if folder.is_dir() and not folder.stat().st_mode & 0o001:
-            return folder
-    return None
-
-
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:150] if lines else ""
@@ -984,15 +1001,17 @@ def main() -> int:
         parser.error(f"--work {args.work} holds files this sweep did not write; give a new or empty directory")
     selected = [case for case in cases()
                 if not args.only or any(fnmatch.fnmatch(case.name, pattern) for pattern in args.only)]
-    if any(case.as_user for case in selected) and closed_folder(ROOT) is not None:
-        print(f"skipping the cases run as uid {UNPRIVILEGED}: it may not enter {closed_folder(ROOT)}, which holds this "
-              "checkout (tests/test_permissions.py covers them there)", flush=True)
-        selected = [case for case in selected if not case.as_user]
-    closed = closed_folder(args.work.resolve()) if any(case.as_user for case in selected) else None
-    if closed is not None:
-        parser.error(f"--work {args.work}: uid {UNPRIVILEGED} may not enter {closed} (mode "
-                     f"{closed.stat().st_mode & 0o777:04o}), and the permission cases run as that user; give a --work "
-                     "under folders others may enter, e.g. /tmp/sweep")
+    unprivileged = None
+    if any(case.as_user for case in selected):
+        closed = next(iter(unsearchable_folders([args.work.resolve()])), None)
+        if closed is not None:
+            parser.error(f"--work {args.work}: uid {UID} may not enter {closed} (mode "
+                         f"{closed.stat().st_mode & 0o777:04o}), and the permission cases run as that user; give a "
+                         "--work under folders others may enter, e.g. /tmp/sweep")
+        try:
+            unprivileged = command_wrapper(args.python, ROOT, *([args.code.resolve()] if args.code else []))
+        except Unavailable as reason:
+            parser.error(f"the cases run as uid {UID} cannot run here: {reason}")
     os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     os.environ.pop("ISTAR_TRACEBACK", None)
     import torch
@@ -1002,7 +1021,8 @@ def main() -> int:
         shutil.rmtree(args.work)  # empty, or made by an earlier sweep (it holds the marker)
     args.work.mkdir(parents=True)
     (args.work / WORK_MARKER).write_text("scratch directory of scripts/error_sweep.py; the next sweep empties it\n")
-    sweep = Sweep(args.work.resolve(), args.code.resolve() if args.code else None, args.python, args.timeout)
+    sweep = Sweep(args.work.resolve(), args.code.resolve() if args.code else None, args.python, args.timeout,
+                  unprivileged)
     sweep.make_model()
     counts: dict[str, int] = {}
     details = []

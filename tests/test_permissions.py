@@ -2,14 +2,14 @@
 exactly one stderr line naming the path, the exit code of its error class, and (for istar-run) before any model loads.
 
 As root, where ``chmod 000`` stops nothing, each command runs as uid 65534 through ``setpriv`` (or ``runuser``). When
-that user cannot reach this interpreter (a Python installed under root's 0700 home, as pyenv does), the command runs
-in a private mount namespace in which every such folder is overlaid, unchanged but searchable; nothing on disk
-changes. Not as root, the tests run the commands as the user they are.
+that user cannot reach this interpreter or checkout (a Python installed under root's 0700 home, as pyenv does), the
+command runs in a private mount namespace in which every such folder is overlaid, unchanged but searchable; nothing on
+disk changes (scripts/unprivileged.py, which the error sweep runs its cases as that user with too). Not as root, the
+tests run the commands as the user they are.
 """
 import os
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -19,7 +19,9 @@ import pytest
 
 from helpers import tiny_run_arguments
 
-UID = 65534
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/ is no package
+from unprivileged import UID, Unavailable, command_wrapper
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300
 
@@ -31,54 +33,23 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _unsearchable_folders() -> list[Path]:
-    """The folders, outermost first, that others may not search on the way to this interpreter, its libraries and the
-    repository (e.g. /root, holding pyenv's Python)."""
-    needed = {Path(os.path.realpath(sys.executable)), Path(sys.base_prefix), Path(sys.prefix), ROOT}
-    found = {folder for path in needed for folder in (path, *path.parents)
-             if folder.is_dir() and not folder.stat().st_mode & stat.S_IXOTH}
-    return sorted(found, key=lambda folder: len(folder.parts))
-
-
 @pytest.fixture(scope="module")
 def as_user():
     """``as_user(work, *command)``: the CompletedProcess of ``command`` run as uid 65534 (as root) or as this user,
     in ``work`` (a folder that user may search, whose ``home`` it owns), with HOME and caches in that home and the
     hub offline."""
-    if os.geteuid() != 0:
-        def wrap(command, work):
-            return command
-    else:
-        setpriv, runuser = shutil.which("setpriv"), shutil.which("runuser")
-        if setpriv:
-            drop = [setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
-        elif runuser:
-            drop = [runuser, "-u", "nobody", "--"]
-        else:
-            _unavailable("running as root without setpriv or runuser: cannot run a command as an unprivileged user")
-        overlaid = _unsearchable_folders()
-        if overlaid and not shutil.which("unshare"):
-            _unavailable(f"uid {UID} cannot search {overlaid[0]} and unshare is missing to overlay it")
-
-        def wrap(command, work):
-            if not overlaid:
-                return [*drop, *command]
-            layers = work / ".overlays"
-            mounts = [f"mkdir -p {layers}", f"mount -t tmpfs -o mode=0755 tmpfs {layers}"]
-            for number, folder in enumerate(overlaid):
-                upper, scratch = layers / f"upper{number}", layers / f"work{number}"
-                mounts += [f"mkdir -m 0755 {upper} {scratch}",
-                           f"mount -t overlay overlay -o lowerdir={folder},upperdir={upper},workdir={scratch} {folder}"]
-            script = " && ".join(mounts) + ' && exec "$@"'
-            return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *drop, *command]
+    try:
+        wrap = command_wrapper(sys.executable, ROOT)
+    except Unavailable as reason:
+        _unavailable(str(reason))
 
     def run(work: Path, *command: str) -> subprocess.CompletedProcess:
         home = work / "home"
         env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "HF_HOME": str(home / "hf"),
                "MPLCONFIGDIR": str(home / "mpl"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "OMP_NUM_THREADS": "1", "ISTAR_TRACEBACK": "0"}
-        return subprocess.run(wrap([sys.executable, *command], work), cwd=work, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT)
+        return subprocess.run(wrap([sys.executable, *command], work / ".overlays"), cwd=work, env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT)
 
     probe = tempfile.mkdtemp(prefix="istar-permissions-")
     try:
