@@ -244,6 +244,16 @@ def metric_names(task: str) -> tuple[str, ...]:
     return names + ("combined_score",) if task in TASKS_WITH_COMBINED_SCORE else names
 
 
+def main_metric(task: str) -> str:
+    """The metric a task is judged and selected on: its combined score where it has one, else its first metric.
+
+    >>> main_metric("rte"), main_metric("stsb"), main_metric("lm")
+    ('accuracy', 'combined_score', 'perplexity')
+    """
+    names = metric_names(task)
+    return "combined_score" if "combined_score" in names else names[0]
+
+
 def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
     """All metrics of ``task``: label ids (classification), floats (regression), or for ``squad``
     predicted answer strings and lists of gold answer strings.

@@ -77,7 +77,7 @@ class Task:
 
     @property
     def main_metric(self) -> str:
-        return "combined_score" if "combined_score" in self.metric_names else self.metric_names[0]
+        return metrics.main_metric(self.name)
 
     @property
     def sources(self) -> tuple[str, ...]:

@@ -1,12 +1,12 @@
 """What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new,
 empty, or carries the toolkit's own marker for that kind of folder.
 
-A run directory carries ``.istar-run`` (written when a run starts; a run directory of an older version is
-recognised by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model
-folder ``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an
-``istar-report`` folder ``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis``
-(or its ``figure6.png``); an ``istar-embed`` folder ``.istar-embed``; an archive of grid records
-(``istar-report --archive``) ``.istar-archive``. Anything else that exists and is not empty
+A run directory carries ``.istar-run`` (written when a run starts; a run directory of an older version is recognised
+by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model folder
+``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an ``istar-report`` folder
+``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis`` (or its ``figure6.png``);
+an ``istar-embed`` folder ``.istar-embed``; an archive of grid records (``istar-report --archive``)
+``.istar-archive``; an ``istar-tune`` search directory ``.istar-search``. Anything else that exists and is not empty
 is refused with one line naming the path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`,
 exit 4): the user's files are never replaced or removed.
 
@@ -39,9 +39,10 @@ REPORT_MARKER = ".istar-report"
 ANALYSIS_MARKER = ".istar-analysis"
 EMBED_MARKER = ".istar-embed"
 ARCHIVE_MARKER = ".istar-archive"
+SEARCH_MARKER = ".istar-search"
 KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER: "grid directory",
          REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation",
-         ARCHIVE_MARKER: "archive of grid records"}
+         ARCHIVE_MARKER: "archive of grid records", SEARCH_MARKER: "search directory"}
 """What each marker makes a folder, in messages."""
 IGNORED = frozenset({".lock"})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
@@ -65,6 +66,7 @@ LEGACY = {
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
     EMBED_MARKER: lambda d: False,  # newer than the markers
     ARCHIVE_MARKER: lambda d: False,
+    SEARCH_MARKER: lambda d: False,
 }
 """How each kind of folder was recognised before it carried its marker."""
 

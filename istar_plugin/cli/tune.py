@@ -1,0 +1,128 @@
+"""``istar-tune``: choose run settings (I-STAR's lambda and zeta, a learning rate ...) with an Optuna search on data
+held out of the training set, then compare the chosen setting with the baseline on the evaluation split.
+
+    istar-tune rte_minilm data.dir=../shared/data/rte launcher=local local.parallelism=2
+    istar-tune rte_minilm trials=8 max_steps=20 launcher=inline        # a smaller budget, shorter runs
+    istar-tune rte_minilm slurm=gpu_a100 workers=16                    # a job array of workers; returns at once
+    istar-tune rte_minilm slurm=gpu_a100 --final                       # once its trials ended: the comparison
+    istar-tune rte_minilm --dry-run                                     # print the plan; write nothing
+    istar-tune --list
+
+SEARCH is a file in ``recipes/searches/`` (name) or a YAML file (:mod:`istar_plugin.config.searches`).
+Arguments: a search key (``trials=N``, ``seeds=[1,2]``, ``final_seeds=[1,2,3]``, ``sampler=``, ``pruner=``,
+``storage=URL``) or a run override for every trial (``data.dir=...``, ``max_steps=...``). Launch keys:
+``launcher=inline|local|slurm``, ``local.FIELD=VALUE``, ``slurm=PROFILE``, ``slurm.FIELD=VALUE``, ``workers=N``
+and ``search_dir=DIR`` (default ``runs/searches/SEARCH``). Starting a search again resumes it: finished trials
+stay, a killed worker's trial resumes from its checkpoint, a larger ``trials=`` extends the budget.
+``istar-report SEARCH_DIR`` reports it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..config import available, compose
+from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, load, trial_arguments
+from ..errors import ConfigError, run_command
+from ..launch import hub_check
+from ..launch import options as profiles
+from ..launch import submit as launch
+from ..launch.study import open_search
+from ..launch.trial import describe_values
+from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
+from ..storage.user_paths import expand_home, text_argument
+
+TUNE_KEYS = ("search_dir", "workers")
+
+
+def split_tune_keys(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Take ``search_dir=`` and ``workers=`` out of ``arguments``.
+
+    >>> split_tune_keys(["trials=4", "workers=2", "search_dir=/tmp/s"])
+    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
+    """
+    taken, rest = {}, []
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if sep and key in TUNE_KEYS:
+            taken[key] = value
+        else:
+            rest.append(argument)
+    return taken, rest
+
+
+def _workers(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise SearchError(f"workers must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
+    tune_keys, rest = split_tune_keys(arguments)
+    try:
+        options, rest = profiles.parse(rest)
+    except profiles.LaunchError as error:
+        raise ConfigError(str(error)) from None
+    if options.grid_dir is not None:
+        raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
+    spec = load(name, rest)
+    check(spec)
+    search_dir = Path(expand_home(tune_keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
+    count = worker_count(spec, options, _workers(tune_keys.get("workers")))
+    if dry_run:
+        print(describe(spec, search_dir, options, count))
+        return 0
+    if options.launcher != "slurm":  # runs here: the hub check istar-run makes, once
+        first = compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0]))
+        if hub_check.needed_from_hub(first):
+            hub_check.check(first)
+    study = open_search(spec, search_dir)
+    if not final_only:
+        outcomes = run_workers(search_dir, options, count, say=print)
+        if options.launcher == "slurm":
+            print(f"when its trials have ended: istar-tune {name} {' '.join(arguments)} --final")
+            return 0
+        print("trials: " + (", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())) or "none run now"))
+    left = unfinished(study, spec)
+    if left:
+        raise SearchError(f"{left} of the {spec.trials} trials have not ended (running elsewhere, or their workers "
+                          f"stopped): run istar-tune {name} again to resume them, then --final")
+    grid = final_grid(spec, study)
+    best = study.best_trial
+    print(f"chosen: trial {best.number} ({describe_values(best.user_attrs['values'])}), validation score "
+          f"{best.value:.4f}; scoring it and the baseline at seeds {list(spec.final_seeds)} on the evaluation split")
+    planned = launch.plan(grid, search_dir / FINAL)
+    launched = launch.launch(grid, search_dir / FINAL, planned, options, arguments=[name, *arguments, "--final"])
+    if options.launcher == "slurm":
+        print(f"queued {len(launched.jobs)} final cells; then: istar-report {search_dir}")
+        return 0
+    print(f"final: {list(launched.statuses.values()).count('finished')} cells finished, {len(launched.failed)} "
+          f"failed; istar-report {search_dir} compares them")
+    return 1 if launched.failed else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="istar-tune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("search", nargs="?", type=text_argument, help="a search in recipes/searches/ or a YAML file")
+    parser.add_argument("arguments", nargs="*", help="key=value: search keys, run overrides, launch keys")
+    parser.add_argument("--dry-run", action="store_true", help="print the search, its workers and sbatch script")
+    parser.add_argument("--final", action="store_true",
+                        help="only the final comparison (after the trials ran, e.g. as a SLURM job array)")
+    parser.add_argument("--list", action="store_true", help="list the search files and SLURM profiles")
+    args = parser.parse_intermixed_args(argv)
+    if args.list:
+        print("searches: " + ", ".join(available(SEARCHES_SUBDIR)))
+        print("slurm profiles: " + ", ".join(profiles.available_profiles()))
+        return 0
+    if not args.search:
+        parser.error("a search is required (istar-tune --list shows them)")
+    return run_command("istar-tune", lambda: run(args.search, args.arguments, args.dry_run, args.final))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

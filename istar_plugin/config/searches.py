@@ -1,0 +1,336 @@
+"""Search files (``recipes/searches/*.yaml``): which run settings ``istar-tune`` chooses, over what space, on what.
+
+A search file names the run every trial makes (``fixed``, as a grid file's), the ``space`` sampled per trial,
+the seeds each trial trains, the trial budget, the sampler and the pruner, the ``baseline`` the chosen setting is
+compared with, and the seeds of that final comparison. A trial is scored on the task's main metric over the part of
+the training set that ``data.validation_split`` holds out (required); the evaluation split is scored only in the
+final comparison, never to choose. A dimension is a float range (``log: true`` for a log scale; ``sign: both`` or
+``negative`` makes a log range signed: magnitude and sign are sampled apart), an integer range (``int: true``) or
+a list of ``choices``::
+
+    fixed: {recipe: rte, model: minilm, criterion: istar, data.validation_split: 0.1}
+    space:
+      criterion.lam: {low: 0.01, high: 10, log: true, sign: both}
+      criterion.zeta: {choices: [0.2, 0.4, 0.6, 0.8]}
+    seeds: [1]
+    trials: 24
+    baseline: {criterion: cross_entropy}
+    final_seeds: [1, 2, 3]
+
+Command-line ``key=value`` arguments set a search key (``trials=8``, ``seeds=[1,2]``, ``storage=URL``) or, for any
+other key, a run override added to ``fixed``. Every key and value is checked by composing the runs at the space's
+corners before anything is written.
+
+>>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
+...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}},
+...               "trials": 4}, name="demo")
+>>> spec.space[0].corners(), spec.trials, spec.seeds, spec.final_seeds
+([-10.0, -0.1, 0.1, 10.0], 4, (1,), (1,))
+>>> check(spec)
+>>> spec.storage_url(Path("/tmp/s"))
+'sqlite:////tmp/s/study.db'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..errors import ConfigError
+from .composition import compose
+from .recipes import available, find_yaml, read_yaml
+
+SEARCHES_SUBDIR = "searches"
+RECORD = "search.yaml"
+"""The search as it runs, in its directory (written once by ``istar-tune``)."""
+TRIALS, FINAL = "trials", "final"
+"""``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
+VALUES, SCORES, FAILURE = "values", "scores", "failure"
+"""A trial's user attributes: its config values (a signed range's sign times magnitude), its validation score per
+seed, a failed trial's one-line reason."""
+FILE_KEYS = ("description", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline", "final_seeds",
+             "storage")
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "halving", "none")
+SIGNS = ("positive", "negative", "both")
+STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "journal")
+DIMENSION_KEYS = ("low", "high", "log", "sign", "int", "choices")
+MAX_TRIALS = 100_000
+
+
+class SearchError(ConfigError):
+    """A bad search file, space or search key; the message names the value and the choices."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One config key the search samples: a float or integer range, or a list of choices."""
+
+    key: str
+    low: Optional[float] = None
+    high: Optional[float] = None
+    log: bool = False
+    sign: str = "positive"
+    integer: bool = False
+    choices: tuple = ()
+
+    def corners(self) -> list:
+        """The extreme values a trial can give the key (every choice, for a list): what :func:`check` composes."""
+        if self.choices:
+            return list(self.choices)
+        low, high = (int(self.low), int(self.high)) if self.integer else (float(self.low), float(self.high))
+        signed = {"positive": [low, high], "negative": [-high, -low], "both": [-high, -low, low, high]}
+        return signed[self.sign]
+
+    def describe(self) -> str:
+        """What the dimension spans, in words.
+
+        >>> Dimension("criterion.lam", 0.1, 5, log=True, sign="both").describe()
+        '0.1 to 5 in magnitude on a log scale, either sign'
+        """
+        if self.choices:
+            return f"one of {list(self.choices)}"
+        span = f"{'integer ' if self.integer else ''}{self.low} to {self.high}"
+        sign = {"positive": "", "negative": " in magnitude, negative", "both": " in magnitude"}[self.sign]
+        return f"{span}{sign}{' on a log scale' if self.log else ''}{', either sign' if self.sign == 'both' else ''}"
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """A parsed search file (see the module's docstring); ``fixed`` and ``baseline`` are ``key=value`` overrides."""
+
+    name: str
+    fixed: tuple[str, ...]
+    space: tuple[Dimension, ...]
+    seeds: tuple[int, ...] = (1,)
+    trials: int = 24
+    sampler: str = "tpe"
+    pruner: str = "median"
+    baseline: tuple[str, ...] = ("criterion=cross_entropy",)
+    final_seeds: tuple[int, ...] = ()
+    storage: Optional[str] = None
+    description: str = ""
+    source: Optional[Path] = None
+
+    def default_dir(self) -> Path:
+        """``runs/searches/NAME``."""
+        return Path("runs", "searches", self.name)
+
+    def storage_url(self, search_dir: Path) -> str:
+        """The study's database: ``storage``, else SQLite in the search directory (``study.db``)."""
+        return self.storage or f"sqlite:///{Path(search_dir).resolve() / 'study.db'}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the search directory records of the search (``search.yaml``), readable by :func:`parse` again."""
+        space = {d.key: ({"choices": list(d.choices)} if d.choices else
+                         {"low": d.low, "high": d.high, "log": d.log, "sign": d.sign, "int": d.integer})
+                 for d in self.space}
+        return {"description": self.description, "fixed": dict(_pairs(self.fixed, "fixed")), "space": space,
+                "seeds": list(self.seeds), "trials": self.trials, "sampler": self.sampler, "pruner": self.pruner,
+                "baseline": dict(_pairs(self.baseline, "baseline")), "final_seeds": list(self.final_seeds),
+                "storage": self.storage}
+
+
+def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
+    pairs = []
+    for argument in arguments:
+        key, sep, value = argument.partition("=")
+        if not sep or not key:
+            raise SearchError(f"{where}: argument {argument!r} is not of the form key=value")
+        pairs.append((key, value))
+    return pairs
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple, ListConfig)):
+        return "[" + ",".join(_scalar(v) for v in value) + "]"
+    if isinstance(value, (dict, DictConfig)):
+        raise SearchError(f"a run override's value must be a scalar or a list, got the mapping {value!r}")
+    return str(value)
+
+
+def _overrides(mapping: Any, where: str) -> tuple[str, ...]:
+    if mapping is None:
+        return ()
+    if not isinstance(mapping, (dict, DictConfig)):
+        raise SearchError(f"{where} must be a mapping of run keys to values, got {mapping!r}")
+    return tuple(f"{key}={_scalar(value)}" for key, value in mapping.items())
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    seeds = value if isinstance(value, (list, tuple, ListConfig)) else [value]
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise SearchError(f"{where} must be a list of seeds (integers >= 0), got {value!r}")
+    if len(set(seeds)) != len(seeds):
+        raise SearchError(f"{where} names a seed twice: {list(seeds)}")
+    return tuple(seeds)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SearchError(f"{where} must be a number, got {value!r}")
+    return value
+
+
+def _dimension(key: str, spec: Any) -> Dimension:
+    where = f"space.{key}"
+    if not isinstance(spec, (dict, DictConfig)):
+        raise SearchError(f"{where} must be a mapping ({{low, high[, log, sign, int]}} or {{choices: [...]}}), "
+                          f"got {spec!r}")
+    unknown = sorted(set(spec) - set(DIMENSION_KEYS))
+    if unknown:
+        raise SearchError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(DIMENSION_KEYS)}")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if set(spec) != {"choices"}:
+            raise SearchError(f"{where}: choices take no other field, got {', '.join(sorted(spec))}")
+        if not isinstance(choices, (list, ListConfig)) or not choices:
+            raise SearchError(f"{where}.choices must be a non-empty list, got {choices!r}")
+        values = list(OmegaConf.to_container(choices) if isinstance(choices, ListConfig) else choices)
+        if any(isinstance(v, (dict, list)) for v in values) or len({repr(v) for v in values}) != len(values):
+            raise SearchError(f"{where}.choices must be distinct scalars, got {values!r}")
+        return Dimension(key, choices=tuple(values))
+    if "low" not in spec or "high" not in spec:
+        raise SearchError(f"{where} needs low and high (or choices)")
+    low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
+    log, integer, sign = bool(spec.get("log", False)), bool(spec.get("int", False)), spec.get("sign", "positive")
+    if sign not in SIGNS:
+        raise SearchError(f"{where}.sign {sign!r} unknown; choose one of: {', '.join(SIGNS)}")
+    if not low < high:
+        raise SearchError(f"{where}: low must be below high, got low={low}, high={high}")
+    if integer and not (float(low).is_integer() and float(high).is_integer()):
+        raise SearchError(f"{where}: an integer range needs whole low and high, got low={low}, high={high}")
+    if log and low <= 0:
+        raise SearchError(f"{where}: a log range needs 0 < low (a signed range: sign: both), got low={low}")
+    if sign != "positive" and not log:
+        raise SearchError(f"{where}.sign={sign} needs log: true (a linear range takes a negative low instead)")
+    return Dimension(key, low, high, log, sign, integer)
+
+
+def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Sequence[str] = ()) -> SearchSpec:
+    """A :class:`SearchSpec` from a search file's content and command-line ``key=value`` ``arguments``."""
+    if not isinstance(content, (dict, DictConfig)):
+        raise SearchError(f"search file {source or name} must be a mapping with keys {', '.join(FILE_KEYS)}")
+    content = dict(OmegaConf.to_container(content) if isinstance(content, DictConfig) else content)
+    unknown = sorted(set(content) - set(FILE_KEYS))
+    if unknown:
+        raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
+    fixed = list(_overrides(content.get("fixed"), "fixed"))
+    for key, value in _pairs(arguments, "istar-tune"):
+        if key in FILE_KEYS and key not in ("fixed", "space", "baseline", "description"):
+            content[key] = yaml_value(value)
+        else:
+            fixed.append(f"{key}={value}")
+    space = content.get("space")
+    if not isinstance(space, (dict, DictConfig)) or not space:
+        raise SearchError(f"search file {source or name}: space must map at least one run key to its range or choices")
+    trials = content.get("trials", 24)
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise SearchError(f"trials must be an integer from 1 to {MAX_TRIALS}, got {trials!r}")
+    for key, choices in (("sampler", SAMPLERS), ("pruner", PRUNERS)):
+        if content.get(key, choices[0]) not in choices:
+            raise SearchError(f"{key} {content[key]!r} unknown; choose one of: {', '.join(choices)}")
+    storage = content.get("storage")
+    if storage is not None and (not isinstance(storage, str) or storage.split(":")[0].split("+")[0]
+                                not in STORAGE_SCHEMES):
+        raise SearchError(f"storage {storage!r} is no database URL; schemes: {', '.join(STORAGE_SCHEMES)} "
+                          "(sqlite:///PATH, postgresql://..., mysql://..., journal:PATH)")
+    seeds = _seeds(content.get("seeds", [1]), "seeds")
+    fixed_keys = {argument.partition("=")[0] for argument in fixed}
+    clash = sorted(fixed_keys & set(space))
+    if clash or "seed" in space or "seed" in fixed_keys:
+        raise SearchError(f"{(clash or ['seed'])[0]} is both fixed and searched (seed: set seeds= instead); "
+                          "keep it in one place")
+    return SearchSpec(name=name, fixed=tuple(fixed), space=tuple(_dimension(k, v) for k, v in space.items()),
+                      seeds=seeds, trials=trials, sampler=content.get("sampler", "tpe"),
+                      pruner=content.get("pruner", "median"),
+                      baseline=_overrides(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"),
+                      final_seeds=_seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage=storage,
+                      description=str(content.get("description") or ""), source=source)
+
+
+def yaml_value(text: str) -> Any:
+    """A command-line value read as YAML; text YAML cannot read stays text.
+
+    >>> yaml_value("8"), yaml_value("[1,2]"), yaml_value("sqlite:///a.db"), yaml_value("[1,")
+    (8, [1, 2], 'sqlite:///a.db', '[1,')
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
+    """The search ``name`` (a file in ``recipes/searches/`` or a path to a YAML file) with ``arguments`` applied."""
+    path = find_yaml(name, SEARCHES_SUBDIR)
+    if path is None:
+        raise SearchError(f"unknown search {name!r}; searches: {', '.join(available(SEARCHES_SUBDIR)) or '(none)'}")
+    try:
+        content = read_yaml(path, "search file")
+    except OmegaConfBaseException as error:
+        raise SearchError(f"search file {path} is not valid YAML: {' '.join(str(error).split())}") from None
+    return parse(content, Path(name).stem, path, arguments)
+
+
+def read_search(search_dir: Path) -> SearchSpec:
+    """The search recorded in ``search_dir/search.yaml``."""
+    path = Path(search_dir) / RECORD
+    if not path.is_file():
+        raise SearchError(f"{search_dir} is no search directory (no {RECORD}); istar-tune SEARCH starts one")
+    content = dict(yaml.safe_load(path.read_text()))
+    return parse({k: v for k, v in content.items() if k != "name"}, content["name"], path)
+
+
+def trial_dir(search_dir: Path, number: int) -> Path:
+    """``SEARCH_DIR/trials/NNNN``: trial ``number``'s folder, holding a run directory per seed.
+
+    >>> trial_dir(Path("runs/searches/s"), 7)
+    PosixPath('runs/searches/s/trials/0007')
+    """
+    return Path(search_dir) / TRIALS / f"{number:04d}"
+
+
+def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list[str]:
+    """The ``istar-run`` arguments of one trial's run: the fixed overrides, the sampled ``values``, the seed.
+
+    >>> spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
+    >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
+    ['recipe=rte', 'optim.lr=3e-05', 'seed=2']
+    """
+    return [*spec.fixed, *(f"{key}={_scalar(value)}" for key, value in values.items()), f"seed={seed}"]
+
+
+def check(spec: SearchSpec) -> None:
+    """Compose a trial's run at each corner of the space (and the baseline's run): an unknown key or a refused value
+    is one :class:`SearchError` line naming it, before anything is written or loaded."""
+    if not any(argument.startswith("data.validation_split=") for argument in spec.fixed):
+        raise SearchError("a search chooses on data held out of the training set: set data.validation_split "
+                          "(e.g. data.validation_split=0.1) in fixed or on the command line")
+    corners = max(len(d.corners()) for d in spec.space)
+    for index in range(corners):
+        values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
+        _compose(trial_arguments(spec, values, spec.seeds[0]), f"a trial ({_shown(values)})")
+    _compose([*spec.fixed, *spec.baseline, f"seed={spec.final_seeds[0]}"], "the baseline")
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items())
+
+
+def _compose(arguments: list[str], what: str) -> None:
+    try:
+        cfg = compose(arguments)
+    except ConfigError as error:
+        raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
+    if not cfg.data.validation_split:
+        raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")
+

@@ -1,0 +1,182 @@
+"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials.
+
+``SEARCH_DIR`` holds ``.istar-search`` (the marker), ``search.yaml`` (the search as it runs, written once; a later
+start with another search is refused, a larger ``trials`` budget extends it), the study's database (``study.db``,
+SQLite, unless the search names ``storage``: any SQLAlchemy URL or ``journal:PATH``, Optuna's journal file for
+clusters without a database server) and ``trials/NNNN/seed=S/``, one ordinary run directory per trial and seed.
+
+Workers claim trials one at a time under ``SEARCH_DIR/.claim.lock``: a trial the study lists as running whose
+``trials/NNNN/`` lock no live process holds (its worker was killed or preempted: the OS released its ``flock``) is
+resumed before any new trial is asked for, so a restarted worker continues where the killed one stopped, from its
+run directories' checkpoints, and no trial runs twice. A trial counts against the budget in every state.
+
+>>> import tempfile
+>>> from istar_plugin.config.searches import parse
+>>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
+...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"},
+...                         "criterion.zeta": {"choices": [0.2, 0.8]}}, "trials": 2}, name="demo")
+>>> folder = Path(tempfile.mkdtemp())
+>>> study = open_search(spec, folder)
+>>> sorted(p.name for p in folder.iterdir())
+['.istar-search', 'search.yaml', 'study.db']
+>>> claim = claim_trial(study, spec, folder)
+>>> values = sample(claim.trial, spec)
+>>> sorted(values), claim.trial.number, claim.resumed
+(['criterion.lam', 'criterion.zeta'], 0, False)
+>>> sorted(claim.trial.params)
+['criterion.lam (magnitude)', 'criterion.lam (sign)', 'criterion.zeta']
+>>> claim.release()
+>>> again = claim_trial(study, spec, folder)  # trial 0 is running and nobody holds it: resumed
+>>> again.trial.number, again.resumed, sample(again.trial, spec) == values
+(0, True, True)
+>>> again.release()
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import optuna
+import yaml
+
+from ..config import compose
+from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
+from ..metrics import better_sign, main_metric
+from ..storage.atomic import atomic_write_text
+from ..storage.lock import RunDirInUse, RunDirLock, waiting_lock
+from ..storage.ownership import SEARCH_MARKER, check_writable, mark
+
+CLAIM_LOCK = ".claim.lock"
+SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
+
+optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO lines repeat it
+
+
+def connect(url: str) -> optuna.storages.BaseStorage:
+    """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
+    or a missing driver is one :class:`SearchError` line naming the URL."""
+    try:
+        if url.startswith("journal:"):
+            from optuna.storages.journal import JournalFileBackend
+
+            return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
+        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {})
+    except ModuleNotFoundError as error:
+        raise SearchError(f"storage {url!r} needs the database driver {error.name!r}: pip install it") from None
+    except Exception as error:  # SQLAlchemy's many errors: unreachable host, refused login, bad URL
+        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
+        raise SearchError(f"cannot open the study's database {url!r}: {reason}") from None
+
+
+def direction(spec: SearchSpec) -> str:
+    """``maximize`` or ``minimize``: the task's main metric, from the fixed ``recipe``'s task.
+
+    >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
+    'maximize'
+    """
+    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
+    return "maximize" if better_sign(main_metric(task)) > 0 else "minimize"
+
+
+def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
+    """TPE or random sampling, seeded by the worker's index (workers propose different settings, reproducibly)."""
+    if spec.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=worker)
+    return optuna.samplers.TPESampler(seed=worker, n_startup_trials=min(10, max(2, spec.trials // 3)))
+
+
+def _pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
+    if spec.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=min(5, max(1, spec.trials // 4)))
+    if spec.pruner == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.Study:
+    """The search's study, created with its directory on the first call; the database is reached before anything is
+    written, and a directory recording another search is refused (a larger ``trials`` extends the budget)."""
+    search_dir = Path(search_dir)
+    check_writable(search_dir, SEARCH_MARKER, "search_dir")
+    recorded = search_dir / RECORD
+    if recorded.is_file():
+        before = read_search(search_dir)
+        changed = sorted(key for key, value in before.as_dict().items()
+                         if key != "trials" and spec.as_dict()[key] != value)
+        if changed or before.name != spec.name:
+            raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
+                              f"{', '.join(changed) or 'name'}); choose another search_dir=, nothing was changed")
+    search_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        storage = connect(spec.storage_url(search_dir))
+    except SearchError:
+        with contextlib.suppress(OSError):
+            search_dir.rmdir()  # created just now, still empty: nothing left behind
+        raise
+    mark(search_dir, SEARCH_MARKER, search=spec.name)
+    atomic_write_text(recorded, yaml.safe_dump({"name": spec.name, **spec.as_dict()}, sort_keys=False))
+    return optuna.create_study(study_name=spec.name, storage=storage, load_if_exists=True,
+                               direction=direction(spec), sampler=_sampler(spec, worker), pruner=_pruner(spec))
+
+
+def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
+    """The trial's config values (asked of the sampler once; a resumed trial gets its own values back), recorded
+    as the trial's ``values`` attribute."""
+    values = {}
+    for dimension in spec.space:
+        key = dimension.key
+        if dimension.choices:
+            values[key] = trial.suggest_categorical(key, list(dimension.choices))
+        elif dimension.integer:
+            values[key] = trial.suggest_int(key, int(dimension.low), int(dimension.high), log=dimension.log)
+        elif dimension.sign == "positive":
+            values[key] = trial.suggest_float(key, dimension.low, dimension.high, log=dimension.log)
+        else:
+            magnitude = trial.suggest_float(MAGNITUDE.format(key), dimension.low, dimension.high, log=True)
+            sign = -1 if dimension.sign == "negative" else trial.suggest_categorical(SIGN.format(key), [-1, 1])
+            values[key] = sign * magnitude
+    trial.set_user_attr(VALUES, values)
+    return values
+
+
+@dataclass
+class Claim:
+    """A trial this worker runs, holding the lock of its folder until :meth:`release`; ``resumed``: a killed
+    worker's trial taken over."""
+
+    trial: optuna.Trial
+    lock: RunDirLock
+    resumed: bool
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def claim_trial(study: optuna.Study, spec: SearchSpec, search_dir: Path) -> Optional[Claim]:
+    """The next trial for this worker: an orphaned running trial, else a new one while the budget lasts, else None."""
+    with waiting_lock(Path(search_dir) / CLAIM_LOCK):
+        trials = study.get_trials(deepcopy=False)
+        for frozen in trials:
+            if frozen.state == optuna.trial.TrialState.RUNNING:
+                lock = _try_lock(trial_dir(search_dir, frozen.number))
+                if lock is not None:
+                    # Optuna names a stored trial by its id, which FrozenTrial keeps private
+                    return Claim(optuna.Trial(study, frozen._trial_id), lock, resumed=True)
+        if len(trials) >= spec.trials:
+            return None
+        trial = study.ask()
+        lock = _try_lock(trial_dir(search_dir, trial.number))
+        if lock is None:  # a folder of this number held by a process outside the study: a bug, not a race
+            raise SearchError(f"trial {trial.number}'s folder {trial_dir(search_dir, trial.number)} is held by a "
+                              "process outside this study")
+        return Claim(trial, lock, resumed=False)
+
+
+def _try_lock(folder: Path) -> Optional[RunDirLock]:
+    try:
+        return RunDirLock(folder, role="trial folder").acquire()
+    except RunDirInUse:
+        return None

@@ -1,0 +1,168 @@
+"""One search trial as ordinary run directories, its pruning, and the worker that pulls trials from the study.
+
+A trial trains the search's fixed run with its sampled values once per seed, each into
+``SEARCH_DIR/trials/NNNN/seed=S`` through the run's own engine (locks, checkpoints, resume, ``results.json``),
+and scores the mean over seeds of the best validation score (the task's main metric on the part of the training set
+``data.validation_split`` holds out; early stopping's ``validation.best``). :class:`TrialPruning` reports every
+epoch's validation score to the study (seed ``i``'s step ``s`` as step ``i * 10**6 + s``) and, when the pruner
+judges the trial hopeless, stops the run after that epoch; the trial is then recorded as pruned. A run that diverges
+or is refused is recorded as failed with its one-line reason, never as a score. A stop signal leaves the trial
+running in the study, its checkpoint on disk: the next worker to start resumes it.
+
+:class:`SearchWorker` ``(search_dir, worker)`` claims trials until the budget is spent; it runs inline, as a local
+process or as a task of a SLURM job array (a preempted task is requeued and resumes its trial).
+
+>>> import optuna
+>>> study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
+>>> hook = TrialPruning(study.ask(), "accuracy", seed_index=1)
+>>> class View:
+...     step, control = 40, __import__("istar_plugin.hooks").hooks.TrainingControl()
+>>> view = View()
+>>> hook.on_validation(view, 0, {"accuracy": 0.4})
+>>> hook.pruned_at, view.control.stop_reason
+(40, 'pruned by the search: validation accuracy 0.4000 at step 40 (trial 0, seed index 1)')
+"""
+from __future__ import annotations
+
+import datetime
+import socket
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import optuna
+import submitit
+
+from ..config import compose
+from ..config.searches import FAILURE, SCORES, SearchSpec, read_search, trial_arguments, trial_dir
+from ..errors import RunError, Stopped, one_line
+from ..hooks import Hook, RunView
+from ..metrics import main_metric
+from ..registry import ENGINES
+from .study import Claim, claim_trial, open_search, sample
+
+SEED_STRIDE = 10 ** 6
+"""Seed ``i``'s intermediate values are reported at ``i * SEED_STRIDE + step``: the same place in every trial."""
+PROGRESS = "progress.log"
+
+
+class TrialPruning(Hook):
+    """Report each epoch's validation score to ``trial``; stop the run when the study's pruner says so."""
+
+    def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0):
+        self.trial, self.metric, self.seed_index = trial, metric, seed_index
+        self.pruned_at: Optional[int] = None
+
+    def on_fit_start(self, run: RunView) -> None:
+        if self.pruned_at is not None:  # resumed after the epoch that was pruned: stop again
+            run.control.request_stop(self._reason(float("nan"), self.pruned_at))
+
+    def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
+        value = float(metrics[self.metric])
+        self.trial.report(value, self.seed_index * SEED_STRIDE + run.step)
+        if self.trial.should_prune():
+            self.pruned_at = run.step
+            run.control.request_stop(self._reason(value, run.step))
+
+    def _reason(self, value: float, step: int) -> str:
+        return (f"pruned by the search: validation {self.metric} {value:.4f} at step {step} "
+                f"(trial {self.trial.number}, seed index {self.seed_index})")
+
+    def results(self) -> dict[str, Any]:
+        return {"search_trial": {"trial": self.trial.number, "pruned_at_step": self.pruned_at}}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pruned_at": self.pruned_at}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pruned_at = state.get("pruned_at")
+
+
+class TrialFailed(Exception):
+    """A trial's run was refused or diverged; the message is its one-line reason."""
+
+
+def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
+    """Train the trial's runs (one per seed, resuming any checkpoint) and return its score; raises
+    ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
+    scores = {}
+    for index, seed in enumerate(spec.seeds):
+        run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
+        try:
+            cfg = compose([*trial_arguments(spec, values, seed), f"output_dir={run_dir}"])
+            pruning = TrialPruning(trial, main_metric(cfg.task), index)
+            results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
+        except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
+            raise
+        except RunError as error:  # refused, diverged, a damaged checkpoint: one line, recorded as failed
+            raise TrialFailed(one_line(error)) from None
+        if pruning.pruned_at is not None:
+            raise optuna.TrialPruned(f"seed {seed} at step {pruning.pruned_at}")
+        scores[seed] = results["validation"]["best"]
+        trial.set_user_attr(SCORES, {str(s): v for s, v in scores.items()})
+    return statistics.fmean(scores.values())
+
+
+def describe_values(values: dict[str, Any]) -> str:
+    """``criterion.lam=-0.3162, criterion.zeta=0.8``: a trial's values in a progress line.
+
+    >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
+    'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
+    """
+    return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                     for key, value in values.items())
+
+
+class SearchWorker(submitit.helpers.Checkpointable):
+    """``SearchWorker()(search_dir, worker)``: run trials of the search in ``search_dir`` until its budget is spent;
+    returns how many it finished, pruned, failed. Every line it says goes to stdout and ``SEARCH_DIR/progress.log``.
+    ``checkpoint`` (inherited) resubmits the same call: a requeued worker resumes its trial."""
+
+    def __call__(self, search_dir: str, worker: int = 0) -> dict[str, int]:
+        search_dir_path = Path(search_dir)
+        spec = read_search(search_dir_path)
+        study = open_search(spec, search_dir_path, worker)
+        say = _progress(search_dir_path, worker)
+        counts: Counter = Counter()
+        while (claim := claim_trial(study, spec, search_dir_path)) is not None:
+            try:
+                counts[self._run(spec, search_dir_path, study, claim, say)] += 1
+            finally:
+                claim.release()
+        say(f"no trial left of {spec.trials}: " + ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+            if counts else f"no trial left of {spec.trials}")
+        return dict(counts)
+
+    @staticmethod
+    def _run(spec: SearchSpec, search_dir: Path, study: optuna.Study, claim: Claim, say: Callable[[str], None]) -> str:
+        trial = claim.trial
+        values = sample(trial, spec)
+        say(f"trial {trial.number} {'resumed' if claim.resumed else 'started'}: {describe_values(values)}")
+        try:
+            score = run_trial(spec, search_dir, trial, values)
+        except optuna.TrialPruned as pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            say(f"trial {trial.number} pruned ({pruned})")
+            return "pruned"
+        except TrialFailed as failure:
+            trial.set_user_attr(FAILURE, str(failure))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            say(f"trial {trial.number} failed: {failure}")
+            return "failed"
+        study.tell(trial, score)
+        best = study.best_trial
+        say(f"trial {trial.number} finished: validation score {score:.4f} (best so far {best.value:.4f}, "
+            f"trial {best.number})")
+        return "finished"
+
+
+def _progress(search_dir: Path, worker: int) -> Callable[[str], None]:
+    """A ``say`` printing ``line`` and appending it, stamped with time, host and worker, to ``progress.log``."""
+    def say(line: str) -> None:
+        print(line, flush=True)
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        with open(search_dir / PROGRESS, "a", encoding="utf-8") as log:
+            log.write(f"{stamp} {socket.gethostname()} worker {worker}: {line}\n")
+    return say
+

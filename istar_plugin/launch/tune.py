@@ -1,0 +1,143 @@
+"""``istar-tune``'s stages: workers pulling a search's trials (inline, local processes, a SLURM job array), then the
+final comparison of the chosen setting with the baseline on the evaluation split.
+
+Every worker runs :class:`~istar_plugin.launch.trial.SearchWorker` on the same search directory and study. The final
+stage is an ordinary grid in ``SEARCH_DIR/final`` (istar-grid's planning, resume, manifest and launchers): the best
+trial's setting (cells ``setting=trialN,seed=S``) and the baseline (``setting=baseline,seed=S``) at the search's
+``final_seeds``, trained as the trials were and scored once on the evaluation split; ``istar-report SEARCH_DIR``
+pairs them by seed. A later, better trial adds its own cells beside the earlier ones.
+
+>>> import optuna
+>>> from istar_plugin.config.searches import parse
+>>> spec = parse({"fixed": {"recipe": "rte", "data.validation_split": 0.1},
+...               "space": {"optim.lr": {"low": 1e-5, "high": 1e-4, "log": True}}, "final_seeds": [1, 2]}, "s")
+>>> study = optuna.create_study(direction="maximize")
+>>> lr = optuna.distributions.FloatDistribution(1e-5, 1e-4, log=True)
+>>> study.add_trial(optuna.trial.create_trial(params={"optim.lr": 3e-5}, distributions={"optim.lr": lr}, value=0.6,
+...                                           user_attrs={"values": {"optim.lr": 3e-5}}))
+>>> for cell in final_grid(spec, study).cells:
+...     print(cell.name, cell.arguments[-2:])
+setting=trial0,seed=1 ('optim.lr=3e-05', 'seed=1')
+setting=baseline,seed=1 ('criterion=cross_entropy', 'seed=1')
+setting=trial0,seed=2 ('optim.lr=3e-05', 'seed=2')
+setting=baseline,seed=2 ('criterion=cross_entropy', 'seed=2')
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import optuna
+import submitit
+
+from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, trial_arguments
+from ..storage.atomic import atomic_write_json
+from .grid import Cell, Grid
+from .options import LaunchOptions
+from .submit import POLL_S, sbatch_script
+from .trial import SearchWorker
+
+SUBMITIT_FOLDER = "submitit"
+WORKERS = "workers.json"
+UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
+
+
+def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) -> int:
+    """How many workers pull trials: ``workers=``, else ``local.parallelism`` (local), the profile's
+    ``array_parallelism`` (SLURM) or 1 (inline); never more than the budget."""
+    default = {"local": options.local.parallelism, "inline": 1,
+               "slurm": options.slurm.array_parallelism if options.slurm else 1}[options.launcher]
+    return max(1, min(workers or default, spec.trials))
+
+
+def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
+    """Run ``count`` workers and wait for them (inline, local); on SLURM queue them as one job array and return at
+    once. Returns the trials' outcomes (local, inline) or ``{}`` (SLURM); the job ids go to ``workers.json``."""
+    folder = search_dir / SUBMITIT_FOLDER
+    if options.launcher == "inline":
+        return SearchWorker()(str(search_dir), 0)
+    if options.launcher == "slurm":
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=options.slurm.max_requeues)
+        executor.update_parameters(**options.slurm.executor_parameters(job_name(search_dir)))
+        jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, list(range(count)))
+        _record_workers(search_dir, "slurm", [job.job_id for job in jobs])
+        say(f"queued {count} workers as SLURM job {jobs[0].job_id.split('_')[0]}; progress: "
+            f"{search_dir / 'progress.log'}")
+        return {}
+    executor = submitit.LocalExecutor(folder=folder, max_num_timeout=options.local.max_requeues)
+    executor.update_parameters(**{**options.local.executor_parameters(), "tasks_per_node": 1})
+    jobs = [executor.submit(SearchWorker(), str(search_dir), index) for index in range(count)]
+    _record_workers(search_dir, "local", [job.job_id for job in jobs])
+    say(f"started {count} local workers (logs in {folder})")
+    while not all(job.done() for job in jobs):
+        time.sleep(POLL_S)
+    outcomes: dict[str, int] = {}
+    for job in jobs:
+        error = job.exception()
+        if error is not None:
+            lines = [line for line in str(error).strip().splitlines() if line.strip()]
+            say(f"worker {job.job_id} stopped: {lines[-1] if lines else type(error).__name__} (log {job.paths.stderr})")
+            continue
+        for what, number in job.result().items():
+            outcomes[what] = outcomes.get(what, 0) + number
+    return outcomes
+
+
+def job_name(search_dir: Path) -> str:
+    return f"istar-tune-{search_dir.name}"[:64]
+
+
+def _record_workers(search_dir: Path, launcher: str, job_ids: list[str]) -> None:
+    path = search_dir / WORKERS
+    starts = json.loads(path.read_text()) if path.is_file() else []
+    starts.append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   "launcher": launcher, "job_ids": job_ids})
+    atomic_write_json(path, starts)
+
+
+def unfinished(study: optuna.Study, spec: SearchSpec) -> int:
+    """Trials of the budget not yet finished, pruned or failed (running, waiting, or not yet asked for)."""
+    trials = study.get_trials(deepcopy=False)
+    return sum(t.state in UNFINISHED for t in trials) + max(0, spec.trials - len(trials))
+
+
+def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
+    """The chosen setting (the best finished trial) and the baseline at ``final_seeds``, as grid cells."""
+    finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not finished:
+        states = ", ".join(f"{n} {s.name.lower()}" for s, n in _states(study).items()) or "no trial"
+        raise SearchError(f"no trial of search {spec.name} finished ({states}): there is no setting to compare")
+    best = study.best_trial
+    chosen = f"trial{best.number}"
+    cells = []
+    for seed in spec.final_seeds:
+        cells.append(Cell(f"setting={chosen},seed={seed}", tuple(trial_arguments(spec, best.user_attrs[VALUES], seed)),
+                          (("setting", chosen), ("seed", str(seed)))))
+        cells.append(Cell(f"setting=baseline,seed={seed}", (*spec.fixed, *spec.baseline, f"seed={seed}"),
+                          (("setting", "baseline"), ("seed", str(seed)))))
+    return Grid(f"{spec.name}-{FINAL}", tuple(cells))
+
+
+def _states(study: optuna.Study) -> dict[optuna.trial.TrialState, int]:
+    counts: dict[optuna.trial.TrialState, int] = {}
+    for trial in study.get_trials(deepcopy=False):
+        counts[trial.state] = counts.get(trial.state, 0) + 1
+    return counts
+
+
+def describe(spec: SearchSpec, search_dir: Path, options: LaunchOptions, count: int) -> str:
+    """The dry run: the search, its space and budget, its database and workers, and the workers' sbatch script."""
+    lines = [f"search {spec.name}: {spec.trials} trials of seeds {list(spec.seeds)} in {search_dir.resolve()}, "
+             f"sampler {spec.sampler}, pruner {spec.pruner}; {count} workers, launcher={options.launcher}",
+             f"  study database: {spec.storage_url(search_dir)}",
+             f"  every trial: {' '.join(spec.fixed)}"]
+    lines += [f"  {dimension.key}: {dimension.describe()}" for dimension in spec.space]
+    lines.append(f"  then the best setting and the baseline ({' '.join(spec.baseline)}) at seeds "
+                 f"{list(spec.final_seeds)} in {search_dir.resolve() / FINAL}, scored on the evaluation split")
+    if options.launcher == "slurm":
+        lines.append(f"sbatch script (one job array of {count} workers, profile {options.profile}):")
+        lines.append(sbatch_script(options.slurm, search_dir.resolve() / SUBMITIT_FOLDER, job_name(search_dir), count))
+    return "\n".join(lines)
