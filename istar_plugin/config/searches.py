@@ -309,6 +309,19 @@ def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list
     return [*spec.fixed, *(f"{key}={_scalar(value)}" for key, value in values.items()), f"seed={seed}"]
 
 
+def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
+    """The baseline run's arguments: the fixed overrides, but for the ``criterion.*`` keys of another criterion when
+    the baseline names its own, then the baseline's overrides and the seed.
+
+    >>> spec = SearchSpec("s", ("recipe=rte", "criterion=istar", "criterion.padding=include"), ())
+    >>> baseline_arguments(spec, seed=3)
+    ['recipe=rte', 'criterion=istar', 'criterion=cross_entropy', 'seed=3']
+    """
+    own_criterion = any(argument.startswith("criterion=") for argument in spec.baseline)
+    fixed = [a for a in spec.fixed if not (own_criterion and a.startswith("criterion."))]
+    return [*fixed, *spec.baseline, f"seed={seed}"]
+
+
 def check(spec: SearchSpec) -> None:
     """Compose a trial's run at each corner of the space (and the baseline's run): an unknown key or a refused value
     is one :class:`SearchError` line naming it, before anything is written or loaded."""
@@ -319,7 +332,7 @@ def check(spec: SearchSpec) -> None:
     for index in range(corners):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
         _compose(trial_arguments(spec, values, spec.seeds[0]), f"a trial ({_shown(values)})")
-    _compose([*spec.fixed, *spec.baseline, f"seed={spec.final_seeds[0]}"], "the baseline")
+    _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
 
 
 def _shown(values: dict[str, Any]) -> str:

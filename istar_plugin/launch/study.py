@@ -46,7 +46,7 @@ from ..config import compose
 from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
 from ..metrics import better_sign, main_metric
 from ..storage.atomic import atomic_write_text
-from ..storage.lock import RunDirInUse, RunDirLock, waiting_lock
+from ..storage.lock import RunDirInUse, RunDirLock, held_here, waiting_lock
 from ..storage.ownership import SEARCH_MARKER, check_writable, mark
 
 CLAIM_LOCK = ".claim.lock"
@@ -64,8 +64,10 @@ def connect(url: str) -> optuna.storages.BaseStorage:
 
             return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
         return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {})
-    except ModuleNotFoundError as error:
-        raise SearchError(f"storage {url!r} needs the database driver {error.name!r}: pip install it") from None
+    except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
+        drivers = {"postgresql": "psycopg2-binary", "mysql": "PyMySQL (with mysql+pymysql://)"}
+        driver = drivers.get(url.split(":")[0].split("+")[0], "the driver its URL names")
+        raise SearchError(f"storage {url!r} needs a database driver this Python lacks: pip install {driver}") from None
     except Exception as error:  # SQLAlchemy's many errors: unreachable host, refused login, bad URL
         reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
         raise SearchError(f"cannot open the study's database {url!r}: {reason}") from None
@@ -74,6 +76,7 @@ def connect(url: str) -> optuna.storages.BaseStorage:
 def direction(spec: SearchSpec) -> str:
     """``maximize`` or ``minimize``: the task's main metric, from the fixed ``recipe``'s task.
 
+    >>> from istar_plugin.config.searches import parse
     >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
     'maximize'
     """
@@ -176,6 +179,9 @@ def claim_trial(study: optuna.Study, spec: SearchSpec, search_dir: Path) -> Opti
 
 
 def _try_lock(folder: Path) -> Optional[RunDirLock]:
+    """The folder's lock, or None when another process holds it, or this one (a worker never claims a trial twice)."""
+    if held_here(folder):
+        return None
     try:
         return RunDirLock(folder, role="trial folder").acquire()
     except RunDirInUse:

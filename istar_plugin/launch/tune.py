@@ -33,7 +33,7 @@ from typing import Callable
 import optuna
 import submitit
 
-from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, trial_arguments
+from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_arguments, trial_arguments
 from ..storage.atomic import atomic_write_json
 from .grid import Cell, Grid
 from .options import LaunchOptions
@@ -116,7 +116,7 @@ def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
     for seed in spec.final_seeds:
         cells.append(Cell(f"setting={chosen},seed={seed}", tuple(trial_arguments(spec, best.user_attrs[VALUES], seed)),
                           (("setting", chosen), ("seed", str(seed)))))
-        cells.append(Cell(f"setting=baseline,seed={seed}", (*spec.fixed, *spec.baseline, f"seed={seed}"),
+        cells.append(Cell(f"setting=baseline,seed={seed}", tuple(baseline_arguments(spec, seed)),
                           (("setting", "baseline"), ("seed", str(seed)))))
     return Grid(f"{spec.name}-{FINAL}", tuple(cells))
 

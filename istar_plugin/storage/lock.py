@@ -138,6 +138,11 @@ class RunDirLock:
         self.release()
 
 
+def held_here(directory: str | os.PathLike) -> bool:
+    """Whether this process holds ``directory``'s lock (a second :class:`RunDirLock` would share it)."""
+    return os.path.realpath(directory) in _HELD
+
+
 def holder(directory: str | os.PathLike) -> Optional[str]:
     """``host H, pid P, since T`` of the other process holding ``directory``'s lock, None when none does (or this
     process holds it). Probing takes a shared lock for an instant, and only when no one holds it."""

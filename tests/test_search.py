@@ -1,0 +1,188 @@
+"""istar-tune's search files and refusals (one line each, nothing written), sampling, claiming and resuming trials,
+the final comparison's cells and the SLURM dry run; no model is trained here (tests/test_search_workers.py trains)."""
+import math
+
+import optuna
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from istar_plugin.cli import tune as cli
+from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, check, load, parse, read_search
+from istar_plugin.launch.study import claim_trial, open_search, sample
+from istar_plugin.launch.tune import final_grid, unfinished
+
+SPACE = {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"},
+         "criterion.zeta": {"choices": [0.2, 0.8]}}
+FIXED = {"recipe": "movie_snippets", "criterion": "istar", "data.validation_split": 0.25}
+
+
+def write_search(folder, **content):
+    path = folder / "s.yaml"
+    path.write_text(yaml.safe_dump({"fixed": FIXED, "space": SPACE, **content}))
+    return path
+
+
+def refused(capsys, *argv):
+    """Run istar-tune; returns (exit code, its stderr lines)."""
+    code = cli.main([str(a) for a in argv])
+    return code, capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("content, line", [
+    ({"trails": 4}, "istar-tune: error: search file {path}: unknown key 'trails'; keys: description, fixed, space, "
+                    "seeds, trials, sampler, pruner, baseline, final_seeds, storage"),
+    ({"space": {"criterion.lam": {"low": 1, "high": 0.1}}},
+     "istar-tune: error: space.criterion.lam: low must be below high, got low=1, high=0.1"),
+    ({"space": {"criterion.lam": {"low": -1, "high": 1, "log": True}}},
+     "istar-tune: error: space.criterion.lam: a log range needs 0 < low (a signed range: sign: both), got low=-1"),
+    ({"space": {"criterion.lam": {"low": 1, "high": 2, "scale": "log"}}},
+     "istar-tune: error: space.criterion.lam: unknown field 'scale'; fields: low, high, log, sign, int, choices"),
+    ({"space": {"criterion.lamda": {"low": 1, "high": 2}}},
+     "istar-tune: error: a trial (criterion.lamda=1.0) is refused: command line: unknown key 'criterion.lamda'; "
+     "allowed: distributed_cloud, lam, layers, name, padding, shrinkage_mode, shrinkage_points, zeta"),
+    ({"space": {"criterion.zeta": {"low": 0.5, "high": 2}}},
+     "istar-tune: error: a trial (criterion.zeta=2.0) is refused: criterion.zeta must lie in [0, 1], got 2.0"),
+    ({"pruner": "hyperband"}, "istar-tune: error: pruner 'hyperband' unknown; choose one of: median, halving, none"),
+    ({"seeds": [1, 1]}, "istar-tune: error: seeds names a seed twice: [1, 1]"),
+    ({"fixed": {"recipe": "movie_snippets"}},
+     "istar-tune: error: a search chooses on data held out of the training set: set data.validation_split (e.g. "
+     "data.validation_split=0.1) in fixed or on the command line"),
+    ({"storage": "redis://host/0"}, "istar-tune: error: storage 'redis://host/0' is no database URL; schemes: sqlite, "
+                                    "postgresql, mysql, journal (sqlite:///PATH, postgresql://..., mysql://..., "
+                                    "journal:PATH)"),
+    ({"fixed": {**FIXED, "criterion.zeta": 0.2}},
+     "istar-tune: error: criterion.zeta is both fixed and searched (seed: set seeds= instead); keep it in one place"),
+])
+def test_a_bad_search_file_is_one_line_and_writes_nothing(tmp_path, capsys, content, line):
+    path = write_search(tmp_path, **content)
+    code, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}")
+    assert (code, err) == (2, [line.format(path=path)])
+    assert not (tmp_path / "search").exists()
+
+
+def test_unknown_searches_keys_and_launch_options_are_refused_with_the_choices(tmp_path, capsys):
+    path = write_search(tmp_path)
+    assert refused(capsys, "nonesuch") == (2, ["istar-tune: error: unknown search 'nonesuch'; searches: rte_minilm, "
+                                               "sst2_minilm_demo"])
+    assert refused(capsys, path, "optim.lr=-1") == (2, [
+        "istar-tune: error: a trial (criterion.lam=-10.0, criterion.zeta=0.2) is refused: optim.lr=-1.0 is out of "
+        "range; allowed: > 0"])
+    assert refused(capsys, path, "workers=0") == (2, ["istar-tune: error: workers must be a positive integer, got '0'"])
+    assert refused(capsys, path, "launcher=cloud") == (2, ["istar-tune: error: launcher 'cloud' unknown; choose one "
+                                                           "of: inline, local, slurm"])
+    assert refused(capsys, path, "grid_dir=/tmp/x") == (2, ["istar-tune: error: grid_dir= is istar-grid's; "
+                                                            "istar-tune takes search_dir=DIR"])
+
+
+@pytest.mark.parametrize("url, line", [
+    ("postgresql://nobody@127.0.0.1:9/none", "istar-tune: error: storage 'postgresql://nobody@127.0.0.1:9/none' needs "
+                                             "a database driver this Python lacks: pip install psycopg2-binary"),
+    ("sqlite:////nonexistent-folder/x/study.db", "istar-tune: error: cannot open the study's database "
+                                                 "'sqlite:////nonexistent-folder/x/study.db': unable to open database "
+                                                 "file"),
+])
+def test_an_unreachable_database_is_one_line_and_leaves_nothing_behind(tmp_path, capsys, url, line):
+    pytest.importorskip("sqlalchemy")
+    path = write_search(tmp_path, storage=url)
+    code, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}", "launcher=inline")
+    assert (code, err) == (2, [line])
+    assert not (tmp_path / "search").exists()
+
+
+def test_a_search_directory_holding_another_search_or_foreign_files_is_refused(tmp_path, capsys):
+    path = write_search(tmp_path)
+    spec = load(str(path))
+    open_search(spec, tmp_path / "search")
+    changed = load(str(path), ["final_seeds=[1,2]"])
+    with pytest.raises(SearchError, match=r"holds another search \(s; differs at final_seeds\); choose another"):
+        open_search(changed, tmp_path / "search")
+    open_search(load(str(path), ["trials=40"]), tmp_path / "search")  # a larger budget extends the search
+    assert read_search(tmp_path / "search").trials == 40
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    code, err = refused(capsys, path, f"search_dir={tmp_path / 'mine'}", "launcher=inline")
+    assert code == 4 and err == [f"istar-tune: error: search_dir {tmp_path / 'mine'}: exists and holds files "
+                                 "istar_plugin did not write (notes.txt); choose a new or empty search_dir, nothing "
+                                 "was changed"]
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_command_line_keys_set_the_search_or_add_run_overrides(tmp_path):
+    spec = load(str(write_search(tmp_path)), ["trials=3", "seeds=[2,3]", "optim.lr=1e-4", "sampler=random"])
+    assert (spec.trials, spec.seeds, spec.final_seeds, spec.sampler) == (3, (2, 3), (2, 3), "random")
+    assert spec.fixed[-1] == "optim.lr=1e-4" and spec.baseline == ("criterion=cross_entropy",)
+    assert read_search_roundtrip(tmp_path, spec) == spec.as_dict()
+
+
+def read_search_roundtrip(tmp_path, spec):
+    open_search(spec, tmp_path / "roundtrip")
+    return read_search(tmp_path / "roundtrip").as_dict()
+
+
+@given(low=st.floats(1e-4, 1.0), span=st.floats(1.5, 1e3), sign=st.sampled_from(["positive", "negative", "both"]),
+       seed=st.integers(0, 2 ** 16))
+def test_sampled_values_lie_in_the_declared_range_with_the_declared_sign(low, span, sign, seed):
+    spec = SearchSpec("h", ("recipe=rte",), (Dimension("criterion.lam", low, low * span, log=True, sign=sign),))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    value = sample(study.ask(), spec)["criterion.lam"]
+    assert low * (1 - 1e-12) <= abs(value) <= low * span * (1 + 1e-12)
+    assert {"positive": value > 0, "negative": value < 0, "both": True}[sign]
+
+
+def test_a_killed_workers_trial_is_resumed_with_its_values_and_the_budget_counts_every_trial(tmp_path):
+    spec = load(str(write_search(tmp_path)), ["trials=2"])
+    study = open_search(spec, tmp_path / "search")
+    first = claim_trial(study, spec, tmp_path / "search")
+    values = sample(first.trial, spec)
+    second = claim_trial(study, spec, tmp_path / "search")  # trial 0 is held: a new trial
+    assert (first.trial.number, second.trial.number) == (0, 1)
+    assert claim_trial(study, spec, tmp_path / "search") is None  # both held, the budget spent
+    first.release()  # its worker dies: the OS drops the lock
+    resumed = claim_trial(study, spec, tmp_path / "search")
+    assert (resumed.trial.number, resumed.resumed, sample(resumed.trial, spec)) == (0, True, values)
+    assert unfinished(study, spec) == 2
+    study.tell(resumed.trial, 0.7)
+    study.tell(second.trial, state=optuna.trial.TrialState.PRUNED)
+    resumed.release()
+    second.release()
+    assert unfinished(study, spec) == 0 and claim_trial(study, spec, tmp_path / "search") is None
+
+
+def test_the_final_comparison_needs_a_finished_trial_and_runs_the_best_and_the_baseline(tmp_path):
+    spec = load(str(write_search(tmp_path)), ["final_seeds=[1,2,3]"])
+    study = open_search(spec, tmp_path / "search")
+    claim = claim_trial(study, spec, tmp_path / "search")
+    sample(claim.trial, spec)
+    study.tell(claim.trial, state=optuna.trial.TrialState.FAIL)
+    with pytest.raises(SearchError, match=r"no trial of search s finished \(1 fail\): there is no setting to compare"):
+        final_grid(spec, study)
+    for score in (0.6, 0.8, 0.7):
+        claim = claim_trial(study, spec, tmp_path / "search") or pytest.fail("budget")
+        values = sample(claim.trial, spec)
+        study.tell(claim.trial, score)
+        best = values if score == 0.8 else locals().get("best")
+    grid = final_grid(spec, study)
+    assert [cell.name for cell in grid.cells] == [f"setting={s},seed={seed}" for seed in (1, 2, 3)
+                                                  for s in ("trial2", "baseline")]
+    chosen = dict(a.split("=", 1) for a in grid.cells[0].arguments)
+    assert math.isclose(float(chosen["criterion.lam"]), best["criterion.lam"]) and chosen["seed"] == "1"
+    assert grid.cells[1].arguments[-2:] == ("criterion=cross_entropy", "seed=1")
+
+
+def test_the_dry_run_prints_the_plan_and_the_workers_sbatch_script_and_writes_nothing(tmp_path, capsys):
+    path = write_search(tmp_path, trials=6)
+    assert cli.main([str(path), f"search_dir={tmp_path / 'search'}", "slurm=local", "workers=3", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"search s: 6 trials of seeds [1] in {tmp_path / 'search'}, sampler tpe, pruner median; "
+                          "3 workers, launcher=slurm\n")
+    assert "  criterion.lam: 0.1 to 10 in magnitude on a log scale, either sign\n" in out
+    assert "#SBATCH --array=0-2%" in out and "submitit.core._submit" in out
+    assert not (tmp_path / "search").exists()
+
+
+def test_the_packaged_searches_compose_at_every_corner():
+    for name in ("rte_minilm", "sst2_minilm_demo"):
+        check(load(name))
+    assert parse({"fixed": FIXED, "space": SPACE}, "x").trials == 24
