@@ -27,6 +27,12 @@ needed). ``--archive DIR`` writes no report: it copies each grid's finished and 
 predictions, attempts and a summary of the metrics log; no weights) into DIR, small enough for git, where
 ``istar-report DIR`` reads them as the grid; a cell archived before with a different record is refused, nothing is
 archived (:mod:`istar_plugin.reports.records.archive`).
+
+``istar-report SEARCH_DIR`` (a directory ``istar-tune`` made: ``search.yaml`` beside its ``.istar-search`` marker)
+reports the search instead (:mod:`istar_plugin.reports.search_report`): every trial, the chosen setting against the
+baseline on the evaluation split paired by seed, the optimisation history and parameter importances, and where the
+study and the trials' run directories disagree, into DIR (default SEARCH_DIR/report), with the final grid's own
+report in DIR/final.
 """
 from __future__ import annotations
 
@@ -35,10 +41,12 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import ConfigError, RunDirError, one_line
+from ..errors import ConfigError, RunDirError, one_line, run_command
+from ..reports import search_report
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.records.archive import archive
 from ..reports.records.cells import collect
+from ..reports.records import searches
 from ..reports.paper.istar import PAPER_MODELS
 from ..reports.comparisons.versus_base import unpaired_predictions
 from ..reports.comparisons.versus_reference import parse_reference
@@ -68,6 +76,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as error:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
+    search_dirs = [directory for directory in args.grid_dirs if searches.is_search(directory)]
+    if search_dirs and (len(args.grid_dirs) > 1 or args.archive is not None):
+        print(f"istar-report: error: {search_dirs[0]} is a search directory: report it alone, without --archive "
+              f"(istar-report {search_dirs[0]})", file=sys.stderr)
+        return 2
+    if search_dirs:
+        return run_command("istar-report", lambda: report_search(search_dirs[0], args.out, args.paper_model,
+                                                                 args.reference))
     if args.archive is not None:
         return archive_grids(args.grid_dirs, args.archive)
     if args.out is None and len(args.grid_dirs) > 1:
@@ -104,6 +120,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"missing or failed cells: {len(problems)}")
     for path, reason in problems:
         print(f"  {path}: {reason}")
+    return 0
+
+
+def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[str], reference: Optional[str]) -> int:
+    """``istar-report SEARCH_DIR``: the search's report into ``out`` (default SEARCH_DIR/report), its summary on
+    stdout, each disagreement between the study and the run directories as a warning; nothing is written when the
+    search cannot be read."""
+    report = search_report.Report(searches.read(search_dir), paper_model, reference)
+    out = out or search_dir / "report"
+    check_writable(out, REPORT_MARKER, "--out")
+    mark(out, REPORT_MARKER, search=str(search_dir.resolve()))
+    unwritten = search_report.write_report(report, out)
+    print("\n".join(search_report.summary(report) + unwritten))
+    for row in report.disagreements:
+        print(f"istar-report: warning: {searches.problem_line(row)}", file=sys.stderr)
+    print(f"report in {out}")
     return 0
 
 

@@ -1,0 +1,198 @@
+"""What an ``istar-tune`` search recorded, read back: its study (Optuna's database: each trial's state, values and
+held-out score per seed), its trials' run directories and its final grid's cells, as one :class:`Search`; and where
+the study and the run directories disagree (:func:`disagreements`), listed instead of choosing between them.
+
+A search directory (:mod:`istar_plugin.config.searches`) holds ``search.yaml`` beside its marker
+(:func:`is_search`), the study's database, ``trials/NNNN/seed=S`` (one run directory per trial and seed) and
+``final/`` (the chosen setting and the baseline, an ordinary grid). Held-out scores are shown as percentages, as the
+grid reports show scores.
+
+>>> import optuna
+>>> pruned = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={15: 0.5,
+...                                    SEED_STRIDE + 30: 0.25})
+>>> pruned_at(pruned, seeds=(1, 2))  # its last report: seed index 1 (seed 2), optimizer step 30
+(2, 30)
+>>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8})
+'criterion.lam=-0.3162, criterion.zeta=0.8'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import optuna
+import sqlalchemy.exc
+import yaml
+
+from ...config import compose
+from ...config.searches import FINAL, RECORD, SCORES, TRIALS, SearchSpec, read_search, trial_dir
+from ...errors import RunDirError, one_line
+from ...metrics import main_metric
+from ...storage.ownership import SEARCH_MARKER
+from ...storage.results import RESULTS, ResultsError, read_results
+from .cells import Record, as_percent, collect
+
+__all__ = ["Search", "SEED_STRIDE", "STATES", "is_search", "read", "read_study", "describe_values", "pruned_at",
+           "disagreements", "problem_line"]
+
+SEED_STRIDE = 10 ** 6
+"""A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step`` (``istar-tune``'s pruning)."""
+STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
+          optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
+          optuna.trial.TrialState.WAITING: "waiting"}
+"""A trial's state as the report names it."""
+
+
+def is_search(directory: Path) -> bool:
+    """Whether ``directory`` is an ``istar-tune`` search directory: its ``search.yaml`` beside its marker."""
+    return (Path(directory) / RECORD).is_file() and (Path(directory) / SEARCH_MARKER).is_file()
+
+
+def read_study(spec: SearchSpec, search_dir: Path) -> optuna.Study:
+    """The search's study, read without creating anything: a missing database file, one that is no study database
+    or holds no study of the search's name is one :class:`~istar_plugin.errors.RunDirError` line."""
+    url = spec.storage_url(search_dir)
+    local = next((Path(url[len(scheme):]).expanduser() for scheme in ("sqlite:///", "journal:")
+                  if url.startswith(scheme)), None)
+    if local is not None and not local.is_file():
+        raise RunDirError(f"search directory {search_dir}: its study database {local} is missing (istar-tune writes "
+                          "it when the search starts); no report written")
+    try:
+        if url.startswith("journal:"):
+            from optuna.storages.journal import JournalFileBackend
+
+            storage = optuna.storages.JournalStorage(JournalFileBackend(str(local)))
+        else:
+            storage = optuna.storages.RDBStorage(url, skip_table_creation=True)
+        return optuna.load_study(study_name=spec.name, storage=storage)
+    except KeyError:
+        raise RunDirError(f"search directory {search_dir}: its study database {url} holds no study named "
+                          f"{spec.name}; no report written") from None
+    except (optuna.exceptions.OptunaError, sqlalchemy.exc.SQLAlchemyError, ImportError, RuntimeError, ValueError,
+            OSError) as error:
+        cause = error.__cause__ or error  # Optuna's storage errors wrap SQLAlchemy's, which wrap the driver's
+        reason = one_line(getattr(cause, "orig", None) or cause)[:300]
+        raise RunDirError(f"search directory {search_dir}: cannot read its study database {url}: {reason}; no "
+                          "report written") from None
+
+
+@dataclass
+class Search:
+    """A search as it stands: its record, its study, its task, and its final grid's records and problem cells."""
+
+    spec: SearchSpec
+    directory: Path
+    study: optuna.Study
+    task: str
+    final: Sequence[Record] = ()
+    final_problems: Sequence[tuple[str, str]] = ()
+
+    @cached_property
+    def trials(self) -> list[optuna.trial.FrozenTrial]:
+        return sorted(self.study.get_trials(deepcopy=False), key=lambda trial: trial.number)
+
+    @property
+    def metric(self) -> str:
+        """The task's main metric: what the trials were scored on, on the held-out split."""
+        return main_metric(self.task)
+
+    @property
+    def maximize(self) -> bool:
+        return self.study.direction == optuna.study.StudyDirection.MAXIMIZE
+
+    @cached_property
+    def best(self) -> Optional[optuna.trial.FrozenTrial]:
+        """The chosen trial: the study's best finished one, as ``istar-tune --final`` chose it."""
+        return self.study.best_trial if self.in_state("finished") else None
+
+    def percent(self, value: Optional[float]) -> Optional[float]:
+        """A held-out score as the reports show it (accuracy x100; a perplexity as it is)."""
+        return None if value is None else as_percent(self.task, self.metric, value)
+
+    def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
+        return [trial for trial in self.trials if STATES[trial.state] == state]
+
+    def counts(self) -> str:
+        """``3 finished, 1 pruned, 0 failed`` (and running or waiting trials, when there are any)."""
+        states = ["finished", "pruned", "failed", *(s for s in ("running", "waiting") if self.in_state(s))]
+        return ", ".join(f"{len(self.in_state(state))} {state}" for state in states)
+
+
+def read(search_dir: Path) -> Search:
+    """The search in ``search_dir``: its record, its study (:func:`read_study`) and its final grid's cells."""
+    search_dir = Path(search_dir)
+    try:
+        spec = read_search(search_dir)
+    except yaml.YAMLError as error:
+        raise RunDirError(f"search directory {search_dir}: {RECORD} is not valid YAML: {one_line(error)}") from None
+    study = read_study(spec, search_dir)
+    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
+    final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
+    return Search(spec, search_dir, study, task, final, problems)
+
+
+def describe_values(values: dict[str, Any]) -> str:
+    """A trial's config values in a line, floats to 4 significant digits (as ``istar-tune`` prints them)."""
+    return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                     for key, value in values.items())
+
+
+def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
+    """``(seed, optimizer step)`` of a trial's last reported validation score: where a pruned trial stopped."""
+    if not trial.intermediate_values:
+        return None
+    index, step = divmod(max(trial.intermediate_values), SEED_STRIDE)
+    return seeds[index] if index < len(seeds) else index, step
+
+
+def disagreements(search: Search) -> list[dict[str, Any]]:
+    """Where the study and the run directories disagree (``trial``, ``path`` relative to the search directory,
+    ``problem``): each finished trial's run of each seed must be finished, of that trial, and hold the study's score
+    as its ``validation.best``; each folder under ``trials/`` must be a trial of the study."""
+    rows = []
+    for trial in search.in_state("finished"):
+        scores = trial.user_attrs.get(SCORES) or {}
+        for seed in search.spec.seeds:
+            run = trial_dir(search.directory, trial.number) / f"seed={seed}"
+            problem = _run_problem(run, trial.number, scores.get(str(seed)))
+            if problem is not None:
+                rows.append({"trial": trial.number, "path": str(run.relative_to(search.directory)),
+                             "problem": problem})
+    numbers = {trial.number for trial in search.trials}
+    folder = search.directory / TRIALS
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if not entry.name.startswith(".") and not (entry.name.isdigit() and int(entry.name) in numbers):
+            rows.append({"trial": None, "path": str(entry.relative_to(search.directory)),
+                         "problem": f"is the folder of no trial of the study (its trials: {_span(numbers)})"})
+    return rows
+
+
+def _run_problem(run: Path, number: int, recorded: Optional[float]) -> Optional[str]:
+    try:
+        results = read_results(run / RESULTS, require_finished=True)
+    except ResultsError as error:
+        return error.problem if run.is_dir() else "the run directory is missing"
+    best = (results.validation or {}).get("best")
+    of_trial = (results.extra.get("search_trial") or {}).get("trial")
+    if of_trial != number:
+        return f"{RESULTS} is of trial {of_trial}, not {number}"
+    if recorded is None:
+        return f"the study records no score for this seed; {RESULTS} has validation.best {best}"
+    if best != recorded:
+        return f"{RESULTS} has validation.best {best}, the study recorded {recorded}"
+    return None
+
+
+def _span(numbers: set[int]) -> str:
+    return "none" if not numbers else f"{min(numbers)}-{max(numbers)}" if len(numbers) > 1 else str(min(numbers))
+
+
+def problem_line(row: dict[str, Any]) -> str:
+    """A disagreement as one line (``istar-report`` warns with it).
+
+    >>> problem_line({"trial": 2, "path": "trials/0002/seed=1", "problem": "the run directory is missing"})
+    'trial 2: trials/0002/seed=1: the run directory is missing'
+    """
+    return ("" if row["trial"] is None else f"trial {row['trial']}: ") + f"{row['path']}: {row['problem']}"

@@ -1,0 +1,366 @@
+"""Everything ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search (read by :mod:`.records.searches`), one
+declaration per output: :data:`TABLES` (``trials``, ``chosen``, ``problems``: markdown and CSV, :mod:`.tables`) and
+:data:`FIGURES` (``history.png``, ``importances.png``), then the final comparison's own grid report in ``OUT/final``
+(:mod:`.grid_report`).
+
+``trials`` lists every trial of the study: state, values, held-out score (the mean over seeds) and per-seed scores,
+where a pruned trial stopped, a failed trial's reason, its run directories and wall time. ``chosen``: the best
+finished trial (the one ``istar-tune --final`` scores) with its held-out score and, from ``final/``, its score per seed
+on the evaluation split against the baseline's, paired by seed as a grid report compares a setting with Base
+(:func:`~.comparisons.versus_base.compare`). ``problems``: where the study and the run directories disagree
+(:func:`~.records.searches.disagreements`). ``history.png``: the held-out score per trial and the best so far;
+``importances.png``: each searched parameter's fANOVA importance, once 2 trials finished. Scores are percentages, as
+in the grid reports.
+
+>>> rows = [{"setting": "trial1", "chosen": True, "values": "optim.lr=3e-05", "held_out": 71.25, "seed=1": 70.0,
+...          "mean": 70.0, "paired": None}]
+>>> print(chosen_table(rows, "accuracy"), end="")
+| setting | values | held-out accuracy | seed 1 | mean | Δ vs baseline | 95% interval | verdict | resampled |
+|---|---|---|---|---|---|---|---|---|
+| trial1 (chosen) | optim.lr=3e-05 | 71.25 | 70.00 | 70.00 | — | — | — | — |
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import statistics
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import optuna
+
+from ..config.searches import FAILURE, FINAL, SCORES, VALUES, trial_dir
+from ..errors import one_line
+from .comparisons.paired import LEVEL, PairedDifference, signed
+from .comparisons.versus_base import compare
+from .figures import save_png, single
+from .grid_report import write_report as write_grid_report
+from .records.cells import Record
+from .records.searches import STATES, Search, describe_values, disagreements, pruned_at
+from .records.settings import records_by_setting, settings
+from .tables import Table, write_table
+
+__all__ = ["Report", "SearchFigure", "TABLES", "FIGURES", "BASELINE", "write_report", "summary", "unwritten_figures",
+           "trial_rows", "chosen_rows", "chosen_table", "against_baseline", "history_points"]
+
+BASELINE = "baseline"
+"""The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
+FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
+IMPORTANCE_SEED = 0
+
+
+@dataclass
+class Report:
+    """What the outputs are computed from: the search and ``istar-report``'s options for the final grid's report;
+    what several outputs share is computed once."""
+
+    search: Search
+    paper_model: Optional[str] = None
+    reference: Optional[str] = None
+
+    @cached_property
+    def chosen(self) -> list[dict[str, Any]]:
+        return chosen_rows(self.search)
+
+    @cached_property
+    def disagreements(self) -> list[dict[str, Any]]:
+        return disagreements(self.search)
+
+    @cached_property
+    def importances(self) -> dict[str, float] | str:
+        """Each searched parameter's importance for the held-out score (fANOVA, seeded), largest first; else why
+        there is none."""
+        finished = len(self.search.in_state("finished"))
+        if finished < 2:
+            return f"fewer than 2 trials finished ({finished})"
+        if importlib.util.find_spec("sklearn") is None:
+            return "Optuna's fANOVA needs scikit-learn: pip install scikit-learn"
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
+        try:
+            shares = optuna.importance.get_param_importances(self.search.study, evaluator=evaluator)
+        except RuntimeError as error:  # "zero total variance": the finished trials' settings or scores are all alike
+            return f"fANOVA finds nothing to attribute ({one_line(error)})"
+        return {name: float(value) for name, value in shares.items()}
+
+
+def _shown(value: Any, spec: str = ".2f") -> str:
+    """A table cell: None as a dash, a float to ``spec``."""
+    return "—" if value is None else format(value, spec) if isinstance(value, float) else str(value)
+
+
+def _markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+    rows = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    return "\n".join(rows + ["| " + " | ".join(cells) + " |" for cells in lines]) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------- trials
+def _runs(search: Search, number: int) -> list[str]:
+    """The trial's run directories that exist, relative to the search directory."""
+    folder = trial_dir(search.directory, number)
+    if not folder.is_dir():
+        return []
+    return [str(path.relative_to(search.directory)) for path in sorted(folder.iterdir())
+            if path.is_dir() and not path.name.startswith(".")]
+
+
+def trial_rows(search: Search) -> list[dict[str, Any]]:
+    """One row per trial of the study in number order: its state, values, held-out score (the mean over seeds) and
+    per-seed scores (percent), where a pruned trial stopped, a failed trial's reason, run directories, wall time."""
+    rows = []
+    for trial in search.trials:
+        values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
+        state = STATES[trial.state]
+        stopped = pruned_at(trial, search.spec.seeds) if state == "pruned" else None
+        ended = trial.datetime_start is not None and trial.datetime_complete is not None
+        rows.append({"trial": trial.number, "state": state,
+                     **{dimension.key: values.get(dimension.key) for dimension in search.spec.space},
+                     "held_out": search.percent(trial.value) if state == "finished" else None,
+                     **{f"seed={seed}": search.percent(scores.get(str(seed))) for seed in search.spec.seeds},
+                     "pruned_seed": None if stopped is None else stopped[0],
+                     "pruned_step": None if stopped is None else stopped[1],
+                     "failure": trial.user_attrs.get(FAILURE), "runs": " ".join(_runs(search, trial.number)),
+                     "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None})
+    return rows
+
+
+def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
+    search = report.search
+    keys = [dimension.key for dimension in search.spec.space]
+    seeds = [f"seed={seed}" for seed in search.spec.seeds]
+    header = ["trial", "state", *keys, f"held-out {search.metric}", *(seed.replace("=", " ") for seed in seeds),
+              "pruned at", "failure", "run directories", "wall min"]
+    return _markdown_table(header, [
+        [str(row["trial"]), row["state"], *(_shown(row[key], ".4g") for key in keys), _shown(row["held_out"]),
+         *(_shown(row[seed]) for seed in seeds),
+         "—" if row["pruned_step"] is None else f"seed {row['pruned_seed']}, step {row['pruned_step']}",
+         _shown(row["failure"]), row["runs"] or "—",
+         _shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
+        for row in rows])
+
+
+def _trials_caption(report: Report) -> str:
+    search = report.search
+    return (f"Search {search.spec.name}: {len(search.trials)} trials of {search.spec.trials} ({search.counts()}), "
+            f"each scored on the {search.metric} of the split held out of the training set (percent; held-out: the "
+            f"mean over seeds {list(search.spec.seeds)}; {'higher' if search.maximize else 'lower'} is better).\n\n")
+
+
+# ------------------------------------------------------------------------------------------------- the choice
+def _final_runs(search: Search) -> dict[str, list[Record]]:
+    """Setting (``trialN``, ``baseline``, from each final cell's folder name) -> its finished runs, each setting a
+    variant of its own (two settings alike but for a key the grid does not tell apart stay apart)."""
+    runs: dict[str, list[Record]] = {}
+    for record in search.final:
+        setting = dict(part.partition("=")[::2] for part in Path(record.path).name.split(",")).get("setting", "")
+        if FINAL_SETTING.fullmatch(setting):
+            runs.setdefault(setting, []).append(replace(record, variant=setting))
+    return runs
+
+
+def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) -> Optional[PairedDifference]:
+    """A setting's final runs minus the baseline's, paired by seed (:func:`~.comparisons.versus_base.compare`)."""
+    if not runs or not baseline_runs:
+        return None
+    (setting,), (baseline,) = settings(runs), settings(baseline_runs)
+    return compare(setting, baseline, records_by_setting([*runs, *baseline_runs]))
+
+
+def chosen_rows(search: Search) -> list[dict[str, Any]]:
+    """The chosen setting, the baseline, then any earlier choice ``final/`` holds: each with its held-out score, its
+    score per seed on the evaluation split and a trial's paired difference to the baseline; none without a choice."""
+    if search.best is None:
+        return []
+    runs, chosen = _final_runs(search), f"trial{search.best.number}"
+    trials = {f"trial{trial.number}": trial for trial in search.trials}
+    earlier = sorted((s for s in runs if s not in (chosen, BASELINE)), key=lambda s: int(s[len("trial"):]))
+    seeds = sorted({*search.spec.final_seeds, *(record.seed for group in runs.values() for record in group)})
+    rows = []
+    for setting in [chosen, *([BASELINE] if BASELINE in runs else []), *earlier]:
+        scores = {record.seed: record.score for record in runs.get(setting, [])}
+        trial = trials.get(setting)
+        paired = None if setting == BASELINE else against_baseline(runs.get(setting, []), runs.get(BASELINE, []))
+        rows.append({"setting": setting, "chosen": setting == chosen,
+                     "values": " ".join(search.spec.baseline) if setting == BASELINE else
+                     describe_values((trial.user_attrs.get(VALUES) or {}) if trial else {}),
+                     "held_out": search.percent(trial.value) if trial else None,
+                     "metric": runs[setting][0].metric if setting in runs else None,
+                     **{f"seed={seed}": scores.get(seed) for seed in seeds},
+                     "mean": statistics.fmean(scores.values()) if scores else None,
+                     "paired_seeds": None if paired is None else len(paired.seeds),
+                     "difference": None if paired is None else paired.mean,
+                     **{key: getattr(paired, key, None) for key in ("low", "high", "verdict", "resampled")},
+                     "paired": paired})
+    return rows
+
+
+def chosen_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
+    """The chosen setting beside the baseline (:func:`chosen_rows`) as a Markdown table."""
+    seeds = [key for key in rows[0] if key.startswith("seed=")]
+    header = ["setting", "values", f"held-out {metric}", *(seed.replace("=", " ") for seed in seeds), "mean",
+              "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
+    return _markdown_table(header, [
+        [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], _shown(row["held_out"]),
+         *(_shown(row[seed]) for seed in seeds), _shown(row["mean"]),
+         *(("—",) * 4 if row["paired"] is None else (
+             signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"],
+             row["resampled"]))]
+        for row in rows])
+
+
+def _chosen_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
+    text = chosen_table(rows, report.search.metric)
+    if rows[0]["mean"] is None:
+        text += (f"\nfinal/ holds no finished cell of the chosen setting ({rows[0]['setting']}): istar-tune "
+                 f"{report.search.spec.name} --final scores it and the baseline on the evaluation split.\n")
+    return text
+
+
+def _chosen_caption(report: Report) -> str:
+    search = report.search
+    best, running = search.best, search.in_state("running")
+    return (f"Chosen: trial {best.number} ({describe_values(best.user_attrs.get(VALUES) or {})}), held-out "
+            f"{search.metric} {search.percent(best.value):.2f}, the best of {len(search.in_state('finished'))} "
+            f"finished trials ({search.counts()}{'; the choice may change' if running else ''}). On the evaluation "
+            f"split: each setting's score per seed (percent) and a trial's difference to the baseline "
+            f"({' '.join(search.spec.baseline)}), paired by seed, with its {LEVEL:.0%} bootstrap interval and verdict "
+            "at this sample size.\n\n")
+
+
+def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return (f"None: the runs of the {len(report.search.in_state('finished'))} finished trials hold the scores the "
+                "study recorded, and every folder under trials/ is a trial of the study.\n")
+    return _markdown_table(("trial", "path", "problem"),
+                           [[_shown(row["trial"]), row["path"], row["problem"]] for row in rows])
+
+
+# ------------------------------------------------------------------------------------------------- figures
+def history_points(search: Search) -> dict[str, list]:
+    """The optimisation history (percent): ``finished`` (trial, score), ``pruned`` (trial, its last reported
+    score), ``failed`` trial numbers and ``best`` (trial, best score so far) at each finished trial."""
+    sign = 1 if search.maximize else -1
+    points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
+    for trial in search.trials:
+        state = STATES[trial.state]
+        if state == "finished":
+            score = search.percent(trial.value)
+            best = points["best"][-1][1] if points["best"] else score
+            points["finished"].append((trial.number, score))
+            points["best"].append((trial.number, score if sign * score > sign * best else best))
+        elif state == "pruned" and trial.intermediate_values:
+            last = trial.intermediate_values[max(trial.intermediate_values)]
+            points["pruned"].append((trial.number, search.percent(last)))
+        elif state == "failed":
+            points["failed"].append(trial.number)
+    return points
+
+
+def _why_no_history(report: Report) -> Optional[str]:
+    points = history_points(report.search)
+    return None if points["finished"] or points["pruned"] or points["failed"] else "no trial of the study has ended"
+
+
+def _draw_history(report: Report, path: Path) -> Path:
+    search = report.search
+    points = history_points(search)
+    fig, ax = single(f"Search {search.spec.name}: optimisation history", "trial", f"held-out {search.metric}")
+    if points["finished"]:
+        ax.plot(*zip(*points["finished"]), "o", color="tab:blue", label="finished")
+        ax.step(*zip(*points["best"]), where="post", color="tab:green", label="best so far")
+    if points["pruned"]:
+        ax.plot(*zip(*points["pruned"]), "x", color="tab:orange", label="pruned (its last score)")
+    for index, number in enumerate(points["failed"]):
+        ax.axvline(number, color="tab:red", linestyle=":", label="failed" if index == 0 else None)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=8)
+    return save_png(fig, path)
+
+
+def _draw_importances(report: Report, path: Path) -> Path:
+    shares, search = report.importances, report.search
+    fig, ax = single(f"Search {search.spec.name}: parameter importances\n(fANOVA on the held-out {search.metric}, "
+                     f"{len(search.in_state('finished'))} finished trials)", "importance", "")
+    names = list(shares)[::-1]
+    ax.barh(names, [shares[name] for name in names], color="tab:blue")
+    for index, name in enumerate(names):
+        ax.text(shares[name], index, f" {shares[name]:.2f}", va="center", fontsize=8)
+    ax.set_xlim(0, 1.15)
+    return save_png(fig, path)
+
+
+@dataclass(frozen=True)
+class SearchFigure:
+    """One output figure: ``why_not(report)`` says why there is nothing to draw (None: ``draw`` draws it)."""
+
+    name: str
+    why_not: Callable[[Report], Optional[str]]
+    draw: Callable[[Report, Path], Path]
+
+
+TABLES = (
+    Table("trials", rows=lambda report: trial_rows(report.search), caption=_trials_caption,
+          markdown=_trials_markdown, always=True),
+    Table("chosen", rows=lambda report: report.chosen, caption=_chosen_caption, markdown=_chosen_markdown,
+          csv_rows=lambda report, rows: [{k: v for k, v in row.items() if k != "paired"} for row in rows],
+          absent=lambda report: f"chosen.md not written: no trial finished ({report.search.counts()})"),
+    Table("problems", rows=lambda report: report.disagreements, columns=("trial", "path", "problem"), always=True,
+          caption="Where the study and the trials' run directories disagree (listed, never averaged).\n\n",
+          markdown=_problems_markdown),
+)
+"""Every table ``istar-report SEARCH_DIR`` writes."""
+
+FIGURES = (
+    SearchFigure("history.png", _why_no_history, _draw_history),
+    SearchFigure("importances.png", lambda report: report.importances if isinstance(report.importances, str)
+                 else None, _draw_importances),
+)
+"""Every figure ``istar-report SEARCH_DIR`` draws where the study gives it something to draw."""
+
+
+def unwritten_figures(report: Report) -> list[str]:
+    """``NAME not written: WHY`` for each figure the study gives nothing to draw."""
+    return [f"{figure.name} not written: {why}" for figure in FIGURES if (why := figure.why_not(report)) is not None]
+
+
+def write_report(report: Report, out: Path) -> list[str]:
+    """Write every table and figure into ``out`` and the final grid's report into ``out/final``; returns a line
+    for each output not written, saying why."""
+    out.mkdir(parents=True, exist_ok=True)
+    absent = [write_table(table, report, out) for table in TABLES]
+    for figure in FIGURES:
+        if figure.why_not(report) is None:
+            figure.draw(report, out / figure.name)
+    if report.search.final:
+        write_grid_report(report.search.final, out / FINAL, report.paper_model, report.reference)
+    return [line for line in absent if line] + unwritten_figures(report)
+
+
+def summary(report: Report) -> list[str]:
+    """What ``istar-report SEARCH_DIR`` prints: the trials, the chosen setting and its held-out score, its paired
+    difference to the baseline on the evaluation split, and the final cells that did not finish."""
+    search = report.search
+    lines = [f"search {search.spec.name}: {len(search.trials)} of {search.spec.trials} trials ({search.counts()})"]
+    running = search.in_state("running")
+    if running:
+        lines.append("running: " + ", ".join(f"trial {trial.number} (since {trial.datetime_start:%Y-%m-%d %H:%M})"
+                                             for trial in running))
+    if not report.chosen:
+        return lines + ["chosen: none, no trial finished"]
+    chosen = report.chosen[0]
+    lines.append(f"chosen: trial {search.best.number} ({chosen['values']}), held-out {search.metric} "
+                 f"{chosen['held_out']:.2f}")
+    paired = chosen["paired"]
+    if paired is None:
+        lines.append(f"final: no paired comparison of {chosen['setting']} with the {BASELINE} in {FINAL}/ yet "
+                     f"(istar-tune {search.spec.name} --final runs it)")
+    else:
+        seeds = f"seed{'s' if len(paired.seeds) > 1 else ''} {', '.join(map(str, paired.seeds))}"
+        lines.append(f"final on the evaluation split, {chosen['setting']} - {BASELINE} paired by seed ({seeds}): "
+                     f"{signed(paired.mean)} [{signed(paired.low)}, {signed(paired.high)}] {paired.verdict} "
+                     f"({chosen['metric']} points; resampled {paired.resampled})")
+    if search.final or search.final_problems:
+        lines.append(f"final: {len(search.final)} cells finished, {len(search.final_problems)} missing or failed")
+        lines += [f"  {Path(path).relative_to(search.directory)}: {reason}" for path, reason in search.final_problems]
+    return lines
