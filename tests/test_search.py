@@ -186,3 +186,11 @@ def test_the_packaged_searches_compose_at_every_corner():
     for name in ("rte_minilm", "sst2_minilm_demo"):
         check(load(name))
     assert parse({"fixed": FIXED, "space": SPACE}, "x").trials == 24
+
+
+@pytest.mark.parametrize("text, reason", [("", "no mapping naming its search"), ("name: [", "not YAML"),
+                                          ("fixed: {}", "no mapping naming its search")])
+def test_a_damaged_search_record_is_one_line(tmp_path, text, reason):
+    (tmp_path / "search.yaml").write_text(text)
+    with pytest.raises(SearchError, match=rf"search.yaml is damaged \({reason}"):
+        read_search(tmp_path)

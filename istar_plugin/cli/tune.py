@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..config import available, compose
-from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, load, trial_arguments
+from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, describe_values, load, trial_arguments
 from ..errors import ConfigError, run_command
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..launch import submit as launch
 from ..launch.study import open_search
-from ..launch.trial import describe_values
 from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
 from ..storage.user_paths import expand_home, text_argument
 

@@ -42,6 +42,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
 from .composition import compose
+from ..storage.reading import CONFIG_FILE_BYTES, read_text
 from .recipes import available, find_yaml, read_yaml
 
 SEARCHES_SUBDIR = "searches"
@@ -49,6 +50,8 @@ RECORD = "search.yaml"
 """The search as it runs, in its directory (written once by ``istar-tune``)."""
 TRIALS, FINAL = "trials", "final"
 """``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
+SEED_STRIDE = 10 ** 6
+"""A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step``: the same place in every trial."""
 VALUES, SCORES, FAILURE = "values", "scores", "failure"
 """A trial's user attributes: its config values (a signed range's sign times magnitude), its validation score per
 seed, a failed trial's one-line reason."""
@@ -286,8 +289,23 @@ def read_search(search_dir: Path) -> SearchSpec:
     path = Path(search_dir) / RECORD
     if not path.is_file():
         raise SearchError(f"{search_dir} is no search directory (no {RECORD}); istar-tune SEARCH starts one")
-    content = dict(yaml.safe_load(path.read_text()))
+    try:
+        content = yaml.safe_load(read_text(path, "search record", SearchError, CONFIG_FILE_BYTES))
+    except yaml.YAMLError as error:
+        raise SearchError(f"{path} is damaged (not YAML: {' '.join(str(error).split())})") from None
+    if not isinstance(content, dict) or not isinstance(content.get("name"), str):
+        raise SearchError(f"{path} is damaged (no mapping naming its search): start a new search_dir")
     return parse({k: v for k, v in content.items() if k != "name"}, content["name"], path)
+
+
+def describe_values(values: dict[str, Any]) -> str:
+    """A trial's config values in a line, floats to 4 significant digits (progress lines and reports).
+
+    >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
+    'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
+    """
+    return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                     for key, value in values.items())
 
 
 def trial_dir(search_dir: Path, number: int) -> Path:

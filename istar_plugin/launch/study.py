@@ -34,7 +34,6 @@ run directories' checkpoints, and no trial runs twice. A trial counts against th
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -43,34 +42,17 @@ import optuna
 import yaml
 
 from ..config import compose
+from ..errors import ConfigError
 from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
 from ..metrics import better_sign, main_metric
 from ..storage.atomic import atomic_write_text
 from ..storage.lock import RunDirInUse, RunDirLock, held_here, waiting_lock
 from ..storage.ownership import SEARCH_MARKER, check_writable, mark
+from ..storage.study_database import connect
 
 CLAIM_LOCK = ".claim.lock"
 SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
 
-optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO lines repeat it
-
-
-def connect(url: str) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
-    or a missing driver is one :class:`SearchError` line naming the URL."""
-    try:
-        if url.startswith("journal:"):
-            from optuna.storages.journal import JournalFileBackend
-
-            return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {})
-    except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
-        drivers = {"postgresql": "psycopg2-binary", "mysql": "PyMySQL (with mysql+pymysql://)"}
-        driver = drivers.get(url.split(":")[0].split("+")[0], "the driver its URL names")
-        raise SearchError(f"storage {url!r} needs a database driver this Python lacks: pip install {driver}") from None
-    except Exception as error:  # SQLAlchemy's many errors: unreachable host, refused login, bad URL
-        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
-        raise SearchError(f"cannot open the study's database {url!r}: {reason}") from None
 
 
 def direction(spec: SearchSpec) -> str:
@@ -115,7 +97,7 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
     search_dir.mkdir(parents=True, exist_ok=True)
     try:
         storage = connect(spec.storage_url(search_dir))
-    except SearchError:
+    except ConfigError:
         with contextlib.suppress(OSError):
             search_dir.rmdir()  # created just now, still empty: nothing left behind
         raise

@@ -35,15 +35,22 @@ import optuna
 import submitit
 
 from ..config import compose
-from ..config.searches import FAILURE, SCORES, SearchSpec, read_search, trial_arguments, trial_dir
+from ..config.searches import (
+    FAILURE,
+    SCORES,
+    SEED_STRIDE,
+    SearchSpec,
+    describe_values,
+    read_search,
+    trial_arguments,
+    trial_dir,
+)
 from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric
 from ..registry import ENGINES
 from .study import Claim, claim_trial, open_search, sample
 
-SEED_STRIDE = 10 ** 6
-"""Seed ``i``'s intermediate values are reported at ``i * SEED_STRIDE + step``: the same place in every trial."""
 PROGRESS = "progress.log"
 
 
@@ -102,16 +109,6 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
         scores[seed] = results["validation"]["best"]
         trial.set_user_attr(SCORES, {str(s): v for s, v in scores.items()})
     return statistics.fmean(scores.values())
-
-
-def describe_values(values: dict[str, Any]) -> str:
-    """``criterion.lam=-0.3162, criterion.zeta=0.8``: a trial's values in a progress line.
-
-    >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
-    'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
-    """
-    return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                     for key, value in values.items())
 
 
 class SearchWorker(submitit.helpers.Checkpointable):

@@ -31,14 +31,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import optuna
 
-from ..config.searches import FAILURE, FINAL, SCORES, VALUES, trial_dir
+from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values, trial_dir
 from ..errors import one_line
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
 from .figures import save_png, single
 from .grid_report import write_report as write_grid_report
 from .records.cells import Record
-from .records.searches import STATES, Search, describe_values, disagreements, pruned_at
+from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import records_by_setting, settings
 from .tables import Table, write_table
 

@@ -12,8 +12,6 @@ grid reports show scores.
 ...                                    SEED_STRIDE + 30: 0.25})
 >>> pruned_at(pruned, seeds=(1, 2))  # its last report: seed index 1 (seed 2), optimizer step 30
 (2, 30)
->>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8})
-'criterion.lam=-0.3162, criterion.zeta=0.8'
 """
 from __future__ import annotations
 
@@ -27,18 +25,16 @@ import sqlalchemy.exc
 import yaml
 
 from ...config import compose
-from ...config.searches import FINAL, RECORD, SCORES, TRIALS, SearchSpec, read_search, trial_dir
+from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import RunDirError, one_line
 from ...metrics import main_metric
 from ...storage.ownership import SEARCH_MARKER
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import Record, as_percent, collect
 
-__all__ = ["Search", "SEED_STRIDE", "STATES", "is_search", "read", "read_study", "describe_values", "pruned_at",
+__all__ = ["Search", "STATES", "is_search", "read", "read_study", "pruned_at",
            "disagreements", "problem_line"]
 
-SEED_STRIDE = 10 ** 6
-"""A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step`` (``istar-tune``'s pruning)."""
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
           optuna.trial.TrialState.WAITING: "waiting"}
@@ -131,12 +127,6 @@ def read(search_dir: Path) -> Search:
     task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
     final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
     return Search(spec, search_dir, study, task, final, problems)
-
-
-def describe_values(values: dict[str, Any]) -> str:
-    """A trial's config values in a line, floats to 4 significant digits (as ``istar-tune`` prints them)."""
-    return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                     for key, value in values.items())
 
 
 def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:

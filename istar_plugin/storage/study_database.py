@@ -1,0 +1,38 @@
+"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``).
+
+>>> import tempfile
+>>> storage = connect(f"journal:{tempfile.mkdtemp()}/study.journal")
+>>> type(storage).__name__
+'JournalStorage'
+>>> connect("sqlite:////nonexistent-folder/x/study.db")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.errors.ConfigError: cannot open the study's database 'sqlite:////nonexistent-folder/x/study.db': unable ...
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import optuna
+from optuna.storages.journal import JournalFileBackend
+
+from ..errors import ConfigError
+
+optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO lines repeat it
+
+
+def connect(url: str) -> optuna.storages.BaseStorage:
+    """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
+    or a missing driver is one :class:`ConfigError` line naming the URL."""
+    try:
+        if url.startswith("journal:"):
+            return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
+        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {})
+    except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
+        drivers = {"postgresql": "psycopg2-binary", "mysql": "PyMySQL (with mysql+pymysql://)"}
+        driver = drivers.get(url.split(":")[0].split("+")[0], "the driver its URL names")
+        raise ConfigError(f"storage {url!r} needs a database driver this Python lacks: pip install {driver}") from None
+    except Exception as error:  # SQLAlchemy's many errors: unreachable host, refused login, bad URL
+        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
+        raise ConfigError(f"cannot open the study's database {url!r}: {reason}") from None
