@@ -21,6 +21,9 @@ process or as a task of a SLURM job array (a preempted task is requeued and resu
 >>> hook.on_validation(view, 0, {"accuracy": 0.4})
 >>> hook.pruned_at, view.control.stop_reason
 (40, 'pruned by the search: validation accuracy 0.4000 at step 40 (trial 0, seed index 1)')
+>>> last = TrialPruning(study.ask(), "accuracy", last_epoch=2)  # the trial's last epoch: never pruned
+>>> last.on_validation(view, 2, {"accuracy": 0.4}); last.pruned_at is None
+True
 """
 from __future__ import annotations
 
@@ -55,10 +58,11 @@ PROGRESS = "progress.log"
 
 
 class TrialPruning(Hook):
-    """Report each epoch's validation score to ``trial``; stop the run when the study's pruner says so."""
+    """Report each epoch's validation score to ``trial``; stop the run when the study's pruner says so, except after
+    ``last_epoch`` (the trial's very last epoch: stopping there saves nothing and loses a finished trial)."""
 
-    def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0):
-        self.trial, self.metric, self.seed_index = trial, metric, seed_index
+    def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0, last_epoch: Optional[int] = None):
+        self.trial, self.metric, self.seed_index, self.last_epoch = trial, metric, seed_index, last_epoch
         self.pruned_at: Optional[int] = None
 
     def on_fit_start(self, run: RunView) -> None:
@@ -68,7 +72,7 @@ class TrialPruning(Hook):
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
         value = float(metrics[self.metric])
         self.trial.report(value, self.seed_index * SEED_STRIDE + run.step)
-        if self.trial.should_prune():
+        if epoch != self.last_epoch and self.trial.should_prune():
             self.pruned_at = run.step
             run.control.request_stop(self._reason(value, run.step))
 
@@ -98,7 +102,8 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
         try:
             cfg = compose([*trial_arguments(spec, values, seed), f"output_dir={run_dir}"])
-            pruning = TrialPruning(trial, main_metric(cfg.task), index)
+            last_epoch = cfg.optim.epochs - 1 if index == len(spec.seeds) - 1 else None
+            pruning = TrialPruning(trial, main_metric(cfg.task), index, last_epoch)
             results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
         except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
             raise
