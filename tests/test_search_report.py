@@ -122,7 +122,7 @@ def test_every_trial_is_listed_with_its_state_values_scores_and_runs(reported):
     root, out, *_ = reported
     table = rows(out / "trials.csv")
     assert list(table[0]) == ["trial", "state", "criterion.lam", "criterion.zeta", "held_out", "seed=1", "seed=2",
-                              "pruned_seed", "pruned_step", "failure", "runs", "wall_s"]
+                              "pruned_seed", "pruned_step", "failure", "runs", "wall_s", "penalised_isoscore"]
     assert [(row["trial"], row["state"], row["criterion.lam"], row["held_out"], row["seed=1"], row["seed=2"])
             for row in table] == [
         ("0", "finished", "-0.5", "62.0", "60.0", "64.0"), ("1", "finished", "0.25", "72.0", "70.0", "74.0"),
@@ -272,3 +272,19 @@ def test_an_out_folder_of_user_files_is_refused_and_a_search_is_reported_alone(t
     assert capsys.readouterr().err.splitlines() == [
         f"istar-report: error: {root} is a search directory: report it alone, without --archive "
         f"(istar-report {root})"]
+
+
+def test_a_penalty_on_chosen_layers_shows_their_eval_isoscore_per_trial(tmp_path):
+    root = build(tmp_path / "layered")
+    for seed, per_layer in ((1, [0.3, 0.01, 0.05]), (2, [0.3, 0.02, 0.06])):  # medians over layers 2-3: 0.03, 0.04
+        path = root / "trials" / "0000" / f"seed={seed}" / "results.json"
+        record = json.loads(path.read_text())
+        record["criterion"]["layers"] = [2, 3]
+        record["eval_isoscore_star_per_layer"] = per_layer
+        path.write_text(json.dumps(record))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert report_cli.main([str(root)]) == 0
+    table = rows(root / "report" / "trials.csv")
+    assert [row["penalised_isoscore"] for row in table] == ["0.035", "", "", "", "", ""]
+    header = (root / "report" / "trials.md").read_text().splitlines()[2]
+    assert "| held-out accuracy | seed 1 | seed 2 | penalised layers' eval IsoScore* | pruned at |" in header

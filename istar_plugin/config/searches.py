@@ -57,7 +57,7 @@ VALUES, SCORES, FAILURE = "values", "scores", "failure"
 seed, a failed trial's one-line reason."""
 FILE_KEYS = ("description", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline", "final_seeds",
              "storage")
-SAMPLERS = ("tpe", "random")
+SAMPLERS = ("tpe", "random", "qmc")
 PRUNERS = ("median", "halving", "none")
 SIGNS = ("positive", "negative", "both")
 STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "journal")

@@ -67,9 +67,12 @@ def direction(spec: SearchSpec) -> str:
 
 
 def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
-    """TPE or random sampling, seeded by the worker's index (workers propose different settings, reproducibly)."""
+    """TPE, random or quasi-random (scrambled Sobol: a range covered evenly, to map a response rather than chase its
+    best) sampling, seeded by the worker's index (workers propose different settings, reproducibly)."""
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=worker)
+    if spec.sampler == "qmc":
+        return optuna.samplers.QMCSampler(seed=worker, scramble=True)
     return optuna.samplers.TPESampler(seed=worker, n_startup_trials=min(10, max(2, spec.trials // 3)))
 
 

@@ -33,11 +33,13 @@ import optuna
 
 from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values, trial_dir
 from ..errors import one_line
+from ..storage.results import RESULTS, ResultsError, read_results
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
 from .figures import save_png, single
 from .grid_report import write_report as write_grid_report
 from .records.cells import Record
+from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import records_by_setting, settings
 from .tables import Table, write_table
@@ -105,9 +107,29 @@ def _runs(search: Search, number: int) -> list[str]:
             if path.is_dir() and not path.name.startswith(".")]
 
 
+def penalised_isoscore(search: Search, number: int) -> Optional[float]:
+    """The median over the layers the trial's penalty acts on (``criterion.layers``) of their eval IsoScore*, averaged
+    over the trial's finished runs; None for a penalty on every layer or without a finished run.
+
+    Did the penalty move the layers it acts on, and from which lambda? (A measurement on the evaluation split, never
+    used to choose.)"""
+    medians = []
+    for run in _runs(search, number):
+        try:
+            results = read_results(search.directory / run / RESULTS, require_finished=True)
+        except ResultsError:
+            continue
+        layers = (results.criterion or {}).get("layers")
+        scores = layer_isoscores(search.directory / run, layers) if layers else None
+        if scores:
+            medians.append(statistics.median(scores))
+    return statistics.fmean(medians) if medians else None
+
+
 def trial_rows(search: Search) -> list[dict[str, Any]]:
     """One row per trial of the study in number order: its state, values, held-out score (the mean over seeds) and
-    per-seed scores (percent), where a pruned trial stopped, a failed trial's reason, run directories, wall time."""
+    per-seed scores (percent), where a pruned trial stopped, a failed trial's reason, run directories, wall time, and
+    for a penalty on chosen layers their eval IsoScore* (:func:`penalised_isoscore`)."""
     rows = []
     for trial in search.trials:
         values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
@@ -121,7 +143,8 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      "pruned_seed": None if stopped is None else stopped[0],
                      "pruned_step": None if stopped is None else stopped[1],
                      "failure": trial.user_attrs.get(FAILURE), "runs": " ".join(_runs(search, trial.number)),
-                     "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None})
+                     "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None,
+                     "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
 
 
@@ -129,11 +152,13 @@ def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     search = report.search
     keys = [dimension.key for dimension in search.spec.space]
     seeds = [f"seed={seed}" for seed in search.spec.seeds]
+    layered = any(row["penalised_isoscore"] is not None for row in rows)
     header = ["trial", "state", *keys, f"held-out {search.metric}", *(seed.replace("=", " ") for seed in seeds),
-              "pruned at", "failure", "run directories", "wall min"]
+              *(["penalised layers' eval IsoScore*"] if layered else []), "pruned at", "failure", "run directories",
+              "wall min"]
     return _markdown_table(header, [
         [str(row["trial"]), row["state"], *(_shown(row[key], ".4g") for key in keys), _shown(row["held_out"]),
-         *(_shown(row[seed]) for seed in seeds),
+         *(_shown(row[seed]) for seed in seeds), *([_shown(row["penalised_isoscore"], ".3g")] if layered else []),
          "—" if row["pruned_step"] is None else f"seed {row['pruned_seed']}, step {row['pruned_step']}",
          _shown(row["failure"]), row["runs"] or "—",
          _shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
