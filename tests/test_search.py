@@ -194,3 +194,26 @@ def test_a_damaged_search_record_is_one_line(tmp_path, text, reason):
     (tmp_path / "search.yaml").write_text(text)
     with pytest.raises(SearchError, match=rf"search.yaml is damaged \({reason}"):
         read_search(tmp_path)
+
+
+def test_a_held_out_evaluation_reads_the_training_file_alone_and_scores_the_validation_share(shared_data, tmp_path):
+    from istar_plugin.config import compose
+    from istar_plugin.config.views import data_config
+    from istar_plugin.data.packaged import seeded_split
+    from istar_plugin.registry import TASKS
+
+    only_train = tmp_path / "sst2"
+    only_train.mkdir()
+    (only_train / "train.tsv").write_text((shared_data / "sst2" / "train.tsv").read_text())
+    arguments = ["recipe=sst2", "data.source=files", f"data.dir={only_train}", "data.max_train_samples=40",
+                 "data.validation_split=0.25"]
+    task = TASKS.build("sst2", data_config(compose([*arguments, "data.eval_split=held_out"])))
+    train = task.load("train")
+    assert task.load("eval") == seeded_split(train, 0.25, 0)[1] and len(task.load("eval")) == 10
+    assert task.source_of("eval") == f"{only_train / 'train.tsv'} (held out: data.validation_split=0.25, " \
+                                     "data.split_seed=0)"
+    with pytest.raises(Exception, match="dev"):  # the evaluation split proper is missing here
+        TASKS.build("sst2", data_config(compose(arguments))).load("eval")
+    with pytest.raises(Exception, match=r"data.eval_split=held_out evaluates on the share of the training set that "
+                                        r"data.validation_split holds out: set data.validation_split \(e.g. 0.1\)"):
+        compose(["recipe=sst2", "data.eval_split=held_out"])

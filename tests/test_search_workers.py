@@ -54,6 +54,8 @@ def assert_study_and_directories_agree(search_dir, trials):
         results = read_results(trial_dir(search_dir, trial.number) / "seed=1" / "results.json", require_finished=True)
         assert results.validation["best"] == trial.user_attrs["scores"]["1"] == trial.value
         assert results.criterion["lam"] == pytest.approx(trial.user_attrs["values"]["criterion.lam"])
+        record = json.loads((trial_dir(search_dir, trial.number) / "seed=1" / "results.json").read_text())
+        assert record["data"]["eval"]["source"].endswith("(held out: data.validation_split=0.25, data.split_seed=0)")
     return study
 
 

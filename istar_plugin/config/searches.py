@@ -50,6 +50,9 @@ RECORD = "search.yaml"
 """The search as it runs, in its directory (written once by ``istar-tune``)."""
 TRIALS, FINAL = "trials", "final"
 """``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
+TRIAL_EVALUATION = "data.eval_split=held_out"
+"""What every trial's run adds: it is evaluated on the share of its training set held out, never on the evaluation
+split, which only the final comparison scores."""
 SEED_STRIDE = 10 ** 6
 """A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step``: the same place in every trial."""
 VALUES, SCORES, FAILURE = "values", "scores", "failure"
@@ -318,7 +321,8 @@ def trial_dir(search_dir: Path, number: int) -> Path:
 
 
 def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list[str]:
-    """The ``istar-run`` arguments of one trial's run: the fixed overrides, the sampled ``values``, the seed.
+    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed (a trial
+    adds :data:`TRIAL_EVALUATION`).
 
     >>> spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
     >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
@@ -349,7 +353,7 @@ def check(spec: SearchSpec) -> None:
     corners = max(len(d.corners()) for d in spec.space)
     for index in range(corners):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
-        _compose(trial_arguments(spec, values, spec.seeds[0]), f"a trial ({_shown(values)})")
+        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({_shown(values)})")
     _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..data.config import DataConfig
-from ..data.task import check_validation_split
+from ..data.task import HELD_OUT, check_validation_split
 from ..errors import ConfigError
 from ..models.config import ModelConfig
 from ..models.preflight import model_width
@@ -101,6 +101,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"patience={cfg.patience} needs a positive patience and a validation set, e.g. "
                           "data.validation_split=0.3 "
                           f"(got data.validation_split={cfg.data.validation_split})")
+    if cfg.data.eval_split == HELD_OUT and not cfg.data.validation_split:
+        raise ConfigError(f"data.eval_split={HELD_OUT} evaluates on the share of the training set that "
+                          "data.validation_split holds out: set data.validation_split (e.g. 0.1)")
     if cfg.data.validation_split and cfg.data.max_train_samples:  # else checked once the training set is read
         check_validation_split(cfg.data.validation_split, cfg.data.max_train_samples,
                                f"data.max_train_samples={cfg.data.max_train_samples} keeps")

@@ -44,7 +44,8 @@ class DataConfig:
     dir: Optional[str] = setting(None, help="source=files: the folder holding the task's files")
     train_file: Optional[str] = setting(None, help="source=files: the training split's file (instead of dir)")
     eval_file: Optional[str] = setting(None, help="source=files: the evaluation split's file (instead of dir)")
-    eval_split: Optional[str] = setting(None, help="the split evaluated on; None: the task's own choice")
+    eval_split: Optional[str] = setting(None, help="the split evaluated on; None: the task's own choice; held_out: the "
+                                                   "share validation_split holds out of the training set")
     cache_dir: Optional[str] = setting(None, help=f"where hub data are cached; None: ${CACHE_ENV_VAR}, else "
                                                   "~/.cache/istar_plugin")
     max_train_samples: Optional[int] = setting(None, help="keep the first N training examples; None: all", low=1,

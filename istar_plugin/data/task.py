@@ -25,9 +25,12 @@ from ..registry import TASKS
 from ..storage.reading import reading
 from .config import DataConfig
 from .hub import HubDataset, HubLoader, read_hub_split
-from .packaged import PackagedArchive, fetch_archive
+from .packaged import PackagedArchive, fetch_archive, seeded_split
 from .readers import DataError, Located, read_jsonl, read_parquet, read_tsv
 
+HELD_OUT = "held_out"
+"""``data.eval_split=held_out``: the run is evaluated on the share of its training set ``data.validation_split`` holds
+out, and never reads the evaluation split (``istar-tune``'s trials)."""
 SPLITS = ("train", "eval")
 
 
@@ -91,7 +94,12 @@ class Task:
         return "train" if split == "train" else self.cfg.eval_split or self.eval_split
 
     def load(self, split: str) -> list[dict]:
-        """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``."""
+        """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``; with
+        ``data.eval_split=held_out`` the evaluation examples are the share of the training set ``validation_split``
+        holds out (the evaluation split is not read)."""
+        if split == "eval" and self.cfg.eval_split == HELD_OUT:
+            _, held_out = seeded_split(self.load("train"), self.cfg.validation_split, self.cfg.split_seed)
+            return held_out[:self.cfg.max_eval_samples]
         split_name = self.split_name(split)
         if self.cfg.source not in self.sources:
             raise ConfigError(
@@ -119,6 +127,9 @@ class Task:
 
     def source_of(self, split: str) -> str:
         """Where ``split`` is read from: the file's path, or the hub data set and split."""
+        if split == "eval" and self.cfg.eval_split == HELD_OUT:
+            return (f"{self.source_of('train')} (held out: data.validation_split={self.cfg.validation_split}, "
+                    f"data.split_seed={self.cfg.split_seed})")
         split_name = self.split_name(split)
         if self.cfg.source == "hub":
             return f"hub {self.hub} {split_name}"

@@ -2,12 +2,13 @@
 
 A trial trains the search's fixed run with its sampled values once per seed, each into
 ``SEARCH_DIR/trials/NNNN/seed=S`` through the run's own engine (locks, checkpoints, resume, ``results.json``),
-and scores the mean over seeds of the best validation score (the task's main metric on the part of the training set
-``data.validation_split`` holds out; early stopping's ``validation.best``). :class:`TrialPruning` reports every
-epoch's validation score to the study (seed ``i``'s step ``s`` as step ``i * 10**6 + s``) and, when the pruner
-judges the trial hopeless, stops the run after that epoch; the trial is then recorded as pruned. A run that diverges
-or is refused is recorded as failed with its one-line reason, never as a score. A stop signal leaves the trial
-running in the study, its checkpoint on disk: the next worker to start resumes it.
+evaluated on the held-out share of its training set (``data.eval_split=held_out``: the evaluation split is not even
+read), and scores the mean over seeds of the best validation score (the task's main metric on the part of the
+training set ``data.validation_split`` holds out; early stopping's ``validation.best``). :class:`TrialPruning`
+reports every epoch's validation score to the study (seed ``i``'s step ``s`` as step ``i * 10**6 + s``) and, when
+the pruner judges the trial hopeless, stops the run after that epoch; the trial is then recorded as pruned. A run
+that diverges or is refused is recorded as failed with its one-line reason, never as a score. A stop signal leaves
+the trial running in the study, its checkpoint on disk: the next worker to start resumes it.
 
 :class:`SearchWorker` ``(search_dir, worker)`` claims trials until the budget is spent; it runs inline, as a local
 process or as a task of a SLURM job array (a preempted task is requeued and resumes its trial).
@@ -42,6 +43,7 @@ from ..config.searches import (
     FAILURE,
     SCORES,
     SEED_STRIDE,
+    TRIAL_EVALUATION,
     SearchSpec,
     describe_values,
     read_search,
@@ -101,7 +103,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
     for index, seed in enumerate(spec.seeds):
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
         try:
-            cfg = compose([*trial_arguments(spec, values, seed), f"output_dir={run_dir}"])
+            cfg = compose([*trial_arguments(spec, values, seed), TRIAL_EVALUATION, f"output_dir={run_dir}"])
             last_epoch = cfg.optim.epochs - 1 if index == len(spec.seeds) - 1 else None
             pruning = TrialPruning(trial, main_metric(cfg.task), index, last_epoch)
             results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
