@@ -277,6 +277,14 @@ class Launched:
         return [name for name, status in self.statuses.items() if status.startswith("failed")]
 
 
+def jobs_import_this_code() -> None:
+    """Make the jobs this process starts import the package it runs: submitit starts each job as ``python -m``, which
+    puts the working directory first on ``sys.path``, so a job started beside another checkout of istar_plugin (a
+    source tree, an older worktree) would run that one. ``PYTHONSAFEPATH`` (Python 3.11) leaves it out; local jobs
+    and SLURM jobs (sbatch passes this environment on) inherit it."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
 def say_now(line: str) -> None:
     """Print ``line`` at once, also when stdout is a file or a pipe (a SLURM log, ``> grid.log``)."""
     print(line, flush=True)
@@ -300,6 +308,8 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
                   "array_job_ids": [], "submitted": [p.cell.name for p in pending],
                   "skipped": {p.cell.name: p.note or p.status for p in planned if p.status != "pending"}}
     refused = None
+    if options.launcher != "inline":
+        jobs_import_this_code()
     if options.launcher == "slurm":
         jobs, refused = _queue_on_slurm(grid, grid_dir, pending, options, runner)
         submission["array_job_ids"] = sorted({job_id.split("_")[0] for job_id in jobs.values()}, key=int)

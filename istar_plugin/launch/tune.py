@@ -37,7 +37,7 @@ from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_a
 from ..storage.atomic import atomic_write_json
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import POLL_S, sbatch_script
+from .submit import POLL_S, jobs_import_this_code, sbatch_script
 from .trial import SearchWorker
 
 SUBMITIT_FOLDER = "submitit"
@@ -59,6 +59,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     folder = search_dir / SUBMITIT_FOLDER
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), 0)
+    jobs_import_this_code()
     if options.launcher == "slurm":
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=options.slurm.max_requeues)
         executor.update_parameters(**options.slurm.executor_parameters(job_name(search_dir)))
@@ -77,9 +78,10 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     outcomes: dict[str, int] = {}
     for job in jobs:
         error = job.exception()
-        if error is not None:
-            lines = [line for line in str(error).strip().splitlines() if line.strip()]
-            say(f"worker {job.job_id} stopped: {lines[-1] if lines else type(error).__name__} (log {job.paths.stderr})")
+        if error is not None:  # killed, preempted, a bug: the trial it held stays running, resumed by the next worker
+            first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+            say(f"worker {job.job_id} ended before the budget was spent ({first}); a trial it held is resumed by the "
+                f"next worker to start (log {job.paths.stderr})")
             continue
         for what, number in job.result().items():
             outcomes[what] = outcomes.get(what, 0) + number
