@@ -8,6 +8,7 @@ percentages; a method's best setting is its lambda/zeta (and any other swept hyp
 
     istar-report GRID_DIR [GRID_DIR ...] [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
     istar-report GRID_DIR [GRID_DIR ...] --archive DIR
+    istar-report SEARCH_DIR [--out DIR | --archive DIR]
 
 writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
@@ -32,7 +33,10 @@ archived (:mod:`istar_plugin.reports.records.archive`).
 reports the search instead (:mod:`istar_plugin.reports.search_report`): every trial, the chosen setting against the
 baseline on the evaluation split paired by seed, the optimisation history and parameter importances, and where the
 study and the trials' run directories disagree, into DIR (default SEARCH_DIR/report), with the final grid's own
-report in DIR/final.
+report in DIR/final. With ``--archive DIR`` it copies the search's records into DIR instead (search.yaml, the study
+as study.json, progress.log, the ended trials' runs and the final grid's cells, as a grid archive keeps them), where
+``istar-report DIR`` reports them as the search; archiving again adds what ended since, a different record is refused
+(:mod:`istar_plugin.reports.records.search_archive`).
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ from ..errors import ConfigError, RunDirError, one_line, run_command
 from ..reports import search_report
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.records.archive import archive
+from ..reports.records.search_archive import archive_search
 from ..reports.records.cells import collect
 from ..reports.records import searches
 from ..reports.paper.istar import PAPER_MODELS
@@ -62,7 +67,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", type=path_argument,
                         help="where the report goes (default GRID_DIR/report, for one GRID_DIR)")
     parser.add_argument("--archive", type=path_argument, metavar="DIR",
-                        help="copy the finished and failed cells' records into DIR instead of writing a report")
+                        help="copy the finished and failed cells' records (of a search: also its study and "
+                             "progress log) into DIR instead of writing a report")
     parser.add_argument("--paper-model", choices=sorted(PAPER_MODELS),
                         help="set this model's numbers from the paper's Table 1 beside a model the paper did not run "
                              "(e.g. MiniLM), marked with its name")
@@ -77,10 +83,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
     search_dirs = [directory for directory in args.grid_dirs if searches.is_search(directory)]
-    if search_dirs and (len(args.grid_dirs) > 1 or args.archive is not None):
-        print(f"istar-report: error: {search_dirs[0]} is a search directory: report it alone, without --archive "
-              f"(istar-report {search_dirs[0]})", file=sys.stderr)
+    if search_dirs and len(args.grid_dirs) > 1:
+        print(f"istar-report: error: {search_dirs[0]} is a search directory: report or archive it alone "
+              f"(istar-report {search_dirs[0]} [--archive DIR])", file=sys.stderr)
         return 2
+    if search_dirs and args.archive is not None:
+        return run_command("istar-report", lambda: archive_search_dir(search_dirs[0], args.archive))
     if search_dirs:
         return run_command("istar-report", lambda: report_search(search_dirs[0], args.out, args.paper_model,
                                                                  args.reference))
@@ -153,6 +161,20 @@ def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
         counts = {state: sum(o.state == state for o in outcomes) for state in ("archived", "unchanged", "skipped")}
         print(f"{grid}: {counts['archived']} cells archived, {counts['unchanged']} archived before, "
               f"{counts['skipped']} skipped; archive in {directory}")
+    return 0
+
+
+def archive_search_dir(search_dir: Path, directory: Path) -> int:
+    """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run archived or skipped, then
+    the counts (:mod:`istar_plugin.reports.records.search_archive`)."""
+    archived = archive_search(search_dir, directory)
+    for outcome in archived.outcomes:
+        if outcome.state != "unchanged":
+            print(f"{outcome.state} {outcome.name}: {outcome.detail}")
+    counts = {state: sum(o.state == state for o in archived.outcomes) for state in ("archived", "unchanged", "skipped")}
+    running = f" ({archived.not_ended} not ended: their runs are archived once they end)" if archived.not_ended else ""
+    print(f"{search_dir}: study.json holds {archived.trials} trials{running}; {counts['archived']} runs archived, "
+          f"{counts['unchanged']} archived before, {counts['skipped']} skipped; archive in {directory}")
     return 0
 
 

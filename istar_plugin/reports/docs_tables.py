@@ -10,7 +10,9 @@ A docs page marks each table with what it is rendered from (paths relative to th
 - ``<!-- table: ARCHIVE TABLE [--paper-model MODEL] [--reference KEY=VALUE] -->``: one of the tables
   ``istar-report`` writes (``table1.md``, ``versus_base.md``, ``provenance.md``, any ``NAME.md`` or ``NAME.csv`` of
   :data:`~.grid_report.TABLES`), computed afresh from an archive of a grid's records (``docs/evidence/GRID``,
-  :mod:`.records.archive`) with those ``istar-report`` options.
+  :mod:`.records.archive`) with those ``istar-report`` options. For an archive of an ``istar-tune`` search
+  (:mod:`.records.search_archive`), TABLE is one of the search report's (``trials.md``, ``chosen.md``,
+  ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`).
 - ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
   rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
 
@@ -29,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..errors import RunDirError
 from ..storage.atomic import atomic_write_text
+from . import search_report
 from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
+from .records import searches
 from .records.cells import collect
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
@@ -41,8 +46,10 @@ TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs 
 """The line under a table marked ``transcribed``."""
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
 """The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
-REPORT_FILES = sorted({f"{table.name}.md" for table in TABLES if table.markdown is not None}
-                      | {f"{table.name}.csv" for table in TABLES if table.csv_rows is not None})
+MARKED_TABLES = (*TABLES, *search_report.TABLES)
+"""The tables an archive's marker may name: a grid report's and a search report's."""
+REPORT_FILES = sorted({f"{table.name}.md" for table in MARKED_TABLES if table.markdown is not None}
+                      | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None})
 
 
 @dataclass(frozen=True)
@@ -135,11 +142,15 @@ class ArchiveReports:
     def table(self, archive: Path, name: str, options: tuple[tuple[str, str], ...] = ()) -> str:
         key = (archive.resolve(), options)
         if key not in self._reports:
-            records, _ = collect(archive)
-            if not records:
-                raise ValueError(f"{archive}: no finished cell to report on")
-            self._reports[key] = Path(self._folder.name) / str(len(self._reports))
-            write_report(records, self._reports[key], **dict(options))
+            folder = Path(self._folder.name) / str(len(self._reports))
+            if searches.is_search(archive):
+                search_report.write_report(search_report.Report(searches.read(archive), **dict(options)), folder)
+            else:
+                records, _ = collect(archive)
+                if not records:
+                    raise ValueError(f"{archive}: no finished cell to report on")
+                write_report(records, folder, **dict(options))
+            self._reports[key] = folder
         path = self._reports[key] / name
         if not path.is_file():
             raise ValueError(f"{archive}: istar-report writes no {name} for its cells")
@@ -187,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return update(pages(args.targets), args.check)
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as error:  # a missing page, CSV or archive, bad marker
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError, RunDirError) as error:  # bad pages, markers, records
         print(f"docs_tables: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
 

@@ -15,6 +15,8 @@ metrics log was kept). No weights, checkpoints or TensorBoard events: a few kB t
   machines merge into one (``istar-report ARCHIVE --archive DIR``), or are read together (``istar-report A B``).
 - ``config.yaml`` is written last: until then the directory is no cell to a report, and the next archive
   completes it.
+- :func:`plan` checks all of this and writes nothing; its :meth:`Plan.write` archives. An archive of a search
+  (:mod:`.search_archive`) plans its trials' runs and its final grid's cells so, before it writes any of them.
 
 >>> import json, tempfile
 >>> grid = Path(tempfile.mkdtemp())
@@ -39,6 +41,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 from ...errors import ConfigError, RunDirError
 from ...storage.atomic import atomic_write_bytes
@@ -47,7 +50,7 @@ from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, find_cells
 
-__all__ = ["ORIGIN", "Outcome", "archive", "summarised_log"]
+__all__ = ["ORIGIN", "Outcome", "Plan", "archive", "plan", "summarised_log"]
 
 ORIGIN = "archive.json"
 """An archived cell's note of where and when it was archived, and how much of its metrics log was kept."""
@@ -73,11 +76,38 @@ class _Snapshot:
     status: str
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What archiving a grid will do, checked before anything is written: :meth:`write` does it."""
+
+    directory: Path
+    new: tuple[_Snapshot, ...]
+    outcomes: tuple[Outcome, ...]
+
+    def write(self) -> list[Outcome]:
+        """Write the new cells (and the archive's marker); every cell's outcome, in the order of their names."""
+        if not (self.directory / ARCHIVE_MARKER).is_file():
+            mark(self.directory, ARCHIVE_MARKER)
+        outcomes = list(self.outcomes)
+        for snapshot in self.new:
+            _write(self.directory / snapshot.name, snapshot)
+            size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
+            outcomes.append(Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB"))
+        return sorted(outcomes, key=lambda outcome: outcome.name)
+
+
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
     """Copy the records of ``grid``'s cells into ``directory`` (see the module docstring); one outcome per cell,
-    in the order of their names. Raises :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when
-    ``directory`` holds files istar_plugin did not write or a different record of some cell,
-    :class:`~istar_plugin.errors.ConfigError` when it lies inside ``grid``."""
+    in the order of their names. Raises as :func:`plan` does, archiving nothing."""
+    return plan(grid, directory).write()
+
+
+def plan(grid: str | os.PathLike, directory: str | os.PathLike,
+         cells: Optional[Callable[[Path], bool]] = None) -> Plan:
+    """What archiving ``grid``'s cells (those ``cells`` accepts, when given) into ``directory`` will do, writing
+    nothing. Raises :class:`~istar_plugin.errors.RunDirError` when ``directory`` holds files istar_plugin did not
+    write or a different record of some cell, :class:`~istar_plugin.errors.ConfigError` when it lies inside
+    ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -88,6 +118,8 @@ def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outco
     outcomes: dict[str, Outcome] = {}
     snapshots = []
     for cell in find_cells(grid):
+        if cells is not None and not cells(cell):
+            continue
         name = cell.relative_to(grid).as_posix() if cell != grid else grid.resolve().name
         try:
             snapshots.append(_snapshot(cell, name))
@@ -108,13 +140,7 @@ def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outco
         raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
                           f"nothing was archived (an archived record is never replaced: remove {directory / name} to "
                           "archive this one)")
-    if not (directory / ARCHIVE_MARKER).is_file():
-        mark(directory, ARCHIVE_MARKER)
-    for snapshot in new:
-        _write(directory / snapshot.name, snapshot)
-        size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
-        outcomes[snapshot.name] = Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB")
-    return sorted(outcomes.values(), key=lambda outcome: outcome.name)
+    return Plan(directory, tuple(new), tuple(outcomes.values()))
 
 
 def _snapshot(cell: Path, name: str) -> _Snapshot:

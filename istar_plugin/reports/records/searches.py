@@ -4,8 +4,9 @@ the study and the run directories disagree (:func:`disagreements`), listed inste
 
 A search directory (:mod:`istar_plugin.config.searches`) holds ``search.yaml`` beside its marker
 (:func:`is_search`), the study's database, ``trials/NNNN/seed=S`` (one run directory per trial and seed) and
-``final/`` (the chosen setting and the baseline, an ordinary grid). Held-out scores are shown as percentages, as the
-grid reports show scores.
+``final/`` (the chosen setting and the baseline, an ordinary grid). An archive of a search (:mod:`.search_archive`)
+is read the same way, its study from ``study.json`` (:mod:`.study_file`). Held-out scores are shown as percentages, as
+the grid reports show scores.
 
 >>> import optuna
 >>> pruned = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={15: 0.5,
@@ -28,9 +29,10 @@ from ...config import compose
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import RunDirError, one_line
 from ...metrics import main_metric
-from ...storage.ownership import SEARCH_MARKER
+from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import Record, as_percent, collect
+from .study_file import STUDY_FILE, load
 
 __all__ = ["Search", "STATES", "is_search", "read", "read_study", "pruned_at",
            "disagreements", "problem_line"]
@@ -42,19 +44,24 @@ STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.
 
 
 def is_search(directory: Path) -> bool:
-    """Whether ``directory`` is an ``istar-tune`` search directory: its ``search.yaml`` beside its marker."""
-    return (Path(directory) / RECORD).is_file() and (Path(directory) / SEARCH_MARKER).is_file()
+    """Whether ``directory`` is an ``istar-tune`` search directory or an archive of one: its ``search.yaml`` beside
+    its marker (``.istar-search``, ``.istar-archive``)."""
+    return (Path(directory) / RECORD).is_file() and any((Path(directory) / marker).is_file()
+                                                        for marker in (SEARCH_MARKER, ARCHIVE_MARKER))
 
 
-def read_study(spec: SearchSpec, search_dir: Path) -> optuna.Study:
-    """The search's study, read without creating anything: a missing database file, one that is no study database
-    or holds no study of the search's name is one :class:`~istar_plugin.errors.RunDirError` line."""
+def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
+    """The search's study, read without creating anything (an archive's from its ``study.json``): a missing database
+    file, one that is no study database or holds no study of the search's name is one
+    :class:`~istar_plugin.errors.RunDirError` line, ending with ``consequence``."""
+    if (Path(search_dir) / ARCHIVE_MARKER).is_file():
+        return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
     local = next((Path(url[len(scheme):]).expanduser() for scheme in ("sqlite:///", "journal:")
                   if url.startswith(scheme)), None)
     if local is not None and not local.is_file():
         raise RunDirError(f"search directory {search_dir}: its study database {local} is missing (istar-tune writes "
-                          "it when the search starts); no report written")
+                          f"it when the search starts); {consequence}")
     try:
         if url.startswith("journal:"):
             from optuna.storages.journal import JournalFileBackend
@@ -65,13 +72,13 @@ def read_study(spec: SearchSpec, search_dir: Path) -> optuna.Study:
         return optuna.load_study(study_name=spec.name, storage=storage)
     except KeyError:
         raise RunDirError(f"search directory {search_dir}: its study database {url} holds no study named "
-                          f"{spec.name}; no report written") from None
+                          f"{spec.name}; {consequence}") from None
     except (optuna.exceptions.OptunaError, sqlalchemy.exc.SQLAlchemyError, ImportError, RuntimeError, ValueError,
             OSError) as error:
         cause = error.__cause__ or error  # Optuna's storage errors wrap SQLAlchemy's, which wrap the driver's
         reason = one_line(getattr(cause, "orig", None) or cause)[:300]
-        raise RunDirError(f"search directory {search_dir}: cannot read its study database {url}: {reason}; no "
-                          "report written") from None
+        raise RunDirError(f"search directory {search_dir}: cannot read its study database {url}: {reason}; "
+                          f"{consequence}") from None
 
 
 @dataclass

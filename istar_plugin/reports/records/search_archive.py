@@ -1,0 +1,127 @@
+"""Archives of an ``istar-tune`` search, small enough for git, which ``istar-report`` reads exactly as the search.
+
+``archive_search(search_dir, directory)`` (``istar-report SEARCH_DIR --archive DIR``) writes into ``directory``:
+``search.yaml`` beside the archive marker ``.istar-archive`` (the pair :func:`.searches.is_search` recognises), the
+study as text (``study.json``, :mod:`.study_file`) instead of its database, ``progress.log``, and the records of the
+run directories of every trial that ended (``trials/NNNN/seed=S``) and of the final grid's cells (``final/``, a grid
+archive of its own), each kept as a grid archive keeps a cell (:mod:`.archive`: config, results, predictions,
+attempts, a summary of the metrics log; no weights).
+
+- A running or waiting trial is recorded in ``study.json`` as it stands and its runs are not archived; the next
+  archive records it as it then stands. A trial that ended is a record.
+- Archiving the search again adds what has ended since and changes nothing archived: ``search.yaml`` must be the
+  same but for its ``trials`` budget (which istar-tune extends), each ended trial of ``study.json`` the same, the
+  search's ``progress.log`` must begin with the archived one (it only grows) and each run's record must be the same
+  (:func:`.archive.plan`); else nothing is archived, and the error names what differs.
+- ``search.yaml`` is written first and ``study.json`` last: an interrupted archive is a search whose study record is
+  missing or older, which the next archive completes.
+
+>>> import tempfile, optuna, yaml
+>>> from istar_plugin.config.searches import parse
+>>> from istar_plugin.storage.ownership import SEARCH_MARKER
+>>> spec = parse({"fixed": {"recipe": "movie_snippets"}, "space": {"optim.lr": {"low": 1e-5, "high": 1e-4}}}, "demo")
+>>> search = Path(tempfile.mkdtemp()); _ = mark(search, SEARCH_MARKER)
+>>> _ = (search / "search.yaml").write_text(yaml.safe_dump({"name": "demo", **spec.as_dict()}))
+>>> study = optuna.create_study(study_name="demo", storage=spec.storage_url(search), direction="maximize")
+>>> out = Path(tempfile.mkdtemp()) / "demo"
+>>> archived = archive_search(search, out)
+>>> sorted(path.name for path in out.iterdir()), archived.trials
+(['.istar-archive', 'search.yaml', 'study.json'], 0)
+>>> archive_search(search, out).outcomes  # again: nothing to do
+[]
+"""
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ...config.searches import FINAL, RECORD, TRIALS, SearchSpec, read_search, trial_dir
+from ...errors import ConfigError, RunDirError
+from ...storage.atomic import atomic_write_bytes, atomic_write_text
+from ...storage.ownership import ARCHIVE_MARKER, IGNORED, check_writable, mark
+from .archive import Outcome, plan
+from .searches import read_study
+from .study_file import ENDED, STUDY_FILE, as_text, read_record, study_record
+
+__all__ = ["PROGRESS", "Archived", "archive_search"]
+
+PROGRESS = "progress.log"
+"""The search's log, which istar-tune's workers append to (``launch.trial``)."""
+REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
+
+
+@dataclass(frozen=True)
+class Archived:
+    """What archiving a search did: each run's outcome (named ``trials/NNNN/seed=S`` or ``final/CELL``), the trials
+    ``study.json`` holds and how many of them had not ended (their runs not archived)."""
+
+    outcomes: list[Outcome]
+    trials: int
+    not_ended: int
+
+
+def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
+    """Archive the search in ``search_dir`` into ``directory`` (see the module docstring). Raises
+    :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when ``directory`` holds files istar_plugin did not
+    write, another archive or a different record; :class:`~istar_plugin.errors.ConfigError` when it lies inside
+    ``search_dir``."""
+    search_dir, directory = Path(search_dir), Path(directory)
+    if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
+        raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
+    spec = read_search(search_dir)
+    spec_bytes = (search_dir / RECORD).read_bytes()
+    record = json.loads(as_text(study_record(read_study(spec, search_dir, "nothing archived"))))
+    progress = (search_dir / PROGRESS).read_bytes() if (search_dir / PROGRESS).is_file() else None
+    check_writable(directory, ARCHIVE_MARKER, "--archive")
+    differs = _difference(directory, spec, record, progress)
+    if differs is not None:
+        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; {REPLACED}")
+    ended = {trial_dir(search_dir, trial["number"]) for trial in record["trials"] if trial["state"] in ENDED}
+    plans = [(folder, plan(search_dir / folder, directory / folder, cells))
+             for folder, cells in ((TRIALS, lambda cell: cell.parent in ended), (FINAL, None))
+             if (search_dir / folder).is_dir()]
+    if not (directory / ARCHIVE_MARKER).is_file():
+        mark(directory, ARCHIVE_MARKER, search=f"{socket.gethostname()}:{search_dir.resolve()}")
+    if not (directory / RECORD).is_file() or (directory / RECORD).read_bytes() != spec_bytes:  # a new budget
+        atomic_write_bytes(directory / RECORD, spec_bytes)
+    outcomes = [replace(outcome, name=f"{folder}/{outcome.name}") for folder, cells in plans
+                for outcome in cells.write()]
+    if progress is not None:
+        atomic_write_bytes(directory / PROGRESS, progress)
+    atomic_write_text(directory / STUDY_FILE, as_text(record))
+    return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
+
+
+def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:
+    """What of the search differs from the archive in ``directory`` (None: nothing, or no archive yet)."""
+    if not (directory / RECORD).is_file():
+        if directory.is_dir() and any(entry.name not in {*IGNORED, ARCHIVE_MARKER} for entry in directory.iterdir()):
+            raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
+                              "new or empty --archive folder, nothing was changed")
+        return None
+    archived_spec = read_search(directory)
+    changed = [key for key, value in archived_spec.as_dict().items()
+               if key != "trials" and spec.as_dict()[key] != value]
+    if changed or archived_spec.name != spec.name:
+        return f"{RECORD} ({', '.join(changed) or 'name'})"
+    if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
+        return PROGRESS
+    if not (directory / STUDY_FILE).is_file():
+        return None
+    archived = read_record(directory / STUDY_FILE, f"--archive {directory}")
+    if any(archived.get(key) != record[key] for key in ("study", "directions", "user_attrs")):
+        return f"{STUDY_FILE} (the study's name, direction or attributes)"
+    live = {trial["number"]: _canonical(trial) for trial in record["trials"]}
+    for trial in archived["trials"]:
+        number = trial.get("number")
+        if number not in live or (trial.get("state") in ENDED and _canonical(trial) != live[number]):
+            return f"{STUDY_FILE} (trial {number})"
+    return None
+
+
+def _canonical(trial: dict[str, Any]) -> str:
+    """A trial's record as text, compared as text (a NaN equals itself)."""
+    return json.dumps(trial, sort_keys=True)
