@@ -80,7 +80,9 @@ def test_two_local_workers_share_one_sqlite_study_run_no_trial_twice_then_compar
         "name": "cross_entropy"}
     # started again: nothing left to run, the final cells are found finished
     assert cli.main([str(path), f"search_dir={search_dir}", "launcher=inline"]) == 0
-    assert "trials: none run now" in capsys.readouterr().out and len(study_of(search_dir)[1].trials) == 4
+    again = capsys.readouterr().out
+    assert "trials: none run now" in again and len(study_of(search_dir)[1].trials) == 4
+    assert f"final: 0 cells finished now, 2 before, 0 failed; istar-report {search_dir} compares them" in again
 
 
 def test_a_worker_killed_mid_trial_is_restarted_and_its_trial_resumes_from_the_checkpoint(

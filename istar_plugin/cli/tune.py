@@ -99,8 +99,9 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     if options.launcher == "slurm":
         print(f"queued {len(launched.jobs)} final cells; then: istar-report {search_dir}")
         return 0
-    print(f"final: {list(launched.statuses.values()).count('finished')} cells finished, {len(launched.failed)} "
-          f"failed; istar-report {search_dir} compares them")
+    done_before = sum(item.status == "finished" for item in planned)
+    print(f"final: {list(launched.statuses.values()).count('finished')} cells finished now, {done_before} before, "
+          f"{len(launched.failed)} failed; istar-report {search_dir} compares them")
     return 1 if launched.failed else 0
 
 
