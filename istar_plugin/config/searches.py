@@ -48,6 +48,8 @@ from .recipes import available, find_yaml, read_yaml
 SEARCHES_SUBDIR = "searches"
 RECORD = "search.yaml"
 """The search as it runs, in its directory (written once by ``istar-tune``)."""
+PROGRESS = "progress.log"
+"""Every worker's progress lines, stamped with time, host and worker."""
 TRIALS, FINAL = "trials", "final"
 """``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
 TRIAL_EVALUATION = "data.eval_split=held_out"

@@ -41,6 +41,7 @@ import submitit
 from ..config import compose
 from ..config.searches import (
     FAILURE,
+    PROGRESS,
     SCORES,
     SEED_STRIDE,
     TRIAL_EVALUATION,
@@ -56,7 +57,6 @@ from ..metrics import main_metric
 from ..registry import ENGINES
 from .study import Claim, claim_trial, open_search, sample
 
-PROGRESS = "progress.log"
 
 
 class TrialPruning(Hook):

@@ -83,11 +83,16 @@ def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None
     if entries and not owned(directory, marker):
         other = next((kind for mark_, kind in KINDS.items() if mark_ != marker and owned(directory, mark_)), None)
         if other:
-            raise RunDirError(f"{what} {directory}: is a {other}, not a {KINDS[marker]}; choose a new or empty {what}, "
-                              "nothing was changed")
+            raise RunDirError(f"{what} {directory}: is {_a(other)}, not {_a(KINDS[marker])}; choose a new or empty "
+                              f"{what}, nothing was changed")
         shown = ", ".join(entries[:3]) + (f", ... ({len(entries)} entries)" if len(entries) > 3 else "")
         raise RunDirError(f"{what} {directory}: exists and holds files istar_plugin did not write ({shown}); "
                           f"choose a new or empty {what}, nothing was changed")
+
+
+def _a(kind: str) -> str:
+    """``kind`` with its indefinite article: ``a grid directory``, ``an archive of grid records``."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def mark(directory: str | os.PathLike, marker: str, **details: Any) -> Path:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ...config.searches import FINAL, RECORD, TRIALS, SearchSpec, read_search, trial_dir
+from ...config.searches import FINAL, PROGRESS, RECORD, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import ConfigError, RunDirError
 from ...storage.atomic import atomic_write_bytes, atomic_write_text
 from ...storage.ownership import ARCHIVE_MARKER, IGNORED, check_writable, mark
@@ -46,9 +46,8 @@ from .archive import Outcome, plan
 from .searches import read_study
 from .study_file import ENDED, STUDY_FILE, as_text, read_record, study_record
 
-__all__ = ["PROGRESS", "Archived", "archive_search"]
+__all__ = ["Archived", "archive_search"]
 
-PROGRESS = "progress.log"
 """The search's log, which istar-tune's workers append to (``launch.trial``)."""
 REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
 
