@@ -217,3 +217,16 @@ def test_a_held_out_evaluation_reads_the_training_file_alone_and_scores_the_vali
     with pytest.raises(Exception, match=r"data.eval_split=held_out evaluates on the share of the training set that "
                                         r"data.validation_split holds out: set data.validation_split \(e.g. 0.1\)"):
         compose(["recipe=sst2", "data.eval_split=held_out"])
+
+
+def test_the_final_comparison_waits_for_every_trial_to_end(tmp_path, capsys):
+    path = write_search(tmp_path, trials=2)
+    spec = load(str(path))
+    study = open_search(spec, tmp_path / "search")
+    claim = claim_trial(study, spec, tmp_path / "search")  # running in another worker
+    sample(claim.trial, spec)
+    code, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}", "launcher=inline", "--final")
+    assert (code, err) == (2, ["istar-tune: error: 2 of the 2 trials have not ended (running elsewhere, or their "
+                               "workers stopped): run istar-tune " + str(path) + " again to resume them, then --final"])
+    claim.release()
+    assert not (tmp_path / "search" / "final").exists()
