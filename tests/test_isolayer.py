@@ -52,6 +52,9 @@ def test_stage_one_holds_out_a_seeded_validation_split_and_ends_with_its_best_we
     if validation["best_step"] != results["step"]:  # the best weights were put back and measured again
         assert results["history"][-1]["weights_from_step"] == validation["best_step"]
     assert results["metrics"]["accuracy"] == results["accuracy"] and results["collapsed"] in (True, False)
+    stopped = json.loads((directory / "results.json").read_text()).get("stopped")  # a hook's stop is kept, with why
+    assert (stopped is not None) == validation["stopped_early"]
+    assert stopped is None or stopped["reason"] == "early stopping: validation accuracy did not improve for 1 epoch(s)"
 
 
 def test_every_classification_run_records_parameters_and_head_input_isotropy(stage_one, tiny_bert):

@@ -3,6 +3,7 @@ database and the run directories agree, then the final comparison), a worker kil
 trial resumes from its checkpoint; Optuna's journal file as the study), pruning and failing trials."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -126,6 +127,11 @@ def test_a_pruned_trial_stops_after_its_epoch_and_a_refused_one_is_recorded_fail
         run_trial(spec, tmp_path, trial, sample(trial, spec))
     results = read_results(trial_dir(tmp_path, 0) / "seed=1" / "results.json", require_finished=True)
     assert results.step == 2 and list(study.trials[0].intermediate_values) == [2]  # stopped after the first epoch
+    record = json.loads((trial_dir(tmp_path, 0) / "seed=1" / "results.json").read_text())
+    stopped = record["stopped"]  # the score itself depends on the machine's precision (bf16 where the CPU has it)
+    assert (stopped["step"], stopped["epoch"]) == (2, 1) and re.fullmatch(
+        r"pruned by the search: validation accuracy 0\.\d{4} at step 2 \(trial 0, seed index 0\)", stopped["reason"])
+    assert record["search_trial"] == {"trial": 0, "pruned_at_step": 2}
     failing = load(str(write_search(tmp_path, tiny_bert, shared_data, f"data.dir={tmp_path / 'no_data'}")))
     trial = study.ask()
     with pytest.raises(TrialFailed, match="no_data"):

@@ -368,6 +368,9 @@ class Trainer:
             if self.batches_done >= self.batches_per_epoch:
                 self._end_epoch()
         bar.close()
+        if self.control.should_stop and self.step < self.total_steps:
+            self.say(f"training stopped after epoch {self.epoch}, step {self.step} of {self.total_steps}: "
+                     f"{self.control.stop_reason}", even_with_bars=True)
 
     def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
         """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
@@ -431,7 +434,10 @@ class Trainer:
                "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters,
                "data": self.data_fingerprint, "precision": self.precision}
         task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
-        record = finished_record(run, self.history, task_metrics, self.embedding_before, self.dispatch.results())
+        hooked = self.dispatch.results()
+        if self.control.should_stop:  # a hook ended training early (early stopping, a search's pruner): said and kept
+            hooked["stopped"] = {"reason": self.control.stop_reason, "step": self.step, "epoch": self.epoch}
+        record = finished_record(run, self.history, task_metrics, self.embedding_before, hooked)
         if self.dist.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
