@@ -43,6 +43,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ..errors import ConfigError
 from .composition import compose
 from ..storage.reading import CONFIG_FILE_BYTES, read_text
+from .overrides import format_value, key_value_pairs
 from .recipes import available, find_yaml, read_yaml
 
 SEARCHES_SUBDIR = "searches"
@@ -144,25 +145,11 @@ class SearchSpec:
 
 
 def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
-    pairs = []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if not sep or not key:
-            raise SearchError(f"{where}: argument {argument!r} is not of the form key=value")
-        pairs.append((key, value))
-    return pairs
+    return key_value_pairs(arguments, where, SearchError)
 
 
 def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (list, tuple, ListConfig)):
-        return "[" + ",".join(_scalar(v) for v in value) + "]"
-    if isinstance(value, (dict, DictConfig)):
-        raise SearchError(f"a run override's value must be a scalar or a list, got the mapping {value!r}")
-    return str(value)
+    return format_value(value, "a run override's value", SearchError)
 
 
 def _overrides(mapping: Any, where: str) -> tuple[str, ...]:
@@ -280,11 +267,13 @@ def yaml_value(text: str) -> Any:
 def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
     """The search ``name`` (a file in ``recipes/searches/`` or a path to a YAML file) with ``arguments`` applied."""
     path = find_yaml(name, SEARCHES_SUBDIR)
+    if path is None and name.endswith((".yaml", ".yml")) and Path(name).exists():
+        path = Path(name)  # no file (a folder): read_yaml refuses it in one line saying what it is
     if path is None:
         raise SearchError(f"unknown search {name!r}; searches: {', '.join(available(SEARCHES_SUBDIR)) or '(none)'}")
     try:
         content = read_yaml(path, "search file")
-    except OmegaConfBaseException as error:
+    except (OmegaConfBaseException, yaml.YAMLError) as error:
         raise SearchError(f"search file {path} is not valid YAML: {' '.join(str(error).split())}") from None
     return parse(content, Path(name).stem, path, arguments)
 

@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ..config import available, find_yaml
+from ..config import available, find_yaml, overrides
 from ..config.recipes import read_yaml
 from ..errors import ConfigError
 
@@ -115,25 +115,11 @@ def split_values(text: str) -> list[str]:
 
 def format_value(value: Any) -> str:
     """A YAML value as it is written on the command line (``0.2``, ``-5``, ``true``, ``null``, ``[1,2]``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (list, tuple, ListConfig)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    if isinstance(value, (dict, DictConfig)):
-        raise GridError(f"a swept value must be a scalar or a list, got the mapping {value!r}")
-    return str(value)
+    return overrides.format_value(value, "a swept value", GridError)
 
 
 def _pairs(arguments: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if not sep or not key:
-            raise GridError(f"argument {argument!r} is not of the form key=value")
-        pairs.append((key, value))
-    return pairs
+    return overrides.key_value_pairs(arguments, refusal=GridError)
 
 
 def _labels(keys: Sequence[str]) -> dict[str, str]:
