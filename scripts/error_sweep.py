@@ -1,5 +1,5 @@
-"""Feed istar-run, istar-grid, istar-report, istar-export, istar-analyze and istar-embed bad inputs and faults, as a
-new user would, and classify each outcome.
+"""Feed istar-run, istar-grid, istar-tune, istar-report, istar-export, istar-analyze and istar-embed bad inputs and
+faults, as a new user would, and classify each outcome.
 
     python scripts/error_sweep.py --work /tmp/sweep                                      # this checkout
     PYTHONPATH=/tmp/old python scripts/error_sweep.py --work /tmp/sweep-old --code /tmp/old   # another checkout
@@ -8,11 +8,12 @@ Every case runs in a fresh directory on a tiny random 2-layer BERT with MiniLM's
 from ``../shared/data`` (16 training sentences, a few steps), offline. The tools' ``main()`` run in this
 process (a process per case would spend minutes importing torch on a shared machine), their stderr
 captured and an uncaught exception printed as Python would; the faults that need processes use real
-ones: a running ``istar-run`` holding the directory, a writer killed with SIGKILL during a save, and the
-long-text run (its own process, under a time and memory limit), and the cases that need an ordinary user: files
-it may not read or write are no obstacle to root, so those run as uid 65534 (``setpriv``; the sweep runs as root),
-where that user may not reach the interpreter or this checkout (a clone under a 0700 folder) in a private mount
-namespace that overlays the folders in the way as searchable (scripts/unprivileged.py). An outcome is
+ones: a running ``istar-run`` holding the directory, a writer killed with SIGKILL during a save, an ``istar-tune``
+stopped by SIGINT during a trial and started again, and the long-text run (its own process, under a time and memory
+limit), and the cases that need an ordinary user: files it may not read or write are no obstacle to root, so those run
+as uid 65534 (``setpriv``; the sweep runs as root), where that user may not reach the interpreter or this checkout
+(a clone under a 0700 folder) in a private mount namespace that overlays the folders in the way as searchable
+(scripts/unprivileged.py). An outcome is
 
 - ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
   survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
@@ -51,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK_MARKER = ".error_sweep"  # marks a --work directory as the sweep's own, so a later sweep may empty it
 SHARED = Path(os.environ.get("ISTAR_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACEBACK = "Traceback (most recent call last)"
-TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "report", "export", "analyze", "embed")}
+TOOLS = {name: f"istar_plugin.cli.{name}" for name in ("grid", "tune", "report", "export", "analyze", "embed")}
 """A case's first argument naming another tool than istar-run."""
 SWITCH_FAILURES = ("setpriv:", "runuser:", "unshare:", "mount:", "mkdir:", "sh:")
 """How the last line of a case run as uid 65534 starts when the switch of user or the overlay failed."""
@@ -324,12 +325,14 @@ def snapshot_listing(then: Optional[Callable[[Path], None]] = None):
     return apply
 
 
-def kept(name: str, *, written_is_silent: bool = True):
+def kept(name: str, *, written_is_silent: bool = True, ignored: tuple[str, ...] = ()):
     """The folder ``directory/name`` (the user's, or a run another command must not change) is as it was: a file
-    changed or removed is ``lost``; with ``written_is_silent``, a file added is ``silent``."""
+    changed or removed is ``lost``; with ``written_is_silent``, a file added is ``silent``. Files named in ``ignored``
+    (a marker a command restamps) are not compared."""
     def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
-        before = json.loads((directory / f"{name}.hashes.json").read_text())
-        after = hashes(directory / name)
+        before = {path: digest for path, digest in json.loads((directory / f"{name}.hashes.json").read_text()).items()
+                  if path not in ignored}
+        after = {path: digest for path, digest in hashes(directory / name).items() if path not in ignored}
         gone = sorted(path for path in before if after.get(path) != before[path])
         added = sorted(set(after) - set(before))
         if gone:
@@ -632,6 +635,136 @@ def sigma_s_case(sweep: Sweep, directory: Path) -> Outcome:
     return outcome
 
 
+# ------------------------------------------------------------------------------------- istar-tune searches
+SEARCH_MARKER = ".istar-search"  # restamped by every start of the search: not a file the user owns
+
+
+def search_content(sweep: Sweep, directory: Path, fixed: Optional[dict] = None, **changes) -> dict:
+    """A tiny search (2 trials) over the base run's learning rate, a quarter of its 16 sentences held out; ``fixed``
+    adds run settings, ``changes`` replace search keys."""
+    run = dict(a.split("=", 1) for a in sweep.base(directory) if not a.startswith("output_dir="))
+    return {"fixed": {**run, "data.validation_split": "0.25", **(fixed or {})},
+            "space": {"optim.lr": {"low": 1e-5, "high": 1e-4, "log": True}}, "trials": 2, **changes}
+
+
+def search_file(fixed: Optional[dict] = None, **changes):
+    """A setup writing :func:`search_content` to ``directory/s.yaml`` (JSON is YAML)."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        (directory / "s.yaml").write_text(json.dumps(search_content(sweep, directory, fixed, **changes), indent=1))
+    return setup
+
+
+def search_space(**space):
+    """A setup writing the tiny search with ``space`` as its space."""
+    return search_file(space=space)
+
+
+def tune(*extra: str) -> list[str]:
+    """istar-tune arguments: the case's ``s.yaml`` into ``directory/search``, inline."""
+    return ["tune", "{dir}/s.yaml", "search_dir={dir}/search", "launcher=inline", *extra]
+
+
+def opened_search(then: Optional[Callable[[Path, object], None]] = None):
+    """A setup writing ``s.yaml`` and starting its search in ``directory/search`` as istar-tune does (the study
+    created, no trial run), then ``then(search_dir, study)``; the folder's files are recorded for :func:`kept`."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        from istar_plugin.config.searches import load
+        from istar_plugin.launch.study import open_search
+
+        search_file()(sweep, directory)
+        study = open_search(load(str(directory / "s.yaml")), directory / "search")
+        if then:
+            then(directory / "search", study)
+        (directory / "search.hashes.json").write_text(json.dumps(hashes(directory / "search")))
+    return setup
+
+
+def every_trial_failed(search_dir: Path, study) -> None:
+    """The budget spent on failed trials, told to the study through Optuna itself."""
+    import optuna
+
+    for _ in range(2):
+        study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+
+
+def archived_then(damage: Callable[[Path], None]):
+    """``then`` for :func:`opened_search`: the search archived into ``directory/archive``, then ``damage`` to it."""
+    def apply(search_dir: Path, study) -> None:
+        from istar_plugin.reports.records.search_archive import archive_search
+
+        archive_search(search_dir, search_dir.parent / "archive")
+        damage(search_dir.parent / "archive")
+        (search_dir.parent / "archive.hashes.json").write_text(json.dumps(hashes(search_dir.parent / "archive")))
+    return apply
+
+
+def refused_leaving_no(name: str):
+    """A refusal (non-zero exit, no traceback) that leaves no ``directory/name`` behind."""
+    def check(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        if TRACEBACK in outcome.stderr:
+            return "traceback"
+        if outcome.code == 0:
+            return "silent"
+        if (directory / name).exists():
+            left = sorted(p.name for p in (directory / name).iterdir()) if (directory / name).is_dir() else []
+            outcome.note = f"refused, but left {name}" + (f" holding {left}" if left else "")
+            return "silent"
+        return None
+    return check
+
+
+def search_kept(name: str = "search"):
+    """The search folder as it was (but for its marker) and the command refused."""
+    return kept(name, ignored=(SEARCH_MARKER,))
+
+
+def tune_signal_case(sweep: Sweep, directory: Path) -> Outcome:
+    """A real ``istar-tune ... launcher=inline`` whose one trial trains long, saving at every step; SIGINT once the
+    trial has a checkpoint: it must stop with one line and exit 130, and the trial must stay resumable: the next start
+    says ``trial 0 resumed`` (and is stopped in turn once it has said so)."""
+    search_file(fixed={"max_steps": "5000", "data.max_train_samples": "64", "optim.epochs": "400",
+                       "save_every": "1"}, trials=1)(sweep, directory)
+    command = sweep.command([a.format(dir=directory) for a in tune()])
+
+    def start() -> subprocess.Popen:  # Ctrl-C's default action, even where this sweep inherited SIGINT ignored (`&`)
+        return subprocess.Popen(command, cwd=directory, env=sweep.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = start()
+    saved = directory / "search" / "trials" / "0000" / "seed=1" / "checkpoints"
+    deadline = time.time() + 900
+    while not list(saved.glob("step_*.pt")) and first.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    first.send_signal(signal.SIGINT)
+    stdout, stderr = stopped(first)
+    second = start()
+    said = next((line.strip() for line in second.stdout if line.startswith("trial ")), "")
+    second.send_signal(signal.SIGINT)
+    _, second_stderr = stopped(second)
+    outcome = Outcome(first.returncode, stdout, stderr, 0)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]  # the last line, after the run's own (the model loaded)
+    if TRACEBACK in stderr + second_stderr:
+        outcome.verdict = "traceback"
+    elif (first.returncode == 130 and errors == lines[-1:] and said.startswith("trial 0 resumed")
+          and errors[0].startswith("istar-tune: error: stopped by SIGINT")):
+        outcome.verdict, outcome.note = "clear", f"{errors[0]} | next start: {said}"
+    else:
+        outcome.verdict = "silent"
+        outcome.note = f"exit {first.returncode}, {len(errors)} error lines ({last_line(stderr)}); next: {said!r}"
+    return outcome
+
+
+def stopped(process: subprocess.Popen) -> tuple[str, str]:
+    """The stdout and stderr of a signalled process, killed after 300 s if it does not stop."""
+    try:
+        return process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()
+
+
+
 # ---------------------------------------------------------------------------------------------- cases
 SST2_HEADER = "sentence\tlabel\n"
 LONG = "a truly long review , " * 1_000  # 22 kB: slow enough (pairs are truncated a token at a time)
@@ -815,6 +948,63 @@ def cases() -> list[Case]:
         Case("report: a results.json whose seed is not its config's", ["report", "{dir}/grid"],
              setup=paired_cells(edit_json("results.json", seed=7)), check=report_lists_the_tampered_cell),
         Case("SIGTERM during the Sigma_S pass", []),  # see run_case: a real istar-run and a real signal
+        # istar-tune searches and istar-report of them
+        Case("search: a search file that is not YAML", tune(), setup=files("s.yaml", "fixed: {recipe: [sst2\n"),
+             check=refused_leaving_no("search")),
+        Case("search: a search file that is a folder", tune(),
+             setup=lambda sweep, directory: (directory / "s.yaml").mkdir(), check=refused_leaving_no("search")),
+        Case("search: an empty search file", tune(), setup=files("s.yaml", ""), check=refused_leaving_no("search")),
+        Case("search: a space that is not a mapping", tune(), setup=search_file(space=["optim.lr"]),
+             check=refused_leaving_no("search")),
+        Case("search: choices with duplicates", tune(), setup=search_space(**{"optim.lr": {"choices": [1e-4, 1e-4]}}),
+             check=refused_leaving_no("search")),
+        Case("search: a dimension with low = high", tune(), setup=search_space(**{"optim.lr": {"low": 1e-4,
+                                                                                              "high": 1e-4}}),
+             check=refused_leaving_no("search")),
+        Case("search: an integer range with fractional bounds", tune(),
+             setup=search_space(**{"eval_every": {"low": 1.5, "high": 4.5, "int": True}}),
+             check=refused_leaving_no("search")),
+        Case("search: trials=0", tune("trials=0"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: trials=abc", tune("trials=abc"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: seeds=[]", tune("seeds=[]"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: seeds=[-1]", tune("seeds=[-1]"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: final_seeds=x", tune("final_seeds=x"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: workers=-2", tune("workers=-2"), setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: storage postgresql without its driver", tune("storage=postgresql://nobody@127.0.0.1:9/none"),
+             setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: storage sqlite in a missing folder", tune("storage=sqlite:////no/such/dir/x.db"),
+             setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: storage journal in a missing folder", tune("storage=journal:/no/such/dir/x.journal"),
+             setup=search_file(), check=refused_leaving_no("search")),
+        Case("search: search_dir is a file", ["tune", "{dir}/s.yaml", "search_dir={dir}/f/search", "launcher=inline"],
+             setup=both(search_file(), protected("f", files("f/search", "not a folder\n"))), check=kept("f")),
+        Case("search: search_dir holds the user's files",
+             ["tune", "{dir}/s.yaml", "search_dir={dir}/mine", "launcher=inline"],
+             setup=both(search_file(), protected("mine", user_folder("mine"))), check=kept("mine")),
+        Case("search: search_dir holds another search", tune("seeds=[2]"), setup=opened_search(),
+             check=search_kept()),
+        Case("search: a damaged search.yaml in the search_dir", tune(),
+             setup=opened_search(lambda search_dir, study: (search_dir / "search.yaml").write_text("name: [\n")),
+             check=search_kept()),
+        Case("search: --final before any trial ended", tune("--final"), setup=opened_search(), check=search_kept()),
+        Case("search: --final when every trial failed", tune("--final"), setup=opened_search(every_trial_failed),
+             check=search_kept()),
+        Case("search: report of a corrupt study.db", ["report", "{dir}/search"],
+             setup=opened_search(lambda search_dir, study: (search_dir / "study.db").write_bytes(b"no database" * 99)),
+             check=search_kept()),
+        Case("search: report of a missing study.db", ["report", "{dir}/search"],
+             setup=opened_search(lambda search_dir, study: (search_dir / "study.db").unlink()), check=search_kept()),
+        Case("search: report of a damaged search.yaml", ["report", "{dir}/search"],
+             setup=opened_search(lambda search_dir, study: (search_dir / "search.yaml").write_text("name: [\n")),
+             check=search_kept()),
+        Case("search: report of an archive whose study.json is damaged", ["report", "{dir}/archive"],
+             setup=opened_search(archived_then(lambda archive: (archive / "study.json").write_text('{"trials": ['))),
+             check=kept("archive")),
+        Case("search: --archive into the search itself", ["report", "{dir}/search", "--archive", "{dir}/search"],
+             setup=opened_search(), check=search_kept()),
+        Case("search: search file unreadable, as a user", tune(), as_user=True,
+             setup=both(search_file(), unreadable("s.yaml"))),
+        Case("search: SIGINT during a trial, then resumed", []),  # see run_case: a real istar-tune and a real signal
     ]
     return c
 
@@ -939,6 +1129,8 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
         return holder_case(case, sweep, directory)
     if case.name == "SIGTERM during the Sigma_S pass":
         return sigma_s_case(sweep, directory)
+    if case.name == "search: SIGINT during a trial, then resumed":
+        return tune_signal_case(sweep, directory)
     limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
     if case.as_user:
         directory.chmod(0o777)  # the unprivileged user writes its run (and $HOME) here
