@@ -215,6 +215,8 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     if not isinstance(content, (dict, DictConfig)):
         raise SearchError(f"search file {source or name} must be a mapping with keys {', '.join(FILE_KEYS)}")
     content = dict(OmegaConf.to_container(content) if isinstance(content, DictConfig) else content)
+    if not content:
+        raise SearchError(f"search file {source or name} is empty; keys: {', '.join(FILE_KEYS)}")
     unknown = sorted(set(content) - set(FILE_KEYS))
     if unknown:
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")

@@ -154,6 +154,10 @@ class SearchWorker(submitit.helpers.Checkpointable):
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             say(f"trial {trial.number} failed: {failure}")
             return "failed"
+        except (Stopped, KeyboardInterrupt) as stop:  # left running in the study, resumed by the next worker to start
+            reason = one_line(stop) or "interrupted"
+            say(f"trial {trial.number} stopped ({reason}): the next worker to start resumes it")
+            raise
         study.tell(trial, score)
         best = study.best_trial
         say(f"trial {trial.number} finished: validation score {score:.4f} (best so far {best.value:.4f}, "
