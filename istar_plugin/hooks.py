@@ -82,16 +82,16 @@ class TrainingControl:
 
 @runtime_checkable
 class RunView(Protocol):
-    """Exactly what a hook may read of the run; a view refuses assignment and every other attribute.
-
-    ``model``: the adapter (``hidden_size``, ``num_layers``, ``token_cloud(output, layers)``,
-    ``train(mode)``/``training``, ``named_parameters()``, called on a batch). ``train_features``: the training
-    set as the model sees it. ``collate(features)``: a device batch. ``autocast()``: the run's mixed-precision
-    context. ``evaluate(examples, features, isotropy)``: the task's metrics on ``features`` (default: the
-    evaluation split). ``mid_epoch``: some of the current epoch's batches were already consumed (a resumed
-    epoch). ``log(values, step)``: metrics to the run's logs; ``say(line)``: a progress line.
-    ``control``: the run's :class:`TrainingControl`. ``stop_requested``: a stop signal (SIGTERM, SIGINT) arrived; a
-    hook's long pass (Sigma_S) ends early, leaving nothing half-computed, and the loop stops with a checkpoint.
+    """Exactly what a hook may read of the run; a view refuses assignment and every other attribute. ``model``: the
+    adapter (``hidden_size``, ``num_layers``, ``token_cloud(output, layers)``, ``train(mode)``/``training``,
+    ``named_parameters()``, called on a batch). ``train_features``: the training set as the model sees it.
+    ``collate(features)``: a device batch. ``autocast()``: the run's mixed-precision context.
+    ``evaluate(examples, features, isotropy)``: the task's metrics on ``features`` (default: the evaluation
+    split). ``step`` of ``total_steps``: the optimizer steps taken and the run's length. ``mid_epoch``: some of
+    the current epoch's batches were already consumed (a resumed epoch). ``log(values, step)``: metrics to the
+    run's logs; ``say(line)``: a progress line. ``control``: the run's :class:`TrainingControl`.
+    ``stop_requested``: a stop signal (SIGTERM, SIGINT) arrived; a hook's long pass (Sigma_S) ends early,
+    leaving nothing half-computed, and the loop stops with a checkpoint.
     """
 
     @property
@@ -110,6 +110,8 @@ class RunView(Protocol):
     def device(self) -> torch.device: ...
     @property
     def step(self) -> int: ...
+    @property
+    def total_steps(self) -> int: ...
     @property
     def mid_epoch(self) -> bool: ...
     @property

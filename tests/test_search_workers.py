@@ -148,3 +148,13 @@ def test_the_study_records_a_failed_trial_with_its_reason_not_a_score(tiny_bert,
     assert trial.state == optuna.trial.TrialState.FAIL and trial.value is None
     assert str(tmp_path / "no_data") in trial.user_attrs["failure"]
     assert claim_trial(study, spec, search_dir) is None
+
+
+def test_a_trial_that_max_steps_ends_within_an_epoch_is_scored_on_its_held_out_split(tiny_bert, shared_data, tmp_path):
+    spec = load(str(write_search(tmp_path, tiny_bert, shared_data, "max_steps=1")))  # 2 steps an epoch: stops in it
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    score = run_trial(spec, tmp_path, trial, sample(trial, spec))
+    record = json.loads((trial_dir(tmp_path, 0) / "seed=1" / "results.json").read_text())
+    assert record["step"] == 1 and [r["step"] for r in record["validation"]["history"]] == [1]
+    assert score == record["validation"]["best"] and list(trial.study.trials[0].intermediate_values) == [1]

@@ -114,6 +114,7 @@ class _LoopView(ReadOnlyView):
     world_size = property(lambda self: self._trainer.args.world_size)
     device = property(lambda self: self._trainer.args.device)
     step = property(lambda self: self._trainer.state.global_step)
+    total_steps = property(lambda self: self._trainer.state.max_steps)
     eval_batch_size = property(lambda self: self._trainer.args.per_device_eval_batch_size)
     output_dir = property(lambda self: Path(self._trainer.args.output_dir))
     show_progress = property(lambda self: False)

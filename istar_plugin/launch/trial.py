@@ -17,12 +17,13 @@ process or as a task of a SLURM job array (a preempted task is requeued and resu
 >>> study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
 >>> hook = TrialPruning(study.ask(), "accuracy", seed_index=1)
 >>> class View:
-...     step, control = 40, __import__("istar_plugin.hooks").hooks.TrainingControl()
+...     step, total_steps, control = 40, 60, __import__("istar_plugin.hooks").hooks.TrainingControl()
 >>> view = View()
 >>> hook.on_validation(view, 0, {"accuracy": 0.4})
 >>> hook.pruned_at, view.control.stop_reason
 (40, 'pruned by the search: validation accuracy 0.4000 at step 40 (trial 0, seed index 1)')
->>> last = TrialPruning(study.ask(), "accuracy", last_epoch=2)  # the trial's last epoch: never pruned
+>>> last = TrialPruning(study.ask(), "accuracy", last_seed=True)
+>>> view.step = 60  # the end of the trial's last run: never pruned
 >>> last.on_validation(view, 2, {"accuracy": 0.4}); last.pruned_at is None
 True
 """
@@ -60,11 +61,11 @@ from .study import Claim, claim_trial, open_search, sample
 
 
 class TrialPruning(Hook):
-    """Report each epoch's validation score to ``trial``; stop the run when the study's pruner says so, except after
-    ``last_epoch`` (the trial's very last epoch: stopping there saves nothing and loses a finished trial)."""
+    """Report each validation score to ``trial``; stop the run when the study's pruner says so, except at the end of
+    the trial's ``last_seed`` run (stopping there saves nothing and loses a finished trial)."""
 
-    def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0, last_epoch: Optional[int] = None):
-        self.trial, self.metric, self.seed_index, self.last_epoch = trial, metric, seed_index, last_epoch
+    def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0, last_seed: bool = False):
+        self.trial, self.metric, self.seed_index, self.last_seed = trial, metric, seed_index, last_seed
         self.pruned_at: Optional[int] = None
 
     def on_fit_start(self, run: RunView) -> None:
@@ -74,7 +75,8 @@ class TrialPruning(Hook):
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
         value = float(metrics[self.metric])
         self.trial.report(value, self.seed_index * SEED_STRIDE + run.step)
-        if epoch != self.last_epoch and self.trial.should_prune():
+        at_the_end = self.last_seed and run.step >= run.total_steps
+        if not at_the_end and self.trial.should_prune():
             self.pruned_at = run.step
             run.control.request_stop(self._reason(value, run.step))
 
@@ -104,8 +106,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
         try:
             cfg = compose([*trial_arguments(spec, values, seed), TRIAL_EVALUATION, f"output_dir={run_dir}"])
-            last_epoch = cfg.optim.epochs - 1 if index == len(spec.seeds) - 1 else None
-            pruning = TrialPruning(trial, main_metric(cfg.task), index, last_epoch)
+            pruning = TrialPruning(trial, main_metric(cfg.task), index, last_seed=index == len(spec.seeds) - 1)
             results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
         except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
             raise
@@ -113,7 +114,10 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
             raise TrialFailed(one_line(error)) from None
         if pruning.pruned_at is not None:
             raise optuna.TrialPruned(f"seed {seed} at step {pruning.pruned_at}")
-        scores[seed] = results["validation"]["best"]
+        best = (results.get("validation") or {}).get("best")
+        if best is None:  # no held-out score: never a trial's value
+            raise TrialFailed(f"{run_dir}: the run holds no held-out score (results.json has no validation.best)")
+        scores[seed] = best
         trial.set_user_attr(SCORES, {str(s): v for s, v in scores.items()})
     return statistics.fmean(scores.values())
 

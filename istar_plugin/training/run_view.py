@@ -56,6 +56,10 @@ class TrainerView(ReadOnlyView):
         return self.__trainer.step
 
     @property
+    def total_steps(self) -> int:
+        return self.__trainer.total_steps
+
+    @property
     def mid_epoch(self) -> bool:
         """Some of the current epoch's micro-batches were already consumed (e.g. the epoch resumes part-way)."""
         return self.__trainer.batches_done > 0

@@ -305,6 +305,8 @@ class Trainer:
     def _finish(self) -> dict[str, Any]:
         """The hooks' end, the final evaluation, the last checkpoint, ``model/`` and ``results.json``."""
         self.guard.check(self.world_size)
+        if self.batches_done:  # max_steps ended training within an epoch: its held-out split is measured once more
+            self._validate()
         self.dispatch.fit_end()
         annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
         if annotations is not None:
@@ -402,13 +404,18 @@ class Trainer:
         """The hooks' epoch end, the validation split's metrics to the hooks, then (unless the run is over) an
         evaluation and a checkpoint."""
         self.dispatch.epoch_end(self.epoch)
-        if self.validation_features:
-            self.dispatch.validation(self.epoch, self.evaluate(self.validation_examples, self.validation_features,
-                                                               isotropy=False))
+        self._validate()
         self.epoch, self.batches_done = self.epoch + 1, 0
         if self.step < self.total_steps:
             self._evaluate_unless_done()
             self.save_checkpoint()
+
+    def _validate(self) -> None:
+        """The held-out split's metrics to the hooks (``on_validation``), when the run holds part of its training set
+        out: after each epoch, and at the end of a run that ``max_steps`` stopped within an epoch."""
+        if self.validation_features:
+            self.dispatch.validation(self.epoch, self.evaluate(self.validation_examples, self.validation_features,
+                                                               isotropy=False))
 
     def _export_model(self) -> bool:
         """``output_dir/model`` in Hugging Face format, and whether it was written (by the main process); a model
