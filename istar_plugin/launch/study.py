@@ -34,6 +34,7 @@ run directories' checkpoints, and no trial runs twice. A trial counts against th
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -72,7 +73,9 @@ def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=worker)
     if spec.sampler == "qmc":
-        return optuna.samplers.QMCSampler(seed=worker, scramble=True)
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.0: said once in the docs, not at every start
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(seed=worker, scramble=True)
     return optuna.samplers.TPESampler(seed=worker, n_startup_trials=min(10, max(2, spec.trials // 3)))
 
 
