@@ -168,8 +168,14 @@ def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
 def _trials_caption(report: Report) -> str:
     search = report.search
     return (f"Search {search.spec.name}: {len(search.trials)} trials of {search.spec.trials} ({search.counts()}), "
-            f"each scored on the {search.metric} of the split held out of the training set (percent; held-out: the "
-            f"mean over seeds {list(search.spec.seeds)}; {'higher' if search.maximize else 'lower'} is better).\n\n")
+            f"each scored on the {search.metric} of the split held out of the training set ({_unit(search)}held-out: "
+            f"the mean over seeds {list(search.spec.seeds)}; {'higher' if search.maximize else 'lower'} is "
+            "better).\n\n")
+
+
+def _unit(search: Search) -> str:
+    """``percent; `` where scores are shown as percentages (accuracy, F1 ...), nothing for a perplexity."""
+    return "percent; " if search.percent(1.0) == 100.0 else ""
 
 
 # ------------------------------------------------------------------------------------------------- the choice
