@@ -17,6 +17,13 @@ a list of ``choices``::
     baseline: {criterion: cross_entropy}
     final_seeds: [1, 2, 3]
 
+The sampler is ``tpe`` (the default), ``random``, ``qmc`` or ``grid``: every combination of the choices, once each,
+as a paper's grid (every dimension a list of choices); its budget is the grid's size unless ``trials`` names fewer
+(then the first of the grid's points in the sampler's seeded order), and never more::
+
+    space: {criterion.lam: {choices: [-1, -0.1]}, criterion.zeta: {choices: [0.2, 0.4, 0.8]}}
+    sampler: grid   # 6 trials
+
 Command-line ``key=value`` arguments set a search key (``trials=8``, ``seeds=[1,2]``, ``storage=URL``) or, for any
 other key, a run override added to ``fixed``. Every key and value is checked by composing the runs at the space's
 corners before anything is written.
@@ -27,11 +34,17 @@ corners before anything is written.
 >>> spec.space[0].corners(), spec.trials, spec.seeds, spec.final_seeds
 ([-10.0, -0.1, 0.1, 10.0], 4, (1,), (1,))
 >>> check(spec)
+>>> grid = parse({"fixed": {"recipe": "movie_snippets"}, "sampler": "grid",
+...               "space": {"criterion.lam": {"choices": [-1, -0.1]}, "criterion.zeta": {"choices": [0.2, 0.4, 0.8]}}},
+...              name="demo")
+>>> grid.trials, grid_size(grid.space)
+(6, (6, '2 x 3 choices'))
 >>> spec.storage_url(Path("/tmp/s"))
 'sqlite:////tmp/s/study.db'
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -63,7 +76,7 @@ VALUES, SCORES, FAILURE = "values", "scores", "failure"
 seed, a failed trial's one-line reason."""
 FILE_KEYS = ("description", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline", "final_seeds",
              "storage")
-SAMPLERS = ("tpe", "random", "qmc")
+SAMPLERS = ("tpe", "random", "qmc", "grid")
 PRUNERS = ("median", "halving", "none")
 SIGNS = ("positive", "negative", "both")
 STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "journal")
@@ -246,12 +259,35 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     if clash or "seed" in space or "seed" in fixed_keys:
         raise SearchError(f"{(clash or ['seed'])[0]} is both fixed and searched (seed: set seeds= instead); "
                           "keep it in one place")
-    return SearchSpec(name=name, fixed=tuple(fixed), space=tuple(_dimension(k, v) for k, v in space.items()),
+    dimensions = tuple(_dimension(k, v) for k, v in space.items())
+    if content.get("sampler") == "grid":
+        trials = _grid_trials(dimensions, content.get("trials"))
+    return SearchSpec(name=name, fixed=tuple(fixed), space=dimensions,
                       seeds=seeds, trials=trials, sampler=content.get("sampler", "tpe"),
                       pruner=content.get("pruner", "median"),
                       baseline=_overrides(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"),
                       final_seeds=_seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage=storage,
                       description=str(content.get("description") or ""), source=source)
+
+
+def grid_size(space: Sequence[Dimension]) -> tuple[int, str]:
+    """How many settings a grid over ``space``'s choices holds, and its shape in words."""
+    return math.prod(len(d.choices) for d in space), f"{' x '.join(str(len(d.choices)) for d in space)} choices"
+
+
+def _grid_trials(space: Sequence[Dimension], trials: Optional[int]) -> int:
+    """``sampler=grid``'s budget: ``trials`` when given (at most the grid's size), else the grid's size."""
+    for dimension in space:
+        if not dimension.choices:
+            raise SearchError(f"sampler=grid needs every dimension of the space to be a list of choices; "
+                              f"space.{dimension.key} is a range ({dimension.describe()}): give it {{choices: [...]}}")
+    size, shape = grid_size(space)
+    if trials is None and size > MAX_TRIALS:
+        raise SearchError(f"the grid's {size} settings ({shape}) exceed {MAX_TRIALS} trials; "
+                          f"set trials={MAX_TRIALS} or fewer")
+    if trials is not None and trials > size:
+        raise SearchError(f"trials={trials} exceeds the grid's {size} settings ({shape}); set trials={size} or fewer")
+    return size if trials is None else trials
 
 
 def yaml_value(text: str) -> Any:

@@ -37,7 +37,7 @@ import contextlib
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import optuna
 import yaml
@@ -67,9 +67,22 @@ def direction(spec: SearchSpec) -> str:
     return "maximize" if better_sign(main_metric(task)) > 0 else "minimize"
 
 
+class _GridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler but for its stop once every point has run: outside ``study.optimize`` that stop raises
+    from ``study.tell``; a search's budget (at most the grid's size) ends it."""
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
+                    values: Optional[Sequence[float]]) -> None:
+        pass
+
+
 def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
     """TPE, random or quasi-random (scrambled Sobol: a range covered evenly, to map a response rather than chase its
-    best) sampling, seeded by the worker's index (workers propose different settings, reproducibly)."""
+    best) sampling, seeded by the worker's index (workers propose different settings, reproducibly), or the grid of
+    every combination of the choices, in one shuffled order for every worker: trial N is its point N (a worker's own
+    seed would shuffle it its own way, and two workers' trials could run one point twice and miss another)."""
+    if spec.sampler == "grid":
+        return _GridSampler({d.key: list(d.choices) for d in spec.space}, seed=0)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=worker)
     if spec.sampler == "qmc":
