@@ -9,6 +9,7 @@ percentages; a method's best setting is its lambda/zeta (and any other swept hyp
     istar-report GRID_DIR [GRID_DIR ...] [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
     istar-report GRID_DIR [GRID_DIR ...] --archive DIR
     istar-report SEARCH_DIR [--out DIR | --archive DIR]
+    istar-report SEARCH_DIR SEARCH_DIR [...] --out DIR
 
 writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
 (table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
@@ -37,6 +38,11 @@ report in DIR/final. With ``--archive DIR`` it copies the search's records into 
 as study.json, progress.log, the ended trials' runs and the final grid's cells, as a grid archive keeps them), where
 ``istar-report DIR`` reports them as the search; archiving again adds what ended since, a different record is refused
 (:mod:`istar_plugin.reports.records.search_archive`).
+
+Several SEARCH_DIRs (searches of one task, e.g. an exhaustive ``sampler: grid`` and a TPE search of the same budget)
+are compared (:mod:`istar_plugin.reports.search_comparison`): searches.md/.csv, what each trained to choose (optimizer
+steps, hours), its choice and that choice on the evaluation split against its baseline and against the first search's
+choice, paired by seed; searches.png, the best held-out score so far against the steps trained so far.
 """
 from __future__ import annotations
 
@@ -46,7 +52,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import ConfigError, RunDirError, one_line, run_command
-from ..reports import search_report
+from ..reports import search_comparison, search_report
 from ..reports.grid_report import unwritten_figures, write_report
 from ..reports.records.archive import archive
 from ..reports.records.search_archive import archive_search
@@ -83,10 +89,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"istar-report: {error}", file=sys.stderr)
         return 2
     search_dirs = [directory for directory in args.grid_dirs if searches.is_search(directory)]
-    if search_dirs and len(args.grid_dirs) > 1:
-        print(f"istar-report: error: {search_dirs[0]} is a search directory: report or archive it alone "
-              f"(istar-report {search_dirs[0]} [--archive DIR])", file=sys.stderr)
+    if search_dirs and len(args.grid_dirs) > 1 and (len(search_dirs) < len(args.grid_dirs) or args.archive):
+        grid = next((directory for directory in args.grid_dirs if directory not in search_dirs), None)
+        print(f"istar-report: error: {search_dirs[0]} is a search directory: archive it alone (istar-report "
+              f"{search_dirs[0]} --archive DIR), or compare it with other searches only"
+              + (f" ({grid} is no search directory)" if grid else ""), file=sys.stderr)
         return 2
+    if len(search_dirs) > 1:
+        if args.out is None:
+            print("istar-report: several SEARCH_DIRs are compared: name the report's folder with --out",
+                  file=sys.stderr)
+            return 2
+        return run_command("istar-report", lambda: compare_search_dirs(search_dirs, args.out))
     if search_dirs and args.archive is not None:
         return run_command("istar-report", lambda: archive_search_dir(search_dirs[0], args.archive))
     if search_dirs:
@@ -143,6 +157,18 @@ def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[s
     print("\n".join(search_report.summary(report) + unwritten))
     for row in report.disagreements:
         print(f"istar-report: warning: {searches.problem_line(row)}", file=sys.stderr)
+    print(f"report in {out}")
+    return 0
+
+
+def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
+    """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side
+    (:mod:`istar_plugin.reports.search_comparison`), a line per search on stdout."""
+    comparison = search_comparison.compare_searches([searches.read(directory) for directory in search_dirs])
+    check_writable(out, REPORT_MARKER, "--out")
+    mark(out, REPORT_MARKER, searches=" ".join(str(directory.resolve()) for directory in search_dirs))
+    search_comparison.write_report(comparison, out)
+    print("\n".join(search_comparison.summary(comparison)))
     print(f"report in {out}")
     return 0
 

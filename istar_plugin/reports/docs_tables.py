@@ -12,7 +12,9 @@ A docs page marks each table with what it is rendered from (paths relative to th
   :data:`~.grid_report.TABLES`), computed afresh from an archive of a grid's records (``docs/evidence/GRID``,
   :mod:`.records.archive`) with those ``istar-report`` options. For an archive of an ``istar-tune`` search
   (:mod:`.records.search_archive`), TABLE is one of the search report's (``trials.md``, ``chosen.md``,
-  ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`).
+  ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`). ``ARCHIVE+ARCHIVE`` reads several archives as
+  ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
+  :mod:`.search_comparison`).
 - ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
   rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
 
@@ -29,11 +31,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..errors import RunDirError
 from ..storage.atomic import atomic_write_text
-from . import search_report
+from . import search_comparison, search_report
 from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
@@ -46,8 +48,8 @@ TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs 
 """The line under a table marked ``transcribed``."""
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
 """The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
-MARKED_TABLES = (*TABLES, *search_report.TABLES)
-"""The tables an archive's marker may name: a grid report's and a search report's."""
+MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
+"""The tables an archive's marker may name: a grid report's, a search report's and a comparison of searches'."""
 REPORT_FILES = sorted({f"{table.name}.md" for table in MARKED_TABLES if table.markdown is not None}
                       | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None})
 
@@ -139,21 +141,27 @@ class ArchiveReports:
         self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
         self._reports: dict[tuple, Path] = {}
 
-    def table(self, archive: Path, name: str, options: tuple[tuple[str, str], ...] = ()) -> str:
-        key = (archive.resolve(), options)
+    def table(self, archives: Sequence[Path], name: str, options: tuple[tuple[str, str], ...] = ()) -> str:
+        key = (tuple(archive.resolve() for archive in archives), options)
+        shown = "+".join(map(str, archives))
         if key not in self._reports:
             folder = Path(self._folder.name) / str(len(self._reports))
-            if searches.is_search(archive):
-                search_report.write_report(search_report.Report(searches.read(archive), **dict(options)), folder)
+            if len(archives) > 1 and all(map(searches.is_search, archives)):
+                comparison = search_comparison.compare_searches([searches.read(archive) for archive in archives])
+                search_comparison.write_report(comparison, folder)
+            elif any(map(searches.is_search, archives)) and len(archives) > 1:
+                raise ValueError(f"{shown}: a search archive is compared with other searches only")
+            elif searches.is_search(archives[0]):
+                search_report.write_report(search_report.Report(searches.read(archives[0]), **dict(options)), folder)
             else:
-                records, _ = collect(archive)
+                records, _ = collect(*archives)
                 if not records:
-                    raise ValueError(f"{archive}: no finished cell to report on")
+                    raise ValueError(f"{shown}: no finished cell to report on")
                 write_report(records, folder, **dict(options))
             self._reports[key] = folder
         path = self._reports[key] / name
         if not path.is_file():
-            raise ValueError(f"{archive}: istar-report writes no {name} for its cells")
+            raise ValueError(f"{shown}: istar-report writes no {name} for its cells")
         return render_source(path)
 
     def __enter__(self) -> "ArchiveReports":
@@ -167,7 +175,7 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
     """The table a marker's ``source`` names (paths relative to ``base``)."""
     marker = parse_marker(source)
     if marker.table is not None:
-        return reports.table(Path(base) / marker.path, marker.table, marker.options)
+        return reports.table([Path(base) / path for path in marker.path.split("+")], marker.table, marker.options)
     table = render_source(Path(base) / marker.path)
     return f"{table}\n{TRANSCRIBED}\n" if marker.transcribed else table
 

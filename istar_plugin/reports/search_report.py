@@ -45,7 +45,7 @@ from .records.settings import records_by_setting, settings
 from .tables import Table, write_table
 
 __all__ = ["Report", "SearchFigure", "TABLES", "FIGURES", "BASELINE", "write_report", "summary", "unwritten_figures",
-           "trial_rows", "chosen_rows", "chosen_table", "against_baseline", "history_points"]
+           "trial_rows", "final_runs", "chosen_rows", "chosen_table", "against_baseline", "history_points"]
 
 BASELINE = "baseline"
 """The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
@@ -179,7 +179,7 @@ def _unit(search: Search) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- the choice
-def _final_runs(search: Search) -> dict[str, list[Record]]:
+def final_runs(search: Search) -> dict[str, list[Record]]:
     """Setting (``trialN``, ``baseline``, from each final cell's folder name) -> its finished runs, each setting a
     variant of its own (two settings alike but for a key the grid does not tell apart stay apart)."""
     runs: dict[str, list[Record]] = {}
@@ -203,7 +203,7 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
     score per seed on the evaluation split and a trial's paired difference to the baseline; none without a choice."""
     if search.best is None:
         return []
-    runs, chosen = _final_runs(search), f"trial{search.best.number}"
+    runs, chosen = final_runs(search), f"trial{search.best.number}"
     trials = {f"trial{trial.number}": trial for trial in search.trials}
     earlier = sorted((s for s in runs if s not in (chosen, BASELINE)), key=lambda s: int(s[len("trial"):]))
     seeds = sorted({*search.spec.final_seeds, *(record.seed for group in runs.values() for record in group)})
