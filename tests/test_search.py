@@ -65,7 +65,8 @@ def test_a_bad_search_file_is_one_line_and_writes_nothing(tmp_path, capsys, cont
 def test_unknown_searches_keys_and_launch_options_are_refused_with_the_choices(tmp_path, capsys):
     path = write_search(tmp_path)
     assert refused(capsys, "nonesuch") == (2, ["istar-tune: error: unknown search 'nonesuch'; searches: "
-                                               "lm_smollm2_lambda, rte_minilm, sst2_minilm_demo"])
+                                               "lm_smollm2_lambda, rte_minilm, sst2_minilm, sst2_minilm_demo, "
+                                               "sst2_minilm_grid"])
     assert refused(capsys, path, "optim.lr=-1") == (2, [
         "istar-tune: error: a trial (criterion.lam=-10.0, criterion.zeta=0.2) is refused: optim.lr=-1.0 is out of "
         "range; allowed: > 0"])
@@ -183,7 +184,7 @@ def test_the_dry_run_prints_the_plan_and_the_workers_sbatch_script_and_writes_no
 
 
 def test_the_packaged_searches_compose_at_every_corner():
-    for name in ("lm_smollm2_lambda", "rte_minilm", "sst2_minilm_demo"):
+    for name in ("lm_smollm2_lambda", "rte_minilm", "sst2_minilm", "sst2_minilm_demo", "sst2_minilm_grid"):
         check(load(name))
     assert parse({"fixed": FIXED, "space": SPACE}, "x").trials == 24
 
