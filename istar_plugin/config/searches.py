@@ -24,6 +24,9 @@ as a paper's grid (every dimension a list of choices); its budget is the grid's 
     space: {criterion.lam: {choices: [-1, -0.1]}, criterion.zeta: {choices: [0.2, 0.4, 0.8]}}
     sampler: grid   # 6 trials
 
+A search file may start from another: ``base: NAME`` takes that search's keys, this file's ``fixed`` overrides
+merged into the base's and its other keys replacing the base's (the same trials under another sampler or space).
+
 Command-line ``key=value`` arguments set a search key (``trials=8``, ``seeds=[1,2]``, ``storage=URL``) or, for any
 other key, a run override added to ``fixed``. Every key and value is checked by composing the runs at the space's
 corners before anything is written.
@@ -74,8 +77,8 @@ SEED_STRIDE = 10 ** 6
 VALUES, SCORES, FAILURE = "values", "scores", "failure"
 """A trial's user attributes: its config values (a signed range's sign times magnitude), its validation score per
 seed, a failed trial's one-line reason."""
-FILE_KEYS = ("description", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline", "final_seeds",
-             "storage")
+FILE_KEYS = ("description", "base", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline",
+             "final_seeds", "storage")
 SAMPLERS = ("tpe", "random", "qmc", "grid")
 PRUNERS = ("median", "halving", "none")
 SIGNS = ("positive", "negative", "both")
@@ -233,6 +236,7 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     unknown = sorted(set(content) - set(FILE_KEYS))
     if unknown:
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
+    content = with_base(content, name)
     fixed = list(_overrides(content.get("fixed"), "fixed"))
     for key, value in _pairs(arguments, "istar-tune"):
         if key in FILE_KEYS and key not in ("fixed", "space", "baseline", "description"):
@@ -302,17 +306,45 @@ def yaml_value(text: str) -> Any:
         return text
 
 
-def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
-    """The search ``name`` (a file in ``recipes/searches/`` or a path to a YAML file) with ``arguments`` applied."""
+def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
+    """(path, content) of the search file ``name`` (in ``recipes/searches/``, or a path to a YAML file)."""
     path = find_yaml(name, SEARCHES_SUBDIR)
     if path is None and name.endswith((".yaml", ".yml")) and Path(name).exists():
         path = Path(name)  # no file (a folder): read_yaml refuses it in one line saying what it is
     if path is None:
-        raise SearchError(f"unknown search {name!r}; searches: {', '.join(available(SEARCHES_SUBDIR)) or '(none)'}")
+        known = ", ".join(available(SEARCHES_SUBDIR)) or "(none)"
+        raise SearchError(f"{where}unknown search {name!r}; searches: {known}")
     try:
-        content = read_yaml(path, "search file")
+        return path, read_yaml(path, "search file")
     except (OmegaConfBaseException, yaml.YAMLError) as error:
         raise SearchError(f"search file {path} is not valid YAML: {' '.join(str(error).split())}") from None
+
+
+def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> dict[str, Any]:
+    """A search file's content over the search its ``base`` names: the base's ``fixed`` overrides merged key by key
+    with this file's, every other key this file gives replacing the base's (a base may have a base).
+
+    >>> with_base({"base": "sst2_minilm", "sampler": "random", "fixed": {"optim.lr": 1e-4}}, "x")["fixed"]["optim.lr"]
+    0.0001
+    """
+    base = content.get("base")
+    if base is None:
+        return content
+    if not isinstance(base, str):
+        raise SearchError(f"search {name}: base must name a search file, got {base!r}")
+    chain = [*chain, name]
+    if Path(base).stem in chain:
+        raise SearchError(f"search {name}: base {base!r} leads back to itself ({' -> '.join([*chain, base])})")
+    _, parent = _read_file(base, where=f"search {name}: base: ")
+    parent = with_base(dict(OmegaConf.to_container(parent) if isinstance(parent, DictConfig) else parent),
+                       Path(base).stem, chain)
+    own = {key: value for key, value in content.items() if key != "base"}
+    return {**parent, **own, "fixed": {**(parent.get("fixed") or {}), **(own.get("fixed") or {})}}
+
+
+def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
+    """The search ``name`` (a file in ``recipes/searches/`` or a path to a YAML file) with ``arguments`` applied."""
+    path, content = _read_file(name)
     return parse(content, Path(name).stem, path, arguments)
 
 
