@@ -80,7 +80,8 @@ class EncoderOutput:
     """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
 
     A padding-free forward (:attr:`HFEncoder.padding_free`) gives each hidden state packed, (real tokens, hidden),
-    and no ``attention_mask`` (every position is a token).
+    and no ``attention_mask`` (every position is a token). Extractive QA's ``start_logits``/``end_logits`` are at the
+    dtype's lowest value on the padding (no answer starts or ends there).
 
     ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
     inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
@@ -207,8 +208,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         site, self._head_site = self._head_site, {}
         return EncoderOutput(
             logits=getattr(out, "logits", None),
-            start_logits=getattr(out, "start_logits", None),
-            end_logits=getattr(out, "end_logits", None),
+            start_logits=_no_answer_in_padding(getattr(out, "start_logits", None), attention_mask),
+            end_logits=_no_answer_in_padding(getattr(out, "end_logits", None), attention_mask),
             hidden_states=tuple(out.hidden_states or ()) if hidden_states is None else hidden_states,
             attention_mask=None if packed else attention_mask,
             representation=site.get("representation"),
@@ -449,6 +450,15 @@ def _no_gguf_bar() -> Iterator[None]:
         yield
     finally:
         gguf_loading.tqdm = drawn
+
+
+def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
+    """Extractive QA's (batch, length) start or end logits with the padding at the dtype's lowest value: the loss's
+    softmax over a feature's positions is over its own tokens, however long its batchmates are (padded or
+    padding-free alike); decoding reads the real positions only."""
+    if span_logits is None:
+        return None
+    return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
 
 
 def _pooled(backbone: torch.nn.Module, first_tokens: Tensor) -> Optional[Tensor]:
