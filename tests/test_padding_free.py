@@ -145,10 +145,10 @@ def test_true_is_refused_at_compose_time_where_the_run_cannot_be_padding_free(ti
     assert refusal(*tiny_run_arguments(other, shared_data, "model.padding_free=true")) == (
         f"model.padding_free=true: model family electra has no padding-free forward here; families that have: "
         f"{FAMILIES}; use model.padding_free=auto or false")
-    assert refusal(*tiny_run_arguments(tiny_bert, shared_data, "recipe=squad", "data.source=hub", "data.dir=",
-                                       "data.doc_stride=10", "model.padding_free=true")) == (
-        "model.padding_free=true: task kind extractive_qa reads every position's outputs padded (padding-free serves "
-        "classification and regression); use model.padding_free=auto or false")
+    squad = compose(tiny_run_arguments(tiny_bert, shared_data, "recipe=squad", f"data.dir={shared_data / 'squad'}",
+                                       "data.train_file=dev-v1.1.json", "data.doc_stride=10",
+                                       "model.padding_free=true"))  # every task kind computes padding-free
+    assert squad.model.padding_free is True
     assert refusal(*tiny_run_arguments(tiny_bert, shared_data, "criterion=istar", "criterion.padding=include",
                                        "model.padding_free=true")) == (
         "model.padding_free=true: criterion.padding=include scores the padded positions too; use "
@@ -175,11 +175,9 @@ def test_the_command_line_refuses_true_in_one_line(tiny_bert, shared_data, tmp_p
 
 
 def test_auto_falls_back_to_padded_batches_with_one_line(tiny_bert, shared_data, tmp_path, capsys):
-    qa = HFEncoder(ModelConfig(name_or_path=str(tiny_bert), padding_free="auto"), "extractive_qa")
-    assert not qa.padding_free and qa.padding_free_line == (
-        "model.padding_free=auto: padded batches (task kind extractive_qa reads every position's outputs padded "
-        "(padding-free serves classification and regression))")
-    assert HFEncoder(ModelConfig(name_or_path=str(tiny_bert), padding_free="auto"), "classification").padding_free
+    for kind in ("classification", "extractive_qa"):
+        model = HFEncoder(ModelConfig(name_or_path=str(tiny_bert), padding_free="auto"), kind)
+        assert model.padding_free and model.padding_free_line is None, kind
     cfg = compose(tiny_run_arguments(tiny_bert, shared_data, "criterion=istar", "criterion.padding=include",
                                      "model.padding_free=auto", f"output_dir={tmp_path / 'run'}"))
     capsys.readouterr()

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..models.packing import Packing
 from ..registry import CRITERIONS
 from .configs import CriterionSetup, CrossEntropyConfig
 
@@ -28,19 +29,40 @@ class CriterionOutput:
     stats: dict[str, Tensor] = field(default_factory=dict)
 
 
-def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
+                   packing: Optional[Packing] = None) -> tuple[Tensor, Tensor]:
     """Per sequence: the summed negative log-likelihood (float32, nats) of each real token given the ones before
-    it, and how many tokens were predicted (padding is neither predicted nor a context).
+    it, and how many tokens were predicted (padding is neither predicted nor a context). ``packing``: the logits
+    are a padding-free forward's, (tokens, vocabulary) in its packed row; each token predicts the next one of its
+    own sequence only.
 
     >>> import torch
     >>> logits = torch.zeros(2, 3, 4)  # uniform over 4 tokens: each predicted token costs log 4
-    >>> nll, count = next_token_nll(logits, torch.tensor([[1, 2, 3], [1, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    >>> ids, mask = torch.tensor([[1, 2, 3], [1, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]])
+    >>> nll, count = next_token_nll(logits, ids, mask)
     >>> [round(v, 4) for v in (nll / count).tolist()], count.tolist()
     ([1.3863, 1.3863], [2, 1])
+    >>> packing = Packing.of(mask)
+    >>> packed_nll, packed_count = next_token_nll(torch.zeros(5, 4), ids, mask, packing)  # 5 real tokens
+    >>> torch.equal(packed_nll, nll), packed_count.tolist()
+    (True, [2, 1])
     """
+    if packing is not None:
+        return _packed_next_token_nll(logits, packing.pack(input_ids)[0], packing)
     predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
     nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
     return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
+
+
+def _packed_next_token_nll(logits: Tensor, tokens: Tensor, packing: Packing) -> tuple[Tensor, Tensor]:
+    """:func:`next_token_nll` of packed (tokens, vocabulary) logits: a token predicts the next one in the row when
+    both belong to the same sequence (never across a boundary), summed per sequence."""
+    rows = packing.rows
+    predicted = rows[1:] == rows[:-1]
+    nll = F.cross_entropy(logits[:-1].float(), tokens[1:], reduction="none")
+    sequences = packing.cu_seq_lens.shape[0] - 1
+    return (nll.new_zeros(sequences).index_add(0, rows[:-1], torch.where(predicted, nll, 0.0)),
+            rows.new_zeros(sequences).index_add(0, rows[:-1], predicted.long()))
 
 
 def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
@@ -64,7 +86,8 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
         return 0.5 * (F.cross_entropy(output.start_logits.float(), start)
                       + F.cross_entropy(output.end_logits.float(), end))
     if kind == "language_modeling":
-        nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
+        nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask,
+                                    getattr(output, "packing", None))
         return nll.sum() / count.sum().clamp(min=1)
     raise ValueError(f"unknown task kind {kind!r}; choose one of: classification, regression, extractive_qa, "
                      "language_modeling")

@@ -93,7 +93,7 @@ class ModelConfig:
                                    "(no cache of its outputs)", added=True)
     padding_free: Union[bool, str] = setting(
         False, help="compute on real tokens only: each batch's sequences packed into one row, attention confined to "
-        f"each sequence (families: {', '.join(PADDING_FREE_FAMILIES)}; classification and regression); true: refused "
+        f"each sequence (families: {', '.join(PADDING_FREE_FAMILIES)}; every task kind); true: refused "
         "where it cannot, auto: where it can, else padded with one line saying why; criterion.padding=include (the "
         "official cloud) needs the padding: padded. Default false for now (the docs' numbers were measured padded), "
         "auto once they are re-measured", choices=PADDING_FREE_CHOICES,

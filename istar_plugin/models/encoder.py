@@ -80,8 +80,10 @@ class EncoderOutput:
     """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
 
     A padding-free forward (:attr:`HFEncoder.padding_free`) gives each hidden state packed, (real tokens, hidden),
-    and no ``attention_mask`` (every position is a token). Extractive QA's ``start_logits``/``end_logits`` are at the
-    dtype's lowest value on the padding (no answer starts or ends there).
+    no ``attention_mask`` (every position is a token) and its ``packing`` (where each token sits in the padded
+    batch); a language model's ``logits`` are packed too, (real tokens, vocabulary). Extractive QA's
+    ``start_logits``/``end_logits`` are (batch, length) either way, at the dtype's lowest value on the padding (no
+    answer starts or ends there).
 
     ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
     inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
@@ -96,6 +98,7 @@ class EncoderOutput:
     representation: Optional[Tensor] = None
     inserted: dict[str, Tensor] = field(default_factory=dict)
     token_positions: Optional[Tensor] = None  # flat indices of the real tokens, when the batch brings them
+    packing: Optional[Packing] = None
 
     @property
     def head_input(self) -> Optional[Tensor]:
@@ -161,7 +164,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             _enable_activation_checkpointing(model)
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
         # padding-free: a batch's real tokens in one row (models/packing.py); its line says why auto could not
-        self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type, kind)
+        self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type)
         self._padded_attention = model.config._attn_implementation
         if self.padding_free:
             model.config._attn_implementation = PACKED_ATTENTION
@@ -193,11 +196,11 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
         self._head_site = {}
-        hidden_states, packed = None, self.padding_free
+        hidden_states, packing = None, None
         if self.frozen_cache is not None and (self.training or not self._hidden_states_wanted):
-            out, packed = self._forward_from_cache(inputs), False
-        elif packed:
-            out, hidden_states = self._forward_packed(inputs, batch.get("token_positions"))
+            out = self._forward_from_cache(inputs)
+        elif self.padding_free:
+            out, hidden_states, packing = self._forward_packed(inputs, batch.get("token_positions"))
         else:
             out = self.model(**inputs, output_hidden_states=True)
             if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
@@ -206,6 +209,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
                 site = self._head_site
                 self.frozen_cache.remember(keys, missing, site["representation"][missing], site["pooled"])
         site, self._head_site = self._head_site, {}
+        packed = packing is not None
         return EncoderOutput(
             logits=getattr(out, "logits", None),
             start_logits=_no_answer_in_padding(getattr(out, "start_logits", None), attention_mask),
@@ -215,22 +219,36 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             representation=site.get("representation"),
             inserted=site.get("inserted", {}),
             token_positions=None if packed else batch.get("token_positions"),
+            packing=packing,
         )
 
-    def _forward_packed(self, inputs: dict[str, Tensor], positions: Optional[Tensor]) -> tuple[Any, tuple]:
-        """The model's forward on the batch's real tokens alone: the backbone on one packed row (per-sequence
-        positions, attention confined to each sequence), then the task head on each sequence's first token (an
-        encoder's [CLS], through its pooler when it has one) or last real token (a decoder's), as the head reads
-        them from a padded batch. Returns the head's output and the packed hidden states, (tokens, hidden) each."""
+    def _forward_packed(self, inputs: dict[str, Tensor], positions: Optional[Tensor]) -> tuple[Any, tuple, Packing]:
+        """The model's forward on the batch's real tokens alone: one packed row (per-sequence positions, attention
+        confined to each sequence, causal within each for decoders). A head that reads every token (extractive QA's
+        span head, a language model's) runs on the packed row with the rest of the Hugging Face model (called
+        itself, its LoRA layers in it: peft's question-answering wrapper drops ``position_ids``); one that reads one
+        token per example reads it from the packed row (:meth:`_head_on_each_sequence`). Returns the head's output,
+        the packed hidden states, (tokens, hidden) each, and the packing."""
         packing = Packing.of(inputs["attention_mask"], positions)
-        backbone = self.transformer.base_model
         packed = {"input_ids": packing.pack(inputs["input_ids"]),
-                  "position_ids": packing.position_ids(self._position_offset)}
+                  "position_ids": packing.position_ids(self._position_offset), **packing.attention_kwargs()}
         if "token_type_ids" in inputs:
             packed["token_type_ids"] = packing.pack(inputs["token_type_ids"])
+        if self.kind in ("extractive_qa", "language_modeling"):
+            out = states = _token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
+        else:
+            out, states = self._head_on_each_sequence(inputs, packed, packing)
+        return out, tuple(hidden[0] for hidden in states.hidden_states), packing
+
+    def _head_on_each_sequence(self, inputs: dict[str, Tensor], packed: dict[str, Any], packing: Packing
+                               ) -> tuple[Any, Any]:
+        """The backbone on the packed row, then the task head on each sequence's first token (an encoder's [CLS],
+        through its pooler when it has one) or last real token (a decoder's), as the head reads them from a padded
+        batch. Returns the head's output and the backbone's."""
+        backbone = self.transformer.base_model
         self._packed_pass = True  # the head's input is not this pass's output: the hook waits for the stand-in's
         try:
-            states = backbone(**packed, **packing.attention_kwargs(), output_hidden_states=True)
+            states = backbone(**packed, output_hidden_states=True)
         finally:
             self._packed_pass = False
         rows = states.last_hidden_state[0].index_select(0, packing.last if self.is_decoder else packing.first)
@@ -244,7 +262,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             out = self.model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
         finally:
             del backbone.forward
-        return out, tuple(hidden[0] for hidden in states.hidden_states)
+        return out, states
 
     def keep_padding(self, reason: str) -> None:
         """Compute on padded batches after all (e.g. the criterion scores the padded positions too): ``reason`` goes
@@ -450,6 +468,16 @@ def _no_gguf_bar() -> Iterator[None]:
         yield
     finally:
         gguf_loading.tqdm = drawn
+
+
+def _token_outputs_unpacked(out, packing: Packing):
+    """A per-token head's output on the packed row as the loss reads it: span logits back at their places in the
+    padded (batch, length) batch, a language model's logits packed, (tokens, vocabulary)."""
+    if getattr(out, "start_logits", None) is not None:
+        out.start_logits, out.end_logits = packing.unpack(out.start_logits[0]), packing.unpack(out.end_logits[0])
+    else:
+        out.logits = out.logits[0]
+    return out
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:

@@ -18,6 +18,8 @@ mask, gets none (the cumulative lengths confine the attention).
 ([0, 1, 2, 3], [0, 3, 4], [0, 3], [2, 3])
 >>> packing.pack(torch.tensor([[5, 6, 7], [8, 0, 0]])).tolist(), packing.position_ids().tolist()
 ([[5, 6, 7, 8]], [[0, 1, 2, 0]])
+>>> packing.rows.tolist(), packing.unpack(torch.tensor([5., 6., 7., 8.])).tolist()  # each token's sequence; back
+([0, 0, 0, 1], [[5.0, 6.0, 7.0], [8.0, 0.0, 0.0]])
 >>> query = torch.randn(1, 2, 4, 8)  # (1, heads, packed tokens, width)
 >>> module = torch.nn.Module()
 >>> module.is_causal = False  # an encoder's attention
@@ -74,6 +76,18 @@ class Packing:
     def pack(self, padded: Tensor) -> Tensor:
         """A (batch, width, ...) tensor's real positions as one row: (1, tokens, ...)."""
         return padded.reshape(-1, *padded.shape[2:]).index_select(0, self.positions).unsqueeze(0)
+
+    @property
+    def rows(self) -> Tensor:
+        """(tokens,): the sequence (row of the padded batch) each packed token belongs to."""
+        return self.positions // self.width
+
+    def unpack(self, packed: Tensor) -> Tensor:
+        """Packed (tokens, ...) values back at their places in the padded (batch, width, ...) batch, zeros at the
+        padding (the inverse of :meth:`pack`; gradients flow back to ``packed``)."""
+        batch = self.cu_seq_lens.shape[0] - 1
+        padded = packed.new_zeros(batch * self.width, *packed.shape[1:]).index_copy(0, self.positions, packed)
+        return padded.view(batch, self.width, *packed.shape[1:])
 
     def position_ids(self, offset: int = 0) -> Tensor:
         """(1, tokens): each token's column, as a padded batch's positions count (+ ``offset``: RoBERTa's positions

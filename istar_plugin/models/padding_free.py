@@ -1,16 +1,20 @@
 """``model.padding_free``: which runs compute on real tokens only (each batch's sequences packed into one row), and
 the one line that says why a run cannot (no torch needed: compose time asks it too).
 
->>> padding_free_choice("auto", "bert", "classification")  # model.padding_free=true arrives as True
+Every task kind computes padding-free: classification and regression (the head on each sequence's first or last
+token), extractive QA (the span head on the packed tokens) and language modelling (the LM head on the packed tokens,
+next-token targets within each sequence).
+
+>>> padding_free_choice("auto", "bert")  # model.padding_free=true arrives as True
 (True, None)
->>> padding_free_choice("auto", "t5", "classification")[1]
+>>> padding_free_choice("auto", "t5")[1]
 'model.padding_free=auto: padded batches (model family t5 has no padding-free forward here; families that have: \
 bert, roberta, distilbert, albert, gpt2, llama)'
->>> padding_free_choice(True, "bert", "extractive_qa")
+>>> padding_free_choice(True, "bert", included_padding=True)
 Traceback (most recent call last):
 ...
-istar_plugin.errors.ConfigError: model.padding_free=true: task kind extractive_qa reads every position's outputs \
-padded (padding-free serves classification and regression); use model.padding_free=auto or false
+istar_plugin.errors.ConfigError: model.padding_free=true: criterion.padding=include scores the padded positions \
+too; use model.padding_free=auto or false
 """
 from __future__ import annotations
 
@@ -18,31 +22,26 @@ from typing import Optional, Union
 
 from ..errors import ConfigError
 
-__all__ = ["PADDING_FREE_CHOICES", "PADDING_FREE_FAMILIES", "PADDING_FREE_KINDS", "padding_free_obstacle",
-           "padding_free_choice", "INCLUDED_PADDING"]
+__all__ = ["PADDING_FREE_CHOICES", "PADDING_FREE_FAMILIES", "padding_free_obstacle", "padding_free_choice",
+           "INCLUDED_PADDING"]
 
 PADDING_FREE_CHOICES = ("auto", True, False)  # as the command line's true and false arrive
 PADDING_FREE_FAMILIES = ("bert", "roberta", "distilbert", "albert", "gpt2", "llama")
 """Model types whose forward takes per-sequence position ids and passes attention keywords through (each tested
 padded against padding-free in ``tests/test_padding_free.py``)."""
-PADDING_FREE_KINDS = ("classification", "regression")  # one output per example, read from one token
 INCLUDED_PADDING = "criterion.padding=include scores the padded positions too"
 
 
-def padding_free_obstacle(model_type: Optional[str], kind: Optional[str], included_padding: bool = False
-                          ) -> Optional[str]:
-    """Why a run of this model family and task kind cannot compute padding-free; None when it can (an unknown
-    family or kind, None, is not held against it: the check is repeated once they are known)."""
+def padding_free_obstacle(model_type: Optional[str], included_padding: bool = False) -> Optional[str]:
+    """Why a run of this model family cannot compute padding-free; None when it can (an unknown family, None, is
+    not held against it: the check is repeated once it is known)."""
     if model_type is not None and model_type not in PADDING_FREE_FAMILIES:
         return (f"model family {model_type} has no padding-free forward here; families that have: "
                 f"{', '.join(PADDING_FREE_FAMILIES)}")
-    if kind is not None and kind not in PADDING_FREE_KINDS:
-        return (f"task kind {kind} reads every position's outputs padded (padding-free serves "
-                f"{' and '.join(PADDING_FREE_KINDS)})")
     return INCLUDED_PADDING if included_padding else None
 
 
-def padding_free_choice(setting: Union[bool, str], model_type: Optional[str], kind: Optional[str],
+def padding_free_choice(setting: Union[bool, str], model_type: Optional[str],
                         included_padding: bool = False) -> tuple[bool, Optional[str]]:
     """(whether batches are packed, the line a run prints when ``auto`` falls back to padded batches);
     ``true`` where it cannot is a :class:`~istar_plugin.errors.ConfigError` naming why."""
@@ -50,7 +49,7 @@ def padding_free_choice(setting: Union[bool, str], model_type: Optional[str], ki
         raise ConfigError(f"model.padding_free={setting!r} unknown; choose one of: auto, true, false")
     if setting is False:
         return False, None
-    obstacle = padding_free_obstacle(model_type, kind, included_padding)
+    obstacle = padding_free_obstacle(model_type, included_padding)
     if obstacle is None:
         return True, None
     if setting is True:

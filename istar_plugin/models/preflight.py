@@ -159,7 +159,7 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
                 else LoraSettings())
     settings.check()
     padding_free, included_padding = cfg.model.get("padding_free", False), cfg.criterion.get("padding") == "include"
-    padding_free_choice(padding_free, None, kind, included_padding)  # true refused for the task before any reading
+    padding_free_choice(padding_free, None, included_padding)  # true refused for the criterion before any reading
     try:
         config = _pretrained_config(cfg, local_only=lenient)
     except ModelError:
@@ -169,7 +169,7 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
     if config is None:
         return
     check_lora_targets(config, settings)
-    padding_free_choice(padding_free, config.model_type, kind, included_padding)
+    padding_free_choice(padding_free, config.model_type, included_padding)
     positions, layers = _shape(config)
     name = cfg.model.name_or_path
     if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:

@@ -148,7 +148,8 @@ class Evaluator:
             on_device["start"].append(output.start_logits.float())
             on_device["end"].append(output.end_logits.float())
         elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
-            nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask)
+            nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask,
+                                        getattr(output, "packing", None))
             on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
         else:
             on_device["logits"].append(output.logits.float())
