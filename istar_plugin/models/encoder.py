@@ -54,6 +54,7 @@ from ..registry import MODELS
 from .frozen_backbone import FrozenBackboneCache, standin_output
 from .config import DECODER_MODEL_TYPES, ModelConfig
 from .lora import with_lora
+from .packed_heads import pooled_first_tokens, token_outputs_unpacked
 from .packing import PACKED_ATTENTION, Packing
 from .padding_free import padding_free_choice
 from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
@@ -128,12 +129,6 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
         for name in names:
             setattr(config, name, cfg.dropout)
     return config
-
-
-
-
-
-
 
 
 @MODELS.register("hf_auto", ModelConfig)
@@ -235,7 +230,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if "token_type_ids" in inputs:
             packed["token_type_ids"] = packing.pack(inputs["token_type_ids"])
         if self.kind in ("extractive_qa", "language_modeling"):
-            out = states = _token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
+            out = states = token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
         else:
             out, states = self._head_on_each_sequence(inputs, packed, packing)
         return out, tuple(hidden[0] for hidden in states.hidden_states), packing
@@ -255,8 +250,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if self.is_decoder:
             standin = BaseModelOutputWithPast(last_hidden_state=rows.unsqueeze(1))
         else:
-            pooled = _pooled(backbone, rows)
-            standin = BaseModelOutputWithPooling(last_hidden_state=rows.unsqueeze(1), pooler_output=pooled)
+            standin = BaseModelOutputWithPooling(last_hidden_state=rows.unsqueeze(1),
+                                                 pooler_output=pooled_first_tokens(backbone, rows))
         backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
         try:
             out = self.model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
@@ -407,7 +402,6 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         self.load_state_dict(state, strict=False)
 
 
-
 _WEIGHTS_RESTORED_LATER = contextvars.ContextVar("weights_restored_later", default=False)
 
 
@@ -470,16 +464,6 @@ def _no_gguf_bar() -> Iterator[None]:
         gguf_loading.tqdm = drawn
 
 
-def _token_outputs_unpacked(out, packing: Packing):
-    """A per-token head's output on the packed row as the loss reads it: span logits back at their places in the
-    padded (batch, length) batch, a language model's logits packed, (tokens, vocabulary)."""
-    if getattr(out, "start_logits", None) is not None:
-        out.start_logits, out.end_logits = packing.unpack(out.start_logits[0]), packing.unpack(out.end_logits[0])
-    else:
-        out.logits = out.logits[0]
-    return out
-
-
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
     """Extractive QA's (batch, length) start or end logits with the padding at the dtype's lowest value: the loss's
     softmax over a feature's positions is over its own tokens, however long its batchmates are (padded or
@@ -487,16 +471,6 @@ def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor)
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
-
-
-def _pooled(backbone: torch.nn.Module, first_tokens: Tensor) -> Optional[Tensor]:
-    """The backbone's pooler output for its sequences' first tokens, (batch, hidden): BERT's pooler reads a
-    (batch, length, hidden) tensor's first position, ALBERT's is a linear layer and an activation; None without one."""
-    pooler = getattr(backbone, "pooler", None)
-    if pooler is None:
-        return None
-    activation = getattr(backbone, "pooler_activation", None)
-    return pooler(first_tokens.unsqueeze(1)) if activation is None else activation(pooler(first_tokens))
 
 
 def _use_eos_as_padding(tokenizer) -> None:
