@@ -112,6 +112,17 @@ def test_language_modelling_computes_the_same_padded_and_padding_free(family, ti
     assert_the_same(padded_and_packed(tiny_models[family], "language_modeling", sentences[0], **options))
 
 
+def test_extractive_qa_with_lora_reads_the_segments_padded_and_padding_free(tiny_models, sentences):
+    """peft's QA wrapper drops token_type_ids: the padded forward calls the model itself, so both read them."""
+    runs = padded_and_packed(tiny_models["bert"], "extractive_qa", sentences[0], dropout=0.0,
+                             lora={"r": 4, "dropout": 0.0})
+    assert_the_same(runs)
+    model, output, _, batch = runs[False]
+    with torch.no_grad():  # the segments matter: the same batch read as one segment gives other logits
+        one_segment = model({**batch, "token_type_ids": torch.zeros_like(batch["token_type_ids"])})
+    assert not torch.allclose(one_segment.start_logits, output.start_logits)
+
+
 def test_language_modelling_with_lora_computes_the_same_padded_and_padding_free(tiny_models, sentences):
     runs = padded_and_packed(tiny_models["llama"], "language_modeling", sentences[0], lora={"r": 4, "dropout": 0.0})
     assert_the_same(runs)

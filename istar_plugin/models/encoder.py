@@ -196,8 +196,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             out = self._forward_from_cache(inputs)
         elif self.padding_free:
             out, hidden_states, packing = self._forward_packed(inputs, batch.get("token_positions"))
-        else:
-            out = self.model(**inputs, output_hidden_states=True)
+        else:  # the Hugging Face model itself, LoRA's layers in it: peft's QA wrapper drops token_type_ids
+            out = self.transformer(**inputs, output_hidden_states=True)
             if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
                 keys = self.frozen_cache.keys(inputs)
                 missing = self.frozen_cache.missing(keys)
