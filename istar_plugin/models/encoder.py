@@ -192,17 +192,18 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             inputs["token_type_ids"] = batch["token_type_ids"]
         self._head_site = {}
         hidden_states, packing = None, None
-        if self.frozen_cache is not None and (self.training or not self._hidden_states_wanted):
+        from_cache = self.frozen_cache is not None and (self.training or not self._hidden_states_wanted)
+        if from_cache:
             out = self._forward_from_cache(inputs)
         elif self.padding_free:
             out, hidden_states, packing = self._forward_packed(inputs, batch.get("token_positions"))
         else:  # the Hugging Face model itself, LoRA's layers in it: peft's QA wrapper drops token_type_ids
             out = self.transformer(**inputs, output_hidden_states=True)
-            if self.frozen_cache is not None:  # an evaluation pass fills the cache as it goes
-                keys = self.frozen_cache.keys(inputs)
-                missing = self.frozen_cache.missing(keys)
-                site = self._head_site
-                self.frozen_cache.remember(keys, missing, site["representation"][missing], site["pooled"])
+        if self.frozen_cache is not None and not from_cache:  # an evaluation pass fills the cache as it goes
+            keys = self.frozen_cache.keys(inputs)
+            missing = self.frozen_cache.missing(keys)
+            site = self._head_site
+            self.frozen_cache.remember(keys, missing, site["representation"][missing], site["pooled"])
         site, self._head_site = self._head_site, {}
         packed = packing is not None
         return EncoderOutput(
@@ -224,16 +225,18 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         itself, its LoRA layers in it: peft's question-answering wrapper drops ``position_ids``); one that reads one
         token per example reads it from the packed row (:meth:`_head_on_each_sequence`). Returns the head's output,
         the packed hidden states, (tokens, hidden) each, and the packing."""
-        packing = Packing.of(inputs["attention_mask"], positions)
-        packed = {"input_ids": packing.pack(inputs["input_ids"]),
-                  "position_ids": packing.position_ids(self._position_offset), **packing.attention_kwargs()}
-        if "token_type_ids" in inputs:
-            packed["token_type_ids"] = packing.pack(inputs["token_type_ids"])
+        packed, packing = self.pack(inputs, positions)
         if self.kind in ("extractive_qa", "language_modeling"):
             out = states = token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
         else:
             out, states = self._head_on_each_sequence(inputs, packed, packing)
         return out, tuple(hidden[0] for hidden in states.hidden_states), packing
+
+    def pack(self, inputs: dict[str, Tensor], positions: Optional[Tensor] = None) -> tuple[dict[str, Any], Packing]:
+        """A padded batch's inputs as the packed row this model's forward takes (RoBERTa's positions after its
+        padding index), and their packing; ``positions``: the real tokens' flat indices, when known."""
+        packing = Packing.of(inputs["attention_mask"], positions)
+        return packing.model_inputs(inputs, self._position_offset), packing
 
     def _head_on_each_sequence(self, inputs: dict[str, Tensor], packed: dict[str, Any], packing: Packing
                                ) -> tuple[Any, Any]:
@@ -303,9 +306,13 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         cache, backbone = self.frozen_cache, self.transformer.base_model
         keys = cache.keys(inputs)
         missing = cache.missing(keys)
-        if missing:
+        if missing:  # the backbone on them (their packed row when padding-free): the hook records the head's input
+            rows = {name: tensor[missing] for name, tensor in inputs.items()}
             with torch.no_grad():
-                backbone(**{name: tensor[missing] for name, tensor in inputs.items()})
+                if self.padding_free:
+                    self._forward_packed(rows, None)
+                else:
+                    backbone(**rows)
             cache.remember(keys, missing, self._head_site["representation"], self._head_site["pooled"])
         standin = standin_output(cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled)
         backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs

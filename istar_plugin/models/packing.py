@@ -18,6 +18,8 @@ mask, gets none (the cumulative lengths confine the attention).
 ([0, 1, 2, 3], [0, 3, 4], [0, 3], [2, 3])
 >>> packing.pack(torch.tensor([[5, 6, 7], [8, 0, 0]])).tolist(), packing.position_ids().tolist()
 ([[5, 6, 7, 8]], [[0, 1, 2, 0]])
+>>> sorted(packing.model_inputs({"input_ids": torch.tensor([[5, 6, 7], [8, 0, 0]])}))  # what the model's forward takes
+['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'max_length_k', 'max_length_q', 'position_ids']
 >>> packing.rows.tolist(), packing.unpack(torch.tensor([5., 6., 7., 8.])).tolist()  # each token's sequence; back
 ([0, 0, 0, 1], [[5.0, 6.0, 7.0], [8.0, 0.0, 0.0]])
 >>> query = torch.randn(1, 2, 4, 8)  # (1, heads, packed tokens, width)
@@ -33,7 +35,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -93,6 +95,16 @@ class Packing:
         """(1, tokens): each token's column, as a padded batch's positions count (+ ``offset``: RoBERTa's positions
         start after its padding index)."""
         return (self.positions % self.width + offset).unsqueeze(0)
+
+    def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
+        """What a Hugging Face model's forward takes to compute the padded batch ``inputs`` as one packed row: its
+        ``input_ids`` (and ``token_type_ids``) packed, each token's ``position_ids`` (+ ``position_offset``) and
+        :meth:`attention_kwargs`."""
+        packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
+                  **self.attention_kwargs()}
+        if inputs.get("token_type_ids") is not None:
+            packed["token_type_ids"] = self.pack(inputs["token_type_ids"])
+        return packed
 
     def attention_kwargs(self) -> dict[str, Any]:
         """What the model's forward passes through to :func:`packed_attention`."""
