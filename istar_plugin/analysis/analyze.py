@@ -53,8 +53,9 @@ from ..storage.results import RESULTS, ResultsError, read_results
 from ..training.export import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
-__all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "measures", "analyze_run",
-           "analyze_base", "run_label", "figure4", "figure5", "figure6", "figure_outliers", "figure_massive"]
+__all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "example_vectors", "measures",
+           "analyze_run", "analyze_base", "run_label", "figure4", "figure5", "figure6", "figure_outliers",
+           "figure_massive"]
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
@@ -165,12 +166,12 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
     model = loaded.model
     statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
     examples: list[list[torch.Tensor]] = [[] for _ in range(model.num_layers)]
-    example = _last_real_token if getattr(model, "is_decoder", False) else _first_token
+    decoder = getattr(model, "is_decoder", False)
     progress = Progress(len(features), description)
 
     def keep(batch, output) -> None:
         for vectors, hidden in zip(examples, output.hidden_states[1:]):
-            vectors.append(example(hidden, output.attention_mask).float().cpu())
+            vectors.append(example_vectors(hidden, output, decoder).float().cpu())
         progress.update(batch["input_ids"].shape[0])
 
     batches = (loaded.collate(features[start : start + batch_size]) for start in range(0, len(features), batch_size))
@@ -179,8 +180,26 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
     return statistics, examples
 
 
-def _first_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return hidden[:, 0]
+def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
+    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one; read from
+    the packed (tokens, d) row through ``output.packing`` when the forward was padding-free, else from the padded
+    (batch, length, d) batch.
+
+    >>> from types import SimpleNamespace
+    >>> from istar_plugin.models.packing import Packing
+    >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    >>> packed = SimpleNamespace(packing=Packing.of(mask), attention_mask=None)
+    >>> padded = SimpleNamespace(packing=None, attention_mask=mask)
+    >>> rows = torch.tensor([[1., 2., 3.], [4., 0., 0.]]).unsqueeze(2)  # (batch, length, 1)
+    >>> [example_vectors(packed.packing.pack(rows)[0], packed, decoder).flatten().tolist() for decoder in (0, 1)]
+    [[1.0, 4.0], [3.0, 4.0]]
+    >>> [example_vectors(rows, padded, decoder).flatten().tolist() for decoder in (0, 1)]
+    [[1.0, 4.0], [3.0, 4.0]]
+    """
+    packing = getattr(output, "packing", None)
+    if packing is not None:
+        return hidden.index_select(0, packing.last if decoder else packing.first)
+    return _last_real_token(hidden, output.attention_mask) if decoder else hidden[:, 0]
 
 
 def _last_real_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,8 @@ of a given step's, or of its exported ``model/``; the split asked for encoded, n
 
 No trainer is built: no run lock, no optimizer, no logs, nothing written into the run directory. The model is
 built as the trainer builds it (the run's seed, the criterion's changes such as a module inserted before the
-head, ``init_from``'s architecture) and runs in eval mode on the run's device and precision.
+head, ``init_from``'s architecture) and runs in eval mode on the run's device and precision, padding-free when the
+run computed so (``model.padding_free``).
 
 >>> LoadedModel.__dataclass_fields__.keys() >= {"cfg", "task", "model", "device", "precision", "history"}
 True
@@ -11,7 +12,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -101,8 +101,6 @@ def _build(cfg: DictConfig, state: Optional[dict], init_from: bool) -> LoadedMod
     if init_from and cfg.get("init_from"):
         source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
         model_cfg = source.model_config(model_cfg)
-    if getattr(model_cfg, "padding_free", False):  # the analysis reads each example's vectors from padded batches
-        model_cfg = dataclasses.replace(model_cfg, padding_free=False)
     try:
         with restoring_weights() if state is not None else contextlib.nullcontext():
             model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
