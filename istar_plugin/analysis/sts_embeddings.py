@@ -142,12 +142,15 @@ def model_shape(source: str) -> tuple[int, int]:
 
 
 def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
-    """The sentence encoder behind ``source``: a run directory (its final model, as ``istar-analyze`` loads it), an
-    exported model or any Hugging Face folder, a model preset (``minilm``) or a hub name."""
+    """The sentence encoder behind ``source``: a run directory (its final model, as ``istar-analyze`` loads it,
+    padding-free when the run computed so), an exported model or any Hugging Face folder, a model preset
+    (``minilm``) or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
         loaded = load_run(path)  # read only: no lock, nothing written
-        return SentenceEncoder(loaded.model.model.base_model, loaded.tokenizer, max_length, source=str(path))
+        model = loaded.model
+        return SentenceEncoder(model.model.base_model, loaded.tokenizer, max_length, source=str(path),
+                               pack=model.pack if getattr(model, "padding_free", False) else None)
     model_path = _model_path(source)
     local = Path(gguf_options(model_path)[0]).is_dir()
     return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=local)

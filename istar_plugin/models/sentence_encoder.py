@@ -13,13 +13,14 @@ hidden states: 0 is the embedding layer, 1..L the transformer layers, -1 the las
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
 from .encoder import _load_with_one_line_report, _use_eos_as_padding, gguf_options
+from .packing import Packing
 from .token_cloud import num_layers
 
 __all__ = ["POOLINGS", "pool", "SentenceEncoder"]
@@ -46,14 +47,20 @@ def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = N
     raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
 
 
+Pack = Callable[[dict[str, Tensor]], tuple[dict[str, Any], Packing]]
+
+
 class SentenceEncoder:
     """A backbone (``AutoModel``: hidden states out) and its tokenizer, in eval mode.
 
     ``SentenceEncoder.from_pretrained(path)`` loads any Hugging Face folder or hub name; a fine-tuned task model
-    passes its ``base_model``."""
+    passes its ``base_model``, and, when it computes padding-free, ``pack`` (its
+    :meth:`~istar_plugin.models.encoder.HFEncoder.pack`): each batch then runs as one packed row."""
 
-    def __init__(self, backbone: torch.nn.Module, tokenizer, max_length: int = 128, source: str = ""):
+    def __init__(self, backbone: torch.nn.Module, tokenizer, max_length: int = 128, source: str = "",
+                 pack: Optional[Pack] = None):
         self.backbone, self.tokenizer, self.max_length, self.source = backbone.eval(), tokenizer, max_length, source
+        self.pack = pack
         if self.tokenizer.pad_token is None:
             _use_eos_as_padding(self.tokenizer)
 
@@ -93,7 +100,7 @@ class SentenceEncoder:
             inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
                                     return_tensors="pt")
             inputs = {key: value.to(device) for key, value in inputs.items()}
-            states = self.backbone(**inputs, output_hidden_states=True).hidden_states
+            states = self._hidden_states(inputs)
             for index in indices:
                 pooled[index].append(pool(states[index].float(), inputs["attention_mask"], pooling,
                                           first=states[1].float()).cpu())
@@ -102,3 +109,12 @@ class SentenceEncoder:
         restore = torch.empty(len(order), dtype=torch.long)
         restore[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
         return {index: torch.cat(chunks)[restore] for index, chunks in pooled.items()}
+
+    def _hidden_states(self, inputs: dict[str, Tensor]) -> tuple[Tensor, ...]:
+        """Every hidden state of a padded batch, (batch, length, d) each: padding-free (``pack``), the packed row's
+        states put back at their places (zeros at the padding, which no pooling reads)."""
+        if self.pack is None:
+            return self.backbone(**inputs, output_hidden_states=True).hidden_states
+        packed, packing = self.pack(inputs)
+        states = self.backbone(**packed, output_hidden_states=True).hidden_states
+        return tuple(packing.unpack(state[0]) for state in states)
