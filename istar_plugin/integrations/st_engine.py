@@ -48,7 +48,7 @@ from ..training.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
-from .st_engine_setup import CRITERIA, SentenceTransformersSetup
+from .st_engine_setup import CRITERIA, PADDED_AUTO_LINE, SentenceTransformersSetup
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -88,6 +88,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
         batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
+        if cfg.model.get("padding_free", False) == "auto" and self.is_main:
+            print(PADDED_AUTO_LINE, file=sys.stderr, flush=True)
 
     def fit(self) -> dict[str, Any]:
         """Train and evaluate (or return the results of this run finished here before); ``results.json`` either way,

@@ -19,9 +19,12 @@ from ..models.config import LoraSettings
 from ..registry import ENGINES, TASKS
 from ..training.engine_setup import EngineSetup
 
-__all__ = ["CRITERIA", "SentenceTransformersSetup"]
+__all__ = ["CRITERIA", "PADDED_AUTO_LINE", "SentenceTransformersSetup"]
 
 CRITERIA = ("cross_entropy", "istar")
+PADDED_AUTO_LINE = ("model.padding_free=auto: padded batches (engine=sentence_transformers runs sentence-transformers' "
+                    "own forward)")
+"""What a run of this engine with ``model.padding_free=auto`` says, once, on stderr."""
 
 
 class SentenceTransformersSetup(EngineSetup):
