@@ -34,6 +34,7 @@ def tiny_models(tiny_bert, tiny_llama, tmp_path_factory):
                               GPT2Model, RobertaConfig, RobertaModel)
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    torch.manual_seed(0)  # the same weights whatever ran before in the process
     size = {"vocab_size": tokenizer.vocab_size, "pad_token_id": tokenizer.pad_token_id}
     built = {
         "roberta": RobertaModel(RobertaConfig(**size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -135,7 +135,8 @@ def test_next_token_targets_crossing_a_sequence_boundary_would_be_seen(tiny_mode
     from istar_plugin.models import packing
 
     monkeypatch.setattr(packing.Packing, "rows", property(lambda self: torch.zeros_like(self.positions)))
-    with pytest.raises(AssertionError, match="Scalars are not close"):
+    # the loss, or a parameter's gradient (its message is the parameter's name), whichever differs first
+    with pytest.raises(AssertionError, match=r"are not close|\.(weight|bias)$"):
         assert_the_same(padded_and_packed(tiny_models["gpt2"], "language_modeling", sentences[0], dropout=0.0))
 
 
