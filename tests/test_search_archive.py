@@ -226,7 +226,8 @@ def test_bad_places_to_archive_are_one_line_and_nothing_is_written(tmp_path):
            "choose a new or empty --archive, nothing was changed")
     assert refused(tmp_path, tmp_path / "out", root, tmp_path / "grid_archive", "--archive", tmp_path / "out") == (
         2, f"istar-report: error: {root} is a search directory: report or archive it alone (istar-report {root} "
-           "[--archive DIR])")
+           f"[--archive DIR]), or compare it with other searches (istar-report {root} SEARCH_DIR ... --out DIR); "
+           f"{tmp_path / 'grid_archive'} is no search directory")
     (root / "study.db").rename(tmp_path / "study.db")
     assert refused(tmp_path, tmp_path / "new", root, "--archive", tmp_path / "new") == (
         4, f"istar-report: error: search directory {root}: its study database {tmp_path.resolve() / 'demo'}"

@@ -271,7 +271,8 @@ def test_an_out_folder_of_user_files_is_refused_and_a_search_is_reported_alone(t
     assert report_cli.main([str(root), str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"istar-report: error: {root} is a search directory: report or archive it alone "
-        f"(istar-report {root} [--archive DIR])"]
+        f"(istar-report {root} [--archive DIR]), or compare it with other searches (istar-report {root} SEARCH_DIR "
+        f"... --out DIR); {tmp_path} is no search directory"]
 
 
 def test_a_penalty_on_chosen_layers_shows_their_eval_isoscore_per_trial(tmp_path):

@@ -91,9 +91,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     search_dirs = [directory for directory in args.grid_dirs if searches.is_search(directory)]
     if search_dirs and len(args.grid_dirs) > 1 and (len(search_dirs) < len(args.grid_dirs) or args.archive):
         grid = next((directory for directory in args.grid_dirs if directory not in search_dirs), None)
-        print(f"istar-report: error: {search_dirs[0]} is a search directory: archive it alone (istar-report "
-              f"{search_dirs[0]} --archive DIR), or compare it with other searches only"
-              + (f" ({grid} is no search directory)" if grid else ""), file=sys.stderr)
+        print(f"istar-report: error: {search_dirs[0]} is a search directory: report or archive it alone (istar-report "
+              f"{search_dirs[0]} [--archive DIR]), or compare it with other searches (istar-report {search_dirs[0]} "
+              "SEARCH_DIR ... --out DIR)" + (f"; {grid} is no search directory" if grid else ""), file=sys.stderr)
         return 2
     if len(search_dirs) > 1:
         if args.out is None:
