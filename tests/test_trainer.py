@@ -75,10 +75,13 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
 
 
+@pytest.mark.parametrize("padding_free", ["false", "true"])  # padded and padding-free batches (issue 34)
 @pytest.mark.parametrize("criterion", ["istar", "cosreg", "flow"])
-def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data, tmp_path, criterion):
-    straight = Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "straight", f"criterion={criterion}")).fit()
-    crashed_cfg = tiny_config(tiny_bert, shared_data, tmp_path / "crashed", f"criterion={criterion}", "save_every=1")
+def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data, tmp_path, criterion, padding_free):
+    mode = f"model.padding_free={padding_free}"
+    straight = Trainer(tiny_config(tiny_bert, shared_data, tmp_path / "straight", f"criterion={criterion}", mode)).fit()
+    crashed_cfg = tiny_config(tiny_bert, shared_data, tmp_path / "crashed", f"criterion={criterion}", mode,
+                              "save_every=1")
     with pytest.raises(KeyboardInterrupt):
         Trainer(crashed_cfg, hooks=[CrashAt(4)]).fit()  # step 4 is mid-way through epoch 2
     resumed = Trainer(crashed_cfg).fit()
