@@ -462,6 +462,22 @@ def test_reference_compares_each_value_of_a_swept_key_with_the_reference_per_met
     assert not (tmp_path / "none" / "versus_reference.md").exists()
 
 
+def test_a_boolean_key_is_a_variant_as_the_command_line_writes_it_and_a_reference_by_it(tmp_path):
+    grid = tmp_path / "grid"
+    for flag, shift in (("false", 0.0), ("true", -1.0)):
+        for seed in SEEDS:
+            cell = grid / f"base_{flag}_seed{seed}"
+            write_cell(cell, "sst2", "bert", "cross_entropy", None, None, seed, 90.0 + seed + shift, 0.1)
+            (cell / "config.yaml").write_text(f"task: sst2\nseed: {seed}\nmodel: {{padding_free: {flag}}}\n")
+    records, _ = istar_cells.collect(grid)
+    assert sorted({record.variant for record in records}) == ["model.padding_free=false", "model.padding_free=true"]
+    out = tmp_path / "out"
+    assert report_cli.main([str(grid), "--reference", "model.padding_free=false", "--out", str(out)]) == 0
+    with open(out / "versus_reference.csv") as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["variant"], row["per_seed"]) == ("model.padding_free=true", "-1.00 -1.00 -1.00")
+
+
 def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_newer_ones(tmp_path):
     """Seed 1 ran before model.lora existed and with precision=auto (fp32 on its machine); seed 2 with both
     written out: the same setting (no variant), not two settings of one seed each."""

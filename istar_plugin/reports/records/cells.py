@@ -207,10 +207,20 @@ def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Rec
         names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
         swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
     return [
-        replace(record, variant=" ".join(f"{name}={config.get(name)}"
+        replace(record, variant=" ".join(f"{name}={_as_written(config.get(name))}"
                                          for name in swept[record.model, record.task, record.method]))
         for record, config in finished
     ]
+
+
+def _as_written(value: Any) -> str:
+    """A config value as the command line writes it (``true``, not Python's ``True``), so ``--reference
+    model.padding_free=false`` names the variant ``model.padding_free=false``.
+
+    >>> _as_written(True), _as_written(1e-05), _as_written("fp32")
+    ('true', '1e-05', 'fp32')
+    """
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_cell(cell: Path) -> Record:
