@@ -31,8 +31,8 @@ def refused(capsys, *argv):
 
 
 @pytest.mark.parametrize("content, line", [
-    ({"trails": 4}, "istar-tune: error: search file {path}: unknown key 'trails'; keys: description, fixed, space, "
-                    "seeds, trials, sampler, pruner, baseline, final_seeds, storage"),
+    ({"trails": 4}, "istar-tune: error: search file {path}: unknown key 'trails'; keys: description, base, fixed, "
+                    "space, seeds, trials, sampler, pruner, baseline, final_seeds, storage"),
     ({"space": {"criterion.lam": {"low": 1, "high": 0.1}}},
      "istar-tune: error: space.criterion.lam: low must be below high, got low=1, high=0.1"),
     ({"space": {"criterion.lam": {"low": -1, "high": 1, "log": True}}},
