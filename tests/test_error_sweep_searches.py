@@ -24,8 +24,8 @@ LINES = {  # each case's last line of stderr ({case}: its folder), as the sweep 
                                               'parsing a flow sequence in "{case}/s.yaml", line 1, column 17',
     "search: a search file that is a folder": "istar-tune: error: cannot read search file {case}/s.yaml: it is a "
                                               "folder, not a file (name a file)",
-    "search: an empty search file": "istar-tune: error: search file {case}/s.yaml is empty; keys: description, fixed, "
-                                    "space, seeds, trials, sampler, pruner, baseline, final_seeds, storage",
+    "search: an empty search file": "istar-tune: error: search file {case}/s.yaml is empty; keys: description, base, "
+                                    "fixed, space, seeds, trials, sampler, pruner, baseline, final_seeds, storage",
     "search: a space that is not a mapping": "istar-tune: error: search file {case}/s.yaml: space must map at least "
                                              "one run key to its range or choices",
     "search: choices with duplicates": "istar-tune: error: space.optim.lr.choices must be distinct scalars, got "
