@@ -1,15 +1,26 @@
-"""Seconds per training step, padded against padding-free (``model.padding_free``), on real batches.
+"""Seconds per training step, padded against padding-free (``model.padding_free``), on real batches, and how close
+to the machine's matrix-multiply throughput each runs.
 
-    python benchmarks/padding_free.py [--tasks sst2 rte mrpc] [--data-root ../shared/data] [--repeats 5]
+    python benchmarks/padding_free.py [--tasks sst2 rte mrpc squad lm] [--data-root ../shared/data] [--repeats 5]
                                       [--model minilm]
 
 For each task, at its recipe's settings (``recipes/TASK.yaml``: ``data.max_length``, micro-batches of
-``batch_size / optim.grad_accum`` sequences, its criterion, here I-STAR): the training split read from
-``DATA_ROOT/TASK`` and tokenised, seeded random micro-batches padded to their longest member (as the trainer
+``batch_size / optim.grad_accum`` sequences, its criterion: I-STAR for SST-2, RTE, MRPC and SQuAD, with SQuAD's
+span loss; the next-token loss for ``lm``): the training split read from ``DATA_ROOT/TASK`` and tokenised as the
+trainer does (SQuAD: windows of its only stored split, ``dev-v1.1.json``, made as training features; ``lm``: the SST-2
+sentences, ``data.text_from=sst2``), seeded random micro-batches padded to their longest member (as the trainer
 collates them), and one training step (forward, the criterion's loss, backward, AdamW) of the same model and weights
-in fp32, once on the padded batch and once padding-free, on the same batches. The two run interleaved, so machine
-noise hits both alike; the table gives each one's median seconds per step, their ratio and the share of the padded
-batches' positions that are padding. Sigma_S is a fixed random covariance (its value does not change the cost).
+in fp32, once on the padded batch and once padding-free, on the same batches. The GLUE tasks and SQuAD train
+``--model`` (MiniLM) whole; ``lm`` trains SmolLM2 with LoRA (``recipes/model/smollm2.yaml``). Sigma_S is a fixed
+random covariance (its value does not change the cost).
+
+Each batch's useful work is counted analytically from the model's shapes on its real tokens (:func:`step_flops`),
+the same for both modes, and divided by each step's seconds: the useful GFLOP/s. After each batch's two steps, the
+bare GEMM reference runs the forward's weight matmuls alone (:func:`weight_matmuls`: ``torch.matmul`` of (tokens x in)
+by (in x out), fp32, on the batch's real-token count, in this process with its threads). Steps and reference run
+interleaved, so machine noise hits them alike. The table gives each mode's median seconds per step, their ratio, the
+share of the padded batches' positions that are padding, each mode's median useful GFLOP/s, the reference's median
+GFLOP/s and each mode's share of it (the share of the machine's GEMM throughput a training step reaches).
 """
 from __future__ import annotations
 
@@ -18,15 +29,23 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 
 from istar_plugin import config as config_module
 from istar_plugin.config import compose
-from istar_plugin.criterions import IStarCriterion
-from istar_plugin.models.encoder import HFEncoder
-from istar_plugin.registry import TASKS
+from istar_plugin.models.token_cloud import hidden_size, num_layers
+from istar_plugin.registry import CRITERIONS, MODELS, TASKS
 from istar_plugin.training.batching import collate, epoch_order
+
+TASK_NAMES = ("sst2", "rte", "mrpc", "squad", "lm")
+TASK_MODELS = {"lm": "smollm2"}  # the others train --model
+TASK_DATA = {"lm": "sst2"}  # the folder of DATA_ROOT a task reads, when not its own name
+TASK_SETTINGS = {
+    "squad": ("data.train_file=dev-v1.1.json",),  # the stored SQuAD data holds its dev split only
+    "lm": ("data.text_from=sst2",),
+}
 
 
 def cpu_name() -> str:
@@ -35,32 +54,96 @@ def cpu_name() -> str:
     return f"{names[0]} x {len(names)}" if names else "unknown CPU"
 
 
-def task_batches(task_name: str, data_root: Path, model: str, tokenizer, count: int):
-    """(the recipe's config, ``count`` seeded random micro-batches of the task's training split, collated)."""
-    cfg = compose([f"recipe={task_name}", f"model={model}", "data.source=files", f"data.dir={data_root / task_name}",
-                   "criterion=istar", "precision=fp32"])
-    task = TASKS.build(cfg.task, config_module.data_config(cfg))
-    features = task.encode(task.load("train"), tokenizer)
+def weight_matmuls(config: Any, gated_ffn: bool, lm_head: bool) -> list[tuple[int, int, int]]:
+    """(in, out, count) of the weight matmuls every real token passes through in a forward: per layer the query, key,
+    value and output projections and the FFN's two matmuls (three when ``gated_ffn``: Llama's gate, up and down),
+    and the LM head once when ``lm_head``. Embeddings, norms, the task heads' few outputs and LoRA's rank-r matmuls
+    (under 1% of the rest) are left out.
+
+    >>> from types import SimpleNamespace
+    >>> minilm = SimpleNamespace(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
+    >>> weight_matmuls(minilm, gated_ffn=False, lm_head=False)
+    [(384, 384, 6), (384, 384, 12), (384, 384, 6), (384, 1536, 6), (1536, 384, 6)]
+    """
+    hidden, layers, heads = hidden_size(config), num_layers(config), config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    key_value = (getattr(config, "num_key_value_heads", None) or heads) * head_dim  # grouped-query attention
+    ffn = config.intermediate_size
+    shapes = [(hidden, heads * head_dim, layers), (hidden, key_value, 2 * layers), (heads * head_dim, hidden, layers),
+              (hidden, ffn, (2 if gated_ffn else 1) * layers), (ffn, hidden, layers)]
+    return shapes + ([(hidden, config.vocab_size, 1)] if lm_head else [])
+
+
+def step_flops(shapes: Sequence[tuple[int, int, int]], weights_train: bool, hidden: int, layers: int,
+               lengths: Sequence[int]) -> int:
+    """Model FLOPs of one training step on sequences of ``lengths`` real tokens. Forward: 2 * tokens * in * out per
+    weight matmul (``shapes``, :func:`weight_matmuls`), and 2 * 2 * length^2 * hidden per sequence and layer for the
+    attention's scores and values. The backward's input and weight gradients cost about 2x the forward: a step is
+    3x the forward where the weights train, 2x for frozen weights (LoRA's base weights and the LM head: an input
+    gradient, no weight gradient); the attention's matmuls, of activations alone, 3x.
+
+    >>> shapes = [(4, 8, 1)]  # one layer, one 4 x 8 weight; sequences of 3 and 1 tokens
+    >>> step_flops(shapes, True, hidden=4, layers=1, lengths=[3, 1]), step_flops(shapes, False, 4, 1, [3, 1])
+    (1248, 992)
+    """
+    tokens = sum(lengths)
+    weights = sum(2 * tokens * fan_in * fan_out * count for fan_in, fan_out, count in shapes)
+    attention = layers * sum(2 * 2 * length**2 * hidden for length in lengths)
+    return (3 if weights_train else 2) * weights + 3 * attention
+
+
+def bare_gemm_rate(weights: Sequence[tuple[torch.Tensor, int]], tokens: int) -> float:
+    """FLOP/s of ``torch.matmul`` of random (tokens x in) inputs by ``weights`` ((in x out), each ``count`` times)."""
+    inputs = {weight.shape[0]: torch.randn(tokens, weight.shape[0]) for weight, _ in weights}
+    started = time.perf_counter()
+    for weight, count in weights:
+        for _ in range(count):
+            torch.matmul(inputs[weight.shape[0]], weight)
+    seconds = time.perf_counter() - started
+    return sum(2 * tokens * weight.shape[0] * weight.shape[1] * count for weight, count in weights) / seconds
+
+
+def task_batches(cfg, task, tokenizer, count: int) -> list[dict[str, torch.Tensor]]:
+    """``count`` seeded random micro-batches of the task's training split, encoded and collated as the trainer does."""
+    examples = task.load("train")
+    check_tokens = getattr(task, "check_tokens", None)  # lm drops the texts that predict no token
+    if check_tokens is not None:
+        check_tokens({"train": examples}, lambda: tokenizer)
+    features = task.encode(examples, tokenizer, train=True)
     size = cfg.batch_size // cfg.optim.grad_accum
     order = epoch_order(len(features), seed=0, epoch=0, rank=0, world_size=1)
-    batches = [collate([features[i] for i in order[start : start + size]], tokenizer.pad_token_id or 0,
-                       torch.device("cpu")) for start in range(0, size * count, size)]
-    return cfg, batches
+    return [collate([features[i] for i in order[start : start + size]], tokenizer.pad_token_id or 0,
+                    torch.device("cpu")) for start in range(0, size * count, size)]
+
+
+def task_config(task_name: str, data_root: Path, preset: str, padding_free: bool):
+    """The recipe's config of ``task_name`` on ``preset``, its data read from ``data_root``, in fp32."""
+    return compose([f"recipe={task_name}", f"model={preset}", "data.source=files",
+                    f"data.dir={data_root / TASK_DATA.get(task_name, task_name)}", *TASK_SETTINGS.get(task_name, ()),
+                    "precision=fp32", f"model.padding_free={padding_free}"])
 
 
 def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) -> str:
-    """The table row of one task: both modes' median seconds per step on the same ``repeats`` batches."""
+    """The table row of one task: both modes' medians on the same ``repeats`` batches, and the GEMM reference's."""
+    preset = TASK_MODELS.get(task_name, model_preset)
+    cfg = task_config(task_name, data_root, preset, padding_free=False)
+    task = TASKS.build(cfg.task, config_module.data_config(cfg))
     models = {}
     for padding_free in (False, True):
         torch.manual_seed(0)
-        cfg = compose([f"recipe={task_name}", f"model={model_preset}", f"model.padding_free={padding_free}"])
-        models[padding_free] = HFEncoder(config_module.model_config(cfg), "classification").train()
+        model_cfg = config_module.model_config(task_config(task_name, data_root, preset, padding_free))
+        models[padding_free] = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1)).train()
     models[True].load_state_dict(models[False].state_dict())
-    cfg, batches = task_batches(task_name, data_root, model_preset, models[False].tokenizer, repeats + 1)
-    criterion = IStarCriterion(config_module.criterion_config(cfg), "classification")
-    width = models[False].hidden_size
-    criterion.shrinkage_cov = torch.cov(torch.randn(4 * width, width).T)
+    padded_model = models[False]
+    batches = task_batches(cfg, task, padded_model.tokenizer, repeats + 1)
+    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
+    width, layers, lora = padded_model.hidden_size, padded_model.num_layers, padded_model.lora.enabled
+    if hasattr(criterion, "shrinkage_cov"):  # I-STAR's Sigma_S
+        criterion.shrinkage_cov = torch.cov(torch.randn(4 * width, width).T)
     optimizers = {mode: torch.optim.AdamW(model.parameters(), lr=1e-6) for mode, model in models.items()}
+    shapes = weight_matmuls(padded_model.transformer.config, gated_ffn=padded_model.is_decoder,
+                            lm_head=task.kind == "language_modeling")
+    gemm_weights = [(torch.randn(fan_in, fan_out), count) for fan_in, fan_out, count in shapes]
 
     def step(padding_free: bool, batch) -> float:
         model, optimizer = models[padding_free], optimizers[padding_free]
@@ -70,33 +153,50 @@ def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) 
         optimizer.zero_grad(set_to_none=True)
         return time.perf_counter() - started
 
+    def lengths(batch) -> list[int]:
+        return batch["attention_mask"].sum(dim=1).tolist()
+
     for padding_free in (False, True):  # warm-up
         step(padding_free, batches[0])
+    bare_gemm_rate(gemm_weights, sum(lengths(batches[0])))
     times: dict[bool, list[float]] = {False: [], True: []}
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    gemm_rates = []
     for batch in batches[1:]:
+        flops = step_flops(shapes, not lora, width, layers, lengths(batch))
         for padding_free in (False, True):
             times[padding_free].append(step(padding_free, batch))
+            rates[padding_free].append(flops / times[padding_free][-1])
+        gemm_rates.append(bare_gemm_rate(gemm_weights, sum(lengths(batch))))
     padded, packed = statistics.median(times[False]), statistics.median(times[True])
+    useful = {mode: statistics.median(mode_rates) / 1e9 for mode, mode_rates in rates.items()}
+    gemm = statistics.median(gemm_rates) / 1e9
     masks = [batch["attention_mask"] for batch in batches[1:]]
     share = 1 - sum(int(mask.sum()) for mask in masks) / sum(mask.numel() for mask in masks)
-    return (f"| {task_name} | {cfg.batch_size // cfg.optim.grad_accum} x {cfg.data.max_length} | {share:.1%} | "
-            f"{padded:.3f} | {packed:.3f} | {packed / padded:.2f} |")
+    return (f"| {task_name} | {preset}{' + LoRA' if lora else ''}, {cfg.criterion.name} | "
+            f"{cfg.batch_size // cfg.optim.grad_accum} x {cfg.data.max_length} | {share:.1%} | "
+            f"{padded:.3f} | {packed:.3f} | {packed / padded:.2f} | {useful[False]:.1f} | {useful[True]:.1f} | "
+            f"{gemm:.1f} | {useful[False] / gemm:.0%} | {useful[True] / gemm:.0%} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["sst2", "rte", "mrpc"])
+    parser.add_argument("--tasks", nargs="+", choices=TASK_NAMES, default=list(TASK_NAMES))
     parser.add_argument("--data-root", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--model", default="minilm", help="a preset of recipes/model/")
+    parser.add_argument("--model", default="minilm",
+                        help="the GLUE tasks' and SQuAD's preset of recipes/model/ (lm trains smollm2 with LoRA)")
     parser.add_argument("--repeats", type=int, default=5, help="steps timed per task and mode (distinct batches)")
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}; {torch.get_num_threads()} threads; load average "
           f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; torch {torch.__version__}; fp32; "
-          f"{args.repeats} steps per task and mode, interleaved")
-    print("| task | micro-batch x max_length | padding share | padded s/step | padding-free s/step | ratio |")
-    print("|---|---|---|---|---|---|")
+          f"{args.repeats} steps per task and mode and as many bare GEMM passes, interleaved")
+    print("| task | model, criterion | micro-batch x max_length | padding share | padded s/step | "
+          "padding-free s/step | ratio | useful GFLOP/s padded | useful GFLOP/s padding-free | bare GEMM GFLOP/s | "
+          "share padded | share padding-free |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for task_name in args.tasks:
         print(time_task(task_name, args.data_root, args.model, args.repeats))
+
 
 if __name__ == "__main__":
     main()
