@@ -476,6 +476,15 @@ def test_a_boolean_key_is_a_variant_as_the_command_line_writes_it_and_a_referenc
     with open(out / "versus_reference.csv") as handle:
         (row,) = csv.DictReader(handle)
     assert (row["variant"], row["per_seed"]) == ("model.padding_free=true", "-1.00 -1.00 -1.00")
+    assert (row["reference_std"], row["score_within_spread"]) == ("1.0", "True")  # |-1| within sd 1
+    # one seed: no spread to measure the difference against, said as such rather than as a spread of 0
+    one = tmp_path / "one"
+    assert report_cli.main([str(grid / "base_false_seed1"), str(grid / "base_true_seed1"), "--reference",
+                            "model.padding_free=false", "--out", str(one)]) == 0
+    with open(one / "versus_reference.csv") as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["reference_std"], row["score_within_spread"], row["isoscore_within_spread"]) == ("", "", "")
+    assert "| -1.00 | — | — | +0.0000 | +0.0000 | — | — |" in (one / "versus_reference.md").read_text()
 
 
 def test_cells_written_before_a_config_key_was_added_are_one_setting_with_the_newer_ones(tmp_path):

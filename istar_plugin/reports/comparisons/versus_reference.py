@@ -67,15 +67,16 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
             continue
         iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
         iso_mean, iso_std = statistics.fmean(iso_differences), _std(match.isoscores)
+        score_std = _std(match.scores)
         rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
                      "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
                      "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
                      "low": paired.low, "high": paired.high, "verdict": paired.verdict,
                      "per_seed": " ".join(signed(d) for d in paired.differences),
-                     "reference_std": match.std, "score_within_spread": abs(paired.mean) <= match.std,
+                     "reference_std": score_std, "score_within_spread": _within(paired.mean, score_std),
                      "isoscore_difference": iso_mean,
                      "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
-                     "isoscore_reference_std": iso_std, "isoscore_within_spread": abs(iso_mean) <= iso_std,
+                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std),
                      "resampled": paired.resampled})
     return rows
 
@@ -108,9 +109,9 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
             f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | "
             f"{row['reference']} | {row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
             f"[{signed(row['low'])}, {signed(row['high'])}] | "
-            f"{row['verdict']} | {row['per_seed']} | {row['reference_std']:.2f} | {_yes(row['score_within_spread'])} | "
-            f"{row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | {row['isoscore_reference_std']:.4f} | "
-            f"{_yes(row['isoscore_within_spread'])} |")
+            f"{row['verdict']} | {row['per_seed']} | {_shown(row['reference_std'], '.2f')} | "
+            f"{_yes(row['score_within_spread'])} | {row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | "
+            f"{_shown(row['isoscore_reference_std'], '.4f')} | {_yes(row['isoscore_within_spread'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -122,9 +123,18 @@ def _by_seed(setting: Setting) -> dict[int, float]:
     return dict(zip(setting.seeds, setting.isoscores))
 
 
-def _std(values: Sequence[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
+def _std(values: Sequence[float]) -> Optional[float]:
+    """The standard deviation over seeds; None for one seed (no spread to measure against)."""
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+def _within(difference: float, spread: Optional[float]) -> Optional[bool]:
+    return None if spread is None else abs(difference) <= spread
+
+
+def _shown(value: Optional[float], spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def _yes(flag: Optional[bool]) -> str:
-    return "yes" if flag else "no"
+    return "—" if flag is None else "yes" if flag else "no"
