@@ -76,8 +76,8 @@ def test_every_marked_table_is_its_source_rendered(page):
     text = page.read_text()
     with docs_tables.ArchiveReports() as reports:  # an archive's tables: its report, computed afresh
         for source, body in docs_tables.marked_tables(text):
-            path = docs_tables.parse_marker(source).path
-            assert (page.parent / path).exists(), f"{page_id(page)}: {path} does not exist"
+            for path in docs_tables.parse_marker(source).paths:
+                assert (page.parent / path).exists(), f"{page_id(page)}: {path} does not exist"
             expected = docs_tables.render_marker(source, page.parent, reports)
             assert body == expected, (
                 f"{page_id(page)}: the table of {source} differs from its source; "

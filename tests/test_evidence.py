@@ -311,7 +311,8 @@ def test_every_results_table_without_an_archive_says_it_was_transcribed():
 
 
 def test_every_archive_in_docs_evidence_is_an_archive_the_docs_show():
-    shown = {(page.parent / marker.path).resolve() for page, marker in docs_markers() if marker.table is not None}
+    shown = {(page.parent / path).resolve() for page, marker in docs_markers() if marker.table is not None
+             for path in marker.paths}
     archives = sorted(path for path in EVIDENCE.iterdir() if path.is_dir())
     assert all((archive / ".istar-archive").is_file() for archive in archives), archives
     assert [archive.name for archive in archives if archive.resolve() not in shown] == []

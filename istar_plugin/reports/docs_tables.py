@@ -63,6 +63,15 @@ class Marker:
     options: tuple[tuple[str, str], ...] = ()  # (write_report's argument, value)
     transcribed: bool = False
 
+    @property
+    def paths(self) -> list[str]:
+        """The archives or file the marker names (``ARCHIVE+ARCHIVE``: several).
+
+        >>> parse_marker("evidence/a+evidence/b searches.md").paths
+        ['evidence/a', 'evidence/b']
+        """
+        return self.path.split("+")
+
 
 def parse_marker(source: str) -> Marker:
     """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else.
@@ -175,7 +184,7 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
     """The table a marker's ``source`` names (paths relative to ``base``)."""
     marker = parse_marker(source)
     if marker.table is not None:
-        return reports.table([Path(base) / path for path in marker.path.split("+")], marker.table, marker.options)
+        return reports.table([Path(base) / path for path in marker.paths], marker.table, marker.options)
     table = render_source(Path(base) / marker.path)
     return f"{table}\n{TRANSCRIBED}\n" if marker.transcribed else table
 
