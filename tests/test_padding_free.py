@@ -93,6 +93,11 @@ def assert_the_same(runs):
     torch.testing.assert_close(packed_result.loss, padded_result.loss, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(packed_result.stats["isoscore_star"], padded_result.stats["isoscore_star"],
                                atol=ATOL, rtol=RTOL)
+    assert_same_clouds_and_gradients(padded, padded_out, packed, packed_out)
+
+
+def assert_same_clouds_and_gradients(padded, padded_out, packed, packed_out):
+    """Every layer's hidden states at the real positions and every parameter's gradient agree (some do have one)."""
     every_layer = list(range(len(padded_out.hidden_states)))
     for padded_cloud, packed_cloud in zip(padded.token_cloud(padded_out, every_layer),
                                           packed.token_cloud(packed_out, every_layer), strict=True):

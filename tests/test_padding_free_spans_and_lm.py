@@ -18,7 +18,7 @@ from istar_plugin.training.trainer import Trainer
 import test_padding_free
 from helpers import tiny_run_arguments
 from test_language_modeling import lm_config
-from test_padding_free import ATOL, FAMILIES, RTOL
+from test_padding_free import ATOL, FAMILIES, RTOL, assert_same_clouds_and_gradients
 from test_trainer import squad_article_split
 
 tiny_models, sentences = test_padding_free.tiny_models, test_padding_free.sentences  # its fixtures, shared
@@ -86,18 +86,7 @@ def assert_the_same(runs):
         torch.testing.assert_close(packed_out.logits, at_real_positions(padded_out.logits, batch), atol=ATOL,
                                    rtol=RTOL)
     torch.testing.assert_close(packed_loss, padded_loss, atol=ATOL, rtol=RTOL)
-    every_layer = list(range(len(padded_out.hidden_states)))
-    for padded_cloud, packed_cloud in zip(padded.token_cloud(padded_out, every_layer),
-                                          packed.token_cloud(packed_out, every_layer), strict=True):
-        torch.testing.assert_close(packed_cloud, padded_cloud, atol=ATOL, rtol=RTOL)
-    gradients = 0
-    for (name, padded_parameter), (_, packed_parameter) in zip(padded.named_parameters(), packed.named_parameters(),
-                                                               strict=True):
-        assert (padded_parameter.grad is None) == (packed_parameter.grad is None), name
-        if padded_parameter.grad is not None:
-            torch.testing.assert_close(packed_parameter.grad, padded_parameter.grad, atol=ATOL, rtol=RTOL, msg=name)
-            gradients += 1
-    assert gradients > 0
+    assert_same_clouds_and_gradients(padded, padded_out, packed, packed_out)
 
 
 @pytest.mark.parametrize("family", FAMILIES.split(", "))
