@@ -17,6 +17,7 @@ from istar_plugin.config import compose
 from istar_plugin.criterions.configs import IStarConfig
 from istar_plugin.criterions.istar import IStarCriterion
 from istar_plugin.errors import ConfigError, RunDirError
+from istar_plugin.models import packing
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.training.batching import collate
 from istar_plugin.training.trainer import Trainer
@@ -88,6 +89,7 @@ def assert_the_same(runs):
     assert packed.padding_free and not padded.padding_free
     real = int(batch["attention_mask"].sum())
     assert real < batch["attention_mask"].numel()  # the batch has padding, which the packed pass never computes
+    assert len(packing.length_groups(batch["attention_mask"].sum(dim=1).tolist())) > 1  # attention in several calls
     assert packed_out.attention_mask is None and packed_out.hidden_states[1].shape == (real, packed.hidden_size)
     torch.testing.assert_close(packed_out.logits, padded_out.logits, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(packed_result.loss, padded_result.loss, atol=ATOL, rtol=RTOL)
@@ -130,8 +132,6 @@ def test_the_packaged_minilm_computes_the_same_on_real_sst2_sentences(sentences)
 
 def test_attention_leaking_across_the_packed_sequences_would_be_seen(tiny_models, sentences, monkeypatch):
     """The comparison can fail: with the cumulative lengths dropped, every token attends to the whole packed row."""
-    from istar_plugin.models import packing
-
     monkeypatch.setattr(packing.Packing, "attention_kwargs", lambda self: {})
     with pytest.raises(AssertionError):
         assert_the_same(padded_and_packed(tiny_models["bert"], sentences, dropout=0.0))
@@ -198,7 +198,12 @@ def test_auto_falls_back_to_padded_batches_with_one_line(tiny_bert, shared_data,
 
 
 def test_a_padding_free_run_ends_with_the_padded_runs_metrics_and_is_not_resumed_padded(tiny_bert, shared_data,
-                                                                                         tmp_path):
+                                                                                         tmp_path, monkeypatch):
+    # the attention in one call per batch, as the padded batch has it: the same shapes, so the same rounding. With
+    # its calls grouped by length (the default), one forward agrees to 1e-7 (the tests above), but AdamW turns the
+    # rounding of gradients that are zero in exact arithmetic (the attention's key bias) into whole steps, and 12
+    # steps at lr 1e-3 carry that to the metrics' third digit
+    monkeypatch.setattr(packing, "GROUP_COST", 10**9)
     def run(padding_free, output_dir):
         return compose(tiny_run_arguments(
             tiny_bert, shared_data, "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=300",

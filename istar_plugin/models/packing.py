@@ -5,9 +5,10 @@ sequence to itself.
 sequence's boundaries as cumulative lengths). :func:`packed_attention` is registered in transformers'
 ``ALL_ATTENTION_FUNCTIONS`` as :data:`PACKED_ATTENTION`: given the cumulative lengths (``cu_seq_lens_q``, the
 keyword transformers' flash-attention path also reads, which every supported family's forward passes through to
-its attention), it unpacks queries, keys and values to the padded (batch, heads, length, width) shape, runs torch's
-``scaled_dot_product_attention`` with the key-padding mask (and causal within each sequence for decoders) and packs
-the result back, so the token-wise layers (projections, feed-forward, norms) run on real tokens only. Without
+its attention), it groups the sequences by length (:func:`length_groups`), unpacks each group's queries, keys and
+values to a padded (sequences, heads, its longest, width) block, runs torch's ``scaled_dot_product_attention`` with
+the key-padding mask (and causal within each sequence for decoders) and packs the results back, so the token-wise
+layers (projections, feed-forward, norms) run on real tokens only and the attention on little padding. Without
 cumulative lengths (a padded batch of the same model) it is transformers' ``sdpa`` attention itself, and its mask
 function (:data:`ALL_MASK_ATTENTION_FUNCTIONS`) is ``sdpa``'s, except that a packed batch, which brings no padding
 mask, gets none (the cumulative lengths confine the attention).
@@ -34,8 +35,9 @@ True
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -43,7 +45,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-__all__ = ["PACKED_ATTENTION", "Packing", "packed_attention"]
+__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention"]
 
 PACKED_ATTENTION = "istar_packed"
 """The ``config._attn_implementation`` of a model that computes padding-free."""
@@ -112,39 +114,90 @@ class Packing:
                 "max_length_q": self.width, "max_length_k": self.width}
 
 
+GROUP_COST = 1024
+"""What one more attention call costs, in the units of :func:`length_groups` (query-key pairs of one sequence):
+about the work of a 32-token sequence's attention, the calls' fixed cost on a CPU (measured by
+``benchmarks/padding_free.py``)."""
+
+
+def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[list[int]]:
+    """The sequences (indices into ``lengths``) that share one attention call, each group padded to its longest:
+    the grouping of the sequences sorted by length that minimises the calls' cost, ``size * longest^2`` query-key
+    pairs per group plus ``group_cost`` per call (dynamic programming over the sorted lengths).
+
+    >>> length_groups([3, 40, 4, 38])  # two long and two short sequences: two calls, not one 4 x 40 x 40
+    [[1, 3], [2, 0]]
+    >>> length_groups([10, 9, 11])  # alike: one call
+    [[2, 0, 1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    longest = [lengths[index] for index in order]
+    best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        best[end], cut[end] = min((best[start] + (end - start) * longest[start] ** 2 + group_cost, start)
+                                  for start in range(end))
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[cut[end]:end])
+        end = cut[end]
+    return groups[::-1]
+
+
+@functools.lru_cache(maxsize=16)
+def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
+                  group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
+    """Per group of :func:`length_groups` (at ``group_cost``): its tokens' indices in the packed row, their flat places in the group's
+    padded (sequences, longest) layout, its sequences' lengths and its longest."""
+    lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
+    places = []
+    for group in length_groups(lengths, group_cost):
+        width = max(lengths[index] for index in group)
+        tokens = [token for index in group for token in range(cu_seq_lens[index], cu_seq_lens[index + 1])]
+        flat = [slot * width + column for slot, index in enumerate(group) for column in range(lengths[index])]
+        places.append((torch.tensor(tokens, device=device), torch.tensor(flat, device=device),
+                       torch.tensor([lengths[index] for index in group], device=device), width))
+    return places
+
+
 def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
-                     max_length_q: Optional[int] = None, **kwargs) -> tuple[Tensor, None]:
+                     **kwargs) -> tuple[Tensor, None]:
     """Attention over packed (1, heads, tokens, width) queries, keys and values confined to each sequence of
-    ``cu_seq_lens_q``: unpacked to (batch, heads, ``max_length_q``, width), torch's scaled dot-product attention
-    with the key-padding mask (and causal for a causal ``module``), packed back to (1, tokens, heads, width).
-    Without ``cu_seq_lens_q``: transformers' ``sdpa`` attention."""
+    ``cu_seq_lens_q``: the sequences grouped by length (:func:`length_groups`), each group unpacked to (sequences,
+    heads, its longest, width), torch's scaled dot-product attention with the key-padding mask (and causal for a
+    causal ``module``), the results packed back to (1, tokens, heads, width). The groups are planned on the host
+    from the cumulative lengths (a device sync on accelerators). Without ``cu_seq_lens_q``: transformers' ``sdpa``
+    attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-    heads, tokens = query.shape[1], query.shape[2]
-    batch, width = cu_seq_lens_q.shape[0] - 1, int(max_length_q)
-    starts = cu_seq_lens_q.long()
-    token = torch.arange(tokens, device=query.device)
-    row = torch.searchsorted(starts[1:], token, right=True)
-    flat = row * width + token - starts[row]  # each packed token's place in the padded batch
-
-    def unpack(packed: Tensor) -> Tensor:
-        padded = packed.new_zeros(packed.shape[1], batch * width, packed.shape[3])
-        padded = padded.index_copy(1, flat, packed[0])
-        return padded.view(packed.shape[1], batch, width, packed.shape[3]).transpose(0, 1)
-
-    column = torch.arange(width, device=query.device)
-    mask = (column < (starts[1:] - starts[:-1]).unsqueeze(1)).view(batch, 1, 1, width)
-    if is_causal if is_causal is not None else getattr(module, "is_causal", False):
-        mask = mask & (column.unsqueeze(1) >= column).view(1, 1, width, width)
-    out = torch.nn.functional.scaled_dot_product_attention(unpack(query), unpack(key), unpack(value), attn_mask=mask,
-                                                           dropout_p=dropout, scale=scaling)
-    out = out.transpose(0, 1).reshape(heads, batch * width, -1).index_select(1, flat)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
+    outputs, token_order = [], []
+    for tokens, flat, lengths, width in _group_places(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST):
+        column = torch.arange(width, device=query.device)
+        mask = (column < lengths.unsqueeze(1)).view(-1, 1, 1, width)
+        if causal:
+            mask = mask & (column.unsqueeze(1) >= column).view(1, 1, width, width)
+        padded = [_padded_group(packed, tokens, flat, lengths.shape[0], width) for packed in (query, key, value)]
+        out = torch.nn.functional.scaled_dot_product_attention(*padded, attn_mask=mask, dropout_p=dropout,
+                                                               scale=scaling)
+        outputs.append(out.transpose(0, 1).reshape(query.shape[1], -1, out.shape[3]).index_select(1, flat))
+        token_order.append(tokens)
+    out, order = torch.cat(outputs, dim=1), torch.cat(token_order)
+    out = torch.empty_like(out).index_copy(1, order, out)  # back in the packed row's order
     return out.transpose(0, 1).unsqueeze(0), None
+
+
+def _padded_group(packed: Tensor, tokens: Tensor, flat: Tensor, sequences: int, width: int) -> Tensor:
+    """The ``tokens`` of packed (1, heads, tokens, width) values at their ``flat`` places of a zero-padded
+    (``sequences``, heads, ``width``, head width) block."""
+    heads, head_width = packed.shape[1], packed.shape[3]
+    padded = packed.new_zeros(heads, sequences * width, head_width)
+    padded = padded.index_copy(1, flat, packed[0].index_select(1, tokens))
+    return padded.view(heads, sequences, width, head_width).transpose(0, 1)
 
 
 def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[Tensor]:
