@@ -9,15 +9,17 @@ For each task, at its recipe's settings (``recipes/TASK.yaml``: ``data.max_lengt
 span loss; the next-token loss for ``lm``): the training split read from ``DATA_ROOT/TASK`` and tokenised as the
 trainer does (SQuAD: windows of its only stored split, ``dev-v1.1.json``, made as training features; ``lm``: the SST-2
 sentences, ``data.text_from=sst2``), seeded random micro-batches padded to their longest member (as the trainer
-collates them), and one training step (forward, the criterion's loss, backward, AdamW) of the same model and weights
-in fp32, once on the padded batch and once padding-free, on the same batches. The GLUE tasks and SQuAD train
+collates them), and one optimizer step as the trainer takes it (:class:`~istar_plugin.training.step.OptimizerStep`:
+``optim.grad_accum`` micro-batches' forward, the criterion's loss and backward, gradient clipping, the trainer's
+fused AdamW) of the same model and weights in fp32, once on the padded batches and once padding-free, on the same
+batches. The GLUE tasks and SQuAD train
 ``--model`` (MiniLM) whole; ``lm`` trains SmolLM2 with LoRA (``recipes/model/smollm2.yaml``). Sigma_S is a fixed
 random covariance (its value does not change the cost).
 
-Each batch's useful work is counted analytically from the model's shapes on its real tokens (:func:`step_flops`),
-the same for both modes, and divided by each step's seconds: the useful GFLOP/s. After each batch's two steps, the
+Each step's useful work is counted analytically from the model's shapes on its real tokens (:func:`step_flops`),
+the same for both modes, and divided by each step's seconds: the useful GFLOP/s. After each step's two modes, the
 bare GEMM reference runs the forward's weight matmuls alone (:func:`weight_matmuls`: ``torch.matmul`` of (tokens x in)
-by (in x out), fp32, on the batch's real-token count, in this process with its threads). Steps and reference run
+by (in x out), fp32, on the step's real-token count, in this process with its threads). Steps and reference run
 interleaved, so machine noise hits them alike. The table gives each mode's median seconds per step, their ratio, the
 share of the padded batches' positions that are padding, each mode's median useful GFLOP/s, the reference's median
 GFLOP/s and each mode's share of it (the share of the machine's GEMM throughput a training step reaches).
@@ -25,12 +27,14 @@ GFLOP/s and each mode's share of it (the share of the machine's GEMM throughput 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import istar_plugin  # noqa: F401  (before torch: the toolkit's CPU allocator setting, istar_plugin/__init__.py)
 import torch
 
 from istar_plugin import config as config_module
@@ -38,6 +42,9 @@ from istar_plugin.config import compose
 from istar_plugin.models.token_cloud import hidden_size, num_layers
 from istar_plugin.registry import CRITERIONS, MODELS, TASKS
 from istar_plugin.training.batching import collate, epoch_order
+from istar_plugin.training.divergence_guard import NonFiniteGuard
+from istar_plugin.training.optim import build_optimizer
+from istar_plugin.training.step import OptimizerStep
 
 TASK_NAMES = ("sst2", "rte", "mrpc", "squad", "lm")
 TASK_MODELS = {"lm": "smollm2"}  # the others train --model
@@ -92,19 +99,24 @@ def step_flops(shapes: Sequence[tuple[int, int, int]], weights_train: bool, hidd
     return (3 if weights_train else 2) * weights + 3 * attention
 
 
-def bare_gemm_rate(weights: Sequence[tuple[torch.Tensor, int]], tokens: int) -> float:
-    """FLOP/s of ``torch.matmul`` of random (tokens x in) inputs by ``weights`` ((in x out), each ``count`` times)."""
-    inputs = {weight.shape[0]: torch.randn(tokens, weight.shape[0]) for weight, _ in weights}
-    started = time.perf_counter()
-    for weight, count in weights:
-        for _ in range(count):
-            torch.matmul(inputs[weight.shape[0]], weight)
-    seconds = time.perf_counter() - started
-    return sum(2 * tokens * weight.shape[0] * weight.shape[1] * count for weight, count in weights) / seconds
+def bare_gemm_rate(weights: Sequence[tuple[torch.Tensor, int]], token_counts: Sequence[int]) -> float:
+    """FLOP/s of ``torch.matmul`` of random (tokens x in) inputs by ``weights`` ((in x out), each ``count`` times),
+    once per micro-batch of ``token_counts`` tokens."""
+    flops, seconds = 0, 0.0
+    for tokens in token_counts:
+        inputs = {weight.shape[0]: torch.randn(tokens, weight.shape[0]) for weight, _ in weights}
+        started = time.perf_counter()
+        for weight, count in weights:
+            for _ in range(count):
+                torch.matmul(inputs[weight.shape[0]], weight)
+        seconds += time.perf_counter() - started
+        flops += sum(2 * tokens * weight.shape[0] * weight.shape[1] * count for weight, count in weights)
+    return flops / seconds
 
 
-def task_batches(cfg, task, tokenizer, count: int) -> list[dict[str, torch.Tensor]]:
-    """``count`` seeded random micro-batches of the task's training split, encoded and collated as the trainer does."""
+def task_batches(cfg, task, tokenizer, count: int) -> list[list[dict[str, torch.Tensor]]]:
+    """``count`` optimizer steps' seeded random micro-batches (``optim.grad_accum`` each) of the task's training
+    split, encoded and collated as the trainer does."""
     examples = task.load("train")
     check_tokens = getattr(task, "check_tokens", None)  # lm drops the texts that predict no token
     if check_tokens is not None:
@@ -112,8 +124,18 @@ def task_batches(cfg, task, tokenizer, count: int) -> list[dict[str, torch.Tenso
     features = task.encode(examples, tokenizer, train=True)
     size = cfg.batch_size // cfg.optim.grad_accum
     order = epoch_order(len(features), seed=0, epoch=0, rank=0, world_size=1)
-    return [collate([features[i] for i in order[start : start + size]], tokenizer.pad_token_id or 0,
-                    torch.device("cpu")) for start in range(0, size * count, size)]
+    micro = [collate([features[i] for i in order[start : start + size]], tokenizer.pad_token_id or 0,
+                     torch.device("cpu")) for start in range(0, size * count * cfg.optim.grad_accum, size)]
+    return [micro[start : start + cfg.optim.grad_accum] for start in range(0, len(micro), cfg.optim.grad_accum)]
+
+
+def optimizer_step(model: torch.nn.Module, criterion, cfg) -> OptimizerStep:
+    """The trainer's optimizer step for ``model`` in fp32 on the CPU: its AdamW and schedule, clipping at
+    ``optim.max_grad_norm``."""
+    optimizer, scheduler = build_optimizer(model, cfg.optim, total_steps=1000)
+    cpu = torch.device("cpu")
+    return OptimizerStep(model, model, criterion, optimizer, scheduler, torch.amp.GradScaler("cpu", enabled=False),
+                         NonFiniteGuard(cpu), contextlib.nullcontext, cpu, 1, cfg.optim.max_grad_norm)
 
 
 def task_config(task_name: str, data_root: Path, preset: str, padding_free: bool):
@@ -124,7 +146,8 @@ def task_config(task_name: str, data_root: Path, preset: str, padding_free: bool
 
 
 def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) -> str:
-    """The table row of one task: both modes' medians on the same ``repeats`` batches, and the GEMM reference's."""
+    """The table row of one task: both modes' medians on the same ``repeats`` steps' batches, and the GEMM
+    reference's."""
     preset = TASK_MODELS.get(task_name, model_preset)
     cfg = task_config(task_name, data_root, preset, padding_free=False)
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
@@ -140,41 +163,42 @@ def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) 
     width, layers, lora = padded_model.hidden_size, padded_model.num_layers, padded_model.lora.enabled
     if hasattr(criterion, "shrinkage_cov"):  # I-STAR's Sigma_S
         criterion.shrinkage_cov = torch.cov(torch.randn(4 * width, width).T)
-    optimizers = {mode: torch.optim.AdamW(model.parameters(), lr=1e-6) for mode, model in models.items()}
+    steps = {mode: optimizer_step(model, criterion, cfg) for mode, model in models.items()}
     shapes = weight_matmuls(padded_model.transformer.config, gated_ffn=padded_model.is_decoder,
                             lm_head=task.kind == "language_modeling")
     gemm_weights = [(torch.randn(fan_in, fan_out), count) for fan_in, fan_out, count in shapes]
 
-    def step(padding_free: bool, batch) -> float:
-        model, optimizer = models[padding_free], optimizers[padding_free]
+    def step(padding_free: bool, group) -> float:
         started = time.perf_counter()
-        criterion(model, model(batch), batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        steps[padding_free](group, step=1)
         return time.perf_counter() - started
 
-    def lengths(batch) -> list[int]:
-        return batch["attention_mask"].sum(dim=1).tolist()
+    def lengths(group) -> list[int]:
+        return [length for batch in group for length in batch["attention_mask"].sum(dim=1).tolist()]
+
+    def token_counts(group) -> list[int]:
+        return [int(batch["attention_mask"].sum()) for batch in group]
 
     for padding_free in (False, True):  # warm-up
         step(padding_free, batches[0])
-    bare_gemm_rate(gemm_weights, sum(lengths(batches[0])))
+    bare_gemm_rate(gemm_weights, token_counts(batches[0]))
     times: dict[bool, list[float]] = {False: [], True: []}
     rates: dict[bool, list[float]] = {False: [], True: []}
     gemm_rates = []
-    for batch in batches[1:]:
-        flops = step_flops(shapes, not lora, width, layers, lengths(batch))
+    for group in batches[1:]:
+        flops = step_flops(shapes, not lora, width, layers, lengths(group))
         for padding_free in (False, True):
-            times[padding_free].append(step(padding_free, batch))
+            times[padding_free].append(step(padding_free, group))
             rates[padding_free].append(flops / times[padding_free][-1])
-        gemm_rates.append(bare_gemm_rate(gemm_weights, sum(lengths(batch))))
+        gemm_rates.append(bare_gemm_rate(gemm_weights, token_counts(group)))
     padded, packed = statistics.median(times[False]), statistics.median(times[True])
     useful = {mode: statistics.median(mode_rates) / 1e9 for mode, mode_rates in rates.items()}
     gemm = statistics.median(gemm_rates) / 1e9
-    masks = [batch["attention_mask"] for batch in batches[1:]]
+    masks = [batch["attention_mask"] for group in batches[1:] for batch in group]
     share = 1 - sum(int(mask.sum()) for mask in masks) / sum(mask.numel() for mask in masks)
+    micro_batch = cfg.batch_size // cfg.optim.grad_accum
     return (f"| {task_name} | {preset}{' + LoRA' if lora else ''}, {cfg.criterion.name} | "
-            f"{cfg.batch_size // cfg.optim.grad_accum} x {cfg.data.max_length} | {share:.1%} | "
+            f"{cfg.optim.grad_accum} x {micro_batch} x {cfg.data.max_length} | {share:.1%} | "
             f"{padded:.3f} | {packed:.3f} | {packed / padded:.2f} | {useful[False]:.1f} | {useful[True]:.1f} | "
             f"{gemm:.1f} | {useful[False] / gemm:.0%} | {useful[True] / gemm:.0%} |")
 
@@ -190,7 +214,7 @@ def main() -> None:
     print(f"CPU: {cpu_name()}; {torch.get_num_threads()} threads; load average "
           f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; torch {torch.__version__}; fp32; "
           f"{args.repeats} steps per task and mode and as many bare GEMM passes, interleaved")
-    print("| task | model, criterion | micro-batch x max_length | padding share | padded s/step | "
+    print("| task | model, criterion | micro-batches x sequences x max_length | padding share | padded s/step | "
           "padding-free s/step | ratio | useful GFLOP/s padded | useful GFLOP/s padding-free | bare GEMM GFLOP/s | "
           "share padded | share padding-free |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
