@@ -146,8 +146,8 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
 @functools.lru_cache(maxsize=16)
 def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
                   group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups` (at ``group_cost``): its tokens' indices in the packed row, their flat places in the group's
-    padded (sequences, longest) layout, its sequences' lengths and its longest."""
+    """Per group of :func:`length_groups` (at ``group_cost``): its tokens' indices in the packed row, their flat places
+    in the group's padded (sequences, longest) layout, its sequences' lengths and its longest."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
     places = []
     for group in length_groups(lengths, group_cost):
