@@ -5,13 +5,15 @@
 runs a tiny training where rank 1 fails at step 1 while rank 0 stalls outside any collective, so only
 torchrun's agent can end rank 0.
 """
+import contextlib
 import json
 import os
-import socket
 import sys
 import time
+from collections.abc import Iterator
 
 import torch
+from torch.distributed import TCPStore
 
 from istar_plugin.config import compose
 from istar_plugin.criterions import IStarConfig, IStarCriterion
@@ -27,18 +29,23 @@ ZETA = 0.3
 SIZES = ((20, 17), (9, 44))  # rank r holds two chunks ("layers") of these sizes: different sizes per rank
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@contextlib.contextmanager
+def rendezvous() -> Iterator[int]:
+    """``with rendezvous() as port:`` start the ranks (``join(rank, port)``) inside the block: the port of a TCPStore
+    this process hosts, as torchrun's agent hosts its workers' store. The OS chooses the port and it stays bound until
+    the block ends: no other process (another test, another pytest-xdist worker) can take it before the ranks meet, as
+    it could a port found free, released, and bound by rank 0 seconds later."""
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    yield store.port
 
 
 def join(rank: int, port: int, timeout_s: int = 60):
-    """Set torchrun's environment variables (one thread, as torchrun sets) and join the gloo group through
-    the plugin's own ``init_from_env``."""
+    """Set torchrun's environment variables (one thread, as torchrun sets; every rank a client of the store at
+    ``port``, see :func:`rendezvous`) and join the gloo group through the plugin's own ``init_from_env``."""
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE=str(WORLD_SIZE), ISTAR_DIST_TIMEOUT_S=str(timeout_s))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
+                      RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD_SIZE),
+                      ISTAR_DIST_TIMEOUT_S=str(timeout_s))
     return init_from_env("cpu")
 
 

@@ -1,13 +1,13 @@
 """CovarianceAccumulator.all_reduce across real gloo processes on CPU: the union's covariance, bitwise equal on
 every rank."""
 import datetime
-import socket
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from distributed_workers import rendezvous
 
 from istar_plugin.isotropy import CovarianceAccumulator
 
@@ -27,10 +27,9 @@ def scenario_points(name):
 
 
 def worker(rank, port, out_dir):
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    timeout = datetime.timedelta(seconds=60)
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)  # the parent's (``rendezvous``)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD_SIZE, timeout=timeout)
     try:
         for name, sizes in SCENARIOS.items():
             start = sum(sizes[:rank])
@@ -44,16 +43,11 @@ def worker(rank, port, out_dir):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def reduced_states(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("all_reduce")
-    mp.spawn(worker, args=(free_port(), str(out_dir)), nprocs=WORLD_SIZE, join=True)
+    with rendezvous() as port:
+        mp.spawn(worker, args=(port, str(out_dir)), nprocs=WORLD_SIZE, join=True)
     return {
         name: [torch.load(out_dir / f"{name}_{rank}.pt") for rank in range(WORLD_SIZE)] for name in SCENARIOS
     }

@@ -36,9 +36,9 @@ def tiny_overrides(tiny_bert, shared_data, output_dir, *extra):
 
 
 def start_torchrun(*arguments):
-    """``torchrun --nproc_per_node 2`` in its own session (so a hung job can be killed whole)."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_port", str(workers.free_port()), *arguments]
+    """``torchrun --standalone --nproc_per_node 2`` in its own session (so a hung job can be killed whole);
+    standalone: the agent hosts its stores on ports the OS chooses and keeps bound, none another process can take."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *arguments]
     env = {**os.environ, "ISTAR_DIST_TIMEOUT_S": "60", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -78,14 +78,16 @@ def sigma_overrides(request, tiny_bert, shared_data, tmp_path_factory):
 def runs(sigma_overrides, tmp_path_factory):
     """Both ranks' results (spawned processes) and the single-process Sigma_S, computed meanwhile."""
     out_dir = tmp_path_factory.mktemp("ranks")
-    context = mp.spawn(workers.collective_checks, args=(workers.free_port(), sigma_overrides, str(out_dir)),
-                       nprocs=workers.WORLD_SIZE, join=False)
-    # rank 0 holds theirs
-    trainer = Trainer(compose([*sigma_overrides, f"output_dir={tmp_path_factory.mktemp('single')}"]))
-    single = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0) for points in (10**6, 301)}
-    single["tokens"] = sum(len(feature["input_ids"]) for feature in trainer.train_features)
-    while not context.join():
-        pass
+    with workers.rendezvous() as port:
+        context = mp.spawn(workers.collective_checks, args=(port, sigma_overrides, str(out_dir)),
+                           nprocs=workers.WORLD_SIZE, join=False)
+        # rank 0 holds theirs
+        trainer = Trainer(compose([*sigma_overrides, f"output_dir={tmp_path_factory.mktemp('single')}"]))
+        single = {points: estimate_shrinkage_covariance(trainer.run_view, None, points, epoch=0)
+                  for points in (10**6, 301)}
+        single["tokens"] = sum(len(feature["input_ids"]) for feature in trainer.train_features)
+        while not context.join():
+            pass
     return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(workers.WORLD_SIZE)], single
 
 
@@ -176,17 +178,18 @@ def test_two_rank_torchrun_run_matches_one_process_at_the_same_global_batch(tiny
 def test_a_failing_rank_ends_the_other_with_a_clear_error_not_a_hang(tiny_bert, shared_data, tmp_path):
     overrides = tiny_overrides(tiny_bert, shared_data, tmp_path / "run", *FAILING_RUN)
     context = mp.get_context("spawn")
-    port, started = workers.free_port(), time.monotonic()
-    processes = [context.Process(target=workers.failing_fit, args=(rank, port, overrides, str(tmp_path)))
-                 for rank in range(workers.WORLD_SIZE)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=max(1.0, 120 - (time.monotonic() - started)))
-    alive = [process.pid for process in processes if process.is_alive()]
-    for process in processes:
-        if process.is_alive():
-            process.kill()
+    with workers.rendezvous() as port:
+        started = time.monotonic()
+        processes = [context.Process(target=workers.failing_fit, args=(rank, port, overrides, str(tmp_path)))
+                     for rank in range(workers.WORLD_SIZE)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=max(1.0, 120 - (time.monotonic() - started)))
+        alive = [process.pid for process in processes if process.is_alive()]
+        for process in processes:
+            if process.is_alive():
+                process.kill()
     assert not alive, f"ranks still running after 120 s: {alive}"
     assert [process.exitcode for process in processes] == [1, 1]
     ended = [json.loads(line) for line in (tmp_path / "ended.jsonl").read_text().splitlines()]

@@ -7,7 +7,6 @@ import sys
 import hf_worker
 import pytest
 import torch
-from distributed_workers import free_port
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainingArguments
 
 from istar_plugin.hf import IStarTrainer, model_kind
@@ -54,8 +53,8 @@ def test_isotropy_moves_with_the_sign_of_lambda(tiny_bert, shared_data, tmp_path
 
 @pytest.mark.slow  # torchrun with two ranks
 def test_two_gloo_ranks_share_one_sigma_s(tiny_bert, shared_data, tmp_path):
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-               str(free_port()),
+    # --standalone: torchrun's agent hosts its stores on ports the OS chooses and keeps bound
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                hf_worker.__file__, str(tiny_bert), str(shared_data / "sst2"), str(tmp_path), "-1", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})

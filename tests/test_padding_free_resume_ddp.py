@@ -56,13 +56,14 @@ def forwards(tiny_bert, shared_data, tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # several processes share two cores
     try:
-        context = mp.spawn(record_training, args=(workers.free_port(), overrides(out_dir / "run"), str(out_dir)),
-                           nprocs=workers.WORLD_SIZE, join=False)
-        trainer = Trainer(compose(overrides(tmp_path_factory.mktemp("single"))))
-        single = watch_training_forwards(trainer)
-        trainer.fit()
-        while not context.join():
-            pass
+        with workers.rendezvous() as port:
+            context = mp.spawn(record_training, args=(port, overrides(out_dir / "run"), str(out_dir)),
+                               nprocs=workers.WORLD_SIZE, join=False)
+            trainer = Trainer(compose(overrides(tmp_path_factory.mktemp("single"))))
+            single = watch_training_forwards(trainer)
+            trainer.fit()
+            while not context.join():
+                pass
     finally:
         torch.set_num_threads(threads)
     return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(workers.WORLD_SIZE)], single

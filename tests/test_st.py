@@ -10,7 +10,7 @@ from datasets import Dataset  # noqa: E402
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments  # noqa: E402
 from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss  # noqa: E402
 
-from distributed_workers import free_port, join  # noqa: E402
+from distributed_workers import join, rendezvous  # noqa: E402
 from istar_plugin.isotropy import isoscore_star  # noqa: E402
 from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 from istar_plugin.st import IsotropyEvaluator, IStarLoss  # noqa: E402
@@ -145,7 +145,8 @@ def _sigma_s_worker(rank, port, sentences, out):
 def test_sigma_s_is_pooled_over_ranks(stsb, tmp_path):
     train, _ = stsb
     sentences = train.sentences[:40]  # fewer points than the quota: every rank's shard is used whole
-    mp.spawn(_sigma_s_worker, args=(free_port(), sentences, str(tmp_path)), nprocs=2, join=True)
+    with rendezvous() as port:
+        mp.spawn(_sigma_s_worker, args=(port, sentences, str(tmp_path)), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     assert torch.equal(ranks[0], ranks[1])
     model = minilm()
