@@ -5,7 +5,10 @@ loads the newest intact one (a damaged one is renamed aside, never loaded).
 
 ``save_verified`` hashes the bytes as ``torch.save`` writes them and puts ``NAME.sha256`` (the format of
 ``sha256sum``, so ``sha256sum -c`` checks it too) beside the checkpoint before the checkpoint is renamed
-into place. ``problem`` says what is wrong with a file (empty, truncated, damaged bytes) or None.
+into place. An exit raised inside one of its writes (submitit's requeue at a preemption calls ``sys.exit`` from a
+signal handler; a second Ctrl-C raises KeyboardInterrupt) leaves it as that exit, not as the RuntimeError torch's
+writer raises when closed mid-record, which submitit would record as the requeued job's failure. ``problem`` says
+what is wrong with a file (empty, truncated, damaged bytes) or None.
 
 >>> import tempfile
 >>> directory = Path(tempfile.mkdtemp())
@@ -63,7 +66,12 @@ def save_verified(obj: Any, path: Path) -> Path:
     path = Path(path)
     with atomic_file(path) as handle:
         writer = _HashingWriter(handle)
-        torch.save(obj, writer)
+        try:
+            torch.save(obj, writer)
+        except RuntimeError as error:  # "unexpected pos": the writer closed after an exit cut a record short
+            if isinstance(error.__context__, (SystemExit, KeyboardInterrupt)):
+                raise error.__context__ from None
+            raise
         atomic_write_text(digest_path(path), f"{writer.sha256.hexdigest()}  {path.name}\n")
     return path
 
