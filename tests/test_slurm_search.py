@@ -8,17 +8,19 @@ import optuna
 import pytest
 import submitit
 from test_search_workers import assert_study_and_directories_agree, progress, write_search
-from test_slurm import MISSING, wait_for
+from test_slurm import MISSING, slurm_state, wait_for
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.cli import tune as cli
 from istar_plugin.config.searches import trial_dir
 from istar_plugin.launch.cell import latest_checkpoint_step
-from istar_plugin.launch.tune import SUBMITIT_FOLDER, WORKERS
+from istar_plugin.launch.tune import SUBMITIT_FOLDER, UNFINISHED, WORKERS
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     bool(MISSING), reason=f"needs a SLURM cluster ({'; '.join(MISSING)}): bash slurm/local_cluster.sh start, "
                           "then source /tmp/istar-plugin-slurm/env.sh")]
+# a job's end states in the controller (scontrol show job); a requeued task is REQUEUED, PENDING, RUNNING again
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 
 def test_a_search_runs_as_a_slurm_job_array_survives_a_preemption_and_its_final_comparison_is_queued(
@@ -43,17 +45,23 @@ def test_a_search_runs_as_a_slurm_job_array_survives_a_preemption_and_its_final_
         holder = next(job for job in jobs if f"worker {job.job_id.split('_')[1]}: trial 0 started"
                       in "\n".join(progress(search_dir)))
         holder._interrupt()  # SIGTERM then USR2, as a preemption delivers them: requeued, the trial resumed
+        # the controller's state, not submitit's done(): that reads a result file, which a requeued task's first
+        # attempt may have left, and accounting, which may lag; the second attempt runs a trial until it ends
         for job in jobs:
-            wait_for(lambda job=job: job.done(force_check=True), 600, f"worker {job.job_id} to end")
+            wait_for(lambda job=job: slurm_state(job.job_id) in ENDED, 600, f"worker {job.job_id} to end",
+                     lambda: f"; progress.log ends {progress(search_dir)[-3:]}")
     finally:
         for job in jobs:
-            if not job.done(force_check=True):
+            if slurm_state(job.job_id) not in ENDED:
                 job.cancel(check=False)
+    assert [slurm_state(job.job_id) for job in jobs] == ["COMPLETED", "COMPLETED"]
     lines = progress(search_dir)
     trial0 = [line.split(": ", 1)[1] for line in lines if ": trial 0 " in line]
     assert trial0[0].startswith("trial 0 started") and trial0[1].startswith("trial 0 resumed"), lines
     assert trial0[-1].startswith("trial 0 finished")
-    assert_study_and_directories_agree(search_dir, 3)
+    study = assert_study_and_directories_agree(search_dir, 3)
+    running = [trial.number for trial in study.trials if trial.state in UNFINISHED]
+    assert not running, f"trials {running} still running with both workers ended; progress.log: {lines}"
 
     assert cli.main([str(path), f"search_dir={search_dir}", "slurm=local", "--final"]) == 0
     assert "queued 2 final cells" in capsys.readouterr().out
