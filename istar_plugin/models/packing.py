@@ -36,6 +36,7 @@ True
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
@@ -57,7 +58,9 @@ class Packing:
 
     ``positions``: flat indices (row * width + column) of the real tokens, in order; ``cu_seq_lens``: the
     sequences' cumulative lengths (int32, batch + 1 entries, from 0); ``first``/``last``: each sequence's first and
-    last token in the packed row; ``width``: the padded batch's width.
+    last token in the packed row; ``width``: the padded batch's width; ``attention_groups``: the attention's groups
+    of sequences (:func:`length_groups`), planned on the host when it knew the lengths, else None (the attention
+    plans them from ``cu_seq_lens``).
     """
 
     positions: Tensor
@@ -65,17 +68,23 @@ class Packing:
     first: Tensor
     last: Tensor
     width: int
+    attention_groups: Optional[tuple] = None
 
     @classmethod
-    def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None) -> "Packing":
-        """The packing of a batch from its attention mask; ``positions`` when the collator computed them on the host
-        (:func:`~istar_plugin.training.batching.collate`), else read from the mask."""
+    def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
+           lengths: Optional[Sequence[int]] = None) -> "Packing":
+        """The packing of a batch from its attention mask; ``positions`` and ``lengths`` (each sequence's real
+        tokens) when the collator computed them on the host (:func:`~istar_plugin.training.batching.collate`): no
+        host-device sync then, else read from the mask."""
         if positions is None:
             positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
-        lengths = attention_mask.sum(dim=1)
-        cu_seq_lens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+        cu_seq_lens = torch.nn.functional.pad(attention_mask.sum(dim=1).cumsum(0), (1, 0)).to(torch.int32)
         first = cu_seq_lens[:-1].long()
-        return cls(positions, cu_seq_lens, first, cu_seq_lens[1:].long() - 1, attention_mask.shape[1])
+        groups = None
+        if lengths is not None:
+            groups = tuple(_group_places(tuple(itertools.accumulate(lengths, initial=0)), attention_mask.device,
+                                         GROUP_COST))
+        return cls(positions, cu_seq_lens, first, cu_seq_lens[1:].long() - 1, attention_mask.shape[1], groups)
 
     def pack(self, padded: Tensor) -> Tensor:
         """A (batch, width, ...) tensor's real positions as one row: (1, tokens, ...)."""
@@ -110,8 +119,9 @@ class Packing:
 
     def attention_kwargs(self) -> dict[str, Any]:
         """What the model's forward passes through to :func:`packed_attention`."""
-        return {"cu_seq_lens_q": self.cu_seq_lens, "cu_seq_lens_k": self.cu_seq_lens,
-                "max_length_q": self.width, "max_length_k": self.width}
+        kwargs = {"cu_seq_lens_q": self.cu_seq_lens, "cu_seq_lens_k": self.cu_seq_lens,
+                  "max_length_q": self.width, "max_length_k": self.width}
+        return kwargs if self.attention_groups is None else {**kwargs, "attention_groups": self.attention_groups}
 
 
 GROUP_COST = 1024
@@ -162,13 +172,13 @@ def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
 def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
-                     **kwargs) -> tuple[Tensor, None]:
+                     attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
     """Attention over packed (1, heads, tokens, width) queries, keys and values confined to each sequence of
     ``cu_seq_lens_q``: the sequences grouped by length (:func:`length_groups`), each group unpacked to (sequences,
     heads, its longest, width), torch's scaled dot-product attention with the key-padding mask (and causal for a
-    causal ``module``), the results packed back to (1, tokens, heads, width). The groups are planned on the host
-    from the cumulative lengths (a device sync on accelerators). Without ``cu_seq_lens_q``: transformers' ``sdpa``
-    attention."""
+    causal ``module``), the results packed back to (1, tokens, heads, width). The groups: ``attention_groups``
+    (planned by :meth:`Packing.of` from the host's lengths), else planned here from the cumulative lengths (a
+    host-device sync on accelerators). Without ``cu_seq_lens_q``: transformers' ``sdpa`` attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -176,7 +186,9 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
     outputs, token_order = [], []
-    for tokens, flat, lengths, width in _group_places(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST):
+    if attention_groups is None:
+        attention_groups = _group_places(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST)
+    for tokens, flat, lengths, width in attention_groups:
         column = torch.arange(width, device=query.device)
         mask = (column < lengths.unsqueeze(1)).view(-1, 1, 1, width)
         if causal:

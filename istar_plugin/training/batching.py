@@ -6,8 +6,8 @@ grouped by length) and their collation into padded device tensors.
 [0, 1, 2, 3, 4]
 >>> batch = collate([{"input_ids": [5, 6, 7], "labels": 1}, {"input_ids": [8], "labels": 0}],
 ...                 pad_id=0, device=torch.device("cpu"))
->>> batch["input_ids"].tolist(), batch["token_positions"].tolist()
-([[5, 6, 7], [8, 0, 0]], [0, 1, 2, 3])
+>>> batch["input_ids"].tolist(), batch["token_positions"].tolist(), batch["sequence_lengths"]
+([[5, 6, 7], [8, 0, 0]], [0, 1, 2, 3], (3, 1))
 """
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ import torch
 TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "start_positions", "end_positions")
 
 
-def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
     """Pad a list of features to the longest one (``input_ids`` with ``pad_id``) and move the tensors to ``device``.
 
     ``token_positions`` (flat indices of the real tokens) is computed here, on the host, so that
-    selecting the padding-free token cloud needs no host-device sync. On a GPU the tensors are
+    selecting the padding-free token cloud needs no host-device sync; ``sequence_lengths`` (a tuple of ints, each
+    feature's tokens) stays on the host, for planning a packed batch's attention. On a GPU the tensors are
     pinned and copied asynchronously (the copy overlaps the previous batch's compute).
     """
     lengths = [len(f["input_ids"]) for f in features]
@@ -43,7 +44,7 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
     batch["token_positions"] = torch.cat([torch.arange(length) + row * width for row, length in enumerate(lengths)])
     if device.type == "cuda":
         batch = {k: v.pin_memory() for k, v in batch.items()}
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "sequence_lengths": tuple(lengths)}
 
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
