@@ -60,7 +60,9 @@ class Declared:
     low_open: bool = False
     high_open: bool = False
     refused: Optional[str] = None
-    added: bool = False  # added after runs were written without it; its default does what those runs did
+    added: bool = False  # added after runs were written without it; its default (or ``before``) does what they did
+    before: Any = None  # with ``changed``: the value runs written without the key computed with, its default since
+    changed: bool = False
 
     def allowed(self, nullable: bool) -> str:
         """The allowed values in words.
@@ -119,10 +121,14 @@ class _Shown:
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING,
             choices: Optional[Sequence] = None, low: Optional[float] = None, high: Optional[float] = None,
-            low_open: bool = False, high_open: bool = False, refused: Optional[str] = None, added: bool = False) -> Any:
-    """A dataclass field declaring one config key (fairseq's ``field(metadata=...)``); see :class:`Declared`."""
+            low_open: bool = False, high_open: bool = False, refused: Optional[str] = None, added: bool = False,
+            before: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field declaring one config key (fairseq's ``field(metadata=...)``); see :class:`Declared`.
+    ``added``: runs were written before the key, and its default does what they did; ``before=VALUE``: they were, and
+    VALUE does what they did (the default has changed since)."""
+    changed = before is not dataclasses.MISSING
     declaration = Declared(help, tuple(choices) if choices is not None else None, low, high, low_open, high_open,
-                           refused, added)
+                           refused, added or changed, before if changed else None, changed)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"declared": declaration})
 
 
@@ -195,12 +201,21 @@ def describe(cls: type, name: str, key: Optional[str] = None) -> str:
 
 
 def added_keys(cls: type, prefix: str = "") -> dict[str, Any]:
-    """The keys of ``cls`` (nested declared dataclasses included) marked ``added``, each with its default."""
+    """The keys of ``cls`` (nested declared dataclasses included) marked ``added``, each with the value that does
+    what runs written without it did: ``before`` where its default changed since, else its default.
+
+    >>> @dataclass
+    ... class Options:
+    ...     packed: str = setting("auto", help="pack batches", before=False)
+    ...     cache: bool = setting(False, help="cache outputs", added=True)
+    >>> added_keys(Options, "model.")
+    {'model.packed': False, 'model.cache': False}
+    """
     found = {}
     for name, (field, declaration, _) in declared(cls).items():
         default = default_of(field)
         if declaration.added:
-            found[f"{prefix}{name}"] = default
+            found[f"{prefix}{name}"] = declaration.before if declaration.changed else default
         if dataclasses.is_dataclass(default):
             found.update(added_keys(type(default), f"{prefix}{name}."))
     return found

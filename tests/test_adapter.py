@@ -42,7 +42,8 @@ def checkpoint(request, tokenizer, tmp_path_factory):
 
 
 def _encoder(path, kind="classification", num_labels=3):
-    return HFEncoder(ModelConfig(name_or_path=path, local_files_only=True, dropout=0.0), kind, num_labels).eval()
+    return HFEncoder(ModelConfig(name_or_path=path, local_files_only=True, dropout=0.0, padding_free=False), kind,
+                     num_labels).eval()  # padded outputs: the head's input read at [CLS] of each row
 
 
 def _batch(encoder):

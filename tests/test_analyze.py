@@ -57,12 +57,20 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     analysis = analysed[1][0]
     loaded = load_run(runs[0])
     with torch.no_grad():
-        output = loaded.model(loaded.collate(loaded.features("eval")))  # one batch: other padding, same tokens
-    mask = output.attention_mask.bool()
-    last = output.hidden_states[-1][mask].double()
+        with loaded.autocast():  # the precision the analysis computes in (the run's)
+            output = loaded.model(loaded.collate(loaded.features("eval")))  # one batch: other padding, same tokens
+    packed = output.attention_mask is None  # the runs computed padding-free (the default): states of real tokens
+
+    def real(hidden):  # the real tokens' states, (tokens, d)
+        return hidden if packed else hidden[output.attention_mask.bool()]
+
+    def first(hidden):  # each example's first token
+        return hidden[output.packing.first] if packed else hidden[:, 0]
+
+    last = real(output.hidden_states[-1]).double()
     assert analysis["mean_activation"] == pytest.approx(last.mean(dim=0).tolist(), abs=1e-4)
-    assert analysis["tokens_per_layer"] == int(mask.sum())
-    twonn = [twonn_dimension(hidden[:, 0]).item() for hidden in output.hidden_states[1:]]
+    assert analysis["tokens_per_layer"] == last.shape[0]
+    twonn = [twonn_dimension(first(hidden)).item() for hidden in output.hidden_states[1:]]
     assert analysis["twonn_per_layer"] == pytest.approx(twonn, rel=1e-3)
     units = torch.nn.functional.normalize(last, dim=1)
     n = units.shape[0]
@@ -75,7 +83,7 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     assert embeddings["shape"] == [loaded.tokenizer.vocab_size, 32]
     assert 0 < embeddings["I1"] <= 1 and embeddings["I2"] >= 0
     for layer, hidden in enumerate(output.hidden_states[1:]):  # outlier dimensions, from the unbatched tokens
-        magnitudes = hidden[mask].double().abs()
+        magnitudes = real(hidden).double().abs()
         median = magnitudes.mean(dim=0).quantile(0.5)
         assert analysis["outlier_dimensions_per_layer"][layer] == torch.nonzero(
             magnitudes.mean(dim=0) > analysis["outlier_factor"] * median).flatten().tolist()

@@ -134,7 +134,7 @@ def test_every_key_is_declared_once_with_help_and_the_validator_reads_the_declar
         compose(["recipe=movie_snippets", "optim.warmup_ratio=-0.5"])
 
 
-def test_added_keys_are_the_declarations_marked_added_at_their_defaults():
+def test_added_keys_are_the_declarations_marked_added_at_what_older_runs_did():  # padding_free: default auto
     assert config_module.ADDED_KEYS == {
         "engine": "istar", "model.frozen_dropout": False, "model.lora.r": 0, "model.lora.alpha": 16.0,
         "model.lora.dropout": 0.05, "model.lora.target_modules": None, "model.lora.save_merged": False,
@@ -151,7 +151,7 @@ def test_help_key_prints_the_declaration_and_an_unknown_key_its_close_matches(ca
     assert "criterion.lam (criterion istar): float = -1.0" in capsys.readouterr().out
     assert main(["--help", "model.padding_free"]) == 0  # booleans as the command line writes them
     lines = capsys.readouterr().out.splitlines()
-    assert (lines[0], lines[-1]) == ("model.padding_free: bool or str = false", "  allowed: auto, true, false")
+    assert (lines[0], lines[-1]) == ("model.padding_free: bool or str = 'auto'", "  allowed: auto, true, false")
     assert main(["--help", "optim.sheduel"]) == 2
     assert capsys.readouterr().err == "istar-run: error: unknown key 'optim.sheduel'; close matches: optim.schedule\n"
 

@@ -56,7 +56,8 @@ def test_a_padding_free_batch_needs_no_mask():
 @pytest.fixture(scope="module")
 def encoder(tiny_bert):
     torch.manual_seed(0)
-    return HFEncoder(ModelConfig(name_or_path=str(tiny_bert), local_files_only=True), "classification", 2).eval()
+    return HFEncoder(ModelConfig(name_or_path=str(tiny_bert), local_files_only=True, padding_free=False),
+                     "classification", 2).eval()
 
 
 @pytest.fixture(scope="module")

@@ -92,12 +92,11 @@ class ModelConfig:
     frozen_dropout: bool = setting(False, help="a backbone with no trainable parameter keeps its dropout in training "
                                    "(no cache of its outputs)", added=True)
     padding_free: Union[bool, str] = setting(
-        False, help="compute on real tokens only: each batch's sequences packed into one row, attention confined to "
+        "auto", help="compute on real tokens only: each batch's sequences packed into one row, attention confined to "
         f"each sequence (families: {', '.join(PADDING_FREE_FAMILIES)}; every task kind); true: refused "
         "where it cannot, auto: where it can, else padded with one line saying why; criterion.padding=include (the "
-        "official cloud) needs the padding: padded. Default false for now (the docs' numbers were measured padded), "
-        "auto once they are re-measured", choices=PADDING_FREE_CHOICES,
-        refused="{key}={value!r} unknown; choose one of: auto, true, false", added=True)
+        "official cloud) needs the padding: padded. Runs written before the key computed padded (false)",
+        choices=PADDING_FREE_CHOICES, refused="{key}={value!r} unknown; choose one of: auto, true, false", before=False)
     lora: LoraSettings = setting(default_factory=LoraSettings, help="LoRA adapters (model.lora.*)")
 
     def __post_init__(self) -> None:
