@@ -1,7 +1,7 @@
 """Padding-free wherever a forward runs besides training and evaluation: istar-analyze and istar-embed read a run
 trained padding-free padding-free, the Sigma_S pass streams packed batches, the frozen-backbone cache computes a
 padding-free model's missing examples on their packed row; each gives the padded numbers (atol 1e-5, rtol 1e-4,
-as tests/test_padding_free.py). The sentence-transformers engine stays padded: ``auto`` says so in one line.
+as tests/test_padding_free.py). The sentence-transformers engine: tests/test_st_padding_free.py.
 """
 import contextlib
 import json
@@ -192,19 +192,3 @@ def test_the_frozen_backbone_cache_computes_a_padding_free_model_s_examples_on_t
     assert shapes[True][0] == (1, real) and shapes[False][0] == tuple(batch["input_ids"].shape)
     torch.testing.assert_close(cached[True], cached[False], atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(logits[True], logits[False], atol=ATOL, rtol=RTOL)
-
-
-def test_the_sentence_transformers_engine_stays_padded_and_auto_says_so_in_one_line(tiny_bert, shared_data, tmp_path,
-                                                                                   capsys):
-    pytest.importorskip("sentence_transformers")
-    from istar_plugin.integrations.st_engine import SentenceTransformersEngine
-
-    arguments = tiny_run_arguments(tiny_bert, shared_data, "recipe=stsb_st", "model=", "data.max_train_samples=8",
-                                   f"data.dir={shared_data / 'stsb'}", "model.padding_free=auto",
-                                   f"output_dir={tmp_path / 'run'}")
-    capsys.readouterr()
-    engine = SentenceTransformersEngine(compose(arguments))
-    engine.run_dir.close()
-    assert capsys.readouterr().err.splitlines() == [
-        "model.padding_free=auto: padded batches (engine=sentence_transformers runs sentence-transformers' own "
-        "forward)"]

@@ -8,9 +8,10 @@ measures the embeddings' isotropy (and STS Spearman, from the same embeddings) i
                                          evaluator=evaluator, callbacks=[loss.callback()])
 
 The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the cloud being the
-token embeddings of every transformer layer of the batch's sentences (padding excluded; ``points="sentence"``:
-the sentence embeddings instead; ``layers``: hidden-state indices, 1..L by default). It returns the two terms
-as loss components (``task``, ``istar``), which the trainer logs beside ``loss``: IsoScore* = 1 - istar / lam.
+token embeddings of every transformer layer of the batch's sentences (padding excluded: a padding-free model's,
+:mod:`.st_padding_free`, from its packed rows; ``points="sentence"``: the sentence embeddings instead; ``layers``:
+hidden-state indices, 1..L by default). It returns the two terms as loss components (``task``, ``istar``), which
+the trainer logs beside ``loss``: IsoScore* = 1 - istar / lam.
 Sigma_S is the covariance of ``shrinkage_points`` cloud points of a seeded sample of ``shrinkage_sentences``
 (no-grad, eval mode), pooled over torch.distributed ranks like ``istar-run``'s: computed before training and
 after every epoch by ``loss.callback()``, or once at the first step without it (with a warning). Needs
@@ -33,6 +34,7 @@ from ..isotropy.embeddings import embedding_measures
 from ..isotropy.streaming import LayerStatistics, stream
 from ..models.token_cloud import token_cloud
 from ..posthoc import parse_transform
+from .st_padding_free import PACKED_HIDDEN_STATES, transformer_module
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +42,6 @@ __all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
 
 POINTS = ("tokens", "sentence")
 EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformity")
-
-
-def _transformer_config(model: nn.Module):
-    """The Hugging Face config of the model's transformer module (its ``auto_model``)."""
-    for module in model.modules():
-        if hasattr(module, "auto_model") and hasattr(module.auto_model, "config"):
-            return module.auto_model.config
-    raise TypeError(f"{type(model).__name__} has no transformer module (auto_model) to take token embeddings from")
 
 
 class IStarLoss(nn.Module):
@@ -73,7 +67,7 @@ class IStarLoss(nn.Module):
         self.shrinkage_cov: Optional[Tensor] = None
         self.refreshes = 0
         self._callback_in_use = False
-        config = _transformer_config(model)
+        config = transformer_module(model).auto_model.config
         count = getattr(config, "num_hidden_layers", None) or config.n_layers
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
         bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
@@ -86,6 +80,8 @@ class IStarLoss(nn.Module):
         """The points one forward pass contributes: (n, d) tensors, padding excluded."""
         if self.points == "sentence":
             return [output["sentence_embedding"]]
+        if PACKED_HIDDEN_STATES in output:  # a padding-free forward's: every position of its packed row is a token
+            return token_cloud(output[PACKED_HIDDEN_STATES], None, self.layers)
         if "all_layer_embeddings" in output:
             return token_cloud(output["all_layer_embeddings"], output["attention_mask"], self.layers)
         return token_cloud([output["token_embeddings"]], output["attention_mask"], [0])  # the last layer alone

@@ -3,19 +3,21 @@
 
     istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
 
-For a sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` between the two sentences'
-pooled embeddings and the score scaled to [0, 1] by the task's label range; ``criterion=istar`` wraps it in
+For a sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` between the two sentences' pooled
+embeddings and the score scaled to [0, 1] by the task's label range; ``criterion=istar`` wraps it in
 :class:`~istar_plugin.integrations.st.IStarLoss` (``lam``, ``zeta``, ``layers``, ``shrinkage_points``, the run's
-seed). The run directory is an ``istar-run`` one: ``config.yaml``, ``metrics.jsonl`` (the trainer's logs),
-``tensorboard/``, ``results.json`` (the evaluation split's Pearson and Spearman of cosine similarity, IsoScore* of
-its token cloud per layer, and under ``sentence_embeddings`` the embeddings' Spearman x 100 and isotropy raw and
-after each of :func:`eval_transforms`), ``predictions.json`` (each pair's cosine similarity) and ``model/`` (the
-fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). The run directory's lifecycle is the
-trainer's (:class:`~istar_plugin.training.run_directory.RunDirectory`): lock, marker, stale temporaries removed,
-a finished run returned again or refused when its settings changed, a failed ``results.json`` when the run raises,
-``precision=auto`` chosen as the trainer chooses it, SIGTERM/SIGINT ending the run at a step's end with the
-trainer's line. A restarted run starts again from the pretrained model, its logs cleared: there are no mid-run
-checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
+seed). Every forward (training, Sigma_S, evaluation, ``encode``) computes padding-free, each batch's sentences
+packed into one row, where ``model.padding_free`` and the model's family allow (:mod:`.st_padding_free`; ``auto``
+says in one line why it cannot). The run directory is an ``istar-run`` one: ``config.yaml``, ``metrics.jsonl`` (the
+trainer's logs), ``tensorboard/``, ``results.json`` (the evaluation split's Pearson and Spearman of cosine
+similarity, IsoScore* of its token cloud per layer, and under ``sentence_embeddings`` the embeddings' Spearman x 100
+and isotropy raw and after each of :func:`eval_transforms`), ``predictions.json`` (each pair's cosine similarity)
+and ``model/`` (the fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). The run directory's
+lifecycle is the trainer's (:class:`~istar_plugin.training.run_directory.RunDirectory`): lock, marker, stale
+temporaries removed, a finished run returned again or refused when its settings changed, a failed ``results.json``
+when the run raises, ``precision=auto`` chosen as the trainer chooses it, SIGTERM/SIGINT ending the run at a step's
+end with the trainer's line. A restarted run starts again from the pretrained model, its logs cleared: there are no
+mid-run checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -48,7 +50,8 @@ from ..training.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
-from .st_engine_setup import CRITERIA, PADDED_AUTO_LINE, SentenceTransformersSetup
+from .st_engine_setup import CRITERIA, SentenceTransformersSetup
+from .st_padding_free import make_padding_free
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -88,8 +91,6 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
         batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
-        if cfg.model.get("padding_free", False) == "auto" and self.is_main:
-            print(PADDED_AUTO_LINE, file=sys.stderr, flush=True)
 
     def fit(self) -> dict[str, Any]:
         """Train and evaluate (or return the results of this run finished here before); ``results.json`` either way,
@@ -127,6 +128,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         set_seed(cfg.seed)
         model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=str(self.device))
         model.max_seq_length = cfg.data.max_length
+        padded_line = make_padding_free(model, cfg.model.get("padding_free", False))[1]  # auto where it cannot: why
+        if padded_line and self.is_main:
+            print(padded_line, file=sys.stderr, flush=True)
         low, high = self.label_range
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
         train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],

@@ -19,12 +19,9 @@ from ..models.config import LoraSettings
 from ..registry import ENGINES, TASKS
 from ..training.engine_setup import EngineSetup
 
-__all__ = ["CRITERIA", "PADDED_AUTO_LINE", "SentenceTransformersSetup"]
+__all__ = ["CRITERIA", "SentenceTransformersSetup"]
 
 CRITERIA = ("cross_entropy", "istar")
-PADDED_AUTO_LINE = ("model.padding_free=auto: padded batches (engine=sentence_transformers runs sentence-transformers' "
-                    "own forward)")
-"""What a run of this engine with ``model.padding_free=auto`` says, once, on stderr."""
 
 
 class SentenceTransformersSetup(EngineSetup):
@@ -51,9 +48,6 @@ class SentenceTransformersSetup(EngineSetup):
                  if field.name in lora and lora[field.name] != getattr(LoraSettings(), field.name)]
         if given:
             raise ConfigError(f"engine=sentence_transformers trains every weight (no LoRA); drop {', '.join(given)}")
-        if cfg.model.get("padding_free", False) is True:
-            raise ConfigError("engine=sentence_transformers computes on padded batches (sentence-transformers' own "
-                              "forward); drop model.padding_free=true")
 
 
 ENGINES.declare("sentence_transformers", "istar_plugin.integrations.st_engine:SentenceTransformersEngine", None,
