@@ -174,17 +174,19 @@ def check_quick_start(work, output):
     precision = results["precision"]
     if precision == "bf16":  # AMX and AVX512-BF16 kernels round differently: the README states both
         precision = "bf16 with AMX" if torch.cpu._is_amx_tile_supported() else "bf16 without AMX"
-    stated = re.search(rf"in {precision}[^:.]*: accuracy (0\.\d+) → (0\.\d+), eval IsoScore\* (0\.\d+) → (0\.\d+)",
-                       text, re.IGNORECASE)
+    stated = re.search(rf"in {precision}[^:.]*: accuracy (0\.\d+) → (0\.\d+)(?: ± (0\.\d+))?, "
+                       rf"eval IsoScore\* (0\.\d+) → (0\.\d+)", text, re.IGNORECASE)
     assert stated, f"the README no longer states the quick start's accuracy and IsoScore* in {precision}"
-    acc_before, acc_after, iso_before, iso_after = map(float, stated.groups())
+    acc_before, acc_after, spread, iso_before, iso_after = (float(value) if value else None
+                                                            for value in stated.groups())
     before = re.search(r"before fine-tuning: accuracy = ([\d.]+), eval IsoScore\* = ([\d.]+)", output)
     assert before, output[-2000:]
     assert results["step"] == 63 and not results["collapsed"]
-    # 3 decimals, as stated; a different CPU may move the last digit by float rounding.
+    # 3 decimals, as stated; a different CPU may move the last digit by float rounding. "± x" after the accuracy:
+    # measured with other dropout masks (padded batches), so within x of it
     assert float(before.group(1)) == pytest.approx(acc_before, abs=0.0015)
     assert float(before.group(2)) == pytest.approx(iso_before, abs=0.0015)
-    assert results["accuracy"] == pytest.approx(acc_after, abs=0.0035)
+    assert results["accuracy"] == pytest.approx(acc_after, abs=spread or 0.0035)
     assert results["eval_isoscore_star"] == pytest.approx(iso_after, abs=0.0035)
 
 
