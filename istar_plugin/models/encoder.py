@@ -196,8 +196,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if from_cache:
             out = self._forward_from_cache(inputs)
         elif self.padding_free:
-            out, hidden_states, packing = self._forward_packed(inputs, batch.get("token_positions"),
-                                                               batch.get("sequence_lengths"))
+            out, hidden_states, packing = self._forward_packed(inputs, batch)
         else:  # the Hugging Face model itself, LoRA's layers in it: peft's QA wrapper drops token_type_ids
             out = self.transformer(**inputs, output_hidden_states=True)
         if self.frozen_cache is not None and not from_cache:  # an evaluation pass fills the cache as it goes
@@ -219,15 +218,15 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             packing=packing,
         )
 
-    def _forward_packed(self, inputs: dict[str, Tensor], positions: Optional[Tensor],
-                        lengths: Optional[Sequence[int]]) -> tuple[Any, tuple, Packing]:
+    def _forward_packed(self, inputs: dict[str, Tensor], batch: dict[str, Any]) -> tuple[Any, tuple, Packing]:
         """The model's forward on the batch's real tokens alone: one packed row (per-sequence positions, attention
         confined to each sequence, causal within each for decoders). A head that reads every token (extractive QA's
         span head, a language model's) runs on the packed row with the rest of the Hugging Face model (called
         itself, its LoRA layers in it: peft's question-answering wrapper drops ``position_ids``); one that reads one
-        token per example reads it from the packed row (:meth:`_head_on_each_sequence`). Returns the head's output,
-        the packed hidden states, (tokens, hidden) each, and the packing."""
-        packed, packing = self.pack(inputs, positions, lengths)
+        token per example reads it from the packed row (:meth:`_head_on_each_sequence`); the collator's token
+        positions and lengths, when ``batch`` has them, spare host syncs. Returns the head's output, the packed
+        hidden states, (tokens, hidden) each, and the packing."""
+        packed, packing = self.pack(inputs, batch.get("token_positions"), batch.get("sequence_lengths"))
         if self.kind in ("extractive_qa", "language_modeling"):
             out = states = token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
         else:
@@ -236,9 +235,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def pack(self, inputs: dict[str, Tensor], positions: Optional[Tensor] = None,
              lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
-        """A padded batch's inputs as the packed row this model's forward takes (RoBERTa's positions after its
-        padding index), and their packing; ``positions`` (the real tokens' flat indices) and ``lengths`` (each
-        sequence's), when the host knows them."""
+        """A padded batch's inputs as the packed row this model's forward takes (RoBERTa's positions after its padding
+        index), and their packing; ``positions`` (real tokens' flat indices), ``lengths``: when the host knows them."""
         packing = Packing.of(inputs["attention_mask"], positions, lengths)
         return packing.model_inputs(inputs, self._position_offset), packing
 
@@ -314,7 +312,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             rows = {name: tensor[missing] for name, tensor in inputs.items()}
             with torch.no_grad():
                 if self.padding_free:
-                    self._forward_packed(rows, None, None)
+                    self._forward_packed(rows, {})
                 else:
                     backbone(**rows)
             cache.remember(keys, missing, self._head_site["representation"], self._head_site["pooled"])
