@@ -11,6 +11,7 @@ from istar_plugin.isotropy import twonn_dimension
 from istar_plugin.analysis import analyze
 from istar_plugin.analysis.loading import load_run
 from istar_plugin.isotropy.streaming import TokenMoments
+from istar_plugin.reports import docs_tables
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 
@@ -97,6 +98,27 @@ def test_labels_and_figures(analysed):
     for number in (4, 5, 6):
         data = (out / f"figure{number}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 15_000
+
+
+def test_the_summary_table_holds_each_runs_numbers_and_the_docs_render_it_from_the_folder(analysed, tmp_path):
+    out, analyses = analysed
+    summary = (out / "summary.md").read_text()
+    header, _, score, isoscore, twonn, *_ = [line for line in summary.splitlines() if line.startswith("|")]
+    assert header == "|  | Base | I-STAR λ=-1 ζ=0.2 |"  # Base first, whatever the order of the arguments
+    istar, base = analyses
+    for analysis, cell in zip((base, istar), isoscore.split(" | ")[1:]):
+        shown = [float(value) for value in cell.strip(" |").split()]
+        assert shown == pytest.approx(analysis["isoscore_star_per_layer"], rel=6e-3, abs=6e-4)
+    assert f"{base['score']:.3f} ({base['examples']}, {base['step']})" in score
+    copy = tmp_path / "evidence"  # the folder as kept in git: the docs marker renders what istar-analyze wrote
+    shutil.copytree(out, copy)
+    marker = "<!-- table: evidence summary.md -->\n"
+    page = marker + "<!-- end table -->\n"
+    assert docs_tables.render_page(page, tmp_path) == f"{marker}{summary}<!-- end table -->\n"
+    changed = json.loads((copy / "base" / "analysis.json").read_text())
+    changed["isoscore_star_per_layer"][0] = 0.987654
+    (copy / "base" / "analysis.json").write_text(json.dumps(changed))
+    assert "| 0.988 " in docs_tables.render_page(page, tmp_path)
 
 
 def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys):

@@ -121,9 +121,9 @@ def test_a_second_analysis_into_the_same_out_replaces_the_first_s_files_and_no_o
     assert analyze_cli.main([str(second), "--out", str(out)]) == 0
     marker = json.loads((out / ".istar-analysis").read_text())
     figures = ["figure4.png", "figure5.png", "figure6.png", "massive.png", "outliers.png"]
-    assert marker["files"] == [*figures, "second/analysis.json"] and marker["complete"] is True
+    assert marker["files"] == [*figures, "second/analysis.json", "summary.md"] and marker["complete"] is True
     assert sorted(path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()) == sorted(
-        [".istar-analysis", "notes.txt", "second/analysis.json", *figures])
+        [".istar-analysis", "notes.txt", "second/analysis.json", "summary.md", *figures])
 
 
 def test_a_second_analysis_on_an_out_in_use_is_refused(finished, tmp_path, capsys, monkeypatch):

@@ -16,6 +16,7 @@ from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
 from istar_plugin.reports.records.provenance import cell_provenance
 from istar_plugin.storage.predictions import write_predictions
+from istar_plugin.storage.ownership import ANALYSIS_MARKER
 from istar_plugin.storage.provenance import machine
 from istar_plugin.storage.results import ResultsRecord, failed_record, write_results
 
@@ -314,7 +315,8 @@ def test_every_archive_in_docs_evidence_is_an_archive_the_docs_show():
     shown = {(page.parent / path).resolve() for page, marker in docs_markers() if marker.table is not None
              for path in marker.paths}
     archives = sorted(path for path in EVIDENCE.iterdir() if path.is_dir())
-    assert all((archive / ".istar-archive").is_file() for archive in archives), archives
+    written_by_the_toolkit = (".istar-archive", ANALYSIS_MARKER)  # istar-report --archive, istar-analyze --out
+    assert all(any((archive / name).is_file() for name in written_by_the_toolkit) for archive in archives), archives
     assert [archive.name for archive in archives if archive.resolve() not in shown] == []
     assert all(path.parent.resolve() == EVIDENCE.resolve() for path in shown)  # archives live in docs/evidence/
 

@@ -403,11 +403,3 @@ def output_names(run_dirs: Sequence[Path]) -> list[str]:
     """
     names = [path.name for path in run_dirs]
     return [f"{p.parent.name}_{p.name}" if names.count(p.name) > 1 else p.name for p in run_dirs]
-
-
-def _distinct_labels(analyses: list[dict[str, Any]]) -> None:
-    """Runs sharing a label (e.g. seeds of one setting) get their seed added to it."""
-    labels = [a["label"] for a in analyses]
-    for analysis in analyses:
-        if labels.count(analysis["label"]) > 1:
-            analysis["label"] += f" seed {analysis['seed']}"

@@ -3,8 +3,8 @@
 Loads each run's final model (its latest checkpoint, or else its exported ``model/``) with the run's own
 config, tokenizer and data, streams one split through it keeping O(d^2) statistics per layer, and writes per
 run ``analysis.json`` (IsoScore* per layer, TwoNN per layer, mean activation per dimension, EV_k and average
-cosine per layer, I1/I2 of the word embeddings) and, overlaying the runs, Figures 4, 5 and 6 of Rudman &
-Eickhoff (2024) as PNG.
+cosine per layer, I1/I2 of the word embeddings), overlaying the runs, Figures 4, 5 and 6 of Rudman & Eickhoff
+(2024) as PNG, and ``summary.md``: those numbers as one table, a column per run (printed too).
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
     istar-analyze [RUN_DIR ...] --base recipe=sst2 model=smollm2 data.dir=DIR   # the pretrained model too
@@ -28,7 +28,6 @@ from ..analysis.analyze import (
     CONSISTENCY_TOLERANCE,
     SPLITS,
     RunProblem,
-    _distinct_labels,
     analyze_base,
     analyze_run,
     check_run,
@@ -39,6 +38,7 @@ from ..analysis.analyze import (
     figure_outliers,
     output_names,
 )
+from ..reports.outputs.analysis_table import distinct_labels, write_summary
 from ..storage.atomic import atomic_write_json
 from ..storage.checkpoints import Checkpoints
 from ..storage.owned_output import OwnedOutput
@@ -111,7 +111,8 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
     figures = [(args.out / name, figure) for name, figure in (
         ("figure4.png", figure4), ("figure5.png", figure5), ("figure6.png", figure6), ("outliers.png", figure_outliers),
         ("massive.png", figure_massive))]
-    planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures]
+    summary = args.out / "summary.md"
+    planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures] + [summary]
     analyses, written = [], []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
         what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)
@@ -141,10 +142,12 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
         if written:
             folder.finish(written)
         return 2
-    _distinct_labels(analyses)
+    distinct_labels(analyses)
     drawn = [figure(analyses, path) for path, figure in figures]
-    folder.finish(written + drawn)
-    print("figures: " + ", ".join(str(path) for path in drawn))
+    table = write_summary(analyses, args.out)
+    folder.finish(written + drawn + [table])
+    print(table.read_text(encoding="utf-8"), end="")
+    print("figures: " + ", ".join(str(path) for path in drawn) + f"; table: {table}")
     return 2 if problems else 0  # some runs were left out: a script should notice
 
 

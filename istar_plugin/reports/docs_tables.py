@@ -14,7 +14,8 @@ A docs page marks each table with what it is rendered from (paths relative to th
   (:mod:`.records.search_archive`), TABLE is one of the search report's (``trials.md``, ``chosen.md``,
   ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`). ``ARCHIVE+ARCHIVE`` reads several archives as
   ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
-  :mod:`.search_comparison`).
+  :mod:`.search_comparison`). For a copy of an ``istar-analyze --out`` folder (:mod:`.records.analyses`), TABLE is
+  ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`).
 - ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
   rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
 
@@ -39,7 +40,8 @@ from . import search_comparison, search_report
 from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
-from .records import searches
+from .outputs import analysis_table
+from .records import analyses, searches
 from .records.cells import collect
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
@@ -50,7 +52,7 @@ REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
 """The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
 MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
 """The tables an archive's marker may name: a grid report's, a search report's and a comparison of searches'."""
-REPORT_FILES = sorted({f"{table.name}.md" for table in MARKED_TABLES if table.markdown is not None}
+REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
                       | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None})
 
 
@@ -160,6 +162,8 @@ class ArchiveReports:
                 search_comparison.write_report(comparison, folder)
             elif any(map(searches.is_search, archives)) and len(archives) > 1:
                 raise ValueError(f"{shown}: a search archive is compared with other searches only")
+            elif len(archives) == 1 and analyses.is_analysis(archives[0]):
+                analysis_table.write_summary(analyses.read_analyses(archives[0]), folder)
             elif searches.is_search(archives[0]):
                 search_report.write_report(search_report.Report(searches.read(archives[0]), **dict(options)), folder)
             else:

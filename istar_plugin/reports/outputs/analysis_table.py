@@ -1,0 +1,131 @@
+"""``istar-analyze``'s analyses as one table, a column per analysed model: the numbers behind the I-STAR paper's
+Figures 4 to 6 (IsoScore* and TwoNN per layer, the last layer's mean activation) with the last layer's EV_1 and
+average cosine, the outlier dimensions and the word embeddings' I1/I2. ``istar-analyze`` writes it as
+``summary.md``; the docs render it afresh from an archived analysis folder (:mod:`..records.analyses`).
+
+>>> base = {"label": "Base", "criterion": {"name": "cross_entropy"}, "seed": 1, "step": 75, "split": "eval",
+...         "examples": 872, "main_metric": "accuracy", "score": 0.7764, "isoscore_star_per_layer": [0.19, 0.00172],
+...         "twonn_per_layer": [23.31, None], "explained_variance_per_layer": [[0.1], [0.354]],
+...         "average_cosine_per_layer": [0.2, 0.174], "mean_activation": [0.1, -0.212],
+...         "outlier_dimensions_per_layer": [[], [99]], "word_embeddings": {"I1": 0.84341, "I2": 0.005832}}
+>>> penalised = {**base, "label": "I-STAR λ=-1 ζ=0.2", "criterion": {"name": "istar", "lam": -1.0}, "score": 0.5516}
+>>> print(markdown([penalised, base]), end="")  # doctest: +NORMALIZE_WHITESPACE
+| | Base | I-STAR λ=-1 ζ=0.2 |
+|---|---|---|
+| accuracy (eval, step) | 0.776 (872, 75) | 0.552 (872, 75) |
+| IsoScore* per layer 1 → 2 | 0.190 0.0017 | 0.190 0.0017 |
+| TwoNN of each example's vector per layer 1 → 2 | 23.3 — | 23.3 — |
+| last layer: EV_1, average cosine, mean \\|mean activation\\| | 0.354, 0.174, 0.156 | 0.354, 0.174, 0.156 |
+| outlier dimensions per layer 1 → 2 | 0 1 | 0 1 |
+| word embeddings I1, I2 | 0.8434, 0.00583 | 0.8434, 0.00583 |
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..tables import Table, write_table
+
+__all__ = ["CAPTION", "TABLE", "column_order", "distinct_labels", "rows", "markdown", "write_summary"]
+
+CAPTION = ("What istar-analyze measured of each model, a column each (the numbers behind the I-STAR paper's Figures 4 "
+           "to 6): its score with the split's examples and the step of the weights read; IsoScore* (zeta 0, padding "
+           "excluded) of each layer's token cloud; TwoNN intrinsic dimension of each layer's example vectors (an "
+           "encoder's [CLS], a decoder's last real token); the last layer's EV_1 and average cosine of its tokens and "
+           "its mean |mean activation| over dimensions; the dimensions whose mean |activation| exceeds 10x the "
+           "layer's median (outlier dimensions); I1/I2 of the input word embeddings.\n\n")
+ORDER = {None: 0, "cross_entropy": 1, "cosreg": 2, "istar": 3}
+"""Columns: the pretrained model, Base, CosReg, I-STAR (by lambda), then any other criterion."""
+
+
+def column_order(analyses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The analyses in column order: by criterion (:data:`ORDER`), lambda, seed and step."""
+    def key(analysis: dict[str, Any]) -> tuple:
+        criterion = analysis.get("criterion") or {}
+        name = criterion.get("name")
+        lam = criterion.get("lam")
+        return (ORDER.get(name, len(ORDER)), str(name), lam if isinstance(lam, (int, float)) else 0.0,
+                analysis.get("seed") or 0, analysis.get("step") or 0, str(analysis.get("label")))
+    return sorted(analyses, key=key)
+
+
+def distinct_labels(analyses: list[dict[str, Any]]) -> None:
+    """Runs sharing a label (e.g. seeds of one setting) get their seed added to it."""
+    labels = [a["label"] for a in analyses]
+    for analysis in analyses:
+        if labels.count(analysis["label"]) > 1:
+            analysis["label"] += f" seed {analysis['seed']}"
+
+
+def _numbers(values: Sequence[Optional[float]], form: str) -> str:
+    return " ".join("—" if value is None else format(value, form) for value in values)
+
+
+def _isoscores(values: Sequence[float]) -> str:
+    """Three decimals; two significant digits below 0.01 (a penalised layer's 0.00031 is not 0.000)."""
+    return " ".join(format(value, ".3f" if abs(value) >= 0.01 or value == 0 else ".2g") for value in values)
+
+
+def _last(values: Optional[Sequence], form: str) -> str:
+    return "—" if not values or values[-1] is None else format(values[-1], form)
+
+
+def _score(analysis: dict[str, Any]) -> str:
+    score = analysis.get("score")
+    shown = "—" if score is None else f"{score:.3f}"
+    return f"{shown} ({analysis.get('examples')}, {analysis.get('step')})"
+
+
+def _last_layer(analysis: dict[str, Any]) -> str:
+    curves = analysis.get("explained_variance_per_layer") or []
+    ev1 = "—" if not curves or not curves[-1] else f"{curves[-1][0]:.3f}"
+    activation = analysis.get("mean_activation") or []
+    mean_abs = f"{statistics.fmean(abs(v) for v in activation):.3f}" if activation else "—"
+    return f"{ev1}, {_last(analysis.get('average_cosine_per_layer'), '.3f')}, {mean_abs}"
+
+
+def _word_embeddings(analysis: dict[str, Any]) -> str:
+    found = analysis.get("word_embeddings")
+    return "—" if not found else f"{found['I1']:.4f}, {found['I2']:.3g}"
+
+
+def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The table, header first: a row per measure, a column per analysis (in :func:`column_order`)."""
+    ordered = [dict(analysis) for analysis in column_order(analyses)]
+    distinct_labels(ordered)
+    layers = max(len(a.get("isoscore_star_per_layer") or ()) for a in ordered)
+    metrics = sorted({str(a.get("main_metric")) for a in ordered if a.get("main_metric")}) or ["score"]
+    measures = [
+        (f"{', '.join(metrics)} ({ordered[0].get('split')}, step)", _score),
+        (f"IsoScore* per layer 1 → {layers}", lambda a: _isoscores(a["isoscore_star_per_layer"])),
+        (f"TwoNN of each example's vector per layer 1 → {layers}", lambda a: _numbers(a["twonn_per_layer"], ".1f")),
+        ("last layer: EV_1, average cosine, mean |mean activation|", _last_layer),
+        (f"outlier dimensions per layer 1 → {layers}",
+         lambda a: " ".join(str(len(found)) for found in a.get("outlier_dimensions_per_layer") or ())),
+        ("word embeddings I1, I2", _word_embeddings),
+    ]
+    return [["", *(a["label"] for a in ordered)]] + [[name, *(shown(a) for a in ordered)] for name, shown in measures]
+
+
+def _render(table: Sequence[Sequence[str]]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    header, *body = table
+    return "\n".join([line(header), "|" + "---|" * len(header), *map(line, body)]) + "\n"
+
+
+def markdown(analyses: Sequence[dict[str, Any]]) -> str:
+    """:func:`rows` as a Markdown table (``|`` in a cell escaped)."""
+    return _render(rows(analyses))
+
+
+TABLE = Table("summary", rows=rows, markdown=lambda analyses, table: _render(table), csv_rows=None, caption=CAPTION)
+"""``summary.md``: :data:`CAPTION` and :func:`markdown`."""
+
+
+def write_summary(analyses: Sequence[dict[str, Any]], out: Path) -> Path:
+    """Write ``out/summary.md`` (:data:`TABLE`) and return its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(TABLE, analyses, out)
+    return out / f"{TABLE.name}.md"
