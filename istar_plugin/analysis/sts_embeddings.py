@@ -27,7 +27,7 @@ from ..config import find_yaml, load_yaml
 from ..data.config import DataConfig
 from ..data.task import get_task
 from ..errors import ModelError, RunDirError
-from ..isotropy.embeddings import embedding_measures, undefined_text
+from ..isotropy.embeddings import embedding_measures
 from ..models.encoder import resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder, gguf_options
 from ..models.token_cloud import hidden_size, num_layers
@@ -36,6 +36,7 @@ from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_
 from ..storage.ownership import RUN_MARKER
 from ..storage.reading import read_text
 from ..reports.figures import panels, save_png, style
+from ..reports.outputs.embedding_table import markdown_table
 from .analyze import Progress, RunProblem, check_run, final_weights
 from .loading import load_run
 
@@ -186,33 +187,6 @@ def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, t
     return results, fitted
 
 
-TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),
-                 ("i1", ".3f"), ("ev_1", ".3f"), ("rankme", ".1f"), ("alignment", ".3f"), ("uniformity", ".3f"))
-"""The markdown table's measures after its layer and transform columns, and their formats."""
-
-
-def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
-    """One row per (layer, transform): Spearman x100 and the isotropy measures (``undefined (why)`` where the data
-    leave one undefined).
-
-    >>> print(markdown_table({6: {"none": {"spearman": None, "spearman_undefined": "one pair",
-    ...                                     "isoscore": 0.25, "isoscore_star": 0.26, "average_cosine": 0.02, "i1": 0.3,
-    ...                                     "ev_1": 0.04, "rankme": 299.9, "alignment": 0.27, "uniformity": -3.84}}}))
-    ... # doctest: +NORMALIZE_WHITESPACE
-    | layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |
-    |---|---|---|---|---|---|---|---|---|---|---|
-    | 6 | none | undefined (one pair) | 0.2500 | 0.2600 | 0.020 | 0.300 | 0.040 | 299.9 | 0.270 | -3.840 |
-    """
-    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align "
-             "| uniform |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for layer, by_transform in results.items():
-        for name, m in by_transform.items():
-            cells = [undefined_text(m, measure, spec) for measure, spec in TABLE_COLUMNS]
-            lines.append(f"| {layer} | {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
     """Spearman and IsoScore per transform (one layer: bars) or per layer (several: one line per transform)."""
     fig, axes = panels(2, width=5.5, height=4)
@@ -255,8 +229,9 @@ def report_paths(out: Path, fitted: dict) -> list[Path]:
 
 def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
     """Each fitted transform's tensors under ``transforms/``, ``embeddings.md``, ``embeddings.png`` and, last,
-    ``embeddings.json`` (``summary`` plus ``per_layer`` and the last layer's ``transforms``; standard JSON: an
-    undefined measure is null with its reason beside it); returns the paths written (:func:`report_paths`)."""
+    ``embeddings.json`` (``summary`` plus ``per_layer``, the last layer's ``transforms`` and ``transform_order``, the
+    table's order of them, as the file's keys are sorted; standard JSON: an undefined measure is null with its reason
+    beside it); returns the paths written (:func:`report_paths`)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for layer, by_transform in fitted.items():
@@ -271,6 +246,8 @@ def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fi
     per_layer = {str(layer): by_transform for layer, by_transform in results.items()}
     last = list(results)[-1]
     written.append(atomic_write_json(out / "embeddings.json", {**summary, "per_layer": per_layer,
-                                                               "transforms": results[last]}, allow_nan=False))
+                                                               "transforms": results[last],
+                                                               "transform_order": list(results[last])},
+                                     allow_nan=False))
     return written
 

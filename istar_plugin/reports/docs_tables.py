@@ -15,7 +15,8 @@ A docs page marks each table with what it is rendered from (paths relative to th
   ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`). ``ARCHIVE+ARCHIVE`` reads several archives as
   ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
   :mod:`.search_comparison`). For a copy of an ``istar-analyze --out`` folder (:mod:`.records.analyses`), TABLE is
-  ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`).
+  ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`); for a copy of an
+  ``istar-embed --out`` folder (:mod:`.records.embeddings`), ``embeddings.md`` (:mod:`.outputs.embedding_table`).
 - ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
   rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
 
@@ -40,8 +41,8 @@ from . import search_comparison, search_report
 from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
-from .outputs import analysis_table
-from .records import analyses, searches
+from .outputs import analysis_table, embedding_table
+from .records import analyses, embeddings, searches
 from .records.cells import collect
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
@@ -53,7 +54,8 @@ REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
 MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
 """The tables an archive's marker may name: a grid report's, a search report's and a comparison of searches'."""
 REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
-                      | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None})
+                      | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None}
+                      | {embedding_table.TABLE_FILE})
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,11 @@ class ArchiveReports:
                 raise ValueError(f"{shown}: a search archive is compared with other searches only")
             elif len(archives) == 1 and analyses.is_analysis(archives[0]):
                 analysis_table.write_summary(analyses.read_analyses(archives[0]), folder)
+            elif len(archives) == 1 and (embeddings.is_embedding_report(archives[0])
+                                         or name == embedding_table.TABLE_FILE):  # its error names embeddings.json
+                table = embedding_table.markdown_table(embeddings.read_embedding_results(archives[0]))
+                folder.mkdir(parents=True)
+                (folder / embedding_table.TABLE_FILE).write_text(table, encoding="utf-8")
             elif searches.is_search(archives[0]):
                 search_report.write_report(search_report.Report(searches.read(archives[0]), **dict(options)), folder)
             else:

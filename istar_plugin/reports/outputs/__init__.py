@@ -3,4 +3,5 @@
 :mod:`.istar_figure3`, :mod:`.zeta_and_layer_figures`), the penalised layers' IsoScore* (:mod:`.penalised_layers`),
 the cells' wall times (:mod:`.wall_times`) and where they ran (:mod:`.provenance_table`), the sentence-embedding
 table (:mod:`.sentence_embedding_table`), the Isotropy Layer paper's Table 3 (:mod:`.isolayer_table3`), Ding et
-al.'s calibration tables (:mod:`.calibration_tables`) and ``istar-analyze``'s summary (:mod:`.analysis_table`)."""
+al.'s calibration tables (:mod:`.calibration_tables`), ``istar-analyze``'s summary (:mod:`.analysis_table`) and
+``istar-embed``'s table (:mod:`.embedding_table`)."""
