@@ -18,9 +18,10 @@ panels) and what its seeds could detect: the interval's half-width and the seeds
 paper's reported gains (power.md/.csv); table1_heldout.md/.csv, selected on a held-out validation split, when the
 cells scored one (data.validation_split); Figures 7 and 8 when the grid sweeps zeta or penalises single layers; the
 penalised layers' IsoScore* per setting (penalised_layers.md/.csv) when I-STAR cells score chosen layers
-(criterion.layers); the Isotropy Layer paper's Table 3 for isolayer cells; Ding et al.'s Tables 1 and 4 for
-isotropy-calibration cells. A run whose eval predictions were all one class is marked "(k collapsed)". ``--reference
-precision=fp32`` adds
+(criterion.layers); each setting's evaluations over training steps, the score, eval IsoScore* and the embeddings' I1
+(curves.md/.csv), when its cells evaluated at two or more steps; the Isotropy Layer paper's Table 3 for isolayer
+cells; Ding et al.'s Tables 1 and 4 for isotropy-calibration cells. A run whose eval predictions were all one class
+is marked "(k collapsed)". ``--reference precision=fp32`` adds
 versus_reference.md/.csv: every other value of a swept key against that one, each method alike, paired by seed.
 provenance.md/.csv says where each cell ran (host, CPU, torch, precision, code commit).
 

@@ -3,9 +3,9 @@ a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order 
 grid's cells allow them.
 
 I-STAR's Tables 1 and 2 and Figures 3, 7 and 8, every setting against Base (and against a reference value of a
-swept key) with what its seeds could detect, the penalised layers' IsoScore*, the cells' wall times and where they
-ran, the records themselves (``cells.csv``), Ding et al.'s calibration tables, the sentence-embedding table and the
-Isotropy Layer paper's Table 3 (:mod:`.outputs`, :mod:`.comparisons`).
+swept key) with what its seeds could detect, the penalised layers' IsoScore*, the evaluations over training steps,
+the cells' wall times and where they ran, the records themselves (``cells.csv``), Ding et al.'s calibration
+tables, the sentence-embedding table and the Isotropy Layer paper's Table 3 (:mod:`.outputs`, :mod:`.comparisons`).
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 from .comparisons import power, versus_base, versus_reference
 from .comparisons.paired import PairedDifference
 from .figures import Figure
-from .outputs import (calibration_tables, isolayer_table3, istar_table2, penalised_layers, provenance_table,
-                      sentence_embedding_table, wall_times)
+from .outputs import (calibration_tables, eval_curves, isolayer_table3, istar_table2, penalised_layers,
+                      provenance_table, sentence_embedding_table, wall_times)
 from .outputs.istar_figure3 import figure3, figure3_points
 from .outputs.istar_table1 import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .outputs.zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
@@ -79,6 +79,8 @@ TABLES = (
     Table("penalised_layers", rows=lambda grid: penalised_layers.rows(grid.records), shown="",
           caption=penalised_layers.CAPTION + "\n\n", markdown=lambda grid, rows: penalised_layers.markdown(rows),
           columns=penalised_layers.COLUMNS),
+    Table("curves", rows=lambda grid: eval_curves.rows(grid.records), caption=eval_curves.CAPTION,
+          markdown=lambda grid, rows: eval_curves.markdown(rows), columns=eval_curves.COLUMNS),
     Table("wall_times", rows=lambda grid: wall_times.wall_times(grid.records), caption=wall_times.CAPTION,
           markdown=lambda grid, rows: wall_times.markdown(rows), columns=wall_times.COLUMNS),
     Table("provenance", rows=lambda grid: provenance_table.rows(grid.records), caption=provenance_table.CAPTION,

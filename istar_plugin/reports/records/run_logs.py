@@ -1,6 +1,6 @@
 """What a cell's run directory says beyond its ``results.json``: how long the run took (``attempts.jsonl``, else the
-metrics log), which host ran its last attempt and, for a cell without results, where to look next (the newest
-checkpoint and stderr line).
+metrics log), which host ran its last attempt, its evaluations over the steps (the metrics log's ``eval/`` records)
+and, for a cell without results, where to look next (the newest checkpoint and stderr line).
 
 >>> import json, tempfile
 >>> cell = Path(tempfile.mkdtemp())
@@ -9,15 +9,19 @@ checkpoint and stderr line).
 >>> _ = (cell / "job.err").write_text("loading\\rstep 10/20\\n\\n")
 >>> wall_seconds(cell), attempt_host(cell), failure_hints(cell).endswith("job.err: step 10/20")
 (60.5, 'n1', True)
+>>> _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in (
+...     {"step": 0, "eval/accuracy": 0.5}, {"step": 10, "train/loss": 0.7}, {"step": 20, "eval/accuracy": 0.8})))
+>>> evaluations(cell)
+{0: {'eval/accuracy': 0.5}, 20: {'eval/accuracy': 0.8}}
 """
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-__all__ = ["wall_seconds", "attempt_host", "failure_hints"]
+__all__ = ["wall_seconds", "attempt_host", "evaluations", "failure_hints"]
 
 
 def wall_seconds(cell: Path) -> Optional[float]:
@@ -40,6 +44,17 @@ def attempt_host(cell: Path) -> Optional[str]:
     """The host of the cell's last recorded attempt (a grid cell's ``attempts.jsonl``), None without one."""
     hosts = [record["host"] for record in _records(Path(cell) / "attempts.jsonl") or () if record.get("host")]
     return hosts[-1] if hosts else None
+
+
+def evaluations(cell: Path) -> dict[int, dict[str, Any]]:
+    """Step -> the ``eval/`` values the cell's metrics log recorded at that step (a step evaluated twice: the later
+    record), in step order; {} without a readable log."""
+    evaluated: dict[int, dict[str, Any]] = {}
+    for record in _records(Path(cell) / "metrics.jsonl") or ():
+        values = {key: value for key, value in record.items() if key.startswith("eval/")}
+        if values and isinstance(record.get("step"), int):
+            evaluated[record["step"]] = values
+    return dict(sorted(evaluated.items()))
 
 
 def _records(path: Path) -> Optional[list[dict]]:
