@@ -266,7 +266,8 @@ def test_ctrl_c_of_the_real_command_is_one_line_and_exit_130(tiny_bert, shared_d
     command = [str(Path(sys.executable).with_name("istar-embed")), str(tiny_bert), "--sts", str(shared_data / "stsb"),
                "--transforms", "none", "--out", str(out)]  # fits on the 10,536 training sentences: seconds to stop in
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+                               env={**os.environ, "OMP_NUM_THREADS": "1"},  # pytest started with `&` ignores SIGINT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as its children would
     first = process.stderr.readline()
     assert first.startswith("istar-embed: 1500 dev pairs from ")
     process.send_signal(signal.SIGINT)

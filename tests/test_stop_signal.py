@@ -34,9 +34,18 @@ def train_records(run):
     return [(record["step"], round(record["train/loss"], 6)) for record in records if "train/loss" in record]
 
 
+@pytest.fixture
+def interruptible():
+    """Ctrl-C raises KeyboardInterrupt in this process, as in a terminal: pytest started in the background by a shell
+    (``pytest &``) inherits SIGINT ignored, and a run leaves an ignored signal ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_run_at_a_step_s_end_and_the_resumed_run_logs_each_step_once(
-        tiny_bert, shared_data, tmp_path, number):
+        tiny_bert, shared_data, tmp_path, number, interruptible):
     arguments = tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", "optim.epochs=1", "log_every=1",
                                    "tensorboard=false")  # 32 examples in batches of 8: 4 steps
     Trainer(compose([*arguments, f"output_dir={tmp_path / 'whole'}"])).fit()
