@@ -111,8 +111,8 @@ def test_grid_arguments_filter_swept_keys_and_override_the_rest():
 @pytest.mark.parametrize("name, arguments, message", [
     ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, "
                  "isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, "
-                 "padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, paper, replication_glue_minilm, "
-                 "replication_minilm, smoke, st_stsb_minilm, table1"),
+                 "padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, padding_include_sst2_minilm, paper, "
+                 "replication_glue_minilm, replication_minilm, smoke, spectrum_lr_minilm, st_stsb_minilm, table1"),
     ("paper", ["recipe=imdb"], r"grid 'paper' has no cell with recipe in \['imdb'\]"),
     ("paper", ["seed"], "argument 'seed' is not of the form key=value"),
 ])
@@ -224,8 +224,9 @@ def test_grid_cli_errors_and_listing(capsys):
     assert grid_cli.main(["--list"]) == 0
     assert capsys.readouterr().out == (
         "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, "
-        "lm_sst2_smollm2, lora_sst2_smollm2, padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, paper, "
-        "replication_glue_minilm, replication_minilm, smoke, st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n")
+        "lm_sst2_smollm2, lora_sst2_smollm2, padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, "
+        "padding_include_sst2_minilm, paper, replication_glue_minilm, replication_minilm, smoke, spectrum_lr_minilm, "
+        "st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n")
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
     assert "istar-run: launcher 'cloud' unknown" in capsys.readouterr().err
 
