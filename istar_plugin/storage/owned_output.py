@@ -87,9 +87,13 @@ class OwnedOutput:
 
     def replace(self, paths: Sequence[str | os.PathLike]) -> list[Path]:
         """Record ``paths`` (inside the folder) as about to be written, then remove the files the earlier marker
-        lists; returns those removed."""
+        lists; returns those removed. A path that exists and the marker does not list (the user's) is refused."""
         self.planned = [self._relative(path) for path in paths]
         earlier = self.earlier_files() or []
+        foreign = [name for name in self.planned if name not in earlier and (self.directory / name).exists()]
+        if foreign:  # a file of the user's named like one of ours: never overwritten
+            raise RunDirError(f"{self.what} {self.directory}: {foreign[0]} is not a file this command wrote; move it "
+                              f"or choose another {self.what}, nothing was changed")
         mark(self.directory, self.marker, files=sorted(set(earlier) | set(self.planned)), complete=False)
         removed = []
         for name in earlier:
