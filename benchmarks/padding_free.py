@@ -34,17 +34,20 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import istar_plugin  # noqa: F401  (before torch: the toolkit's CPU allocator setting, istar_plugin/__init__.py)
-import torch
+from istar_plugin.cli import set_environment
 
-from istar_plugin import config as config_module
-from istar_plugin.config import compose
-from istar_plugin.models.token_cloud import hidden_size, num_layers
-from istar_plugin.registry import CRITERIONS, MODELS, TASKS
-from istar_plugin.training.batching import collate, epoch_order
-from istar_plugin.training.divergence_guard import NonFiniteGuard
-from istar_plugin.training.optim import build_optimizer
-from istar_plugin.training.step import OptimizerStep
+set_environment()  # before torch: the console scripts' CPU allocator setting
+
+import torch  # noqa: E402
+
+from istar_plugin import config as config_module  # noqa: E402
+from istar_plugin.config import compose  # noqa: E402
+from istar_plugin.models.token_cloud import hidden_size, num_layers  # noqa: E402
+from istar_plugin.registry import CRITERIONS, MODELS, TASKS  # noqa: E402
+from istar_plugin.training.batching import collate, epoch_order  # noqa: E402
+from istar_plugin.training.divergence_guard import NonFiniteGuard  # noqa: E402
+from istar_plugin.training.optim import build_optimizer  # noqa: E402
+from istar_plugin.training.step import OptimizerStep  # noqa: E402
 
 TASK_NAMES = ("sst2", "rte", "mrpc", "squad", "lm")
 TASK_MODELS = {"lm": "smollm2"}  # the others train --model

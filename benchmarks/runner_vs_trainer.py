@@ -38,7 +38,14 @@ import sys
 import tempfile
 import time
 
-import torch
+try:  # before torch, as the console scripts do; the probes inherit it (a --baseline-src tree may lack it)
+    from istar_plugin.cli import set_environment
+
+    set_environment()
+except ImportError:
+    pass
+
+import torch  # noqa: E402
 
 VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10

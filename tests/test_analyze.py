@@ -140,7 +140,8 @@ def test_a_bad_run_is_skipped_in_one_line_and_the_others_are_analysed(runs, tmp_
     assert (tmp_path / "out" / "figure6.png").is_file()
     monkeypatch.setattr(analyze, "load_run", lambda run_dir, step=None: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(unfinished), "--out", str(tmp_path / "none")]) == 2  # no good run: nothing loads
-    assert capsys.readouterr().err.strip() == f"istar-analyze: {unfinished}: no results.json (the run has not finished)"
+    assert capsys.readouterr().err.strip() == (f"istar-analyze: error: {unfinished}: no results.json "
+                                               "(the run has not finished)")
     assert analyze_cli.main([str(tmp_path / "absent")]) == 2
     assert "absent: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
@@ -153,7 +154,7 @@ def test_an_out_folder_of_user_files_is_refused_and_left_as_it_was(runs, tmp_pat
     monkeypatch.setattr(analyze, "load_run", lambda run_dir, step=None: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(runs[1]), "--out", str(mine)]) == 2
     assert capsys.readouterr().err.strip().startswith(
-        f"istar-analyze: --out {mine}: exists and holds files istar_plugin did not write")
+        f"istar-analyze: error: --out {mine}: exists and holds files istar_plugin did not write")
     assert [p.name for p in mine.iterdir()] == ["figure6.PNG"] and (mine / "figure6.PNG").read_bytes() == b"my figure"
 
 
@@ -197,7 +198,7 @@ def test_base_analyses_the_pretrained_model_a_run_starts_from(runs, tiny_bert, s
     assert all((out / name).is_file() for name in ("figure6.png", "outliers.png", "massive.png"))
     capsys.readouterr()
     assert analyze_cli.main(["--out", str(tmp_path / "bad"), "--base", "recipe=sst2", "model=nope"]) == 2
-    assert capsys.readouterr().err.startswith("istar-analyze: --base: unknown model 'nope'; presets: ")
+    assert capsys.readouterr().err.startswith("istar-analyze: error: --base: unknown model 'nope'; presets: ")
     assert not (tmp_path / "bad").exists()
 
 

@@ -13,6 +13,7 @@ import pytest
 from istar_plugin.analysis import analyze
 from istar_plugin.analysis.loading import load_run
 from istar_plugin.cli import analyze as analyze_cli
+from istar_plugin.analysis import sts_embeddings
 from istar_plugin.cli import embed as embed_cli
 from istar_plugin.errors import CheckpointError
 from istar_plugin.storage.results import RESULTS, failed_record, write_results
@@ -68,11 +69,11 @@ def test_a_failed_unfinished_or_damaged_run_is_refused_and_left_byte_identical(k
     run = variant(finished, tmp_path, kind)
     before = snapshot(run)
     monkeypatch.setattr(analyze, "load_run", lambda *a, **k: pytest.fail("a model was loaded"))
-    monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(sts_embeddings, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
     assert analyze_cli.main([str(run), "--out", str(tmp_path / "analysis")]) == 2
-    assert capsys.readouterr().err == f"istar-analyze: {run}: {REASONS[kind]}\n"
+    assert capsys.readouterr().err == f"istar-analyze: error: {run}: {REASONS[kind]}\n"
     assert embed_cli.main([str(run), "--sts", str(shared_data / "stsb"), "--out", str(tmp_path / "embed")]) == 4
-    assert capsys.readouterr().err == (f"istar-embed: MODEL_OR_RUN {run}: {REASONS[kind]}; istar-embed scores a "
+    assert capsys.readouterr().err == (f"istar-embed: error: MODEL_OR_RUN {run}: {REASONS[kind]}; istar-embed scores a "
                                        "finished run's final model only\n")
     assert snapshot(run) == before and not (tmp_path / "analysis").exists() and not (tmp_path / "embed").exists()
 
@@ -130,9 +131,10 @@ def test_a_second_analysis_on_an_out_in_use_is_refused(finished, tmp_path, capsy
     out = tmp_path / "out"
     with lock_held_elsewhere(out) as pid:
         monkeypatch.setattr(analyze, "load_run", lambda *a, **k: pytest.fail("a model was loaded"))
-        assert analyze_cli.main([str(finished), "--out", str(out)]) == 2
+        assert analyze_cli.main([str(finished), "--out", str(out)]) == 4  # RunDirError's code, as istar-embed's
         err = capsys.readouterr().err.strip()
-        assert err.startswith(f"istar-analyze: --out {out} is in use by another run (host {socket.gethostname()}, "
+        assert err.startswith(f"istar-analyze: error: --out {out} is in use by another run (host "
+                              f"{socket.gethostname()}, "
                               f"pid {pid}, since ")
         assert err.endswith("); wait for it to finish or choose another --out") and "\n" not in err
 

@@ -7,6 +7,7 @@ import torch
 from scipy.stats import spearmanr
 from transformers import AutoModel, AutoTokenizer
 
+from istar_plugin.analysis import sts_embeddings
 from istar_plugin.cli import embed as embed_cli
 from istar_plugin.isotropy import isoscore
 from istar_plugin.posthoc import Whiten
@@ -97,7 +98,7 @@ def test_a_run_directory_is_embedded_with_its_fine_tuned_encoder(tiny_bert, shar
 def test_bad_settings_are_one_line_before_the_model_loads(arguments, message, code, tiny_bert, shared_data, tmp_path,
                                                           capsys, monkeypatch):
     loaded = []
-    monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr(sts_embeddings, "open_encoder", lambda *a, **k: loaded.append(a))
     try:
         result = embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(tmp_path / "o"),
                                  *arguments])

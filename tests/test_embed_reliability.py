@@ -126,7 +126,8 @@ def test_an_embed_folder_of_an_older_version_is_refused_unchanged(tiny_bert, sha
     (out / "embeddings.json").write_text("{}")
     before = files_of(out)
     assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(out)]) == 4
-    assert capsys.readouterr().err.strip() == (f"istar-embed: --out {out}: written by an older version, which kept "
+    assert capsys.readouterr().err.strip() == (f"istar-embed: error: --out {out}: written by an older version, "
+                                               f"which kept "
                                                "no list of its files; choose a new or empty --out, nothing was changed")
     assert files_of(out) == before
 
@@ -136,10 +137,10 @@ def test_a_second_invocation_on_the_same_out_is_refused_before_the_model_loads(t
                                                                                 capsys, monkeypatch):
     out = tmp_path / "out"
     with lock_held_elsewhere(out) as pid:
-        monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
+        monkeypatch.setattr(sts_embeddings, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
         assert embed_cli.main([str(tiny_bert), "--sts", str(shared_data / "stsb"), "--out", str(out)]) == 4
         err = capsys.readouterr().err.strip()
-        assert err.startswith(f"istar-embed: --out {out} is in use by another run (host {socket.gethostname()}, "
+        assert err.startswith(f"istar-embed: error: --out {out} is in use by another run (host {socket.gethostname()}, "
                               f"pid {pid}, since ")
         assert err.endswith("); wait for it to finish or choose another --out") and "\n" not in err
     assert sorted(path.name for path in out.iterdir()) == [".lock"]  # the holder's: nothing of ours was written
@@ -158,20 +159,21 @@ def test_every_input_error_names_its_option_and_path(case, tiny_bert, shared_dat
     Path("empty").mkdir()
     model, sts, extra = str(tiny_bert), str(shared_data / "stsb"), []
     expected = {
-        "missing fit": (["--fit", "missing.txt"], "istar-embed: --fit missing.txt: no such file", 2),
-        "fit folder": (["--fit", "empty"], "istar-embed: --fit empty: ", 3),
-        "fit not utf-8": (["--fit", "bad.txt"], "istar-embed: --fit bad.txt: ", 3),
+        "missing fit": (["--fit", "missing.txt"], "istar-embed: error: --fit missing.txt: no such file", 2),
+        "fit folder": (["--fit", "empty"], "istar-embed: error: --fit empty: ", 3),
+        "fit not utf-8": (["--fit", "bad.txt"], "istar-embed: error: --fit bad.txt: ", 3),
         "fit one line": (["--fit", "one.txt"],
-                         "istar-embed: --fit one.txt: a fit corpus needs at least 2 non-blank lines, got 1", 3),
-        "missing sts": ([], "istar-embed: --sts nowhere: no such folder", 3),
-        "sts bad header": ([], "istar-embed: --sts badsts: badsts/dev.tsv, line 1: expected a header naming the "
+                         "istar-embed: error: --fit one.txt: a fit corpus needs at least 2 non-blank lines, got 1", 3),
+        "missing sts": ([], "istar-embed: error: --sts nowhere: no such folder", 3),
+        "sts bad header": ([], "istar-embed: error: --sts badsts: badsts/dev.tsv, line 1: expected a header naming the "
                                "columns sentence1, sentence2, score", 3),
-        "model folder without a model": ([], "istar-embed: MODEL_OR_RUN empty: not a model istar-embed can read (", 7),
+        "model folder without a model": ([], "istar-embed: error: MODEL_OR_RUN empty: not a model istar-embed can "
+                                         "read (", 7),
     }
     extra, message, code = expected[case]
     sts = {"missing sts": "nowhere", "sts bad header": "badsts"}.get(case, sts)
     model = "empty" if case == "model folder without a model" else model
-    monkeypatch.setattr(embed_cli, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(sts_embeddings, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
     assert embed_cli.main([model, "--sts", sts, "--out", "out", *extra]) == code
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1 and "Traceback" not in err
@@ -205,7 +207,8 @@ def test_a_lora_run_is_read_from_its_directory_or_merged_model_and_its_adapter_f
     adapter = lora_run / "model"
     assert embed_cli.main([str(adapter), "--sts", str(sts), "--out", str(tmp_path / "adapter")]) == 7
     assert capsys.readouterr().err == (
-        f"istar-embed: MODEL_OR_RUN {adapter}: a LoRA adapter in peft's format (adapter_config.json, no config.json), "
+        f"istar-embed: error: MODEL_OR_RUN {adapter}: a LoRA adapter in peft's format (adapter_config.json, no "
+        "config.json), "
         "not a model by itself; give the run directory it came from, or its merged model (a run with "
         "model.lora.save_merged=true writes RUN_DIR/model/merged)\n")
 
@@ -223,7 +226,7 @@ def test_an_interrupt_before_writing_leaves_the_earlier_result_as_it_was(tiny_be
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(embed_cli, "evaluate_sts", interrupted)
+    monkeypatch.setattr(sts_embeddings, "evaluate_sts", interrupted)
     assert embed_cli.main(arguments) == 130
     assert capsys.readouterr().err.splitlines()[-1] == f"istar-embed: interrupted; --out {out} was left as it was"
     assert files_of(out) == before and not (out / ".lock").exists()

@@ -222,7 +222,7 @@ def test_archives_from_two_machines_merge_and_the_report_says_where_each_cell_ra
 
 def test_several_grids_need_a_report_folder(grid, tmp_path, capsys):
     code, _, error = report(capsys, grid, grid)
-    assert code == 2 and error == "istar-report: several GRID_DIRs: name the report's folder with --out\n"
+    assert code == 2 and error == "istar-report: error: several GRID_DIRs: name the report's folder with --out\n"
 
 
 def test_a_stage_two_finds_its_archived_stage_one_beside_it(tmp_path, capsys):

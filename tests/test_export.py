@@ -69,4 +69,4 @@ def test_istar_export_writes_any_kept_checkpoint(tiny_bert, shared_data, tmp_pat
     assert export_main([str(run), "--step", "1"]) == 2
     assert "no checkpoint of step 1; steps: 2, 3, 4" in capsys.readouterr().err
     assert export_main([str(tmp_path / "absent")]) == 2
-    assert capsys.readouterr().err.strip() == f"istar-export: {tmp_path / 'absent'}: not a directory"
+    assert capsys.readouterr().err.strip() == f"istar-export: error: {tmp_path / 'absent'}: not a directory"

@@ -228,7 +228,7 @@ def test_grid_cli_errors_and_listing(capsys):
         "padding_include_sst2_minilm, paper, replication_glue_minilm, replication_minilm, smoke, spectrum_lr_minilm, "
         "st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n")
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
-    assert "istar-run: launcher 'cloud' unknown" in capsys.readouterr().err
+    assert "istar-run: error: launcher 'cloud' unknown" in capsys.readouterr().err
 
 
 def test_big_grids_are_composed_by_a_pool_of_processes_with_errors_kept(monkeypatch):

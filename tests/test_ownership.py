@@ -72,7 +72,7 @@ def test_istar_export_refuses_an_out_it_did_not_write(kept_run, tmp_path, capsys
     before_run, before_out = snapshot(kept_run), (snapshot(out) if out.is_dir() else out.read_bytes())
     assert export_main([str(kept_run), "--out", str(out)]) == 4
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"istar-export: --out {out}: ") and len(err.splitlines()) == 1
+    assert err.startswith(f"istar-export: error: --out {out}: ") and len(err.splitlines()) == 1
     expected = {"run itself": "is a run directory, not a model export",
                 "user folder": "exists and holds files istar_plugin",
                 "a file": "exists and is not a directory"}[target]
@@ -125,8 +125,8 @@ def test_istar_export_of_an_unfinished_run_says_so(kept_run, tmp_path, capsys):
             (unfinished / path.relative_to(kept_run)).write_bytes(path.read_bytes())
     assert export_main([str(unfinished)]) == 2  # its model/ is a finished run's: only to an explicit --out
     assert capsys.readouterr().err.strip() == (
-        f"istar-export: {unfinished}: the run is unfinished (no results.json yet); its model/ is kept for a finished "
-        "run's model: pass --out DIR to export its checkpoint step_00000002.pt anyway")
+        f"istar-export: error: {unfinished}: the run is unfinished (no results.json yet); its model/ is kept for a "
+        "finished run's model: pass --out DIR to export its checkpoint step_00000002.pt anyway")
     assert not (unfinished / "model").exists()
     assert export_main([str(unfinished), "--out", str(tmp_path / "out")]) == 0
     assert (f"exported step 2 to {tmp_path / 'out'}: NOT a finished result, the run is unfinished (no results.json "
@@ -146,8 +146,8 @@ def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run,
     checkpoint.write_bytes(bytes(data))
     assert export_main([str(damaged)]) == 5
     err = capsys.readouterr().err.strip()
-    assert err == f"istar-export: {checkpoint}: its SHA-256 does not match {checkpoint.name}.sha256 (damaged bytes); " \
-                  "nothing exported (another step: --step)"
+    assert err == f"istar-export: error: {checkpoint}: its SHA-256 does not match {checkpoint.name}.sha256 (damaged " \
+                  "bytes); nothing exported (another step: --step)"
     assert checkpoint.is_file() and not (damaged / "model").exists()  # a reader renames nothing
 
 

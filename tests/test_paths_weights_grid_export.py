@@ -88,11 +88,11 @@ def test_a_tilde_of_no_user_is_refused_in_one_line_naming_it(home, capsys):
 def test_the_tools_path_arguments_expand_a_tilde(home, capsys):
     (home / "grid").mkdir()
     assert report_cli.main(["~/grid"]) == 2
-    assert capsys.readouterr().err.startswith(f"istar-report: no cells under {home / 'grid'} ")
+    assert capsys.readouterr().err.startswith(f"istar-report: error: no cells under {home / 'grid'} ")
     assert export_cli.main(["~/absent"]) == 2
-    assert capsys.readouterr().err.strip() == f"istar-export: {home / 'absent'}: not a directory"
+    assert capsys.readouterr().err.strip() == f"istar-export: error: {home / 'absent'}: not a directory"
     assert analyze_cli.main(["~/absent", "--out", "~/analysis"]) == 2
-    assert capsys.readouterr().err.strip() == f"istar-analyze: {home / 'absent'}: not a directory"
+    assert capsys.readouterr().err.strip() == f"istar-analyze: error: {home / 'absent'}: not a directory"
     assert parse(["grid_dir=~/g"])[0].grid_dir == home / "g"
     assert grid_cli.main(["smoke", "grid_dir=~/g", "launcher=inline", "--dry-run"]) == 0
     assert f"cells in {home / 'g'};" in capsys.readouterr().out
@@ -139,7 +139,7 @@ def test_init_from_a_damaged_model_folder_and_istar_embed_of_one_say_so(tiny_ber
     code = embed_cli.main([str(model), "--sts", str(shared_data / "stsb"), "--fit", "dev", "--transforms", "none",
                            "--out", str(tmp_path / "embeddings")])
     err = capsys.readouterr().err
-    assert code == 7 and "Traceback" not in err and err.splitlines()[-1] == f"istar-embed: {expected}"
+    assert code == 7 and "Traceback" not in err and err.splitlines()[-1] == f"istar-embed: error: {expected}"
 
 
 def test_istar_analyze_of_a_run_whose_model_folder_is_damaged_skips_it_in_one_line(tiny_bert, shared_data, tmp_path,
@@ -244,8 +244,8 @@ def test_a_failed_runs_checkpoint_is_exported_only_to_out_and_says_what_it_is(ti
     for extra in ([], ["--step", "1"]):
         assert export_cli.main([str(run), *extra]) == 2
         assert capsys.readouterr().err.splitlines() == [
-            f"istar-export: {run}: the run failed ({reason}); its model/ is kept for a finished run's model: pass "
-            "--out DIR to export its checkpoint step_00000001.pt anyway"]
+            f"istar-export: error: {run}: the run failed ({reason}); its model/ is kept for a finished run's model: "
+            "pass --out DIR to export its checkpoint step_00000001.pt anyway"]
     assert sorted(path.name for path in run.iterdir()) == before  # no model/, no model_step_1/
     out = tmp_path / "diverged-step1"
     assert export_cli.main([str(run), "--out", str(out)]) == 0

@@ -188,7 +188,7 @@ def test_istar_report_on_an_unreadable_results_json_is_one_line_and_writes_no_re
     cell = _finished_cell(grid / "seed1")
     (cell / "results.json").chmod(0o000)
     done = as_user(work, "-m", "istar_plugin.cli.report", str(grid))
-    _one_line(done, 4, f"istar-report: cannot read run record {cell / 'results.json'}: permission denied "
+    _one_line(done, 4, f"istar-report: error: cannot read run record {cell / 'results.json'}: permission denied "
                        "(check its mode and owner)")
     assert not (grid / "report").exists()
 
@@ -199,5 +199,5 @@ def test_istar_report_on_a_grid_folder_it_cannot_list_is_one_line_not_cells_left
     _finished_cell(grid / "b" / "seed1")
     (grid / "b").chmod(0o000)
     done = as_user(work, "-m", "istar_plugin.cli.report", str(grid))
-    _one_line(done, 4, f"istar-report: cannot read grid folder {grid / 'b'}: permission denied "
+    _one_line(done, 4, f"istar-report: error: cannot read grid folder {grid / 'b'}: permission denied "
                        "(check its mode and owner)")

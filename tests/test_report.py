@@ -423,7 +423,7 @@ def test_an_out_folder_of_user_files_is_refused_and_a_report_folder_is_rewritten
     mine.mkdir()
     (mine / "table1.md").write_text("my own table")
     assert report_cli.main([str(grid), "--out", str(mine)]) == 4
-    assert capsys.readouterr().err.strip().startswith(f"istar-report: --out {mine}: exists and holds files "
+    assert capsys.readouterr().err.strip().startswith(f"istar-report: error: --out {mine}: exists and holds files "
                                                       "istar_plugin did not write (table1.md)")
     assert [p.name for p in mine.iterdir()] == ["table1.md"] and (mine / "table1.md").read_text() == "my own table"
     ours = tmp_path / "ours"
@@ -454,7 +454,7 @@ def test_reference_compares_each_value_of_a_swept_key_with_the_reference_per_met
     assert "| bert | sst2 | I-STAR | -1 | 0.2 | precision=bf16 | precision=fp32 |" in capsys.readouterr().out
     # a reference that is not KEY=VALUE: one line, before any cell is read; one that matches nothing: said, no file
     assert report_cli.main([str(grid), "--reference", "precision", "--out", str(tmp_path / "bad")]) == 2
-    assert capsys.readouterr().err.strip() == ("istar-report: --reference 'precision' is not KEY=VALUE "
+    assert capsys.readouterr().err.strip() == ("istar-report: error: --reference 'precision' is not KEY=VALUE "
                                               "(e.g. precision=fp32)")
     assert not (tmp_path / "bad").exists()
     assert report_cli.main([str(grid), "--reference", "seed_order=7", "--out", str(tmp_path / "none")]) == 0

@@ -72,8 +72,8 @@ def test_searches_of_different_tasks_mixed_with_grids_or_without_out_are_one_lin
         2, "", f"istar-report: error: {a} is a search directory: report or archive it alone (istar-report {a} "
                f"[--archive DIR]), or compare it with other searches (istar-report {a} SEARCH_DIR ... --out DIR); "
                f"{grid} is no search directory\n")
-    assert istar_report(a, b) == (2, "", "istar-report: several SEARCH_DIRs are compared: name the report's folder "
-                                         "with --out\n")
+    assert istar_report(a, b) == (2, "", "istar-report: error: several SEARCH_DIRs are compared: name the report's "
+                                         "folder with --out\n")
     assert not (tmp_path / "out").exists() and sorted(p.name for p in grid.iterdir()) == []
 
 

@@ -1,5 +1,7 @@
-"""The quick commands compose and answer without importing the training stack (torch, transformers, ...)."""
+"""The quick commands compose and answer without importing the training stack (torch, transformers, ...), and
+importing the library leaves the caller's environment as it was."""
 import json
+import os
 import subprocess
 import sys
 
@@ -9,20 +11,50 @@ HEAVY = ("torch", "transformers", "datasets", "sentence_transformers", "peft")
 COMMANDS = (["--help"], ["--list", "engines"], ["--list", "criterions"], ["--list", "models"], ["--list", "tasks"],
             ["recipe=movie_snippets", "--cfg"], ["batch_size=0"], ["--help", "optim.lr"], ["--help", "optim.lrr"],
             ["--help", "recipe", "criterion", "model", "criterion.name", "model.name", "model.adapter"])
-PROBE = """
+SCRIPTS = ("run", "grid", "report", "export", "analyze", "embed", "tune")
+PROBE_OF = """
 import json, sys
-from istar_plugin.cli.run import main
+from istar_plugin.cli.%s import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code
 print(json.dumps({"code": code, "heavy": [name for name in %r if name in sys.modules]}), file=sys.stderr)
-""" % (HEAVY,)
+"""
+PROBE = PROBE_OF % ("run", HEAVY)
+
+
+def _probe(script: str, arguments: list) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE_OF % (script, HEAVY), *arguments], capture_output=True, text=True,
+                          timeout=300)
+    return json.loads(done.stderr.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("arguments", COMMANDS, ids=" ".join)
 def test_a_quick_command_imports_no_training_framework(arguments):
-    done = subprocess.run([sys.executable, "-c", PROBE, *arguments], capture_output=True, text=True, timeout=300)
-    outcome = json.loads(done.stderr.strip().splitlines()[-1])
+    outcome = _probe("run", arguments)
     assert outcome["heavy"] == []
     assert outcome["code"] == (2 if arguments in (["batch_size=0"], ["--help", "optim.lrr"]) else 0)
+
+
+@pytest.mark.parametrize("arguments", (["--help"], ["--no-such-option"]), ids=" ".join)
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_console_script_answers_help_and_refuses_a_bad_argument_without_torch(script, arguments):
+    outcome = _probe(script, arguments)
+    assert outcome == {"code": 0 if arguments == ["--help"] else 2, "heavy": []}
+
+
+def test_importing_the_library_leaves_the_environment_unchanged():
+    probe = ("import json, os; before = dict(os.environ); import istar_plugin, istar_plugin.cli, istar_plugin.config; "
+             "print(json.dumps(dict(os.environ) == before))")
+    environment = {key: value for key, value in os.environ.items() if key != "THP_MEM_ALLOC_ENABLE"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.stdout.strip() == "true", done.stderr
+
+
+def test_a_console_script_sets_its_environment_before_torch():
+    probe = ("import os, sys; from istar_plugin.cli.run import main; code = main(['--list', 'criterions']); "
+             "print(os.environ.get('THP_MEM_ALLOC_ENABLE'), 'torch' in sys.modules)")
+    environment = {key: value for key, value in os.environ.items() if key != "THP_MEM_ALLOC_ENABLE"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.stdout.splitlines()[-1] == "1 False", done.stderr

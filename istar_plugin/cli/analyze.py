@@ -20,33 +20,20 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..config import compose
-from ..errors import ConfigError, ModelError, RunDirError, RunError, one_line
-from ..analysis.analyze import (
-    CONSISTENCY_TOLERANCE,
-    SPLITS,
-    RunProblem,
-    analyze_base,
-    analyze_run,
-    check_run,
-    figure4,
-    figure5,
-    figure6,
-    figure_massive,
-    figure_outliers,
-    output_names,
-)
-from ..reports.outputs.analysis_table import distinct_labels, write_summary
-from ..storage.atomic import atomic_write_json
-from ..storage.checkpoints import Checkpoints
-from ..storage.owned_output import OwnedOutput
-from ..storage.ownership import ANALYSIS_MARKER
+from ..data.task import SPLITS as TASK_SPLITS
+from ..errors import ConfigError, RunDirError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument
+from . import set_environment
 
+if TYPE_CHECKING:
+    from ..storage.owned_output import OwnedOutput
+
+SPLITS = tuple(sorted(TASK_SPLITS))  # analysis.analyze.SPLITS, read here without torch
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()
     parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", type=path_argument, nargs="*", metavar="RUN_DIR", help="finished run directories")
@@ -63,13 +50,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     if not args.run_dirs and not args.base:
         parser.error("name a finished RUN_DIR, or --base KEY=VALUE ... for a pretrained model")
+    return run_command("istar-analyze", lambda: analyze(args))
+
+
+def analyze(args: argparse.Namespace) -> int:
+    """Analyse the runs (and the pretrained model) into ``--out``; exit 2 when a run was left out."""
+    from ..analysis.analyze import RunProblem, check_run, output_names
+    from ..config import compose
+    from ..storage.checkpoints import Checkpoints
+    from ..storage.owned_output import OwnedOutput
+    from ..storage.ownership import ANALYSIS_MARKER
+
     base = None
     if args.base:
         try:
             compose(args.base)  # a bad argument fails here, in one line, before any model loads
-        except (ConfigError, ModelError) as error:
-            print(f"istar-analyze: --base: {one_line(error)}", file=sys.stderr)
-            return 2
+        except KeyError as error:
+            raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
+        except RunError as error:
+            raise type(error)(f"--base: {one_line(error)}") from None
         base = args.base
     problems, good = [], []  # one bad run does not stop the others
     for run_dir in args.run_dirs:
@@ -86,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         good, base = [], None
     if not good and base is None:
         for problem in problems:
-            print(f"istar-analyze: {problem}", file=sys.stderr)
+            print(f"istar-analyze: error: {problem}", file=sys.stderr)
         return 2
     names = output_names(good)
     jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model
@@ -100,14 +99,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"istar-analyze: interrupted; --out {args.out} holds only the analyses finished before it (its "
               f"{ANALYSIS_MARKER} lists them)", file=sys.stderr)
         return 130
-    except RunDirError as error:  # --out in use by another istar-analyze
-        print(f"istar-analyze: {one_line(error)}", file=sys.stderr)
-        return 2
 
 
 def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base: Optional[list],
                  problems: list[str]) -> int:
     """Analyse each job into ``--out`` (the earlier use's files replaced at the first write), then the figures."""
+    from ..analysis.analyze import (CONSISTENCY_TOLERANCE, analyze_base, analyze_run, figure4, figure5, figure6,
+                                    figure_massive, figure_outliers)
+    from ..reports.outputs.analysis_table import distinct_labels, write_summary
+    from ..storage.atomic import atomic_write_json
+
     figures = [(args.out / name, figure) for name, figure in (
         ("figure4.png", figure4), ("figure5.png", figure5), ("figure6.png", figure6), ("outliers.png", figure_outliers),
         ("massive.png", figure_massive))]

@@ -25,25 +25,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ..errors import ConfigError, DataError, RunError, exit_code, one_line
-from ..isotropy.embeddings import undefined_text
-from ..models.sentence_encoder import POOLINGS
-from ..posthoc import parse_transforms
-from ..analysis.sts_embeddings import (
-    SPLITS,
-    evaluate_sts,
-    model_shape,
-    open_encoder,
-    read_corpus,
-    read_sts,
-    report_paths,
-    scored_source,
-    write_embedding_report,
-)
-from ..storage.owned_output import OwnedOutput
-from ..storage.ownership import EMBED_MARKER
+from ..errors import ConfigError, DataError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument, text_argument
+from . import set_environment
 
+SPLITS = ("train", "dev")  # analysis.sts_embeddings.SPLITS, named here so that --help imports no torch
+POOLINGS = ("mean", "cls", "first_last_mean", "last_token")  # models.sentence_encoder.POOLINGS, likewise
 
 def _layers(text: str) -> Optional[list[int]]:
     """``all`` (None: every layer) or one integer."""
@@ -57,6 +44,7 @@ def _layers(text: str) -> Optional[list[int]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()
     parser = argparse.ArgumentParser(prog="istar-embed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", metavar="MODEL_OR_RUN", type=text_argument,
@@ -86,6 +74,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(args, name)}")
     if not 0.0 <= args.zeta <= 1.0:
         parser.error(f"--zeta must lie in [0, 1], got {args.zeta}")
+    return run_command("istar-embed", lambda: embed(args, parser))
+
+
+def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Score the model on STS-B and write the report into ``--out``."""
+    from ..analysis.sts_embeddings import (evaluate_sts, model_shape, open_encoder, read_sts, report_paths,
+                                           scored_source, write_embedding_report)
+    from ..isotropy.embeddings import undefined_text
+    from ..posthoc import parse_transforms
+    from ..storage.owned_output import OwnedOutput
+    from ..storage.ownership import EMBED_MARKER
+
     try:
         transforms = parse_transforms(args.transforms)
     except ValueError as error:
@@ -105,7 +105,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise ConfigError(f"--layer {layers[0]}: the model has hidden states 0 (embeddings) to {count}; "
                                   "-1 is the last")
             for transform in transforms:
-                transform.out_dim(width)
+                try:
+                    transform.out_dim(width)
+                except ValueError as error:
+                    raise ConfigError(f"--transforms: {one_line(error)}") from None
             print(f"istar-embed: {len(sts)} {args.split} pairs from {sts.source}; transforms fitted on {len(fit)} "
                   f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr,
                   flush=True)
@@ -129,9 +132,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "is incomplete (no embeddings.json): run the command again to replace it" if writing else
             "was left as it was"), file=sys.stderr)
         return 130
-    except (RunError, OSError, ValueError) as error:
-        print(f"istar-embed: {one_line(error)}", file=sys.stderr)
-        return exit_code(error) if isinstance(error, RunError) else 2
     last = results[max(results)]
     for name, measures in last.items():
         print(f"  layer {max(results)} {name:<14} Spearman {undefined_text(measures, 'spearman', '6.2f')}  "
@@ -173,6 +173,8 @@ def _layer_text(layers: list[int]) -> str:
 
 def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
     """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
+    from ..analysis.sts_embeddings import read_corpus, read_sts
+
     if fit in SPLITS:
         sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))  # --sts was read already: it names it
     else:

@@ -17,12 +17,13 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from ..errors import RunError, exit_code, one_line
+from ..errors import ConfigError, run_command
 from ..storage.user_paths import path_argument
-from ..training.export import EXPORT_RECORD, export_checkpoint, unfinished_words
+from . import set_environment
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()
     parser = argparse.ArgumentParser(prog="istar-export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=path_argument, help="a run directory (holding checkpoints/step_*.pt)")
@@ -31,14 +32,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="where to write (default, for a finished run only: RUN_DIR/model, or RUN_DIR/model_step_N "
                              "with --step)")
     args = parser.parse_args(argv)
+    return run_command("istar-export", lambda: export(args))
+
+
+def export(args: argparse.Namespace) -> int:
+    """Export the checkpoint and say where it went."""
+    from ..training.export import EXPORT_RECORD, export_checkpoint, unfinished_words
+
     try:
         exported = export_checkpoint(args.run_dir, args.step, args.out)
     except FileNotFoundError as error:
-        print(f"istar-export: {error}", file=sys.stderr)
-        return 2
-    except RunError as error:  # the folder is not ours, the run is in use, the checkpoint is damaged
-        print(f"istar-export: {one_line(error)}", file=sys.stderr)
-        return exit_code(error)
+        raise ConfigError(str(error)) from None
     state = "" if exported.run == "finished" else (
         f": NOT a finished result, the run {unfinished_words(exported.run)}; {exported.directory / EXPORT_RECORD} "
         "records it")

@@ -52,21 +52,14 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import ConfigError, RunDirError, one_line, run_command
-from ..reports import search_comparison, search_report
-from ..reports.grid_report import unwritten_figures, write_report
-from ..reports.records.archive import archive
-from ..reports.records.search_archive import archive_search
-from ..reports.records.cells import collect
-from ..reports.records import searches
+from ..errors import ConfigError, run_command
 from ..reports.paper.istar import PAPER_MODELS
-from ..reports.comparisons.versus_base import unpaired_predictions
-from ..reports.comparisons.versus_reference import parse_reference
-from ..storage.ownership import REPORT_MARKER, check_writable, mark
 from ..storage.user_paths import path_argument
+from . import set_environment
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()
     parser = argparse.ArgumentParser(prog="istar-report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid_dirs", type=path_argument, nargs="+", metavar="GRID_DIR",
@@ -83,56 +76,59 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="compare every other value of this swept key with this one, paired by seed "
                              "(e.g. precision=fp32)")
     args = parser.parse_args(argv)
-    try:
-        if args.reference is not None:
-            parse_reference(args.reference)
-    except ConfigError as error:
-        print(f"istar-report: {error}", file=sys.stderr)
-        return 2
+    return run_command("istar-report", lambda: report(args))
+
+
+def report(args: argparse.Namespace) -> int:
+    """Report (or archive) the grids or searches named."""
+    from ..reports.comparisons.versus_reference import parse_reference
+    from ..reports.records import searches
+
+    if args.reference is not None:
+        parse_reference(args.reference)
     search_dirs = [directory for directory in args.grid_dirs if searches.is_search(directory)]
     if search_dirs and len(args.grid_dirs) > 1 and (len(search_dirs) < len(args.grid_dirs) or args.archive):
         grid = next((directory for directory in args.grid_dirs if directory not in search_dirs), None)
-        print(f"istar-report: error: {search_dirs[0]} is a search directory: report or archive it alone (istar-report "
-              f"{search_dirs[0]} [--archive DIR]), or compare it with other searches (istar-report {search_dirs[0]} "
-              "SEARCH_DIR ... --out DIR)" + (f"; {grid} is no search directory" if grid else ""), file=sys.stderr)
-        return 2
+        raise ConfigError(f"{search_dirs[0]} is a search directory: report or archive it alone (istar-report "
+                          f"{search_dirs[0]} [--archive DIR]), or compare it with other searches (istar-report "
+                          f"{search_dirs[0]} SEARCH_DIR ... --out DIR)" + (f"; {grid} is no search directory" if grid
+                                                                           else ""))
     if len(search_dirs) > 1:
         if args.out is None:
-            print("istar-report: several SEARCH_DIRs are compared: name the report's folder with --out",
-                  file=sys.stderr)
-            return 2
-        return run_command("istar-report", lambda: compare_search_dirs(search_dirs, args.out))
+            raise ConfigError("several SEARCH_DIRs are compared: name the report's folder with --out")
+        return compare_search_dirs(search_dirs, args.out)
     if search_dirs and args.archive is not None:
-        return run_command("istar-report", lambda: archive_search_dir(search_dirs[0], args.archive))
+        return archive_search_dir(search_dirs[0], args.archive)
     if search_dirs:
-        return run_command("istar-report", lambda: report_search(search_dirs[0], args.out, args.paper_model,
-                                                                 args.reference))
+        return report_search(search_dirs[0], args.out, args.paper_model, args.reference)
     if args.archive is not None:
         return archive_grids(args.grid_dirs, args.archive)
     if args.out is None and len(args.grid_dirs) > 1:
-        print("istar-report: several GRID_DIRs: name the report's folder with --out", file=sys.stderr)
-        return 2
+        raise ConfigError("several GRID_DIRs: name the report's folder with --out")
+    return report_grids(args.grid_dirs, args.out, args.paper_model, args.reference)
+
+
+def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Optional[str],
+                 reference: Optional[str]) -> int:
+    """``istar-report GRID_DIR ...``: the grids' report into ``out`` (default GRID_DIR/report), the missing or failed
+    cells listed."""
+    from ..reports.comparisons.versus_base import unpaired_predictions
+    from ..reports.grid_report import unwritten_figures, write_report
+    from ..reports.records.cells import collect
+    from ..storage.ownership import REPORT_MARKER, check_writable, mark
+
     try:
-        records, problems = collect(*args.grid_dirs)
+        records, problems = collect(*grid_dirs)
     except NotADirectoryError as error:
-        print(f"istar-report: {error}", file=sys.stderr)
-        return 2
-    except RunDirError as error:  # a record this user may not read: fix it rather than report without it
-        print(f"istar-report: {one_line(error)}", file=sys.stderr)
-        return error.exit_code
+        raise ConfigError(str(error)) from None
     if not records and not problems:
-        print(f"istar-report: no cells under {' '.join(map(str, args.grid_dirs))} (a cell is a directory with a "
-              "config.yaml)", file=sys.stderr)
-        return 2
-    out = args.out or args.grid_dirs[0] / "report"
+        raise ConfigError(f"no cells under {' '.join(map(str, grid_dirs))} (a cell is a directory with a "
+                          "config.yaml)")
+    out = out or grid_dirs[0] / "report"
     if records:
-        try:
-            check_writable(out, REPORT_MARKER, "--out")
-        except RunDirError as error:
-            print(f"istar-report: {error}", file=sys.stderr)
-            return error.exit_code
-        mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in args.grid_dirs))
-        print(write_report(records, out, args.paper_model, args.reference), end="")
+        check_writable(out, REPORT_MARKER, "--out")
+        mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in grid_dirs))
+        print(write_report(records, out, paper_model, reference), end="")
         for line in unwritten_figures(records):
             print(line)
         for line in unpaired_predictions(records):
@@ -150,6 +146,10 @@ def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[s
     """``istar-report SEARCH_DIR``: the search's report into ``out`` (default SEARCH_DIR/report), its summary on
     stdout, each disagreement between the study and the run directories as a warning; nothing is written when the
     search cannot be read."""
+    from ..reports import search_report
+    from ..reports.records import searches
+    from ..storage.ownership import REPORT_MARKER, check_writable, mark
+
     report = search_report.Report(searches.read(search_dir), paper_model, reference)
     out = out or search_dir / "report"
     check_writable(out, REPORT_MARKER, "--out")
@@ -165,6 +165,10 @@ def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[s
 def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
     """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side
     (:mod:`istar_plugin.reports.search_comparison`), a line per search on stdout."""
+    from ..reports import search_comparison
+    from ..reports.records import searches
+    from ..storage.ownership import REPORT_MARKER, check_writable, mark
+
     comparison = search_comparison.compare_searches([searches.read(directory) for directory in search_dirs])
     check_writable(out, REPORT_MARKER, "--out")
     mark(out, REPORT_MARKER, searches=" ".join(str(directory.resolve()) for directory in search_dirs))
@@ -176,12 +180,13 @@ def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
 
 def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
     """``--archive``: each grid's records into ``directory``, a line per cell archived or skipped, then the counts."""
+    from ..reports.records.archive import archive
+
     for grid in grid_dirs:
         try:
             outcomes = archive(grid, directory)
-        except (NotADirectoryError, ConfigError, RunDirError) as error:
-            print(f"istar-report: {error}", file=sys.stderr)
-            return getattr(error, "exit_code", 2)
+        except NotADirectoryError as error:
+            raise ConfigError(str(error)) from None
         for outcome in outcomes:
             if outcome.state != "unchanged":
                 print(f"{outcome.state} {outcome.name}: {outcome.detail}")
@@ -194,6 +199,8 @@ def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
 def archive_search_dir(search_dir: Path, directory: Path) -> int:
     """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run archived or skipped, then
     the counts (:mod:`istar_plugin.reports.records.search_archive`)."""
+    from ..reports.records.search_archive import archive_search
+
     archived = archive_search(search_dir, directory)
     for outcome in archived.outcomes:
         if outcome.state != "unchanged":

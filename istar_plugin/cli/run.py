@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 from .. import config as config_module
 from ..errors import TRACEBACK_ENV, ConfigError, run_command
 from ..registry import ENGINES, REGISTRIES
+from . import set_environment
 
 LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
@@ -47,9 +48,8 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
         arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
         return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
-    except (grid.GridError, profiles.LaunchError) as error:
-        print(f"istar-run: {error}", file=sys.stderr)
-        return 2
+    except profiles.LaunchError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
@@ -68,6 +68,7 @@ def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if len(arguments) >= 2 and arguments[0] in ("-h", "--help") and "=" not in arguments[1]:
         return run_command("istar-run", lambda: describe(arguments[1:]))
@@ -87,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\n".join(listing(args.list)))
         return 0
     if args.multirun:
-        return multirun(list(args.overrides), args.dry_run)
+        return run_command("istar-run", lambda: multirun(list(args.overrides), args.dry_run), args.traceback)
     if args.dry_run:
         parser.error("--dry-run needs -m/--multirun")
     return run_command("istar-run", lambda: run(list(args.overrides), args.cfg), args.traceback)
