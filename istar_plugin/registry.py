@@ -1,12 +1,9 @@
 """Typed registries: a name maps to a class and its config dataclass, declared in one decorator.
 
-Packages add entries through installed-package entry points (group ``istar_plugin.<kind>s``, e.g.
-``istar_plugin.criterions``), loaded by :func:`load_plugins` the first time a registry is asked for a name.
-The built-ins are registered the same way (this project's own entry points name ``istar_plugin.criterions``,
-``istar_plugin.models``, ``istar_plugin.data.tasks`` and the engines' ``engine_setup`` modules): importing one
-registers what it defines. The built-in classes are *declared* (:meth:`Registry.declare`: ``"module:Class"``, loaded
-on first use, with a torch-free stand-in for what composing a config asks), so listing names and composing a config
-import no training framework.
+Packages add entries through entry points (group ``istar_plugin.<kind>s``), loaded by :func:`load_plugins` the first
+time a registry is asked for a name; the built-ins register the same way. A class whose module imports torch is
+*declared* instead (:meth:`Registry.declare`, ``"module:Class"``), imported on first use; composing a config reads
+its :func:`outline` (or a declared stand-in) meanwhile, so listing names and composing import no training framework.
 
 >>> from dataclasses import dataclass
 >>> widgets = Registry("widget")
@@ -21,20 +18,21 @@ import no training framework.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from importlib import metadata
 from typing import Any, Callable
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered name: the class (or factory) and the dataclass that configures it.
-
-    ``target`` is the class, or ``"module:attr"`` for a class imported the first time :attr:`cls` is asked for
-    (the built-ins: composing a config must not import torch). ``declared`` is what composing reads instead of the
-    class (``check_setup``, ``needs_init_from``, ``check_config``, ...), when the class is not loaded yet.
+    """A registered name: the class (or ``"module:attr"``, imported the first time :attr:`cls` is asked for), the
+    dataclass that configures it, and ``declared``, what composing reads instead of a class not imported yet.
 
     >>> entry = Entry("ordered", "collections:OrderedDict", None)
     >>> entry.cls.__name__, entry.compose_time is entry.cls
@@ -55,8 +53,13 @@ class Entry:
 
     @property
     def compose_time(self) -> Any:
-        """The torch-free stand-in declared for the class, else the class itself."""
-        return self.declared if self.declared is not None else self.cls
+        """What composing reads: the declared stand-in, else the class once its module is imported, else its
+        :func:`outline`."""
+        if self.declared is not None:
+            return self.declared
+        if isinstance(self.target, str) and self.target.partition(":")[0] not in sys.modules:
+            return outline(self.target)
+        return self.cls
 
 
 class Registry:
@@ -80,8 +83,8 @@ class Registry:
         return decorator
 
     def declare(self, name: str, target: str, config_cls: type | None = None, declared: Any = None) -> None:
-        """Register ``target`` (``"module:Class"``) under ``name`` without importing it; ``declared`` answers for the
-        class at compose time. The class's own ``@register`` (when its module is imported) keeps both.
+        """Register ``target`` (``"module:Class"``) under ``name`` without importing it; ``declared`` (else the
+        class's :func:`outline`) answers for it at compose time.
 
         >>> shapes = Registry("shape")
         >>> shapes.declare("ordered", "collections:OrderedDict")
@@ -134,6 +137,39 @@ class Registry:
     def __len__(self) -> int:
         load_plugins()
         return len(self._entries)
+
+
+def _declared_method(*args: Any, **kwargs: Any) -> None:
+    raise TypeError("an outline's method is a declaration: import the class to call it")
+
+
+def outline(target: str) -> type:
+    """A stand-in for the class ``"module:Class"`` read from its source, without importing its module: a class of
+    that name with the public methods it and its package's base classes define.
+
+    >>> sorted(name for name in vars(outline("istar_plugin.registry:Registry")) if not name.startswith("_"))
+    ['build', 'declare', 'entry_point_group', 'get', 'names', 'register']
+    """
+    module, _, name = target.partition(":")
+    methods: dict[str, Any] = {}
+    pending = [(module, name)]
+    while pending:
+        module, name = pending.pop()
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            continue
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        imported = {alias.asname or alias.name: importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                                             spec.parent)
+                    for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                methods.update({item.name: _declared_method for item in node.body if isinstance(
+                    item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_")
+                    and item.name not in methods})
+                pending += [(imported.get(base.id, module), base.id) for base in node.bases
+                            if isinstance(base, ast.Name) and imported.get(base.id, module).startswith("istar_plugin")]
+    return type(target.partition(":")[2], (), methods)
 
 
 def _qualname(obj: Any) -> str:

@@ -17,9 +17,9 @@ from test_startup import PROBE
 
 from istar_plugin.cli.run import main
 from istar_plugin.config import compose
-from istar_plugin.criterions import configs
-from istar_plugin.criterions.configs import FlowConfig, decimal_size, flow_memory_bytes
-from istar_plugin.criterions.flow import FlowCriterion, Glow
+from istar_plugin.criterions import Glow
+from istar_plugin.criterions import flow as configs
+from istar_plugin.criterions.flow import FlowConfig, FlowCriterion, decimal_size, flow_memory_bytes
 from istar_plugin.data import squad
 from istar_plugin.data.config import DataConfig
 from istar_plugin.data.packaged import seeded_split

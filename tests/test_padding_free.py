@@ -14,7 +14,7 @@ import torch
 
 from istar_plugin.cli.run import main
 from istar_plugin.config import compose
-from istar_plugin.criterions.configs import IStarConfig
+from istar_plugin.criterions import IStarConfig
 from istar_plugin.criterions.istar import IStarCriterion
 from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.models import packing

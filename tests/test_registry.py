@@ -77,20 +77,24 @@ def test_a_declared_entry_loads_its_class_on_first_use_and_its_decorator_keeps_t
         registry.declare("ordered", "collections:Counter")
 
 
-def test_the_declared_stand_ins_match_the_classes_they_answer_for():
-    """Composing reads the torch-free stand-ins; each must say what the real class would."""
-    from istar_plugin.models.config import HFEncoderMethods
+def test_what_composing_reads_matches_the_classes_it_answers_for():
+    """The adapter's outline, read from its source, names the public methods the class has; a criterion is its own
+    declaration (config, checks and class in one module); an engine's stand-in checks what the engine would."""
+    import inspect
+
     from istar_plugin.models.encoder import HFEncoder
-    from istar_plugin.registry import ENGINES, MODELS
+    from istar_plugin.registry import ENGINES, MODELS, outline
     from istar_plugin.training.engine_setup import EngineSetup
 
-    methods = [name for name in vars(HFEncoderMethods) if not name.startswith("_")]
-    assert methods and all(callable(getattr(HFEncoder, name, None)) for name in methods)
+    outlined = {name for name in vars(outline("istar_plugin.models.encoder:HFEncoder")) if not name.startswith("_")}
+    own = {name for cls in HFEncoder.__mro__ if cls.__module__.startswith("istar_plugin") for name, value in
+           vars(cls).items() if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))}
+    assert {"word_embeddings", "insert_before_head"} <= outlined == own
     assert MODELS.get("hf_auto").cls is HFEncoder
     for name in CRITERIONS.names():
         entry = CRITERIONS.get(name)
-        assert issubclass(entry.cls, entry.compose_time), name  # the class inherits its compose-time half
+        assert entry.compose_time is entry.cls and entry.config_cls is not None, name
     for name in ENGINES.names():
         entry = ENGINES.get(name)
-        own = getattr(entry.cls, "check_config", None)  # the trainer refuses nothing at compose time
-        assert (own or EngineSetup.check_config).__func__ is entry.compose_time.check_config.__func__, name
+        own_check = getattr(entry.cls, "check_config", None)  # the trainer refuses nothing at compose time
+        assert (own_check or EngineSetup.check_config).__func__ is entry.compose_time.check_config.__func__, name

@@ -14,16 +14,42 @@ embedding matrix, ``(1/|V|^2) sum_{i != j} w^_i . w^_j``, in O(|V| d), never |V|
 """
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
-from ..isotropy import average_cosine_similarity
 from ..registry import CRITERIONS
-from .configs import CosRegConfig, CosRegSetup
+from ..settings import check_fields, setting
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+TARGETS = ("hidden", "embeddings")
+WORD_EMBEDDINGS = "the word-embedding matrix"
+"""What a penalty on the embedding weights names as its ``penalised_weights`` (LoRA freezes them)."""
+
+
+@dataclass
+class CosRegConfig:
+    lam: float = setting(1.0, help="weight of the mean pairwise cosine")
+    target: str = setting("hidden", help="hidden: the batch's last-layer tokens; embeddings: the word-embedding "
+                          "matrix's rows", choices=TARGETS)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "criterion.")
+
+    @property
+    def penalised_weights(self) -> Optional[str]:
+        """The weights the penalty reads directly (None: it reads hidden states)."""
+        return WORD_EMBEDDINGS if self.target == "embeddings" else None
+
 
 def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Tensor, Tensor]:
     """CosReg (Gao et al. 2019): ``loss + lam * mean cosine over pairs i != j``; returns (total, mean cosine)."""
+    import torch
+
+    from ..isotropy import average_cosine_similarity
+
     with torch.autocast(device_type=last_layer_tokens.device.type, enabled=False):
         cosine = average_cosine_similarity(last_layer_tokens.float())
     return loss + lam * cosine, cosine
@@ -35,36 +61,24 @@ def embedding_cosine(matrix: Tensor) -> Tensor:
     O(|V| d) and memory-lean: the unit rows are never materialised (``sum_i w^_i = W^T (1/||w_i||)``), and the
     gradient is written in one pass. Zero rows count as cosine 0 with every other row.
     """
+    import torch
+
+    from .modules import EmbeddingCosine
+
     with torch.autocast(device_type=matrix.device.type, enabled=False):
-        return _EmbeddingCosine.apply(matrix.float())
-
-
-class _EmbeddingCosine(torch.autograd.Function):
-    """value = (||s||^2 - #nonzero rows) / n^2 with s = sum_i w_i / ||w_i||;
-    d value / d w_i = (2 / n^2) (s - (w^_i . s) w^_i) / ||w_i||."""
-
-    @staticmethod
-    def forward(ctx, matrix: Tensor) -> Tensor:
-        norms = torch.linalg.vector_norm(matrix, dim=1)
-        inverse = torch.where(norms > 0, 1.0 / norms.clamp_min(torch.finfo(matrix.dtype).tiny), torch.zeros_like(norms))
-        total = matrix.T @ inverse  # sum of the unit rows, without forming them
-        rows = matrix.shape[0]
-        ctx.save_for_backward(matrix, inverse, total)
-        return (total.dot(total) - (norms > 0).sum()) / rows**2
-
-    @staticmethod
-    def backward(ctx, grad_output: Tensor) -> Tensor:
-        matrix, inverse, total = ctx.saved_tensors
-        scale = 2.0 * grad_output / matrix.shape[0] ** 2
-        projections = matrix @ total  # w_i . s
-        grad = matrix * (-scale * projections * inverse.pow(3)).unsqueeze(1)
-        return grad.addr_(inverse, total, alpha=float(scale))
+        return EmbeddingCosine.apply(matrix.float())
 
 
 @CRITERIONS.register("cosreg", CosRegConfig)
-class CosRegCriterion(CosRegSetup, CrossEntropyCriterion):
+class CosRegCriterion(CrossEntropyCriterion):
     """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states (padding excluded)
     or, with ``target=embeddings``, of the rows of the word-embedding matrix."""
+
+    @classmethod
+    def check_setup(cls, cfg: CosRegConfig, adapter: type, kind: str) -> None:
+        if cfg.target == "embeddings" and not callable(getattr(adapter, "word_embeddings", None)):
+            raise ValueError(f"criterion.target=embeddings needs a model adapter with a word-embedding matrix "
+                             f"(word_embeddings()); {adapter.__name__} has none; choose criterion.target=hidden")
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         base = task_loss(self.kind, output, batch)

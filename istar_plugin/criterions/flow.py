@@ -8,172 +8,112 @@ direction: actnorm, an invertible linear map in LU form (Glow's 1x1 convolution)
 whose two halves alternate. Every part starts as the identity, so training starts from the plain model and
 the initial NLL is the standard normal's. Choices the paper leaves open (architecture, depth, joint
 training, z feeding the head) are this module's: ``depth``, ``width`` and ``beta`` are settings.
-
->>> import torch
->>> flow = Glow(4, depth=2, width=8).double()
->>> h = torch.randn(5, 4, dtype=torch.float64)
->>> z, logdet = flow.encode(h)
->>> torch.allclose(z, h), logdet.abs().max().item()  # identity at initialisation
-(True, 0.0)
->>> torch.allclose(flow.nll(h), standard_normal_nll(h))
-True
 """
 from __future__ import annotations
 
-import math
-
-import torch
-from torch import Tensor, nn
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import ConfigError
 from ..registry import CRITERIONS
-from .configs import FlowConfig, FlowSetup
+from ..settings import check_fields, setting
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
-LOG_2PI = math.log(2 * math.pi)
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
-def standard_normal_nll(x: Tensor) -> Tensor:
-    """Per-row negative log-density of x under N(0, I), in nats."""
-    return 0.5 * (x.square().sum(dim=-1) + x.shape[-1] * LOG_2PI)
+@dataclass
+class FlowConfig:
+    beta: float = setting(1.0, help="weight of the flow's NLL (nats per dimension)", low=0,
+                          refused="{key} must be a non-negative number, got {value}")
+    depth: int = setting(2, help="flow steps", low=1, refused="{key} must be at least 1 flow step, got {value}")
+    width: int = setting(256, help="hidden units of each coupling network", low=1,
+                         refused="{key} must be at least 1 hidden unit, got {value}")
+
+    def __post_init__(self) -> None:
+        check_fields(self, "criterion.")
 
 
-class ActNorm(nn.Module):
-    """``y = (x + bias) * exp(log_scale)`` per dimension; identity at initialisation."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(dim))
-        self.log_scale = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return (x + self.bias) * self.log_scale.exp(), self.log_scale.sum().expand(x.shape[0])
-
-    def inverse(self, y: Tensor) -> Tensor:
-        return y * (-self.log_scale).exp() - self.bias
+BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two moments
 
 
-class LULinear(nn.Module):
-    """``y = x W^T`` with ``W = P L (U + diag(sign * exp(log_s)))``: log|det W| = sum(log_s) in O(d).
+def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
+    """The bytes a flow of ``depth`` steps with couplings ``width`` wide takes on ``dim``-dimensional vectors while it
+    trains: each parameter with its gradient and AdamW's two moments, and the buffers (float32 each). Per step:
+    actnorm (2d), the LU linear map (2d^2 + d parameters, d^2 + d buffers) and a coupling network
+    (kept -> width -> width -> 2 x changed, with biases), its halves alternating.
 
-    P (a fixed permutation) is the identity, L unit lower triangular, U strictly upper triangular; W starts
-    as the identity (the coupling halves alternate instead of being shuffled).
+    >>> flow_memory_bytes(384, depth=2, width=256) / 1e6  # the default flow on MiniLM
+    17.501184
     """
+    def coupling(kept: int) -> int:
+        return (kept + 1) * width + (width + 1) * width + (width + 1) * 2 * (dim - kept)
 
-    def __init__(self, dim: int):
-        super().__init__()
-        self.lower = nn.Parameter(torch.zeros(dim, dim))
-        self.upper = nn.Parameter(torch.zeros(dim, dim))
-        self.log_s = nn.Parameter(torch.zeros(dim))
-        self.register_buffer("sign", torch.ones(dim))
-        self.register_buffer("lower_mask", torch.tril(torch.ones(dim, dim), -1))
-
-    def weight(self) -> Tensor:
-        eye = torch.eye(self.log_s.shape[0], dtype=self.log_s.dtype, device=self.log_s.device)
-        lower = self.lower * self.lower_mask + eye
-        upper = self.upper * self.lower_mask.T + torch.diag(self.sign * self.log_s.exp())
-        return lower @ upper
-
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return x @ self.weight().T, self.log_s.sum().expand(x.shape[0])
-
-    def inverse(self, y: Tensor) -> Tensor:
-        return torch.linalg.solve(self.weight(), y.T).T
+    even_steps, odd_steps = (depth + 1) // 2, depth // 2  # the even steps keep the first dim // 2 dimensions
+    parameters = depth * (3 * dim + 2 * dim * dim) + even_steps * coupling(dim // 2) + odd_steps * coupling(
+        dim - dim // 2)
+    return BYTES_PER_TRAINED_PARAMETER * parameters + 4 * depth * (dim * dim + dim)
 
 
-class AffineCoupling(nn.Module):
-    """One half of x passes unchanged and conditions ``scale, shift`` of the other half:
-    ``y_b = x_b * exp(tanh(s(x_a))) + t(x_a)``. The last layer starts at zero (identity)."""
-
-    def __init__(self, dim: int, width: int, flip: bool):
-        super().__init__()
-        self.flip = flip
-        self.kept = dim // 2 if not flip else dim - dim // 2
-        changed = dim - self.kept
-        self.net = nn.Sequential(nn.Linear(self.kept, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                                 nn.Linear(width, 2 * changed))
-        nn.init.zeros_(self.net[-1].weight)
-        nn.init.zeros_(self.net[-1].bias)
-
-    def _split(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        if self.flip:
-            changed, kept = x.split([x.shape[1] - self.kept, self.kept], dim=1)
-        else:
-            kept, changed = x.split([self.kept, x.shape[1] - self.kept], dim=1)
-        return kept, changed
-
-    def _join(self, kept: Tensor, changed: Tensor) -> Tensor:
-        return torch.cat([changed, kept] if self.flip else [kept, changed], dim=1)
-
-    def _scale_shift(self, kept: Tensor) -> tuple[Tensor, Tensor]:
-        raw_scale, shift = self.net(kept).chunk(2, dim=1)
-        return torch.tanh(raw_scale), shift
-
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        kept, changed = self._split(x)
-        log_scale, shift = self._scale_shift(kept)
-        return self._join(kept, changed * log_scale.exp() + shift), log_scale.sum(dim=1)
-
-    def inverse(self, y: Tensor) -> Tensor:
-        kept, changed = self._split(y)
-        log_scale, shift = self._scale_shift(kept)
-        return self._join(kept, (changed - shift) * (-log_scale).exp())
+def physical_memory_bytes() -> Optional[int]:
+    """This machine's physical memory (its pages times their size), None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no os.sysconf (Windows) or no such name
+        return None
 
 
-class Glow(nn.Module):
-    """``depth`` steps of (actnorm, LU linear, affine coupling with ``width`` hidden units) on d-dim vectors.
+def decimal_size(count: float) -> str:
+    """A byte count in decimal units.
 
-    ``encode(h)`` gives ``z = f^-1(h)`` and ``log|det dz/dh|`` per row; ``decode(z)`` gives h back;
-    ``forward(h)`` is z alone (what the head sees when inserted before it).
+    >>> decimal_size(17_501_184), decimal_size(25_276_502_016), decimal_size(6.4e20)
+    ('17.5 MB', '25.3 GB', '640000.0 PB')
     """
-
-    def __init__(self, dim: int, depth: int = 2, width: int = 256):
-        super().__init__()
-        if dim < 2:
-            raise ValueError(f"a coupling flow needs at least 2 dimensions to split, got {dim}")
-        self.steps = nn.ModuleList(
-            nn.ModuleList([ActNorm(dim), LULinear(dim), AffineCoupling(dim, width, flip=bool(i % 2))])
-            for i in range(depth)
-        )
-
-    def encode(self, h: Tensor) -> tuple[Tensor, Tensor]:
-        x, logdet = h, h.new_zeros(h.shape[0])
-        for step in self.steps:
-            for layer in step:
-                x, part = layer(x)
-                logdet = logdet + part
-        return x, logdet
-
-    def decode(self, z: Tensor) -> Tensor:
-        x = z
-        for step in reversed(self.steps):
-            for layer in reversed(step):
-                x = layer.inverse(x)
-        return x
-
-    def forward(self, h: Tensor) -> Tensor:
-        return self.encode(h)[0]
-
-    def nll(self, h: Tensor) -> Tensor:
-        """Per-row ``-log p(h) = -log N(f^-1(h); 0, I) - log|det d f^-1 / dh|``, in nats."""
-        z, logdet = self.encode(h)
-        return standard_normal_nll(z) - logdet
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if count < 1000:
+            return f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} PB"
 
 
 @CRITERIONS.register("flow", FlowConfig)
-class FlowCriterion(FlowSetup, CrossEntropyCriterion):
-    """Inserts a :class:`Glow` flow before the head (the head sees z); loss = task loss + ``beta`` * NLL(h)/d,
-    the NLL on the detached representation. Logs the NLL per dimension."""
+class FlowCriterion(CrossEntropyCriterion):
+    """Inserts a :class:`~.modules.Glow` flow before the head (the head sees z); loss = task loss + ``beta`` *
+    NLL(h)/d, the NLL on the detached representation. Logs the NLL per dimension."""
+
+    @classmethod
+    def check_hidden_size(cls, cfg: FlowConfig, hidden_size: int) -> None:
+        needed, memory = flow_memory_bytes(hidden_size, cfg.depth, cfg.width), physical_memory_bytes()
+        if memory is not None and needed > memory:
+            raise ValueError(f"criterion.width={cfg.width}, criterion.depth={cfg.depth}: the flow on hidden size "
+                             f"{hidden_size} needs about {decimal_size(needed)} for its parameters, their gradients "
+                             f"and AdamW's state, more than this machine's {decimal_size(memory)} of memory; lower "
+                             "criterion.width (default 256) or criterion.depth (default 2)")
+
+    @classmethod
+    def check_setup(cls, cfg: FlowConfig, adapter: type, kind: str) -> None:
+        if not callable(getattr(adapter, "insert_before_head", None)):
+            raise ValueError(f"criterion=flow needs a model adapter that can insert a module before the head "
+                             f"(insert_before_head()); {adapter.__name__} cannot")
+        if kind not in ("classification", "regression"):
+            raise ValueError(f"criterion=flow acts on one representation per example; task kind {kind!r} has none "
+                             "(choose a classification or regression task)")
 
     def adapt(self, model) -> None:
         try:  # compose checked it when the model's config was on this machine; a hub model's is known only now
             self.check_hidden_size(self.cfg, model.hidden_size)
         except ValueError as error:
             raise ConfigError(str(error)) from None
+        from .modules import Glow
+
         self.flow = Glow(model.hidden_size, self.cfg.depth, self.cfg.width)
         model.insert_before_head("flow", self.flow)
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
+        import torch
+
         base = task_loss(self.kind, output, batch)
         h = output.representation.detach().float()
         with torch.autocast(device_type=h.device.type, enabled=False):

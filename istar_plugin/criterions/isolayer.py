@@ -6,27 +6,7 @@ and the head, insert a linear d -> d layer between the representation the head c
 ``L1`` = the task loss through the frozen head and ``L2 = -log IsoScore(Y)``, Y the batch's layer outputs,
 balanced by running means (:func:`balanced_joint_loss`).
 
-Choices the paper leaves open, decided here (configurable where marked):
-
-- the layer: ``Linear(d, d)``, no activation, weight initialised to the identity, bias (``bias``, on)
-  to zero, so training starts from the fine-tuned model's exact behaviour;
-- ``alpha`` weights the *balanced* terms, ``alpha * Lhat_1 + (1 - alpha) * Lhat_2``: the paper's
-  ``(Lhat_1 + Lhat_2) / 2`` is ``alpha = 0.5`` (the default); ``balance=false`` trains on the
-  unbalanced ``alpha * L1 + (1 - alpha) * L2``;
-- the running means start at the first batch's losses (``initial_means=first_batch``; ``one``: 1.0);
-- ``k`` counts training batches (micro-batches) from 0 and does not restart at each epoch
-  (``restart_per_epoch``);
-- each batch is normalised with the means as they stood before it, then the means are updated
-  (``update=after``; ``before`` updates first and normalises with the new means);
-- the ratios ``Lbar / Lbar_i`` are constants in the backward pass (running statistics); with
-  ``update=before`` and ``detach_means=false`` the fresh means keep this batch's gradient;
-- log 0: ``L2 = -log(max(IsoScore, eps))``; a batch of one example has no covariance: it trains on the
-  task loss alone and leaves the means unchanged;
-- the frozen encoder runs without dropout and its outputs are computed once per example
-  (``model.frozen_dropout=false``, the default; ``true``: the model's dropout at every step, no cache);
-- beyond the paper, ``zeta > 0`` scores IsoScore* of the batch shrunk towards Sigma_S, the covariance of
-  the layer's outputs over ``shrinkage_points`` training examples (the I-STAR paper's remedy for a batch
-  smaller than d), recomputed by the same :class:`~istar_plugin.hooks.ShrinkageHook` as I-STAR.
+The choices the paper leaves open are settings (``docs/architecture.md``, Design decisions).
 
 Classification and regression tasks (L1 is then the mean squared error); extractive QA is refused (its
 head reads every token, there is no single representation to transform).
@@ -42,19 +22,43 @@ head reads every token, there is no single representation to transform).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
-import torch
-from torch import Tensor
-
-from ..hooks import Hook
-from ..isotropy import isoscore_star
 from ..registry import CRITERIONS
-from .shrinkage import ShrinkageHook
-from .configs import IsoLayerConfig, IsoLayerSetup
+from ..settings import check_fields, setting
+from .istar import SHRINKAGE_MODES, UNIT
 from .task import Criterion, CriterionOutput, task_loss
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 LAYER_NAME = "isolayer"
+
+
+@dataclass
+class IsoLayerConfig:
+    alpha: float = setting(0.5, help="the task loss's share of the joint loss", low=0, high=1, refused=UNIT)
+    smoothing: float = setting(0.15, help="the paper's s: smoothing of the running means", low=0, high=1,
+                               low_open=True, refused="{key} must lie in (0, 1], got {value}")
+    balance: bool = setting(True, help="balance the two losses by their running means")
+    initial_means: str = setting("first_batch", help="the running means' start", choices=("first_batch", "one"))
+    update: str = setting("after", help="normalise with the means before or after this batch's update",
+                          choices=("after", "before"))
+    detach_means: bool = setting(True, help="no gradient through the running means")
+    restart_per_epoch: bool = setting(False, help="restart the balance's step count at each epoch")
+    bias: bool = setting(True, help="the Isotropy Layer has a bias")
+    eps: float = setting(1e-12, help="floor of IsoScore inside the log", low=0, low_open=True,
+                         refused="{key} must be positive (it guards log 0), got {value}")
+    zeta: float = setting(0.0, help="> 0: IsoScore* shrunk towards Sigma_S of the layer's outputs (beyond the paper)",
+                          low=0, high=1, refused=UNIT)
+    shrinkage_points: int = setting(250_000, help="examples (one output each) for Sigma_S, capped by the training set",
+                                    low=2, refused="{key} must be at least 2, got {value}")
+    shrinkage_mode: str = setting("eval", help="dropout off (eval) or on (train) while Sigma_S is computed",
+                                  choices=SHRINKAGE_MODES)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "criterion.")
 
 
 def balanced_joint_loss(
@@ -95,43 +99,45 @@ def isotropy_loss(points: Tensor, shrinkage_cov: Optional[Tensor] = None, zeta: 
                   eps: float = 1e-12) -> tuple[Tensor, Tensor]:
     """``-log(max(IsoScore*(points, zeta, Sigma_S), eps))`` (zeta 0: IsoScore); returns (loss, score).
 
+    >>> import torch
     >>> loss, score = isotropy_loss(torch.ones(4, 3))  # identical points: IsoScore 0, log guarded
     >>> round(loss.item(), 2), score.item()
     (27.63, 0.0)
     """
+    import torch
+
+    from ..isotropy import isoscore_star
+
     score = isoscore_star(points.float(), shrinkage_cov, zeta)
     return -torch.log(score.clamp_min(eps)), score
 
 
-class _BalanceState(Hook):
-    """Saves the running means and k with every checkpoint; restarts k at each epoch if configured."""
-
-    def __init__(self, criterion: "IsoLayerCriterion"):
-        self.criterion = criterion
-
-    def on_epoch_start(self, run, epoch: int) -> None:
-        if self.criterion.cfg.restart_per_epoch and not run.mid_epoch:
-            self.criterion.step = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"means": self.criterion.means, "step": self.criterion.step}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.criterion.means, self.criterion.step = state["means"], state["step"]
-
-
 @CRITERIONS.register("isolayer", IsoLayerConfig)
-class IsoLayerCriterion(IsoLayerSetup, Criterion):
+class IsoLayerCriterion(Criterion):
     """Freeze the model, insert the identity-initialised Isotropy Layer before the head, train it on the joint loss."""
+
+    needs_init_from = True  # config time: a pretrained encoder with a fresh head is no stage 1
+
+    @classmethod
+    def check_setup(cls, cfg, adapter: type, kind: str) -> None:
+        if kind not in ("classification", "regression"):
+            raise ValueError("criterion isolayer needs one representation per example before the head: it supports "
+                             f"classification and regression tasks, not {kind} (whose head reads every token)")
+        if not hasattr(adapter, "insert_before_head"):
+            raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} "
+                             "has none")
+
 
     def __init__(self, cfg: IsoLayerConfig, kind: str):
         super().__init__(cfg, kind)
-        self.layer: Optional[torch.nn.Linear] = None
+        self.layer = None  # the inserted torch.nn.Linear
         self.means: Optional[tuple[float, float]] = (1.0, 1.0) if cfg.initial_means == "one" else None
         self.step = 0
         self.shrinkage_cov: Optional[Tensor] = None
 
     def adapt(self, model) -> None:
+        import torch
+
         size = model.hidden_size
         self.layer = torch.nn.Linear(size, size, bias=self.cfg.bias)
         with torch.no_grad():
@@ -143,7 +149,10 @@ class IsoLayerCriterion(IsoLayerSetup, Criterion):
         self.layer.requires_grad_(True)
 
     def hooks(self) -> list:
-        return [_BalanceState(self), *([ShrinkageHook(self)] if self.cfg.zeta > 0 else [])]
+        from .modules import BalanceState
+        from .shrinkage import ShrinkageHook
+
+        return [BalanceState(self), *([ShrinkageHook(self)] if self.cfg.zeta > 0 else [])]
 
     def shrinkage_cloud(self, model, output) -> list[Tensor]:
         """The points Sigma_S is estimated from: the layer's outputs (used by the ShrinkageHook)."""
@@ -167,5 +176,7 @@ class IsoLayerCriterion(IsoLayerSetup, Criterion):
         self.step += 1
         stats = {"task_loss": task.detach(), "isotropy_loss": isotropy.detach(), "batch_isoscore": score.detach()}
         if self.means is not None:
+            import torch
+
             stats.update(mean_task_loss=torch.tensor(self.means[0]), mean_isotropy_loss=torch.tensor(self.means[1]))
         return CriterionOutput(loss, stats)

@@ -8,16 +8,40 @@ True
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from torch import Tensor
-
-from ..isotropy import isoscore_star, pooled_isoscore_star
-from ..models.encoder import padded_token_cloud
 from ..registry import CRITERIONS
-from .shrinkage import ShrinkageHook
-from .configs import IStarConfig
+from ..settings import check_fields, setting
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+SHRINKAGE_MODES = ("eval", "train")
+UNIT = "{key} must lie in [0, 1], got {value}"
+
+
+@dataclass
+class IStarConfig:
+    lam: float = setting(-1.0, help="weight of the penalty 1 - IsoScore* (negative: towards anisotropy)")
+    zeta: float = setting(0.2, help="shrinkage of the batch covariance towards Sigma_S", low=0, high=1, refused=UNIT)
+    shrinkage_points: int = setting(250_000, help="token states Sigma_S is estimated from", low=2,
+                                    refused="{key} must be at least 2, got {value}")
+    layers: Optional[list[int]] = setting(None, help="hidden_states indices (0 = embeddings, or START:STOP); None: "
+                                          "every transformer layer")
+    shrinkage_mode: str = setting("eval", help="dropout off (eval, the official code) or on (train) while Sigma_S is "
+                                  "computed", choices=SHRINKAGE_MODES)
+    distributed_cloud: str = setting("pooled", help='under DDP: "pooled" (all ranks\' tokens, as one GPU) or "local"',
+                                     choices=("pooled", "local"))
+    padding: str = setting("exclude", help='"include": padded positions are points too, in the penalty and Sigma_S '
+                           "(official code)", choices=("exclude", "include"))
+
+    def __post_init__(self) -> None:
+        check_fields(self, "criterion.")
+        if self.layers is not None and (not self.layers or len(set(self.layers)) < len(self.layers)):
+            raise ValueError(f"criterion.layers={list(self.layers)} must name each layer once (1..L, or 0 for the "
+                             "embeddings), or be null for every transformer layer")
 
 
 def istar_loss(
@@ -35,6 +59,8 @@ def istar_loss(
     ``pooled``: under torch.distributed, score the union of every rank's cloud (the single-GPU semantics
     of the paper at the same global batch) instead of this rank's alone.
     """
+    from ..isotropy import isoscore_star, pooled_isoscore_star
+
     score_fn = pooled_isoscore_star if pooled else isoscore_star
     score = score_fn([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
     return loss + lam * (1.0 - score), score
@@ -60,12 +86,16 @@ class IStarCriterion(CrossEntropyCriterion):
         return super().constant_penalty()
 
     def hooks(self) -> list:
+        from .shrinkage import ShrinkageHook
+
         return [ShrinkageHook(self)]
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         if self.cfg.zeta > 0 and self.shrinkage_cov is None:
             raise RuntimeError("istar: Sigma_S has not been computed yet "
                                "(the ShrinkageHook computes it at each epoch start)")
+        from ..models.encoder import padded_token_cloud
+
         base = task_loss(self.kind, output, batch)
         cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
         pooled = self.cfg.distributed_cloud == "pooled"

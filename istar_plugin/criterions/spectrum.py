@@ -4,13 +4,7 @@ word-embedding matrix W towards a decaying target, ``lam * sum_k (sigma_k - targ
 Targets: ``polynomial`` ``c1 * k^gamma`` (decays for gamma < 0), ``exponential`` ``c1 * exp(-c2 * k^gamma)``
 (decays for c2 > 0 and gamma > 0); k = 1..d counts the singular values from the largest.
 
-Formulation: differentiable singular values taken each step from the d x d Gram matrix,
-``sigma_k = sqrt(eigvalsh(W^T W))`` (the product in float32, O(|V| d^2); the eigenvalues in float64, O(d^3);
-the eigenvalues' gradient ``v_k v_k^T`` needs no eigenvalue gaps, so repeated values are harmless). Wang
-et al.'s own scheme re-parameterises W as ``U diag(sigma) V^T`` with U, V kept orthogonal; that replaces
-the pretrained parameter by three, adds an orthogonality penalty of the same O(|V| d^2) cost, and changes
-what the optimizer updates. ``benchmarks/spectrum_formulation.py`` measures both on MiniLM's W (forward +
-backward time, agreement with ``torch.linalg.svdvals``).
+Singular values come from the d x d Gram matrix each step (``docs/architecture.md``, Design decisions).
 
 >>> import torch
 >>> spectrum_targets("polynomial", 3, c1=2.0, c2=0.0, gamma=-1.0).tolist()
@@ -22,18 +16,53 @@ backward time, agreement with ``torch.linalg.svdvals``).
 """
 from __future__ import annotations
 
-
-import torch
-from torch import Tensor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from ..registry import CRITERIONS
-from .configs import DECAYS, SpectrumConfig, SpectrumSetup
+from ..settings import check_fields, setting
+from .cosreg import WORD_EMBEDDINGS
 from .task import CriterionOutput, CrossEntropyCriterion, task_loss
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
+DECAYS = ("polynomial", "exponential")
+DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
+
+
+@dataclass
+class SpectrumConfig:
+    """The paper gives no constants; these defaults were chosen by measurement on MiniLM: W with exactly these
+    target singular values has I1 0.994 (``benchmarks/spectrum_formulation.py``), the 0.99-1.00 the paper
+    reports under spectrum control; ``lam`` 1e-3 makes the penalty about 50x MiniLM's initial task loss."""
+
+    decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
+                         "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
+    lam: float = setting(1e-3, help="weight of the penalty", refused="{key} must be a finite number, got {value}")
+    c1: float = setting(1.0, help="the largest target singular value", low=0, low_open=True,
+                        refused="{key} must be a positive number (the largest target singular value), got {value}")
+    c2: float = setting(0.1, help="exponential only: the rate")
+    gamma: Optional[float] = setting(None, help="polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)")
+
+    penalised_weights = WORD_EMBEDDINGS
+    """The weights the penalty reads directly (see :attr:`CosRegConfig.penalised_weights`)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, "criterion.")
+        if self.gamma is None:
+            self.gamma = DEFAULT_GAMMA[self.decay]
+        if self.decay == "polynomial" and not self.gamma < 0:
+            raise ValueError(f"criterion.gamma={self.gamma} does not decay: polynomial c1 * k^gamma needs gamma < 0")
+        if self.decay == "exponential" and not (self.gamma > 0 and self.c2 > 0):
+            raise ValueError(f"criterion.gamma={self.gamma}, criterion.c2={self.c2} do not decay: exponential "
+                             "c1 * exp(-c2 * k^gamma) needs gamma > 0 and c2 > 0")
 
 
 def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float) -> Tensor:
     """The target singular values ``target_k``, k = 1..count (float64)."""
+    import torch
+
     k = torch.arange(1, count + 1, dtype=torch.float64)
     if decay == "polynomial":
         return c1 * k.pow(gamma)
@@ -45,6 +74,8 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
 def singular_values(matrix: Tensor) -> Tensor:
     """Singular values of ``matrix`` (n x d, n >= d), largest first, differentiable: sqrt of the eigenvalues
     (float64) of the Gram matrix (float32)."""
+    import torch
+
     single = matrix.float()
     gram = (single.T @ single).to(torch.float64)
     return torch.linalg.eigvalsh(gram).flip(0).clamp_min(1e-12).sqrt()
@@ -52,6 +83,8 @@ def singular_values(matrix: Tensor) -> Tensor:
 
 def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix``; returns (penalty, sigma)."""
+    import torch
+
     with torch.autocast(device_type=matrix.device.type, enabled=False):
         sigma = singular_values(matrix)
         penalty = (sigma - targets.to(sigma)).square().sum()
@@ -59,11 +92,17 @@ def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @CRITERIONS.register("spectrum", SpectrumConfig)
-class SpectrumCriterion(SpectrumSetup, CrossEntropyCriterion):
+class SpectrumCriterion(CrossEntropyCriterion):
     """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values.
 
     Logs the penalty and the largest and smallest singular value.
     """
+
+    @classmethod
+    def check_setup(cls, cfg: SpectrumConfig, adapter: type, kind: str) -> None:
+        if not callable(getattr(adapter, "word_embeddings", None)):
+            raise ValueError(f"criterion=spectrum needs a model adapter with a word-embedding matrix "
+                             f"(word_embeddings()); {adapter.__name__} has none")
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         base = task_loss(self.kind, output, batch)

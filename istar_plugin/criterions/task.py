@@ -1,24 +1,20 @@
-"""The task loss alone: cross-entropy, mean squared error, start/end cross-entropy or next-token cross-entropy, and
-the baseline criterion.
+"""The task loss alone (cross-entropy, mean squared error, start/end cross-entropy or next-token cross-entropy),
+the :class:`Criterion` base class and the baseline criterion ``cross_entropy``.
 
-A criterion is called as ``criterion(model, output, batch) -> CriterionOutput`` where ``model`` is the
-(unwrapped) adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput` and ``batch`` the tensors.
-:class:`Criterion` is the protocol with its optional parts: ``hooks()`` (trainer callbacks),
-``adapt(model)`` (change the model once, before it moves to the device, is wrapped and gets its optimizer)
-and ``check_setup(cfg, adapter, kind)`` (refuse an unusable combination at config time).
+Like every criterion module, it imports torch only when a loss is computed: registering and composing read the
+classes alone.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
-
-from ..models.packing import Packing
 from ..registry import CRITERIONS
-from .configs import CriterionSetup, CrossEntropyConfig
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ..models.packing import Packing
 
 
 @dataclass
@@ -37,6 +33,7 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
     own sequence only.
 
     >>> import torch
+    >>> from istar_plugin.models.packing import Packing
     >>> logits = torch.zeros(2, 3, 4)  # uniform over 4 tokens: each predicted token costs log 4
     >>> ids, mask = torch.tensor([[1, 2, 3], [1, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]])
     >>> nll, count = next_token_nll(logits, ids, mask)
@@ -47,6 +44,9 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
     >>> torch.equal(packed_nll, nll), packed_count.tolist()
     (True, [2, 1])
     """
+    import torch
+    import torch.nn.functional as F
+
     if packing is not None:
         return _packed_next_token_nll(logits, packing.pack(input_ids)[0], packing)
     predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
@@ -57,6 +57,9 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
 def _packed_next_token_nll(logits: Tensor, tokens: Tensor, packing: Packing) -> tuple[Tensor, Tensor]:
     """:func:`next_token_nll` of packed (tokens, vocabulary) logits: a token predicts the next one in the row when
     both belong to the same sequence (never across a boundary), summed per sequence."""
+    import torch
+    import torch.nn.functional as F
+
     rows = packing.rows
     predicted = rows[1:] == rows[:-1]
     nll = F.cross_entropy(logits[:-1].float(), tokens[1:], reduction="none")
@@ -75,6 +78,8 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
     >>> round(task_loss("classification", out, {"labels": torch.tensor([1])}).item(), 4)  # log 2
     0.6931
     """
+    import torch.nn.functional as F
+
     if kind == "classification":
         return F.cross_entropy(output.logits.float(), batch["labels"])
     if kind == "regression":
@@ -93,8 +98,18 @@ def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
                      "language_modeling")
 
 
-class Criterion(CriterionSetup):
+@dataclass
+class CrossEntropyConfig:
+    """The task loss alone (no configuration)."""
+
+
+class Criterion:
     """Base class of criterions: no hooks, no change to the model, any model and task accepted.
+
+    A criterion is called as ``criterion(model, output, batch) -> CriterionOutput``: ``model`` is the (unwrapped)
+    adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput`, ``batch`` the tensors. Its class methods
+    ``check_setup`` and ``check_hidden_size`` (and ``needs_init_from``) are what composing a config asks of it
+    before any model loads.
 
     ``adapt(model)`` is the one way a criterion changes the model: insert modules before the head
     (``model.insert_before_head(name, module)``), freeze parameters (``requires_grad_(False)``: the
@@ -123,8 +138,20 @@ class Criterion(CriterionSetup):
     (torch.Size([384, 384]), None)
     """
 
+    needs_init_from = False  # True: the criterion trains a fine-tuned model (init_from= is required)
+
     def __init__(self, cfg, kind: str):
         self.cfg, self.kind = cfg, kind
+
+    @classmethod
+    def check_setup(cls, cfg, adapter: type, kind: str) -> None:
+        """Raise ValueError (one line, naming the value and the choices) if ``cfg`` cannot run with this model
+        adapter class and task kind."""
+
+    @classmethod
+    def check_hidden_size(cls, cfg, hidden_size: int) -> None:
+        """Raise ValueError (one line) if ``cfg`` cannot run on a model of this hidden size (called when the
+        model's config is on this machine)."""
 
     def hooks(self) -> list:
         return []

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..settings import check_fields, default_of, setting
 from .padding_free import PADDING_FREE_CHOICES, PADDING_FREE_FAMILIES
 
-__all__ = ["LoraSettings", "ModelConfig", "HFEncoderMethods", "DECODER_MODEL_TYPES"]
+__all__ = ["LoraSettings", "ModelConfig", "DECODER_MODEL_TYPES"]
 
 # classify from the last real token; no representation hook (it reads token 0)
 DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
@@ -103,12 +103,3 @@ class ModelConfig:
         if isinstance(self.lora, dict):
             self.lora = LoraSettings(**self.lora)
 
-
-
-class HFEncoderMethods:
-    """What composing a config knows of :class:`~istar_plugin.models.encoder.HFEncoder` without importing torch: the
-    optional adapter methods a criterion's ``check_setup`` asks for (``tests/test_registry.py`` keeps them equal)."""
-
-    def word_embeddings(self): ...
-
-    def insert_before_head(self, name, module): ...
