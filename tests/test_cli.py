@@ -65,3 +65,29 @@ def test_key_value_after_a_flag(capsys):
     assert main(["recipe=sst2", "--cfg", "model=gpt2", "seed=7"]) == 0
     shown = capsys.readouterr().out
     assert "name_or_path: gpt2" in shown and "seed: 7" in shown
+
+
+def test_every_command_prints_an_expected_failure_in_one_line_and_lets_a_bug_show_its_traceback(tmp_path, capsys,
+                                                                                               monkeypatch):
+    """One error path: a RunError is ``istar-NAME: error: ...`` with its class's exit code; any other exception (a
+    ValueError included) is a bug and propagates with its traceback."""
+    from istar_plugin.analysis import sts_embeddings
+    from istar_plugin.cli import analyze, embed, export, report
+    from istar_plugin.training import export as exporting
+
+    monkeypatch.setattr(exporting, "export_checkpoint", lambda *a: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        export.main([str(tmp_path)])
+    monkeypatch.setattr(sts_embeddings, "read_sts", lambda *a: [])
+    monkeypatch.setattr(embed, "_fit_sentences", lambda *a: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        embed.main(["minilm", "--sts", str(tmp_path), "--out", str(tmp_path / "out")])
+    capsys.readouterr()
+    for main_of, arguments, line in (
+            (report.main, [str(tmp_path / "none")], f"istar-report: error: grid directory '{tmp_path / 'none'}' "
+                                                     "does not exist"),
+            (analyze.main, ["--base", "model=nope"], "istar-analyze: error: --base: unknown model 'nope'"),
+            (embed.main, ["minilm", "--sts", str(tmp_path / "none")], f"istar-embed: error: --sts {tmp_path / 'none'}: "
+                                                                         "no such folder")):
+        assert main_of(arguments) in (2, 3)
+        assert capsys.readouterr().err.splitlines()[-1].startswith(line)
