@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -143,6 +144,7 @@ def _declared_method(*args: Any, **kwargs: Any) -> None:
     raise TypeError("an outline's method is a declaration: import the class to call it")
 
 
+@functools.lru_cache(maxsize=None)
 def outline(target: str) -> type:
     """A stand-in for the class ``"module:Class"`` read from its source, without importing its module: a class of
     that name with the public methods it and its package's base classes define.
@@ -155,20 +157,20 @@ def outline(target: str) -> type:
     pending = [(module, name)]
     while pending:
         module, name = pending.pop()
-        spec = importlib.util.find_spec(module)
-        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        source = importlib.util.find_spec(module)  # imports the parent packages only
+        if source is None or not str(source.origin).endswith(".py"):
             continue
-        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-        imported = {alias.asname or alias.name: importlib.util.resolve_name("." * node.level + (node.module or ""),
-                                                                             spec.parent)
-                    for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                methods.update({item.name: _declared_method for item in node.body if isinstance(
-                    item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_")
-                    and item.name not in methods})
-                pending += [(imported.get(base.id, module), base.id) for base in node.bases
-                            if isinstance(base, ast.Name) and imported.get(base.id, module).startswith("istar_plugin")]
+        tree = ast.parse(Path(source.origin).read_text(encoding="utf-8"))
+        origins = {alias.asname or alias.name: importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                                            source.parent)
+                   for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+        for node in (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
+                    methods.setdefault(item.name, _declared_method)
+            for base in node.bases:
+                if isinstance(base, ast.Name) and origins.get(base.id, module).startswith("istar_plugin"):
+                    pending.append((origins.get(base.id, module), base.id))
     return type(target.partition(":")[2], (), methods)
 
 
