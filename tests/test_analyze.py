@@ -152,7 +152,7 @@ def test_an_out_folder_of_user_files_is_refused_and_left_as_it_was(runs, tmp_pat
     mine.mkdir()
     (mine / "figure6.PNG").write_bytes(b"my figure")
     monkeypatch.setattr(analyze, "load_run", lambda run_dir, step=None: pytest.fail("a model was loaded"))
-    assert analyze_cli.main([str(runs[1]), "--out", str(mine)]) == 2
+    assert analyze_cli.main([str(runs[1]), "--out", str(mine)]) == 4  # RunDirError's code, in every command
     assert capsys.readouterr().err.strip().startswith(
         f"istar-analyze: error: --out {mine}: exists and holds files istar_plugin did not write")
     assert [p.name for p in mine.iterdir()] == ["figure6.PNG"] and (mine / "figure6.PNG").read_bytes() == b"my figure"

@@ -25,8 +25,8 @@ PROBE = PROBE_OF % ("run", HEAVY)
 
 
 def _probe(script: str, arguments: list) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE_OF % (script, HEAVY), *arguments], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", PROBE_OF % (script, HEAVY), *arguments], capture_output=True,
+                          text=True, timeout=300)
     return json.loads(done.stderr.strip().splitlines()[-1])
 
 
@@ -58,3 +58,13 @@ def test_a_console_script_sets_its_environment_before_torch():
     environment = {key: value for key, value in os.environ.items() if key != "THP_MEM_ALLOC_ENABLE"}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environment, timeout=300)
     assert done.stdout.splitlines()[-1] == "1 False", done.stderr
+
+
+def test_the_choices_a_console_script_names_without_torch_are_the_librarys():
+    from istar_plugin.analysis import analyze, sts_embeddings
+    from istar_plugin.cli import analyze as analyze_cli
+    from istar_plugin.cli import embed as embed_cli
+    from istar_plugin.models.sentence_encoder import POOLINGS
+
+    assert analyze_cli.SPLITS == analyze.SPLITS
+    assert embed_cli.SPLITS == tuple(sts_embeddings.SPLITS) and embed_cli.POOLINGS == POOLINGS

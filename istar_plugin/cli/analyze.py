@@ -80,9 +80,10 @@ def analyze(args: argparse.Namespace) -> int:
     folder = OwnedOutput(args.out, ANALYSIS_MARKER, "--out")
     try:
         folder.check()  # new, empty or an earlier istar-analyze's (its files listed): before any model loads
-    except RunDirError as error:
-        problems.insert(0, str(error))
-        good, base = [], None
+    except RunDirError:
+        for problem in problems:
+            print(f"istar-analyze: error: {problem}", file=sys.stderr)
+        raise
     if not good and base is None:
         for problem in problems:
             print(f"istar-analyze: error: {problem}", file=sys.stderr)
