@@ -20,7 +20,7 @@ from istar_plugin.criterions import (
     spectrum_penalty,
     spectrum_targets,
 )
-from istar_plugin.criterions.flow import standard_normal_nll
+from istar_plugin.criterions.modules import standard_normal_nll
 
 
 class EmbeddingModel:
@@ -48,7 +48,7 @@ def test_embedding_cosine_is_the_pairwise_mean_over_v_squared():
 
 
 def test_embedding_cosine_gradient_is_exact_and_zero_rows_have_no_direction():
-    from istar_plugin.criterions.cosreg import _EmbeddingCosine
+    from istar_plugin.criterions.modules import EmbeddingCosine as _EmbeddingCosine
 
     matrix = torch.randn(40, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_EmbeddingCosine.apply, (matrix,))

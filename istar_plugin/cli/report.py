@@ -187,10 +187,7 @@ def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
             outcomes = archive(grid, directory)
         except NotADirectoryError as error:
             raise ConfigError(str(error)) from None
-        for outcome in outcomes:
-            if outcome.state != "unchanged":
-                print(f"{outcome.state} {outcome.name}: {outcome.detail}")
-        counts = {state: sum(o.state == state for o in outcomes) for state in ("archived", "unchanged", "skipped")}
+        counts = _print_archived(outcomes)
         print(f"{grid}: {counts['archived']} cells archived, {counts['unchanged']} archived before, "
               f"{counts['skipped']} skipped; archive in {directory}")
     return 0
@@ -202,14 +199,19 @@ def archive_search_dir(search_dir: Path, directory: Path) -> int:
     from ..reports.records.search_archive import archive_search
 
     archived = archive_search(search_dir, directory)
-    for outcome in archived.outcomes:
-        if outcome.state != "unchanged":
-            print(f"{outcome.state} {outcome.name}: {outcome.detail}")
-    counts = {state: sum(o.state == state for o in archived.outcomes) for state in ("archived", "unchanged", "skipped")}
+    counts = _print_archived(archived.outcomes)
     running = f" ({archived.not_ended} not ended: their runs are archived once they end)" if archived.not_ended else ""
     print(f"{search_dir}: study.json holds {archived.trials} trials{running}; {counts['archived']} runs archived, "
           f"{counts['unchanged']} archived before, {counts['skipped']} skipped; archive in {directory}")
     return 0
+
+
+def _print_archived(outcomes: Sequence) -> dict[str, int]:
+    """A line per record archived or skipped; the count of each state."""
+    for outcome in outcomes:
+        if outcome.state != "unchanged":
+            print(f"{outcome.state} {outcome.name}: {outcome.detail}")
+    return {state: sum(o.state == state for o in outcomes) for state in ("archived", "unchanged", "skipped")}
 
 
 if __name__ == "__main__":
