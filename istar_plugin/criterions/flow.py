@@ -3,11 +3,8 @@
 
 Loss: ``task loss + beta * NLL(h) / d``, the negative log-likelihood of h under the flow in nats per
 dimension, computed on ``h.detach()`` so it trains the flow alone (else the encoder would shrink h to raise
-its likelihood); the task loss trains encoder, flow and head through z. Each flow step, in the h -> z
-direction: actnorm, an invertible linear map in LU form (Glow's 1x1 convolution), an affine coupling
-whose two halves alternate. Every part starts as the identity, so training starts from the plain model and
-the initial NLL is the standard normal's. Choices the paper leaves open (architecture, depth, joint
-training, z feeding the head) are this module's: ``depth``, ``width`` and ``beta`` are settings.
+its likelihood); the task loss trains encoder, flow and head through z. The flow
+(:class:`~.modules.Glow`) starts as the identity, so training starts from the plain model.
 """
 from __future__ import annotations
 

