@@ -161,16 +161,17 @@ def outline(target: str) -> type:
         if source is None or not str(source.origin).endswith(".py"):
             continue
         tree = ast.parse(Path(source.origin).read_text(encoding="utf-8"))
-        origins = {alias.asname or alias.name: importlib.util.resolve_name("." * node.level + (node.module or ""),
-                                                                            source.parent)
+        origins = {alias.asname or alias.name: (importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                                             source.parent), alias.name)
                    for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
         for node in (node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
                     methods.setdefault(item.name, _declared_method)
             for base in node.bases:
-                if isinstance(base, ast.Name) and origins.get(base.id, module).startswith("istar_plugin"):
-                    pending.append((origins.get(base.id, module), base.id))
+                origin = origins.get(base.id, (module, base.id)) if isinstance(base, ast.Name) else ("", "")
+                if origin[0].startswith("istar_plugin"):
+                    pending.append(origin)
     return type(target.partition(":")[2], (), methods)
 
 

@@ -98,3 +98,15 @@ def test_what_composing_reads_matches_the_classes_it_answers_for():
         entry = ENGINES.get(name)
         own_check = getattr(entry.cls, "check_config", None)  # the trainer refuses nothing at compose time
         assert (own_check or EngineSetup.check_config).__func__ is entry.compose_time.check_config.__func__, name
+
+
+def test_an_outline_reads_the_class_and_the_package_base_classes_it_inherits_without_importing_torch():
+    import subprocess
+    import sys
+
+    probe = ("import sys; from istar_plugin.registry import outline; "
+             "o = outline('istar_plugin.criterions.istar:IStarCriterion'); "
+             "print(o.__name__, sorted(k for k in vars(o) if not k.startswith('_')), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == ("IStarCriterion ['adapt', 'check_hidden_size', 'check_setup', 'constant_penalty', "
+                                   "'hooks'] False"), done.stderr
