@@ -1,19 +1,15 @@
 """``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
 
-Loads each run's final model (its latest checkpoint, or else its exported ``model/``) with the run's own
-config, tokenizer and data, streams one split through it keeping O(d^2) statistics per layer, and writes per
-run ``analysis.json`` (IsoScore* per layer, TwoNN per layer, mean activation per dimension, EV_k and average
-cosine per layer, I1/I2 of the word embeddings), overlaying the runs, Figures 4, 5 and 6 of Rudman & Eickhoff
-(2024) as PNG, and ``summary.md``: those numbers as one table, a column per run (printed too).
+Loads each run's final model with the run's own config, tokenizer and data, streams one split through it keeping
+O(d^2) statistics per layer, and writes per run ``analysis.json`` (IsoScore*, TwoNN, EV_k and average cosine per
+layer, mean activation per dimension, I1/I2 of the word embeddings), Figures 4, 5 and 6 of Rudman & Eickhoff (2024)
+overlaying the runs, and ``summary.md`` (printed too). ``--base KEY=VALUE ...`` adds the pretrained model ``istar-run``
+with those arguments starts from (``DIR/pretrained``); ``--checkpoints`` analyses every checkpoint each run kept
+(``DIR/RUN/step_N``).
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
-    istar-analyze [RUN_DIR ...] --base recipe=sst2 model=smollm2 data.dir=DIR   # the pretrained model too
-    istar-analyze RUN_DIR --checkpoints                  # every checkpoint the run kept, not its final model alone
-
-``--base KEY=VALUE ...`` adds the pretrained model that ``istar-run`` with those arguments would start from, before
-any training (written to ``DIR/pretrained``): the profile a fine-tuning run changes. ``--checkpoints`` analyses
-every checkpoint each run kept (``save_every=N keep_checkpoints=K`` keeps them), written to ``DIR/RUN/step_N``: how
-the profile changed during fine-tuning.
+    istar-analyze [RUN_DIR ...] --base recipe=sst2 model=smollm2 data.dir=DIR
+    istar-analyze RUN_DIR --checkpoints
 """
 from __future__ import annotations
 

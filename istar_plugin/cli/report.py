@@ -1,49 +1,20 @@
-"""``istar-report GRID_DIR``: the papers' tables and figures from a grid of runs (or an archive of one).
-
-Every directory under GRID_DIR holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
-snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``. A cell
-without a readable one (queued, running, crashed) is reported as missing or failed, never dropped. Scores are
-percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its variant, e.g.
-``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in the paper.
+"""``istar-report GRID_DIR``: the papers' tables and figures from a grid of runs (or an archive of one), or the report
+of a search.
 
     istar-report GRID_DIR [GRID_DIR ...] [--out DIR] [--paper-model bert] [--reference KEY=VALUE]
     istar-report GRID_DIR [GRID_DIR ...] --archive DIR
     istar-report SEARCH_DIR [--out DIR | --archive DIR]
     istar-report SEARCH_DIR SEARCH_DIR [...] --out DIR
 
-writes into DIR (default GRID_DIR/report): Tables 1 and 2 and Figure 3 of Rudman & Eickhoff (2024)
-(table1.md/.csv, table2.md/.csv, cells.csv, figure3.png); every setting against Base paired by seed, with a
-95% bootstrap interval and a verdict (versus_base.md/.csv; also in Table 1's cells and Figure 3's right-hand
-panels) and what its seeds could detect: the interval's half-width and the seeds that would decide each of the
-paper's reported gains (power.md/.csv); table1_heldout.md/.csv, selected on a held-out validation split, when the
-cells scored one (data.validation_split); Figures 7 and 8 when the grid sweeps zeta or penalises single layers; the
-penalised layers' IsoScore* per setting (penalised_layers.md/.csv) when I-STAR cells score chosen layers
-(criterion.layers); each setting's evaluations over training steps, the score, eval IsoScore* and the embeddings' I1
-(curves.md/.csv), when its cells evaluated at two or more steps; the Isotropy Layer paper's Table 3 for isolayer
-cells; Ding et al.'s Tables 1 and 4 for isotropy-calibration cells. A run whose eval predictions were all one class
-is marked "(k collapsed)". ``--reference precision=fp32`` adds
-versus_reference.md/.csv: every other value of a swept key against that one, each method alike, paired by seed.
-provenance.md/.csv says where each cell ran (host, CPU, torch, precision, code commit).
-
-Several GRID_DIRs are read as one grid (e.g. archives of one grid written on different machines; --out is then
-needed). ``--archive DIR`` writes no report: it copies each grid's finished and failed cells' records (config, results,
-predictions, attempts and a summary of the metrics log; no weights) into DIR, small enough for git, where
-``istar-report DIR`` reads them as the grid; a cell archived before with a different record is refused, nothing is
-archived (:mod:`istar_plugin.reports.records.archive`).
-
-``istar-report SEARCH_DIR`` (a directory ``istar-tune`` made: ``search.yaml`` beside its ``.istar-search`` marker)
-reports the search instead (:mod:`istar_plugin.reports.search_report`): every trial, the chosen setting against the
-baseline on the evaluation split paired by seed, the optimisation history and parameter importances, and where the
-study and the trials' run directories disagree, into DIR (default SEARCH_DIR/report), with the final grid's own
-report in DIR/final. With ``--archive DIR`` it copies the search's records into DIR instead (search.yaml, the study
-as study.json, progress.log, the ended trials' runs and the final grid's cells, as a grid archive keeps them), where
-``istar-report DIR`` reports them as the search; archiving again adds what ended since, a different record is refused
-(:mod:`istar_plugin.reports.records.search_archive`).
-
-Several SEARCH_DIRs (searches of one task, e.g. an exhaustive ``sampler: grid`` and a TPE search of the same budget)
-are compared (:mod:`istar_plugin.reports.search_comparison`): searches.md/.csv, what each trained to choose (optimizer
-steps, hours), its choice and that choice on the evaluation split against its baseline and against the first search's
-choice, paired by seed; searches.png, the best held-out score so far against the steps trained so far.
+A cell is a directory under GRID_DIR holding a ``config.yaml`` or a ``cell.yaml``; one without a readable
+``results.json`` (queued, running, crashed) is listed as missing or failed, never dropped. The report (default
+GRID_DIR/report; several GRID_DIRs are read as one grid) holds Tables 1 and 2 and Figure 3 of Rudman & Eickhoff
+(2024), each method's best setting selected on the evaluation split, every setting against Base paired by seed
+(versus_base.md) and what its seeds could detect (power.md), with the tables and figures the cells call for
+(held-out selection, zeta and layer figures, curves, the Isotropy Layer's and Ding et al.'s tables, provenance.md);
+``--reference KEY=VALUE`` compares every other value of a swept key with that one. ``--archive DIR`` copies the
+cells' records (no weights) instead, which ``istar-report DIR`` reads as the grid. A SEARCH_DIR (``istar-tune``'s)
+gets its search's report or archive; several are compared. docs/grids.md and docs/searching.md list every output.
 """
 from __future__ import annotations
 

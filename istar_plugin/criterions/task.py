@@ -111,11 +111,8 @@ class Criterion:
     ``check_setup`` and ``check_hidden_size`` (and ``needs_init_from``) are what composing a config asks of it
     before any model loads.
 
-    ``adapt(model)`` is the one way a criterion changes the model: insert modules before the head
-    (``model.insert_before_head(name, module)``), freeze parameters (``requires_grad_(False)``: the
-    optimizer gets only those that still require gradients). It runs before a checkpoint is restored, so
-    inserted modules are saved and restored with the model, and they act in evaluation too.
-    A criterion keeps references to the modules it inserted to compute its loss from them.
+    ``adapt(model)`` changes the model once, before a checkpoint is restored: it inserts modules before the head
+    (saved and restored with the model) or freezes parameters (the optimizer gets those still requiring gradients).
 
     >>> import torch
     >>> from types import SimpleNamespace
