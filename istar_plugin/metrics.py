@@ -63,8 +63,8 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite
-    (a diverged model's predictions: a failed run, not a perfect one).
+    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite (a diverged
+    model).
 
     >>> round(pearson([1, 2, 3, 4], [2, 4, 5, 9]), 6)
     0.964764
@@ -175,8 +175,7 @@ def squad_f1(predictions: Sequence[str], references: Sequence[Sequence[str]]) ->
 
 
 def perplexity(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
-    """exp of the mean negative log-likelihood per predicted token, pooled over texts (not a mean of per-text
-    perplexities); NaN when no token was predicted or a sum is not finite.
+    """exp of the mean negative log-likelihood per predicted token, pooled over texts; NaN when there is none.
 
     >>> round(perplexity([2 * math.log(4), math.log(4)], [2, 1]), 6)  # every token at probability 1/4
     4.0
@@ -200,17 +199,9 @@ _LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
 _ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
 
 TASK_SCORERS: dict[str, dict[str, Scorer]] = {
-    "sst2": _LABEL_ACCURACY,
-    "qnli": _LABEL_ACCURACY,
-    "rte": _LABEL_ACCURACY,
-    "sst5": _LABEL_ACCURACY,
-    "mnli": _LABEL_ACCURACY,
-    "mnli_mismatched": _LABEL_ACCURACY,
-    "wnli": _LABEL_ACCURACY,
-    "movie_snippets": _LABEL_ACCURACY,
-    "snli": _LABEL_ACCURACY,
-    "mrpc": _ACCURACY_AND_F1,
-    "qqp": _ACCURACY_AND_F1,
+    **dict.fromkeys(("sst2", "qnli", "rte", "sst5", "mnli", "mnli_mismatched", "wnli", "movie_snippets", "snli"),
+                    _LABEL_ACCURACY),
+    **dict.fromkeys(("mrpc", "qqp"), _ACCURACY_AND_F1),
     "cola": {"matthews_correlation": matthews_correlation},
     "stsb": {"pearson": pearson, "spearman": spearman},
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
@@ -276,8 +267,7 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
 
 
 def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
-    """Whether a classifier predicted one class for every example (a regressor one value): a collapsed run,
-    whose metric is the majority-class score (or NaN). None for extractive QA, where it is not defined.
+    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined.
 
     >>> collapsed("classification", [1, 1, 1]), collapsed("regression", [0.2, 0.3]), collapsed("extractive_qa", ["a"])
     (True, False, None)

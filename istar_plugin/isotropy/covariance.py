@@ -108,16 +108,8 @@ def isoscore_star(
     True
     """
     chunks = _as_chunks(points, mask)
-    if not 0.0 <= float(zeta) <= 1.0:
-        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
     dim = chunks[0].shape[1]
-    if zeta > 0 and shrinkage_cov is None:
-        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
-    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
-        raise ValueError(
-            f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
-            f"to match points of dimension {dim}"
-        )
+    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype = _compute_dtype(chunks[0])
     device = chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
@@ -135,6 +127,16 @@ def isoscore_star(
         trace = (1 - zeta) * trace_c + zeta * torch.trace(shrink)
         frobenius_sq = (1 - zeta) ** 2 * frob_c + 2 * zeta * (1 - zeta) * cross + zeta**2 * shrink.square().sum()
         return _score_from_moments(trace, frobenius_sq, dim)
+
+
+def _check_shrinkage(shrinkage_cov: Optional[Tensor], zeta: float, dim: int) -> None:
+    if not 0.0 <= float(zeta) <= 1.0:
+        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
+    if zeta > 0 and shrinkage_cov is None:
+        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
+        raise ValueError(f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
+                         f"to match points of dimension {dim}")
 
 
 def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> list[Tensor]:
@@ -210,11 +212,8 @@ def pooled_isoscore_star(
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return isoscore_star(points, shrinkage_cov, zeta)
     chunks = _as_chunks(points, None)
-    if not 0.0 <= float(zeta) <= 1.0:
-        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
     dim = chunks[0].shape[1]
-    if zeta > 0 and (shrinkage_cov is None or tuple(shrinkage_cov.shape) != (dim, dim)):
-        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         chunks = [chunk.to(dtype) for chunk in chunks]

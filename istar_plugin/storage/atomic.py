@@ -1,7 +1,5 @@
-"""Atomic writes: a file is replaced whole or not at all, so a crash never leaves a half-written file behind.
-
-Each write goes to a temporary file beside the target (``.NAME.XXXXXXXX.tmp``), is fsync'ed and renamed onto
-the target; :func:`remove_stale_temporaries` deletes the temporaries a kill left behind.
+"""Atomic writes: a file is replaced whole or not at all (a temporary ``.NAME.XXXXXXXX.tmp`` beside it, fsync'ed and
+renamed onto it), so a crash never leaves a half-written file behind.
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())
@@ -59,11 +57,8 @@ OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 @contextlib.contextmanager
 def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
-    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it.
-
-    A write the storage refuses (no space left, a quota, a size limit, no permission) raises one
-    :class:`~istar_plugin.errors.RunDirError` line naming ``path`` and the cause; no temporary is left.
-    """
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it. A write
+    the storage refuses (no space, a quota, no permission) is one :class:`~istar_plugin.errors.RunDirError` line."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:

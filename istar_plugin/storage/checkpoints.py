@@ -1,14 +1,5 @@
-"""Checkpoints of a run that prove they are intact: a SHA-256 written beside each, verified before loading.
-
-:class:`Checkpoints` keeps ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``, the newest ``keep_last`` of them, and
-loads the newest intact one (a damaged one is renamed aside, never loaded).
-
-``save_verified`` hashes the bytes as ``torch.save`` writes them and puts ``NAME.sha256`` (the format of
-``sha256sum``, so ``sha256sum -c`` checks it too) beside the checkpoint before the checkpoint is renamed
-into place. An exit raised inside one of its writes (submitit's requeue at a preemption calls ``sys.exit`` from a
-signal handler; a second Ctrl-C raises KeyboardInterrupt) leaves it as that exit, not as the RuntimeError torch's
-writer raises when closed mid-record, which submitit would record as the requeued job's failure. ``problem`` says
-what is wrong with a file (empty, truncated, damaged bytes) or None.
+"""Checkpoints of a run that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified
+before loading. :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``.
 
 >>> import tempfile
 >>> directory = Path(tempfile.mkdtemp())
@@ -68,7 +59,7 @@ def save_verified(obj: Any, path: Path) -> Path:
         writer = _HashingWriter(handle)
         try:
             torch.save(obj, writer)
-        except RuntimeError as error:  # "unexpected pos": the writer closed after an exit cut a record short
+        except RuntimeError as error:  # the writer closed after an exit (a requeue, Ctrl-C) cut a record short
             if isinstance(error.__context__, (SystemExit, KeyboardInterrupt)):
                 raise error.__context__ from None
             raise
@@ -85,10 +76,8 @@ def sha256_of(path: Path) -> str:
 
 
 def problem(path: Path) -> Optional[str]:
-    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256.
-
-    A checkpoint without a ``.sha256`` (written by an older version) is checked only for being non-empty.
-    """
+    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256 (or it is non-empty and has
+    no ``.sha256``)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -103,6 +92,17 @@ def problem(path: Path) -> Optional[str]:
     if expected != [sha256_of(path)]:
         return f"its SHA-256 does not match {recorded.name} (damaged bytes)"
     return None
+
+
+def _load(path: Path, map_location: Any) -> tuple[Any, Optional[str]]:
+    """(the state, None) of an intact checkpoint (full unpickling: it holds RNG states), else (None, its problem)."""
+    reason = problem(path)
+    if reason is None:
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False), None
+        except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
+            reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+    return None, reason
 
 
 class Checkpoints:
@@ -149,31 +149,20 @@ class Checkpoints:
         if path is None:
             raise CheckpointError(f"{self.directory}: no checkpoint of step {step}; steps: "
                                   f"{', '.join(map(str, self.paths())) or 'none'}")
-        reason = problem(path)
+        state, reason = _load(path, map_location)
         if reason is None:
-            try:
-                return torch.load(path, map_location=map_location, weights_only=False)
-            except Exception as error:
-                reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+            return state
         raise CheckpointError(f"{path}: damaged ({reason})")
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
-        """The newest intact checkpoint's state (full unpickling: it holds RNG states and python objects), or None
-        when there is no checkpoint.
-
-        A checkpoint whose bytes do not match its SHA-256, or that cannot be unpickled, is renamed to
-        ``NAME.damaged`` (kept, never loaded again) with a warning, and the next newest is tried; when none is
-        intact, :class:`~istar_plugin.errors.CheckpointError` lists what was wrong with each.
-        """
-        found = self._by_step()
+        """The newest intact checkpoint's state, or None when there is none; a damaged one is renamed to
+        ``NAME.damaged`` with a warning and the next newest tried (none intact: a
+        :class:`~istar_plugin.errors.CheckpointError` listing each one's problem)."""
         damaged = []
-        for path in reversed(found):
-            reason = problem(path)
+        for path in reversed(self._by_step()):
+            state, reason = _load(path, map_location)
             if reason is None:
-                try:
-                    return torch.load(path, map_location=map_location, weights_only=False)
-                except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
-                    reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+                return state
             damaged.append(f"{path.name}: {reason}")
             path.rename(path.with_name(path.name + ".damaged"))
             warnings.warn(f"checkpoint {path} is damaged ({reason}); renamed to {path.name}.damaged, "
