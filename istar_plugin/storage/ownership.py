@@ -41,7 +41,7 @@ IGNORED = frozenset({".lock"})
 
 
 def owned(directory: str | os.PathLike, marker: str) -> bool:
-    """Whether ``directory`` carries ``marker`` (or, for runs, is a run or grid cell of an older version)."""
+    """Whether ``directory`` carries ``marker``, or is that kind of folder by its files (:data:`LEGACY`)."""
     directory = Path(directory)
     if (directory / marker).is_file():
         return True

@@ -82,7 +82,7 @@ class EarlyStopping(Hook):
     def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "best_step": self.best_step, "best_parameters": self.best_parameters,
                 "epochs_without_improvement": self.epochs_without_improvement, "records": self.records,
-                "stop_training": self.stopped_early}  # the key checkpoints have always used
+                "stop_training": self.stopped_early}  # the key checkpoints hold it under
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best, self.best_step, self.best_parameters = state["best"], state["best_step"], state["best_parameters"]
