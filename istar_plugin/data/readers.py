@@ -195,17 +195,8 @@ def read_squad_json(path: Path | str) -> Iterator[Located]:
                 context = paragraph["context"]
                 for question in paragraph["qas"]:
                     answers = question["answers"]
-                    yield (
-                        f"{path}, question {question['id']}",
-                        {
-                            "id": question["id"],
-                            "question": question["question"],
-                            "context": context,
-                            "answers": {
-                                "text": [a["text"] for a in answers],
-                                "answer_start": [a["answer_start"] for a in answers],
-                            },
-                        },
-                    )
+                    spans = {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]}
+                    yield f"{path}, question {question['id']}", {"id": question["id"], "question": question["question"],
+                                                                 "context": context, "answers": spans}
     except (KeyError, TypeError) as error:
         raise DataError(f"{path}: not in the SQuAD layout data/paragraphs/qas (missing {error})") from error

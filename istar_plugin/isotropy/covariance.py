@@ -88,12 +88,8 @@ class _CovarianceMoments(torch.autograd.Function):
         return (grad_other, *(chunk @ grad_cov for chunk in centred))
 
 
-def isoscore_star(
-    points: Tensor | Sequence[Tensor],
-    shrinkage_cov: Optional[Tensor] = None,
-    zeta: float = 0.0,
-    mask: Optional[Tensor] = None,
-) -> Tensor:
+def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
+                  mask: Optional[Tensor] = None) -> Tensor:
     """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
 
     ``points`` (n, d) rows are points, or a sequence of (n_k, d) tensors whose union is the cloud (e.g. one
@@ -145,9 +141,8 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
         _check_points(points)
         if mask is not None:
             if mask.dtype != torch.bool or tuple(mask.shape) != (points.shape[0],):
-                raise ValueError(
-                    f"mask must be a boolean tensor of shape ({points.shape[0]},), got {mask.dtype} {tuple(mask.shape)}"
-                )
+                raise ValueError(f"mask must be a boolean tensor of shape ({points.shape[0]},), "
+                                 f"got {mask.dtype} {tuple(mask.shape)}")
             points = points[mask]
         return [points]
     if mask is not None:
@@ -194,12 +189,8 @@ class _PooledScatter(torch.autograd.Function):
         return (None, *(chunk @ symmetric for chunk in ctx.saved_tensors))
 
 
-def pooled_isoscore_star(
-    points: Tensor | Sequence[Tensor],
-    shrinkage_cov: Optional[Tensor] = None,
-    zeta: float = 0.0,
-    group=None,
-) -> Tensor:
+def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
+                         group=None) -> Tensor:
     """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank.
 
     Pools sufficient statistics (counts and sums, then the d x d scatter about the global mean), never the
