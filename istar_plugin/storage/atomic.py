@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
 import secrets
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Optional
-
-import torch
 
 from ..errors import RunDirError
 
@@ -113,9 +112,20 @@ def atomic_write_json(path: PathLike, obj: Any, allow_nan: bool = True) -> Path:
 
 def atomic_torch_save(obj: Any, path: PathLike) -> Path:
     """``torch.save(obj, path)``, atomically (argument order as torch.save); returns the path."""
+    import torch
+
     with atomic_file(path) as handle:
         torch.save(obj, handle)
     return Path(path)
+
+
+def sha256_of(path: PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in blocks."""
+    sha256 = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            sha256.update(block)
+    return sha256.hexdigest()
 
 
 TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")  # the temporaries of atomic_file

@@ -27,10 +27,9 @@ from typing import Any, Optional
 import torch
 
 from ..errors import CheckpointError
-from .atomic import PathLike, atomic_file, atomic_write_text
+from .atomic import PathLike, atomic_file, atomic_write_text, sha256_of
 
 DIGEST_SUFFIX = ".sha256"
-CHUNK = 1 << 22
 
 
 class _HashingWriter(io.RawIOBase):
@@ -65,14 +64,6 @@ def save_verified(obj: Any, path: Path) -> Path:
             raise
         atomic_write_text(digest_path(path), f"{writer.sha256.hexdigest()}  {path.name}\n")
     return path
-
-
-def sha256_of(path: Path) -> str:
-    sha256 = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            sha256.update(chunk)
-    return sha256.hexdigest()
 
 
 def problem(path: Path) -> Optional[str]:
