@@ -125,11 +125,7 @@ class Task:
             return (f"{self.source_of('train')} (held out: data.validation_split={self.cfg.validation_split}, "
                     f"data.split_seed={self.cfg.split_seed})")
         split_name = self.split_name(split)
-        if self.cfg.source == "hub":
-            return f"hub {self.hub} {split_name}"
-        if self.cfg.source == "packaged":
-            return str(self.packaged_path(split_name))
-        return str(self.data_file(split, split_name))
+        return f"hub {self.hub} {split_name}" if self.cfg.source == "hub" else str(self.source_file(split, split_name))
 
     def examples(self, split: str, split_name: str) -> Iterator[dict]:
         """All examples of a split, in source order, bad records raising :class:`DataError`."""
@@ -142,9 +138,11 @@ class Task:
         """Raw records of a split from the configured source."""
         if self.cfg.source == "hub":
             return self.read_hub(split_name)
-        if self.cfg.source == "packaged":
-            return self.read_file(self.packaged_path(split_name))
-        return self.read_file(self.data_file(split, split_name))
+        return self.read_file(self.source_file(split, split_name))
+
+    def source_file(self, split: str, split_name: str) -> Path:
+        """The file a split is read from: the packaged one, or :meth:`data_file`."""
+        return self.packaged_path(split_name) if self.cfg.source == "packaged" else self.data_file(split, split_name)
 
     def data_file(self, split: str, split_name: str) -> Path:
         """``cfg.train_file`` / ``cfg.eval_file`` (relative to ``cfg.dir``), else the first default that exists."""
