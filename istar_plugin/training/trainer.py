@@ -9,7 +9,6 @@ resume (:mod:`.resume`) inside a :class:`.run_directory.RunDirectory`; hooks see
 """
 from __future__ import annotations
 
-import functools
 import sys
 import time
 import warnings
@@ -44,21 +43,6 @@ from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
 
 
-def _unlock_on_failure(init):
-    """Release the run directory's lock when ``Trainer.__init__`` fails after taking it."""
-
-    @functools.wraps(init)
-    def wrapper(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except BaseException:
-            if getattr(self, "run_dir", None) is not None:
-                self.close()
-            raise
-
-    return wrapper
-
-
 @ENGINES.register("istar")
 class Trainer:
     """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results. The main process
@@ -66,8 +50,15 @@ class Trainer:
 
     stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
-    @_unlock_on_failure
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
+        try:
+            self._build(cfg, hooks)
+        except BaseException:  # the run directory's lock is released when building fails after taking it
+            if getattr(self, "run_dir", None) is not None:
+                self.close()
+            raise
+
+    def _build(self, cfg: DictConfig, hooks: Sequence[Hook]) -> None:
         self.cfg = cfg
         # the run: ranks, the run directory (someone else's folder or a second run refused at once), progress output
         self.dist = init_from_env(cfg.device)
