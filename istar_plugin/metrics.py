@@ -1,6 +1,4 @@
-"""Evaluation metrics for every task, as small self-contained functions (no download at run time).
-
-One entry point, :func:`compute`, picks the metrics of a task by name:
+"""Evaluation metrics for every task, as small self-contained functions; :func:`compute` picks a task's by name:
 
 >>> compute("mrpc", [1, 0, 1, 1], [1, 0, 0, 1])
 {'accuracy': 0.75, 'f1': 0.8, 'combined_score': 0.775}
@@ -246,8 +244,7 @@ def main_metric(task: str) -> str:
 
 
 def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
-    """All metrics of ``task``: label ids (classification), floats (regression), or for ``squad``
-    predicted answer strings and lists of gold answer strings.
+    """All metrics of ``task``: of label ids, floats, or (``squad``) answer strings against lists of gold answers.
 
     >>> compute("cola", [1, 0, 1], [1, 0, 0])
     {'matthews_correlation': 0.5}

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ConfigError
 from .config import DataConfig
 from .hub import HubDataset, read_hub_split
-from .readers import DataError, Located, numbered_lines, read_jsonl, where
+from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
 from .task import Task, TextTask, clip_text, get_task, register_task, text_value
 
 __all__ = ["LanguageModeling"]
@@ -90,7 +90,7 @@ class LanguageModeling(Task):
         return super().data_file(split, split_name)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
+        suffix = file_suffix(path)
         if suffix == ".jsonl":
             return read_jsonl(path)
         if suffix == ".txt":

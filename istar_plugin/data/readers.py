@@ -39,6 +39,11 @@ def where(path: Path | str, line: int, unit: str = "line") -> str:
     return f"{path}, {unit} {line}"
 
 
+def file_suffix(path: Path | str) -> str:
+    """The suffix that says a file's format, under a ``.gz``: ``'.jsonl'`` for ``dev.jsonl.gz``."""
+    return Path(Path(path).name.removesuffix(".gz")).suffix
+
+
 def open_text(path: Path | str) -> IO[str]:
     """Open a UTF-8 text file (a byte-order mark is dropped; lines end only at ``\\n``), through gzip for ``.gz``."""
     path = Path(path)

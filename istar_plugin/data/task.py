@@ -26,7 +26,7 @@ from ..storage.reading import reading
 from .config import DataConfig
 from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive, seeded_split
-from .readers import DataError, Located, read_jsonl, read_parquet, read_tsv
+from .readers import DataError, Located, file_suffix, read_jsonl, read_parquet, read_tsv
 
 HELD_OUT = "held_out"
 """``data.eval_split=held_out``: the run is evaluated on the share of its training set ``data.validation_split`` holds
@@ -216,7 +216,7 @@ class TextTask(Task):
         return select_columns(super().read_hub(split_name), self.hub_columns)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
+        suffix = file_suffix(path)
         if suffix == ".parquet":
             return select_columns(read_parquet(path), self.hub_columns)
         if suffix == ".jsonl":

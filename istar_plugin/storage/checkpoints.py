@@ -119,19 +119,22 @@ class Checkpoints:
 
     def paths(self) -> dict[int, Path]:
         """Every checkpoint by step, in increasing order."""
-        return {int(self.PATTERN.fullmatch(path.name)[1]): path for path in self._by_step()}
+        if not self.directory.is_dir():
+            return {}
+        matches = ((self.PATTERN.fullmatch(path.name), path) for path in self.directory.iterdir())
+        found = {int(match[1]): path for match, path in matches if match}
+        return dict(sorted(found.items()))
 
     def keep_newest(self, count: int) -> None:
         """Delete all but the ``count`` highest steps (0: every checkpoint), each with its SHA-256 file."""
-        checkpoints = self._by_step()
+        checkpoints = list(self.paths().values())
         for old in checkpoints[: max(0, len(checkpoints) - count)]:
             old.unlink(missing_ok=True)
             digest_path(old).unlink(missing_ok=True)
 
     def latest(self) -> Optional[Path]:
         """The checkpoint with the highest step, or None."""
-        checkpoints = self._by_step()
-        return checkpoints[-1] if checkpoints else None
+        return max(self.paths().items(), default=(None, None))[1]
 
     def load_step(self, step: int, map_location: Any = "cpu") -> dict[str, Any]:
         """The state of the checkpoint of ``step``, read only: a missing or damaged one is a
@@ -150,7 +153,7 @@ class Checkpoints:
         ``NAME.damaged`` with a warning and the next newest tried (none intact: a
         :class:`~istar_plugin.errors.CheckpointError` listing each one's problem)."""
         damaged = []
-        for path in reversed(self._by_step()):
+        for path in reversed(self.paths().values()):
             state, reason = _load(path, map_location)
             if reason is None:
                 return state
@@ -162,10 +165,3 @@ class Checkpoints:
             raise CheckpointError(f"{self.directory}: no intact checkpoint to resume from ({'; '.join(damaged)}); "
                                   "move the checkpoints directory aside to start the run afresh")
         return None
-
-    def _by_step(self) -> list[Path]:
-        if not self.directory.is_dir():
-            return []
-        found = [(int(match[1]), path) for path in self.directory.iterdir()
-                 if (match := self.PATTERN.fullmatch(path.name))]
-        return [path for _, path in sorted(found)]

@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import RunDirError
 from .lock import RunDirLock
-from .ownership import check_writable, mark
+from .ownership import IGNORED, check_writable, mark
 
 __all__ = ["OwnedOutput"]
 
@@ -53,7 +53,7 @@ class OwnedOutput:
     def earlier_files(self) -> Optional[list[str]]:
         """The files the folder's marker lists ([] for a new or empty folder; None when the marker lists none)."""
         path = self.directory / self.marker
-        if not self.directory.is_dir() or not any(entry.name != ".lock" for entry in self.directory.iterdir()):
+        if not self.directory.is_dir() or not any(entry.name not in IGNORED for entry in self.directory.iterdir()):
             return []
         try:
             files = json.loads(path.read_text(encoding="utf-8")).get("files")

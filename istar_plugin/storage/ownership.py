@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import RunDirError
 from .atomic import atomic_write_text
+from .lock import LOCK_NAME
 
 RUN_MARKER = ".istar-run"
 EXPORT_MARKER = ".istar-export"
@@ -36,7 +37,7 @@ KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER
          REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation",
          ARCHIVE_MARKER: "archive of grid records", SEARCH_MARKER: "search directory"}
 """What each marker makes a folder, in messages."""
-IGNORED = frozenset({".lock"})
+IGNORED = frozenset({LOCK_NAME})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
 
 

@@ -58,8 +58,7 @@ def criterion_description(criterion: Mapping[str, Any]) -> str:
 
 
 def run_summary(results: Mapping[str, Any]) -> str:
-    """The lines printed at the end of a run: what was trained, with which criterion, before/after scores,
-    and a warning when the classifier collapsed to one class.
+    """The lines printed at the end of a run: what was trained, its scores, a warning when it collapsed.
 
     >>> print(run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
     ...                    "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
