@@ -156,9 +156,8 @@ def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[
     >>> squad_exact_match(["a cat", "dog"], [["Cat"], ["cat", "the dogs"]])
     50.0
     """
-    hits = sum(
-        max(normalize_answer(p) == normalize_answer(g) for g in golds) for p, golds in zip(predictions, references)
-    )
+    hits = sum(max(normalize_answer(p) == normalize_answer(g) for g in golds)
+               for p, golds in zip(predictions, references))
     return 100.0 * hits / len(references)
 
 

@@ -64,14 +64,9 @@ VADER_SENTIMENT = PackagedArchive(
     version="3.3.2",
     sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
     members=(
-        Member(
-            name="movieReviewSnippets_GroundTruth.txt",
-            path=(
-                "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
-                "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt",
-            ),
-            lines=10_605,
-        ),
+        Member("movieReviewSnippets_GroundTruth.txt",
+               ("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
+                "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"), 10_605),
     ),
 )
 """Hutto & Gilbert (ICWSM 2014): Rotten Tomatoes snippets, tab-separated id, mean valence in [-4, 4], text."""
@@ -126,9 +121,8 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
         for member in archive.members:
             _extract(archive, sdist, member, staging / member.name)
         shutil.rmtree(download_dir)
-        (staging / COMPLETE_MARKER).write_text(
-            json.dumps({"requirement": archive.requirement, "sha256": archive.sha256}, indent=1)
-        )
+        (staging / COMPLETE_MARKER).write_text(json.dumps({"requirement": archive.requirement,
+                                                           "sha256": archive.sha256}, indent=1))
         _publish(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -69,12 +69,8 @@ def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
         raise DataError(f"{path}: cannot be read as UTF-8 text: {error}") from error
 
 
-def read_tsv(
-    path: Path | str,
-    required: Sequence[str],
-    headerless_columns: Sequence[str] | None = None,
-    skip_malformed: bool = False,
-) -> Iterator[Located]:
+def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequence[str] | None = None,
+             skip_malformed: bool = False) -> Iterator[Located]:
     """Rows of a tab-separated file as dicts, without quoting rules (as GLUE's files are written). The first line is
     the header when it names every ``required`` column, else ``headerless_columns`` name them. A row with the wrong
     number of fields raises, or with ``skip_malformed`` is dropped with a warning (GLUE's QQP has one)."""
@@ -88,10 +84,8 @@ def read_tsv(
                 columns = fields
                 continue
             if headerless_columns is None:
-                raise DataError(
-                    f"{where(path, number)}: expected a header naming the columns {', '.join(required)}; "
-                    f"found {fields[:12]}"
-                )
+                raise DataError(f"{where(path, number)}: expected a header naming the columns {', '.join(required)}; "
+                                f"found {fields[:12]}")
             columns = list(headerless_columns)
         if len(fields) != len(columns):
             problem = f"{where(path, number)}: expected {len(columns)} tab-separated fields, found {len(fields)}"

@@ -73,13 +73,9 @@ class HFModelView(TokenCloudSurface):
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
         attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
-        output = EncoderOutput(
-            logits=getattr(out, "logits", None),
-            start_logits=getattr(out, "start_logits", None),
-            end_logits=getattr(out, "end_logits", None),
-            hidden_states=tuple(out.hidden_states),
-            attention_mask=attention_mask,
-        )
+        output = EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
+                               end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
+                               attention_mask=attention_mask)
         return out, output
 
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:

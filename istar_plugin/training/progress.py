@@ -74,10 +74,8 @@ def run_summary(results: Mapping[str, Any]) -> str:
         initial = results["initial"]
         score = score_text(initial["eval_isoscore_star"])
         lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score}")
-    lines.append(
-        f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
-        f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}"
-    )
+    lines.append(f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
+                 f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}")
     if results.get("collapsed"):
         lines.append("COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
     return "\n".join(lines)
