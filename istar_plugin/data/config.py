@@ -27,7 +27,8 @@ own positions refuse less, from its config."""
 
 @dataclass
 class DataConfig:
-    """Data source and preprocessing limits of one task (each field's ``help`` says what it does)."""
+    """Data source and preprocessing limits of one task (each field's ``help`` says what it does); ``max_*_samples``
+    keep the first N examples in source order, after the task dropped records without a gold label."""
 
     source: str = setting("files", help="where the examples come from", choices=SOURCES,
                           refused="{key} {value!r} is not supported; choose one of: {choices}")
