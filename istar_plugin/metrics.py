@@ -32,10 +32,14 @@ def binary_f1(predictions: Sequence[int], references: Sequence[int]) -> float:
     0.5
     """
     true_pos = sum(int(p) == 1 and int(r) == 1 for p, r in zip(predictions, references))
-    if true_pos == 0:
+    return _f1(true_pos, sum(int(p) == 1 for p in predictions), sum(int(r) == 1 for r in references))
+
+
+def _f1(hits: int, predicted: int, gold: int) -> float:
+    """The harmonic mean of precision ``hits / predicted`` and recall ``hits / gold``; 0 without a hit."""
+    if hits == 0:
         return 0.0
-    precision = true_pos / sum(int(p) == 1 for p in predictions)
-    recall = true_pos / sum(int(r) == 1 for r in references)
+    precision, recall = hits / predicted, hits / gold
     return 2 * precision * recall / (precision + recall)
 
 
@@ -143,11 +147,7 @@ def answer_f1(prediction: str, gold: str) -> float:
     predicted_tokens = normalize_answer(prediction).split()
     gold_tokens = normalize_answer(gold).split()
     overlap = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
-    if overlap == 0:
-        return 0.0
-    precision = overlap / len(predicted_tokens)
-    recall = overlap / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return _f1(overlap, len(predicted_tokens), len(gold_tokens))
 
 
 def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
