@@ -1,8 +1,5 @@
-"""Compatibility shim: ``istar_plugin.cell.CellRunner`` now lives in :mod:`istar_plugin.launch.cell`.
-
-SLURM jobs queued or requeued by submitit before the package was laid out in layers hold a pickled
-``istar_plugin.cell.CellRunner``; this name keeps them loadable. New code imports from ``istar_plugin.launch.cell``.
-"""
+"""Compatibility shim: ``istar_plugin.cell.CellRunner`` is :class:`istar_plugin.launch.cell.CellRunner`, the path
+SLURM jobs queued by submitit hold pickled; new code imports from :mod:`istar_plugin.launch.cell`."""
 from .launch.cell import CellRunner
 
 __all__ = ["CellRunner"]

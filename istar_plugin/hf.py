@@ -1,7 +1,5 @@
-"""The ``transformers.Trainer`` integration under its documented name: ``from istar_plugin.hf import IStarTrainer``.
-
-The code lives in :mod:`istar_plugin.integrations.hf`; this module keeps the public import path.
-"""
+"""The ``transformers.Trainer`` integration under its documented name: ``from istar_plugin.hf import IStarTrainer``
+(the code is in :mod:`istar_plugin.integrations.hf`)."""
 from .integrations.hf import HFModelView, IStarTrainer, model_kind
 
 __all__ = ["HFModelView", "IStarTrainer", "model_kind"]

@@ -1,16 +1,6 @@
-"""Trainer hooks: callbacks at fit start, epoch start/end, validation, step end and fit end, with state saved in
-checkpoints.
-
-A hook is called at fit start, epoch start/end, step end and fit end, after each epoch's measurement of the
-validation split held out of the training set (``data.validation_split``), and saves/restores its state with the
-checkpoint, so a resumed run continues with exactly the state it stopped with.
-
-Hooks never receive the training loop itself: every callback gets a read-only :class:`RunView`, which names
-everything a hook may read (the model, the training features, ``collate``, ``autocast``, ``evaluate`` ...)
-and carries the run's :class:`TrainingControl`, through which a hook asks the loop to stop after the epoch
-or to re-measure the evaluation split. The ``istar-run``
-:class:`~istar_plugin.training.trainer.Trainer` hands hooks such a view, and so does
-:class:`istar_plugin.integrations.hf.IStarTrainer` for a ``transformers.Trainer``: both run this module's
+"""Trainer hooks: callbacks at fit start, epoch start/end, validation, step end and fit end, with their state saved
+in checkpoints. Every callback gets a read-only :class:`RunView` of the run and acts through its
+:class:`TrainingControl`; ``istar-run``'s trainer and :class:`~istar_plugin.hf.IStarTrainer` call hooks through one
 :class:`HookDispatcher`.
 
 >>> class Count(Hook):
@@ -48,11 +38,8 @@ EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_validation", "on
 
 
 class TrainingControl:
-    """What hooks may ask of the loop (in the spirit of ``transformers.TrainerControl``).
-
-    ``request_stop(reason)``: end training after the current epoch. ``request_evaluation(**annotations)``:
-    measure the evaluation split again after ``on_fit_end`` (e.g. once the best weights are restored), its
-    record annotated with ``annotations``.
+    """What hooks may ask of the loop: stop after the current epoch, or measure the evaluation split again after
+    ``on_fit_end``.
 
     >>> control = TrainingControl()
     >>> control.request_evaluation(weights_from_step=3)
@@ -83,16 +70,8 @@ class TrainingControl:
 @runtime_checkable
 class RunView(Protocol):
     """Exactly what a hook may read of the run; a view refuses assignment and every other attribute. ``model``: the
-    adapter (``hidden_size``, ``num_layers``, ``token_cloud(output, layers)``, ``train(mode)``/``training``,
-    ``named_parameters()``, called on a batch). ``train_features``: the training set as the model sees it.
-    ``collate(features)``: a device batch. ``autocast()``: the run's mixed-precision context.
-    ``evaluate(examples, features, isotropy)``: the task's metrics on ``features`` (default: the evaluation
-    split). ``step`` of ``total_steps``: the optimizer steps taken and the run's length. ``mid_epoch``: some of
-    the current epoch's batches were already consumed (a resumed epoch). ``log(values, step)``: metrics to the
-    run's logs; ``say(line)``: a progress line. ``control``: the run's :class:`TrainingControl`.
-    ``stop_requested``: a stop signal (SIGTERM, SIGINT) arrived; a hook's long pass (Sigma_S) ends early,
-    leaving nothing half-computed, and the loop stops with a checkpoint.
-    """
+    adapter (``hidden_size``, ``num_layers``, ``token_cloud``, called on a batch). ``mid_epoch``: some of the current
+    epoch's batches were already consumed. ``stop_requested``: a stop signal arrived (a long pass ends early)."""
 
     @property
     def model(self) -> Any: ...
@@ -136,8 +115,7 @@ class RunView(Protocol):
 
 
 class ReadOnlyView:
-    """Base of the run views: no instance dictionary and no assignment (set attributes in ``__init__`` with
-    ``object.__setattr__``), so a hook can neither add state to the run nor reach what the view does not name."""
+    """Base of the run views: no instance dictionary and no assignment (``__init__`` uses ``object.__setattr__``)."""
 
     __slots__ = ()
 
@@ -149,8 +127,7 @@ class ReadOnlyView:
 
 
 class Hook:
-    """Base class: every callback is a no-op; override the ones you need. ``run`` is a :class:`RunView`; a
-    hook ends training after the current epoch with ``run.control.request_stop(reason)``."""
+    """Base class: every callback is a no-op; override the ones you need. ``run`` is a :class:`RunView`."""
 
     def on_fit_start(self, run: RunView) -> None: ...
 
@@ -159,13 +136,12 @@ class Hook:
     def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
-        """After ``epoch``'s end (and every hook's ``on_epoch_end``), with the task's ``metrics`` on the validation
-        split held out of the training set; called only when ``data.validation_split`` holds one out. Early
-        stopping and a search's pruner listen here."""
+        """After ``epoch``'s end, with the task's ``metrics`` on the validation split ``data.validation_split`` holds
+        out (only when it holds one out)."""
 
     def on_step_end(self, run: RunView, step: int, stats: dict[str, Any]) -> None:
-        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one with
-        ``float()`` or ``.item()`` waits for the device: avoid it in every step), and ``lr`` as a float."""
+        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one waits for the
+        device), and ``lr`` as a float."""
 
     def on_fit_end(self, run: RunView) -> None:
         """After the last training step, before the final evaluation (e.g. restore the best weights)."""
@@ -181,14 +157,14 @@ class Hook:
 
 
 class HookDispatcher:
-    """Calls every hook, in order, for an event, handing each the run's view; ``hooks`` is the live list (hooks
-    appended later are called too). An object that is no :class:`Hook` and lacks an event's method is skipped."""
+    """Calls every hook of the live list ``hooks``, in order, for an event, handing each the run's view; an object
+    lacking an event's method is skipped."""
 
     def __init__(self, hooks: Iterable[Hook], view: RunView):
         self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)
         self.view = view
         for hook in self.hooks:
-            if hasattr(hook, "stop_training"):  # the attribute earlier versions read: refuse it rather than ignore it
+            if hasattr(hook, "stop_training"):  # an attribute the loop does not read: refused rather than ignored
                 raise TypeError(f"hook {type(hook).__name__} has a stop_training attribute, which is no longer read; "
                                 "stop training with run.control.request_stop(reason) instead")
 

@@ -1,6 +1,4 @@
-"""Evaluation metrics for every task, as small self-contained functions (no download at run time).
-
-One entry point, :func:`compute`, picks the metrics of a task by name:
+"""Evaluation metrics for every task, as small self-contained functions; :func:`compute` picks a task's by name:
 
 >>> compute("mrpc", [1, 0, 1, 1], [1, 0, 0, 1])
 {'accuracy': 0.75, 'f1': 0.8, 'combined_score': 0.775}
@@ -34,10 +32,14 @@ def binary_f1(predictions: Sequence[int], references: Sequence[int]) -> float:
     0.5
     """
     true_pos = sum(int(p) == 1 and int(r) == 1 for p, r in zip(predictions, references))
-    if true_pos == 0:
+    return _f1(true_pos, sum(int(p) == 1 for p in predictions), sum(int(r) == 1 for r in references))
+
+
+def _f1(hits: int, predicted: int, gold: int) -> float:
+    """The harmonic mean of precision ``hits / predicted`` and recall ``hits / gold``; 0 without a hit."""
+    if hits == 0:
         return 0.0
-    precision = true_pos / sum(int(p) == 1 for p in predictions)
-    recall = true_pos / sum(int(r) == 1 for r in references)
+    precision, recall = hits / predicted, hits / gold
     return 2 * precision * recall / (precision + recall)
 
 
@@ -63,8 +65,8 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite
-    (a diverged model's predictions: a failed run, not a perfect one).
+    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite (a diverged
+    model).
 
     >>> round(pearson([1, 2, 3, 4], [2, 4, 5, 9]), 6)
     0.964764
@@ -145,11 +147,7 @@ def answer_f1(prediction: str, gold: str) -> float:
     predicted_tokens = normalize_answer(prediction).split()
     gold_tokens = normalize_answer(gold).split()
     overlap = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
-    if overlap == 0:
-        return 0.0
-    precision = overlap / len(predicted_tokens)
-    recall = overlap / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return _f1(overlap, len(predicted_tokens), len(gold_tokens))
 
 
 def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
@@ -158,9 +156,8 @@ def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[
     >>> squad_exact_match(["a cat", "dog"], [["Cat"], ["cat", "the dogs"]])
     50.0
     """
-    hits = sum(
-        max(normalize_answer(p) == normalize_answer(g) for g in golds) for p, golds in zip(predictions, references)
-    )
+    hits = sum(max(normalize_answer(p) == normalize_answer(g) for g in golds)
+               for p, golds in zip(predictions, references))
     return 100.0 * hits / len(references)
 
 
@@ -175,8 +172,7 @@ def squad_f1(predictions: Sequence[str], references: Sequence[Sequence[str]]) ->
 
 
 def perplexity(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
-    """exp of the mean negative log-likelihood per predicted token, pooled over texts (not a mean of per-text
-    perplexities); NaN when no token was predicted or a sum is not finite.
+    """exp of the mean negative log-likelihood per predicted token, pooled over texts; NaN when there is none.
 
     >>> round(perplexity([2 * math.log(4), math.log(4)], [2, 1]), 6)  # every token at probability 1/4
     4.0
@@ -200,17 +196,9 @@ _LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
 _ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
 
 TASK_SCORERS: dict[str, dict[str, Scorer]] = {
-    "sst2": _LABEL_ACCURACY,
-    "qnli": _LABEL_ACCURACY,
-    "rte": _LABEL_ACCURACY,
-    "sst5": _LABEL_ACCURACY,
-    "mnli": _LABEL_ACCURACY,
-    "mnli_mismatched": _LABEL_ACCURACY,
-    "wnli": _LABEL_ACCURACY,
-    "movie_snippets": _LABEL_ACCURACY,
-    "snli": _LABEL_ACCURACY,
-    "mrpc": _ACCURACY_AND_F1,
-    "qqp": _ACCURACY_AND_F1,
+    **dict.fromkeys(("sst2", "qnli", "rte", "sst5", "mnli", "mnli_mismatched", "wnli", "movie_snippets", "snli"),
+                    _LABEL_ACCURACY),
+    **dict.fromkeys(("mrpc", "qqp"), _ACCURACY_AND_F1),
     "cola": {"matthews_correlation": matthews_correlation},
     "stsb": {"pearson": pearson, "spearman": spearman},
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
@@ -255,8 +243,7 @@ def main_metric(task: str) -> str:
 
 
 def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
-    """All metrics of ``task``: label ids (classification), floats (regression), or for ``squad``
-    predicted answer strings and lists of gold answer strings.
+    """All metrics of ``task``: of label ids, floats, or (``squad``) answer strings against lists of gold answers.
 
     >>> compute("cola", [1, 0, 1], [1, 0, 0])
     {'matthews_correlation': 0.5}
@@ -276,8 +263,7 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
 
 
 def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
-    """Whether a classifier predicted one class for every example (a regressor one value): a collapsed run,
-    whose metric is the majority-class score (or NaN). None for extractive QA, where it is not defined.
+    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined.
 
     >>> collapsed("classification", [1, 1, 1]), collapsed("regression", [0.2, 0.3]), collapsed("extractive_qa", ["a"])
     (True, False, None)

@@ -56,7 +56,9 @@ class Identity(Transform):
 
 
 class _Centred(Transform):
-    """A transform that subtracts the fit set's mean first."""
+    """A transform that subtracts the fit set's mean first; ``fitted`` names its fitted tensors."""
+
+    fitted: tuple[str, ...] = ("mean",)
 
     def __init__(self) -> None:
         self.mean: Optional[Tensor] = None
@@ -78,7 +80,7 @@ class _Centred(Transform):
         return points.to(torch.float64) - self.mean.to(points.device)
 
     def state_dict(self) -> dict[str, Tensor]:
-        return {"mean": self.mean}
+        return {name: getattr(self, name) for name in self.fitted}
 
 
 class Center(_Centred):
@@ -105,6 +107,8 @@ class Whiten(_Centred):
     """``whiten:K``: ``(x - mean) U_K diag(lambda_K)^-1/2``, the fit set's top ``K`` principal axes scaled to unit
     variance (Su et al. 2021): the fit set's covariance becomes the identity in ``K`` dimensions."""
 
+    fitted = ("mean", "matrix")
+
     def __init__(self, k: int) -> None:
         super().__init__()
         self.k, self.name = k, f"whiten:{k}"
@@ -125,9 +129,6 @@ class Whiten(_Centred):
     def __call__(self, points: Tensor) -> Tensor:
         return (self._centred(points) @ self.matrix.to(points.device)).to(points.dtype)
 
-    def state_dict(self) -> dict[str, Tensor]:
-        return {"mean": self.mean, "matrix": self.matrix}
-
     def out_dim(self, dim: int) -> int:
         if self.k > dim:
             raise ValueError(f"whiten:{self.k} keeps more dimensions than the embeddings have ({dim})")
@@ -137,6 +138,8 @@ class Whiten(_Centred):
 class AllButTheTop(_Centred):
     """``abtt:D``: subtract the mean, then the projections on the fit set's top ``D`` principal directions
     (Mu & Viswanath 2018)."""
+
+    fitted = ("mean", "directions")
 
     def __init__(self, d: int) -> None:
         super().__init__()
@@ -153,9 +156,6 @@ class AllButTheTop(_Centred):
         centred = self._centred(points)
         directions = self.directions.to(points.device)
         return (centred - centred @ directions @ directions.T).to(points.dtype)
-
-    def state_dict(self) -> dict[str, Tensor]:
-        return {"mean": self.mean, "directions": self.directions}
 
     def out_dim(self, dim: int) -> int:
         if self.d >= dim:

@@ -1,7 +1,5 @@
-"""The sentence-transformers integration under its documented name: ``from istar_plugin.st import IStarLoss``.
-
-The code lives in :mod:`istar_plugin.integrations.st`; this module keeps the public import path.
-"""
+"""The sentence-transformers integration under its documented name: ``from istar_plugin.st import IStarLoss`` (the
+code is in :mod:`istar_plugin.integrations.st`)."""
 from .integrations.st import IsotropyEvaluator, IStarLoss
 
 __all__ = ["IStarLoss", "IsotropyEvaluator"]

@@ -68,3 +68,20 @@ def test_all_reduce_gives_every_rank_the_union_covariance_bitwise(reduced_states
     expected = np.cov(points.T)
     np.testing.assert_allclose(accumulator.covariance().numpy(), expected, rtol=1e-10,
                                atol=1e-10 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("zeta", [0.0, 0.3])
+def test_pooled_isoscore_star_refuses_a_shrinkage_matrix_as_isoscore_star_does(monkeypatch, zeta):
+    """One check of zeta and shrinkage_cov for both: a mis-shaped matrix is refused alike, at any zeta, before any
+    collective runs (the process group here is a stand-in reporting two ranks)."""
+    from istar_plugin.isotropy import isoscore_star, pooled_isoscore_star
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    points, wrong = torch.randn(8, 4), torch.eye(3)
+    with pytest.raises(ValueError) as alone:
+        isoscore_star(points, wrong, zeta)
+    with pytest.raises(ValueError) as pooled:
+        pooled_isoscore_star(points, wrong, zeta)
+    assert str(pooled.value) == str(alone.value) == ("shrinkage_cov has shape (3, 3), expected (4, 4) to match points "
+                                                     "of dimension 4")

@@ -71,3 +71,14 @@ def test_an_export_that_cannot_be_written_is_one_line_and_leaves_nothing(tiny_be
             RunDirError, match=rf"^{tmp_path / 'out'}: cannot be written \(file too large\)"):
         export_model(model, "classification", ("negative", "positive"), tmp_path / "out")
     assert list(tmp_path.iterdir()) == []  # no half-written folder, no temporary
+
+
+def test_atomic_writes_and_their_checksum_import_no_torch():
+    """Reports and data write and hash files through storage.atomic without loading torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, istar_plugin.storage.atomic as atomic, istar_plugin.data.packaged; "
+            "assert 'torch' not in sys.modules, 'torch imported'; print(atomic.sha256_of(sys.executable)[:8])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -75,7 +75,7 @@ def test_istar_run_writes_results_metrics_tensorboard_and_checkpoints(tiny_bert,
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
 
 
-@pytest.mark.parametrize("padding_free", ["false", "true"])  # padded and padding-free batches (issue 34)
+@pytest.mark.parametrize("padding_free", ["false", "true"])  # padded and padding-free batches
 @pytest.mark.parametrize("criterion", ["istar", "cosreg", "flow"])
 def test_run_killed_mid_epoch_resumes_to_the_same_result(tiny_bert, shared_data, tmp_path, criterion, padding_free):
     mode = f"model.padding_free={padding_free}"

@@ -1,11 +1,5 @@
 """The data layer behind :mod:`istar_plugin.data.tasks`: the ``data`` config, file-layout readers, the hub and
-packaged sources, and SQuAD feature preparation.
-
->>> from istar_plugin.data import DataConfig
->>> DataConfig(source="hub").source
-'hub'
-"""
-
+packaged sources, and SQuAD feature preparation."""
 from .config import DataConfig
 from .readers import DataError
 

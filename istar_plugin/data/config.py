@@ -27,17 +27,8 @@ own positions refuse less, from its config."""
 
 @dataclass
 class DataConfig:
-    """Data source and preprocessing limits of one task.
-
-    ``max_train_samples`` / ``max_eval_samples`` keep the first N examples of a split in file (or hub)
-    order, after the task's own filtering, like ``datasets.Dataset.select(range(N))``.
-    ``validation_split`` > 0 holds that share of the (capped) training set out, a shuffle seeded by
-    ``split_seed`` (not the run's seed: every seed and every stage of a two-stage method sees the same
-    split), as the validation set of early stopping (``patience``); metrics stay on the evaluation split.
-    ``group_by_length`` and ``sort_eval_by_length`` only change how the trainer batches the examples.
-    Language modelling (task ``lm``) reads its texts from ``train_file``/``eval_file``, from the hub data set
-    ``hub_dataset`` (``NAME`` or ``NAME:CONFIG``, with ``source=hub``), or from the task named by ``text_from``.
-    """
+    """Data source and preprocessing limits of one task (each field's ``help`` says what it does); ``max_*_samples``
+    keep the first N examples in source order, after the task dropped records without a gold label."""
 
     source: str = setting("files", help="where the examples come from", choices=SOURCES,
                           refused="{key} {value!r} is not supported; choose one of: {choices}")

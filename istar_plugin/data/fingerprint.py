@@ -1,10 +1,5 @@
-"""What a run read: for each split, where it came from and a SHA-256 of its examples as loaded, so that a run
-resumed onto changed data is refused, naming the split and its file, as a changed config is.
-
-The hash covers the examples themselves (text, pair, label, ids: after the task parsed them and after the
-``max_*_samples`` cap), so it catches an edited file, another hub revision or another file under the same name,
-and ignores what does not change them (a ``touch``, a re-compressed copy). Files also record size and
-modification time, for the message.
+"""What a run read: for each split, where it came from and a SHA-256 of its examples as loaded (not of the file), so
+that a run resumed onto changed data is refused, naming the split and its file, as a changed config is.
 
 >>> a = [{"text": "a fine film", "label": 1}]
 >>> split_fingerprint(a, "data/train.tsv") == split_fingerprint([dict(a[0])], "data/train.tsv")
@@ -39,8 +34,8 @@ def split_fingerprint(examples: Sequence[dict], source: str) -> dict[str, Any]:
 
 
 def changed_splits(saved: dict[str, dict], current: dict[str, dict]) -> list[str]:
-    """One phrase per split whose examples differ between ``saved`` and ``current`` (splits only one side has are
-    not compared: a checkpoint of an older version has none)."""
+    """One phrase per split whose examples differ between ``saved`` and ``current`` (splits of one side only are not
+    compared)."""
     changed = []
     for split in sorted(set(saved) & set(current)):
         then, now = saved[split], current[split]

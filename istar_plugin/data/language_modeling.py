@@ -1,11 +1,8 @@
 """Language modelling (task ``lm``): next-token prediction on plain texts, scored by held-out perplexity.
 
-The texts come from files (``data.train_file`` / ``data.eval_file``: a ``.txt`` with one text per line, blank
-lines skipped, or a ``.jsonl`` whose objects have a ``text`` field), from a hub data set
-(``data.source=hub data.hub_dataset=NAME[:CONFIG]``, its ``text`` column, empty rows skipped), or from any
-classification or regression task (``data.text_from=sst2``: that task's texts read with the same data settings,
-both texts of a pair, each on its own). Each text is one sequence, cut at ``data.max_length`` tokens; a text of
-fewer than two tokens predicts none and is dropped before the model loads (:meth:`LanguageModeling.check_tokens`).
+The texts come from files (``.txt``, one text per line, or ``.jsonl`` with a ``text`` field), a hub data set's
+``text`` column (``data.hub_dataset``), or a classification task's texts (``data.text_from``); each is one sequence
+cut at ``data.max_length`` tokens.
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -26,7 +23,7 @@ import numpy as np
 from ..errors import ConfigError
 from .config import DataConfig
 from .hub import HubDataset, read_hub_split
-from .readers import DataError, Located, numbered_lines, read_jsonl, where
+from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
 from .task import Task, TextTask, clip_text, get_task, register_task, text_value
 
 __all__ = ["LanguageModeling"]
@@ -93,7 +90,7 @@ class LanguageModeling(Task):
         return super().data_file(split, split_name)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
+        suffix = file_suffix(path)
         if suffix == ".jsonl":
             return read_jsonl(path)
         if suffix == ".txt":
@@ -124,8 +121,8 @@ class LanguageModeling(Task):
         return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """Drop, in place and with one warning counting them, the texts of fewer than two tokens once encoded (they
-        predict none, and a batch of them only has no loss); :class:`DataError` when no text of a split is left.
+        """Drop, in place and with one warning, the texts of fewer than two tokens once encoded (they predict none);
+        :class:`DataError` when no text of a split is left.
 
         >>> class Letters:  # a stand-in tokenizer: one token per letter, no special tokens
         ...     def __call__(self, texts, **options): return {"input_ids": [list(text) for text in texts]}

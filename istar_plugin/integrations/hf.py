@@ -5,17 +5,8 @@
                            criterion="istar", criterion_args={"lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
     trainer.train()
 
-The model's hidden states are requested internally and padding is kept out of the token cloud. The
-criterion's hooks run as Trainer callbacks on a view of this trainer, so Sigma_S comes from the very
-:class:`~istar_plugin.hooks.ShrinkageHook` the ``istar-run`` loop uses: before training and at each epoch
-start, over a seeded sample of ``train_dataset`` sharded over the ranks and pooled into one Sigma_S for all
-of them (torchrun / accelerate). The criterion's statistics (``task_loss``, ``penalty``, ``isoscore_star``)
-are averaged since the last log and over the ranks, and logged with ``loss`` through the Trainer's own
-logging (its console, TensorBoard, W&B ... callbacks); the Sigma_S pass logs ``sigma_s/*``. Evaluation
-reports the task loss alone. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
-
-Resuming from a Trainer checkpoint recomputes Sigma_S at the resumed epoch's start (from the resumed
-weights): Trainer checkpoints do not hold it.
+The criterion's hooks (Sigma_S) run as Trainer callbacks on a view of this trainer, and its statistics are logged
+with ``loss`` through the Trainer's own logging. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
 
 >>> model_kind(type("BertForQuestionAnswering", (), {"config": None})())
 'extractive_qa'
@@ -59,9 +50,7 @@ def model_kind(model) -> str:
 
 class HFModelView(TokenCloudSurface):
     """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter: a forward pass returning
-    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and padding-free token clouds
-    (``hidden_size``, ``num_layers``, ``token_cloud``, ``last_layer_tokens`` and ``word_embeddings`` are
-    :class:`~istar_plugin.models.token_cloud.TokenCloudSurface`'s, as for :class:`~istar_plugin.models.HFEncoder`)."""
+    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and token clouds without padding."""
 
     def __init__(self, model: torch.nn.Module, kind: str):
         self.model, self.kind = model, kind
@@ -84,13 +73,9 @@ class HFModelView(TokenCloudSurface):
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
         attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
-        output = EncoderOutput(
-            logits=getattr(out, "logits", None),
-            start_logits=getattr(out, "start_logits", None),
-            end_logits=getattr(out, "end_logits", None),
-            hidden_states=tuple(out.hidden_states),
-            attention_mask=attention_mask,
-        )
+        output = EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
+                               end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
+                               attention_mask=attention_mask)
         return out, output
 
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
@@ -98,8 +83,7 @@ class HFModelView(TokenCloudSurface):
 
 
 class _LoopView(ReadOnlyView):
-    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer: what hooks may read, as the ``istar-run``
-    trainer's view."""
+    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer."""
 
     __slots__ = ("_trainer", "_features", "control")
 
@@ -152,9 +136,7 @@ class _LoopView(ReadOnlyView):
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's fit/epoch/step events through the trainer's
-    :class:`~istar_plugin.hooks.HookDispatcher`; a hook's stop request ends training after the epoch, and
-    its evaluation request (after ``on_fit_end``) runs the Trainer's evaluation."""
+    """Runs the criterion's hooks at the Trainer's events; a hook's stop and evaluation requests act on the Trainer."""
 
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer

@@ -88,12 +88,8 @@ class _CovarianceMoments(torch.autograd.Function):
         return (grad_other, *(chunk @ grad_cov for chunk in centred))
 
 
-def isoscore_star(
-    points: Tensor | Sequence[Tensor],
-    shrinkage_cov: Optional[Tensor] = None,
-    zeta: float = 0.0,
-    mask: Optional[Tensor] = None,
-) -> Tensor:
+def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
+                  mask: Optional[Tensor] = None) -> Tensor:
     """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
 
     ``points`` (n, d) rows are points, or a sequence of (n_k, d) tensors whose union is the cloud (e.g. one
@@ -108,16 +104,8 @@ def isoscore_star(
     True
     """
     chunks = _as_chunks(points, mask)
-    if not 0.0 <= float(zeta) <= 1.0:
-        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
     dim = chunks[0].shape[1]
-    if zeta > 0 and shrinkage_cov is None:
-        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
-    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
-        raise ValueError(
-            f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
-            f"to match points of dimension {dim}"
-        )
+    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype = _compute_dtype(chunks[0])
     device = chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
@@ -137,15 +125,24 @@ def isoscore_star(
         return _score_from_moments(trace, frobenius_sq, dim)
 
 
+def _check_shrinkage(shrinkage_cov: Optional[Tensor], zeta: float, dim: int) -> None:
+    if not 0.0 <= float(zeta) <= 1.0:
+        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
+    if zeta > 0 and shrinkage_cov is None:
+        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
+        raise ValueError(f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
+                         f"to match points of dimension {dim}")
+
+
 def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> list[Tensor]:
     """Validate the cloud and return it as a list of (n_k, d) tensors, mask applied."""
     if isinstance(points, Tensor):
         _check_points(points)
         if mask is not None:
             if mask.dtype != torch.bool or tuple(mask.shape) != (points.shape[0],):
-                raise ValueError(
-                    f"mask must be a boolean tensor of shape ({points.shape[0]},), got {mask.dtype} {tuple(mask.shape)}"
-                )
+                raise ValueError(f"mask must be a boolean tensor of shape ({points.shape[0]},), "
+                                 f"got {mask.dtype} {tuple(mask.shape)}")
             points = points[mask]
         return [points]
     if mask is not None:
@@ -192,12 +189,8 @@ class _PooledScatter(torch.autograd.Function):
         return (None, *(chunk @ symmetric for chunk in ctx.saved_tensors))
 
 
-def pooled_isoscore_star(
-    points: Tensor | Sequence[Tensor],
-    shrinkage_cov: Optional[Tensor] = None,
-    zeta: float = 0.0,
-    group=None,
-) -> Tensor:
+def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
+                         group=None) -> Tensor:
     """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank.
 
     Pools sufficient statistics (counts and sums, then the d x d scatter about the global mean), never the
@@ -210,11 +203,8 @@ def pooled_isoscore_star(
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return isoscore_star(points, shrinkage_cov, zeta)
     chunks = _as_chunks(points, None)
-    if not 0.0 <= float(zeta) <= 1.0:
-        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
     dim = chunks[0].shape[1]
-    if zeta > 0 and (shrinkage_cov is None or tuple(shrinkage_cov.shape) != (dim, dim)):
-        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         chunks = [chunk.to(dtype) for chunk in chunks]

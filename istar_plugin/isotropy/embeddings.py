@@ -32,14 +32,8 @@ from torch import Tensor
 
 from ..metrics import spearman
 from .covariance import isoscore, isoscore_star
-from .measures import (
-    alignment,
-    average_cosine_similarity,
-    explained_variance_curve,
-    partition_isotropy,
-    rankme,
-    uniformity,
-)
+from .measures import (alignment, average_cosine_similarity, explained_variance_curve, partition_isotropy, rankme,
+                       uniformity)
 
 __all__ = ["MEASURES", "PAIR_MEASURES", "POSITIVE_SCORE", "UNDEFINED_SUFFIX", "embedding_measures", "undefined_text"]
 

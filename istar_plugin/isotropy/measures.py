@@ -50,10 +50,8 @@ def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: 
 def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
     """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
 
-    ``Z(c) = sum_i exp(c . x_i)`` over the direction set ``C`` = eigenvectors of ``X^T X`` taken with both
-    signs (which makes the result independent of the eigen-solver's sign choice).
-    ``I1 = min Z / max Z`` and ``I2 = std(Z) / mean(Z)`` (population std); perfectly isotropic: (1, 0).
-    Computed in log space (no overflow) with one (d, d) eigendecomposition and one (n, d) x (d, d) product.
+    ``Z(c) = sum_i exp(c . x_i)`` over the eigenvectors ``c`` of ``X^T X`` taken with both signs (independent of the
+    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0).
 
     >>> import torch
     >>> i1, i2 = partition_isotropy(torch.randn(20000, 4, dtype=torch.float64) * 0.1)
@@ -106,10 +104,9 @@ def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
 def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: int = 1024) -> Tensor:
     """TwoNN intrinsic dimension (Facco et al. 2017) from each point's two nearest-neighbour distances.
 
-    With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over
-    the empirical distribution, dropping the largest ``discard_fraction`` of ``mu``. Neighbours are found
-    in chunks of ``chunk_size`` rows, so memory is O(chunk_size * n), never n x n. Duplicate points
-    (r1 = 0) are dropped.
+    With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over the
+    empirical distribution, dropping the largest ``discard_fraction`` of ``mu`` and duplicate points (r1 = 0).
+    Memory O(chunk_size * n).
 
     >>> import torch
     >>> plane = torch.randn(3000, 2, dtype=torch.float64) @ torch.randn(2, 10, dtype=torch.float64)

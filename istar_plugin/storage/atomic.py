@@ -1,7 +1,5 @@
-"""Atomic writes: a file is replaced whole or not at all, so a crash never leaves a half-written file behind.
-
-Each write goes to a temporary file beside the target (``.NAME.XXXXXXXX.tmp``), is fsync'ed and renamed onto
-the target; :func:`remove_stale_temporaries` deletes the temporaries a kill left behind.
+"""Atomic writes: a file is replaced whole or not at all (a temporary ``.NAME.XXXXXXXX.tmp`` beside it, fsync'ed and
+renamed onto it), so a crash never leaves a half-written file behind.
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())
@@ -15,14 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
 import secrets
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Optional
-
-import torch
 
 from ..errors import RunDirError
 
@@ -59,11 +56,8 @@ OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 @contextlib.contextmanager
 def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
-    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it.
-
-    A write the storage refuses (no space left, a quota, a size limit, no permission) raises one
-    :class:`~istar_plugin.errors.RunDirError` line naming ``path`` and the cause; no temporary is left.
-    """
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it. A write
+    the storage refuses (no space, a quota, no permission) is one :class:`~istar_plugin.errors.RunDirError` line."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -118,9 +112,20 @@ def atomic_write_json(path: PathLike, obj: Any, allow_nan: bool = True) -> Path:
 
 def atomic_torch_save(obj: Any, path: PathLike) -> Path:
     """``torch.save(obj, path)``, atomically (argument order as torch.save); returns the path."""
+    import torch
+
     with atomic_file(path) as handle:
         torch.save(obj, handle)
     return Path(path)
+
+
+def sha256_of(path: PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in blocks."""
+    sha256 = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            sha256.update(block)
+    return sha256.hexdigest()
 
 
 TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")  # the temporaries of atomic_file

@@ -1,14 +1,5 @@
-"""Checkpoints of a run that prove they are intact: a SHA-256 written beside each, verified before loading.
-
-:class:`Checkpoints` keeps ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``, the newest ``keep_last`` of them, and
-loads the newest intact one (a damaged one is renamed aside, never loaded).
-
-``save_verified`` hashes the bytes as ``torch.save`` writes them and puts ``NAME.sha256`` (the format of
-``sha256sum``, so ``sha256sum -c`` checks it too) beside the checkpoint before the checkpoint is renamed
-into place. An exit raised inside one of its writes (submitit's requeue at a preemption calls ``sys.exit`` from a
-signal handler; a second Ctrl-C raises KeyboardInterrupt) leaves it as that exit, not as the RuntimeError torch's
-writer raises when closed mid-record, which submitit would record as the requeued job's failure. ``problem`` says
-what is wrong with a file (empty, truncated, damaged bytes) or None.
+"""Checkpoints of a run that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified
+before loading. :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``.
 
 >>> import tempfile
 >>> directory = Path(tempfile.mkdtemp())
@@ -36,10 +27,9 @@ from typing import Any, Optional
 import torch
 
 from ..errors import CheckpointError
-from .atomic import PathLike, atomic_file, atomic_write_text
+from .atomic import PathLike, atomic_file, atomic_write_text, sha256_of
 
 DIGEST_SUFFIX = ".sha256"
-CHUNK = 1 << 22
 
 
 class _HashingWriter(io.RawIOBase):
@@ -68,7 +58,7 @@ def save_verified(obj: Any, path: Path) -> Path:
         writer = _HashingWriter(handle)
         try:
             torch.save(obj, writer)
-        except RuntimeError as error:  # "unexpected pos": the writer closed after an exit cut a record short
+        except RuntimeError as error:  # the writer closed after an exit (a requeue, Ctrl-C) cut a record short
             if isinstance(error.__context__, (SystemExit, KeyboardInterrupt)):
                 raise error.__context__ from None
             raise
@@ -76,19 +66,9 @@ def save_verified(obj: Any, path: Path) -> Path:
     return path
 
 
-def sha256_of(path: Path) -> str:
-    sha256 = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            sha256.update(chunk)
-    return sha256.hexdigest()
-
-
 def problem(path: Path) -> Optional[str]:
-    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256.
-
-    A checkpoint without a ``.sha256`` (written by an older version) is checked only for being non-empty.
-    """
+    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256 (or it is non-empty and has
+    no ``.sha256``)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -103,6 +83,17 @@ def problem(path: Path) -> Optional[str]:
     if expected != [sha256_of(path)]:
         return f"its SHA-256 does not match {recorded.name} (damaged bytes)"
     return None
+
+
+def _load(path: Path, map_location: Any) -> tuple[Any, Optional[str]]:
+    """(the state, None) of an intact checkpoint (full unpickling: it holds RNG states), else (None, its problem)."""
+    reason = problem(path)
+    if reason is None:
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False), None
+        except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
+            reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+    return None, reason
 
 
 class Checkpoints:
@@ -128,19 +119,22 @@ class Checkpoints:
 
     def paths(self) -> dict[int, Path]:
         """Every checkpoint by step, in increasing order."""
-        return {int(self.PATTERN.fullmatch(path.name)[1]): path for path in self._by_step()}
+        if not self.directory.is_dir():
+            return {}
+        matches = ((self.PATTERN.fullmatch(path.name), path) for path in self.directory.iterdir())
+        found = {int(match[1]): path for match, path in matches if match}
+        return dict(sorted(found.items()))
 
     def keep_newest(self, count: int) -> None:
         """Delete all but the ``count`` highest steps (0: every checkpoint), each with its SHA-256 file."""
-        checkpoints = self._by_step()
+        checkpoints = list(self.paths().values())
         for old in checkpoints[: max(0, len(checkpoints) - count)]:
             old.unlink(missing_ok=True)
             digest_path(old).unlink(missing_ok=True)
 
     def latest(self) -> Optional[Path]:
         """The checkpoint with the highest step, or None."""
-        checkpoints = self._by_step()
-        return checkpoints[-1] if checkpoints else None
+        return max(self.paths().items(), default=(None, None))[1]
 
     def load_step(self, step: int, map_location: Any = "cpu") -> dict[str, Any]:
         """The state of the checkpoint of ``step``, read only: a missing or damaged one is a
@@ -149,31 +143,20 @@ class Checkpoints:
         if path is None:
             raise CheckpointError(f"{self.directory}: no checkpoint of step {step}; steps: "
                                   f"{', '.join(map(str, self.paths())) or 'none'}")
-        reason = problem(path)
+        state, reason = _load(path, map_location)
         if reason is None:
-            try:
-                return torch.load(path, map_location=map_location, weights_only=False)
-            except Exception as error:
-                reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+            return state
         raise CheckpointError(f"{path}: damaged ({reason})")
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
-        """The newest intact checkpoint's state (full unpickling: it holds RNG states and python objects), or None
-        when there is no checkpoint.
-
-        A checkpoint whose bytes do not match its SHA-256, or that cannot be unpickled, is renamed to
-        ``NAME.damaged`` (kept, never loaded again) with a warning, and the next newest is tried; when none is
-        intact, :class:`~istar_plugin.errors.CheckpointError` lists what was wrong with each.
-        """
-        found = self._by_step()
+        """The newest intact checkpoint's state, or None when there is none; a damaged one is renamed to
+        ``NAME.damaged`` with a warning and the next newest tried (none intact: a
+        :class:`~istar_plugin.errors.CheckpointError` listing each one's problem)."""
         damaged = []
-        for path in reversed(found):
-            reason = problem(path)
+        for path in reversed(self.paths().values()):
+            state, reason = _load(path, map_location)
             if reason is None:
-                try:
-                    return torch.load(path, map_location=map_location, weights_only=False)
-                except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
-                    reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+                return state
             damaged.append(f"{path.name}: {reason}")
             path.rename(path.with_name(path.name + ".damaged"))
             warnings.warn(f"checkpoint {path} is damaged ({reason}); renamed to {path.name}.damaged, "
@@ -182,10 +165,3 @@ class Checkpoints:
             raise CheckpointError(f"{self.directory}: no intact checkpoint to resume from ({'; '.join(damaged)}); "
                                   "move the checkpoints directory aside to start the run afresh")
         return None
-
-    def _by_step(self) -> list[Path]:
-        if not self.directory.is_dir():
-            return []
-        found = [(int(match[1]), path) for path in self.directory.iterdir()
-                 if (match := self.PATTERN.fullmatch(path.name))]
-        return [path for _, path in sorted(found)]

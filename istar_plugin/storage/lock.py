@@ -1,18 +1,6 @@
-"""An exclusive lock on a run directory, so that two processes never train into the same one.
-
-``flock(2)`` on ``RUN_DIR/.lock``, taken without waiting: a second run is refused at once with a
-:class:`~istar_plugin.errors.RunDirError` naming the holder's host and pid. The OS releases the lock when
-the holder dies (``kill -9`` included), so a requeued job never finds a stale lock. The file holds the
-holder's host, pid and start time while the lock is held and is deleted on release (a process that
-locked a file unlinked meanwhile notices and locks the new one). Nested locks of one directory by one
-process (a grid cell's runner, then its Trainer) share the lock.
-
-:func:`holder` says who holds a directory's lock without waiting for it (a grid skips a cell another invocation is
-running); :func:`waiting_lock` serialises short read-modify-writes of a shared file (a grid's manifest).
-
-Where it holds: local filesystems, and NFS (Linux maps flock onto NFS byte-range locks, honoured across
-clients). Lustre needs the ``flock`` mount option; where locks are unsupported the run warns and goes on
-unlocked.
+"""An exclusive lock on a run directory (``flock(2)`` on ``RUN_DIR/.lock``, never waited for), so that two processes
+never train into the same one: a second is refused at once, naming the holder's host and pid. :func:`holder` says who
+holds a lock; :func:`waiting_lock` serialises short read-modify-writes of a shared file (a grid's manifest).
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp()) / "run"
@@ -145,7 +133,7 @@ def held_here(directory: str | os.PathLike) -> bool:
 
 def holder(directory: str | os.PathLike) -> Optional[str]:
     """``host H, pid P, since T`` of the other process holding ``directory``'s lock, None when none does (or this
-    process holds it). Probing takes a shared lock for an instant, and only when no one holds it."""
+    process holds it)."""
     if os.path.realpath(directory) in _HELD:
         return None
     try:
@@ -166,8 +154,7 @@ def holder(directory: str | os.PathLike) -> Optional[str]:
 
 @contextlib.contextmanager
 def waiting_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created, and kept: it is only ever locked), waiting for it: one
-    process at a time through a short read-modify-write of a shared file, e.g. a grid's ``manifest.json``.
+    """Hold an exclusive lock on the file ``path`` (created and kept), waiting for it.
 
     >>> import tempfile
     >>> with waiting_lock(Path(tempfile.mkdtemp()) / ".manifest.lock"):

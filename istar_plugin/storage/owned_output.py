@@ -1,13 +1,8 @@
 """An output folder that holds one invocation's files: ``istar-embed --out`` and ``istar-analyze --out``.
 
-The folder must be new, empty or one this kind of command wrote (:mod:`.ownership`); it is locked while a command
-writes into it (:mod:`.lock`: a second invocation on the same folder is refused at once). Its marker lists the files
-the command wrote (``files``, relative paths) and whether they are all there (``complete``). On reuse, the files
-the earlier marker lists are removed before the new ones are written, and nothing else: a file the command did not
-write is never touched. The marker is written before anything is removed or written (listing the old and the new
-files) and again once all are written, so an interrupted command leaves a folder whose every file its marker lists.
-A folder of this kind written before the markers listed their files is refused: which of its files are the
-command's is unknown.
+The folder must be new, empty or one this kind of command wrote (:mod:`.ownership`), and is locked while a command
+writes into it (:mod:`.lock`). Its marker lists the files the command wrote (``files``) and whether they are all there
+(``complete``); on reuse only those files are removed: a file the command did not write is never touched.
 
 >>> import json, tempfile
 >>> from istar_plugin.storage.ownership import EMBED_MARKER
@@ -34,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import RunDirError
 from .lock import RunDirLock
-from .ownership import check_writable, mark
+from .ownership import IGNORED, check_writable, mark
 
 __all__ = ["OwnedOutput"]
 
@@ -58,7 +53,7 @@ class OwnedOutput:
     def earlier_files(self) -> Optional[list[str]]:
         """The files the folder's marker lists ([] for a new or empty folder; None when the marker lists none)."""
         path = self.directory / self.marker
-        if not self.directory.is_dir() or not any(entry.name != ".lock" for entry in self.directory.iterdir()):
+        if not self.directory.is_dir() or not any(entry.name not in IGNORED for entry in self.directory.iterdir()):
             return []
         try:
             files = json.loads(path.read_text(encoding="utf-8")).get("files")

@@ -1,14 +1,6 @@
-"""What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new,
-empty, or carries the toolkit's own marker for that kind of folder.
-
-A run directory carries ``.istar-run`` (written when a run starts; a run directory of an older version is recognised
-by its ``config.yaml`` beside ``metrics.jsonl``, a grid cell's by ``cell.yaml``); an exported model folder
-``.istar-export``; a grid directory ``.istar-grid`` (or its ``manifest.json``, or cells); an ``istar-report`` folder
-``.istar-report`` (or its ``cells.csv``); an ``istar-analyze`` folder ``.istar-analysis`` (or its ``figure6.png``);
-an ``istar-embed`` folder ``.istar-embed``; an archive of grid records (``istar-report --archive``)
-``.istar-archive``; an ``istar-tune`` search directory ``.istar-search``. Anything else that exists and is not empty
-is refused with one line naming the path and a few of its entries (:class:`~istar_plugin.errors.RunDirError`,
-exit 4): the user's files are never replaced or removed.
+"""What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new, empty,
+or carries the toolkit's marker for that kind of folder (:data:`KINDS`); anything else is refused in one
+:class:`~istar_plugin.errors.RunDirError` line.
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -31,6 +23,7 @@ from typing import Any
 
 from ..errors import RunDirError
 from .atomic import atomic_write_text
+from .lock import LOCK_NAME
 
 RUN_MARKER = ".istar-run"
 EXPORT_MARKER = ".istar-export"
@@ -44,16 +37,16 @@ KINDS = {RUN_MARKER: "run directory", EXPORT_MARKER: "model export", GRID_MARKER
          REPORT_MARKER: "report folder", ANALYSIS_MARKER: "analysis folder", EMBED_MARKER: "embedding evaluation",
          ARCHIVE_MARKER: "archive of grid records", SEARCH_MARKER: "search directory"}
 """What each marker makes a folder, in messages."""
-IGNORED = frozenset({".lock"})
+IGNORED = frozenset({LOCK_NAME})
 """Entries that make no folder foreign: the run lock, which any command may have just created."""
 
 
 def owned(directory: str | os.PathLike, marker: str) -> bool:
-    """Whether ``directory`` carries ``marker`` (or, for runs, is a run or grid cell of an older version)."""
+    """Whether ``directory`` carries ``marker``, or is that kind of folder by its files (:data:`LEGACY`)."""
     directory = Path(directory)
     if (directory / marker).is_file():
         return True
-    return LEGACY[marker](directory)  # written by a version from before the markers
+    return LEGACY[marker](directory)
 
 
 LEGACY = {
@@ -68,7 +61,7 @@ LEGACY = {
     ARCHIVE_MARKER: lambda d: False,
     SEARCH_MARKER: lambda d: False,
 }
-"""How each kind of folder was recognised before it carried its marker."""
+"""How each kind of folder is recognised without its marker (written by a version without markers)."""
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:

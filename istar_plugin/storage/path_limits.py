@@ -1,6 +1,5 @@
-"""A path a user gives, against this system's limits: no component longer than a file name may be (``NAME_MAX`` of the
-file system it would be on), the whole no longer than a path may be (``PATH_MAX``). A path past them fails at its first
-use with ``OSError`` (ENAMETOOLONG); checked when the config is composed, it is one line naming the key.
+"""A path a user gives, checked against this system's ``NAME_MAX`` and ``PATH_MAX`` when the config is composed: one
+line naming the key, not an ``OSError`` at the path's first use.
 
 >>> check_path_length("runs/sst2/istar/seed1", "output_dir=")
 >>> check_path_length("/tmp/" + "x" * 300 + "/run", "output_dir=")  # doctest: +ELLIPSIS
@@ -21,8 +20,8 @@ __all__ = ["check_path_length"]
 
 
 def check_path_length(path: str, what: str) -> None:
-    """Raise :class:`ConfigError` (naming ``what``, e.g. ``output_dir=``, and the path shortened) when a component
-    of ``path`` or the whole absolute path is longer than this system allows where the path would be."""
+    """Raise :class:`ConfigError` (naming ``what``, e.g. ``output_dir=``) when a component of ``path`` or the whole
+    absolute path is longer than this system allows where the path would be."""
     absolute = os.path.abspath(path)
     anchor = _existing_ancestor(Path(absolute))
     named = f"{what}{shortened(path)}"

@@ -1,6 +1,5 @@
-"""Paths a user gives (config keys, command-line arguments) with ``~`` and ``~user`` expanded, as a shell would have
-done had the path not been quoted: ``output_dir='~/runs/x'`` is ``$HOME/runs/x``, never a folder named ``~`` under
-the current directory. A ``~user`` naming no user of this machine is refused in one line.
+"""Paths a user gives (config keys, command-line arguments) with ``~`` and ``~user`` expanded, as a shell does for an
+unquoted path; a ``~user`` naming no user of this machine is refused in one line.
 
 >>> import os
 >>> expand_home("~/runs/x", "output_dir=") == os.path.join(os.path.expanduser("~"), "runs", "x")
@@ -25,9 +24,8 @@ __all__ = ["expand_home", "path_argument", "text_argument"]
 
 
 def expand_home(path: str | os.PathLike, what: str = "") -> str:
-    """``path`` with a leading ``~`` or ``~user`` expanded (:func:`os.path.expanduser`); ``what`` names it (a config
-    key as ``KEY=``, an option as ``--out``) in the :class:`~istar_plugin.errors.ConfigError` refusing a ``~user``
-    with no such user."""
+    """``path`` with a leading ``~`` or ``~user`` expanded; ``what`` names it (``KEY=`` or ``--out``) in the
+    :class:`~istar_plugin.errors.ConfigError` refusing an unknown ``~user``."""
     text = os.fspath(path)
     expanded = os.path.expanduser(text)
     if expanded.startswith("~"):

@@ -1,11 +1,5 @@
-"""Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step, with one host sync.
-
-The trainer hands every optimizer step's loss and gradient norm to :meth:`NonFiniteGuard.observe`, which
-only updates small device tensors (no ``.item()``, so GPU steps stay asynchronous); :meth:`check` reads them
-back once and raises :class:`~istar_plugin.errors.DivergedError`. The trainer checks at every logging
-interval, before every evaluation and checkpoint, and at the end, so no checkpoint or result is ever
-written after a non-finite step. Under fp16 the GradScaler skips steps whose gradients overflow and
-lowers its scale: ``patience`` such consecutive steps are tolerated, one more is a divergence.
+"""Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step: ``observe`` updates
+device tensors only, ``check`` reads them back in one host sync.
 
 >>> import torch
 >>> guard = NonFiniteGuard(torch.device("cpu"))
@@ -62,11 +56,8 @@ class NonFiniteGuard:
         self.norm_at_failure = torch.where(newly, norm, self.norm_at_failure)
 
     def check(self, world_size: int = 1, also: Optional[torch.Tensor] = None) -> list[float]:
-        """One host sync: raise :class:`DivergedError` if any rank's run has diverged since the start.
-
-        ``also``: a 1-d device tensor read back in the same transfer (the trainer's interval statistics);
-        its values are returned ([] without it).
-        """
+        """Raise :class:`DivergedError` if any rank's run has diverged; ``also``: a 1-d device tensor read back in the
+        same transfer, its values returned ([] without it)."""
         first = self.first_failed
         if world_size > 1:
             import torch.distributed as dist

@@ -1,13 +1,5 @@
-"""Early stopping on the task metric, measured on a validation split held out of the training set.
-
-The trainer adds an :class:`EarlyStopping` hook when ``data.validation_split > 0``: after every epoch the trainer
-measures the validation examples and hands the hook their metrics (``on_validation``); the hook keeps a copy of the
-trainable parameters that scored best on the task's main metric (higher is better, perplexity lower), and after
-``patience`` epochs without improvement (``None``: never) ends training. At the end the best parameters are put back
-and the evaluation split is measured once more: the run's final metrics are those of the selected model. Its state
-(best score, step and parameters) is saved with every checkpoint, so a resumed run selects exactly as an
-uninterrupted one. The hook reads the run through its :class:`~istar_plugin.hooks.RunView` alone and acts through
-the view's :class:`~istar_plugin.hooks.TrainingControl` (``request_stop``, ``request_evaluation``).
+"""Early stopping on the task's main metric, measured on the validation split ``data.validation_split`` holds out of
+the training set; at the end the best parameters are put back and the evaluation split measured again.
 
 >>> stopper = EarlyStopping(249, "accuracy", patience=2)
 >>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
@@ -90,7 +82,7 @@ class EarlyStopping(Hook):
     def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "best_step": self.best_step, "best_parameters": self.best_parameters,
                 "epochs_without_improvement": self.epochs_without_improvement, "records": self.records,
-                "stop_training": self.stopped_early}  # the key checkpoints have always used
+                "stop_training": self.stopped_early}  # the key checkpoints hold it under
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best, self.best_step, self.best_parameters = state["best"], state["best_step"], state["best_parameters"]

@@ -1,10 +1,6 @@
-"""Evaluation: the task's metrics, IsoScore* of the evaluation token cloud (overall and per layer), the
-isotropy of what the classifier's head sees, and I1/I2 of the word embeddings.
-
-:class:`Evaluator` runs a rank's share of the features through the model in eval mode, gathers every
-rank's outputs and scores them with the task. :func:`head_input_isotropy` gives the IsoScore and EV_1..3 of
-the head inputs (one vector per example: the pooled or [CLS] representation, or the output of modules
-inserted before the head, e.g. the Isotropy Layer), as the Isotropy Layer paper reports them.
+"""Evaluation: the task's metrics, IsoScore* of the evaluation token cloud (overall and per layer), the isotropy of
+what the classifier's head sees (one vector per example, as the Isotropy Layer paper reports it) and I1/I2 of the
+word embeddings.
 
 >>> axes = torch.diag(torch.tensor([4., 1, 1, 1, 1, 1, 1, 1]))  # variances 16 : 1 : ... : 1
 >>> summary = head_input_isotropy(torch.cat([axes, -axes]))
@@ -64,11 +60,8 @@ def embedding_isotropy(model) -> dict[str, float]:
 
 
 class Evaluator:
-    """Scores the model on the evaluation split (or other features) with the task's metrics and isotropy.
-
-    ``collate(features)`` makes a device batch and ``autocast()`` the forward pass's precision context (the
-    trainer's); each rank takes every ``world_size``-th feature, and the outputs are gathered to every rank.
-    """
+    """Scores the model on the evaluation split (or other features) with the task's metrics and isotropy; each rank
+    takes every ``world_size``-th feature, and the outputs are gathered to every rank."""
 
     def __init__(self, task, model, examples: Sequence[dict], features: Sequence[dict], *,
                  collate: Callable[[Sequence[dict]], dict[str, Tensor]], autocast: Callable[[], ContextManager],
@@ -101,14 +94,9 @@ class Evaluator:
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
                 layers: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
         """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
-        feature (by index) its logits (unpadded start/end logits for QA; for language modelling its summed next-token
-        NLL and predicted tokens) and head input, and per layer the statistics
-        of the padding-free token cloud (with ``isotropy`` and ``layers``). Without them, a model whose frozen
-        backbone is cached runs its head alone (``head_only``).
-
-        With ``sort_by_length`` the batches hold features of similar lengths (longest first), so little
-        padding is computed; results are keyed by feature index, so the order is restored later.
-        Outputs stay on the device until the pass ends: no host sync per batch.
+        feature (by index) its logits (QA: unpadded start/end logits; language modelling: summed next-token NLL and
+        predicted tokens) and head input, and with ``isotropy`` and ``layers`` each layer's token-cloud statistics
+        (without them, a cached frozen backbone runs its head alone). Outputs stay on the device until the pass ends.
         """
         features = self.features if features is None else features
         model = self.model

@@ -58,8 +58,7 @@ def criterion_description(criterion: Mapping[str, Any]) -> str:
 
 
 def run_summary(results: Mapping[str, Any]) -> str:
-    """The lines printed at the end of a run: what was trained, with which criterion, before/after scores,
-    and a warning when the classifier collapsed to one class.
+    """The lines printed at the end of a run: what was trained, its scores, a warning when it collapsed.
 
     >>> print(run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
     ...                    "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
@@ -75,10 +74,8 @@ def run_summary(results: Mapping[str, Any]) -> str:
         initial = results["initial"]
         score = score_text(initial["eval_isoscore_star"])
         lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score}")
-    lines.append(
-        f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
-        f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}"
-    )
+    lines.append(f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
+                 f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}")
     if results.get("collapsed"):
         lines.append("COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
     return "\n".join(lines)

@@ -1,15 +1,7 @@
-"""One run directory's lifecycle, the same for every engine (the ``istar`` trainer and ``sentence_transformers``).
-
-Opened (:meth:`RunDirectory.open`): refused unless new, empty or a run directory (:mod:`~..storage.ownership`),
-locked (:mod:`~..storage.lock`), cleared of the temporaries a kill left inside an atomic write. Then: the saved
-results of a finished run, returned again or refused when the settings changed (:meth:`~RunDirectory.finished`);
-the marker (task, criterion, seed) and ``config.yaml`` (:meth:`~RunDirectory.start`); ``metrics.jsonl`` and
-TensorBoard, cut back to the step a run resumes from (:meth:`~RunDirectory.restart_logs`) or cleared when it
-starts from the beginning (:meth:`~RunDirectory.clear_logs`), so that no step is logged twice; ``results.json``
-when it finishes or fails, stamped with the machine and code it ran on (:mod:`~..storage.provenance`); the
-SIGTERM/SIGINT listener (:meth:`~RunDirectory.stop_signal`). Both engines choose their precision and device as the
-trainer does (:func:`.precision.choose_precision`, :func:`.distributed.pick_device`). Other ranks of a distributed
-run share the object but write nothing.
+"""One run directory's lifecycle, the same for every engine (the ``istar`` trainer and ``sentence_transformers``):
+opened (ownership checked, locked, stale temporaries removed), the finished run's results returned again, the marker
+and ``config.yaml``, the logs cut back to a resumed step, ``results.json`` stamped with its machine, stop signals.
+Other ranks of a distributed run share the object but write nothing.
 
 >>> import json, tempfile
 >>> from omegaconf import OmegaConf

@@ -6,12 +6,11 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ContextManager, Optional, Sequence
 
 import torch
 
-from ..hooks import ReadOnlyView, TrainingControl
+from ..hooks import ReadOnlyView
 
 
 class TrainerView(ReadOnlyView):
@@ -23,62 +22,20 @@ class TrainerView(ReadOnlyView):
     def __init__(self, trainer) -> None:
         object.__setattr__(self, "_TrainerView__trainer", trainer)
 
-    @property
-    def model(self) -> Any:
-        return self.__trainer.model
-
-    @property
-    def train_features(self) -> Sequence[dict]:
-        return self.__trainer.train_features
-
-    @property
-    def eval_batch_size(self) -> int:
-        return self.__trainer.eval_batch_size
-
-    @property
-    def seed(self) -> int:
-        return self.__trainer.cfg.seed
-
-    @property
-    def rank(self) -> int:
-        return self.__trainer.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.__trainer.world_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.__trainer.device
-
-    @property
-    def step(self) -> int:
-        return self.__trainer.step
-
-    @property
-    def total_steps(self) -> int:
-        return self.__trainer.total_steps
-
-    @property
-    def mid_epoch(self) -> bool:
-        """Some of the current epoch's micro-batches were already consumed (e.g. the epoch resumes part-way)."""
-        return self.__trainer.batches_done > 0
-
-    @property
-    def show_progress(self) -> bool:
-        return self.__trainer.show_progress
-
-    @property
-    def output_dir(self) -> Path:
-        return self.__trainer.output_dir
-
-    @property
-    def control(self) -> TrainingControl:
-        return self.__trainer.control
-
-    @property
-    def stop_requested(self) -> bool:
-        return self.__trainer.stop_signal.received is not None
+    model = property(lambda self: self.__trainer.model)
+    train_features = property(lambda self: self.__trainer.train_features)
+    eval_batch_size = property(lambda self: self.__trainer.eval_batch_size)
+    seed = property(lambda self: self.__trainer.cfg.seed)
+    rank = property(lambda self: self.__trainer.rank)
+    world_size = property(lambda self: self.__trainer.world_size)
+    device = property(lambda self: self.__trainer.device)
+    step = property(lambda self: self.__trainer.step)
+    total_steps = property(lambda self: self.__trainer.total_steps)
+    mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
+    show_progress = property(lambda self: self.__trainer.show_progress)
+    output_dir = property(lambda self: self.__trainer.output_dir)
+    control = property(lambda self: self.__trainer.control)
+    stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
 
     def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
         return self.__trainer.collate(features)

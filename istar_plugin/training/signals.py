@@ -1,11 +1,6 @@
-"""Stopping on SIGTERM (what SLURM sends before a kill, and at preemption) and SIGINT (Ctrl-C) at the next optimizer
-step's end, with a checkpoint of that step to resume from and an exit status a launcher can read (128 + the
-signal's number: 143 for SIGTERM, 130 for SIGINT). A second signal stops at once (KeyboardInterrupt).
-
-Handlers are installed only in a single-process run (under torchrun the launcher tears the group down: a rank
-blocked in a collective with a dead peer never reaches a step's end), only in the main thread and only over the
-default ones: a launcher that handles the signal itself (submitit bypasses SIGTERM in its jobs and checkpoints on
-its own signal) keeps its handler.
+"""Stopping on SIGTERM or SIGINT at the next optimizer step's end, with a checkpoint of that step and exit status
+128 + the signal's number; a second signal stops at once (KeyboardInterrupt). Handlers replace default ones only, in
+the main thread.
 
 >>> import os, signal
 >>> with StopSignal() as stop:

@@ -1,8 +1,5 @@
-"""One optimizer step over a group of micro-batches: forward under autocast, the criterion's loss scaled for
-accumulation, gradient clipping, the divergence guard's look at loss and norm, the schedule's move.
-
-Gradients are synchronised (DDP) on the group's last micro-batch only; the step's statistics stay on the
-device (no host sync).
+"""One optimizer step over a group of micro-batches: forward under autocast, the loss scaled for accumulation
+(gradients synchronised on the last micro-batch only), clipping, the divergence guard, the schedule's move.
 
 >>> import torch
 >>> from types import SimpleNamespace
@@ -25,9 +22,8 @@ import torch
 
 
 class OptimizerStep:
-    """Calling it with the micro-batches of one step and the step's number (from 1) performs the step and
-    returns its statistics: ``loss``, the criterion's ``stats``, ``grad_norm`` (when clipping) as device
-    tensors, and ``lr`` (the rate the step used) as a float."""
+    """Called with one step's micro-batches and its number (from 1), performs the step and returns its statistics:
+    ``loss``, the criterion's ``stats`` and ``grad_norm`` as device tensors, ``lr`` (the rate it used) as a float."""
 
     def __init__(self, model: torch.nn.Module, wrapped: torch.nn.Module, criterion, optimizer, scheduler, scaler, guard,
                  autocast: Callable[[], ContextManager], device: torch.device, world_size: int, max_grad_norm: float):

@@ -1,10 +1,5 @@
-"""The statistics of one logging interval, kept where they live until the interval is logged.
-
-Per-step losses and criterion statistics are device tensors; summing them stays on the device, so a GPU
-step never waits for the host. :meth:`IntervalStatistics.means` reads them all back at once (and averages
-them over the ranks): the interval's one host-device sync. Both the ``istar-run`` trainer and
-:class:`istar_plugin.hf.IStarTrainer` log through it.
-"""
+"""The statistics of one logging interval, kept where they live until the interval is logged (``istar-run``'s
+trainer and :class:`istar_plugin.hf.IStarTrainer`)."""
 from __future__ import annotations
 
 import time
@@ -37,11 +32,8 @@ class IntervalStatistics:
 
     def means(self, world_size: int,
               read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
-        """Means over the interval's steps (device statistics also over the ranks: the global batch's).
-
-        ``read`` brings the stacked device means to the host (default ``tolist``; it receives None when no
-        statistic is on the device); the trainer's reads them together with its divergence guard's state.
-        """
+        """Means over the interval's steps (device statistics also over the ranks); ``read`` brings the stacked device
+        means (None: none) to the host, by default with ``tolist``."""
         on_device = sorted(name for name, value in self.sums.items() if isinstance(value, torch.Tensor))
         means = {name: value / self.steps for name, value in self.sums.items() if name not in on_device}
         totals = None

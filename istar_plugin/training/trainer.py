@@ -1,10 +1,6 @@
-"""The generic fine-tuning loop assembled from the registries: task, model adapter and criterion.
-
-AdamW with warmup and decay (:mod:`.optim`), gradient accumulation and clipping (:mod:`.step`), mixed precision
-(:mod:`.precision`), seeded batch order (:mod:`.batching`), evaluation (:mod:`.evaluation`), atomic checkpoints
-with every RNG state and exact resume, mid-epoch included (:mod:`.resume`). Hooks see a :class:`.run_view.TrainerView`.
-The setup steps (:mod:`.setup_steps`) each return what they build; the run directory's lifecycle (lock, marker,
-logs, results, stop signals) is the :class:`.run_directory.RunDirectory` every engine shares.
+"""The fine-tuning loop (engine ``istar``): the task, model and criterion the setup steps (:mod:`.setup_steps`)
+build, trained in optimizer steps (:mod:`.step`), evaluated (:mod:`.evaluation`) and checkpointed for an exact
+resume (:mod:`.resume`) inside a :class:`.run_directory.RunDirectory`; hooks see a :class:`.run_view.TrainerView`.
 
 >>> from istar_plugin.config import compose
 >>> cfg = compose(["recipe=movie_snippets", "max_steps=2", "output_dir=/tmp/doc_run"])  # doctest: +SKIP
@@ -13,7 +9,6 @@ logs, results, stop signals) is the :class:`.run_directory.RunDirectory` every e
 """
 from __future__ import annotations
 
-import functools
 import sys
 import time
 import warnings
@@ -48,33 +43,22 @@ from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
 
 
-def _unlock_on_failure(init):
-    """Release the run directory's lock when ``Trainer.__init__`` fails after taking it."""
+@ENGINES.register("istar")
+class Trainer:
+    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results. The main process
+    holds the run directory's lock from construction to the end of ``fit()`` (or ``close()``)."""
 
-    @functools.wraps(init)
-    def wrapper(self, *args, **kwargs):
+    stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
+
+    def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
         try:
-            init(self, *args, **kwargs)
-        except BaseException:
+            self._build(cfg, hooks)
+        except BaseException:  # the run directory's lock is released when building fails after taking it
             if getattr(self, "run_dir", None) is not None:
                 self.close()
             raise
 
-    return wrapper
-
-
-@ENGINES.register("istar")
-class Trainer:
-    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results (engine ``istar``).
-
-    The main process holds the run directory's lock (:mod:`~istar_plugin.storage.lock`) from construction to the
-    end of ``fit()`` (or ``close()``); data are read and checked before the model's weights are loaded.
-    """
-
-    stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
-
-    @_unlock_on_failure
-    def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
+    def _build(self, cfg: DictConfig, hooks: Sequence[Hook]) -> None:
         self.cfg = cfg
         # the run: ranks, the run directory (someone else's folder or a second run refused at once), progress output
         self.dist = init_from_env(cfg.device)
@@ -91,7 +75,7 @@ class Trainer:
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
         # the model with its init_from weights, the criterion's changes to it, its place on the device
         self.model = load_model(cfg, self.task, self.output_dir, self.checkpoints)
-        self._say_padding(getattr(self.model, "padding_free_line", None))
+        self._tell(getattr(self.model, "padding_free_line", None))
         self.tokenizer = self.model.tokenizer
         criterion = build_criterion(cfg, self.task, self.model, self.output_dir)
         self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
@@ -153,18 +137,17 @@ class Trainer:
         self.run_dir.log(values, step)
 
     def _warn(self, problem: Optional[str]) -> None:
-        """A line on stderr at the start of a run whose settings make it pointless (whatever ``progress`` says)."""
-        if problem and self.dist.is_main:
-            print(f"warning: {problem}", file=sys.stderr, flush=True)
+        """A warning about the run's settings, on stderr whatever ``progress`` says."""
+        self._tell(problem and f"warning: {problem}")
 
-    def _say_padding(self, line: Optional[str]) -> None:
-        """Why ``model.padding_free=auto`` computes on padded batches, once, on stderr (whatever ``progress`` says)."""
+    def _tell(self, line: Optional[str]) -> None:
+        """``line`` on stderr from the main process, whatever ``progress`` says (nothing for None)."""
         if line and self.dist.is_main:
             print(line, file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
-        """A progress line on stderr, when progress is on and stderr is not a terminal (where bars show it);
-        ``even_with_bars``: on a terminal too (a line no bar shows, e.g. the step a resumed run starts from)."""
+        """A progress line on stderr when stderr is no terminal (bars show progress there); ``even_with_bars``: also
+        on a terminal (a line no bar shows)."""
         if self.progress_lines or (even_with_bars and self.show_progress):
             print(line, file=sys.stderr, flush=True)
 
@@ -229,8 +212,7 @@ class Trainer:
     # ----------------------------------------------------------------- evaluation
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
-        """Task metrics and isotropy on the evaluation split, or on ``examples``/``features``
-        (:class:`.evaluation.Evaluator`)."""
+        """Task metrics and isotropy on the evaluation split or on ``examples``/``features``."""
         return self.evaluator.evaluate(examples, features, isotropy)
 
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True):
@@ -266,7 +248,7 @@ class Trainer:
         try:
             return self._fit()
         except DivergedError as error:
-            self._write_failure(str(error))
+            self.run_dir.write_failure(str(error), self.cfg)
             raise
         finally:
             self.close()
@@ -299,8 +281,7 @@ class Trainer:
         return self.step >= self.total_steps and bool(self.history) and self.history[-1]["step"] == self.step
 
     def _say_complete(self, step: int) -> None:
-        if self.dist.is_main:
-            print(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion), file=sys.stderr)
+        self._tell(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion))
 
     def _finish(self) -> dict[str, Any]:
         """The hooks' end, the final evaluation, the last checkpoint, ``model/`` and ``results.json``."""
@@ -328,8 +309,8 @@ class Trainer:
                       self.checkpoints.paths()[self.step], self.output_dir)
 
     def _start(self, resumed: Optional[str]) -> None:
-        """The run directory's marker, config and TensorBoard header, the "before" measurements of a new run, the
-        hooks' start; ``resumed``: the checkpoint a resumed run continues from."""
+        """The run directory's marker and config, a new run's "before" measurements, the hooks' start; ``resumed``:
+        the checkpoint a resumed run continues from."""
         cfg = self.cfg
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
@@ -352,8 +333,7 @@ class Trainer:
             self._record_evaluation()
 
     def _train(self) -> None:
-        """Epochs of optimizer steps until ``total_steps``, the last epoch, or a hook's stop request (at an epoch's
-        end)."""
+        """Epochs of optimizer steps until ``total_steps``, the last epoch, or a hook's stop request."""
         self.wrapped.train()
         bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
         interval = IntervalStatistics()
@@ -384,8 +364,7 @@ class Trainer:
             yield group
 
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
-        """What the step just taken asks for: its log line, the hooks' step end, an evaluation, a checkpoint, a stop
-        on a signal; returns the logging interval the next step adds to."""
+        """The step's log line, hooks, evaluation, checkpoint and stop on a signal; returns the next interval."""
         cfg = self.cfg
         interval.add(stats)
         if self.step % cfg.log_every == 0 or self.step == self.total_steps:
@@ -401,8 +380,7 @@ class Trainer:
         return interval
 
     def _end_epoch(self) -> None:
-        """The hooks' epoch end, the validation split's metrics to the hooks, then (unless the run is over) an
-        evaluation and a checkpoint."""
+        """The hooks' epoch end and validation, then (unless the run is over) an evaluation and a checkpoint."""
         self.dispatch.epoch_end(self.epoch)
         self._validate()
         self.epoch, self.batches_done = self.epoch + 1, 0
@@ -411,16 +389,14 @@ class Trainer:
             self.save_checkpoint()
 
     def _validate(self) -> None:
-        """The held-out split's metrics to the hooks (``on_validation``), when the run holds part of its training set
-        out: after each epoch, and at the end of a run that ``max_steps`` stopped within an epoch."""
+        """The held-out validation split's metrics to the hooks (``on_validation``), when there is one."""
         if self.validation_features:
             self.dispatch.validation(self.epoch, self.evaluate(self.validation_examples, self.validation_features,
                                                                isotropy=False))
 
     def _export_model(self) -> bool:
-        """``output_dir/model`` in Hugging Face format, and whether it was written (by the main process); a model
-        that cannot be saved so (an adapter without ``save_pretrained``, modules inserted before the head) keeps
-        its last checkpoint instead."""
+        """Whether ``output_dir/model`` was written in Hugging Face format; a model that cannot be saved so keeps its
+        last checkpoint instead."""
         if not self.dist.is_main:
             return False
         try:
@@ -430,10 +406,6 @@ class Trainer:
             warnings.warn(f"no {export.MODEL_DIR}/ written ({error}); the last checkpoint is kept", stacklevel=2)
             return False
         return True
-
-    def _write_failure(self, reason: str) -> None:
-        """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
-        self.run_dir.write_failure(reason, self.cfg)
 
     def _write_results(self) -> dict[str, Any]:
         run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
