@@ -41,7 +41,7 @@ from istar_plugin import config as config_module
 from istar_plugin.config import compose
 from istar_plugin.models.token_cloud import hidden_size, num_layers
 from istar_plugin.registry import CRITERIONS, MODELS, TASKS
-from istar_plugin.training.batching import collate, epoch_order
+from istar_plugin.runtime.batching import collate, epoch_order
 from istar_plugin.training.divergence_guard import NonFiniteGuard
 from istar_plugin.training.optim import build_optimizer
 from istar_plugin.training.step import OptimizerStep

@@ -50,7 +50,7 @@ from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.reading import reading
 from ..storage.results import RESULTS, ResultsError, read_results
-from ..training.export import MODEL_DIR
+from ..runtime.init_from import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
 __all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "example_vectors", "measures",

