@@ -26,7 +26,7 @@ from istar_plugin.data.packaged import seeded_split
 from istar_plugin.data.task import check_validation_split, get_task, working_split
 from istar_plugin.errors import ConfigError
 from istar_plugin.models.config import ModelConfig
-from istar_plugin.models.tokenizer import load_tokenizer
+from istar_plugin.models.loading import load_tokenizer
 from istar_plugin.training import trainer
 from istar_plugin.runtime.devices import pick_device
 from istar_plugin.runtime.precision import choose_precision

@@ -32,9 +32,8 @@ from typing import Any, Optional, Union
 
 from torch import nn
 
-from ..models.packing import PACKED_ATTENTION, Packing
+from ..models.packing import PACKED_ATTENTION, packed_inputs
 from ..models.padding_free import padding_free_choice
-from ..models.preflight import ROBERTA_FAMILY
 
 __all__ = ["PACKED_HIDDEN_STATES", "PaddingFreeForward", "make_padding_free", "transformer_module"]
 
@@ -51,21 +50,17 @@ def transformer_module(model: nn.Module) -> nn.Module:
 
 
 class PaddingFreeForward:
-    """A Transformer module's forward on the packed row of each padded batch (installed by
+    """A Transformer module's forward on the packed row of each padded batch (installed once by
     :func:`make_padding_free`); a batch without an attention mask (no padding) runs the module's own forward."""
 
-    def __init__(self, transformer: nn.Module, position_offset: int):
+    def __init__(self, transformer: nn.Module):
         self.transformer, self.padded_forward = transformer, transformer.forward
-        self.position_offset = position_offset
 
     def __call__(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
-        mask = features.get("attention_mask")
-        if mask is None:
+        if features.get("attention_mask") is None:
             return self.padded_forward(features, **kwargs)
-        packing = Packing.of(mask)
-        # the module's own forward on the packed row: its model's **kwargs carry the cumulative lengths to the
-        # packed attention
-        packed = self.padded_forward(packing.model_inputs(features, self.position_offset), **kwargs)
+        packed, packing = packed_inputs(features, self.transformer.auto_model.config)
+        packed = self.padded_forward(packed, **kwargs)  # the cumulative lengths reach the packed attention
         name = self.transformer.module_output_name
         features[name] = packing.unpack(packed[name][0])
         if "all_layer_embeddings" in packed:
@@ -81,10 +76,8 @@ def make_padding_free(model: nn.Module, setting: Union[bool, str]) -> tuple[bool
     :class:`~istar_plugin.errors.ConfigError`). Returns whether it does, and the line ``auto`` says when it does
     not."""
     transformer = transformer_module(model)
-    config = transformer.auto_model.config
-    packed, line = padding_free_choice(setting, config.model_type)
+    packed, line = padding_free_choice(setting, transformer.auto_model.config.model_type)
     if packed:
-        config._attn_implementation = PACKED_ATTENTION
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
-        transformer.forward = PaddingFreeForward(transformer, offset)
+        transformer.auto_model.set_attn_implementation(PACKED_ATTENTION)
+        transformer.forward = PaddingFreeForward(transformer)
     return packed, line

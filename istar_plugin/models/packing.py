@@ -42,14 +42,16 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
+from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.masking_utils import sdpa_mask
 
-__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention"]
+from .padding_free import position_offset
+
+__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention", "packed_inputs"]
 
 PACKED_ATTENTION = "istar_packed"
-"""The ``config._attn_implementation`` of a model that computes padding-free."""
+"""The ``attn_implementation`` of a model that computes padding-free."""
 
 
 @dataclass(frozen=True)
@@ -218,5 +220,14 @@ def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[
     return None if attention_mask is None else sdpa_mask(attention_mask=attention_mask, **kwargs)
 
 
-ALL_ATTENTION_FUNCTIONS.register(PACKED_ATTENTION, packed_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_ATTENTION, _packed_mask)
+def packed_inputs(inputs: Mapping[str, Tensor], config, positions: Optional[Tensor] = None,
+                  lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
+    """A padded batch's ``inputs`` as the packed row a model of ``config`` takes (its positions counted as the
+    model counts them, :func:`~.padding_free.position_offset`), and their packing; ``positions``/``lengths``: the
+    collator's, when it computed them."""
+    packing = Packing.of(inputs["attention_mask"], positions, lengths)
+    return packing.model_inputs(inputs, position_offset(config)), packing
+
+
+AttentionInterface.register(PACKED_ATTENTION, packed_attention)
+AttentionMaskInterface.register(PACKED_ATTENTION, _packed_mask)

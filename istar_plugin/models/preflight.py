@@ -28,11 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError, ModelError
 from .config import DECODER_MODEL_TYPES, LoraSettings
-from .padding_free import padding_free_choice
+from .padding_free import padding_free_choice, position_offset
 from .paths import gguf_options, resolve_model_path
-
-ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
-
 
 def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int, int]]:
     """(usable positions, transformer layers) of the run's model from its config, None for other adapters.
@@ -61,8 +58,8 @@ def model_width(cfg: DictConfig) -> Optional[int]:
 
 def _shape(config) -> tuple[Optional[int], int]:
     positions = getattr(config, "max_position_embeddings", None)
-    if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
-        positions -= (config.pad_token_id or 0) + 1
+    if positions:
+        positions -= position_offset(config)
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
     return (int(positions) if positions else None), int(layers)
 

@@ -27,7 +27,7 @@ from ..data.packaged import seeded_split
 from ..errors import ConfigError, ModelError
 from ..models.frozen_backbone import cache_if_frozen
 from ..models.preflight import check_model_limits
-from ..models.tokenizer import load_tokenizer
+from ..models.loading import load_tokenizer
 from ..registry import TASKS
 from ..runtime.builder import Built, build_model
 from ..runtime.precision import choose_precision
