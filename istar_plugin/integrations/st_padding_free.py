@@ -1,12 +1,7 @@
 """Padding-free batches in sentence-transformers: the Transformer module of a ``SentenceTransformer`` computes each
-batch of sentences as one packed row (:mod:`istar_plugin.models.packing`), attention confined to each sentence.
-
-:func:`make_padding_free` switches the module's Hugging Face model to the packed attention and gives the module a
-forward (:class:`PaddingFreeForward`) that packs its features (``input_ids``, ``token_type_ids``, each sentence's
-own positions), runs its own forward on the packed row and puts the token embeddings and every hidden state back at
-their (batch, length, d) places, zeros at the padding: the Pooling module, the losses and ``encode`` see what they
-saw padded. The packed hidden states themselves, real tokens only, also go on as :data:`PACKED_HIDDEN_STATES`
-(the I-STAR loss's cloud). Nothing of it is saved: ``model.save`` writes a plain SentenceTransformer.
+batch of sentences as one packed row (:mod:`istar_plugin.models.packing`), its outputs put back at their padded
+places (docs/design: the sentence-transformers engine); the packed hidden states also go on as
+:data:`PACKED_HIDDEN_STATES` (the I-STAR loss's cloud). ``model.save`` writes a plain SentenceTransformer.
 
 >>> import torch
 >>> from sentence_transformers import SentenceTransformer

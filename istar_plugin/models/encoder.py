@@ -1,6 +1,5 @@
-"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud for
-isotropy regularisers. Decoders classify from their last real token (padded with end-of-text); with
-``kind="language_modeling"`` they keep their language-model head (logits over the vocabulary at every token).
+"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud. Decoders
+classify from their last real token; ``kind="language_modeling"`` keeps their language-model head.
 
 >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
 >>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
@@ -9,12 +8,8 @@ isotropy regularisers. Decoders classify from their last real token (padded with
 >>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
 (torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
 
-Changing the model (the adapter mechanism): :meth:`HFEncoder.insert_before_head` puts a module between
-the representation the task head consumes (``output.representation``: BERT/ALBERT's pooled [CLS], the
-[CLS] state for RoBERTa/DistilBERT) and the head, for training and evaluation alike; the module is a
-submodule (its parameters are in ``state_dict()``, checkpoints, ``.to()`` and DDP) and each inserted
-module's output is in ``output.inserted``. Freezing is plain torch: the trainer's optimizer takes only the
-parameters that require gradients. A criterion does this in its ``adapt(model)`` hook.
+:meth:`HFEncoder.insert_before_head` puts a module between the representation the head consumes and the head (a
+submodule: in ``state_dict()``, checkpoints and DDP), as a criterion's ``adapt(model)`` does; freezing is plain torch.
 
 >>> layer = torch.nn.Linear(384, 384)
 >>> with torch.no_grad():
@@ -73,14 +68,10 @@ _DROPOUT_ATTRIBUTES = (
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
-
-    Padding-free (:attr:`HFEncoder.padding_free`): each hidden state is packed, (real tokens, hidden), with no
-    ``attention_mask`` and its ``packing``; a language model's ``logits`` are packed too. Extractive QA's span logits
-    are (batch, length) either way, at the dtype's lowest value on the padding. ``representation``: the (batch,
-    hidden) vector the task head consumes, before any inserted module (None when the head reads every token or a
-    decoder's last token); ``inserted``: each inserted module's output, in order.
-    """
+    """Head outputs and the ``hidden_states`` (0 = embeddings, 1..L = layers); packed, (real tokens, hidden), with
+    ``packing`` and no ``attention_mask`` when padding-free. ``representation``: the (batch, hidden) vector the head
+    consumes before any inserted module (None when it reads every token or a decoder's last); ``inserted``: each
+    inserted module's output, in order."""
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]
@@ -180,10 +171,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self.model.get_base_model() if self.lora.enabled else self.model
 
     def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
-        """Run the model on ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the model takes them).
-
-        Other keys (e.g. labels) are ignored: criterions compute the losses. A missing attention mask means no padding.
-        """
+        """The model on ``input_ids``, ``attention_mask`` (none: no padding) and ``token_type_ids``; the losses are
+        the criterion's."""
         if "input_ids" not in batch:
             raise KeyError(f"batch needs 'input_ids'; got keys {sorted(batch)}")
         attention_mask = attention_mask_or_ones(batch)
@@ -287,13 +276,9 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             self.transformer.set_attn_implementation("sdpa")
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
-        """Compute the backbone's outputs once per example from now on, in training too, if nothing in it trains.
-
-        Returns whether the cache is on. The backbone then runs without dropout, and a training forward (or one
-        inside :meth:`head_only`) brings no hidden states: only the head and the modules inserted before it run.
-        Other evaluation passes run the whole model and fill the cache (:class:`~.frozen_backbone.FrozenBackboneCache`,
-        spilled to ``spill_dir`` when large).
-        """
+        """Compute the backbone's outputs once per example (:class:`~.frozen_backbone.FrozenBackboneCache`, spilled
+        to ``spill_dir``) if nothing in it trains; whether it does. Training (and :meth:`head_only`) forwards then
+        bring no hidden states and run without the backbone's dropout; evaluation passes fill the cache."""
         if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
@@ -318,12 +303,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
-        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the task head.
-
-        Modules chain in insertion order. The head consumes BERT/ALBERT's pooled output when the backbone
-        has a pooler, otherwise the first ([CLS]/<s>) token of the last layer (RoBERTa, DistilBERT, ELECTRA):
-        that vector is replaced by the module's output; the hidden states (and so every token cloud) are not.
-        """
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation (the pooled output, else
+        the first token) and the head, after those inserted before; the hidden states are unchanged."""
         if self.kind not in ("classification", "regression"):
             raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")

@@ -1,13 +1,8 @@
 """A frozen backbone's work done once: the representation its task head reads, per example, computed on first
 sight and looked up after.
 
-When nothing in the backbone trains (the Isotropy Layer's stage 2, a head-only stage) and its dropout is off,
-what it gives the head is a function of the example's tokens alone. :class:`FrozenBackboneCache` keys each
-example by its real tokens (padding and batch composition do not change the key) and holds its representation
-(float32, one d-vector per example: 49 MB for 16,000 examples at d 768) in memory, up to ``memory_limit`` bytes
-(:data:`MEMORY_LIMIT`, 2 GiB: MNLI's 393,000 pairs at d 1,024 would take 1.6 GB); beyond it, every vector moves to
-an unnamed temporary file in ``spill_dir`` (the run directory; the file has no name, so it disappears with the
-process, even a killed one) and is read back by memory mapping.
+Keyed by each example's real tokens, in memory up to ``memory_limit`` bytes, then in an unnamed file in
+``spill_dir`` (docs/design: the frozen-backbone cache).
 
 >>> import torch
 >>> cache = FrozenBackboneCache()

@@ -1,17 +1,6 @@
-"""Padding-free batches: a padded batch's real tokens packed into one row, and the attention that keeps each
-sequence to itself.
-
-:class:`Packing` says where each real token of a right-padded batch goes (its flat index in the padded batch, its
-sequence's boundaries as cumulative lengths). :func:`packed_attention` is registered in transformers'
-``ALL_ATTENTION_FUNCTIONS`` as :data:`PACKED_ATTENTION`: given the cumulative lengths (``cu_seq_lens_q``, the
-keyword transformers' flash-attention path also reads, which every supported family's forward passes through to
-its attention), it groups the sequences by length (:func:`length_groups`), unpacks each group's queries, keys and
-values to a padded (sequences, heads, its longest, width) block, runs torch's ``scaled_dot_product_attention`` with
-the key-padding mask (and causal within each sequence for decoders) and packs the results back, so the token-wise
-layers (projections, feed-forward, norms) run on real tokens only and the attention on little padding. Without
-cumulative lengths (a padded batch of the same model) it is transformers' ``sdpa`` attention itself, and its mask
-function (:data:`ALL_MASK_ATTENTION_FUNCTIONS`) is ``sdpa``'s, except that a packed batch, which brings no padding
-mask, gets none (the cumulative lengths confine the attention).
+"""Padding-free batches: a padded batch's real tokens packed into one row (:class:`Packing`, :func:`packed_inputs`),
+and :func:`packed_attention`, registered as :data:`PACKED_ATTENTION`, confining each sequence's attention to itself;
+without cumulative lengths it is transformers' ``sdpa`` (docs/design: padding-free batches).
 
 >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
 >>> packing = Packing.of(mask)
