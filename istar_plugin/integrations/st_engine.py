@@ -42,7 +42,7 @@ from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-from .st_padding_free import make_padding_free
+from .st_padding_free import make_padding_free, transformer_module
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -205,14 +205,14 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, float]:
     """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled: what
     ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
-    config = next(m.auto_model.config for m in model.modules() if hasattr(m, "auto_model"))
+    from .st import device_features
+
+    config = transformer_module(model).auto_model.config
     was, config.output_hidden_states = config.output_hidden_states, True
     statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
 
     def clouds(batch: list) -> list:
-        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
-                    for k, v in model.preprocess(batch).items()}
-        output = model(features)
+        output = model(device_features(model, batch))
         return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
 
     model.eval()

@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 from .. import config as config_module
 from ..registry import TASKS, load_plugins
 from ..runtime.builder import build_model
-from ..runtime.init_from import MODEL_DIR
+from ..runtime.init_from import MODEL_DIR, inserted_modules
 from ..errors import CheckpointError, ConfigError, ModelError
 from ..storage.atomic import atomic_write_json, write_failure
 from ..storage.checkpoints import Checkpoints, problem
@@ -137,7 +137,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         if damage is not None:
             raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
         state = torch.load(path, map_location="cpu", weights_only=False)
-        inserted = sorted({key.split(".")[1] for key in state["model"] if key.startswith("inserted.")})
+        inserted = inserted_modules(state["model"])
         if inserted:
             raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), "
                              "which a Hugging Face folder has no place for; nothing exported. "
