@@ -127,10 +127,8 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
 @MODELS.register("hf_auto", ModelConfig)
 class HFEncoder(TokenCloudSurface, torch.nn.Module):
     """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`.
-
-    Built padding-free (``model.padding_free``), its attention is :data:`~.packing.PACKED_ATTENTION`: a batch whose
-    inputs it packs (:meth:`pack`) computes on real tokens only, any other padded.
-    """
+    Padding-free (``model.padding_free``), its attention is :data:`~.packing.PACKED_ATTENTION`: a batch it packs
+    (:meth:`pack`) computes on real tokens only, any other padded."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
         super().__init__()
@@ -318,12 +316,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None,
                         label2id: Optional[dict] = None) -> None:
-        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
-        ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
-
-        Refused when modules are inserted before the head: a Hugging Face folder cannot hold them, and a
-        model reloaded without them would feed its head a different representation.
-        """
+        """Write model and tokenizer to ``directory`` (loadable as ``ModelConfig(name_or_path=directory)`` and by the
+        ``AutoModelFor*`` classes); ``id2label``/``label2id`` name the head's outputs. Refused with inserted modules."""
         if len(self.inserted):
             raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted "
                              "before the head and HF has no place for them; use the run's checkpoint instead")

@@ -45,14 +45,9 @@ PACKED_ATTENTION = "istar_packed"
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a right-padded (batch, width) batch go in the packed row.
-
-    ``positions``: flat indices (row * width + column) of the real tokens, in order; ``cu_seq_lens``: the
-    sequences' cumulative lengths (int32, batch + 1 entries, from 0); ``first``/``last``: each sequence's first and
-    last token in the packed row; ``width``: the padded batch's width; ``attention_groups``: the attention's groups
-    of sequences (:func:`length_groups`), planned on the host when it knew the lengths, else None (the attention
-    plans them from ``cu_seq_lens``).
-    """
+    """Where the real tokens of a right-padded (batch, width) batch go in the packed row: their flat ``positions``,
+    the sequences' cumulative lengths (int32, from 0), each sequence's ``first``/``last`` token in the row, the
+    batch's ``width`` and the attention's groups (:func:`length_groups`) when the host planned them."""
 
     positions: Tensor
     cu_seq_lens: Tensor
@@ -64,9 +59,8 @@ class Packing:
     @classmethod
     def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
            lengths: Optional[Sequence[int]] = None) -> "Packing":
-        """The packing of a batch from its attention mask; ``positions`` and ``lengths`` (each sequence's real
-        tokens) when the collator computed them on the host (:func:`~istar_plugin.runtime.batching.collate`): no
-        host-device sync then, else read from the mask."""
+        """The packing of a batch from its attention mask, or from the collator's ``positions`` and ``lengths``
+        (:func:`~istar_plugin.runtime.batching.collate`: no host-device sync)."""
         if positions is None:
             positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
         cu_seq_lens = torch.nn.functional.pad(attention_mask.sum(dim=1).cumsum(0), (1, 0)).to(torch.int32)
@@ -99,9 +93,8 @@ class Packing:
         return (self.positions % self.width + offset).unsqueeze(0)
 
     def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """What a Hugging Face model's forward takes to compute the padded batch ``inputs`` as one packed row: its
-        ``input_ids`` (and ``token_type_ids``) packed, each token's ``position_ids`` (+ ``position_offset``) and
-        :meth:`attention_kwargs`."""
+        """The packed row's ``input_ids`` (and ``token_type_ids``), ``position_ids`` (+ ``position_offset``) and
+        :meth:`attention_kwargs`: what a Hugging Face model's forward takes."""
         packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
                   **self.attention_kwargs()}
         if inputs.get("token_type_ids") is not None:
@@ -165,11 +158,8 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
                      attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
     """Attention over packed (1, heads, tokens, width) queries, keys and values confined to each sequence of
-    ``cu_seq_lens_q``: the sequences grouped by length (:func:`length_groups`), each group unpacked to (sequences,
-    heads, its longest, width), torch's scaled dot-product attention with the key-padding mask (and causal for a
-    causal ``module``), the results packed back to (1, tokens, heads, width). The groups: ``attention_groups``
-    (planned by :meth:`Packing.of` from the host's lengths), else planned here from the cumulative lengths (a
-    host-device sync on accelerators). Without ``cu_seq_lens_q``: transformers' ``sdpa`` attention."""
+    ``cu_seq_lens_q``, by groups of similar length (``attention_groups``, else planned here: a host sync), returned
+    as (1, tokens, heads, width); without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

@@ -59,12 +59,8 @@ def can_export(model) -> bool:
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
                  record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
-    """Write ``model`` (an adapter with ``save_pretrained``) to ``directory`` with the export marker (``details``:
-    where it came from) and ``record`` as :data:`EXPORT_RECORD`, replacing an export written before; refuses a folder
-    of anything else (one line naming it, :mod:`istar_plugin.storage.ownership`). The files go into a temporary
-    sibling first, so ``directory`` is never half-written, and the old export is removed only once the new one is in
-    place.
-    """
+    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record`` as
+    :data:`EXPORT_RECORD`, through a temporary sibling (never half-written), replacing an export of ours only."""
     directory = Path(directory)
     if not can_export(model):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
@@ -119,12 +115,8 @@ def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
 
 
 def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Exported:
-    """Rebuild the run's model from its config, load a checkpoint's weights and export it, holding the run's lock
-    (a run still training there is refused, naming it); returns where it went, the step, and the run's state.
-
-    ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``, for a
-    finished run only: a failed or unfinished run without ``out`` is a :class:`ConfigError`.
-    """
+    """Export a checkpoint of the run (the model built by :func:`~istar_plugin.runtime.builder.build_model`) under
+    the run's lock; ``out`` defaults to ``RUN_DIR/model`` (``model_step_N`` for ``step=N``) for a finished run only."""
     run_dir = Path(run_dir)
     checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
     with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
