@@ -44,7 +44,7 @@ from istar_plugin import config as config_module  # noqa: E402
 from istar_plugin.config import compose  # noqa: E402
 from istar_plugin.models.token_cloud import hidden_size, num_layers  # noqa: E402
 from istar_plugin.registry import CRITERIONS, MODELS, TASKS  # noqa: E402
-from istar_plugin.training.batching import collate, epoch_order  # noqa: E402
+from istar_plugin.runtime.batching import collate, epoch_order  # noqa: E402
 from istar_plugin.training.divergence_guard import NonFiniteGuard  # noqa: E402
 from istar_plugin.training.optim import build_optimizer  # noqa: E402
 from istar_plugin.training.step import OptimizerStep  # noqa: E402

@@ -96,7 +96,7 @@ def time_hf_trainer(args, output_dir: str) -> list[float]:
     from istar_plugin.config import compose
     from istar_plugin.models.encoder import resolve_model_path
     from istar_plugin.registry import TASKS
-    from istar_plugin.training.batching import epoch_order
+    from istar_plugin.runtime.batching import epoch_order
 
     cfg = compose(runner_args(args, output_dir))
     path = resolve_model_path(args.model)
@@ -200,7 +200,7 @@ def main() -> None:
 
 
 def native_bf16_cpu() -> bool:
-    from istar_plugin.training.precision import native_bf16
+    from istar_plugin.runtime.precision import native_bf16
 
     return native_bf16(torch.device("cpu"))
 

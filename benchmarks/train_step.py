@@ -30,7 +30,7 @@ from istar_plugin.criterions import (
     task_loss,
 )
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
-from istar_plugin.training.precision import autocast, native_bf16
+from istar_plugin.runtime.precision import autocast, native_bf16
 
 
 def official_isoscore_star(points: torch.Tensor, c0: torch.Tensor, zeta: float) -> torch.Tensor:

@@ -22,7 +22,7 @@ from istar_plugin.criterions import task_loss
 from istar_plugin.isotropy import isoscore_star
 from istar_plugin.models.encoder import padded_token_cloud
 from istar_plugin.registry import MODELS, TASKS
-from istar_plugin.training.batching import collate
+from istar_plugin.runtime.batching import collate
 
 
 def gradient_norm(value: torch.Tensor, parameters: list[torch.Tensor]) -> float:

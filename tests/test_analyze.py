@@ -2,6 +2,8 @@
 import json
 import shutil
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -178,7 +180,8 @@ def test_a_planted_outlier_dimension_is_found_and_a_decoder_s_example_is_its_las
     assert ratio == pytest.approx(900.0 / median.item(), rel=1e-6) and ratio > 1000
     hidden = torch.arange(2 * 3 * 2, dtype=torch.float).reshape(2, 3, 2)
     left_and_right = torch.tensor([[0, 1, 1], [1, 1, 0]])  # left padding, right padding
-    assert analyze._last_real_token(hidden, left_and_right).tolist() == [[4.0, 5.0], [8.0, 9.0]]
+    output = SimpleNamespace(packing=None, attention_mask=left_and_right)
+    assert analyze.example_vectors(hidden, output, decoder=True).tolist() == [[4.0, 5.0], [8.0, 9.0]]
 
 
 

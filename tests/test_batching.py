@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from istar_plugin.config import compose
-from istar_plugin.training.batching import epoch_order, length_grouped_order
+from istar_plugin.runtime.batching import epoch_order, length_grouped_order
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 

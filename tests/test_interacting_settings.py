@@ -26,10 +26,10 @@ from istar_plugin.data.packaged import seeded_split
 from istar_plugin.data.task import check_validation_split, get_task, working_split
 from istar_plugin.errors import ConfigError
 from istar_plugin.models.config import ModelConfig
-from istar_plugin.models.tokenizer import load_tokenizer
+from istar_plugin.models.loading import load_tokenizer
 from istar_plugin.training import trainer
-from istar_plugin.training.distributed import pick_device
-from istar_plugin.training.precision import choose_precision
+from istar_plugin.runtime.devices import pick_device
+from istar_plugin.runtime.precision import choose_precision
 
 LONGEST = "question 56beace93aeaaa14008c91e2"  # 20 MiniLM tokens with [CLS] and two [SEP]: the longest of the first 16
 

@@ -14,7 +14,7 @@ from istar_plugin.launch.grid import load
 from istar_plugin.launch.submit import plan
 from istar_plugin.models import frozen_backbone, packing
 from istar_plugin.storage.checkpoints import Checkpoints
-from istar_plugin.training.init_from import InitFromError, resolve
+from istar_plugin.runtime.init_from import InitFromError, resolve
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 

@@ -12,7 +12,7 @@ from istar_plugin.isotropy import isoscore
 from istar_plugin.isotropy.streaming import LayerStatistics, stream
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.token_cloud import stream_token_statistics, token_cloud
-from istar_plugin.training.batching import collate
+from istar_plugin.runtime.batching import collate
 
 SENTENCES = ["a short one", "a slightly longer sentence than that", "tokens", "two more words here and there",
              "the last of them", "padding makes these rows uneven in length, which the mask must undo"]

@@ -14,7 +14,7 @@ from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.preflight import model_shape
 from istar_plugin.analysis import analyze
 from istar_plugin.storage.checkpoints import Checkpoints
-from istar_plugin.training.init_from import InitFromError
+from istar_plugin.runtime.init_from import InitFromError
 from istar_plugin.training.trainer import Trainer
 
 from helpers import CrashAt, tiny_run_arguments  # noqa: E402

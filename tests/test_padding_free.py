@@ -19,7 +19,7 @@ from istar_plugin.criterions.istar import IStarCriterion
 from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.models import packing
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
-from istar_plugin.training.batching import collate
+from istar_plugin.runtime.batching import collate
 from istar_plugin.training.trainer import Trainer
 
 from helpers import tiny_run_arguments  # noqa: E402

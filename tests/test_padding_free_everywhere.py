@@ -20,7 +20,7 @@ from istar_plugin.config import compose
 from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.sentence_encoder import POOLINGS, SentenceEncoder
-from istar_plugin.training.batching import collate
+from istar_plugin.runtime.batching import collate
 from istar_plugin.training.trainer import Trainer
 
 import test_padding_free
@@ -69,6 +69,16 @@ def test_istar_analyze_reads_a_padding_free_run_padding_free_with_the_padded_num
     for key in EXACT:
         assert packed[key] == padded[key], key
     assert packed["examples"] == 40
+
+
+def test_istar_analyze_reads_a_run_whose_criterion_scores_the_padding_padded(tiny_bert, shared_data):
+    """criterion.padding=include with model.padding_free=auto trains padded: the model istar-analyze and istar-export
+    build for it (the one builder the trainer uses) computes padded too, with the run's line saying why."""
+    loaded = load_pretrained(compose(tiny_run_arguments(
+        tiny_bert, shared_data, "criterion=istar", "criterion.padding=include", "model.padding_free=auto")))
+    assert not loaded.model.padding_free
+    assert loaded.model.padding_free_line == (
+        "model.padding_free=auto: padded batches (criterion.padding=include scores the padded positions too)")
 
 
 @pytest.mark.parametrize("family", ["bert", "llama"])

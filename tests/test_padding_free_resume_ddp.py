@@ -1,4 +1,4 @@
-"""Two ranks on gloo (CPU) training padding-free (issue 34): each rank packs its own micro-batch into its row, the
+"""Two ranks on gloo (CPU) training padding-free: each rank packs its own micro-batch into its row, the
 two micro-batches of a step together the single process's, and the I-STAR penalty's Sigma_S bitwise the same on
 both ranks (estimated from packed batches). Exact resume and the two-rank runs matching one process are the
 existing tests, parametrized over model.padding_free: tests/test_trainer.py and tests/test_distributed.py."""

@@ -12,7 +12,7 @@ import torch
 from istar_plugin.config import compose
 from istar_plugin.criterions import task_loss
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
-from istar_plugin.training.batching import collate
+from istar_plugin.runtime.batching import collate
 from istar_plugin.training.trainer import Trainer
 
 import test_padding_free

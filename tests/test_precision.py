@@ -13,7 +13,7 @@ from istar_plugin.criterions.istar import istar_loss
 from istar_plugin.criterions.spectrum import spectrum_penalty, spectrum_targets
 from istar_plugin.errors import ConfigError
 from istar_plugin.isotropy import CovarianceAccumulator
-from istar_plugin.training.precision import choose_precision, native_bf16
+from istar_plugin.runtime.precision import choose_precision, native_bf16
 
 CPU = torch.device("cpu")
 

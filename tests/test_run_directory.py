@@ -11,7 +11,7 @@ from istar_plugin.cli import run as run_cli
 from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.storage.ownership import RUN_MARKER, mark
-from istar_plugin.training.precision import choose_precision
+from istar_plugin.runtime.precision import choose_precision
 from istar_plugin.training.trainer import Trainer
 
 st_engine = pytest.importorskip("istar_plugin.integrations.st_engine")

@@ -9,7 +9,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.storage.checkpoints import save_verified
 from istar_plugin.storage.predictions import read_predictions
-from istar_plugin.training.batching import epoch_order
+from istar_plugin.runtime.batching import epoch_order
 from istar_plugin.training.trainer import Trainer
 
 from helpers import CrashAt, tiny_run_arguments  # noqa: E402

@@ -1,27 +1,9 @@
 """``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
 
-Loads each run's final model (its latest checkpoint, or else its exported ``model/``, with the run's own config,
-tokenizer and data: :mod:`.loading`, read only) and streams one split through it
-(:func:`~istar_plugin.models.token_cloud.stream_token_statistics`), keeping O(d^2) statistics per layer plus the
-[CLS] vectors TwoNN needs. Writes per run ``analysis.json``:
-
-- ``isoscore_star_per_layer`` (and ``isoscore_star``, all layers pooled): IsoScore* at zeta 0 over the whole
-  split, padding excluded, exactly what ``results.json`` reports for the evaluation split (checked: the
-  largest difference is stored as ``results_max_abs_difference``);
-- ``twonn_per_layer``: TwoNN intrinsic dimension of the [CLS] (first-position) vectors of each layer;
-- ``mean_activation``: the last layer's mean over tokens, per dimension;
-- ``explained_variance_per_layer``: EV_k for k = 1..20 of each layer's token cloud (``cls_explained_variance``:
-  the same for the last layer's [CLS] vectors); ``average_cosine_per_layer``;
-- ``word_embeddings``: I1 and I2 (partition-function isotropy) of the input word-embedding matrix;
-- ``outlier_dimensions_per_layer``: the dimensions whose mean |activation| over the split's tokens exceeds
-  :data:`OUTLIER_FACTOR` (10) times the median over the layer's dimensions of that mean (rogue dimensions,
-  Timkey & van Schijndel 2021; outlier dimensions, Rudman et al. 2023); ``max_activation_ratio_per_layer``: the
-  largest |activation| of any token in the layer over that median (Sun et al. 2024's massive activations are
-  thousands of times the median);
-
-and, overlaying the runs (labelled by criterion and lambda), Figure 4 (mean activation per dimension),
-Figure 5 (TwoNN per layer) and Figure 6 (IsoScore* per layer) of Rudman & Eickhoff (2024) as PNG, and the outlier
-dimensions (``outliers.png``) and largest activations (``massive.png``) per layer.
+Each run's final model (:mod:`.loading`, read only) streams one split (O(d^2) statistics per layer, plus the [CLS]
+vectors TwoNN needs) into ``analysis.json`` (IsoScore* per layer as ``results.json`` reports it, TwoNN, mean
+activation, explained variance, average cosine, word-embedding I1/I2, outlier dimensions and massive activations;
+the fields: docs/replication.md), and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs.
 
     istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
 
@@ -43,6 +25,7 @@ import torch
 from ..config import compose
 from ..isotropy import cosine_from_unit_sums, explained_variance_curve, partition_isotropy, twonn_dimension
 from ..isotropy.streaming import LayerStatistics, TokenMoments
+from ..models.sentence_encoder import pool
 from ..models.token_cloud import stream_token_statistics
 from ..reports.figures import save_png, single
 from ..reports.records.settings import display_name
@@ -50,7 +33,7 @@ from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.reading import reading
 from ..storage.results import RESULTS, ResultsError, read_results
-from ..training.export import MODEL_DIR
+from ..runtime.init_from import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
 __all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "example_vectors", "measures",
@@ -199,13 +182,7 @@ def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.T
     packing = getattr(output, "packing", None)
     if packing is not None:
         return hidden.index_select(0, packing.last if decoder else packing.first)
-    return _last_real_token(hidden, output.attention_mask) if decoder else hidden[:, 0]
-
-
-def _last_real_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Each row's last position the mask keeps (a decoder's summary of the sequence; either padding side)."""
-    positions = mask * torch.arange(1, mask.shape[1] + 1, device=mask.device)
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), positions.argmax(dim=1)]
+    return pool(hidden, output.attention_mask, "last_token") if decoder else hidden[:, 0]
 
 
 def _defined(measure, *arguments) -> tuple[Any, Optional[str]]:

@@ -11,7 +11,6 @@ True
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -21,16 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import config as config_module
 from ..data.packaged import seeded_split
-from ..errors import ModelError
-from ..models.encoder import restoring_weights
-from ..registry import CRITERIONS, MODELS, TASKS, load_plugins
+from ..registry import TASKS, load_plugins
+from ..runtime.batching import collate
+from ..runtime.builder import build_model
+from ..runtime.devices import pick_device
+from ..runtime.init_from import MODEL_DIR
+from ..runtime.precision import autocast, choose_precision
+from ..runtime.rng import seed_everything
 from ..storage.checkpoints import Checkpoints
-from ..training.batching import collate
-from ..training.distributed import pick_device
-from ..training.export import MODEL_DIR
-from ..training.init_from import resolve as resolve_init_from
-from ..training.precision import autocast, choose_precision
-from ..training.rng import seed_everything
 
 __all__ = ["LoadedModel", "load_run", "load_pretrained"]
 
@@ -63,7 +60,7 @@ class LoadedModel:
         return self.task.encode(examples, self.tokenizer, train=split == "train")
 
     def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
-        """Pad ``features`` into one device batch (:func:`~istar_plugin.training.batching.collate`)."""
+        """Pad ``features`` into one device batch (:func:`~istar_plugin.runtime.batching.collate`)."""
         return collate(features, self.tokenizer.pad_token_id or 0, self.device)
 
     def autocast(self):
@@ -79,42 +76,25 @@ def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
     checkpoints = Checkpoints(run_dir)
     if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head
         cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
-        return _build(cfg, state=None, init_from=False)  # the folder is the architecture and the weights
+        cfg.init_from = None  # the folder is the architecture and the weights
+        return _build(cfg, state=None)
     chosen = max(checkpoints.paths()) if step is None else step  # read only: a damaged one is refused, not renamed
-    return _build(cfg, state=checkpoints.load_step(chosen, map_location="cpu"), init_from=True)
+    return _build(cfg, state=checkpoints.load_step(chosen, map_location="cpu"))
 
 
 def load_pretrained(cfg: DictConfig) -> LoadedModel:
     """The model ``istar-run`` with ``cfg`` starts from, before any training step (``init_from``'s weights included)."""
-    return _build(cfg, state=None, init_from=True)
+    return _build(cfg, state=None)
 
 
-def _build(cfg: DictConfig, state: Optional[dict], init_from: bool) -> LoadedModel:
-    """Build the adapter as the trainer does; ``state``: a checkpoint whose weights replace every one (``init_from``
-    then gives the architecture alone)."""
+def _build(cfg: DictConfig, state: Optional[dict]) -> LoadedModel:
+    """The run's model (:func:`~istar_plugin.runtime.builder.build_model`) in eval mode on the run's device, with a
+    checkpoint's weights when ``state`` is given."""
     load_plugins()
     device = pick_device(cfg.device)
     seed_everything(cfg.seed)  # any weight no file supplies starts as it did in the run
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
-    model_cfg = config_module.model_config(cfg)
-    source = None
-    if init_from and cfg.get("init_from"):
-        source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
-        model_cfg = source.model_config(model_cfg)
-    try:
-        with restoring_weights() if state is not None else contextlib.nullcontext():
-            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
-    except (OSError, ImportError) as error:  # as the trainer says it: one line, and the other runs go on
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
-    if source is not None and state is None:
-        source.load_into(model)
-    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
-    adapt = getattr(criterion, "adapt", None)  # e.g. a module inserted before the head, whose weights follow
-    if adapt is not None:
-        adapt(model)
-    if state is not None:
-        getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
+    model = build_model(cfg, task, state=None if state is None else state["model"]).model
     model.to(device).eval()
     return LoadedModel(cfg, task, model, device, choose_precision(cfg.precision, device),
                        list(state["history"]) if state is not None else [])

@@ -79,7 +79,7 @@ class RunConfig:
     eval_every: Optional[int] = setting(None, help="optimizer steps between evaluations; None: at each epoch end",
                                         **_STEPS)
     init_from: Optional[str] = setting(None, help="a finished run's directory, or a Hugging Face model folder "
-                                       "(istar_plugin.training.init_from)")
+                                       "(istar_plugin.runtime.init_from)")
     patience: Optional[int] = setting(None, help="early stopping: evaluations on data.validation_split without "
                                       "improvement")
     eval_before_training: bool = setting(True, help="the step-0 evaluation: metric and IsoScore* before fine-tuning")

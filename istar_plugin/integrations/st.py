@@ -32,7 +32,7 @@ from ..criterions.shrinkage import points_quota, shrinkage_shard
 from ..isotropy import isoscore_from_cov, isoscore_star
 from ..isotropy.embeddings import embedding_measures
 from ..isotropy.streaming import LayerStatistics, stream
-from ..models.token_cloud import token_cloud
+from ..models.token_cloud import num_layers, token_cloud
 from ..posthoc import parse_transform
 from .st_padding_free import PACKED_HIDDEN_STATES, transformer_module
 
@@ -68,7 +68,7 @@ class IStarLoss(nn.Module):
         self.refreshes = 0
         self._callback_in_use = False
         config = transformer_module(model).auto_model.config
-        count = getattr(config, "num_hidden_layers", None) or config.n_layers
+        count = num_layers(config)
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
         bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
         if bad:
@@ -121,7 +121,7 @@ class IStarLoss(nn.Module):
         was_training = model.training
         model.eval()
         try:
-            stream(statistics, batches, lambda batch: self.cloud(model(_features(model, batch))))
+            stream(statistics, batches, lambda batch: self.cloud(model(device_features(model, batch))))
         finally:
             model.train(was_training)
         if statistics.count == 0:
@@ -145,7 +145,7 @@ class IStarLoss(nn.Module):
                 "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
 
 
-def _features(model, sentences: list) -> dict:
+def device_features(model, sentences: list) -> dict:
     """The model's input features for ``sentences``, on its device."""
     features = model.preprocess(sentences) if hasattr(model, "preprocess") else model.tokenize(sentences)
     return {key: value.to(model.device) if isinstance(value, Tensor) else value for key, value in features.items()}

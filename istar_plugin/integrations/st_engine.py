@@ -3,21 +3,12 @@
 
     istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
 
-For a sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` between the two sentences' pooled
-embeddings and the score scaled to [0, 1] by the task's label range; ``criterion=istar`` wraps it in
-:class:`~istar_plugin.integrations.st.IStarLoss` (``lam``, ``zeta``, ``layers``, ``shrinkage_points``, the run's
-seed). Every forward (training, Sigma_S, evaluation, ``encode``) computes padding-free, each batch's sentences
-packed into one row, where ``model.padding_free`` and the model's family allow (:mod:`.st_padding_free`; ``auto``
-says in one line why it cannot). The run directory is an ``istar-run`` one: ``config.yaml``, ``metrics.jsonl`` (the
-trainer's logs), ``tensorboard/``, ``results.json`` (the evaluation split's Pearson and Spearman of cosine
-similarity, IsoScore* of its token cloud per layer, and under ``sentence_embeddings`` the embeddings' Spearman x 100
-and isotropy raw and after each of :func:`eval_transforms`), ``predictions.json`` (each pair's cosine similarity)
-and ``model/`` (the fine-tuned SentenceTransformer, which ``istar-embed RUN_DIR`` evaluates). The run directory's
-lifecycle is the trainer's (:class:`~istar_plugin.training.run_directory.RunDirectory`): lock, marker, stale
-temporaries removed, a finished run returned again or refused when its settings changed, a failed ``results.json``
-when the run raises, ``precision=auto`` chosen as the trainer chooses it, SIGTERM/SIGINT ending the run at a step's
-end with the trainer's line. A restarted run starts again from the pretrained model, its logs cleared: there are no
-mid-run checkpoints (a cell takes minutes). Needs ``pip install 'istar_plugin[st]'``.
+A sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` on the score scaled to [0, 1],
+wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``; padding-free where
+``model.padding_free`` and the family allow (:mod:`.st_padding_free`). The run directory is an ``istar-run`` one
+(``config.yaml``, ``metrics.jsonl``, ``results.json`` with ``sentence_embeddings``, ``predictions.json``, ``model/``
+for ``istar-embed``; docs/design: the sentence-transformers engine's run directory). Needs
+``pip install 'istar_plugin[st]'``.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -45,13 +36,13 @@ from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.predictions import write_predictions
 from ..storage.results import ResultsRecord
-from ..training.distributed import pick_device
-from ..training.precision import choose_precision, precision_line
+from ..runtime.devices import pick_device
+from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-from .st_padding_free import make_padding_free
+from .st_padding_free import make_padding_free, transformer_module
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -214,14 +205,14 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, float]:
     """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled: what
     ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
-    config = next(m.auto_model.config for m in model.modules() if hasattr(m, "auto_model"))
+    from .st import device_features
+
+    config = transformer_module(model).auto_model.config
     was, config.output_hidden_states = config.output_hidden_states, True
     statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
 
     def clouds(batch: list) -> list:
-        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v
-                    for k, v in model.preprocess(batch).items()}
-        output = model(features)
+        output = model(device_features(model, batch))
         return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
 
     model.eval()

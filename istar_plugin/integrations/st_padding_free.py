@@ -1,12 +1,7 @@
 """Padding-free batches in sentence-transformers: the Transformer module of a ``SentenceTransformer`` computes each
-batch of sentences as one packed row (:mod:`istar_plugin.models.packing`), attention confined to each sentence.
-
-:func:`make_padding_free` switches the module's Hugging Face model to the packed attention and gives the module a
-forward (:class:`PaddingFreeForward`) that packs its features (``input_ids``, ``token_type_ids``, each sentence's
-own positions), runs its own forward on the packed row and puts the token embeddings and every hidden state back at
-their (batch, length, d) places, zeros at the padding: the Pooling module, the losses and ``encode`` see what they
-saw padded. The packed hidden states themselves, real tokens only, also go on as :data:`PACKED_HIDDEN_STATES`
-(the I-STAR loss's cloud). Nothing of it is saved: ``model.save`` writes a plain SentenceTransformer.
+batch of sentences as one packed row (:mod:`istar_plugin.models.packing`), its outputs put back at their padded
+places (docs/design: the sentence-transformers engine); the packed hidden states also go on as
+:data:`PACKED_HIDDEN_STATES` (the I-STAR loss's cloud). ``model.save`` writes a plain SentenceTransformer.
 
 >>> import torch
 >>> from sentence_transformers import SentenceTransformer
@@ -32,9 +27,8 @@ from typing import Any, Optional, Union
 
 from torch import nn
 
-from ..models.packing import PACKED_ATTENTION, Packing
+from ..models.packing import PACKED_ATTENTION, packed_inputs
 from ..models.padding_free import padding_free_choice
-from ..models.preflight import ROBERTA_FAMILY
 
 __all__ = ["PACKED_HIDDEN_STATES", "PaddingFreeForward", "make_padding_free", "transformer_module"]
 
@@ -51,21 +45,17 @@ def transformer_module(model: nn.Module) -> nn.Module:
 
 
 class PaddingFreeForward:
-    """A Transformer module's forward on the packed row of each padded batch (installed by
+    """A Transformer module's forward on the packed row of each padded batch (installed once by
     :func:`make_padding_free`); a batch without an attention mask (no padding) runs the module's own forward."""
 
-    def __init__(self, transformer: nn.Module, position_offset: int):
+    def __init__(self, transformer: nn.Module):
         self.transformer, self.padded_forward = transformer, transformer.forward
-        self.position_offset = position_offset
 
     def __call__(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
-        mask = features.get("attention_mask")
-        if mask is None:
+        if features.get("attention_mask") is None:
             return self.padded_forward(features, **kwargs)
-        packing = Packing.of(mask)
-        # the module's own forward on the packed row: its model's **kwargs carry the cumulative lengths to the
-        # packed attention
-        packed = self.padded_forward(packing.model_inputs(features, self.position_offset), **kwargs)
+        packed, packing = packed_inputs(features, self.transformer.auto_model.config)
+        packed = self.padded_forward(packed, **kwargs)  # the cumulative lengths reach the packed attention
         name = self.transformer.module_output_name
         features[name] = packing.unpack(packed[name][0])
         if "all_layer_embeddings" in packed:
@@ -81,10 +71,8 @@ def make_padding_free(model: nn.Module, setting: Union[bool, str]) -> tuple[bool
     :class:`~istar_plugin.errors.ConfigError`). Returns whether it does, and the line ``auto`` says when it does
     not."""
     transformer = transformer_module(model)
-    config = transformer.auto_model.config
-    packed, line = padding_free_choice(setting, config.model_type)
+    packed, line = padding_free_choice(setting, transformer.auto_model.config.model_type)
     if packed:
-        config._attn_implementation = PACKED_ATTENTION
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
-        transformer.forward = PaddingFreeForward(transformer, offset)
+        transformer.auto_model.set_attn_implementation(PACKED_ATTENTION)
+        transformer.forward = PaddingFreeForward(transformer)
     return packed, line

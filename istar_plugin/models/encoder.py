@@ -1,6 +1,5 @@
-"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud for
-isotropy regularisers. Decoders classify from their last real token (padded with end-of-text); with
-``kind="language_modeling"`` they keep their language-model head (logits over the vocabulary at every token).
+"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud. Decoders
+classify from their last real token; ``kind="language_modeling"`` keeps their language-model head.
 
 >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
 >>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
@@ -9,12 +8,8 @@ isotropy regularisers. Decoders classify from their last real token (padded with
 >>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
 (torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
 
-Changing the model (the adapter mechanism): :meth:`HFEncoder.insert_before_head` puts a module between
-the representation the task head consumes (``output.representation``: BERT/ALBERT's pooled [CLS], the
-[CLS] state for RoBERTa/DistilBERT) and the head, for training and evaluation alike; the module is a
-submodule (its parameters are in ``state_dict()``, checkpoints, ``.to()`` and DDP) and each inserted
-module's output is in ``output.inserted``. Freezing is plain torch: the trainer's optimizer takes only the
-parameters that require gradients. A criterion does this in its ``adapt(model)`` hook.
+:meth:`HFEncoder.insert_before_head` puts a module between the representation the head consumes and the head (a
+submodule: in ``state_dict()``, checkpoints and DDP), as a criterion's ``adapt(model)`` does; freezing is plain torch.
 
 >>> layer = torch.nn.Linear(384, 384)
 >>> with torch.no_grad():
@@ -33,10 +28,8 @@ True
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import copy
 import inspect
-import sys
 import warnings
 from dataclasses import dataclass, field
 from os import PathLike
@@ -51,17 +44,14 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, BaseModelOutp
 from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
-from .frozen_backbone import FrozenBackboneCache, standin_output
 from .config import DECODER_MODEL_TYPES, ModelConfig
+from .frozen_backbone import FrozenBackboneCache
+from .loading import load_pretrained, load_tokenizer, pad_with_eos, restoring_weights
 from .lora import with_lora
-from .packed_heads import pooled_first_tokens, token_outputs_unpacked
-from .packing import PACKED_ATTENTION, Packing
+from .packing import PACKED_ATTENTION, Packing, packed_inputs
 from .padding_free import padding_free_choice
 from .paths import PACKAGE_PREFIX, gguf_options, resolve_model_path
-from .preflight import ROBERTA_FAMILY
-from .tokenizer import load_tokenizer
 from .token_cloud import TokenCloudSurface, attention_mask_or_ones, padded_token_cloud, token_cloud
-from .weight_files import SafetensorError, damaged_weights
 
 __all__ = ["ModelConfig", "EncoderOutput", "HFEncoder", "resolve_model_path", "gguf_options", "token_cloud",
            "padded_token_cloud", "KINDS", "restoring_weights", "PACKAGE_PREFIX", "DECODER_MODEL_TYPES"]
@@ -78,18 +68,10 @@ _DROPOUT_ATTRIBUTES = (
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the HF ``hidden_states`` tuple (index 0 = embedding output, 1..L = transformer layers).
-
-    A padding-free forward (:attr:`HFEncoder.padding_free`) gives each hidden state packed, (real tokens, hidden),
-    no ``attention_mask`` (every position is a token) and its ``packing`` (where each token sits in the padded
-    batch); a language model's ``logits`` are packed too, (real tokens, vocabulary). Extractive QA's
-    ``start_logits``/``end_logits`` are (batch, length) either way, at the dtype's lowest value on the padding (no
-    answer starts or ends there).
-
-    ``representation``: the (batch, hidden) vector per example that the task head consumes, before any
-    inserted module (None for extractive QA, whose head reads every token). ``inserted``: each inserted
-    module's output, in insertion order; ``head_input`` is what the head actually received.
-    """
+    """Head outputs and the ``hidden_states`` (0 = embeddings, 1..L = layers); packed, (real tokens, hidden), with
+    ``packing`` and no ``attention_mask`` when padding-free. ``representation``: the (batch, hidden) vector the head
+    consumes before any inserted module (None when it reads every token or a decoder's last); ``inserted``: each
+    inserted module's output, in order."""
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]
@@ -105,6 +87,17 @@ class EncoderOutput:
     def head_input(self) -> Optional[Tensor]:
         """The representation after every inserted module: what the task head consumed."""
         return next(reversed(self.inserted.values())) if self.inserted else self.representation
+
+
+class _Backbone:
+    """The backbone's forward, installed once: called with ``head_input`` (what it would return, as its task head
+    reads it) it returns that, so the Hugging Face model's head runs on a representation computed elsewhere."""
+
+    def __init__(self, forward):
+        self.forward = forward
+
+    def __call__(self, *args, head_input: Optional[Any] = None, **kwargs):
+        return self.forward(*args, **kwargs) if head_input is None else head_input
 
 
 def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **options):
@@ -133,7 +126,9 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
 
 @MODELS.register("hf_auto", ModelConfig)
 class HFEncoder(TokenCloudSurface, torch.nn.Module):
-    """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`."""
+    """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`.
+    Padding-free (``model.padding_free``), its attention is :data:`~.packing.PACKED_ATTENTION`: a batch it packs
+    (:meth:`pack`) computes on real tokens only, any other padded."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
         super().__init__()
@@ -146,32 +141,26 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
             raise ValueError(f"language modelling needs a decoder ({', '.join(DECODER_MODEL_TYPES)}); "
                              f"{cfg.name_or_path} is a {config.model_type} model")
-        auto_class = _AUTO_CLASSES.get(kind, AutoModelForSequenceClassification)
-        model = _load_with_one_line_report(
-            auto_class, folder, config=config, revision=cfg.revision, local_files_only=cfg.local_files_only, **options
-        )
+        # padding-free: a batch's real tokens in one row (models/packing.py); its line says why auto could not
+        self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type)
+        if self.padding_free:
+            options["attn_implementation"] = PACKED_ATTENTION
+        model = load_pretrained(_AUTO_CLASSES.get(kind, AutoModelForSequenceClassification), folder, config=config,
+                                revision=cfg.revision, local_files_only=cfg.local_files_only, **options)
         self.tokenizer = load_tokenizer(cfg)
         if self.tokenizer.pad_token is None:
-            _use_eos_as_padding(self.tokenizer)
+            pad_with_eos(self.tokenizer)
         if model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
             model.config.pad_token_id = self.tokenizer.pad_token_id
         if cfg.gradient_checkpointing:
             _enable_activation_checkpointing(model)
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
-        # padding-free: a batch's real tokens in one row (models/packing.py); its line says why auto could not
-        self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type)
-        self._padded_attention = model.config._attn_implementation
-        if self.padding_free:
-            model.config._attn_implementation = PACKED_ATTENTION
-        self._position_offset = (model.config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
-        self._packed_pass = False
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
-        self._head_site: dict[str, Any] = {}  # what the last forward saw at the head's input
         self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
         self.frozen_cache: Optional[FrozenBackboneCache] = None
         self._hidden_states_wanted = True
-        if kind in ("classification", "regression") and not self.is_decoder:
-            model.base_model.register_forward_hook(self._at_head_input)
+        if kind in ("classification", "regression"):
+            model.base_model.forward = _Backbone(model.base_model.forward)
         self.model = with_lora(model, cfg.lora, kind) if cfg.lora.enabled else model
 
     @property
@@ -180,106 +169,114 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self.model.get_base_model() if self.lora.enabled else self.model
 
     def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
-        """Run the model on ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the model takes them).
-
-        Other keys (e.g. labels) are ignored: criterions compute the losses. A missing attention mask means no padding.
-        """
+        """The model on ``input_ids``, ``attention_mask`` (none: no padding) and ``token_type_ids``; the losses are
+        the criterion's."""
         if "input_ids" not in batch:
             raise KeyError(f"batch needs 'input_ids'; got keys {sorted(batch)}")
         attention_mask = attention_mask_or_ones(batch)
         inputs = {"input_ids": batch["input_ids"], "attention_mask": attention_mask}
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
-        self._head_site = {}
-        hidden_states, packing = None, None
-        from_cache = self.frozen_cache is not None and (self.training or not self._hidden_states_wanted)
-        if from_cache:
-            out = self._forward_from_cache(inputs)
-        elif self.padding_free:
-            out, hidden_states, packing = self._forward_packed(inputs, batch)
-        else:  # the Hugging Face model itself, LoRA's layers in it: peft's QA wrapper drops token_type_ids
+        representation, inserted, packing = None, {}, None
+        if self.kind in ("classification", "regression"):
+            out, hidden_states, representation, inserted, packing = self._classify(inputs, batch)
+        elif self.padding_free:  # the Hugging Face model itself, LoRA's layers in it
+            packed, packing = self.pack(inputs, batch.get("token_positions"), batch.get("sequence_lengths"))
+            out = _token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
+            hidden_states = tuple(hidden[0] for hidden in out.hidden_states)
+        else:  # peft's QA wrapper drops token_type_ids: the Hugging Face model itself, LoRA's layers in it
             out = self.transformer(**inputs, output_hidden_states=True)
-        if self.frozen_cache is not None and not from_cache:  # an evaluation pass fills the cache as it goes
-            keys = self.frozen_cache.keys(inputs)
-            missing = self.frozen_cache.missing(keys)
-            site = self._head_site
-            self.frozen_cache.remember(keys, missing, site["representation"][missing], site["pooled"])
-        site, self._head_site = self._head_site, {}
+            hidden_states = tuple(out.hidden_states or ())
         packed = packing is not None
         return EncoderOutput(
             logits=getattr(out, "logits", None),
             start_logits=_no_answer_in_padding(getattr(out, "start_logits", None), attention_mask),
             end_logits=_no_answer_in_padding(getattr(out, "end_logits", None), attention_mask),
-            hidden_states=tuple(out.hidden_states or ()) if hidden_states is None else hidden_states,
-            attention_mask=None if packed else attention_mask,
-            representation=site.get("representation"),
-            inserted=site.get("inserted", {}),
-            token_positions=None if packed else batch.get("token_positions"),
-            packing=packing,
+            hidden_states=hidden_states, attention_mask=None if packed else attention_mask,
+            representation=representation, inserted=inserted,
+            token_positions=None if packed else batch.get("token_positions"), packing=packing,
         )
-
-    def _forward_packed(self, inputs: dict[str, Tensor], batch: dict[str, Any]) -> tuple[Any, tuple, Packing]:
-        """The model's forward on the batch's real tokens alone: one packed row (per-sequence positions, attention
-        confined to each sequence, causal within each for decoders). A head that reads every token (extractive QA's
-        span head, a language model's) runs on the packed row with the rest of the Hugging Face model (called
-        itself, its LoRA layers in it: peft's question-answering wrapper drops ``position_ids``); one that reads one
-        token per example reads it from the packed row (:meth:`_head_on_each_sequence`); the collator's token
-        positions and lengths, when ``batch`` has them, spare host syncs. Returns the head's output, the packed
-        hidden states, (tokens, hidden) each, and the packing."""
-        packed, packing = self.pack(inputs, batch.get("token_positions"), batch.get("sequence_lengths"))
-        if self.kind in ("extractive_qa", "language_modeling"):
-            out = states = token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
-        else:
-            out, states = self._head_on_each_sequence(inputs, packed, packing)
-        return out, tuple(hidden[0] for hidden in states.hidden_states), packing
 
     def pack(self, inputs: dict[str, Tensor], positions: Optional[Tensor] = None,
              lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
-        """A padded batch's inputs as the packed row this model's forward takes (RoBERTa's positions after its padding
-        index), and their packing; ``positions`` (real tokens' flat indices), ``lengths``: when the host knows them."""
-        packing = Packing.of(inputs["attention_mask"], positions, lengths)
-        return packing.model_inputs(inputs, self._position_offset), packing
+        """A padded batch's inputs as the packed row this model's forward takes, and their packing
+        (:func:`~.packing.packed_inputs`)."""
+        return packed_inputs(inputs, self.transformer.config, positions, lengths)
 
-    def _head_on_each_sequence(self, inputs: dict[str, Tensor], packed: dict[str, Any], packing: Packing
-                               ) -> tuple[Any, Any]:
-        """The backbone on the packed row, then the task head on each sequence's first token (an encoder's [CLS],
-        through its pooler when it has one) or last real token (a decoder's), as the head reads them from a padded
-        batch. Returns the head's output and the backbone's."""
-        backbone = self.transformer.base_model
-        self._packed_pass = True  # the head's input is not this pass's output: the hook waits for the stand-in's
-        try:
-            states = backbone(**packed, output_hidden_states=True)
-        finally:
-            self._packed_pass = False
-        rows = states.last_hidden_state[0].index_select(0, packing.last if self.is_decoder else packing.first)
-        if self.is_decoder:
-            standin = BaseModelOutputWithPast(last_hidden_state=rows.unsqueeze(1))
+    def _classify(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
+        """A classification or regression head on one vector per sequence: the backbone (packed when padding-free,
+        or looked up in the frozen cache), the representation through the inserted modules, then the Hugging Face
+        head on it. Returns the head's output, hidden states, representation, inserted outputs and packing."""
+        if self.is_decoder and not self.padding_free:  # the head finds each sequence's last real token itself
+            out = self.transformer(**inputs, output_hidden_states=True)
+            return out, tuple(out.hidden_states or ()), None, {}, None
+        cache, hidden_states, packing, states = self.frozen_cache, (), None, None
+        if cache is not None and (self.training or not self._hidden_states_wanted):
+            keys = cache.keys(inputs)
+            missing = cache.missing(keys)
+            if missing:  # the backbone on them (their packed row when padding-free)
+                with torch.no_grad():
+                    rows = {name: tensor[missing] for name, tensor in inputs.items()}
+                    computed = self._backbone_on(rows, {})
+                cache.remember(keys, missing, computed[1], computed[2])
+            representation, pooled = cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled
         else:
-            standin = BaseModelOutputWithPooling(last_hidden_state=rows.unsqueeze(1),
-                                                 pooler_output=pooled_first_tokens(backbone, rows))
-        backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
-        try:
-            out = self.model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
-        finally:
-            del backbone.forward
-        return out, states
+            states, representation, pooled, packing = self._backbone_on(inputs, batch)
+            hidden_states = tuple(states.hidden_states) if packing is None else tuple(
+                hidden[0] for hidden in states.hidden_states)
+            if cache is not None:  # an evaluation pass fills the cache as it goes
+                keys = cache.keys(inputs)
+                missing = cache.missing(keys)
+                cache.remember(keys, missing, representation[missing], pooled)
+        inserted, current = {}, representation
+        for name, module in self.inserted.items():
+            current = inserted[name] = module(current)
+        if states is not None and packing is None:  # padded: the backbone's output, the head's input replaced
+            standin = states
+            if pooled:
+                standin.pooler_output = current
+            elif inserted:
+                rest = states.last_hidden_state[:, 1:]
+                standin.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
+        elif self.is_decoder:
+            standin = BaseModelOutputWithPast(last_hidden_state=current.unsqueeze(1))
+        else:
+            standin = BaseModelOutputWithPooling(last_hidden_state=current.unsqueeze(1),
+                                                 pooler_output=current if pooled else None)
+        out = self.model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1],
+                         head_input=standin)
+        return out, hidden_states, None if self.is_decoder else representation, inserted, packing
+
+    def _backbone_on(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
+        """The backbone's output on ``inputs`` (packed when padding-free), the vector per sequence its head reads
+        (the pooler's output, else the first token, a decoder's last), whether it is pooled, and the packing."""
+        backbone = self.transformer.base_model
+        if not self.padding_free:
+            states = backbone(**inputs, output_hidden_states=True)
+            pooled = getattr(states, "pooler_output", None)
+            vectors = pooled if pooled is not None else states.last_hidden_state[:, 0]
+            return states, vectors, pooled is not None, None
+        packed, packing = self.pack(inputs, batch.get("token_positions"), batch.get("sequence_lengths"))
+        states = backbone(**packed, output_hidden_states=True)
+        rows = states.last_hidden_state[0].index_select(0, packing.last if self.is_decoder else packing.first)
+        pooler = getattr(backbone, "pooler", None)
+        if pooler is None or self.is_decoder:
+            return states, rows, False, packing
+        activation = getattr(backbone, "pooler_activation", None)  # BERT's pooler reads position 0; ALBERT's is linear
+        pooled = pooler(rows.unsqueeze(1)) if activation is None else activation(pooler(rows))
+        return states, pooled, True, packing
 
     def keep_padding(self, reason: str) -> None:
         """Compute on padded batches after all (e.g. the criterion scores the padded positions too): ``reason`` goes
         into :attr:`padding_free_line` when the model was to pack them."""
         if self.padding_free:
             self.padding_free, self.padding_free_line = False, f"model.padding_free=auto: padded batches ({reason})"
-            self.transformer.config._attn_implementation = self._padded_attention
+            self.transformer.set_attn_implementation("sdpa")
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
-        """Compute the backbone's outputs once per example from now on, in training too, if nothing in it trains.
-
-        Returns whether the cache is on. The backbone then runs without dropout (as in evaluation), and a
-        training forward (or one inside :meth:`head_only`) brings no hidden states (``hidden_states == ()``):
-        only the head and the modules inserted before it run. Other evaluation passes run the whole model and
-        fill the cache as they go. A large cache moves to an unnamed file in ``spill_dir``
-        (:class:`~.frozen_backbone.FrozenBackboneCache`).
-        """
+        """Compute the backbone's outputs once per example (:class:`~.frozen_backbone.FrozenBackboneCache`, spilled
+        to ``spill_dir``) if nothing in it trains; whether it does. Training (and :meth:`head_only`) forwards then
+        bring no hidden states and run without the backbone's dropout; evaluation passes fill the cache."""
         if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
@@ -303,33 +300,9 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             self.transformer.base_model.eval()  # a cached backbone has no dropout
         return self
 
-    def _forward_from_cache(self, inputs: dict[str, Tensor]):
-        """The model's forward with the backbone's part looked up (computed for the examples seen first here)."""
-        cache, backbone = self.frozen_cache, self.transformer.base_model
-        keys = cache.keys(inputs)
-        missing = cache.missing(keys)
-        if missing:  # the backbone on them (their packed row when padding-free): the hook records the head's input
-            rows = {name: tensor[missing] for name, tensor in inputs.items()}
-            with torch.no_grad():
-                if self.padding_free:
-                    self._forward_packed(rows, {})
-                else:
-                    backbone(**rows)
-            cache.remember(keys, missing, self._head_site["representation"], self._head_site["pooled"])
-        standin = standin_output(cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled)
-        backbone.forward = lambda *args, **kwargs: standin  # the head reads it; the hook at its input still runs
-        try:
-            return self.model(**inputs, output_hidden_states=False)
-        finally:
-            del backbone.forward
-
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
-        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the task head.
-
-        Modules chain in insertion order. The head consumes BERT/ALBERT's pooled output when the backbone
-        has a pooler, otherwise the first ([CLS]/<s>) token of the last layer (RoBERTa, DistilBERT, ELECTRA):
-        that vector is replaced by the module's output; the hidden states (and so every token cloud) are not.
-        """
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation (the pooled output, else
+        the first token) and the head, after those inserted before; the hidden states are unchanged."""
         if self.kind not in ("classification", "regression"):
             raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")
@@ -341,33 +314,10 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             raise ValueError(f"a module named {name!r} is already inserted before the head")
         self.inserted[name] = module
 
-    def _at_head_input(self, backbone, args, out):
-        """Forward hook on the backbone: record the head's input and pass it through the inserted modules."""
-        if self._packed_pass:
-            return None
-        pooled = getattr(out, "pooler_output", None)
-        representation = pooled if pooled is not None else out.last_hidden_state[:, 0]
-        inserted, current = {}, representation
-        for name, module in self.inserted.items():
-            current = inserted[name] = module(current)
-        self._head_site = {"representation": representation, "inserted": inserted, "pooled": pooled is not None}
-        if not inserted:
-            return None
-        if pooled is not None:
-            out.pooler_output = current
-        else:
-            rest = out.last_hidden_state[:, 1:]
-            out.last_hidden_state = torch.cat([current.unsqueeze(1).to(rest.dtype), rest], dim=1)
-        return out
-
     def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None,
                         label2id: Optional[dict] = None) -> None:
-        """Write model and tokenizer to ``directory`` (loadable with ``ModelConfig(name_or_path=directory)``, the
-        ``AutoModelFor*`` classes and ``pipeline()``); ``id2label``/``label2id`` name the head's outputs.
-
-        Refused when modules are inserted before the head: a Hugging Face folder cannot hold them, and a
-        model reloaded without them would feed its head a different representation.
-        """
+        """Write model and tokenizer to ``directory`` (loadable as ``ModelConfig(name_or_path=directory)`` and by the
+        ``AutoModelFor*`` classes); ``id2label``/``label2id`` name the head's outputs. Refused with inserted modules."""
         if len(self.inserted):
             raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted "
                              "before the head and HF has no place for them; use the run's checkpoint instead")
@@ -411,66 +361,14 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         self.load_state_dict(state, strict=False)
 
 
-_WEIGHTS_RESTORED_LATER = contextvars.ContextVar("weights_restored_later", default=False)
-
-
-@contextlib.contextmanager
-def restoring_weights() -> Iterator[None]:
-    """Models built inside print no load report ("newly initialised: classifier.*"): their weights, the fresh
-    head's included, are about to come from a checkpoint (a resumed or finished run, ``istar-export``).
-
-    >>> with restoring_weights():
-    ...     _WEIGHTS_RESTORED_LATER.get()
-    True
-    """
-    token = _WEIGHTS_RESTORED_LATER.set(True)
-    try:
-        yield
-    finally:
-        _WEIGHTS_RESTORED_LATER.reset(token)
-
-
-def _load_with_one_line_report(auto_class, path: str, **kwargs):
-    """``auto_class.from_pretrained`` with transformers' load report (a table) replaced by one plain stderr line
-    naming the freshly initialised tensors (the task head) and counting the checkpoint's unused ones; a damaged
-    ``.safetensors`` file is a :class:`~istar_plugin.errors.ModelError` naming it."""
-    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    try:
-        with _no_gguf_bar() if kwargs.get("gguf_file") else contextlib.nullcontext():
-            model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    except SafetensorError as error:
-        raise damaged_weights(path, error, kwargs.get("revision")) from None
-    finally:
-        transformers_logging.set_verbosity(verbosity)
-        if bars:
-            transformers_logging.enable_progress_bar()
-    fresh, unused = sorted(info.get("missing_keys", ())), info.get("unexpected_keys", ())
-    mismatched = [str(key[0] if isinstance(key, tuple) else key) for key in info.get("mismatched_keys", ())]
-    if (fresh or unused or mismatched) and not _WEIGHTS_RESTORED_LATER.get():
-        parts = [f"newly initialised: {', '.join(fresh) or 'none'}", f"{len(unused)} unused checkpoint tensor(s)"]
-        if mismatched:
-            parts.append(f"re-initialised for a new shape: {', '.join(mismatched)}")
-        source = Path(path, kwargs["gguf_file"]) if kwargs.get("gguf_file") else path
-        print(f"{type(model).__name__} from {source}: {'; '.join(parts)}", file=sys.stderr)
-    return model
-
-
-@contextlib.contextmanager
-def _no_gguf_bar() -> Iterator[None]:
-    """transformers draws its own tqdm bar while it dequantises a GGUF file, whatever its progress-bar setting: off."""
-    from functools import partial
-
-    from tqdm.auto import tqdm
-    from transformers import modeling_gguf_pytorch_utils as gguf_loading
-
-    drawn = gguf_loading.tqdm
-    gguf_loading.tqdm = partial(tqdm, disable=True)
-    try:
-        yield
-    finally:
-        gguf_loading.tqdm = drawn
+def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
+    """A per-token head's output on the packed row as the loss reads it: span logits back at their places in the
+    padded (batch, length) batch, a language model's logits packed, (tokens, vocabulary)."""
+    if getattr(out, "start_logits", None) is not None:
+        out.start_logits, out.end_logits = packing.unpack(out.start_logits[0]), packing.unpack(out.end_logits[0])
+    else:
+        out.logits = out.logits[0]
+    return out
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
@@ -480,15 +378,6 @@ def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor)
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
-
-
-def _use_eos_as_padding(tokenizer) -> None:
-    """Decoders (GPT-2) ship without a pad token: pad with end-of-text, which task inputs never contain (their
-    tokenizers add no special tokens), so the classification head's "last token that is not padding" is the
-    last real token. Padding never enters a token cloud (the attention mask excludes it)."""
-    if tokenizer.eos_token is None:
-        raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an end-of-text token to pad batches with")
-    tokenizer.pad_token = tokenizer.eos_token
 
 
 def _enable_activation_checkpointing(model) -> None:

@@ -1,14 +1,8 @@
 """A frozen backbone's work done once: the representation its task head reads, per example, computed on first
 sight and looked up after.
 
-When nothing in the backbone trains (the Isotropy Layer's stage 2, a head-only stage) and its dropout is off,
-what it gives the head is a function of the example's tokens alone. :class:`FrozenBackboneCache` keys each
-example by its real tokens (padding and batch composition do not change the key) and holds its representation
-(float32, one d-vector per example: 49 MB for 16,000 examples at d 768) in memory, up to ``memory_limit`` bytes
-(:data:`MEMORY_LIMIT`, 2 GiB: MNLI's 393,000 pairs at d 1,024 would take 1.6 GB); beyond it, every vector moves to
-an unnamed temporary file in ``spill_dir`` (the run directory; the file has no name, so it disappears with the
-process, even a killed one) and is read back by memory mapping. :func:`standin_output` is what the
-backbone would have returned, built from those vectors, for the head to read as usual.
+Keyed by each example's real tokens, in memory up to ``memory_limit`` bytes, then in an unnamed file in
+``spill_dir`` (docs/design: the frozen-backbone cache).
 
 >>> import torch
 >>> cache = FrozenBackboneCache()
@@ -33,9 +27,8 @@ from typing import Optional
 import numpy as np
 import torch
 from torch import Tensor
-from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-__all__ = ["FrozenBackboneCache", "standin_output", "cache_if_frozen", "CACHED_LINE", "MEMORY_LIMIT"]
+__all__ = ["FrozenBackboneCache", "cache_if_frozen", "CACHED_LINE", "MEMORY_LIMIT"]
 
 MEMORY_LIMIT = 2 << 30
 """Bytes of vectors a cache holds in memory before it moves them to a file on disk."""
@@ -116,13 +109,6 @@ class FrozenBackboneCache:
             width = self._file.seek(0, 2) // 4 // len(self._rows)
             self._mapped = np.memmap(self._file, dtype=np.float32, mode="r", shape=(len(self._rows), width))
         return torch.from_numpy(np.array(self._mapped[rows]))
-
-
-def standin_output(representation: Tensor, pooled: bool) -> BaseModelOutputWithPooling:
-    """What the backbone returns, as far as its task head reads it: the pooled output (BERT, ALBERT) or the first
-    token's state (RoBERTa, DistilBERT, ELECTRA read ``last_hidden_state[:, 0]``)."""
-    return BaseModelOutputWithPooling(last_hidden_state=representation.unsqueeze(1),
-                                      pooler_output=representation if pooled else None)
 
 
 def cache_if_frozen(model, frozen_dropout: bool, spill_dir: Optional[str | PathLike] = None) -> bool:

@@ -1,17 +1,6 @@
-"""Padding-free batches: a padded batch's real tokens packed into one row, and the attention that keeps each
-sequence to itself.
-
-:class:`Packing` says where each real token of a right-padded batch goes (its flat index in the padded batch, its
-sequence's boundaries as cumulative lengths). :func:`packed_attention` is registered in transformers'
-``ALL_ATTENTION_FUNCTIONS`` as :data:`PACKED_ATTENTION`: given the cumulative lengths (``cu_seq_lens_q``, the
-keyword transformers' flash-attention path also reads, which every supported family's forward passes through to
-its attention), it groups the sequences by length (:func:`length_groups`), unpacks each group's queries, keys and
-values to a padded (sequences, heads, its longest, width) block, runs torch's ``scaled_dot_product_attention`` with
-the key-padding mask (and causal within each sequence for decoders) and packs the results back, so the token-wise
-layers (projections, feed-forward, norms) run on real tokens only and the attention on little padding. Without
-cumulative lengths (a padded batch of the same model) it is transformers' ``sdpa`` attention itself, and its mask
-function (:data:`ALL_MASK_ATTENTION_FUNCTIONS`) is ``sdpa``'s, except that a packed batch, which brings no padding
-mask, gets none (the cumulative lengths confine the attention).
+"""Padding-free batches: a padded batch's real tokens packed into one row (:class:`Packing`, :func:`packed_inputs`),
+and :func:`packed_attention`, registered as :data:`PACKED_ATTENTION`, confining each sequence's attention to itself;
+without cumulative lengths it is transformers' ``sdpa`` (docs/design: padding-free batches).
 
 >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
 >>> packing = Packing.of(mask)
@@ -42,26 +31,23 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
+from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.masking_utils import sdpa_mask
 
-__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention"]
+from .padding_free import position_offset
+
+__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention", "packed_inputs"]
 
 PACKED_ATTENTION = "istar_packed"
-"""The ``config._attn_implementation`` of a model that computes padding-free."""
+"""The ``attn_implementation`` of a model that computes padding-free."""
 
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a right-padded (batch, width) batch go in the packed row.
-
-    ``positions``: flat indices (row * width + column) of the real tokens, in order; ``cu_seq_lens``: the
-    sequences' cumulative lengths (int32, batch + 1 entries, from 0); ``first``/``last``: each sequence's first and
-    last token in the packed row; ``width``: the padded batch's width; ``attention_groups``: the attention's groups
-    of sequences (:func:`length_groups`), planned on the host when it knew the lengths, else None (the attention
-    plans them from ``cu_seq_lens``).
-    """
+    """Where the real tokens of a right-padded (batch, width) batch go in the packed row: their flat ``positions``,
+    the sequences' cumulative lengths (int32, from 0), each sequence's ``first``/``last`` token in the row, the
+    batch's ``width`` and the attention's groups (:func:`length_groups`) when the host planned them."""
 
     positions: Tensor
     cu_seq_lens: Tensor
@@ -73,9 +59,8 @@ class Packing:
     @classmethod
     def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
            lengths: Optional[Sequence[int]] = None) -> "Packing":
-        """The packing of a batch from its attention mask; ``positions`` and ``lengths`` (each sequence's real
-        tokens) when the collator computed them on the host (:func:`~istar_plugin.training.batching.collate`): no
-        host-device sync then, else read from the mask."""
+        """The packing of a batch from its attention mask, or from the collator's ``positions`` and ``lengths``
+        (:func:`~istar_plugin.runtime.batching.collate`: no host-device sync)."""
         if positions is None:
             positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
         cu_seq_lens = torch.nn.functional.pad(attention_mask.sum(dim=1).cumsum(0), (1, 0)).to(torch.int32)
@@ -108,9 +93,8 @@ class Packing:
         return (self.positions % self.width + offset).unsqueeze(0)
 
     def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """What a Hugging Face model's forward takes to compute the padded batch ``inputs`` as one packed row: its
-        ``input_ids`` (and ``token_type_ids``) packed, each token's ``position_ids`` (+ ``position_offset``) and
-        :meth:`attention_kwargs`."""
+        """The packed row's ``input_ids`` (and ``token_type_ids``), ``position_ids`` (+ ``position_offset``) and
+        :meth:`attention_kwargs`: what a Hugging Face model's forward takes."""
         packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
                   **self.attention_kwargs()}
         if inputs.get("token_type_ids") is not None:
@@ -174,11 +158,8 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
                      attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
     """Attention over packed (1, heads, tokens, width) queries, keys and values confined to each sequence of
-    ``cu_seq_lens_q``: the sequences grouped by length (:func:`length_groups`), each group unpacked to (sequences,
-    heads, its longest, width), torch's scaled dot-product attention with the key-padding mask (and causal for a
-    causal ``module``), the results packed back to (1, tokens, heads, width). The groups: ``attention_groups``
-    (planned by :meth:`Packing.of` from the host's lengths), else planned here from the cumulative lengths (a
-    host-device sync on accelerators). Without ``cu_seq_lens_q``: transformers' ``sdpa`` attention."""
+    ``cu_seq_lens_q``, by groups of similar length (``attention_groups``, else planned here: a host sync), returned
+    as (1, tokens, heads, width); without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -218,5 +199,14 @@ def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[
     return None if attention_mask is None else sdpa_mask(attention_mask=attention_mask, **kwargs)
 
 
-ALL_ATTENTION_FUNCTIONS.register(PACKED_ATTENTION, packed_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(PACKED_ATTENTION, _packed_mask)
+def packed_inputs(inputs: Mapping[str, Tensor], config, positions: Optional[Tensor] = None,
+                  lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
+    """A padded batch's ``inputs`` as the packed row a model of ``config`` takes (its positions counted as the
+    model counts them, :func:`~.padding_free.position_offset`), and their packing; ``positions``/``lengths``: the
+    collator's, when it computed them."""
+    packing = Packing.of(inputs["attention_mask"], positions, lengths)
+    return packing.model_inputs(inputs, position_offset(config)), packing
+
+
+AttentionInterface.register(PACKED_ATTENTION, packed_attention)
+AttentionMaskInterface.register(PACKED_ATTENTION, _packed_mask)

@@ -23,13 +23,25 @@ from typing import Optional, Union
 from ..errors import ConfigError
 
 __all__ = ["PADDING_FREE_CHOICES", "PADDING_FREE_FAMILIES", "padding_free_obstacle", "padding_free_choice",
-           "INCLUDED_PADDING"]
+           "INCLUDED_PADDING", "ROBERTA_FAMILY", "position_offset"]
 
 PADDING_FREE_CHOICES = ("auto", True, False)  # as the command line's true and false arrive
 PADDING_FREE_FAMILIES = ("bert", "roberta", "distilbert", "albert", "gpt2", "llama")
 """Model types whose forward takes per-sequence position ids and passes attention keywords through (each tested
 padded against padding-free in ``tests/test_padding_free.py``)."""
 INCLUDED_PADDING = "criterion.padding=include scores the padded positions too"
+ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
+
+
+def position_offset(config) -> int:
+    """The position of a sequence's first token: after the padding index in RoBERTa's family, else 0.
+
+    >>> from types import SimpleNamespace
+    >>> position_offset(SimpleNamespace(model_type="roberta", pad_token_id=1)), position_offset(SimpleNamespace(
+    ...     model_type="bert", pad_token_id=0))
+    (2, 0)
+    """
+    return (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
 
 
 def padding_free_obstacle(model_type: Optional[str], included_padding: bool = False) -> Optional[str]:

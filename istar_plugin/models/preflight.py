@@ -28,17 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError, ModelError
 from .config import DECODER_MODEL_TYPES, LoraSettings
-from .padding_free import padding_free_choice
+from .padding_free import padding_free_choice, position_offset
 from .paths import gguf_options, resolve_model_path
 
-ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
-
-
 def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int, int]]:
-    """(usable positions, transformer layers) of the run's model from its config, None for other adapters.
-
-    Raises :class:`ModelError` when the config cannot be read (``local_only``: do not try the hub).
-    """
+    """(usable positions, transformer layers) of the run's model from its config, None for other adapters; a
+    config that cannot be read is a :class:`ModelError` (``local_only``: do not try the hub)."""
     config = _pretrained_config(cfg, local_only)
     return None if config is None else _shape(config)
 
@@ -61,8 +56,8 @@ def model_width(cfg: DictConfig) -> Optional[int]:
 
 def _shape(config) -> tuple[Optional[int], int]:
     positions = getattr(config, "max_position_embeddings", None)
-    if positions and getattr(config, "model_type", "") in ROBERTA_FAMILY:
-        positions -= (config.pad_token_id or 0) + 1
+    if positions:
+        positions -= position_offset(config)
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
     return (int(positions) if positions else None), int(layers)
 
@@ -150,11 +145,8 @@ def check_lora_targets(config, settings: LoraSettings) -> None:
 
 
 def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[str] = None) -> None:
-    """Refuse ``data.max_length`` and ``criterion.layers`` the model cannot serve, an encoder for a task of
-    ``kind`` ``language_modeling``, and ``model.padding_free=true`` where it cannot be (:class:`ConfigError`).
-
-    ``lenient``: skip quietly when the model's config is not on this machine (composing a grid offline).
-    """
+    """Refuse (:class:`ConfigError`) ``data.max_length`` and ``criterion.layers`` the model cannot serve, an encoder
+    for ``language_modeling`` and ``model.padding_free=true`` where it cannot be; ``lenient``: skip an absent model."""
     settings = (LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model
                 else LoraSettings())
     settings.check()

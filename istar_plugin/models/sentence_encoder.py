@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
-from .encoder import _load_with_one_line_report, _use_eos_as_padding, gguf_options
+from .loading import load_pretrained, pad_with_eos
+from .paths import gguf_options
 from .packing import Packing
 from .token_cloud import num_layers
 
@@ -62,13 +63,13 @@ class SentenceEncoder:
         self.backbone, self.tokenizer, self.max_length, self.source = backbone.eval(), tokenizer, max_length, source
         self.pack = pack
         if self.tokenizer.pad_token is None:
-            _use_eos_as_padding(self.tokenizer)
+            pad_with_eos(self.tokenizer)
 
     @classmethod
     def from_pretrained(cls, path: str, max_length: int = 128, local_files_only: bool = False) -> "SentenceEncoder":
         """Any Hugging Face folder or hub name, or a GGUF file (``.gguf``: dequantised to full precision)."""
         folder, options = gguf_options(path)
-        backbone = _load_with_one_line_report(AutoModel, folder, local_files_only=local_files_only, **options)
+        backbone = load_pretrained(AutoModel, folder, local_files_only=local_files_only, **options)
         tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=local_files_only, **options)
         return cls(backbone, tokenizer, max_length, source=path)
 

@@ -1,9 +1,5 @@
-"""The token cloud of a Hugging Face model's hidden states, and the config lookups both model surfaces share.
-
-:class:`~istar_plugin.models.encoder.HFEncoder` (the ``istar-run`` adapter) and
-:class:`~istar_plugin.integrations.hf.HFModelView` (a ``transformers.Trainer``'s model as criterions see it)
-both build on :class:`TokenCloudSurface`: hidden size and layer count from the model's config, the padding-free
-token cloud of selected layers, the last layer's tokens and the word-embedding matrix.
+"""The token cloud of a Hugging Face model's hidden states (padding excluded), and :class:`TokenCloudSurface`, what
+:class:`~.encoder.HFEncoder` and :class:`~istar_plugin.integrations.hf.HFModelView` show criterions.
 
 >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
 >>> batch = {"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
@@ -60,13 +56,9 @@ def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
 def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor],
                 layers: Optional[Sequence[int]] = None, positions: Optional[Tensor] = None,
                 include_padding: bool = False) -> list[Tensor]:
-    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps, per selected entry of ``hidden_states``.
-
-    ``layers`` index ``hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
-    ``positions``: the flat indices of the kept tokens when already known (computed on the host by the
-    collator, so no host-device sync); else the nonzero entries of ``attention_mask``. ``include_padding``:
-    every position of the padded batch is a point, padding too (the official I-STAR code's cloud).
-    ``attention_mask=None``: a padding-free (packed) batch, every position a token.
+    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps (None: a packed batch, every position)
+    per entry of ``hidden_states`` ``layers`` selects (0 = embeddings, -1 = last; None: 1..L); ``positions``: the
+    kept tokens' flat indices when known; ``include_padding``: every position is a point (the official I-STAR cloud).
 
     >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
     >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
@@ -103,13 +95,8 @@ def stream_token_statistics(model, batches: Iterable[Mapping[str, Tensor]], stat
                             autocast: Callable[[], ContextManager] = contextlib.nullcontext,
                             on_output: Optional[Callable[[Mapping[str, Tensor], Any], None]] = None,
                             progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
-    """Forward each device batch through ``model`` (an adapter with ``token_cloud``, e.g. an
-    :class:`~istar_plugin.models.encoder.HFEncoder`) under ``autocast()`` and stream the selected layers' token
-    clouds into ``statistics`` (:func:`~istar_plugin.isotropy.streaming.stream`: a lazy ``batches`` stops at its
-    quota). ``cloud(model, output)``: other points than the layers' clouds; ``on_output(batch, output)``: whatever
-    else the caller keeps of each forward pass (logits, [CLS] vectors); ``progress(points)`` after each batch. The
-    model's train/eval mode is the caller's.
-    """
+    """Stream the token clouds of ``model``'s forward on each batch (under ``autocast()``) into ``statistics``;
+    ``cloud(model, output)``: other points; ``on_output(batch, output)``: called on each forward's output."""
     def clouds(batch):
         with autocast():
             output = model(batch)
@@ -138,14 +125,7 @@ class TokenCloudSurface:
 
     def token_cloud(self, output, layers: Optional[Sequence[int]] = None,
                     include_padding: bool = False) -> list[Tensor]:
-        """One (n_tokens, hidden) tensor of non-padding tokens per selected layer.
-
-        ``layers`` index ``output.hidden_states`` (0 = embeddings, -1 = last layer); None = transformer layers 1..L.
-        ``include_padding``: every position of the padded batch is a point, padding too (the official I-STAR
-        code's cloud); (batch * padded length, hidden) per layer. Otherwise the real tokens are
-        ``output.token_positions`` when the batch brought them (no host-device sync), else the nonzero
-        entries of the attention mask.
-        """
+        """:func:`token_cloud` of ``output``'s hidden states (its ``token_positions`` when the batch brought them)."""
         return token_cloud(output.hidden_states, output.attention_mask, layers,
                            positions=getattr(output, "token_positions", None), include_padding=include_padding)
 
@@ -154,10 +134,7 @@ class TokenCloudSurface:
         return self.token_cloud(output, [-1])[0]
 
     def word_embeddings(self) -> Tensor:
-        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow).
-
-        The matrix W of the isotropy-calibration papers (tied to the MLM output layer in these encoders).
-        """
+        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow)."""
         embeddings = self.model.get_input_embeddings()
         if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
             raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")

@@ -29,8 +29,9 @@ import torch
 from omegaconf import OmegaConf
 
 from .. import config as config_module
-from ..models.encoder import restoring_weights
-from ..registry import MODELS, TASKS, load_plugins
+from ..registry import TASKS, load_plugins
+from ..runtime.builder import build_model
+from ..runtime.init_from import MODEL_DIR, inserted_modules
 from ..errors import CheckpointError, ConfigError, ModelError
 from ..storage.atomic import atomic_write_json, write_failure
 from ..storage.checkpoints import Checkpoints, problem
@@ -38,7 +39,6 @@ from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
-MODEL_DIR = "model"
 EXPORT_RECORD = "export.json"
 """What ``istar-export`` exported: ``run``, ``run_state`` (``finished``, ``failed: REASON``, ``unfinished``),
 ``step``, ``checkpoint`` and ``finished_result`` (whether these are a finished run's final weights)."""
@@ -59,12 +59,8 @@ def can_export(model) -> bool:
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
                  record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
-    """Write ``model`` (an adapter with ``save_pretrained``) to ``directory`` with the export marker (``details``:
-    where it came from) and ``record`` as :data:`EXPORT_RECORD`, replacing an export written before; refuses a folder
-    of anything else (one line naming it, :mod:`istar_plugin.storage.ownership`). The files go into a temporary
-    sibling first, so ``directory`` is never half-written, and the old export is removed only once the new one is in
-    place.
-    """
+    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record`` as
+    :data:`EXPORT_RECORD`, through a temporary sibling (never half-written), replacing an export of ours only."""
     directory = Path(directory)
     if not can_export(model):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
@@ -119,12 +115,8 @@ def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
 
 
 def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Exported:
-    """Rebuild the run's model from its config, load a checkpoint's weights and export it, holding the run's lock
-    (a run still training there is refused, naming it); returns where it went, the step, and the run's state.
-
-    ``out`` defaults to ``RUN_DIR/model`` for the latest checkpoint and ``RUN_DIR/model_step_N`` for ``step=N``, for a
-    finished run only: a failed or unfinished run without ``out`` is a :class:`ConfigError`.
-    """
+    """Export a checkpoint of the run (the model built by :func:`~istar_plugin.runtime.builder.build_model`) under
+    the run's lock; ``out`` defaults to ``RUN_DIR/model`` (``model_step_N`` for ``step=N``) for a finished run only."""
     run_dir = Path(run_dir)
     checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
     with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
@@ -137,7 +129,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         if damage is not None:
             raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
         state = torch.load(path, map_location="cpu", weights_only=False)
-        inserted = sorted({key.split(".")[1] for key in state["model"] if key.startswith("inserted.")})
+        inserted = inserted_modules(state["model"])
         if inserted:
             raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), "
                              "which a Hugging Face folder has no place for; nothing exported. "
@@ -146,10 +138,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         load_plugins()
         cfg = OmegaConf.create(state["config"])
         task = TASKS.build(cfg.task, config_module.data_config(cfg))
-        with restoring_weights():  # the checkpoint supplies every weight, the head's too: no "newly initialised" line
-            model = MODELS.get(cfg.model.adapter).cls(config_module.model_config(cfg), task.kind,
-                                                      max(task.num_labels, 1))
-        getattr(model, "load_checkpoint_state", model.load_state_dict)(state["model"])
+        model = build_model(cfg, task, state=state["model"]).model
         if out is None:
             out = run_dir / (MODEL_DIR if step is None else f"{MODEL_DIR}_step_{state['step']}")
         record = {"run": str(run_dir.resolve()), "run_state": state_then, "step": state["step"],

@@ -23,7 +23,7 @@ from ..data.fingerprint import changed_splits
 from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, read_results
-from .rng import seed_everything, set_rng_state
+from ..runtime.rng import seed_everything, set_rng_state
 
 RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every",
                      "save_every", "max_steps", "keep_checkpoints", "optim.overflow_patience",

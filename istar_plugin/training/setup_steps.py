@@ -13,7 +13,6 @@ Schedule(batches_per_epoch=5, steps_per_epoch=3, total_steps=5)
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,21 +25,19 @@ from .. import config as config_module
 from ..data.fingerprint import split_fingerprint
 from ..data.packaged import seeded_split
 from ..errors import ConfigError, ModelError
-from ..models.encoder import restoring_weights
 from ..models.frozen_backbone import cache_if_frozen
-from ..models.padding_free import INCLUDED_PADDING
 from ..models.preflight import check_model_limits
-from ..models.tokenizer import load_tokenizer
-from ..registry import CRITERIONS, MODELS, TASKS
+from ..models.loading import load_tokenizer
+from ..registry import TASKS
+from ..runtime.builder import Built, build_model
+from ..runtime.precision import choose_precision
+from ..runtime.rng import seed_everything
 from ..storage.checkpoints import Checkpoints
 from .distributed import DistInfo, wrap_model
 from .divergence_guard import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
-from .init_from import resolve as resolve_init_from
 from .optim import build_optimizer
-from .precision import choose_precision
 from .resume import holds_weights
-from .rng import seed_everything
 
 
 def batch_sizes(cfg: DictConfig, world_size: int) -> tuple[int, int]:
@@ -82,27 +79,11 @@ def load_tokenizer_of(cfg: DictConfig):
         raise ModelError(f"model {cfg.model.name_or_path!r}: its tokenizer cannot be loaded: {reason}") from None
 
 
-def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints):
-    """The model adapter with its ``init_from`` weights (checked from its files before the model loads)."""
+def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints) -> Built:
+    """The model and criterion (:func:`~istar_plugin.runtime.builder.build_model`), the model's limits checked from
+    its files first."""
     check_model_limits(cfg, kind=task.kind)  # from the model's config.json: max_length, criterion.layers
-    model_cfg = config_module.model_config(cfg)
-    init_source = None
-    if cfg.init_from:
-        init_source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
-        model_cfg = init_source.model_config(model_cfg)
-    from_checkpoint = holds_weights(output_dir, checkpoints) or (
-        init_source is not None and init_source.checkpoint is not None)
-    try:  # a head whose weights a checkpoint is about to replace is not reported as newly initialised
-        with restoring_weights() if from_checkpoint else contextlib.nullcontext():
-            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
-    except (OSError, ImportError) as error:
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"model {cfg.model.name_or_path!r} cannot be loaded: {reason}") from None
-    if init_source is not None:
-        init_source.load_into(model)
-    if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
-        model.keep_padding(INCLUDED_PADDING)  # model.padding_free=auto: true is refused at compose time
-    return model
+    return build_model(cfg, task, quiet=holds_weights(output_dir, checkpoints))
 
 
 @dataclass(frozen=True)
@@ -116,11 +97,8 @@ class CriterionSetup:
     warning: Optional[str]  # a penalty that cannot change the model, said at the start
 
 
-def build_criterion(cfg: DictConfig, task, model, output_dir: Path) -> CriterionSetup:
-    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
-    adapt = getattr(criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
-    if adapt is not None:
-        adapt(model)
+def build_criterion(cfg: DictConfig, built: Built, output_dir: Path) -> CriterionSetup:
+    model, criterion = built
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     cached = cache_if_frozen(model, cfg.model.get("frozen_dropout", False), output_dir)
     constant = getattr(criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are

@@ -27,13 +27,13 @@ from ..storage.checkpoints import Checkpoints
 from ..storage.predictions import write_predictions
 from ..storage.results import finished_record
 from . import export
-from .batching import collate, epoch_order
+from ..runtime.batching import collate, epoch_order
 from .distributed import barrier, gather_to_all, init_from_env
 from .evaluation import Evaluator, embedding_isotropy
-from .precision import autocast, precision_line
+from ..runtime.precision import autocast, precision_line
 from .progress import complete_line, eval_line, train_line
 from .resume import rates_at_restored_step, restore_random_streams, resumable_state
-from .rng import rng_state, seed_everything
+from ..runtime.rng import rng_state, seed_everything
 from .run_directory import RunDirectory
 from .run_view import TrainerView
 from .setup_steps import (batch_sizes, build_criterion, build_optimization, encode_features, load_data, load_model,
@@ -74,10 +74,11 @@ class Trainer:
         data = load_data(cfg)
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
         # the model with its init_from weights, the criterion's changes to it, its place on the device
-        self.model = load_model(cfg, self.task, self.output_dir, self.checkpoints)
+        built = load_model(cfg, self.task, self.output_dir, self.checkpoints)
+        self.model = built.model
         self._tell(getattr(self.model, "padding_free_line", None))
         self.tokenizer = self.model.tokenizer
-        criterion = build_criterion(cfg, self.task, self.model, self.output_dir)
+        criterion = build_criterion(cfg, built, self.output_dir)
         self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
         self.frozen_backbone_cached = criterion.frozen_backbone_cached
         self._warn(criterion.warning)

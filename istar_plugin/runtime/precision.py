@@ -1,11 +1,7 @@
 """Mixed precision: which one a run uses on its device, and the autocast context of its forward passes.
 
-``precision=auto`` is bf16 where the device computes it natively (:func:`native_bf16`: CUDA with bf16; a CPU with
-AVX512-BF16 or AMX), else fp16 on a GPU and fp32 on a CPU; fp16 needs a GPU (and a gradient scaler, which the
-trainer enables for it alone). bf16 elsewhere is emulated: it runs, but slower (six times on an AVX2 CPU), so
-``auto`` does not pick it there. On a CPU with native bf16, bf16 moved neither accuracy nor eval IsoScore* beyond
-the seed spread (SST-2, Base and I-STAR, 3 seeds; docs/experiments.md) and ran a cell in two thirds of the time.
-Every isotropy term stays float32 under autocast. The precision a run used is in its ``results.json``.
+``precision=auto``: bf16 where the device computes it natively, else fp16 on a GPU and fp32 on a CPU
+(docs/design: precision=auto); fp16 needs a GPU and a gradient scaler.
 
 >>> import torch
 >>> choose_precision("auto", torch.device("cpu")) == ("bf16" if native_bf16(torch.device("cpu")) else "fp32")

@@ -1,0 +1,63 @@
+"""The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
+mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights. The trainer,
+``istar-analyze``, ``istar-embed`` and ``istar-export`` build every model here.
+
+>>> Built._fields
+('model', 'criterion')
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, NamedTuple, Optional
+
+from omegaconf import DictConfig
+
+from .. import config as config_module
+from ..errors import ModelError
+from ..models.encoder import restoring_weights
+from ..models.padding_free import INCLUDED_PADDING
+from ..registry import CRITERIONS, MODELS
+from .init_from import resolve as resolve_init_from
+
+__all__ = ["Built", "build_model", "load_weights"]
+
+
+class Built(NamedTuple):
+    """The model adapter and the criterion that adapted it."""
+
+    model: Any
+    criterion: Any
+
+
+def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False) -> Built:
+    """The run's model and criterion, as the run trained them. ``state``: a checkpoint's ``model`` tensors, loaded
+    after the criterion's changes (``init_from`` then gives the architecture alone); ``quiet``: weights follow from a
+    checkpoint (no "newly initialised" line). A model that cannot be loaded is one :class:`ModelError` line."""
+    model_cfg = config_module.model_config(cfg)
+    source = None
+    if cfg.get("init_from"):
+        source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
+        model_cfg = source.model_config(model_cfg)
+    quiet = quiet or state is not None or (source is not None and source.checkpoint is not None)
+    try:
+        with restoring_weights() if quiet else contextlib.nullcontext():
+            model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
+    except (OSError, ImportError) as error:
+        reason = " ".join(str(error).split())[:300]
+        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
+    if source is not None and state is None:
+        source.load_into(model)
+    if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
+        model.keep_padding(INCLUDED_PADDING)  # model.padding_free=auto: true is refused at compose time
+    criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
+    adapt = getattr(criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
+    if adapt is not None:
+        adapt(model)
+    if state is not None:
+        load_weights(model, state)
+    return Built(model, criterion)
+
+
+def load_weights(model, state: dict) -> None:
+    """Load a checkpoint's ``model`` tensors (``load_checkpoint_state`` where the adapter has one: LoRA's subset)."""
+    getattr(model, "load_checkpoint_state", model.load_state_dict)(state)

@@ -1,0 +1,51 @@
+"""The device a process runs on: ``device=auto``, ``cpu``, ``cuda[:N]`` or ``mps``, checked against this machine."""
+from __future__ import annotations
+
+import torch
+
+from ..errors import ConfigError
+
+
+def available_devices() -> list[str]:
+    """The ``device=`` values this machine and torch build can run: auto, cpu, each CUDA GPU, mps where it is.
+
+    >>> available_devices()[:2]
+    ['auto', 'cpu']
+    """
+    gpus = [f"cuda:{index}" for index in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return ["auto", "cpu", *(["cuda"] if gpus else []), *gpus, *(["mps"] if torch.backends.mps.is_available() else [])]
+
+
+def pick_device(requested: str, local_rank: int = 0) -> torch.device:
+    """``auto``: this process's GPU when there is one, else the CPU; ``cuda`` without an index: this process's GPU
+    (``cuda:LOCAL_RANK``, so that ranks on one node do not all land on GPU 0). A device this machine or torch build
+    does not have is refused (:class:`ConfigError`, naming the ones it has).
+
+    >>> pick_device("cpu", local_rank=3)
+    device(type='cpu')
+    """
+    if requested == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
+    missing = _why_missing(device)
+    if missing is not None:
+        named = f"device={requested!r}" + ("" if str(device) == requested else f" ({device}, by LOCAL_RANK)")
+        raise ConfigError(f"{named} asked for, but {missing}; choose one of: {', '.join(available_devices())}")
+    return device
+
+
+def _why_missing(device: torch.device) -> str | None:
+    """Why this machine cannot run on ``device``; None when it can."""
+    if device.type == "cuda":
+        if torch.version.cuda is None:
+            return f"this torch build ({torch.__version__}) has no CUDA support"
+        if not torch.cuda.is_available():
+            return "CUDA finds no GPU here"
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            return f"this machine has {count} CUDA device{'s' if count != 1 else ''} (cuda:0 to cuda:{count - 1})"
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        if not torch.backends.mps.is_built():
+            return f"this torch build ({torch.__version__}) has no MPS support"
+        return "MPS finds no Apple GPU here (macOS 12.3 or later on Apple silicon)"
+    return None
