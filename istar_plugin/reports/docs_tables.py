@@ -16,7 +16,7 @@ A docs page marks each table with what it is rendered from (paths relative to th
   ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
   :mod:`.search_comparison`). For a copy of an ``istar-analyze --out`` folder (:mod:`.records.analyses`), TABLE is
   ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`); for a copy of an
-  ``istar-embed --out`` folder (:mod:`.records.embeddings`), ``embeddings.md`` (:mod:`.outputs.embedding_table`).
+  ``istar-embed --out`` folder (:mod:`.records.analyses`), ``embeddings.md`` (:mod:`.outputs.embedding_table`).
 - ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
   rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
 
@@ -42,7 +42,7 @@ from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
 from .outputs import analysis_table, embedding_table
-from .records import analyses, embeddings, searches
+from .records import analyses, searches
 from .records.cells import collect
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
@@ -166,9 +166,9 @@ class ArchiveReports:
                 raise ValueError(f"{shown}: a search archive is compared with other searches only")
             elif len(archives) == 1 and analyses.is_analysis(archives[0]):
                 analysis_table.write_summary(analyses.read_analyses(archives[0]), folder)
-            elif len(archives) == 1 and (embeddings.is_embedding_report(archives[0])
+            elif len(archives) == 1 and (analyses.is_embedding_report(archives[0])
                                          or name == embedding_table.TABLE_FILE):  # its error names embeddings.json
-                table = embedding_table.markdown_table(embeddings.read_embedding_results(archives[0]))
+                table = embedding_table.markdown_table(analyses.read_embedding_results(archives[0]))
                 folder.mkdir(parents=True)
                 (folder / embedding_table.TABLE_FILE).write_text(table, encoding="utf-8")
             elif searches.is_search(archives[0]):

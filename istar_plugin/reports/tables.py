@@ -22,11 +22,11 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_text
 
-__all__ = ["Table", "write_table", "csv_text"]
+__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text"]
 
 
 def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
@@ -84,3 +84,23 @@ def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
     return round(value, 10) if isinstance(value, float) else value
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], escape: bool = False) -> str:
+    """A Markdown table: the header, its separator and a line per row (``|`` in a cell escaped when ``escape``).
+
+    >>> print(markdown_table(["λ", "mean"], [[number_text(-1.0), "90.4"], [number_text(None), "a|b"]], escape=True))
+    | λ | mean |
+    |---|---|
+    | -1 | 90.4 |
+    | — | a\\|b |
+    <BLANKLINE>
+    """
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") if escape else str(c) for c in cells) + " |"
+    return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)]) + "\n"
+
+
+def number_text(value: Optional[float]) -> str:
+    """A table's number: ``—`` for None, else its shortest form (``-3``, ``0.2``)."""
+    return "—" if value is None else f"{value:g}"

@@ -1,4 +1,5 @@
-"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files.
+"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files, and the one
+reader of a JSON-lines record (``metrics.jsonl``, ``attempts.jsonl``): :func:`read_records`.
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())
@@ -6,6 +7,12 @@
 ...     _ = log.append({"step": 10, "loss": 0.5})
 >>> [record["loss"] for record in log.records()]
 [0.5]
+>>> _ = (run / "damaged.jsonl").write_text('{"step": 1}\\n{"st\\n{"step": 3}\\n{"step": 4')
+>>> read_records(run / "damaged.jsonl", strict=False)  # the damaged line and the cut-short last one left out
+[{'step': 1}, {'step': 3}]
+>>> read_records(run / "damaged.jsonl")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ValueError: .../damaged.jsonl: line 2 is not valid JSON: ...
 """
 from __future__ import annotations
 
@@ -16,8 +23,6 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping, Optional
-
-import torch
 
 from .atomic import PathLike, write_failure
 
@@ -56,21 +61,8 @@ class MetricsLog:
         return written
 
     def records(self) -> list[dict[str, Any]]:
-        """All complete records in file order; [] when the file does not exist yet."""
-        if not self.path.exists():
-            return []
-        lines = self.path.read_bytes().split(b"\n")
-        complete, tail = lines[:-1], lines[-1]  # tail is b"" unless the last write was cut short
-        if tail:
-            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted "
-                          "write", stacklevel=2)
-        records = []
-        for number, line in enumerate(complete, start=1):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{self.path}: line {number} is not valid JSON: {error}") from None
-        return records
+        """All complete records in file order (:func:`read_records`, strict); [] when the file does not exist yet."""
+        return read_records(self.path, warn=True)
 
     def size(self) -> int:
         """The file's length in bytes (0 before the first record): where a checkpoint's records end."""
@@ -109,6 +101,42 @@ class MetricsLog:
                 with open(self.path, "r+b") as handle:
                     handle.truncate(keep)
         return open(self.path, "ab")
+
+
+def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional[dict[str, Any]]]:
+    """One record per non-blank line of JSON-lines ``text``; a line that is not JSON is a ValueError naming ``where``
+    and the line when ``strict``, else None in its place."""
+    records: list[Optional[dict[str, Any]]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError as error:
+                if strict:
+                    raise ValueError(f"{where}: line {number} is not valid JSON: {error}") from None
+                records.append(None)
+    return records
+
+
+def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> list[dict[str, Any]]:
+    """The records of the JSON-lines file ``path`` in file order, [] when it does not exist. A last line without its
+    newline (an interrupted write) is left out (with a warning when ``warn``). ``strict``: a damaged line is a
+    ValueError and an unreadable file an OSError; else they give no records."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError:
+        if strict:
+            raise
+        return []
+    complete, _, tail = data.rpartition(b"\n")
+    if tail and warn:
+        warnings.warn(f"{path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write",
+                      stacklevel=3)
+    text = complete.decode("utf-8", errors="strict" if strict else "replace")
+    return [record for record in json_lines(text, path, strict) if isinstance(record, dict) or strict]
 
 
 class TensorBoardLog:
@@ -185,7 +213,7 @@ class TensorBoardLog:
 
 def _as_number(value: Any) -> Optional[float]:
     """``value`` as a float if it is a real number or a one-element tensor, else None."""
-    if isinstance(value, torch.Tensor):
+    if hasattr(value, "numel") and hasattr(value, "is_complex"):  # a tensor, without importing torch
         return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None

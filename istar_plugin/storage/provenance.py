@@ -20,8 +20,6 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-import torch
-
 from .. import __version__
 
 __all__ = ["PROVENANCE", "CPU_FLAGS", "machine", "cpu_of", "code_commit"]
@@ -37,6 +35,8 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 def machine() -> dict[str, Any]:
     """This process's host name, CPU model and flags, torch version, istar_plugin version and code commit."""
+    import torch
+
     try:
         cpu, flags = cpu_of(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
     except OSError:  # not Linux

@@ -253,23 +253,32 @@ def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRec
     return ResultsRecord(**values, schema_version=version, path=path)
 
 
-def read_results(path: str | os.PathLike, require_finished: bool = False) -> ResultsRecord:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring."""
+def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
+                 ) -> Optional[ResultsRecord]:
+    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring.
+    ``strict=False``: None where ``strict`` raises :class:`ResultsError` (no file, malformed, failed when
+    ``require_finished``); a file this process may not read is a :class:`~istar_plugin.errors.RunDirError` either
+    way."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS
     try:
-        text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
-    except FileNotFoundError:
-        raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
-    except UnicodeDecodeError as error:
-        raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
-    record = record_from_json(data, path)
-    return record.require_finished() if require_finished else record
+        try:
+            text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
+        except FileNotFoundError:
+            raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
+        except UnicodeDecodeError as error:
+            raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
+        record = record_from_json(data, path)
+        return record.require_finished() if require_finished else record
+    except ResultsError:
+        if strict:
+            raise
+        return None
 
 
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
@@ -278,9 +287,6 @@ def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
 
 
 def recorded_precision(run_dir: Path) -> Optional[str]:
-    """The precision a run recorded in its ``results.json`` (None when it has none or does not say)."""
-    try:
-        return json.loads((Path(run_dir) / RESULTS).read_text(encoding="utf-8")).get("precision")
-    except (OSError, ValueError, AttributeError):
-        return None
-
+    """The precision a run recorded in its ``results.json`` (None when it has no readable one or does not say)."""
+    record = read_results(run_dir, strict=False)
+    return None if record is None else record.extra.get("precision")

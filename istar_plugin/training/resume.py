@@ -10,7 +10,6 @@ each rank's random streams.
 """
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -98,8 +97,8 @@ def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
     """``run_dir`` holds the model's trained weights: a checkpoint to resume, or a finished run's results."""
     if checkpoints.latest() is not None:
         return True
-    results_path = run_dir / "results.json"
-    return results_path.is_file() and json.loads(results_path.read_text()).get("status") != "failed"
+    record = read_results(run_dir, strict=False)  # a malformed one: refused by finished_results, one line
+    return record is not None and record.finished
 
 
 def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[str, Any], total_steps: int

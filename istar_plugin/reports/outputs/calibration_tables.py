@@ -10,7 +10,6 @@ after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ran
 
 >>> import json, tempfile
 >>> from pathlib import Path
->>> from istar_plugin.reports.records.calibration_runs import read_runs
 >>> grid = Path(tempfile.mkdtemp())
 >>> for seed, f1 in [(1, 0.8122), (2, 0.85)]:
 ...     cell = grid / f"seed{seed}"; cell.mkdir()
@@ -24,11 +23,13 @@ after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ran
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
 
+from ...storage.results import read_results
+from ...storage.seeds import over_seeds
 from ..paper.ding import PAPER_ISOTROPY, PAPER_METRIC, PAPER_MODELS, PAPER_SOURCE, paper_table
-from ..records.calibration_runs import Run
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
 TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
@@ -36,6 +37,52 @@ TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over s
 TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
                   "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
 """The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run as this comparison sees it: its paper metric as a percentage (None if absent)."""
+
+    model: str
+    task: str
+    method: str
+    seed: int
+    score: Optional[float]
+    collapsed: bool
+    embedding_i1: Optional[float]
+    embedding_i2: Optional[float]
+    isoscore_star: Optional[float]
+
+
+def calibration_method(criterion: dict[str, Any]) -> str:
+    """The paper's name for a criterion configuration.
+
+    >>> calibration_method({"name": "spectrum", "decay": "exponential"}), calibration_method({"name": "cosreg"})
+    ('Spec-Exp', 'CosReg (hidden)')
+    """
+    name = criterion.get("name")
+    if name == "cosreg":
+        return "CosReg" if criterion.get("target") == "embeddings" else "CosReg (hidden)"
+    if name == "spectrum":
+        return "Spec-Pol" if criterion.get("decay", "polynomial") == "polynomial" else "Spec-Exp"
+    return {"cross_entropy": "Base", "flow": "Flow", "istar": "I-STAR"}.get(name, str(name))
+
+
+def read_runs(cells: Iterable[Path]) -> list[Run]:
+    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
+    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
+    runs = []
+    for cell in cells:
+        results = read_results(Path(cell), require_finished=True)
+        task = results.task
+        if task not in PAPER_METRIC:
+            continue
+        value = results.metric(PAPER_METRIC[task])
+        score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
+        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
+                        results.collapsed is True, results.embedding_i1, results.embedding_i2,
+                        results.eval_isoscore_star))
+    return runs
 
 
 def uses_calibration(runs: Sequence[Run]) -> bool:
@@ -46,8 +93,7 @@ def uses_calibration(runs: Sequence[Run]) -> bool:
 def _summary(values: Sequence[float], digits: int) -> str:
     if not values:
         return "—"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
+    return over_seeds(values).text(f".{digits}f")
 
 
 def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:

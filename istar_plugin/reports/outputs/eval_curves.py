@@ -2,7 +2,7 @@
 ``eval_every``, or ``eval_before_training`` and the end), one row per evaluated step with the mean over the seeds
 evaluated there of the task's table metric (a percentage, as Table 1 shows it), of eval IsoScore* and, when the cells
 log it, of the word-embedding matrix's I1, each with its seeds' std; read from each cell's metrics log, whose
-evaluations an archive keeps (:func:`~..records.run_logs.evaluations`). ``istar-report`` writes it as
+evaluations an archive keeps (:func:`~..records.run_extras.evaluations`). ``istar-report`` writes it as
 ``curves.md``/``.csv``.
 
 >>> import json, tempfile
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..records.cells import Record, as_percent
-from ..records.run_logs import evaluations
+from ..records.run_extras import evaluations
 from ..records.settings import display_name, records_by_setting, setting_key, settings
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]

@@ -27,16 +27,58 @@ the model names they were measured with (``bert`` = bert-base-cased, ``roberta_l
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ...storage.results import read_results
+from ...storage.seeds import std_over_seeds, UNDEFINED
 from ..paper.isolayer import paper_numbers
-from ..records.isolayer_runs import Run, read_run
+from ..records.cells import as_percent
+from ..records.run_extras import wall_seconds
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
            "IsoScore 2", "improved", "trainable 1", "trainable 2", "seconds 1", "seconds 2", "paper stage 1",
            "paper stage 2", "paper source")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What Table 3 needs of one finished cell."""
+
+    path: Path
+    model: str
+    task: str
+    metric: str
+    seed: int
+    score: float
+    ev: Optional[tuple[float, ...]]
+    isoscore: Optional[float]
+    trainable: Optional[int]
+    seconds: Optional[float]
+    init_from: Optional[Path]
+    criterion: dict
+    one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
+
+
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
+    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run (the grid report
+    lists such cells with their reason). ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not
+    our combined score); default the run's main metric."""
+    results = read_results(Path(cell), require_finished=True, strict=False)
+    if results is None:
+        return None
+    metric = (metrics or {}).get(results.task) or results.main_metric
+    value = results.metrics.get(metric)
+    if not isinstance(metric, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    ev = results.cls_explained_variance
+    init = results.init_from
+    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
+               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
+               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
+               results.criterion, results.collapsed)
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
@@ -83,8 +125,8 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
 def _median_std(values: Sequence[float]) -> str:
     if not values:
         return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.median(values):.1f} ({std:.2f})"
+    std = std_over_seeds(values)
+    return f"{statistics.median(values):.1f} ({UNDEFINED if std is None else format(std, '.2f')})"
 
 
 def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:

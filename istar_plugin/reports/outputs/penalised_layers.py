@@ -11,7 +11,8 @@ range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.
 >>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
 >>> for method, lam, layers, scores in cells:
 ...     cell = grid / method; cell.mkdir()
-...     _ = (cell / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": scores}))
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "lm", "model": "smollm2", "criterion": {},
+...                                                         "seed": 1, "eval_isoscore_star_per_layer": scores}))
 ...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
 ...                           layers=layers))
 >>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]

@@ -28,7 +28,7 @@ from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
-from .run_logs import failure_hints, wall_seconds
+from .run_extras import failure_hints, wall_seconds
 
 __all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
            "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
@@ -45,7 +45,7 @@ CELL_FILES = ("config.yaml", "cell.yaml")
 
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a cell with a ``results.json``: its config, results, per-example predictions, and when it
-ran (the attempts' start and finish, else the metrics log's first and last record, :mod:`.run_logs`)."""
+ran (the attempts' start and finish, else the metrics log's first and last record, :mod:`.run_extras`)."""
 
 METRIC_RANGES = {"accuracy": (0.0, 1.0), "f1": (0.0, 1.0), "matthews_correlation": (-1.0, 1.0),
                  "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0), "combined_score": (-1.0, 1.0),
@@ -82,7 +82,7 @@ class Record:
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
-    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`.run_logs.wall_seconds`)
+    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`.run_extras.wall_seconds`)
 
 
 class CellProblem(Exception):

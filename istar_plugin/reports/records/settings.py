@@ -7,6 +7,8 @@ over its seeds, the methods' names and order, and each method's best setting (se
 >>> (setting,) = settings([cell(2, 93.5), cell(1, 92.5)])
 >>> setting.seeds, setting.mean, round(setting.std, 4), display_name(setting.method)
 ((1, 2), 93.0, 0.7071, 'I-STAR')
+>>> settings([cell(1, 92.5)])[0].std is None  # one seed: no spread
+True
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from ...metrics import better_sign
+from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
 __all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
@@ -26,7 +29,7 @@ METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 
 @dataclass(frozen=True)
 class Setting:
-    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, 0 for one seed)."""
+    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, None for one seed)."""
 
     model: str
     task: str
@@ -65,16 +68,16 @@ class Setting:
         return statistics.fmean(self.scores)
 
     @property
-    def std(self) -> float:
-        return statistics.stdev(self.scores) if self.n > 1 else 0.0
+    def std(self) -> Optional[float]:
+        return std_over_seeds(self.scores)
 
     @property
     def isoscore_mean(self) -> float:
         return statistics.fmean(self.isoscores)
 
     @property
-    def isoscore_std(self) -> float:
-        return statistics.stdev(self.isoscores) if self.n > 1 else 0.0
+    def isoscore_std(self) -> Optional[float]:
+        return std_over_seeds(self.isoscores)
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
@@ -170,9 +173,7 @@ def has_validation(records: Sequence[Record]) -> bool:
     return any(setting.validation_mean is not None for setting in settings(records))
 
 
-def metric_summary(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, int]]:
-    """``(mean, sample std, n)`` of ``metric`` over the setting's seeds; None where it has no such metric."""
+def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
+    """``metric`` over the setting's seeds; None where it has no such metric."""
     scores = None if setting is None else setting.metric_scores(metric)
-    if not scores:
-        return None
-    return statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, len(scores)
+    return over_seeds(scores) if scores else None

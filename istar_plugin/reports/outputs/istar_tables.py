@@ -1,12 +1,8 @@
-"""Table 1 of Rudman & Eickhoff (2024) from a grid's records (:mod:`..records`): per model and task each method's
-best setting (:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds; Table 2 is
-:mod:`.istar_table2`, Figure 3 :mod:`.istar_figure3`.
-
-Scores are percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its
-*variant*, e.g. ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in
-the paper. A run whose eval predictions were all one class is marked ``(k collapsed)``. Table 1 is shown in the
-I-STAR paper's metrics (:mod:`istar_plugin.reports.paper.istar`; the CSV keeps every other metric too), with its
-mean ± std and our difference beside each cell whose model, method, task and metric it reports.
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting
+(:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds, beside the paper's numbers
+(:mod:`istar_plugin.reports.paper.istar`) where it ran the same model, method, task and metric; and the
+hyperparameters each best setting has. Scores are percentages; a run whose eval predictions were all one class is
+marked ``(k collapsed)``.
 
 >>> import json, tempfile
 >>> from pathlib import Path
@@ -25,19 +21,30 @@ mean ± std and our difference beside each cell whose model, method, task and me
 [(91.0, 1.4142, 2)]
 >>> [(Path(path).name, reason) for path, reason in problems]
 [('seed3', 'no results.json (the run has not finished)')]
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda lam, seed, score: Record("sst2", "bert", "istar", lam, 0.2, seed, "accuracy", score / 100, score,
+...                                        0.1, f"/g/{lam}{seed}")
+>>> print(table2_markdown(table2([cell(-1.0, 1, 92.0), cell(-3.0, 1, 93.0), cell(-3.0, 2, 94.0)])), end="")
+| Model | Task | Method | λ | ζ | mean ± std | settings compared |
+|---|---|---|---|---|---|---|
+| bert | sst2 | I-STAR | -3 | 0.2 | 93.50 ± 0.71 | 2 |
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
 from ...metrics import better_sign
-from ..comparisons.versus_paper import paper_comparison
-from ..paper.istar import reported_metrics
+from ...storage.seeds import SeedSummary
+from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
                                 setting_order)
+from ..tables import markdown_table, number_text
 
-__all__ = ["CAPTIONS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
+__all__ = ["CAPTIONS", "TABLE2_COLUMNS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown",
+           "table1_csv_rows", "table2", "table2_markdown", "paper_comparison"]
+
+TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
 CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
             "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
@@ -70,7 +77,7 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     followed by the paper's ``mean ± std`` and our difference where it has the cell.
 
     >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
-    '92.50 ± 0.00 (n=1)'
+    '92.50 ± — (n=1)'
     >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
     ...                      collapsed=2), 2)
     '81.20 ± 0.00 (2 collapsed)'
@@ -83,8 +90,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None:
         return "—"
-    mean, std, n = summary
-    text = f"{mean:.2f} ± {std:.2f}" + (f" (n={n})" if n == 1 or n < most_seeds else "")
+    n = summary.n
+    text = summary.text(".2f") + (f" (n={n})" if n == 1 or n < most_seeds else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
     if paper is None:
@@ -116,14 +123,14 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
     for row in rows:
         for metric in row_metrics(row):
             summaries = {column: metric_summary(row[column], metric) for column in columns}
-            present = [summary[0] for summary in summaries.values() if summary]
+            present = [summary.mean for summary in summaries.values() if summary]
             cells = []
             for column in columns:
                 text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
                 best = max(present) if better_sign(metric) > 0 else min(present)
-                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == best
+                bold = len(present) > 1 and summaries[column] is not None and summaries[column].mean == best
                 cells.append(f"**{text}**" if bold else text)
             lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -142,7 +149,7 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 setting = row[column]
                 summary = metric_summary(setting, metric)
                 paper = paper_comparison(setting, metric, paper_model)
-                values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
+                values = {"mean": summary and summary.mean, "std": summary and summary.std, "n": summary and summary.n,
                           **{name: None if setting is None else getattr(setting, name)
                              for name in ("lam", "zeta", "variant")},
                           "paper mean": paper and paper[0], "paper std": paper and paper[1],
@@ -150,3 +157,40 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 out.update({f"{column} {name}": value for name, value in values.items()})
             flat.append(out)
     return flat
+
+
+def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
+    rows = []
+    for (model, task, method), (setting, compared) in sorted(best_settings(records).items(),
+                                                             key=lambda item: setting_order(item[1][0])):
+        if setting.lam is None and setting.zeta is None and not setting.variant:
+            continue
+        rows.append({"model": model, "task": task, "method": display_name(method), "lam": setting.lam,
+                     "zeta": setting.zeta, "variant": setting.variant, "mean": setting.mean, "std": setting.std,
+                     "n": setting.n, "settings_compared": compared})
+    return rows
+
+
+def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
+    other = any(row["variant"] for row in rows)
+    titles = ["Model", "Task", "Method", "λ", "ζ", *(["other"] if other else []), "mean ± std", "settings compared"]
+    return markdown_table(titles, ([row["model"], row["task"], row["method"], number_text(row["lam"]),
+                                    number_text(row["zeta"]), *([row["variant"] or "—"] if other else []),
+                                    SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
+                                    row["settings_compared"]] for row in rows))
+
+
+def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
+                     ) -> Optional[tuple[float, float, float, str]]:
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this model, method, task
+    and metric; for a model the paper did not run (MiniLM), the paper's ``paper_model`` (``bert``) if given."""
+    ours = metric_summary(setting, metric)
+    if ours is None or setting is None:
+        return None
+    for model in (setting.model, paper_model):
+        paper = None if model is None else paper_result(model, setting.method, setting.task, metric)
+        if paper is not None:
+            return paper[0], paper[1], ours.mean - paper[0], model
+    return None
