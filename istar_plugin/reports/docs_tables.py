@@ -44,6 +44,7 @@ from .paper.istar import PAPER_MODELS
 from .outputs import analysis_table, embedding_table
 from .records import analyses, searches
 from .records.cells import collect
+from .tables import markdown_table
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
 TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
@@ -116,21 +117,10 @@ def read_csv(path: str | Path) -> list[list[str]]:
     return rows
 
 
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|")
-
-
-def render_rows(rows: list[list[str]]) -> str:
-    """A Markdown table (header, separator, one line per row), ending with a newline."""
-    header, *body = rows
-    lines = ["| " + " | ".join(_cell(v) for v in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in body]
-    return "\n".join(lines) + "\n"
-
-
 def render_csv(path: str | Path) -> str:
-    """The Markdown table of one CSV file."""
-    return render_rows(read_csv(path))
+    """The Markdown table of one CSV file (``|`` in a cell escaped)."""
+    rows = read_csv(path)
+    return markdown_table(rows[0], rows[1:], escape=True)
 
 
 def marked_tables(text: str) -> list[tuple[str, str]]:

@@ -1,23 +1,6 @@
-"""Each method against Base, paired by seed: the difference per seed, its mean, a 95% interval and a verdict.
-
-Two runs with the same seed share the classifier's initialisation and the order of the training data, so the
-difference of their scores removes what the seed alone does. The interval is a two-level (hierarchical)
-percentile bootstrap: each round draws the seeds with replacement and, within each drawn seed, the evaluation
-examples with replacement, the same examples for the method's run and Base's (``predictions.json``,
-:mod:`istar_plugin.storage.predictions`); the round's value is the mean over its seeds of the metric's
-difference. Examples are resampled for the classification metrics (accuracy, F1, Matthews correlation: computed
-from confusion matrices, so thousands of rounds take milliseconds) and for a language model's perplexity (texts,
-each with its summed NLL and token count); for a correlation (STS-B), SQuAD's answer
-metrics, a plugin task's own metric, or a run without per-example predictions (written before they were), only
-the seeds are resampled (``resampled="seeds"``) and the interval says less; where a run's predictions could have been
-resampled but do not match (:mod:`.versus_base`), ``resampled`` says why, e.g. ``seeds (predictions.json of ... is
-damaged ...)``.
-
-With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
-by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
-the verdict as "at this sample size". It is ``better`` when the whole interval lies above 0, ``worse`` below,
-else ``not distinguishable`` (for a perplexity, where lower is better, the other way round); with one pair of
-runs and no examples to resample the interval has no width and the verdict is ``undefined (one seed)``.
+"""A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
+interval (seeds, then the evaluation examples within each where the metric allows, ``predictions.json``) and a
+verdict at this sample size (docs/architecture.md, "Paired comparisons").
 
 >>> refs = [1, 0] * 200
 >>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
@@ -166,9 +149,7 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
         score = CONFUSION_METRICS[metric]
         positive = code.get(1)
         differences[where] = score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
-    tail = (1 - level) / 2
-    values = differences.mean(axis=1)
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    return _interval(differences.mean(axis=1), level)
 
 
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
@@ -191,9 +172,7 @@ def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metri
         total = weights @ np.asarray(tokens, dtype=float)
         differences[where] = pooled(weights @ np.asarray(method, dtype=float), total) - pooled(
             weights @ np.asarray(base, dtype=float), total)
-    tail = (1 - level) / 2
-    values = differences.mean(axis=1)
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    return _interval(differences.mean(axis=1), level)
 
 
 def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
@@ -230,6 +209,11 @@ POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
-    values = np.asarray(differences)[rng.integers(len(differences), size=(rounds, len(differences)))].mean(axis=1)
+    drawn = rng.integers(len(differences), size=(rounds, len(differences)))
+    return _interval(np.asarray(differences)[drawn].mean(axis=1), level)
+
+
+def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` percentile interval of the bootstrap ``values``."""
     tail = (1 - level) / 2
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

@@ -1,12 +1,6 @@
-"""What a grid's paired comparisons could detect, and how many seeds would decide the paper's reported gains:
-the table ``istar-report`` writes as ``power.md``/``.csv`` beside ``versus_base.md``.
-
-A paired interval (:mod:`.paired`) is the mean over seeds of per-seed differences, so its width shrinks as
-``1/sqrt(seeds)``. Its half-width ``h`` is the smallest effect this many seeds tell from none (a mean of ``h``
-puts one end of the interval at 0). To decide an effect ``delta`` with 80% power at the 95% level, the half-width
-must fall to ``delta * 1.96 / (1.96 + 0.84)``, which takes ``ceil(n * (h * 2.80 / (1.96 * delta))^2)`` seeds if
-each seed varies as the grid's did. With few seeds the half-width is itself uncertain (and a bootstrap's spread
-runs low by ``sqrt((n-1)/n)``), so the count is a rough floor, not a promise.
+"""What a grid's paired comparisons could detect (each interval's half-width), and how many seeds would decide the
+paper's reported gains with 80% power at the 95% level if each seed varies as the grid's did (a rough floor;
+docs/architecture.md, "Paired comparisons"): ``power.md``/``.csv``.
 
 >>> seeds_to_decide(1.0, 5, 1.0), seeds_to_decide(1.0, 5, 0.29), seeds_to_decide(0.3, 5, 1.23)
 (11, 122, 2)
@@ -20,6 +14,7 @@ import math
 from typing import Any, Optional, Sequence
 
 from ..paper.istar import PAPER_MODELS, paper_result
+from ..tables import markdown_table, number_text
 from .paired import PairedDifference, signed
 
 __all__ = ["COLUMNS", "CAPTION", "POWER", "half_width", "seeds_to_decide", "paper_gains", "rows", "markdown"]
@@ -80,19 +75,16 @@ def rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
     """The power table in Markdown: one line per setting, the paper's gains and the seeds each needs side by side."""
-    lines = ["| Model | Task | Method | λ | ζ | other | seeds | Δ vs Base | ± half-width | verdict | "
-             "paper's gain (model) | seeds to decide it |", "|---" * 12 + "|"]
     settings: dict[tuple, list[dict[str, Any]]] = {}
     for row in table:
         settings.setdefault(tuple(row[key] for key in COLUMNS[:7]), []).append(row)
+    lines = []
     for group in settings.values():
-        row = group[0]
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        gains = "; ".join(f"{signed(r['paper_gain'])} ({PAPER_MODELS[r['paper_model']]})" for r in group
-                          if r["paper_model"] is not None) or "—"
-        needed = "; ".join("—" if r["seeds_to_decide"] is None else str(r["seeds_to_decide"]) for r in group
-                           if r["paper_model"] is not None) or "—"
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['seeds']} | {signed(row['difference'])} | {row['half_width']:.2f} | {row['verdict']} | "
-                     f"{gains} | {needed} |")
-    return "\n".join(lines) + "\n"
+        row, papers = group[0], [r for r in group if r["paper_model"] is not None]
+        gains = "; ".join(f"{signed(r['paper_gain'])} ({PAPER_MODELS[r['paper_model']]})" for r in papers) or "—"
+        needed = "; ".join("—" if r["seeds_to_decide"] is None else str(r["seeds_to_decide"]) for r in papers) or "—"
+        lines.append([row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+                      row["variant"] or "—", row["seeds"], signed(row["difference"]), f"{row['half_width']:.2f}",
+                      row["verdict"], gains, needed])
+    return markdown_table(("Model", "Task", "Method", "λ", "ζ", "other", "seeds", "Δ vs Base", "± half-width",
+                           "verdict", "paper's gain (model)", "seeds to decide it"), lines)

@@ -28,8 +28,10 @@ import statistics
 from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
+from ...storage.seeds import UNDEFINED, std_over_seeds
 from ..records.cells import Record
 from ..records.settings import Setting, display_name, records_by_setting, settings
+from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
 
@@ -66,8 +68,8 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         if paired is None:
             continue
         iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
-        iso_mean, iso_std = statistics.fmean(iso_differences), _std(match.isoscores)
-        score_std = _std(match.scores)
+        iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
+        score_std = std_over_seeds(match.scores)
         rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
                      "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
                      "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
@@ -100,19 +102,16 @@ def why_not(reference: str) -> str:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
-    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | "
-             "per seed | "
-             "reference sd | within sd | Δ eval IsoScore* | per seed | reference sd | within sd |", "|---" * 19 + "|"]
-    for row in rows:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        lines.append(
-            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | "
-            f"{row['reference']} | {row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
-            f"[{signed(row['low'])}, {signed(row['high'])}] | "
-            f"{row['verdict']} | {row['per_seed']} | {_shown(row['reference_std'], '.2f')} | "
-            f"{_yes(row['score_within_spread'])} | {row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | "
-            f"{_shown(row['isoscore_reference_std'], '.4f')} | {_yes(row['isoscore_within_spread'])} |")
-    return "\n".join(lines) + "\n"
+    header = ("Model", "Task", "Method", "λ", "ζ", "setting", "against", "metric", "seeds", "Δ", "95% interval",
+              "verdict", "per seed", "reference sd", "within sd", "Δ eval IsoScore*", "per seed", "reference sd",
+              "within sd")
+    return markdown_table(header, ([
+        row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]), row["variant"],
+        row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
+        f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
+        _shown(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
+        row["isoscore_per_seed"], _shown(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]
+        for row in rows))
 
 
 def _variant(text: str) -> dict[str, str]:
@@ -123,17 +122,12 @@ def _by_seed(setting: Setting) -> dict[int, float]:
     return dict(zip(setting.seeds, setting.isoscores))
 
 
-def _std(values: Sequence[float]) -> Optional[float]:
-    """The standard deviation over seeds; None for one seed (no spread to measure against)."""
-    return statistics.stdev(values) if len(values) > 1 else None
-
-
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:
     return None if spread is None else abs(difference) <= spread
 
 
 def _shown(value: Optional[float], spec: str) -> str:
-    return "—" if value is None else format(value, spec)
+    return UNDEFINED if value is None else format(value, spec)
 
 
 def _yes(flag: Optional[bool]) -> str:

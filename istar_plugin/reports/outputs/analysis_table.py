@@ -25,7 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..tables import Table, write_table
+from ..tables import Table, markdown_table, write_table
 
 __all__ = ["CAPTION", "TABLE", "column_order", "distinct_labels", "rows", "markdown", "write_summary"]
 
@@ -109,10 +109,7 @@ def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
 
 
 def _render(table: Sequence[Sequence[str]]) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-    header, *body = table
-    return "\n".join([line(header), "|" + "---|" * len(header), *map(line, body)]) + "\n"
+    return markdown_table(table[0], table[1:], escape=True)
 
 
 def markdown(analyses: Sequence[dict[str, Any]]) -> str:

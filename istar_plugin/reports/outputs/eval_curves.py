@@ -29,9 +29,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ...storage.seeds import std_over_seeds
 from ..records.cells import Record, as_percent
 from ..records.run_extras import evaluations
 from ..records.settings import display_name, records_by_setting, setting_key, settings
+from ..tables import markdown_table, number_text
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -74,15 +76,10 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     cell logs it."""
     with_i1 = any(row["embedding_i1"] is not None for row in table)
     header = ["Model", "Task", "Method", "λ", "ζ", "other", "metric", "step", "seeds", "score", "eval IsoScore*"]
-    header += ["I1 (embeddings)"] if with_i1 else []
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for row in table:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        cells = [row["model"], row["task"], row["method"], lam, zeta, row["variant"] or "—", row["metric"],
-                 str(row["step"]), str(row["seeds"]), _shown(row, "score", 2), _shown(row, "isoscore_star", 3)]
-        cells += [_shown(row, "embedding_i1", 3)] if with_i1 else []
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(header + (["I1 (embeddings)"] if with_i1 else []), ([
+        row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+        row["variant"] or "—", row["metric"], row["step"], row["seeds"], _shown(row, "score", 2),
+        _shown(row, "isoscore_star", 3), *([_shown(row, "embedding_i1", 3)] if with_i1 else [])] for row in table))
 
 
 def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
@@ -92,8 +89,7 @@ def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
 
 def _summary(name: str, values: Sequence[float]) -> dict[str, Optional[float]]:
     """``name`` -> the mean (None without values), ``name_std`` -> the sample std (None with fewer than two)."""
-    return {name: statistics.fmean(values) if values else None,
-            f"{name}_std": statistics.stdev(values) if len(values) > 1 else None}
+    return {name: statistics.fmean(values) if values else None, f"{name}_std": std_over_seeds(values)}
 
 
 def _shown(row: dict[str, Any], name: str, decimals: int) -> str:

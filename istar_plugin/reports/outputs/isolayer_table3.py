@@ -36,6 +36,7 @@ from ...storage.seeds import std_over_seeds, UNDEFINED
 from ..paper.isolayer import paper_numbers
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
+from ..tables import markdown_table
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
@@ -159,8 +160,7 @@ def _paper_text(reference: Optional[dict[str, str]]) -> str:
 def markdown(table: Sequence[dict[str, Any]]) -> str:
     """The rows as a Markdown table, the paper's source named below it."""
     columns = [c for c in COLUMNS if c != "paper source" and (c != "variant" or any(row["variant"] for row in table))]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
+    lines = [markdown_table(columns, ([row[c] for c in columns] for row in table)).rstrip("\n")]
     sources = sorted({row["paper source"] for row in table if row["paper source"]})
     notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on "
              "the evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": "

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from ..records.cells import Record
 from ..records.run_extras import layer_isoscores
 from ..records.settings import display_name, records_by_setting, settings
+from ..tables import markdown_table, number_text
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -64,14 +65,10 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Model | Task | Method | λ | ζ | other | layers | seeds | score | median IsoScore* | lowest | highest |",
-             "|---" * 12 + "|"]
-    for row in table:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | "
-                     f"{row['high']} |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Model", "Task", "Method", "λ", "ζ", "other", "layers", "seeds", "score",
+                           "median IsoScore*", "lowest", "highest"),
+                          ([row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+                            row["variant"] or "—", *(row[key] for key in COLUMNS[6:])] for row in table))
 
 
 def _span(layers: Sequence[int]) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 
 from ..records.cells import Record
 from ..records.run_extras import Provenance, cell_provenance
+from ..tables import markdown_table
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown"]
 
@@ -52,13 +53,11 @@ def markdown(cells: Sequence[dict[str, Any]]) -> str:
     groups: dict[tuple, Counter] = {}
     for cell in cells:
         groups.setdefault(tuple(cell[name] for name in MACHINE_COLUMNS), Counter())[cell["task"]] += 1
-    lines = ["| Host | CPU | bf16 features | torch | precision | commit | cells |", "|---" * 7 + "|"]
-    for (host, cpu, flags, torch, precision, commit), tasks in groups.items():
-        shown = [_shown(host), _shown(cpu), _shown(flags, "none"), _shown(torch), _shown(precision),
-                 _shown(commit and _short(commit))]
-        counts = ", ".join(f"{task} {count}" for task, count in sorted(tasks.items()))
-        lines.append(f"| {' | '.join(shown)} | {sum(tasks.values())} ({counts}) |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Host", "CPU", "bf16 features", "torch", "precision", "commit", "cells"), ([
+        _shown(host), _shown(cpu), _shown(flags, "none"), _shown(torch), _shown(precision),
+        _shown(commit and _short(commit)),
+        f"{sum(tasks.values())} ({', '.join(f'{task} {count}' for task, count in sorted(tasks.items()))})"]
+        for (host, cpu, flags, torch, precision, commit), tasks in groups.items()))
 
 
 def _short(commit: str) -> str:

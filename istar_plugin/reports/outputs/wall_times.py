@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from ..records.cells import Record
 from ..records.settings import display_name, method_order
+from ..tables import markdown_table
 
 __all__ = ["COLUMNS", "CAPTION", "wall_times", "markdown"]
 
@@ -39,8 +40,7 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The wall times as a Markdown table, in minutes."""
-    lines = ["| Model | Task | Method | other | cells | median min | range min |", "|---" * 7 + "|"]
-    for row in rows:
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {row['variant'] or '—'} | {row['cells']} | "
-                     f"{row['median s'] / 60:.1f} | {row['min s'] / 60:.1f}-{row['max s'] / 60:.1f} |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Model", "Task", "Method", "other", "cells", "median min", "range min"),
+                          ([row["model"], row["task"], row["method"], row["variant"] or "—", row["cells"],
+                            f"{row['median s'] / 60:.1f}", f"{row['min s'] / 60:.1f}-{row['max s'] / 60:.1f}"]
+                           for row in rows))
