@@ -1,28 +1,18 @@
-"""Render the documentation's tables from data, so no number in docs/ is typed by hand.
+"""Render the documentation's tables from data, so no number in docs/ is typed by hand. A page marks each table
+with its source (paths relative to the page)::
 
-A docs page marks each table with what it is rendered from (paths relative to the page)::
-
-    <!-- table: results/criterions.csv -->
+    <!-- table: SOURCE -->
     | ... the rendered table ... |
     <!-- end table -->
 
-- ``<!-- table: FILE -->``: a CSV file, or a ``.md`` file (a table ``istar-report`` wrote) copied in as it is.
-- ``<!-- table: ARCHIVE TABLE [--paper-model MODEL] [--reference KEY=VALUE] -->``: one of the tables
-  ``istar-report`` writes (``table1.md``, ``versus_base.md``, ``provenance.md``, any ``NAME.md`` or ``NAME.csv`` of
-  :data:`~.grid_report.TABLES`), computed afresh from an archive of a grid's records (``docs/evidence/GRID``,
-  :mod:`.records.archive`) with those ``istar-report`` options. For an archive of an ``istar-tune`` search
-  (:mod:`.records.search_archive`), TABLE is one of the search report's (``trials.md``, ``chosen.md``,
-  ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`). ``ARCHIVE+ARCHIVE`` reads several archives as
-  ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
-  :mod:`.search_comparison`). For a copy of an ``istar-analyze --out`` folder (:mod:`.records.analyses`), TABLE is
-  ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`); for a copy of an
-  ``istar-embed --out`` folder (:mod:`.records.analyses`), ``embeddings.md`` (:mod:`.outputs.embedding_table`).
-- ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
-  rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
+SOURCE is ``FILE`` (a CSV, or a ``.md`` table copied as it is), ``FILE transcribed`` (a results file whose runs'
+records were lost, said so under it: :data:`TRANSCRIBED`), or ``ARCHIVE TABLE [--paper-model MODEL] [--reference
+KEY=VALUE]``: a file ``istar-report`` writes (:data:`REPORT_FILES`), computed afresh from an archive of a grid or a
+search, several ones (``ARCHIVE+ARCHIVE``, read as ``istar-report A B`` reads them), a copy of an ``istar-analyze``
+folder (``summary.md``) or of an ``istar-embed`` one (``embeddings.md``).
 
-``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites the region between every pair of markers;
-``--check`` only reports the pages whose tables differ from their sources (exit 1). CSV cells are written as the
-file holds them (strings, no reformatting); a ``|`` in a cell is escaped.
+``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the
+pages whose tables differ from their sources and exits 1.
 """
 from __future__ import annotations
 
@@ -49,11 +39,8 @@ from .tables import markdown_table
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
 TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
                "in docs/evidence/ regenerates this table.*")
-"""The line under a table marked ``transcribed``."""
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
-"""The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
 MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
-"""The tables an archive's marker may name: a grid report's, a search report's and a comparison of searches'."""
 REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
                       | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None}
                       | {embedding_table.TABLE_FILE})

@@ -1,17 +1,8 @@
-"""``results.json``: the typed, versioned record a run leaves behind, and the one way to read and write it.
-
-The trainer writes a :class:`ResultsRecord` with :func:`write_results` (atomically); every reader (the reports,
-``istar-analyze``, ``init_from``, istar-grid's finished-cell check, the trainer's own resume) gets it back with
-:func:`read_results`, which raises one :class:`ResultsError` whose message is a single line naming the run
-directory and what is wrong: no file, not JSON, not an object, a required field missing or of the wrong type, a
-``schema_version`` newer than this code, or (``require_finished=True``) a run that failed. A file this process may
-not read (its permissions, a folder) is not the run's fault: one :class:`~istar_plugin.errors.RunDirError` line
-(:mod:`.reading`) that every command stops on.
-
-The JSON layout is the one the trainer always wrote plus ``schema_version`` (:data:`SCHEMA_VERSION`); a file
-without it is version 1 and is read when it holds the required fields (``task``, ``model``, ``criterion``,
-``seed``; a version-1 file without ``status`` is a finished run). Keys this module does not know (added by
-hooks) are kept in :attr:`ResultsRecord.extra` and written back unchanged.
+"""``results.json``: the typed, versioned record a run leaves behind, written by :func:`write_results` (atomically)
+and read by :func:`read_results` alone, whose :class:`ResultsError` is one line naming the run directory and the
+problem. A file without ``schema_version`` is version 1, read when it holds ``task``, ``model``, ``criterion`` and
+``seed`` (without ``status``: a finished run); keys this module does not know (hooks') are kept in
+:attr:`ResultsRecord.extra` and written back unchanged.
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())
@@ -57,10 +48,8 @@ ALWAYS_WRITTEN = ("step", "epoch", "metrics", "main_metric", "label_names", "ini
 
 
 class ResultsError(DataError):
-    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed.
-
-    ``str(error)`` is ``RUN_DIR: PROBLEM`` on one line; ``problem`` alone is what a report lists beside the cell.
-    """
+    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed:
+    ``RUN_DIR: PROBLEM`` on one line (``problem`` alone is what a report lists beside the cell)."""
 
     def __init__(self, path: str | os.PathLike, problem: str, missing: bool = False, failed: bool = False):
         self.path, self.problem, self.missing, self.failed = Path(path), one_line(problem), missing, failed
@@ -96,11 +85,8 @@ _TUPLES = ("label_names", "history", "eval_isoscore_star_per_layer", "cls_explai
 
 @dataclass(frozen=True)
 class ResultsRecord:
-    """Everything ``results.json`` holds; sequences are tuples here and lists on disk.
-
-    ``top_level_metrics``: the task's metric names whose final values are copied beside ``metrics`` (as the
-    trainer always did, e.g. ``accuracy``); ``extra``: any other key (a plugin hook's results), kept as is.
-    """
+    """Everything ``results.json`` holds (sequences as tuples); ``top_level_metrics``: the metrics whose final values
+    are copied beside ``metrics`` (e.g. ``accuracy``); ``extra``: any other key (a hook's results), kept as is."""
 
     status: str
     task: str
@@ -148,8 +134,8 @@ class ResultsRecord:
         return ResultsError(self._where(), f"{RESULTS}: {problem}")
 
     def check(self, label: str, value: Any, kind: str, optional: bool = False) -> Any:
-        """``value`` (found in this record under ``label``) if of ``kind`` (str, int, number, bool, dict, list), else
-        raise the same one-line error :func:`read_results` gives for a field of the wrong type."""
+        """``value`` (this record's ``label``) if of ``kind`` (str, int, number, bool, dict, list), else the one-line
+        error :func:`read_results` gives for a field of the wrong type."""
         return _check(self._where(), label, value, kind, optional)
 
     def metric(self, name: str) -> Any:
@@ -191,13 +177,10 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
 
 def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
                     embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
-    """The record of a finished run from its evaluations (``history``, the last one final).
-
-    ``run``: ``task``, ``model``, ``criterion``, ``seed``, ``step``, ``epoch``, ``init_from``,
-    ``trainable_parameters``, ``data`` (the fingerprint of what it read) and ``precision`` (the one the run used:
-    fp32, bf16 or fp16); ``task_metrics``: the main metric, the
-    label names and the task's metric names; ``hooked``: what hooks add (``validation`` gets its own field).
-    """
+    """The record of a finished run from its evaluations (``history``, the last one final); ``run`` holds the
+    run's identity, step, epoch, ``init_from``, ``trainable_parameters``, ``data`` (the fingerprint of what it read)
+    and ``precision``; ``task_metrics``: the main metric, the label names and the task's metric names; ``hooked``:
+    what hooks add (``validation`` gets its own field)."""
     final, hooked = history[-1], dict(hooked)
     main_metric, label_names, metric_names = task_metrics
     ev = final.get("cls_explained_variance")

@@ -1,3 +1,2 @@
-"""Numbers the papers report, carried as data (each file names its source) for reports to show beside ours: the
-I-STAR paper's Table 1 (:mod:`.istar`), Ding et al.'s calibration results (:mod:`.ding`) and the Isotropy Layer
-paper's Table 3 (:mod:`.isolayer`)."""
+"""Numbers the papers report, as data naming its source: I-STAR's Table 1 (:mod:`.istar`), Ding et al.'s calibration
+results (:mod:`.ding`) and the Isotropy Layer paper's Table 3 (:mod:`.isolayer`)."""
