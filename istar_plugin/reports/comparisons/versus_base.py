@@ -8,39 +8,7 @@ paired (:func:`pair_outcomes`: damaged, of another task or step than its ``resul
 the split the run recorded, references unlike those of the run it is paired with, or missing beside runs that have
 one) leaves its comparison to the seeds, with ``resampled`` saying why, and is listed by
 :func:`unpaired_predictions` (istar-report warns about each); a grid whose runs all predate ``predictions.json``
-resamples its seeds, with nothing to say.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> from istar_plugin.storage.predictions import write_predictions
->>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
->>> cells = [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]
->>> for method, seed, correct in cells:
-...     cell = grid / f"{method}{seed}"; cell.mkdir()
-...     _ = (cell / "config.yaml").write_text("task: rte\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
-...         "criterion": {"name": method, "lam": -1 if method == "istar" else None}, "main_metric": "accuracy",
-...         "metrics": {"accuracy": correct / 100}, "eval_isoscore_star": 0.1}))
-...     _ = write_predictions(cell, "rte", 10, refs[:correct] + [1 - r for r in refs[correct:]], refs)
->>> [row["text"] for row in comparisons(collect(grid)[0])]
-['+28.00 [+21.00, +34.50] better']
->>> _ = (grid / "istar2" / "predictions.json").write_text("{")
->>> [row["resampled"] for row in comparisons(collect(grid)[0])]  # doctest: +ELLIPSIS
-['seeds (predictions.json of istar2 is damaged (unreadable (Expecting property name...)))']
->>> [line.removeprefix(str(grid)) for line in unpaired_predictions(collect(grid)[0])]  # doctest: +ELLIPSIS
-['/istar2/predictions.json is damaged (...): compared with Base by its seed alone, not its examples']
->>> from istar_plugin.reports.records.cells import Record
->>> def run(name, references):
-...     cell = Path(tempfile.mkdtemp()) / name; cell.mkdir()
-...     _ = write_predictions(cell, "rte", 10, references, references)
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1,
-...         "step": 10, "data": {"eval": {"examples": 4}}}))
-...     return Record("rte", "m", name, None, None, 1, "accuracy", 0.5, 50.0, 0.1, str(cell))
->>> pairing = pair_outcomes("rte", "accuracy", [run("istar", [0, 1, 0, 1])], [run("base", [1, 1, 0, 0])])
->>> pairing.reasons(), pairing.method
-(['predictions.json of istar does not match the references of base'], {1: None})
-"""
+resamples its seeds, with nothing to say."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

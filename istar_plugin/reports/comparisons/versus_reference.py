@@ -5,23 +5,7 @@ effect of bf16 on what is learned).
 Each setting whose variant has ``KEY`` at another value is compared with the setting that differs from it in
 ``KEY`` alone (same model, task, method, lambda, zeta and every other swept key): the score's paired difference
 with its bootstrap interval and verdict (:mod:`.paired`), the eval IsoScore*'s mean paired difference, and for
-both the reference's spread over seeds (sample standard deviation), with whether the mean difference lies within it.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> grid = Path(tempfile.mkdtemp())
->>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
-...                                        ("bf16", 2, .84, .23)]:
-...     cell = grid / f"{precision}{seed}"; cell.mkdir()
-...     _ = (cell / "config.yaml").write_text(f"task: sst2\\nprecision: {precision}\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
-...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
-...         "eval_isoscore_star": iso}))
->>> rows = comparisons(collect(grid)[0], "precision=fp32")
->>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in rows]
-[('precision=bf16', '+1.00 +0.00', True)]
-"""
+both the reference's spread over seeds (sample standard deviation), with whether the mean difference lies within it."""
 from __future__ import annotations
 
 import statistics

@@ -6,20 +6,7 @@ Flow; ``istar`` and the I-STAR paper's hidden-state CosReg keep their own rows);
 seeds in the paper's metric for the task (MRPC F1, STS-B Pearson, CoLA MCC, accuracy elsewhere), with the
 number of collapsed runs (one predicted class, or one value) marked, and the paper's mean beside it where its
 model and task match (:mod:`..paper.ding`). Table 4 gives I1/I2 of the word-embedding matrix
-after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> grid = Path(tempfile.mkdtemp())
->>> for seed, f1 in [(1, 0.8122), (2, 0.85)]:
-...     cell = grid / f"seed{seed}"; cell.mkdir()
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "mrpc", "model": "bert", "seed": seed,
-...         "criterion": {"name": "spectrum", "decay": "polynomial"}, "metrics": {"f1": f1},
-...         "collapsed": seed == 1, "embedding_i1": 0.99, "embedding_i2": 0.01, "eval_isoscore_star": 0.1}))
->>> rows = calibration_rows(read_runs([grid / "seed1", grid / "seed2"]))
->>> print(table1_markdown(rows).splitlines()[-1])
-| bert | Spec-Pol | — | 83.11 ± 2.67 (1/2 collapsed) [81.22] | — | — | — | — | — | — | — | — |
-"""
+after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such."""
 from __future__ import annotations
 
 import math

@@ -3,24 +3,7 @@
 evaluated there of the task's table metric (a percentage, as Table 1 shows it), of eval IsoScore* and, when the cells
 log it, of the word-embedding matrix's I1, each with its seeds' std; read from each cell's metrics log, whose
 evaluations an archive keeps (:func:`~..records.run_extras.evaluations`). ``istar-report`` writes it as
-``curves.md``/``.csv``.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import Record
->>> grid, records = Path(tempfile.mkdtemp()), []
->>> for seed, accuracies in ((1, (0.5, 0.8)), (2, (0.5, 0.9))):
-...     cell = grid / f"seed{seed}"; cell.mkdir()
-...     log = [{"step": step, "eval/accuracy": value, "eval/isoscore_star": 0.2, "eval/embedding_i1": 0.84}
-...            for step, value in zip((0, 100), accuracies)]
-...     _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in log))
-...     records.append(Record("sst2", "minilm", "spectrum", None, None, seed, "accuracy", accuracies[-1],
-...                           100 * accuracies[-1], 0.2, str(cell)))
->>> [(row["step"], row["seeds"], row["score"], round(row["score_std"], 4)) for row in rows(records)]
-[(0, 2, 50.0, 0.0), (100, 2, 85.0, 7.0711)]
->>> print(markdown(rows(records)).splitlines()[-1])
-| minilm | sst2 | spectrum | — | — | — | accuracy | 100 | 2 | 85.00 ± 7.07 | 0.200 ± 0.000 | 0.840 ± 0.000 |
-"""
+``curves.md``/``.csv``."""
 from __future__ import annotations
 
 import math

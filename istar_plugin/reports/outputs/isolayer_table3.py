@@ -7,23 +7,7 @@ the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over
 of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the trainable parameters, the median wall
 time of a cell (start to finish, ``attempts.jsonl``; else the metrics log's first to last record), and how many
 seeds stage 2 improved. The paper's numbers come from :mod:`..paper.isolayer` (source named there) and are shown for
-the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``).
-
->>> import json, tempfile
->>> grid = Path(tempfile.mkdtemp())
->>> for seed in (1, 2):
-...     for stage, name, value in ((1, "cross_entropy", 0.60 + seed / 100), (2, "isolayer", 0.63)):
-...         cell = grid / f"seed={seed},criterion={name}"
-...         cell.mkdir()
-...         init = str(grid / f"seed={seed},criterion=cross_entropy") if stage == 2 else None
-...         _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "bert", "seed": seed,
-...             "criterion": {"name": name}, "main_metric": "accuracy", "metrics": {"accuracy": value},
-...             "init_from": init, "cls_isoscore": 0.01 * stage, "cls_explained_variance": [0.6 / stage, 0.7, 0.8],
-...             "trainable_parameters": 1000 if stage == 1 else 10}))
->>> (row,) = rows(sorted(grid.iterdir()))
->>> row["stage 1"], row["stage 2"], row["improved"], row["paper stage 2"]
-('61.5 (0.71)', '63.0 (0.00)', '2/2', '70.40 (1.05) .27/.35/.38')
-"""
+the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
 from __future__ import annotations
 
 import statistics

@@ -2,33 +2,7 @@
 (:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds, beside the paper's numbers
 (:mod:`istar_plugin.reports.paper.istar`) where it ran the same model, method, task and metric; and the
 hyperparameters each best setting has. Scores are percentages; a run whose eval predictions were all one class is
-marked ``(k collapsed)``.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> grid = Path(tempfile.mkdtemp())
->>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
-...     cell = grid / "sst2" / f"seed{seed}"
-...     cell.mkdir(parents=True)
-...     _ = (cell / "config.yaml").write_text("task: sst2\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "bert", "seed": seed,
-...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
-...         "eval_isoscore_star": 0.1}))
->>> _ = (grid / "sst2" / "seed3").mkdir(); _ = (grid / "sst2" / "seed3" / "config.yaml").write_text("task: sst2\\n")
->>> records, problems = collect(grid)
->>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
-[(91.0, 1.4142, 2)]
->>> [(Path(path).name, reason) for path, reason in problems]
-[('seed3', 'no results.json (the run has not finished)')]
->>> from istar_plugin.reports.records.cells import Record
->>> cell = lambda lam, seed, score: Record("sst2", "bert", "istar", lam, 0.2, seed, "accuracy", score / 100, score,
-...                                        0.1, f"/g/{lam}{seed}")
->>> print(table2_markdown(table2([cell(-1.0, 1, 92.0), cell(-3.0, 1, 93.0), cell(-3.0, 2, 94.0)])), end="")
-| Model | Task | Method | λ | ζ | mean ± std | settings compared |
-|---|---|---|---|---|---|---|
-| bert | sst2 | I-STAR | -3 | 0.2 | 93.50 ± 0.71 | 2 |
-"""
+marked ``(k collapsed)``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence

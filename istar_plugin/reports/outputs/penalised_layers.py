@@ -1,23 +1,7 @@
 """Did the penalty move the layers it acts on? For a grid whose I-STAR cells score a range of layers
 (``criterion.layers``), the eval IsoScore* of each of those layers (from every run's
 ``eval_isoscore_star_per_layer``), averaged over seeds, summarised per setting (Base included) by its median and
-range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import Record
->>> grid = Path(tempfile.mkdtemp())
->>> records = []
->>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
->>> for method, lam, layers, scores in cells:
-...     cell = grid / method; cell.mkdir()
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "lm", "model": "smollm2", "criterion": {},
-...                                                         "seed": 1, "eval_isoscore_star_per_layer": scores}))
-...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
-...                           layers=layers))
->>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]
-[('Base', '2-3', '1.5e-06', '2e-06'), ('I-STAR', '2-3', '0.03', '0.05')]
-"""
+range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``."""
 from __future__ import annotations
 
 import statistics

@@ -1,19 +1,7 @@
 """Where a grid's cells ran (``istar-report`` writes it as ``provenance.md``/``.csv``): per cell in the CSV, and in
 Markdown one row per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that
 ran so. A grid merged from archives of several machines shows each machine's share; what a run did not record
-(:mod:`..records.run_extras`) is shown as not recorded.
-
->>> from istar_plugin.reports.records.cells import Record
->>> from istar_plugin.reports.records.run_extras import Provenance
->>> cell = lambda task, seed: Record(task, "minilm", "istar", -1.0, 0.2, seed, "accuracy", 0.6, 60.0, 0.1, f"/g/{seed}")
->>> here = Provenance("n1", "AMD EPYC", ("avx512_bf16",), "2.13.0", "bf16", "a0ee4f82a1241382d65b+modified")
->>> rows = [row(cell("rte", 1), here), row(cell("rte", 2), here), row(cell("mrpc", 1), Provenance("n2"))]
->>> print(markdown(rows), end="")
-| Host | CPU | bf16 features | torch | precision | commit | cells |
-|---|---|---|---|---|---|---|
-| n1 | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | a0ee4f82a124+modified | 2 (rte 2) |
-| n2 | not recorded | not recorded | not recorded | not recorded | not recorded | 1 (mrpc 1) |
-"""
+(:mod:`..records.run_extras`) is shown as not recorded."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,14 +1,5 @@
 """How long a grid's cells took, start to finish, per model, task, method and variant: what a reader needs to
-size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``.csv``).
-
->>> from istar_plugin.reports.records.cells import Record
->>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
-...                                            f"/g/{method}{seed}", seconds=seconds)
->>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
->>> row
-{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
-'max s': 440.0}
-"""
+size the same grid elsewhere (``istar-report`` writes it as ``wall_times.md``/``.csv``)."""
 from __future__ import annotations
 
 import statistics

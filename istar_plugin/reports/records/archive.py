@@ -1,22 +1,7 @@
 """Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself
 (``istar-report GRID --archive DIR``): each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log
 summarised (:func:`summarised_log`), and ``archive.json`` saying where and when (docs/architecture.md, "Archives are
-grids"). :func:`plan` checks everything and writes nothing; :meth:`Plan.write` archives.
-
->>> import json, tempfile
->>> grid = Path(tempfile.mkdtemp())
->>> cell = grid / "seed=1"; cell.mkdir()
->>> _ = (cell / "config.yaml").write_text("seed: 1\\n")
->>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1}))
->>> (queued := grid / "seed=2").mkdir(); _ = (queued / "cell.yaml").write_text("seed: 2\\n")
->>> out = Path(tempfile.mkdtemp()) / "archive"
->>> [(o.name, o.state) for o in archive(grid, out)]
-[('seed=1', 'archived'), ('seed=2', 'skipped')]
->>> sorted(path.name for path in (out / "seed=1").iterdir())
-['archive.json', 'config.yaml', 'results.json']
->>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
-['unchanged', 'skipped']
-"""
+grids"). :func:`plan` checks everything and writes nothing; :meth:`Plan.write` archives."""
 from __future__ import annotations
 
 import json

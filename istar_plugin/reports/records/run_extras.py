@@ -2,29 +2,7 @@
 else the metrics log), where it ran (:class:`Provenance`), its evaluations over the steps (the metrics log's
 ``eval/`` records), the eval IsoScore* of each layer, the sentence-embedding measures and, for a cell without
 results, where to look next (the newest checkpoint and stderr line). Every reader here is lenient: what a cell did
-not record (or recorded unreadably) is None, or empty.
-
->>> import json, tempfile
->>> cell = Path(tempfile.mkdtemp())
->>> _ = (cell / "attempts.jsonl").write_text(json.dumps({"event": "start", "time": 100.0, "host": "n1"}) + "\\n"
-...                                          + json.dumps({"event": "finished", "time": 160.5}) + "\\n")
->>> _ = (cell / "job.err").write_text("loading\\rstep 10/20\\n\\n")
->>> wall_seconds(cell), attempt_host(cell), failure_hints(cell).endswith("job.err: step 10/20")
-(60.5, 'n1', True)
->>> _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in (
-...     {"step": 0, "eval/accuracy": 0.5}, {"step": 10, "train/loss": 0.7}, {"step": 20, "eval/accuracy": 0.8})))
->>> evaluations(cell)
-{0: {'eval/accuracy': 0.5}, 20: {'eval/accuracy': 0.8}}
->>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1,
-...     "eval_isoscore_star_per_layer": [0.3, 0.01, 0.05], "precision": "bf16", "provenance": {"host": "n2",
-...     "cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"], "torch": "2.13.0", "commit": "a0ee4f8"}}))
->>> layer_isoscores(cell, [0, 2, 3]), sentence_embeddings(cell)
-([0.01, 0.05], None)
->>> cell_provenance(cell)
-Provenance(host='n2', cpu='AMD EPYC', cpu_flags=('avx512_bf16',), torch='2.13.0', precision='bf16', commit='a0ee4f8')
->>> cell_provenance(cell.parent / "no such cell")
-Provenance(host=None, cpu=None, cpu_flags=None, torch=None, precision=None, commit=None)
-"""
+not record (or recorded unreadably) is None, or empty."""
 from __future__ import annotations
 
 import os

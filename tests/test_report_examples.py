@@ -1,0 +1,229 @@
+"""Worked examples of what the reports compute and write for small grids, each run as a doctest in its module's
+namespace (they are the modules' examples; kept here so that the modules' docstrings say what a thing is)."""
+import doctest
+import importlib
+
+import pytest
+
+EXAMPLES = {
+    "istar_plugin.reports.outputs.istar_tables": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import collect
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
+...     cell = grid / "sst2" / f"seed{seed}"
+...     cell.mkdir(parents=True)
+...     _ = (cell / "config.yaml").write_text("task: sst2\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "bert", "seed": seed,
+...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
+...         "eval_isoscore_star": 0.1}))
+>>> _ = (grid / "sst2" / "seed3").mkdir(); _ = (grid / "sst2" / "seed3" / "config.yaml").write_text("task: sst2\\n")
+>>> records, problems = collect(grid)
+>>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
+[(91.0, 1.4142, 2)]
+>>> [(Path(path).name, reason) for path, reason in problems]
+[('seed3', 'no results.json (the run has not finished)')]
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda lam, seed, score: Record("sst2", "bert", "istar", lam, 0.2, seed, "accuracy", score / 100, score,
+...                                        0.1, f"/g/{lam}{seed}")
+>>> print(table2_markdown(table2([cell(-1.0, 1, 92.0), cell(-3.0, 1, 93.0), cell(-3.0, 2, 94.0)])), end="")
+| Model | Task | Method | λ | ζ | mean ± std | settings compared |
+|---|---|---|---|---|---|---|
+| bert | sst2 | I-STAR | -3 | 0.2 | 93.50 ± 0.71 | 2 |
+""",
+    "istar_plugin.reports.comparisons.versus_base": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import collect
+>>> from istar_plugin.storage.predictions import write_predictions
+>>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
+>>> cells = [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]
+>>> for method, seed, correct in cells:
+...     cell = grid / f"{method}{seed}"; cell.mkdir()
+...     _ = (cell / "config.yaml").write_text("task: rte\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
+...         "criterion": {"name": method, "lam": -1 if method == "istar" else None}, "main_metric": "accuracy",
+...         "metrics": {"accuracy": correct / 100}, "eval_isoscore_star": 0.1}))
+...     _ = write_predictions(cell, "rte", 10, refs[:correct] + [1 - r for r in refs[correct:]], refs)
+>>> [row["text"] for row in comparisons(collect(grid)[0])]
+['+28.00 [+21.00, +34.50] better']
+>>> _ = (grid / "istar2" / "predictions.json").write_text("{")
+>>> [row["resampled"] for row in comparisons(collect(grid)[0])]  # doctest: +ELLIPSIS
+['seeds (predictions.json of istar2 is damaged (unreadable (Expecting property name...)))']
+>>> [line.removeprefix(str(grid)) for line in unpaired_predictions(collect(grid)[0])]  # doctest: +ELLIPSIS
+['/istar2/predictions.json is damaged (...): compared with Base by its seed alone, not its examples']
+>>> from istar_plugin.reports.records.cells import Record
+>>> def run(name, references):
+...     cell = Path(tempfile.mkdtemp()) / name; cell.mkdir()
+...     _ = write_predictions(cell, "rte", 10, references, references)
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1,
+...         "step": 10, "data": {"eval": {"examples": 4}}}))
+...     return Record("rte", "m", name, None, None, 1, "accuracy", 0.5, 50.0, 0.1, str(cell))
+>>> pairing = pair_outcomes("rte", "accuracy", [run("istar", [0, 1, 0, 1])], [run("base", [1, 1, 0, 0])])
+>>> pairing.reasons(), pairing.method
+(['predictions.json of istar does not match the references of base'], {1: None})
+""",
+    "istar_plugin.reports.comparisons.versus_reference": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import collect
+>>> grid = Path(tempfile.mkdtemp())
+>>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
+...                                        ("bf16", 2, .84, .23)]:
+...     cell = grid / f"{precision}{seed}"; cell.mkdir()
+...     _ = (cell / "config.yaml").write_text(f"task: sst2\\nprecision: {precision}\\n")
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
+...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
+...         "eval_isoscore_star": iso}))
+>>> rows = comparisons(collect(grid)[0], "precision=fp32")
+>>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in rows]
+[('precision=bf16', '+1.00 +0.00', True)]
+""",
+    "istar_plugin.reports.outputs.calibration_tables": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed, f1 in [(1, 0.8122), (2, 0.85)]:
+...     cell = grid / f"seed{seed}"; cell.mkdir()
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "mrpc", "model": "bert", "seed": seed,
+...         "criterion": {"name": "spectrum", "decay": "polynomial"}, "metrics": {"f1": f1},
+...         "collapsed": seed == 1, "embedding_i1": 0.99, "embedding_i2": 0.01, "eval_isoscore_star": 0.1}))
+>>> rows = calibration_rows(read_runs([grid / "seed1", grid / "seed2"]))
+>>> print(table1_markdown(rows).splitlines()[-1])
+| bert | Spec-Pol | — | 83.11 ± 2.67 (1/2 collapsed) [81.22] | — | — | — | — | — | — | — | — |
+""",
+    "istar_plugin.reports.outputs.isolayer_table3": """
+>>> import json, tempfile
+>>> grid = Path(tempfile.mkdtemp())
+>>> for seed in (1, 2):
+...     for stage, name, value in ((1, "cross_entropy", 0.60 + seed / 100), (2, "isolayer", 0.63)):
+...         cell = grid / f"seed={seed},criterion={name}"
+...         cell.mkdir()
+...         init = str(grid / f"seed={seed},criterion=cross_entropy") if stage == 2 else None
+...         _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "bert", "seed": seed,
+...             "criterion": {"name": name}, "main_metric": "accuracy", "metrics": {"accuracy": value},
+...             "init_from": init, "cls_isoscore": 0.01 * stage, "cls_explained_variance": [0.6 / stage, 0.7, 0.8],
+...             "trainable_parameters": 1000 if stage == 1 else 10}))
+>>> (row,) = rows(sorted(grid.iterdir()))
+>>> row["stage 1"], row["stage 2"], row["improved"], row["paper stage 2"]
+('61.5 (0.71)', '63.0 (0.00)', '2/2', '70.40 (1.05) .27/.35/.38')
+""",
+    "istar_plugin.reports.outputs.eval_curves": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import Record
+>>> grid, records = Path(tempfile.mkdtemp()), []
+>>> for seed, accuracies in ((1, (0.5, 0.8)), (2, (0.5, 0.9))):
+...     cell = grid / f"seed{seed}"; cell.mkdir()
+...     log = [{"step": step, "eval/accuracy": value, "eval/isoscore_star": 0.2, "eval/embedding_i1": 0.84}
+...            for step, value in zip((0, 100), accuracies)]
+...     _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in log))
+...     records.append(Record("sst2", "minilm", "spectrum", None, None, seed, "accuracy", accuracies[-1],
+...                           100 * accuracies[-1], 0.2, str(cell)))
+>>> [(row["step"], row["seeds"], row["score"], round(row["score_std"], 4)) for row in rows(records)]
+[(0, 2, 50.0, 0.0), (100, 2, 85.0, 7.0711)]
+>>> print(markdown(rows(records)).splitlines()[-1])
+| minilm | sst2 | spectrum | — | — | — | accuracy | 100 | 2 | 85.00 ± 7.07 | 0.200 ± 0.000 | 0.840 ± 0.000 |
+""",
+    "istar_plugin.reports.outputs.penalised_layers": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> from istar_plugin.reports.records.cells import Record
+>>> grid = Path(tempfile.mkdtemp())
+>>> records = []
+>>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
+>>> for method, lam, layers, scores in cells:
+...     cell = grid / method; cell.mkdir()
+...     _ = (cell / "results.json").write_text(json.dumps({"task": "lm", "model": "smollm2", "criterion": {},
+...                                                         "seed": 1, "eval_isoscore_star_per_layer": scores}))
+...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
+...                           layers=layers))
+>>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]
+[('Base', '2-3', '1.5e-06', '2e-06'), ('I-STAR', '2-3', '0.03', '0.05')]
+""",
+    "istar_plugin.reports.outputs.provenance_table": """
+>>> from istar_plugin.reports.records.cells import Record
+>>> from istar_plugin.reports.records.run_extras import Provenance
+>>> cell = lambda task, seed: Record(task, "minilm", "istar", -1.0, 0.2, seed, "accuracy", 0.6, 60.0, 0.1, f"/g/{seed}")
+>>> here = Provenance("n1", "AMD EPYC", ("avx512_bf16",), "2.13.0", "bf16", "a0ee4f82a1241382d65b+modified")
+>>> rows = [row(cell("rte", 1), here), row(cell("rte", 2), here), row(cell("mrpc", 1), Provenance("n2"))]
+>>> print(markdown(rows), end="")
+| Host | CPU | bf16 features | torch | precision | commit | cells |
+|---|---|---|---|---|---|---|
+| n1 | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | a0ee4f82a124+modified | 2 (rte 2) |
+| n2 | not recorded | not recorded | not recorded | not recorded | not recorded | 1 (mrpc 1) |
+""",
+    "istar_plugin.reports.outputs.analysis_table": """
+>>> base = {"label": "Base", "criterion": {"name": "cross_entropy"}, "seed": 1, "step": 75, "split": "eval",
+...         "examples": 872, "main_metric": "accuracy", "score": 0.7764, "isoscore_star_per_layer": [0.19, 0.00172],
+...         "twonn_per_layer": [23.31, None], "explained_variance_per_layer": [[0.1], [0.354]],
+...         "average_cosine_per_layer": [0.2, 0.174], "mean_activation": [0.1, -0.212],
+...         "outlier_dimensions_per_layer": [[], [99]], "word_embeddings": {"I1": 0.84341, "I2": 0.005832}}
+>>> penalised = {**base, "label": "I-STAR λ=-1 ζ=0.2", "criterion": {"name": "istar", "lam": -1.0}, "score": 0.5516}
+>>> print(markdown([penalised, base]), end="")  # doctest: +NORMALIZE_WHITESPACE
+| | Base | I-STAR λ=-1 ζ=0.2 |
+|---|---|---|
+| accuracy (eval, step) | 0.776 (872, 75) | 0.552 (872, 75) |
+| IsoScore* per layer 1 → 2 | 0.190 0.0017 | 0.190 0.0017 |
+| TwoNN of each example's vector per layer 1 → 2 | 23.3 — | 23.3 — |
+| last layer: EV_1, average cosine, mean \\|mean activation\\| | 0.354, 0.174, 0.156 | 0.354, 0.174, 0.156 |
+| outlier dimensions per layer 1 → 2 | 0 1 | 0 1 |
+| word embeddings I1, I2 | 0.8434, 0.00583 | 0.8434, 0.00583 |
+""",
+    "istar_plugin.reports.records.archive": """
+>>> import json, tempfile
+>>> grid = Path(tempfile.mkdtemp())
+>>> cell = grid / "seed=1"; cell.mkdir()
+>>> _ = (cell / "config.yaml").write_text("seed: 1\\n")
+>>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1}))
+>>> (queued := grid / "seed=2").mkdir(); _ = (queued / "cell.yaml").write_text("seed: 2\\n")
+>>> out = Path(tempfile.mkdtemp()) / "archive"
+>>> [(o.name, o.state) for o in archive(grid, out)]
+[('seed=1', 'archived'), ('seed=2', 'skipped')]
+>>> sorted(path.name for path in (out / "seed=1").iterdir())
+['archive.json', 'config.yaml', 'results.json']
+>>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
+['unchanged', 'skipped']
+""",
+    "istar_plugin.reports.outputs.wall_times": """
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
+...                                            f"/g/{method}{seed}", seconds=seconds)
+>>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
+>>> row
+{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
+'max s': 440.0}
+""",
+    "istar_plugin.reports.records.run_extras": """
+>>> import json, tempfile
+>>> cell = Path(tempfile.mkdtemp())
+>>> _ = (cell / "attempts.jsonl").write_text(json.dumps({"event": "start", "time": 100.0, "host": "n1"}) + "\\n"
+...                                          + json.dumps({"event": "finished", "time": 160.5}) + "\\n")
+>>> _ = (cell / "job.err").write_text("loading\\rstep 10/20\\n\\n")
+>>> wall_seconds(cell), attempt_host(cell), failure_hints(cell).endswith("job.err: step 10/20")
+(60.5, 'n1', True)
+>>> _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in (
+...     {"step": 0, "eval/accuracy": 0.5}, {"step": 10, "train/loss": 0.7}, {"step": 20, "eval/accuracy": 0.8})))
+>>> evaluations(cell)
+{0: {'eval/accuracy': 0.5}, 20: {'eval/accuracy': 0.8}}
+>>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1,
+...     "eval_isoscore_star_per_layer": [0.3, 0.01, 0.05], "precision": "bf16", "provenance": {"host": "n2",
+...     "cpu": "AMD EPYC", "cpu_flags": ["avx512_bf16"], "torch": "2.13.0", "commit": "a0ee4f8"}}))
+>>> layer_isoscores(cell, [0, 2, 3]), sentence_embeddings(cell)
+([0.01, 0.05], None)
+>>> cell_provenance(cell)
+Provenance(host='n2', cpu='AMD EPYC', cpu_flags=('avx512_bf16',), torch='2.13.0', precision='bf16', commit='a0ee4f8')
+>>> cell_provenance(cell.parent / "no such cell")
+Provenance(host=None, cpu=None, cpu_flags=None, torch=None, precision=None, commit=None)
+""",
+}
+
+
+@pytest.mark.parametrize("module", EXAMPLES)
+def test_the_worked_example_runs(module):
+    test = doctest.DocTestParser().get_doctest(EXAMPLES[module], dict(vars(importlib.import_module(module))), module,
+                                               module, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.failures == 0
