@@ -194,7 +194,7 @@ class TensorBoardLog:
         text = yaml.safe_dump(dict(config), sort_keys=False)
         self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
         flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value)
-                for key, value in _flat(config).items()}
+                for key, value in flat_keys(config).items()}
         writer = self._writer._get_file_writer()
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
             writer.add_summary(summary)
@@ -220,12 +220,16 @@ def _as_number(value: Any) -> Optional[float]:
     return float(value)
 
 
-def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys: ``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``."""
+def flat_keys(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one level of dotted keys (an empty mapping stays a value).
+
+    >>> flat_keys({"optim": {"lr": 1}, "data": {}})
+    {'optim.lr': 1, 'data': {}}
+    """
     flat: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(_flat(value, f"{prefix}{key}."))
+        if isinstance(value, Mapping) and value:
+            flat.update(flat_keys(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..comparisons import versus_base
 from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
@@ -25,6 +25,17 @@ from ..records.cells import SHOWN_AS_STORED, Record
 from ..records.settings import Setting, settings
 
 __all__ = ["figure3_points", "figure3", "figure7_points", "figure8_points", "figure7", "figure8"]
+
+
+def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
+          ) -> dict[tuple, Setting]:
+    """``key(setting)`` -> the setting with the highest mean among ``candidates`` sharing it (None: left out)."""
+    best: dict[tuple, Setting] = {}
+    for setting in candidates:
+        k = key(setting)
+        if k is not None and (k not in best or setting.mean > best[k].mean):
+            best[k] = setting
+    return best
 
 
 def _bars(values: Sequence[Optional[float]]) -> list[float]:
@@ -36,12 +47,9 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
     """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
     when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself;
     only tasks on which I-STAR ran (empty: no figure to draw)."""
-    best: dict[tuple[str, str, str, float], Setting] = {}  # (task, model, method, lambda) -> best setting
-    for setting in settings(records):
-        lam = setting.lam if setting.method == "istar" else 0.0 if setting.method == "cross_entropy" else None
-        key = (setting.task, setting.model, setting.method, lam)
-        if lam is not None and (key not in best or setting.mean > best[key].mean):
-            best[key] = setting
+    lam = {"istar": lambda s: s.lam, "cross_entropy": lambda s: 0.0}
+    best = _best(settings(records),
+                 lambda s: (s.task, s.model, s.method, lam[s.method](s)) if s.method in lam else None)
     per_lambda = {(task, model, lam): setting for (task, model, method, lam), setting
                   in sorted(best.items(), key=lambda item: item[0][2] == "istar")}  # I-STAR's own lambda 0 wins
     with_istar = {task for (task, _, method, _) in best if method == "istar"}  # Base alone is no lambda sweep
@@ -122,24 +130,14 @@ MIN_ZETAS = 3
 """Fewer zetas than this on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it."""
 
 
-def _best(candidates: Sequence[Setting]) -> dict[tuple, Setting]:
-    """(task, model, *extra) -> the setting with the highest mean among ``candidates`` sharing the key."""
-    best: dict[tuple, Setting] = {}
-    for setting in candidates:
-        key = (setting.task, setting.model)
-        if key not in best or setting.mean > best[key].mean:
-            best[key] = setting
-    return best
-
-
 def figure7_points(records: Sequence[Record]) -> dict[str, dict[tuple[str, float], list[tuple[float, Setting]]]]:
     """task -> (model, lambda) -> [(zeta, setting)] in zeta order, for all-layer I-STAR series with at least
     :data:`MIN_ZETAS` zetas (the best variant at each zeta)."""
     series: dict[tuple[str, str, float], dict[float, Setting]] = {}
-    for setting in settings([r for r in records if r.method == "istar" and r.layers is None and r.zeta is not None]):
-        points = series.setdefault((setting.task, setting.model, setting.lam), {})
-        if setting.zeta not in points or setting.mean > points[setting.zeta].mean:
-            points[setting.zeta] = setting
+    chosen = [r for r in records if r.method == "istar" and r.layers is None and r.zeta is not None]
+    for (task, model, lam, zeta), setting in _best(settings(chosen), lambda s: (s.task, s.model, s.lam, s.zeta)
+                                                    ).items():
+        series.setdefault((task, model, lam), {})[zeta] = setting
     result: dict[str, dict[tuple[str, float], list[tuple[float, Setting]]]] = {}
     for (task, model, lam), points in sorted(series.items()):
         if len(points) >= MIN_ZETAS:

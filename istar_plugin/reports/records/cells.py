@@ -18,6 +18,7 @@ import yaml
 
 from ...config import as_configured_today
 from ...errors import RunDirError
+from ...storage.logs import flat_keys
 from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
@@ -144,7 +145,7 @@ def read_config(cell: Path) -> dict[str, Any]:
         config = yaml.safe_load(read_bytes(cell / "config.yaml", "run record", RunDirError))
     except (OSError, yaml.YAMLError) as error:
         raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
-    return _flatten(config if isinstance(config, dict) else {})
+    return flat_keys(config if isinstance(config, dict) else {})
 
 
 def check_against_config(record: Record, config: dict[str, Any]) -> None:
@@ -166,16 +167,6 @@ edited, or copied from another run); left out
             continue
         raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
                           "edited, or copied from another run); left out")
-
-
-def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:

@@ -61,6 +61,7 @@ class Setting:
         return self.scores if metric == self.metric else dict(self.others).get(metric)
 
     def metric_names(self) -> list[str]:
+        """The table metric, then the others every seed has."""
         return [self.metric, *(name for name, _ in self.others)]
 
     @property
@@ -96,12 +97,8 @@ def display_name(method: str) -> str:
 
 def settings(records: Sequence[Record]) -> list[Setting]:
     """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
-    groups: dict[Key, list[Record]] = {}
-    for record in records:
-        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
-        groups.setdefault(key, []).append(record)
     result = []
-    for (model, task, method, lam, zeta, variant), group in groups.items():
+    for (model, task, method, lam, zeta, variant), group in records_by_setting(records).items():
         group.sort(key=lambda record: record.seed)
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
