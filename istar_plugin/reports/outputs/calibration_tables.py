@@ -5,10 +5,11 @@ A grid's finished cells are grouped by model, task and calibration method (``cro
 Flow; ``istar`` and the I-STAR paper's hidden-state CosReg keep their own rows); each cell is mean ± std over
 seeds in the paper's metric for the task (MRPC F1, STS-B Pearson, CoLA MCC, accuracy elsewhere), with the
 number of collapsed runs (one predicted class, or one value) marked, and the paper's mean beside it where its
-model and task match (:mod:`..paper.ding`). Table 4 gives I1/I2 of the word-embedding matrix
+model and task match (``paper/ding_calibration_glue.csv``). Table 4 gives I1/I2 of the word-embedding matrix
 after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such."""
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,28 @@ from typing import Any, Iterable, Optional, Sequence
 
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
-from ..paper.ding import PAPER_ISOTROPY, PAPER_METRIC, PAPER_MODELS, PAPER_SOURCE, paper_table
+from ..paper import DATA
+
+PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
+                "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
+                "mnli_mismatched": "accuracy", "qqp": "accuracy"}
+"""Ding et al.'s metric for each GLUE task, in their column order."""
+
+PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
+PAPER_MODELS = ("bert", "roberta", "distilbert")
+"""Our model presets that are the paper's models (its ranges are shown for these alone)."""
+PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
+    "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
+    "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
+}
+
+
+def paper_table() -> dict[tuple[str, str], dict[str, float]]:
+    """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
+    text = (DATA / "ding_calibration_glue.csv").read_text(encoding="utf-8")
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC} for row in rows}
+
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
 TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "

@@ -1,26 +1,33 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
 
-A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, where
-that path is another machine's, the cell of that name beside it), so the two columns hold exactly the fine-tuned
-models and the same models with the layer. Per model, task and stage (and stage-2 variant, when several were run):
-the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a percentage, the medians
-of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the trainable parameters, the median wall
-time of a cell (start to finish, ``attempts.jsonl``; else the metrics log's first to last record), and how many
-seeds stage 2 improved. The paper's numbers come from :mod:`..paper.isolayer` (source named there) and are shown for
-the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
+A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, the
+cell of that name beside it). Per model, task and stage (and stage-2 variant): the metric's median (sample std) over
+seeds as a percentage, the medians of the head inputs' EV_1/EV_2/EV_3 and IsoScore, the trainable parameters, the
+median wall time, and how many seeds stage 2 improved; the paper's numbers (``paper/isolayer_table3.csv``, its source
+named there) for the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
 from __future__ import annotations
 
+import csv
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...storage.results import read_results
-from ...storage.seeds import std_over_seeds, UNDEFINED
-from ..paper.isolayer import paper_numbers
+from ...storage.seeds import UNDEFINED, std_over_seeds
+from ..paper import DATA
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
 from ..tables import markdown_table
+
+TABLE3_FILE = DATA / "isolayer_table3.csv"
+
+
+def paper_numbers(path: Path = TABLE3_FILE) -> dict[tuple[str, str, str], dict[str, str]]:
+    """(model, task, stage) -> the paper's row of ``isolayer_table3.csv``."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {(row["model"], row["task"], row["stage"]): row for row in csv.DictReader(handle)}
+
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
