@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .comparisons import power, versus_base, versus_reference
+from .comparisons import versus_base, versus_reference
 from .comparisons.paired import PairedDifference
 from .figures import Figure
 from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
@@ -67,8 +67,8 @@ TABLES = (
     _table1("table1_heldout", "validation"),
     Table("versus_base", rows=lambda grid: grid.versus_base, caption=versus_base.CAPTION, shown="",
           markdown=lambda grid, rows: versus_base.markdown(rows), columns=versus_base.COLUMNS),
-    Table("power", rows=lambda grid: power.rows(grid.versus_base), caption=power.CAPTION, shown="",
-          markdown=lambda grid, rows: power.markdown(rows), columns=power.COLUMNS),
+    Table("power", rows=lambda grid: versus_base.power_rows(grid.versus_base), caption=versus_base.POWER_CAPTION,
+          shown="", markdown=lambda grid, rows: versus_base.power_markdown(rows), columns=versus_base.POWER_COLUMNS),
     Table("versus_reference", shown="", columns=versus_reference.COLUMNS,
           rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference) if grid.reference else [],
           caption=lambda grid: versus_reference.caption(grid.reference),
