@@ -1,6 +1,5 @@
-"""What every report figure shares: a headless matplotlib figure (one axis, or a grid of panels), the same axis
-style, an atomic PNG write (a crash leaves the old figure or the new one, never half a file), and the
-:class:`Figure` declaration ``istar-report``'s figures are listed by.
+"""What every report figure shares: a headless matplotlib figure (one axis, or panels), one axis style, an atomic
+PNG write, and the :class:`Figure` declaration ``istar-report``'s figures are listed by.
 
 >>> import tempfile
 >>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")

@@ -28,11 +28,8 @@ from .atomic import PathLike, write_failure
 
 
 class MetricsLog:
-    """A JSON-lines file, one object per record, each durable (fsync'ed) once appended.
-
-    ``path`` is the ``.jsonl`` file itself or a directory to hold ``metrics.jsonl``. A line cut short by a
-    crash is skipped by :meth:`records` and dropped before the next append.
-    """
+    """A JSON-lines file (``path``, or ``path/metrics.jsonl`` for a directory), each record durable (fsync'ed) once
+    appended; a line a crash cut short is skipped by :meth:`records` and dropped before the next append."""
 
     FILENAME = "metrics.jsonl"
 
@@ -140,9 +137,8 @@ def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> lis
 
 
 class TensorBoardLog:
-    """Scalars for TensorBoard in ``directory``; every method is a no-op when ``enabled`` is False (non-zero ranks).
-
-    The event file is created with the first scalar, so a run refused before logging anything leaves none.
+    """Scalars for TensorBoard in ``directory``, its event file created with the first scalar; every method is a
+    no-op when ``enabled`` is False (non-zero ranks).
 
     >>> import tempfile
     >>> log = TensorBoardLog(tempfile.mkdtemp())

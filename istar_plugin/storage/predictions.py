@@ -1,8 +1,6 @@
-"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split.
-
-The reports resample evaluation examples from it (a paired bootstrap against Base needs both runs' outcome on
-each example) and recompute ``collapsed``. One JSON object: ``task``, ``step``, ``predictions`` and
-``references`` (in the evaluation split's order, the same for every run of a task).
+"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split (in
+its order), which the reports resample for a paired bootstrap; written by :func:`write_predictions`, read by
+:func:`read_predictions` alone.
 
 >>> import tempfile
 >>> run = Path(tempfile.mkdtemp())

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...storage.seeds import std_over_seeds
+from ...storage.seeds import SeedSummary, std_over_seeds
 from ..records.cells import Record, as_percent
 from ..records.run_extras import evaluations
 from ..records.settings import display_name, records_by_setting, setting_key, settings
@@ -23,7 +23,7 @@ __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "step", "seeds", "score", "score_std",
            "isoscore_star", "isoscore_star_std", "embedding_i1", "embedding_i1_std")
 CAPTION = ("Evaluations over training steps of every setting evaluated at two or more steps: at each step, the seeds "
-           "evaluated there and their mean (± std, with more than one seed) of the task score, of eval IsoScore* and, "
+           "evaluated there and their mean ± std (— for one seed) of the task score, of eval IsoScore* and, "
            "where the cells log it, of the word-embedding matrix's I1.\n\n")
 MEASURES = {"isoscore_star": "eval/isoscore_star", "embedding_i1": "eval/embedding_i1"}
 """Row key -> the metrics log's key of each measure shown beside the task score."""
@@ -76,11 +76,9 @@ def _summary(name: str, values: Sequence[float]) -> dict[str, Optional[float]]:
 
 
 def _shown(row: dict[str, Any], name: str, decimals: int) -> str:
-    """``mean ± std``, the mean alone for one seed, ``—`` for none."""
+    """``mean ± std`` (``mean ± —`` for one seed), ``—`` for none."""
     mean, std = row[name], row[f"{name}_std"]
-    if mean is None:
-        return "—"
-    return f"{mean:.{decimals}f}" + ("" if std is None else f" ± {std:.{decimals}f}")
+    return "—" if mean is None else SeedSummary(mean, std, 0).text(f".{decimals}f")
 
 
 def _finite(value: Any) -> bool:

@@ -1,8 +1,5 @@
-"""The I-STAR paper's Table 1 as data, and the metrics it reports per task, for comparing a grid with the paper.
-
-Rudman & Eickhoff, "Stable Anisotropic Regularization", ICLR 2024, Table 1 (``istar_table1.csv`` beside this
-module, values copied from the paper): mean and std over 5 seeds of Base, CosReg (lambda 1) and I-STAR (its
-tuned lambda and zeta) for ALBERT, BERT and DistilBERT (base) on nine tasks, as percentages.
+"""The I-STAR paper's Table 1 as data (``istar_table1.csv``, copied from Rudman & Eickhoff, ICLR 2024: mean and std
+over 5 seeds, as percentages) and the metrics it reports per task.
 
 >>> reported_metrics("mrpc", "combined_score"), reported_metrics("squad", "f1"), reported_metrics("snli", "accuracy")
 (('accuracy',), ('f1', 'exact_match'), ('accuracy',))
