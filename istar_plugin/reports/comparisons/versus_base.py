@@ -1,17 +1,8 @@
-"""Every setting of every method in a grid against Base on the same model and task, paired by seed
-(:mod:`.paired`): the table ``istar-report`` writes as ``versus_base.md``/``.csv`` and the intervals Table 1 and
-Figure 3 show.
-
-What each comparison could detect, and the seeds that would decide the paper's reported gains (``power.md``):
-:func:`power_rows` (docs/architecture.md, "Paired comparisons").
-
-Each setting is compared with the Base setting of the same variant where Base has one (e.g. the same learning
-rate), else with Base's best setting. Per-example outcomes come from each run's ``predictions.json``; one that cannot be
-paired (:func:`pair_outcomes`: damaged, of another task or step than its ``results.json``, of another length than
-the split the run recorded, references unlike those of the run it is paired with, or missing beside runs that have
-one) leaves its comparison to the seeds, with ``resampled`` saying why, and is listed by
-:func:`unpaired_predictions` (istar-report warns about each); a grid whose runs all predate ``predictions.json``
-resamples its seeds, with nothing to say."""
+"""Every setting against Base on the same model and task (the Base setting of the same variant, else Base's best),
+paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``, the intervals Table 1 and Figure 3 show, and what each
+comparison could detect (``power.md``, :func:`power_rows`). A run whose ``predictions.json`` cannot be paired
+(:func:`pair_outcomes`) leaves its comparison to the seeds, ``resampled`` saying why, and is listed by
+:func:`unpaired_predictions`; runs that all predate ``predictions.json`` are compared by their seeds silently."""
 from __future__ import annotations
 
 import math

@@ -1,11 +1,7 @@
-"""One swept setting against a reference value of it, every method alike, paired by seed: what ``istar-report
---reference KEY=VALUE`` writes as ``versus_reference.md``/``.csv`` (e.g. ``--reference precision=fp32`` for the
-effect of bf16 on what is learned).
-
-Each setting whose variant has ``KEY`` at another value is compared with the setting that differs from it in
-``KEY`` alone (same model, task, method, lambda, zeta and every other swept key): the score's paired difference
-with its bootstrap interval and verdict (:mod:`.paired`), the eval IsoScore*'s mean paired difference, and for
-both the reference's spread over seeds (sample standard deviation), with whether the mean difference lies within it."""
+"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``, e.g.
+``precision=fp32``), every method alike, paired by seed: ``versus_reference.md``/``.csv``. Each setting with ``KEY``
+at another value is compared with the setting that differs from it in ``KEY`` alone: the score's paired difference
+and verdict, the eval IsoScore*'s mean paired difference, and the reference's spread over seeds for both."""
 from __future__ import annotations
 
 import statistics

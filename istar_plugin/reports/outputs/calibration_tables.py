@@ -1,12 +1,6 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs.
-
-A grid's finished cells are grouped by model, task and calibration method (``cross_entropy`` -> Base,
-``cosreg`` with ``target=embeddings`` -> CosReg, ``spectrum`` -> Spec-Pol / Spec-Exp by ``decay``, ``flow`` ->
-Flow; ``istar`` and the I-STAR paper's hidden-state CosReg keep their own rows); each cell is mean ± std over
-seeds in the paper's metric for the task (MRPC F1, STS-B Pearson, CoLA MCC, accuracy elsewhere), with the
-number of collapsed runs (one predicted class, or one value) marked, and the paper's mean beside it where its
-model and task match (``paper/ding_calibration_glue.csv``). Table 4 gives I1/I2 of the word-embedding matrix
-after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such."""
+"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs
+(``paper/ding_calibration_glue.csv``): per model, calibration method (:func:`calibration_method`) and task, mean ± std
+over seeds in the paper's metric for the task, collapsed runs marked; the paper states its I1/I2 only as ranges."""
 from __future__ import annotations
 
 import csv

@@ -1,9 +1,6 @@
-"""How the evaluations moved during training: for every setting whose cells evaluated at two or more steps (e.g.
-``eval_every``, or ``eval_before_training`` and the end), one row per evaluated step with the mean over the seeds
-evaluated there of the task's table metric (a percentage, as Table 1 shows it), of eval IsoScore* and, when the cells
-log it, of the word-embedding matrix's I1, each with its seeds' std; read from each cell's metrics log, whose
-evaluations an archive keeps (:func:`~..records.run_extras.evaluations`). ``istar-report`` writes it as
-``curves.md``/``.csv``."""
+"""How the evaluations moved during training (``curves.md``/``.csv``): for every setting whose cells evaluated at two
+or more steps, one row per step with the mean ± std over the seeds evaluated there of the table metric (a
+percentage), eval IsoScore* and, when logged, the word-embedding matrix's I1, from each cell's metrics log."""
 from __future__ import annotations
 
 import math
