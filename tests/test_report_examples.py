@@ -1,5 +1,6 @@
-"""Worked examples of what the reports compute and write for small grids, each run as a doctest in its module's
-namespace (they are the modules' examples; kept here so that the modules' docstrings say what a thing is)."""
+"""Worked examples of the run records' readers and writers and of what the reports compute for small grids, each run
+as a doctest in its module's namespace (they are the modules' examples; kept here so that the modules' docstrings say
+what a thing is)."""
 import doctest
 import importlib
 
@@ -153,6 +154,13 @@ EXAMPLES = {
 |---|---|---|---|---|---|---|
 | n1 | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | a0ee4f82a124+modified | 2 (rte 2) |
 | n2 | not recorded | not recorded | not recorded | not recorded | not recorded | 1 (mrpc 1) |
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
+...                                            f"/g/{method}{seed}", seconds=seconds)
+>>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
+>>> row
+{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
+'max s': 440.0}
 """,
     "istar_plugin.reports.outputs.analysis_table": """
 >>> base = {"label": "Base", "criterion": {"name": "cross_entropy"}, "seed": 1, "step": 75, "split": "eval",
@@ -186,15 +194,6 @@ EXAMPLES = {
 >>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
 ['unchanged', 'skipped']
 """,
-    "istar_plugin.reports.outputs.wall_times": """
->>> from istar_plugin.reports.records.cells import Record
->>> cell = lambda method, seed, seconds: Record("rte", "minilm", method, None, None, seed, "accuracy", 0.6, 60.0, 0.1,
-...                                            f"/g/{method}{seed}", seconds=seconds)
->>> (row,) = wall_times([cell("cross_entropy", 1, 400.0), cell("cross_entropy", 2, 440.0), cell("istar", 1, None)])
->>> row
-{'model': 'minilm', 'task': 'rte', 'method': 'Base', 'variant': '', 'cells': 2, 'median s': 420.0, 'min s': 400.0, \
-'max s': 440.0}
-""",
     "istar_plugin.reports.records.run_extras": """
 >>> import json, tempfile
 >>> cell = Path(tempfile.mkdtemp())
@@ -216,6 +215,145 @@ EXAMPLES = {
 Provenance(host='n2', cpu='AMD EPYC', cpu_flags=('avx512_bf16',), torch='2.13.0', precision='bf16', commit='a0ee4f8')
 >>> cell_provenance(cell.parent / "no such cell")
 Provenance(host=None, cpu=None, cpu_flags=None, torch=None, precision=None, commit=None)
+""",
+    "istar_plugin.storage.reading": """
+>>> import tempfile
+>>> from istar_plugin.errors import ConfigError
+>>> folder = Path(tempfile.mkdtemp())
+>>> def refused(path, **options):
+...     try:
+...         read_text(path, "recipe", ConfigError, **options)
+...     except ConfigError as error:
+...         return str(error).replace(str(folder), "DIR")
+>>> refused(folder)
+'cannot read recipe DIR: it is a folder, not a file (name a file)'
+>>> _ = (folder / "r.yaml").write_bytes(b"task: caf\\xe9\\n")
+>>> refused(folder / "r.yaml")
+'cannot read recipe DIR/r.yaml: not UTF-8 text (byte 0xe9 at offset 9); save it as UTF-8'
+>>> refused(folder / "r.yaml", max_bytes=4)
+'cannot read recipe DIR/r.yaml: 11 bytes is too large for a recipe (at most 4); is it the right file?'
+""",
+    "istar_plugin.storage.results": """
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> record = ResultsRecord("finished", "sst2", "bert", {"name": "istar", "lam": -1.0}, seed=1, step=10, epoch=1,
+...                        metrics={"accuracy": 0.9}, main_metric="accuracy", top_level_metrics=("accuracy",))
+>>> _ = write_results(run / "results.json", record)
+>>> read_results(run / "results.json") == record
+True
+>>> _ = write_results(run / "results.json", failed_record("the loss became nan at step 2", "sst2", "bert",
+...                                                        {"name": "istar"}, seed=1))
+>>> read_results(run / "results.json", require_finished=True)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+istar_plugin.storage.results.ResultsError: ...: failed: the loss became nan at step 2 (results.json status: failed)
+""",
+    "istar_plugin.storage.logs": """
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> with MetricsLog(run) as log:
+...     _ = log.append({"step": 10, "loss": 0.5})
+>>> [record["loss"] for record in log.records()]
+[0.5]
+>>> _ = (run / "damaged.jsonl").write_text('{"step": 1}\\n{"st\\n{"step": 3}\\n{"step": 4')
+>>> read_records(run / "damaged.jsonl", strict=False)  # the damaged line and the cut-short last one left out
+[{'step': 1}, {'step': 3}]
+>>> read_records(run / "damaged.jsonl")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ValueError: .../damaged.jsonl: line 2 is not valid JSON: ...
+""",
+    "istar_plugin.storage.predictions": """
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp())
+>>> _ = write_predictions(run, "rte", 234, [1, 0, 1], [1, 1, 1])
+>>> read_predictions(run)
+Predictions(task='rte', step=234, predictions=(1, 0, 1), references=(1, 1, 1))
+>>> read_predictions(Path(tempfile.mkdtemp())) is None  # a run from before predictions were written
+True
+""",
+    "istar_plugin.reports.comparisons.paired": """
+>>> refs = [1, 0] * 200
+>>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
+>>> better = {1: (refs, refs), 2: (refs[:300] + [1] * 100, refs)}       # 100% and 87.5%
+>>> result = paired_difference("rte", "accuracy", better, base)
+>>> result.differences, round(result.mean, 2), result.verdict, result.resampled
+((50.0, 37.5), 43.75, 'better', 'seeds and examples')
+>>> paired_difference("rte", "accuracy", base, base).verdict
+'not distinguishable'
+>>> paired_difference("stsb", "spearman", {1: None}, {1: None}, scores=({1: 88.0}, {1: 86.0})).verdict
+'undefined (one seed)'
+""",
+    "istar_plugin.reports.records.settings": """
+>>> from istar_plugin.reports.records.cells import Record
+>>> cell = lambda seed, score: Record("sst2", "bert", "istar", -1.0, 0.2, seed, "accuracy", score / 100, score, 0.1,
+...                                   f"/g/{seed}")
+>>> (setting,) = settings([cell(2, 93.5), cell(1, 92.5)])
+>>> setting.seeds, setting.mean, round(setting.std, 4), display_name(setting.method)
+((1, 2), 93.0, 0.7071, 'I-STAR')
+>>> settings([cell(1, 92.5)])[0].std is None  # one seed: no spread
+True
+""",
+    "istar_plugin.reports.outputs.embedding_table": """
+>>> measures = {"spearman": None, "spearman_undefined": "one pair", "isoscore": 0.25, "isoscore_star": 0.26,
+...             "average_cosine": 0.02, "i1": 0.3, "ev_1": 0.04, "rankme": 299.9, "alignment": 0.27,
+...             "uniformity": -3.84}
+>>> print(markdown_table({6: {"none": measures}}), end="")  # doctest: +NORMALIZE_WHITESPACE
+| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |
+|---|---|---|---|---|---|---|---|---|---|---|
+| 6 | none | undefined (one pair) | 0.2500 | 0.2600 | 0.020 | 0.300 | 0.040 | 299.9 | 0.270 | -3.840 |
+>>> row = {"method": "I-STAR", "lam": -1.0, "zeta": 0.2, "transform": "none", "seeds": 3, "spearman": "86.10 ± 0.20",
+...        "vs_base_raw": "-0.30 [-0.50, -0.10] worse", "isoscore": "0.2100 ± 0.0100", "average_cosine": "0.020",
+...        "token_isoscore_star": "0.1600 ± 0.0010"}
+>>> grid_markdown([row]).splitlines()[2].split(" | ")
+['| I-STAR', '-1', '0.2', 'none', '3', '86.10 ± 0.20', '-0.30 [-0.50, -0.10] worse', '0.2100 ± 0.0100', '0.020', \
+'0.1600 ± 0.0010 |']
+""",
+    "istar_plugin.reports.outputs.istar_figures": """
+>>> from istar_plugin.reports.records.cells import Record
+>>> records = [Record("rte", "bert", "istar", -1.0, zeta, seed, "accuracy", 0.6, 60.0 + zeta + seed, 0.1, "")
+...            for zeta in (0.0, 0.4, 0.8) for seed in (1, 2)]
+>>> [(zeta, round(setting.mean, 2)) for zeta, setting in figure7_points(records)["rte"]["bert", -1.0]]
+[(0.0, 61.5), (0.4, 61.9), (0.8, 62.3)]
+>>> figure8_points(records)
+{}
+""",
+    "istar_plugin.reports.records.analyses": """
+>>> import json, tempfile
+>>> from pathlib import Path
+>>> out = Path(tempfile.mkdtemp())
+>>> for name, seed in (("b", 2), ("a", 1)):
+...     (out / name).mkdir()
+...     _ = (out / name / ANALYSIS).write_text(json.dumps({"label": "Base", "seed": seed}))
+>>> is_analysis(out), [analysis["seed"] for analysis in read_analyses(out)], is_analysis(out / "a")
+(True, [1, 2], False)
+>>> per_layer = {"10": {"center": {"spearman": 86.9}, "none": {"spearman": 86.7}}, "2": {"center": {}, "none": {}}}
+>>> _ = (out / EMBEDDINGS).write_text(json.dumps({"per_layer": per_layer, "transform_order": ["none", "center"]}))
+>>> is_embedding_report(out), read_embedding_results(out)
+(True, {2: {'none': {}, 'center': {}}, 10: {'none': {'spearman': 86.7}, 'center': {'spearman': 86.9}}})
+""",
+    "istar_plugin.reports.tables": """
+>>> import tempfile
+>>> from pathlib import Path
+>>> out = Path(tempfile.mkdtemp())
+>>> scores = Table("scores", rows=lambda grid: grid, columns=("task", "mean"), caption="Scores.\\n\\n", shown="",
+...                markdown=lambda grid, rows: "".join(f"| {row['task']} | {row['mean']:.1f} |\\n" for row in rows))
+>>> print(write_table(scores, [{"task": "sst2", "mean": 90.40000000000002}], out), end="")
+Scores.
+<BLANKLINE>
+| sst2 | 90.4 |
+>>> print((out / "scores.csv").read_text(), end="")
+task,mean
+sst2,90.4
+>>> write_table(scores, [], out) is None and sorted(path.name for path in out.iterdir())
+['scores.csv', 'scores.md']
+""",
+    "istar_plugin.reports.figures": """
+>>> import tempfile
+>>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")
+>>> _ = ax.plot([1, 2], [0.1, 0.2])
+>>> path = save_png(fig, Path(tempfile.mkdtemp()) / "figure.png")
+>>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+True
 """,
 }
 

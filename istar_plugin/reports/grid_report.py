@@ -18,7 +18,7 @@ from .comparisons import versus_base, versus_reference
 from .comparisons.paired import PairedDifference
 from .figures import Figure
 from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
-                      penalised_layers, provenance_table, wall_times)
+                      penalised_layers, provenance_table)
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
@@ -79,8 +79,9 @@ TABLES = (
           columns=penalised_layers.COLUMNS),
     Table("curves", rows=lambda grid: eval_curves.rows(grid.records), caption=eval_curves.CAPTION,
           markdown=lambda grid, rows: eval_curves.markdown(rows), columns=eval_curves.COLUMNS),
-    Table("wall_times", rows=lambda grid: wall_times.wall_times(grid.records), caption=wall_times.CAPTION,
-          markdown=lambda grid, rows: wall_times.markdown(rows), columns=wall_times.COLUMNS),
+    Table("wall_times", rows=lambda grid: provenance_table.wall_times(grid.records),
+          caption=provenance_table.WALL_TIMES_CAPTION, columns=provenance_table.WALL_TIMES_COLUMNS,
+          markdown=lambda grid, rows: provenance_table.wall_times_markdown(rows)),
     Table("provenance", rows=lambda grid: provenance_table.rows(grid.records), caption=provenance_table.CAPTION,
           shown="", markdown=lambda grid, rows: provenance_table.markdown(rows), columns=provenance_table.COLUMNS),
     Table("table2", rows=lambda grid: istar_tables.table2(grid.records), always=True,

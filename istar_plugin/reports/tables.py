@@ -1,21 +1,5 @@
 """Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written to ``NAME.md`` and
-``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures).
-
->>> import tempfile
->>> from pathlib import Path
->>> out = Path(tempfile.mkdtemp())
->>> scores = Table("scores", rows=lambda grid: grid, columns=("task", "mean"), caption="Scores.\\n\\n", shown="",
-...                markdown=lambda grid, rows: "".join(f"| {row['task']} | {row['mean']:.1f} |\\n" for row in rows))
->>> print(write_table(scores, [{"task": "sst2", "mean": 90.40000000000002}], out), end="")
-Scores.
-<BLANKLINE>
-| sst2 | 90.4 |
->>> print((out / "scores.csv").read_text(), end="")
-task,mean
-sst2,90.4
->>> write_table(scores, [], out) is None and sorted(path.name for path in out.iterdir())
-['scores.csv', 'scores.md']
-"""
+``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures)."""
 from __future__ import annotations
 
 import csv

@@ -1,19 +1,5 @@
 """A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files, and the one
-reader of a JSON-lines record (``metrics.jsonl``, ``attempts.jsonl``): :func:`read_records`.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> with MetricsLog(run) as log:
-...     _ = log.append({"step": 10, "loss": 0.5})
->>> [record["loss"] for record in log.records()]
-[0.5]
->>> _ = (run / "damaged.jsonl").write_text('{"step": 1}\\n{"st\\n{"step": 3}\\n{"step": 4')
->>> read_records(run / "damaged.jsonl", strict=False)  # the damaged line and the cut-short last one left out
-[{'step': 1}, {'step': 3}]
->>> read_records(run / "damaged.jsonl")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-ValueError: .../damaged.jsonl: line 2 is not valid JSON: ...
-"""
+reader of a JSON-lines record (``metrics.jsonl``, ``attempts.jsonl``): :func:`read_records`."""
 from __future__ import annotations
 
 import json

@@ -1,24 +1,7 @@
 """Reading the files a user names (data, recipes and grid files, run records): what the operating system refuses
 becomes one line naming the path, the cause and what to do, raised as the caller's error class.
 
-A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look.
-
->>> import tempfile
->>> from istar_plugin.errors import ConfigError
->>> folder = Path(tempfile.mkdtemp())
->>> def refused(path, **options):
-...     try:
-...         read_text(path, "recipe", ConfigError, **options)
-...     except ConfigError as error:
-...         return str(error).replace(str(folder), "DIR")
->>> refused(folder)
-'cannot read recipe DIR: it is a folder, not a file (name a file)'
->>> _ = (folder / "r.yaml").write_bytes(b"task: caf\\xe9\\n")
->>> refused(folder / "r.yaml")
-'cannot read recipe DIR/r.yaml: not UTF-8 text (byte 0xe9 at offset 9); save it as UTF-8'
->>> refused(folder / "r.yaml", max_bytes=4)
-'cannot read recipe DIR/r.yaml: 11 bytes is too large for a recipe (at most 4); is it the right file?'
-"""
+A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look."""
 from __future__ import annotations
 
 import contextlib

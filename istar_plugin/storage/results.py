@@ -2,29 +2,14 @@
 and read by :func:`read_results` alone, whose :class:`ResultsError` is one line naming the run directory and the
 problem. A file without ``schema_version`` is version 1, read when it holds ``task``, ``model``, ``criterion`` and
 ``seed`` (without ``status``: a finished run); keys this module does not know (hooks') are kept in
-:attr:`ResultsRecord.extra` and written back unchanged.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> record = ResultsRecord("finished", "sst2", "bert", {"name": "istar", "lam": -1.0}, seed=1, step=10, epoch=1,
-...                        metrics={"accuracy": 0.9}, main_metric="accuracy", top_level_metrics=("accuracy",))
->>> _ = write_results(run / "results.json", record)
->>> read_results(run / "results.json") == record
-True
->>> _ = write_results(run / "results.json", failed_record("the loss became nan at step 2", "sst2", "bert",
-...                                                        {"name": "istar"}, seed=1))
->>> read_results(run / "results.json", require_finished=True)  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.storage.results.ResultsError: ...: failed: the loss became nan at step 2 (results.json status: failed)
-"""
+:attr:`ResultsRecord.extra` and written back unchanged."""
 from __future__ import annotations
 
 import json
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -71,16 +56,6 @@ def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True)
         article = "an" if kind[0] in "aeiou" else "a"
         raise ResultsError(path, f"{RESULTS}: {label} should be {article} {kind}, is {found}")
     return value
-
-
-# the optional fields -> their kind, in the dataclass's order
-_OPTIONAL = {"reason": "str", "step": "int", "epoch": "int", "metrics": "dict", "main_metric": "str",
-             "label_names": "list", "init_from": "str", "trainable_parameters": "int", "initial": "dict",
-             "history": "list", "eval_isoscore_star": "number", "eval_isoscore_star_per_layer": "list",
-             "embedding_i1": "number", "embedding_i2": "number", "embedding_i1_before": "number",
-             "embedding_i2_before": "number", "collapsed": "bool", "cls_isoscore": "number",
-             "cls_explained_variance": "list", "validation": "dict"}
-_TUPLES = ("label_names", "history", "eval_isoscore_star_per_layer", "cls_explained_variance")
 
 
 @dataclass(frozen=True)
@@ -168,6 +143,12 @@ class ResultsRecord:
 
     def _where(self) -> Path:
         return self.path or Path(RESULTS)
+
+
+_KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
+_OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
+"""The optional fields (``reason`` to ``validation``) -> their kind, in the dataclass's order."""
+_TUPLES = tuple(name for name, kind in _OPTIONAL.items() if kind == "list")
 
 
 def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:

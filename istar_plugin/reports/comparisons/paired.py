@@ -1,18 +1,6 @@
 """A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
 interval (seeds, then the evaluation examples within each where the metric allows, ``predictions.json``) and a
-verdict at this sample size (docs/architecture.md, "Paired comparisons").
-
->>> refs = [1, 0] * 200
->>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
->>> better = {1: (refs, refs), 2: (refs[:300] + [1] * 100, refs)}       # 100% and 87.5%
->>> result = paired_difference("rte", "accuracy", better, base)
->>> result.differences, round(result.mean, 2), result.verdict, result.resampled
-((50.0, 37.5), 43.75, 'better', 'seeds and examples')
->>> paired_difference("rte", "accuracy", base, base).verdict
-'not distinguishable'
->>> paired_difference("stsb", "spearman", {1: None}, {1: None}, scores=({1: 88.0}, {1: 86.0})).verdict
-'undefined (one seed)'
-"""
+verdict at this sample size (docs/architecture.md, "Paired comparisons")."""
 from __future__ import annotations
 
 import statistics

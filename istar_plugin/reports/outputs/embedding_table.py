@@ -3,22 +3,7 @@
 (``sentence_embeddings.md``, :func:`grid_rows`): for every setting whose runs recorded their sentence embeddings
 (engine ``sentence_transformers``), the evaluation split's Spearman x100 and IsoScore raw and after each post-hoc
 transform, mean ± std over seeds, and each one's difference to Base *raw* paired by seed (a seeds-only interval,
-:mod:`..comparisons.paired`).
-
->>> measures = {"spearman": None, "spearman_undefined": "one pair", "isoscore": 0.25, "isoscore_star": 0.26,
-...             "average_cosine": 0.02, "i1": 0.3, "ev_1": 0.04, "rankme": 299.9, "alignment": 0.27,
-...             "uniformity": -3.84}
->>> print(markdown_table({6: {"none": measures}}), end="")  # doctest: +NORMALIZE_WHITESPACE
-| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |
-|---|---|---|---|---|---|---|---|---|---|---|
-| 6 | none | undefined (one pair) | 0.2500 | 0.2600 | 0.020 | 0.300 | 0.040 | 299.9 | 0.270 | -3.840 |
->>> row = {"method": "I-STAR", "lam": -1.0, "zeta": 0.2, "transform": "none", "seeds": 3, "spearman": "86.10 ± 0.20",
-...        "vs_base_raw": "-0.30 [-0.50, -0.10] worse", "isoscore": "0.2100 ± 0.0100", "average_cosine": "0.020",
-...        "token_isoscore_star": "0.1600 ± 0.0010"}
->>> grid_markdown([row]).splitlines()[2].split(" | ")
-['| I-STAR', '-1', '0.2', 'none', '3', '86.10 ± 0.20', '-0.30 [-0.50, -0.10] worse', '0.2100 ± 0.0100', '0.020', \
-'0.1600 ± 0.0010 |']
-"""
+:mod:`..comparisons.paired`)."""
 from __future__ import annotations
 
 import statistics

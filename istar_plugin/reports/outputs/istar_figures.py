@@ -3,16 +3,7 @@ grid holds cells for it: per task, eval IsoScore* against the score, one point p
 beside each lambda's paired difference to Base (:mod:`..comparisons.versus_base`); the score against I-STAR's zeta
 (all-layer cells at three or more zetas for one model, task and lambda); and I-STAR on one layer
 (``criterion.layers=[L]``) against the all-layer penalty and Base. Scores are mean ± std over seeds (one seed: no
-error bar); where several settings share a point, the best mean is shown, as in Table 1.
-
->>> from istar_plugin.reports.records.cells import Record
->>> records = [Record("rte", "bert", "istar", -1.0, zeta, seed, "accuracy", 0.6, 60.0 + zeta + seed, 0.1, "")
-...            for zeta in (0.0, 0.4, 0.8) for seed in (1, 2)]
->>> [(zeta, round(setting.mean, 2)) for zeta, setting in figure7_points(records)["rte"]["bert", -1.0]]
-[(0.0, 61.5), (0.4, 61.9), (0.8, 62.3)]
->>> figure8_points(records)
-{}
-"""
+error bar); where several settings share a point, the best mean is shown, as in Table 1."""
 from __future__ import annotations
 
 import os

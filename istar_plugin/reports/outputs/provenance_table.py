@@ -1,19 +1,22 @@
-"""Where a grid's cells ran (``istar-report`` writes it as ``provenance.md``/``.csv``): per cell in the CSV, and in
-Markdown one row per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that
-ran so. A grid merged from archives of several machines shows each machine's share; what a run did not record
-(:mod:`..records.run_extras`) is shown as not recorded."""
+"""Where and how long a grid's cells ran. ``provenance.md``/``.csv``: per cell in the CSV, and in Markdown one row
+per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that ran so (what a run
+did not record is shown as not recorded). ``wall_times.md``/``.csv``: the cells' wall times, start to finish, per
+model, task, method and variant, what a reader needs to size the same grid elsewhere."""
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..records.cells import Record
+from ..records.settings import display_name, method_order
 from ..records.run_extras import Provenance, cell_provenance
 from ..tables import markdown_table
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown"]
+__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown", "WALL_TIMES_COLUMNS", "WALL_TIMES_CAPTION", "wall_times",
+           "wall_times_markdown"]
 
 CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
 MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
@@ -56,3 +59,29 @@ def _short(commit: str) -> str:
 
 def _shown(value: Optional[str], empty: str = "") -> str:
     return UNRECORDED if value is None else value or empty
+
+
+WALL_TIMES_COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
+WALL_TIMES_CAPTION = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
+
+
+def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per model, task, method and variant whose cells have a wall time (:data:`WALL_TIMES_COLUMNS`)."""
+    groups: dict[tuple, list[float]] = {}
+    for record in records:
+        if record.seconds is not None:
+            groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
+    methods = method_order(method for _, _, method, _ in groups)
+    order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
+             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
+             "max s": max(groups[key])}
+            for key in order for model, task, method, variant in [key]]
+
+
+def wall_times_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The wall times as a Markdown table, in minutes."""
+    return markdown_table(("Model", "Task", "Method", "other", "cells", "median min", "range min"),
+                          ([row["model"], row["task"], row["method"], row["variant"] or "—", row["cells"],
+                            f"{row['median s'] / 60:.1f}", f"{row['min s'] / 60:.1f}-{row['max s'] / 60:.1f}"]
+                           for row in rows))

@@ -1,21 +1,7 @@
 """What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of ``istar-analyze``'s
 ``--out`` folder (a run's ``RUN/``, a kept checkpoint's ``RUN/step_N/``, the pretrained model's) and
 ``istar-embed``'s ``embeddings.json`` (written last, so a folder holding one is complete), so that a copy of such a
-folder kept in git (``docs/evidence/NAME``) is read exactly as the folder itself.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> out = Path(tempfile.mkdtemp())
->>> for name, seed in (("b", 2), ("a", 1)):
-...     (out / name).mkdir()
-...     _ = (out / name / ANALYSIS).write_text(json.dumps({"label": "Base", "seed": seed}))
->>> is_analysis(out), [analysis["seed"] for analysis in read_analyses(out)], is_analysis(out / "a")
-(True, [1, 2], False)
->>> per_layer = {"10": {"center": {"spearman": 86.9}, "none": {"spearman": 86.7}}, "2": {"center": {}, "none": {}}}
->>> _ = (out / EMBEDDINGS).write_text(json.dumps({"per_layer": per_layer, "transform_order": ["none", "center"]}))
->>> is_embedding_report(out), read_embedding_results(out)
-(True, {2: {'none': {}, 'center': {}}, 10: {'none': {'spearman': 86.7}, 'center': {'spearman': 86.9}}})
-"""
+folder kept in git (``docs/evidence/NAME``) is read exactly as the folder itself."""
 from __future__ import annotations
 
 import json

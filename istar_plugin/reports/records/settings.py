@@ -1,15 +1,5 @@
 """A grid's records grouped into settings: one :class:`Setting` per model, task, method, lambda, zeta and variant
-over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says).
-
->>> from istar_plugin.reports.records.cells import Record
->>> cell = lambda seed, score: Record("sst2", "bert", "istar", -1.0, 0.2, seed, "accuracy", score / 100, score, 0.1,
-...                                   f"/g/{seed}")
->>> (setting,) = settings([cell(2, 93.5), cell(1, 92.5)])
->>> setting.seeds, setting.mean, round(setting.std, 4), display_name(setting.method)
-((1, 2), 93.0, 0.7071, 'I-STAR')
->>> settings([cell(1, 92.5)])[0].std is None  # one seed: no spread
-True
-"""
+over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says)."""
 from __future__ import annotations
 
 import statistics
