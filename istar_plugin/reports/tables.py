@@ -10,7 +10,10 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_text
 
-__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text"]
+__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text", "SETTING_HEADER", "setting_cells"]
+
+SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
+"""The Markdown columns naming a setting (:func:`setting_cells`)."""
 
 
 def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
@@ -88,3 +91,9 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], escape:
 def number_text(value: Optional[float]) -> str:
     """A table's number: ``—`` for None, else its shortest form (``-3``, ``0.2``)."""
     return "—" if value is None else f"{value:g}"
+
+
+def setting_cells(row: dict[str, Any]) -> list[Any]:
+    """A row's setting (:func:`~.records.settings.setting_row`) as Markdown cells under :data:`SETTING_HEADER`."""
+    return [row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+            row["variant"] or "—"]

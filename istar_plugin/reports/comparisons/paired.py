@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -54,6 +54,12 @@ class PairedDifference:
             return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
         return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
+
+    def columns(self) -> dict[str, Any]:
+        """The comparison's columns in a table's rows: seeds, difference, low, high, verdict, per_seed, resampled."""
+        return {"seeds": len(self.seeds), "difference": self.mean, "low": self.low, "high": self.high,
+                "verdict": self.verdict, "per_seed": " ".join(signed(d) for d in self.differences),
+                "resampled": self.resampled}
 
     def text(self) -> str:
         """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""

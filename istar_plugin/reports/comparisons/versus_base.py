@@ -16,8 +16,8 @@ from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, records_by_setting, setting_key, settings
-from ..tables import markdown_table, number_text
+from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
 __all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare",
@@ -42,11 +42,7 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
         paired = compare(setting, base, groups)
         if paired is None:
             continue
-        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
-                     "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
-                     "verdict": paired.verdict, "resampled": paired.resampled,
-                     "per_seed": " ".join(signed(d) for d in paired.differences),
+        rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
                      "collapsed": f"{setting.collapsed}/{setting.n}"
                                   + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
                      "base_variant": base.variant,
@@ -81,10 +77,9 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
     setting's runs (and Base's) predicted one class for every example."""
-    header = ("Model", "Task", "Method", "λ", "ζ", "other", "metric", "seeds", "Δ vs Base", "95% interval", "verdict",
-              "per seed", "one class", "resampled")
-    return markdown_table(header, ([row["model"], row["task"], row["method"], number_text(row["lam"]),
-                                    number_text(row["zeta"]), row["variant"] or "—", row["metric"], row["seeds"],
+    header = (*SETTING_HEADER, "metric", "seeds", "Δ vs Base", "95% interval", "verdict", "per seed", "one class",
+              "resampled")
+    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"],
                                     signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]",
                                     row["verdict"], row["per_seed"], row["collapsed"], row["resampled"]]
                                    for row in rows))
@@ -251,8 +246,7 @@ def power_markdown(table: Sequence[dict[str, Any]]) -> str:
         row, papers = group[0], [r for r in group if r["paper_model"] is not None]
         gains = "; ".join(f"{signed(r['paper_gain'])} ({PAPER_MODELS[r['paper_model']]})" for r in papers) or "—"
         needed = "; ".join("—" if r["seeds_to_decide"] is None else str(r["seeds_to_decide"]) for r in papers) or "—"
-        lines.append([row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
-                      row["variant"] or "—", row["seeds"], signed(row["difference"]), f"{row['half_width']:.2f}",
+        lines.append([*setting_cells(row), row["seeds"], signed(row["difference"]), f"{row['half_width']:.2f}",
                       row["verdict"], gains, needed])
-    return markdown_table(("Model", "Task", "Method", "λ", "ζ", "other", "seeds", "Δ vs Base", "± half-width",
-                           "verdict", "paper's gain (model)", "seeds to decide it"), lines)
+    return markdown_table((*SETTING_HEADER, "seeds", "Δ vs Base", "± half-width", "verdict", "paper's gain (model)",
+                           "seeds to decide it"), lines)

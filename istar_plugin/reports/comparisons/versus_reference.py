@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import UNDEFINED, std_over_seeds
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, records_by_setting, settings
+from ..records.settings import Setting, records_by_setting, setting_row, settings
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
@@ -50,16 +50,11 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
         iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
         score_std = std_over_seeds(match.scores)
-        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
-                     "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
-                     "low": paired.low, "high": paired.high, "verdict": paired.verdict,
-                     "per_seed": " ".join(signed(d) for d in paired.differences),
+        rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
                      "reference_std": score_std, "score_within_spread": _within(paired.mean, score_std),
                      "isoscore_difference": iso_mean,
                      "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
-                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std),
-                     "resampled": paired.resampled})
+                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std)})
     return rows
 
 

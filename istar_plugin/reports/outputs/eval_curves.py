@@ -12,8 +12,8 @@ from typing import Any, Optional, Sequence
 from ...storage.seeds import SeedSummary, std_over_seeds
 from ..records.cells import Record, as_percent
 from ..records.run_extras import evaluations
-from ..records.settings import display_name, records_by_setting, setting_key, settings
-from ..tables import markdown_table, number_text
+from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -42,9 +42,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
             evaluated = by_step[step]
             scores = [as_percent(setting.task, setting.metric, value)
                       for value in _values(evaluated, f"eval/{setting.metric}")]
-            row = {"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                   "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
-                   "step": step, "seeds": len(evaluated), **_summary("score", scores)}
+            row = {**setting_row(setting), "metric": setting.metric, "step": step, "seeds": len(evaluated),
+                   **_summary("score", scores)}
             for name, key in MEASURES.items():
                 row.update(_summary(name, _values(evaluated, key)))
             result.append(row)
@@ -55,10 +54,9 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     """The curves as a Markdown table: the score to 2 decimals, IsoScore* and I1 to 3; the I1 column only when some
     cell logs it."""
     with_i1 = any(row["embedding_i1"] is not None for row in table)
-    header = ["Model", "Task", "Method", "λ", "ζ", "other", "metric", "step", "seeds", "score", "eval IsoScore*"]
+    header = [*SETTING_HEADER, "metric", "step", "seeds", "score", "eval IsoScore*"]
     return markdown_table(header + (["I1 (embeddings)"] if with_i1 else []), ([
-        row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
-        row["variant"] or "—", row["metric"], row["step"], row["seeds"], _shown(row, "score", 2),
+        *setting_cells(row), row["metric"], row["step"], row["seeds"], _shown(row, "score", 2),
         _shown(row, "isoscore_star", 3), *([_shown(row, "embedding_i1", 3)] if with_i1 else [])] for row in table))
 
 

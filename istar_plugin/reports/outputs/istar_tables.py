@@ -12,7 +12,7 @@ from ...storage.seeds import SeedSummary
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
-                                setting_order)
+                                setting_order, setting_row)
 from ..tables import markdown_table, number_text
 
 __all__ = ["CAPTIONS", "TABLE2_COLUMNS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown",
@@ -136,13 +136,11 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
 def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
     """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
     rows = []
-    for (model, task, method), (setting, compared) in sorted(best_settings(records).items(),
-                                                             key=lambda item: setting_order(item[1][0])):
+    for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0])):
         if setting.lam is None and setting.zeta is None and not setting.variant:
             continue
-        rows.append({"model": model, "task": task, "method": display_name(method), "lam": setting.lam,
-                     "zeta": setting.zeta, "variant": setting.variant, "mean": setting.mean, "std": setting.std,
-                     "n": setting.n, "settings_compared": compared})
+        rows.append({**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
+                     "settings_compared": compared})
     return rows
 
 

@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 from ..records.cells import Record
 from ..records.run_extras import layer_isoscores
-from ..records.settings import display_name, records_by_setting, settings
-from ..tables import markdown_table, number_text
+from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -34,25 +34,21 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         layers = penalised.get((setting.model, setting.task))
         if layers is None:
             continue
-        runs = groups[(setting.model, setting.task, setting.method, setting.lam, setting.zeta, setting.variant)]
+        runs = groups[setting_key(setting)]
         per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
         per_seed = [scores for scores in per_seed if scores is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]
-        result.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                       "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "layers": _span(layers),
-                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}",
-                       "median": f"{statistics.median(means):.3g}", "low": f"{min(means):.3g}",
-                       "high": f"{max(means):.3g}"})
+        result.append({**setting_row(setting), "layers": _span(layers), "seeds": len(per_seed),
+                       "score": f"{setting.mean:.2f}", "median": f"{statistics.median(means):.3g}",
+                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}"})
     return result
 
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
-    return markdown_table(("Model", "Task", "Method", "λ", "ζ", "other", "layers", "seeds", "score",
-                           "median IsoScore*", "lowest", "highest"),
-                          ([row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
-                            row["variant"] or "—", *(row[key] for key in COLUMNS[6:])] for row in table))
+    return markdown_table((*SETTING_HEADER, "layers", "seeds", "score", "median IsoScore*", "lowest", "highest"),
+                          ([*setting_cells(row), *(row[key] for key in COLUMNS[6:])] for row in table))
 
 
 def _span(layers: Sequence[int]) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
 __all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
-           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key"]
+           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key", "setting_row"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
@@ -120,6 +120,12 @@ def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
 def setting_key(item: Record | Setting) -> tuple:
     """(model, task, method, lam, zeta, variant): the setting a record belongs to, or a setting's own."""
     return item.model, item.task, item.method, item.lam, item.zeta, item.variant
+
+
+def setting_row(setting: Setting) -> dict[str, Any]:
+    """The columns that name a setting in a table's rows: model, task, method (as shown), lam, zeta and variant."""
+    return {"model": setting.model, "task": setting.task, "method": display_name(setting.method), "lam": setting.lam,
+            "zeta": setting.zeta, "variant": setting.variant}
 
 
 def setting_order(setting: Setting) -> tuple:
