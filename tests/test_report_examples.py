@@ -32,6 +32,16 @@ EXAMPLES = {
 | Model | Task | Method | λ | ζ | mean ± std | settings compared |
 |---|---|---|---|---|---|---|
 | bert | sst2 | I-STAR | -3 | 0.2 | 93.50 ± 0.71 | 2 |
+>>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
+'92.50 ± — (n=1)'
+>>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
+...                      collapsed=2), 2)
+'81.20 ± 0.00 (2 collapsed)'
+>>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
+'93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
+>>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
+...              paper_model="bert")
+'61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
 """,
     "istar_plugin.reports.comparisons.versus_base": """
 >>> import json, tempfile
@@ -354,6 +364,25 @@ sst2,90.4
 >>> path = save_png(fig, Path(tempfile.mkdtemp()) / "figure.png")
 >>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
 True
+""",
+    "istar_plugin.training.resume": """
+>>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True},
+...                {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
+['optim.lr']
+>>> config_changes({"model": {}}, {"model": {"frozen_dropout": False}})  # a run written before the key: the same run
+[]
+""",
+    "istar_plugin.reports.records.cells": """
+>>> import tempfile
+>>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
+>>> read_config(cell)
+{'optim.lr': 1e-05, 'seed': 3}
+>>> record = Record("rte", "bert", "istar", -1.0, None, 99, "accuracy", 0.9, 90.0, 0.1, "/g/cell")
+>>> check_against_config(record, {"task": "rte", "seed": 5})
+Traceback (most recent call last):
+...
+istar_plugin.reports.records.cells.CellProblem: results.json says seed 99, its config.yaml seed 5 (one of them was \
+edited, or copied from another run); left out
 """,
 }
 

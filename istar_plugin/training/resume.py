@@ -1,13 +1,6 @@
 """What a resumed run may change, and the pieces of a restore that do not need the whole trainer: whether a
 finished run's results stand, whether a checkpoint may be continued, the learning rate at the restored step, and
-each rank's random streams.
-
->>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True},
-...                {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
-['optim.lr']
->>> config_changes({"model": {}}, {"model": {"frozen_dropout": False}})  # a run written before the key: the same run
-[]
-"""
+each rank's random streams."""
 from __future__ import annotations
 
 import warnings

@@ -48,19 +48,7 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
                  paper_model: Optional[str] = None) -> str:
     """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
     most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
-    followed by the paper's ``mean ± std`` and our difference where it has the cell.
-
-    >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
-    '92.50 ± — (n=1)'
-    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
-    ...                      collapsed=2), 2)
-    '81.20 ± 0.00 (2 collapsed)'
-    >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
-    '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
-    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
-    ...              paper_model="bert")
-    '61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
-    """
+    followed by the paper's ``mean ± std`` and our difference where it has the cell."""
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None:
         return "—"

@@ -134,13 +134,7 @@ def _unlisted(error: OSError) -> None:
 
 
 def read_config(cell: Path) -> dict[str, Any]:
-    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs.
-
-    >>> import tempfile
-    >>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
-    >>> read_config(cell)
-    {'optim.lr': 1e-05, 'seed': 3}
-    """
+    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs."""
     try:
         config = yaml.safe_load(read_bytes(cell / "config.yaml", "run record", RunDirError))
     except (OSError, yaml.YAMLError) as error:
@@ -150,15 +144,7 @@ def read_config(cell: Path) -> dict[str, Any]:
 
 def check_against_config(record: Record, config: dict[str, Any]) -> None:
     """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion than the cell's
-    ``config.yaml`` (flat, :func:`read_config`).
-
-    >>> record = Record("rte", "bert", "istar", -1.0, None, 99, "accuracy", 0.9, 90.0, 0.1, "/g/cell")
-    >>> check_against_config(record, {"task": "rte", "seed": 5})
-    Traceback (most recent call last):
-    ...
-    istar_plugin.reports.records.cells.CellProblem: results.json says seed 99, its config.yaml seed 5 (one of them was \
-edited, or copied from another run); left out
-    """
+    ``config.yaml`` (flat, :func:`read_config`)."""
     recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
                 "criterion.lam": record.lam, "criterion.zeta": record.zeta}
     for key, value in recorded.items():
