@@ -203,6 +203,11 @@ EXAMPLES = {
 ['archive.json', 'config.yaml', 'results.json']
 >>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
 ['unchanged', 'skipped']
+>>> lines = [json.dumps({"step": step, "train/loss": 1 / step}) for step in range(1, 1001)]
+>>> lines.insert(500, json.dumps({"step": 500, "eval/accuracy": 0.9}))
+>>> text, kept, total = summarised_log("\\n".join(lines) + "\\n", training_records=10)
+>>> kept, total, [json.loads(line)["step"] for line in text.splitlines()]
+(13, 1001, [1, 101, 201, 301, 401, 500, 500, 501, 601, 701, 801, 901, 1000])
 """,
     "istar_plugin.reports.records.run_extras": """
 >>> import json, tempfile
@@ -242,6 +247,16 @@ Provenance(host=None, cpu=None, cpu_flags=None, torch=None, precision=None, comm
 'cannot read recipe DIR/r.yaml: not UTF-8 text (byte 0xe9 at offset 9); save it as UTF-8'
 >>> refused(folder / "r.yaml", max_bytes=4)
 'cannot read recipe DIR/r.yaml: 11 bytes is too large for a recipe (at most 4); is it the right file?'
+>>> cannot_read("/x/train.tsv", "data file", PermissionError(errno.EACCES, "Permission denied"))
+'cannot read data file /x/train.tsv: permission denied (check its mode and owner)'
+>>> cannot_read("/x/run", "run directory", PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoints"))
+'cannot read run directory /x/run: permission denied on /x/run/checkpoints (check its mode and owner)'
+>>> cannot_read("/x/d", "data folder", OSError(errno.EIO, "Input/output error"))
+'cannot read data folder /x/d: input/output error'
+>>> with reading("/no/such/folder", "data folder"):
+...     _ = os.listdir("/no/such/folder")
+Traceback (most recent call last):
+FileNotFoundError: [Errno 2] No such file or directory: '/no/such/folder'
 """,
     "istar_plugin.storage.results": """
 >>> import tempfile
@@ -271,6 +286,9 @@ istar_plugin.storage.results.ResultsError: ...: failed: the loss became nan at s
 >>> read_records(run / "damaged.jsonl")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ValueError: .../damaged.jsonl: line 2 is not valid JSON: ...
+>>> import tempfile
+>>> log = TensorBoardLog(tempfile.mkdtemp())
+>>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
 """,
     "istar_plugin.storage.predictions": """
 >>> import tempfile
@@ -356,6 +374,12 @@ task,mean
 sst2,90.4
 >>> write_table(scores, [], out) is None and sorted(path.name for path in out.iterdir())
 ['scores.csv', 'scores.md']
+>>> print(markdown_table(["λ", "mean"], [[number_text(-1.0), "90.4"], [number_text(None), "a|b"]], escape=True))
+| λ | mean |
+|---|---|
+| -1 | 90.4 |
+| — | a\\|b |
+<BLANKLINE>
 """,
     "istar_plugin.reports.figures": """
 >>> import tempfile
@@ -383,6 +407,20 @@ Traceback (most recent call last):
 ...
 istar_plugin.reports.records.cells.CellProblem: results.json says seed 99, its config.yaml seed 5 (one of them was \
 edited, or copied from another run); left out
+""",
+    "istar_plugin.reports.docs_tables": """
+>>> parse_marker("evidence/rte table1.md --paper-model bert")
+Marker(path='evidence/rte', table='table1.md', options=(('paper_model', 'bert'),), transcribed=False)
+>>> parse_marker("results/x.csv transcribed").transcribed
+True
+""",
+    "istar_plugin.reports.paper.istar": """
+>>> reported_metrics("mrpc", "combined_score"), reported_metrics("squad", "f1"), reported_metrics("snli", "accuracy")
+(('accuracy',), ('f1', 'exact_match'), ('accuracy',))
+>>> paper_result("bert", "istar", "sst2", "accuracy")
+(92.65, 0.18)
+>>> paper_result("minilm", "istar", "sst2", "accuracy") is None
+True
 """,
 }
 

@@ -1,19 +1,7 @@
 """Render the documentation's tables from data, so no number in docs/ is typed by hand. A page marks each table
-with its source (paths relative to the page)::
-
-    <!-- table: SOURCE -->
-    | ... the rendered table ... |
-    <!-- end table -->
-
-SOURCE is ``FILE`` (a CSV, or a ``.md`` table copied as it is), ``FILE transcribed`` (a results file whose runs'
-records were lost, said so under it: :data:`TRANSCRIBED`), or ``ARCHIVE TABLE [--paper-model MODEL] [--reference
-KEY=VALUE]``: a file ``istar-report`` writes (:data:`REPORT_FILES`), computed afresh from an archive of a grid or a
-search, several ones (``ARCHIVE+ARCHIVE``, read as ``istar-report A B`` reads them), a copy of an ``istar-analyze``
-folder (``summary.md``) or of an ``istar-embed`` one (``embeddings.md``).
-
-``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the
-pages whose tables differ from their sources and exits 1.
-"""
+with its source, ``<!-- table: SOURCE -->`` ... ``<!-- end table -->`` (the forms of SOURCE: docs/index.md, "How these
+pages stay true"). ``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region;
+``--check`` lists the pages whose tables differ from their sources and exits 1."""
 from __future__ import annotations
 
 import argparse
@@ -66,13 +54,7 @@ class Marker:
 
 
 def parse_marker(source: str) -> Marker:
-    """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else.
-
-    >>> parse_marker("evidence/rte table1.md --paper-model bert")
-    Marker(path='evidence/rte', table='table1.md', options=(('paper_model', 'bert'),), transcribed=False)
-    >>> parse_marker("results/x.csv transcribed").transcribed
-    True
-    """
+    """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else."""
     words = source.split()
     if len(words) == 1:
         return Marker(words[0])

@@ -74,15 +74,7 @@ def _csv_value(value: Any) -> Any:
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], escape: bool = False) -> str:
-    """A Markdown table: the header, its separator and a line per row (``|`` in a cell escaped when ``escape``).
-
-    >>> print(markdown_table(["λ", "mean"], [[number_text(-1.0), "90.4"], [number_text(None), "a|b"]], escape=True))
-    | λ | mean |
-    |---|---|
-    | -1 | 90.4 |
-    | — | a\\|b |
-    <BLANKLINE>
-    """
+    """A Markdown table: the header, its separator and a line per row (``|`` in a cell escaped when ``escape``)."""
     def line(cells: Sequence[Any]) -> str:
         return "| " + " | ".join(str(c).replace("|", "\\|") if escape else str(c) for c in cells) + " |"
     return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)]) + "\n"

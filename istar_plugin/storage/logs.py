@@ -124,12 +124,7 @@ def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> lis
 
 class TensorBoardLog:
     """Scalars for TensorBoard in ``directory``, its event file created with the first scalar; every method is a
-    no-op when ``enabled`` is False (non-zero ranks).
-
-    >>> import tempfile
-    >>> log = TensorBoardLog(tempfile.mkdtemp())
-    >>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
-    """
+    no-op when ``enabled`` is False (non-zero ranks)."""
 
     def __init__(self, directory: PathLike, enabled: bool = True):
         self.directory = Path(directory)

@@ -17,15 +17,7 @@ CONFIG_FILE_BYTES = 1 << 20
 
 
 def cannot_read(path: str | os.PathLike, what: str, error: OSError | UnicodeDecodeError) -> str:
-    """The one line for ``error`` raised while reading ``what`` at ``path``.
-
-    >>> cannot_read("/x/train.tsv", "data file", PermissionError(errno.EACCES, "Permission denied"))
-    'cannot read data file /x/train.tsv: permission denied (check its mode and owner)'
-    >>> cannot_read("/x/run", "run directory", PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoints"))
-    'cannot read run directory /x/run: permission denied on /x/run/checkpoints (check its mode and owner)'
-    >>> cannot_read("/x/d", "data folder", OSError(errno.EIO, "Input/output error"))
-    'cannot read data folder /x/d: input/output error'
-    """
+    """The one line for ``error`` raised while reading ``what`` at ``path``."""
     return f"cannot read {what} {path}: {_cause(Path(path), error)}"
 
 
@@ -64,13 +56,7 @@ def blocked_folder(path: str | os.PathLike) -> Optional[Path]:
 @contextlib.contextmanager
 def reading(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError) -> Iterator[None]:
     """Turn an :class:`OSError` (but a missing file) or :class:`UnicodeDecodeError` raised inside the block into
-    ``refusal(cannot_read(path, what, error))``.
-
-    >>> with reading("/no/such/folder", "data folder"):
-    ...     _ = os.listdir("/no/such/folder")
-    Traceback (most recent call last):
-    FileNotFoundError: [Errno 2] No such file or directory: '/no/such/folder'
-    """
+    ``refusal(cannot_read(path, what, error))``."""
     try:
         yield
     except FileNotFoundError:

@@ -1,13 +1,5 @@
 """The I-STAR paper's Table 1 as data (``istar_table1.csv``, copied from Rudman & Eickhoff, ICLR 2024: mean and std
-over 5 seeds, as percentages) and the metrics it reports per task.
-
->>> reported_metrics("mrpc", "combined_score"), reported_metrics("squad", "f1"), reported_metrics("snli", "accuracy")
-(('accuracy',), ('f1', 'exact_match'), ('accuracy',))
->>> paper_result("bert", "istar", "sst2", "accuracy")
-(92.65, 0.18)
->>> paper_result("minilm", "istar", "sst2", "accuracy") is None
-True
-"""
+over 5 seeds, as percentages) and the metrics it reports per task."""
 from __future__ import annotations
 
 import csv

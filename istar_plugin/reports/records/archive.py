@@ -156,14 +156,7 @@ def _write(cell: Path, snapshot: _Snapshot) -> None:
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
     """``metrics.jsonl``'s lines, of its training records (``train/...``) only ``training_records`` spread evenly,
     the last and those at an evaluation's step, and the first and last line (the wall time); returns the text, the
-    records kept and the records there were.
-
-    >>> lines = [json.dumps({"step": step, "train/loss": 1 / step}) for step in range(1, 1001)]
-    >>> lines.insert(500, json.dumps({"step": 500, "eval/accuracy": 0.9}))
-    >>> text, kept, total = summarised_log("\\n".join(lines) + "\\n", training_records=10)
-    >>> kept, total, [json.loads(line)["step"] for line in text.splitlines()]
-    (13, 1001, [1, 101, 201, 301, 401, 500, 500, 501, 601, 701, 801, 901, 1000])
-    """
+    records kept and the records there were."""
     lines = [line + "\n" for line in text.splitlines() if line.strip()]
     records = [record or {} for record in json_lines("".join(lines), METRICS, strict=False)]  # {}: a line cut short
     training = [i for i, record in enumerate(records) if any(key.startswith("train/") for key in record)]
