@@ -58,10 +58,10 @@ def write_table(table: Table, grid: Any, out: Path) -> Optional[str]:
     return None if table.shown is None or text is None else table.shown + text
 
 
-def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None, line_end: str = "\n") -> str:
     """Rows as CSV text: None as an empty field, floats to 10 decimals (no 90.40000000000002)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator=line_end)
     writer.writeheader()
     writer.writerows({key: _csv_value(value) for key, value in row.items()} for row in rows)
     return buffer.getvalue()

@@ -3,7 +3,6 @@
 over seeds in the paper's metric for the task, collapsed runs marked; the paper states its I1/I2 only as ranges."""
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
-from ..paper import DATA
+from ..paper import paper_rows
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
                 "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
@@ -29,9 +28,8 @@ PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models a
 
 def paper_table() -> dict[tuple[str, str], dict[str, float]]:
     """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
-    text = (DATA / "ding_calibration_glue.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC} for row in rows}
+    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
+            for row in paper_rows("ding_calibration_glue.csv")}
 
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")

@@ -7,7 +7,6 @@ median wall time, and how many seeds stage 2 improved; the paper's numbers (``pa
 named there) for the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
 from __future__ import annotations
 
-import csv
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 from ...storage.results import read_results
 from ...storage.seeds import UNDEFINED, std_over_seeds
-from ..paper import DATA
+from ..paper import DATA, paper_rows
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
 from ..tables import markdown_table
@@ -25,8 +24,7 @@ TABLE3_FILE = DATA / "isolayer_table3.csv"
 
 def paper_numbers(path: Path = TABLE3_FILE) -> dict[tuple[str, str, str], dict[str, str]]:
     """(model, task, stage) -> the paper's row of ``isolayer_table3.csv``."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return {(row["model"], row["task"], row["stage"]): row for row in csv.DictReader(handle)}
+    return {(row["model"], row["task"], row["stage"]): row for row in paper_rows(path)}
 
 
 STAGE_TWO = "isolayer"

@@ -2,14 +2,14 @@
 over 5 seeds, as percentages) and the metrics it reports per task."""
 from __future__ import annotations
 
-import csv
 import functools
-from pathlib import Path
 from typing import Optional
+
+from . import DATA, paper_rows
 
 __all__ = ["PAPER_METRICS", "PAPER_MODELS", "PAPER_METHODS", "reported_metrics", "paper_table1", "paper_result"]
 
-TABLE1_FILE = Path(__file__).with_name("istar_table1.csv")
+TABLE1_FILE = DATA / "istar_table1.csv"
 
 PAPER_METRICS = {
     "sst2": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",), "mrpc": ("accuracy",), "qqp": ("accuracy",),
@@ -32,10 +32,8 @@ def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def paper_table1() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """``(model, method, task, metric) -> (mean, std)`` in the paper's names (``BERT``, ``istar``, ``sst2``, ``f1``)."""
-    with open(TABLE1_FILE, encoding="utf-8") as handle:
-        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
-        return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
-                for row in rows}
+    return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
+            for row in paper_rows(TABLE1_FILE)}
 
 
 def paper_result(model: str, criterion: str, task: str, metric: str) -> Optional[tuple[float, float]]:
