@@ -11,6 +11,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
 from ..paper import paper_rows
+from ..tables import markdown_table
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
                 "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
@@ -131,18 +132,14 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 1 layout: rows model x method, columns the GLUE tasks; ours, [the paper's]."""
     papers = paper_table()
-    lines = ["| Model | Method | " + " | ".join(PAPER_METRIC) + " |", "|---" * (2 + len(PAPER_METRIC)) + "|"]
-    for row in rows:
-        paper = papers.get((row["model"], row["method"]), {})
-        cells = [score_cell(row["tasks"].get(task, []), paper.get(task) if task in row["tasks"] else None)
-                 for task in PAPER_METRIC]
-        lines.append(f"| {row['model']} | {row['method']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Model", "Method", *PAPER_METRIC), ([row["model"], row["method"], *(
+        score_cell(row["tasks"].get(task, []), papers.get((row["model"], row["method"]), {}).get(task)
+                   if task in row["tasks"] else None) for task in PAPER_METRIC)] for row in rows))
 
 
 def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
-    lines = ["| Model | Method | Task | I1 | I2 | eval IsoScore* | collapsed | paper I1 | paper I2 |", "|---" * 9 + "|"]
+    lines = []
     for row in rows:
         ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
         paper_i1, paper_i2 = ranges or ("—", "—")
@@ -152,7 +149,8 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
                 continue
             values = {name: [getattr(run, name) for run in runs if getattr(run, name) is not None]
                       for name in ("embedding_i1", "embedding_i2", "isoscore_star")}
-            lines.append(f"| {row['model']} | {row['method']} | {task} | {_summary(values['embedding_i1'], 4)} | "
-                         f"{_summary(values['embedding_i2'], 4)} | {_summary(values['isoscore_star'], 3)} | "
-                         f"{sum(run.collapsed for run in runs)}/{len(runs)} | {paper_i1} | {paper_i2} |")
-    return "\n".join(lines) + "\n"
+            lines.append([row["model"], row["method"], task, _summary(values["embedding_i1"], 4),
+                          _summary(values["embedding_i2"], 4), _summary(values["isoscore_star"], 3),
+                          f"{sum(run.collapsed for run in runs)}/{len(runs)}", paper_i1, paper_i2])
+    header = ("Model", "Method", "Task", "I1", "I2", "eval IsoScore*", "collapsed", "paper I1", "paper I2")
+    return markdown_table(header, lines)
