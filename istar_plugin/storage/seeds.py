@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-__all__ = ["SeedSummary", "UNDEFINED", "over_seeds", "std_over_seeds"]
+__all__ = ["SeedSummary", "UNDEFINED", "over_seeds", "std_over_seeds", "std_text"]
 
 UNDEFINED = "—"
 """How a standard deviation over one seed is shown."""
@@ -28,7 +28,12 @@ class SeedSummary:
 
     def text(self, spec: str) -> str:
         """``mean ± std`` formatted with ``spec`` (``mean ± —`` for one seed)."""
-        return f"{self.mean:{spec}} ± {UNDEFINED if self.std is None else format(self.std, spec)}"
+        return f"{self.mean:{spec}} ± {std_text(self.std, spec)}"
+
+
+def std_text(std: Optional[float], spec: str) -> str:
+    """A standard deviation formatted with ``spec``; :data:`UNDEFINED` for one seed's (None)."""
+    return UNDEFINED if std is None else format(std, spec)
 
 
 def std_over_seeds(values: Iterable[float]) -> Optional[float]:

@@ -8,7 +8,7 @@ import statistics
 from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
-from ...storage.seeds import UNDEFINED, std_over_seeds
+from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
 from ..records.settings import Setting, records_by_setting, setting_row, settings
 from ..tables import markdown_table, number_text
@@ -84,8 +84,8 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
         row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]), row["variant"],
         row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
         f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
-        _shown(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
-        row["isoscore_per_seed"], _shown(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]
+        std_text(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
+        row["isoscore_per_seed"], std_text(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]
         for row in rows))
 
 
@@ -99,10 +99,6 @@ def _by_seed(setting: Setting) -> dict[int, float]:
 
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:
     return None if spread is None else abs(difference) <= spread
-
-
-def _shown(value: Optional[float], spec: str) -> str:
-    return UNDEFINED if value is None else format(value, spec)
 
 
 def _yes(flag: Optional[bool]) -> str:

@@ -3,14 +3,12 @@ or more steps, one row per step with the mean ± std over the seeds evaluated th
 percentage), eval IsoScore* and, when logged, the word-embedding matrix's I1, from each cell's metrics log."""
 from __future__ import annotations
 
-import math
-import numbers
 import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...storage.seeds import SeedSummary, std_over_seeds
-from ..records.cells import Record, as_percent
+from ..records.cells import Record, as_percent, finite_number
 from ..records.run_extras import evaluations
 from ..records.settings import records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
@@ -62,7 +60,7 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
 
 def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
     """The finite numbers the seeds' evaluations hold under ``key``."""
-    return [float(evaluation[key]) for evaluation in evaluated if _finite(evaluation.get(key))]
+    return [float(evaluation[key]) for evaluation in evaluated if finite_number(evaluation.get(key))]
 
 
 def _summary(name: str, values: Sequence[float]) -> dict[str, Optional[float]]:
@@ -75,6 +73,3 @@ def _shown(row: dict[str, Any], name: str, decimals: int) -> str:
     mean, std = row[name], row[f"{name}_std"]
     return "—" if mean is None else SeedSummary(mean, std, 0).text(f".{decimals}f")
 
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

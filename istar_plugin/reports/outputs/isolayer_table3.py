@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...storage.results import read_results
-from ...storage.seeds import UNDEFINED, std_over_seeds
+from ...storage.seeds import std_over_seeds, std_text
 from ..paper import DATA, paper_rows
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
@@ -115,8 +115,7 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
 def _median_std(values: Sequence[float]) -> str:
     if not values:
         return "–"
-    std = std_over_seeds(values)
-    return f"{statistics.median(values):.1f} ({UNDEFINED if std is None else format(std, '.2f')})"
+    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})"
 
 
 def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:

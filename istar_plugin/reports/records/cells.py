@@ -27,7 +27,7 @@ from .run_extras import failure_hints, wall_seconds
 
 __all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
            "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
-           "check_against_config"]
+           "check_against_config", "finite_number"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -198,7 +198,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     value = results.finite_metric(metric)
     for name, number in (*results.metrics.items(), ("eval_isoscore_star", results.eval_isoscore_star)):
         low, high = metric_range(task, name) or (-math.inf, math.inf)
-        if _finite(number) and not low <= number <= high:
+        if finite_number(number) and not low <= number <= high:
             raise results.error(f"metric {name!r} is {number}, outside [{low:g}, {high:g}]: no {task} run scores that")
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
     if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
@@ -212,7 +212,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         collapsed=results.collapsed is True,
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
-                            and _finite(number))),
+                            and finite_number(number))),
         layers=None if layers is None else tuple(layers),
         validation=_validation_score(results),
         seconds=wall_seconds(cell),
@@ -234,8 +234,9 @@ def _validation_score(results: ResultsRecord) -> Optional[float]:
     """The run's best score on its held-out validation split, as a percentage; None without one."""
     validation = results.validation or {}
     best, metric = validation.get("best"), validation.get("metric")
-    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and _finite(best) else None
+    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and finite_number(best) else None
 
 
-def _finite(value: Any) -> bool:
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (not a bool), neither infinite nor NaN."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
