@@ -1,12 +1,6 @@
 """Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` (each a markdown and
 a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order by :func:`write_report` where the
-grid's cells allow them.
-
-I-STAR's Tables 1 and 2 and Figures 3, 7 and 8, every setting against Base (and against a reference value of a
-swept key) with what its seeds could detect, the penalised layers' IsoScore*, the evaluations over training steps,
-the cells' wall times and where they ran, the records themselves (``cells.csv``), Ding et al.'s calibration
-tables, the sentence-embedding table and the Isotropy Layer paper's Table 3 (:mod:`.outputs`, :mod:`.comparisons`).
-"""
+grid's cells allow them (computed in :mod:`.outputs` and :mod:`.comparisons`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields

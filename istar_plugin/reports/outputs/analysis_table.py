@@ -91,16 +91,13 @@ def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
     return [["", *(a["label"] for a in ordered)]] + [[name, *(shown(a) for a in ordered)] for name, shown in measures]
 
 
-def _render(table: Sequence[Sequence[str]]) -> str:
+def markdown(analyses: Sequence[dict[str, Any]], table: Optional[Sequence[Sequence[str]]] = None) -> str:
+    """:func:`rows` (or ``table``, already computed) as a Markdown table (``|`` in a cell escaped)."""
+    table = rows(analyses) if table is None else table
     return markdown_table(table[0], table[1:], escape=True)
 
 
-def markdown(analyses: Sequence[dict[str, Any]]) -> str:
-    """:func:`rows` as a Markdown table (``|`` in a cell escaped)."""
-    return _render(rows(analyses))
-
-
-TABLE = Table("summary", rows=rows, markdown=lambda analyses, table: _render(table), csv_rows=None, caption=CAPTION)
+TABLE = Table("summary", rows=rows, markdown=markdown, csv_rows=None, caption=CAPTION)
 """``summary.md``: :data:`CAPTION` and :func:`markdown`."""
 
 

@@ -16,7 +16,7 @@ from ..comparisons.paired import paired_difference
 from ..comparisons.versus_base import BASE
 from ..records.cells import Record
 from ..records.run_extras import sentence_embeddings
-from ..records.settings import display_name
+from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
 __all__ = ["TABLE_FILE", "TABLE_COLUMNS", "markdown_table", "GRID_COLUMNS", "GRID_CAPTION", "grid_rows",
@@ -56,9 +56,8 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
     for record, embeddings in measured:
-        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
-        settings.setdefault(key, {})[record.seed] = embeddings
-        tokens.setdefault(key, []).append(record.isoscore_star)
+        settings.setdefault(setting_key(record), {})[record.seed] = embeddings
+        tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []
     for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
         model, task, method, lam, zeta, variant = key
