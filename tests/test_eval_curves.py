@@ -60,7 +60,7 @@ def test_curves_give_each_evaluated_step_the_seeds_mean_and_std(tmp_path, capsys
     text = (tmp_path / "out" / "curves.md").read_text()
     caption, table = text.split("\n\n")
     assert caption == ("Evaluations over training steps of every setting evaluated at two or more steps: at each "
-                       "step, the seeds evaluated there and their mean (± std, with more than one seed) of the task "
+                       "step, the seeds evaluated there and their mean ± std (— for one seed) of the task "
                        "score, of eval IsoScore* and, where the cells log it, of the word-embedding matrix's I1.")
     assert table.splitlines() == [
         "| Model | Task | Method | λ | ζ | other | metric | step | seeds | score | eval IsoScore* | I1 (embeddings) |",
@@ -68,9 +68,9 @@ def test_curves_give_each_evaluated_step_the_seeds_mean_and_std(tmp_path, capsys
         "| minilm | rte | Base | — | — | — | accuracy | 0 | 2 | 50.00 ± 0.00 | 0.250 ± 0.000 | 0.750 ± 0.000 |",
         "| minilm | rte | Base | — | — | — | accuracy | 150 | 2 | 68.75 ± 8.84 | 0.188 ± 0.088 | 0.812 ± 0.088 |",
         "| minilm | rte | Base | — | — | — | accuracy | 300 | 2 | 81.25 ± 8.84 | 0.250 ± 0.177 | 0.812 ± 0.088 |",
-        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 0 | 1 | 50.00 | 0.250 | 0.750 |",
-        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 150 | 1 | 50.00 | 0.062 | 0.812 |",
-        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 300 | 1 | 62.50 | 0.031 | 0.875 |"]
+        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 0 | 1 | 50.00 ± — | 0.250 ± — | 0.750 ± — |",
+        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 150 | 1 | 50.00 ± — | 0.062 ± — | 0.812 ± — |",
+        "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 300 | 1 | 62.50 ± — | 0.031 ± — | 0.875 ± — |"]
     assert (tmp_path / "out" / "curves.csv").read_text().splitlines() == [
         "model,task,method,lam,zeta,variant,metric,step,seeds,score,score_std,isoscore_star,isoscore_star_std,"
         "embedding_i1,embedding_i1_std",
@@ -89,8 +89,8 @@ def test_a_seed_evaluated_at_fewer_steps_counts_where_it_was_evaluated(tmp_path,
     assert report(capsys, grid, "--out", tmp_path / "out") == 0
     base = [line for line in (tmp_path / "out" / "curves.md").read_text().splitlines() if "| Base |" in line]
     assert base == [
-        "| minilm | rte | Base | — | — | — | accuracy | 0 | 1 | 50.00 | 0.250 | 0.750 |",
-        "| minilm | rte | Base | — | — | — | accuracy | 150 | 1 | 62.50 | 0.125 | 0.750 |",
+        "| minilm | rte | Base | — | — | — | accuracy | 0 | 1 | 50.00 ± — | 0.250 ± — | 0.750 ± — |",
+        "| minilm | rte | Base | — | — | — | accuracy | 150 | 1 | 62.50 ± — | 0.125 ± — | 0.750 ± — |",
         "| minilm | rte | Base | — | — | — | accuracy | 300 | 2 | 81.25 ± 8.84 | 0.250 ± 0.177 | 0.812 ± 0.088 |"]
 
 
@@ -98,7 +98,7 @@ def test_the_i1_column_is_shown_only_when_some_cell_logs_it(tmp_path, capsys):
     assert report(capsys, make_grid(tmp_path / "grid", i1=False), "--out", tmp_path / "out") == 0
     lines = (tmp_path / "out" / "curves.md").read_text().splitlines()
     assert lines[2] == "| Model | Task | Method | λ | ζ | other | metric | step | seeds | score | eval IsoScore* |"
-    assert lines[-1] == "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 300 | 1 | 62.50 | 0.031 |"
+    assert lines[-1] == "| minilm | rte | I-STAR | -1 | 0.2 | — | accuracy | 300 | 1 | 62.50 ± — | 0.031 ± — |"
     assert (tmp_path / "out" / "curves.csv").read_text().splitlines()[-1] == (
         "minilm,rte,I-STAR,-1.0,0.2,,accuracy,300,1,62.5,,0.03125,,,")
 

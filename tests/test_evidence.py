@@ -14,8 +14,8 @@ import pytest
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
-from istar_plugin.reports.records.embeddings import EMBEDDINGS
-from istar_plugin.reports.records.provenance import cell_provenance
+from istar_plugin.reports.records.analyses import EMBEDDINGS
+from istar_plugin.reports.records.run_extras import cell_provenance
 from istar_plugin.storage.predictions import write_predictions
 from istar_plugin.storage.ownership import ANALYSIS_MARKER
 from istar_plugin.storage.provenance import machine

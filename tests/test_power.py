@@ -1,4 +1,4 @@
-"""What a grid's paired comparisons could detect (istar_plugin.reports.comparisons.power): the seeds needed to decide
+"""What a grid's paired comparisons could detect (reports.comparisons.versus_base): the seeds needed to decide
 an effect scale as the square of half-width over effect, and istar-report writes the table beside versus_base."""
 import csv
 import json
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from istar_plugin.cli import report as report_cli
-from istar_plugin.reports.comparisons.power import paper_gains, seeds_to_decide
+from istar_plugin.reports.comparisons.versus_base import paper_gains, seeds_to_decide
 
 widths = st.floats(0.01, 50.0)
 effects = st.floats(0.01, 20.0)

@@ -12,8 +12,8 @@ import pytest
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports.grid_report import FIGURES, TABLES, write_report
-from istar_plugin.reports.outputs import istar_figure3, istar_table2
-from istar_plugin.reports.outputs import istar_table1 as report
+from istar_plugin.reports.outputs import istar_figures
+from istar_plugin.reports.outputs import istar_tables as report
 from istar_plugin.reports.records import cells as istar_cells
 from istar_plugin.reports.records import settings as istar_settings
 from istar_plugin.reports.tables import Table, write_table
@@ -132,7 +132,7 @@ def test_table1_has_mean_and_sample_std_of_each_methods_best_setting(collected):
 
 
 def test_table2_lists_the_selected_lambda_and_zeta(collected):
-    rows = istar_table2.table2(collected[0])
+    rows = report.table2(collected[0])
     selected = {(row["model"], row["task"], row["method"]): (row["lam"], row["zeta"], row["settings_compared"])
                 for row in rows}
     assert len(rows) == 8  # Base has no hyperparameter to choose
@@ -140,15 +140,15 @@ def test_table2_lists_the_selected_lambda_and_zeta(collected):
     assert selected["albert", "sst2", "I-STAR"] == (-5.0, 0.6, 4)
     assert selected["bert", "squad", "CosReg"] == (1.0, None, 2)
     assert selected["albert", "squad", "CosReg"] == (-1.0, None, 2)
-    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in istar_table2.table2_markdown(rows)
+    assert "| bert | sst2 | I-STAR | -5 | 0.2 | 93.50 ± 2.00 | 4 |" in report.table2_markdown(rows)
 
 
 def test_one_seed_is_marked(collected):
     first_seed = [record for record in collected[0] if record.seed == 1]
     markdown = report.table1_markdown(report.table1(first_seed))
-    assert ("| bert | sst2 | accuracy | **91.50 ± 0.00 (n=1) · paper 92.40 ± 0.41 (-0.90)** | "
-            "91.30 ± 0.00 (n=1) · paper 92.01 ± 0.23 (-0.71) | "
-            "**91.50 ± 0.00 (n=1) · paper 92.65 ± 0.18 (-1.15)** |") in markdown
+    assert ("| bert | sst2 | accuracy | **91.50 ± — (n=1) · paper 92.40 ± 0.41 (-0.90)** | "
+            "91.30 ± — (n=1) · paper 92.01 ± 0.23 (-0.71) | "
+            "**91.50 ± — (n=1) · paper 92.65 ± 0.18 (-1.15)** |") in markdown
 
 
 def test_fewer_seeds_than_the_grid_are_marked(collected):
@@ -192,17 +192,17 @@ def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_
     assert problems == [] and len(records) == 12
     assert {record.variant for record in records} == {"optim.lr=1e-05", "optim.lr=3e-05"}
     # Base's learning rate is a choice now, too: it gets a row of its own
-    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in istar_table2.table2(records)}
+    table = {r["method"]: (r["variant"], r["mean"], r["settings_compared"]) for r in report.table2(records)}
     assert table == {"Base": ("optim.lr=3e-05", pytest.approx(93.0), 2),
                      "I-STAR": ("optim.lr=3e-05", pytest.approx(94.0), 2)}
-    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in istar_table2.table2_markdown(
-        istar_table2.table2(records))
-    assert [(lam, setting.variant) for lam, setting in istar_figure3.figure3_points(records)["sst2"]["bert"]] == [
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | optim.lr=3e-05 | 94.00 ± 0.50 | 2 |" in report.table2_markdown(
+        report.table2(records))
+    assert [(lam, setting.variant) for lam, setting in istar_figures.figure3_points(records)["sst2"]["bert"]] == [
         (-1.0, "optim.lr=3e-05"), (0.0, "optim.lr=3e-05")]
 
 
 def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collected):
-    points = istar_figure3.figure3_points(collected[0])
+    points = istar_figures.figure3_points(collected[0])
     assert list(points) == ["squad", "sst2"]
     bert = points["sst2"]["bert"]
     assert [lam for lam, _ in bert] == [-5.0, -1.0, 0.0, 1.0]
@@ -214,7 +214,7 @@ def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collect
 @pytest.mark.parametrize("tasks", [("sst2",), ("sst2", "squad")])
 def test_figure3_writes_a_png(collected, tmp_path, tasks):
     records = [record for record in collected[0] if record.task in tasks]
-    path = istar_figure3.figure3(records, tmp_path / "figure3.png")
+    path = istar_figures.figure3(records, tmp_path / "figure3.png")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
@@ -341,7 +341,7 @@ def _ablation_grid(root):
 
 
 def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, capsys):
-    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import istar_figures as ablations
 
     _ablation_grid(tmp_path / "grid")
     records, problems = istar_cells.collect(tmp_path / "grid")
@@ -367,7 +367,7 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
 
 
 def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
-    from istar_plugin.reports.outputs import zeta_and_layer_figures as ablations
+    from istar_plugin.reports.outputs import istar_figures as ablations
 
     records = collected[0]  # two zetas at most per lambda, no layers: neither figure
     assert ablations.figure7_points(records) == {} and ablations.figure8_points(records) == {}
@@ -521,3 +521,18 @@ def test_every_file_the_report_writes_is_declared_once(grid, tmp_path):
     assert len(names) == len(set(names))
     write_report(istar_cells.collect(grid)[0], tmp_path / "report")
     assert {path.name for path in (tmp_path / "report").iterdir()} <= set(names)
+
+
+def test_one_seeds_std_is_undefined_in_every_table():
+    """One seed has no spread: every table shows its std as undefined (before, some showed 0.00 and others nothing)."""
+    from istar_plugin.reports.outputs import calibration_tables, isolayer_table3
+    from istar_plugin.storage.seeds import over_seeds
+    record = istar_cells.Record("sst2", "bert", "istar", -1.0, 0.2, 1, "accuracy", 0.9, 90.0, 0.1, "/g/1")
+    (setting,) = istar_settings.settings([record])
+    assert setting.std is None and setting.isoscore_std is None
+    assert istar_settings.metric_summary(setting, "accuracy") == over_seeds([90.0])
+    assert report.format_score(setting, 1).startswith("90.00 ± — (n=1) · paper 92.65 ± 0.18")
+    assert "| 90.00 ± — | 2 |" in report.table2_markdown(report.table2([record, replace(record, lam=-3.0, score=80.0)]))
+    run = calibration_tables.Run("bert", "mrpc", "Base", 1, 81.0, False, None, None, None)
+    assert calibration_tables.score_cell([run], None) == "81.00 ± —"
+    assert isolayer_table3._median_std([61.0]) == "61.0 (—)"

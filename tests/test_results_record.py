@@ -126,3 +126,43 @@ def test_a_readers_own_checks_give_the_same_kind_of_line(tmp_path):
     assert str(raised.value) == f"{tmp_path}: results.json: metric 'accuracy' is nan"
     with pytest.raises(ResultsError, match=r": results.json: metric 'f1' should be a number, is missing$"):
         record.finite_metric("f1")
+
+
+def test_a_lenient_read_is_asked_for_and_gives_none_where_a_strict_one_raises(tmp_path):
+    from istar_plugin.storage.results import recorded_precision
+    assert read_results(tmp_path, strict=False) is None and recorded_precision(tmp_path) is None
+    (tmp_path / "results.json").write_text("{not json")
+    assert read_results(tmp_path, strict=False) is None and recorded_precision(tmp_path) is None
+    with pytest.raises(ResultsError, match="not JSON"):
+        read_results(tmp_path)
+    write_results(tmp_path / "results.json", failed_record("nan", "rte", "m", {}, seed=1))
+    assert read_results(tmp_path, require_finished=True, strict=False) is None
+    assert read_results(tmp_path, strict=False).reason == "nan"
+
+
+def test_every_reader_of_a_run_reads_results_json_through_read_results(tmp_path):
+    """resume's holds_weights and the reports' per-layer IsoScore* read the record as read_results does: a file that
+    is no valid record holds no result (before, each parsed the JSON itself and took any object)."""
+    from istar_plugin.reports.records.run_extras import layer_isoscores
+    from istar_plugin.storage.checkpoints import Checkpoints
+    from istar_plugin.training.resume import holds_weights
+    (tmp_path / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": [0.3, 0.1]}))
+    assert layer_isoscores(tmp_path, [1, 2]) is None and not holds_weights(tmp_path, Checkpoints(tmp_path / "c"))
+    write_results(tmp_path / "results.json", ResultsRecord("finished", "rte", "m", {}, 1, step=3, metrics={"a": 1.0},
+                                                           main_metric="a", eval_isoscore_star_per_layer=(0.3, 0.1)))
+    assert layer_isoscores(tmp_path, [1, 2]) == [0.3, 0.1] and holds_weights(tmp_path, Checkpoints(tmp_path / "c"))
+
+
+def test_one_json_lines_reader_skips_a_cut_short_last_line_for_the_trainer_and_the_reports(tmp_path):
+    """The reports' wall time reads metrics.jsonl as the trainer does: a last line a crash cut short is left out
+    (before, the reports' own reader dropped the whole log and the cell had no wall time)."""
+    from istar_plugin.reports.records.run_extras import wall_seconds
+    from istar_plugin.storage.logs import MetricsLog, read_records
+    (tmp_path / "metrics.jsonl").write_text('{"time": 10.0}\n{"time": 25.5}\n{"time": 3')
+    with pytest.warns(UserWarning, match="truncated last line"):
+        assert [record["time"] for record in MetricsLog(tmp_path).records()] == [10.0, 25.5]
+    assert wall_seconds(tmp_path) == 15.5
+    (tmp_path / "metrics.jsonl").write_text('{"time": 10.0}\n{"ti\n{"time": 25.5}\n')
+    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
+        read_records(tmp_path / "metrics.jsonl")
+    assert read_records(tmp_path / "metrics.jsonl", strict=False) == [{"time": 10.0}, {"time": 25.5}]

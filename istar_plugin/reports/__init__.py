@@ -1,5 +1,3 @@
-"""Results read back and shown, from the records runs leave: what the runs recorded (:mod:`.records`), settings
-compared (:mod:`.comparisons`), each paper's tables and figures (:mod:`.outputs`), all of them written for a grid
-by :mod:`.grid_report` (and for an ``istar-tune`` search by :mod:`.search_report`); the numbers the papers report
-(:mod:`.paper`), the shared CSV and figure helpers (:mod:`.tables`, :mod:`.figures`) and the tool that renders the
-docs' tables from their CSVs (:mod:`.docs_tables`)."""
+"""Results read back from the records runs leave and shown: the records (:mod:`.records`), settings compared
+(:mod:`.comparisons`), each table and figure (:mod:`.outputs`), written for a grid by :mod:`.grid_report` (for a
+search by :mod:`.search_report`), the papers' numbers (:mod:`.paper`) and the docs' tables (:mod:`.docs_tables`)."""

@@ -1,29 +1,7 @@
-"""Render the documentation's tables from data, so no number in docs/ is typed by hand.
-
-A docs page marks each table with what it is rendered from (paths relative to the page)::
-
-    <!-- table: results/criterions.csv -->
-    | ... the rendered table ... |
-    <!-- end table -->
-
-- ``<!-- table: FILE -->``: a CSV file, or a ``.md`` file (a table ``istar-report`` wrote) copied in as it is.
-- ``<!-- table: ARCHIVE TABLE [--paper-model MODEL] [--reference KEY=VALUE] -->``: one of the tables
-  ``istar-report`` writes (``table1.md``, ``versus_base.md``, ``provenance.md``, any ``NAME.md`` or ``NAME.csv`` of
-  :data:`~.grid_report.TABLES`), computed afresh from an archive of a grid's records (``docs/evidence/GRID``,
-  :mod:`.records.archive`) with those ``istar-report`` options. For an archive of an ``istar-tune`` search
-  (:mod:`.records.search_archive`), TABLE is one of the search report's (``trials.md``, ``chosen.md``,
-  ``problems.md`` or their CSVs, :data:`~.search_report.TABLES`). ``ARCHIVE+ARCHIVE`` reads several archives as
-  ``istar-report`` reads several directories: grids as one grid, searches compared (``searches.md``,
-  :mod:`.search_comparison`). For a copy of an ``istar-analyze --out`` folder (:mod:`.records.analyses`), TABLE is
-  ``summary.md``, the table ``istar-analyze`` writes there (:mod:`.outputs.analysis_table`); for a copy of an
-  ``istar-embed --out`` folder (:mod:`.records.embeddings`), ``embeddings.md`` (:mod:`.outputs.embedding_table`).
-- ``<!-- table: FILE transcribed -->``: a results file no archive stands behind (its runs' records were lost);
-  rendered as ``FILE`` followed by :data:`TRANSCRIBED`, which says so.
-
-``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites the region between every pair of markers;
-``--check`` only reports the pages whose tables differ from their sources (exit 1). CSV cells are written as the
-file holds them (strings, no reformatting); a ``|`` in a cell is escaped.
-"""
+"""Render the documentation's tables from data, so no number in docs/ is typed by hand. A page marks each table
+with its source, ``<!-- table: SOURCE -->`` ... ``<!-- end table -->`` (the forms of SOURCE: docs/index.md, "How these
+pages stay true"). ``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region;
+``--check`` lists the pages whose tables differ from their sources and exits 1."""
 from __future__ import annotations
 
 import argparse
@@ -42,17 +20,15 @@ from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
 from .outputs import analysis_table, embedding_table
-from .records import analyses, embeddings, searches
+from .records import analyses, searches
 from .records.cells import collect
+from .tables import markdown_table
 
 MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
 TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
                "in docs/evidence/ regenerates this table.*")
-"""The line under a table marked ``transcribed``."""
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
-"""The ``istar-report`` options an archive's marker may give -> :func:`~.grid_report.write_report`'s arguments."""
 MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
-"""The tables an archive's marker may name: a grid report's, a search report's and a comparison of searches'."""
 REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
                       | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None}
                       | {embedding_table.TABLE_FILE})
@@ -78,13 +54,7 @@ class Marker:
 
 
 def parse_marker(source: str) -> Marker:
-    """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else.
-
-    >>> parse_marker("evidence/rte table1.md --paper-model bert")
-    Marker(path='evidence/rte', table='table1.md', options=(('paper_model', 'bert'),), transcribed=False)
-    >>> parse_marker("results/x.csv transcribed").transcribed
-    True
-    """
+    """The marker's words as a :class:`Marker`; a ValueError naming the forms for anything else."""
     words = source.split()
     if len(words) == 1:
         return Marker(words[0])
@@ -116,21 +86,10 @@ def read_csv(path: str | Path) -> list[list[str]]:
     return rows
 
 
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|")
-
-
-def render_rows(rows: list[list[str]]) -> str:
-    """A Markdown table (header, separator, one line per row), ending with a newline."""
-    header, *body = rows
-    lines = ["| " + " | ".join(_cell(v) for v in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in body]
-    return "\n".join(lines) + "\n"
-
-
 def render_csv(path: str | Path) -> str:
-    """The Markdown table of one CSV file."""
-    return render_rows(read_csv(path))
+    """The Markdown table of one CSV file (``|`` in a cell escaped)."""
+    rows = read_csv(path)
+    return markdown_table(rows[0], rows[1:], escape=True)
 
 
 def marked_tables(text: str) -> list[tuple[str, str]]:
@@ -166,9 +125,9 @@ class ArchiveReports:
                 raise ValueError(f"{shown}: a search archive is compared with other searches only")
             elif len(archives) == 1 and analyses.is_analysis(archives[0]):
                 analysis_table.write_summary(analyses.read_analyses(archives[0]), folder)
-            elif len(archives) == 1 and (embeddings.is_embedding_report(archives[0])
+            elif len(archives) == 1 and (analyses.is_embedding_report(archives[0])
                                          or name == embedding_table.TABLE_FILE):  # its error names embeddings.json
-                table = embedding_table.markdown_table(embeddings.read_embedding_results(archives[0]))
+                table = embedding_table.markdown_table(analyses.read_embedding_results(archives[0]))
                 folder.mkdir(parents=True)
                 (folder / embedding_table.TABLE_FILE).write_text(table, encoding="utf-8")
             elif searches.is_search(archives[0]):

@@ -1,14 +1,5 @@
-"""What every report figure shares: a headless matplotlib figure (one axis, or a grid of panels), the same axis
-style, an atomic PNG write (a crash leaves the old figure or the new one, never half a file), and the
-:class:`Figure` declaration ``istar-report``'s figures are listed by.
-
->>> import tempfile
->>> fig, ax = single("IsoScore* per layer", "layer", "IsoScore*")
->>> _ = ax.plot([1, 2], [0.1, 0.2])
->>> path = save_png(fig, Path(tempfile.mkdtemp()) / "figure.png")
->>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
-True
-"""
+"""What every report figure shares: a headless matplotlib figure (one axis, or panels), one axis style, an atomic
+PNG write, and the :class:`Figure` declaration ``istar-report``'s figures are listed by."""
 from __future__ import annotations
 
 import io

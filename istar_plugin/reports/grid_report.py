@@ -1,12 +1,6 @@
 """Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` (each a markdown and
 a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order by :func:`write_report` where the
-grid's cells allow them.
-
-I-STAR's Tables 1 and 2 and Figures 3, 7 and 8, every setting against Base (and against a reference value of a
-swept key) with what its seeds could detect, the penalised layers' IsoScore*, the evaluations over training steps,
-the cells' wall times and where they ran, the records themselves (``cells.csv``), Ding et al.'s calibration
-tables, the sentence-embedding table and the Isotropy Layer paper's Table 3 (:mod:`.outputs`, :mod:`.comparisons`).
-"""
+grid's cells allow them (computed in :mod:`.outputs` and :mod:`.comparisons`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -14,15 +8,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .comparisons import power, versus_base, versus_reference
+from .comparisons import versus_base, versus_reference
 from .comparisons.paired import PairedDifference
 from .figures import Figure
-from .outputs import (calibration_tables, eval_curves, isolayer_table3, istar_table2, penalised_layers,
-                      provenance_table, sentence_embedding_table, wall_times)
-from .outputs.istar_figure3 import figure3, figure3_points
-from .outputs.istar_table1 import CAPTIONS, table1, table1_csv_rows, table1_markdown
-from .outputs.zeta_and_layer_figures import figure7, figure7_points, figure8, figure8_points
-from .records.calibration_runs import read_runs
+from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
+                      penalised_layers, provenance_table)
+from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
+from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
@@ -54,7 +46,7 @@ class Grid:
     @cached_property
     def calibration(self) -> list[dict[str, Any]]:
         """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
-        runs = read_runs(Path(record.path) for record in self.records)
+        runs = calibration_tables.read_runs(Path(record.path) for record in self.records)
         return calibration_tables.calibration_rows(runs) if calibration_tables.uses_calibration(runs) else []
 
 
@@ -69,8 +61,8 @@ TABLES = (
     _table1("table1_heldout", "validation"),
     Table("versus_base", rows=lambda grid: grid.versus_base, caption=versus_base.CAPTION, shown="",
           markdown=lambda grid, rows: versus_base.markdown(rows), columns=versus_base.COLUMNS),
-    Table("power", rows=lambda grid: power.rows(grid.versus_base), caption=power.CAPTION, shown="",
-          markdown=lambda grid, rows: power.markdown(rows), columns=power.COLUMNS),
+    Table("power", rows=lambda grid: versus_base.power_rows(grid.versus_base), caption=versus_base.POWER_CAPTION,
+          shown="", markdown=lambda grid, rows: versus_base.power_markdown(rows), columns=versus_base.POWER_COLUMNS),
     Table("versus_reference", shown="", columns=versus_reference.COLUMNS,
           rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference) if grid.reference else [],
           caption=lambda grid: versus_reference.caption(grid.reference),
@@ -81,21 +73,22 @@ TABLES = (
           columns=penalised_layers.COLUMNS),
     Table("curves", rows=lambda grid: eval_curves.rows(grid.records), caption=eval_curves.CAPTION,
           markdown=lambda grid, rows: eval_curves.markdown(rows), columns=eval_curves.COLUMNS),
-    Table("wall_times", rows=lambda grid: wall_times.wall_times(grid.records), caption=wall_times.CAPTION,
-          markdown=lambda grid, rows: wall_times.markdown(rows), columns=wall_times.COLUMNS),
+    Table("wall_times", rows=lambda grid: provenance_table.wall_times(grid.records),
+          caption=provenance_table.WALL_TIMES_CAPTION, columns=provenance_table.WALL_TIMES_COLUMNS,
+          markdown=lambda grid, rows: provenance_table.wall_times_markdown(rows)),
     Table("provenance", rows=lambda grid: provenance_table.rows(grid.records), caption=provenance_table.CAPTION,
           shown="", markdown=lambda grid, rows: provenance_table.markdown(rows), columns=provenance_table.COLUMNS),
-    Table("table2", rows=lambda grid: istar_table2.table2(grid.records), always=True,
-          markdown=lambda grid, rows: istar_table2.table2_markdown(rows), columns=istar_table2.COLUMNS),
+    Table("table2", rows=lambda grid: istar_tables.table2(grid.records), always=True,
+          markdown=lambda grid, rows: istar_tables.table2_markdown(rows), columns=istar_tables.TABLE2_COLUMNS),
     Table("cells", rows=lambda grid: [asdict(record) for record in grid.records], always=True,
           columns=tuple(field.name for field in fields(Record))),
     Table("calibration_table1", rows=lambda grid: grid.calibration, caption=calibration_tables.TABLE1_CAPTION, shown="",
           markdown=lambda grid, rows: calibration_tables.table1_markdown(rows), csv_rows=None),
     Table("calibration_table4", rows=lambda grid: grid.calibration, caption=calibration_tables.TABLE4_CAPTION, shown="",
           markdown=lambda grid, rows: calibration_tables.table4_markdown(rows), csv_rows=None),
-    Table("sentence_embeddings", rows=lambda grid: sentence_embedding_table.rows(grid.records), shown="",
-          caption=sentence_embedding_table.CAPTION + "\n\n", columns=sentence_embedding_table.COLUMNS,
-          markdown=lambda grid, rows: sentence_embedding_table.markdown(rows)),
+    Table("sentence_embeddings", rows=lambda grid: embedding_table.grid_rows(grid.records), shown="",
+          caption=embedding_table.GRID_CAPTION + "\n\n", columns=embedding_table.GRID_COLUMNS,
+          markdown=lambda grid, rows: embedding_table.grid_markdown(rows)),
     Table("table3", rows=lambda grid: isolayer_table3.rows([Path(record.path) for record in grid.records]),
           markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
           shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),

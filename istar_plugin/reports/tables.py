@@ -1,32 +1,19 @@
 """Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written to ``NAME.md`` and
-``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures).
-
->>> import tempfile
->>> from pathlib import Path
->>> out = Path(tempfile.mkdtemp())
->>> scores = Table("scores", rows=lambda grid: grid, columns=("task", "mean"), caption="Scores.\\n\\n", shown="",
-...                markdown=lambda grid, rows: "".join(f"| {row['task']} | {row['mean']:.1f} |\\n" for row in rows))
->>> print(write_table(scores, [{"task": "sst2", "mean": 90.40000000000002}], out), end="")
-Scores.
-<BLANKLINE>
-| sst2 | 90.4 |
->>> print((out / "scores.csv").read_text(), end="")
-task,mean
-sst2,90.4
->>> write_table(scores, [], out) is None and sorted(path.name for path in out.iterdir())
-['scores.csv', 'scores.md']
-"""
+``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures)."""
 from __future__ import annotations
 
 import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_text
 
-__all__ = ["Table", "write_table", "csv_text"]
+__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text", "SETTING_HEADER", "setting_cells"]
+
+SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
+"""The Markdown columns naming a setting (:func:`setting_cells`)."""
 
 
 def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
@@ -71,10 +58,10 @@ def write_table(table: Table, grid: Any, out: Path) -> Optional[str]:
     return None if table.shown is None or text is None else table.shown + text
 
 
-def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None, line_end: str = "\n") -> str:
     """Rows as CSV text: None as an empty field, floats to 10 decimals (no 90.40000000000002)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator=line_end)
     writer.writeheader()
     writer.writerows({key: _csv_value(value) for key, value in row.items()} for row in rows)
     return buffer.getvalue()
@@ -84,3 +71,21 @@ def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
     return round(value, 10) if isinstance(value, float) else value
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], escape: bool = False) -> str:
+    """A Markdown table: the header, its separator and a line per row (``|`` in a cell escaped when ``escape``)."""
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") if escape else str(c) for c in cells) + " |"
+    return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)]) + "\n"
+
+
+def number_text(value: Optional[float]) -> str:
+    """A table's number: ``—`` for None, else its shortest form (``-3``, ``0.2``)."""
+    return "—" if value is None else f"{value:g}"
+
+
+def setting_cells(row: dict[str, Any]) -> list[Any]:
+    """A row's setting (:func:`~.records.settings.setting_row`) as Markdown cells under :data:`SETTING_HEADER`."""
+    return [row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+            row["variant"] or "—"]

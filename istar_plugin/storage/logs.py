@@ -1,12 +1,5 @@
-"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> with MetricsLog(run) as log:
-...     _ = log.append({"step": 10, "loss": 0.5})
->>> [record["loss"] for record in log.records()]
-[0.5]
-"""
+"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files, and the one
+reader of a JSON-lines record (``metrics.jsonl``, ``attempts.jsonl``): :func:`read_records`."""
 from __future__ import annotations
 
 import json
@@ -17,17 +10,12 @@ import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping, Optional
 
-import torch
-
 from .atomic import PathLike, write_failure
 
 
 class MetricsLog:
-    """A JSON-lines file, one object per record, each durable (fsync'ed) once appended.
-
-    ``path`` is the ``.jsonl`` file itself or a directory to hold ``metrics.jsonl``. A line cut short by a
-    crash is skipped by :meth:`records` and dropped before the next append.
-    """
+    """A JSON-lines file (``path``, or ``path/metrics.jsonl`` for a directory), each record durable (fsync'ed) once
+    appended; a line a crash cut short is skipped by :meth:`records` and dropped before the next append."""
 
     FILENAME = "metrics.jsonl"
 
@@ -56,21 +44,8 @@ class MetricsLog:
         return written
 
     def records(self) -> list[dict[str, Any]]:
-        """All complete records in file order; [] when the file does not exist yet."""
-        if not self.path.exists():
-            return []
-        lines = self.path.read_bytes().split(b"\n")
-        complete, tail = lines[:-1], lines[-1]  # tail is b"" unless the last write was cut short
-        if tail:
-            warnings.warn(f"{self.path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted "
-                          "write", stacklevel=2)
-        records = []
-        for number, line in enumerate(complete, start=1):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{self.path}: line {number} is not valid JSON: {error}") from None
-        return records
+        """All complete records in file order (:func:`read_records`, strict); [] when the file does not exist yet."""
+        return read_records(self.path, warn=True)
 
     def size(self) -> int:
         """The file's length in bytes (0 before the first record): where a checkpoint's records end."""
@@ -111,15 +86,45 @@ class MetricsLog:
         return open(self.path, "ab")
 
 
+def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional[dict[str, Any]]]:
+    """One record per non-blank line of JSON-lines ``text``; a line that is not JSON is a ValueError naming ``where``
+    and the line when ``strict``, else None in its place."""
+    records: list[Optional[dict[str, Any]]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError as error:
+                if strict:
+                    raise ValueError(f"{where}: line {number} is not valid JSON: {error}") from None
+                records.append(None)
+    return records
+
+
+def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> list[dict[str, Any]]:
+    """The records of the JSON-lines file ``path`` in file order, [] when it does not exist. A last line without its
+    newline (an interrupted write) is left out (with a warning when ``warn``). ``strict``: a damaged line is a
+    ValueError and an unreadable file an OSError; else they give no records."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError:
+        if strict:
+            raise
+        return []
+    complete, _, tail = data.rpartition(b"\n")
+    if tail and warn:
+        warnings.warn(f"{path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write",
+                      stacklevel=3)
+    text = complete.decode("utf-8", errors="strict" if strict else "replace")
+    return [record for record in json_lines(text, path, strict) if isinstance(record, dict) or strict]
+
+
 class TensorBoardLog:
-    """Scalars for TensorBoard in ``directory``; every method is a no-op when ``enabled`` is False (non-zero ranks).
-
-    The event file is created with the first scalar, so a run refused before logging anything leaves none.
-
-    >>> import tempfile
-    >>> log = TensorBoardLog(tempfile.mkdtemp())
-    >>> log.scalars({"loss": 0.25, "note": "skipped"}, step=1, prefix="train"); log.close()
-    """
+    """Scalars for TensorBoard in ``directory``, its event file created with the first scalar; every method is a
+    no-op when ``enabled`` is False (non-zero ranks)."""
 
     def __init__(self, directory: PathLike, enabled: bool = True):
         self.directory = Path(directory)
@@ -166,7 +171,7 @@ class TensorBoardLog:
         text = yaml.safe_dump(dict(config), sort_keys=False)
         self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
         flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value)
-                for key, value in _flat(config).items()}
+                for key, value in flat_keys(config).items()}
         writer = self._writer._get_file_writer()
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
             writer.add_summary(summary)
@@ -185,19 +190,23 @@ class TensorBoardLog:
 
 def _as_number(value: Any) -> Optional[float]:
     """``value`` as a float if it is a real number or a one-element tensor, else None."""
-    if isinstance(value, torch.Tensor):
+    if hasattr(value, "numel") and hasattr(value, "is_complex"):  # a tensor, without importing torch
         return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     return float(value)
 
 
-def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys: ``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``."""
+def flat_keys(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one level of dotted keys (an empty mapping stays a value).
+
+    >>> flat_keys({"optim": {"lr": 1}, "data": {}})
+    {'optim.lr': 1, 'data': {}}
+    """
     flat: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(_flat(value, f"{prefix}{key}."))
+        if isinstance(value, Mapping) and value:
+            flat.update(flat_keys(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

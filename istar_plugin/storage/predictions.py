@@ -1,17 +1,6 @@
-"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split.
-
-The reports resample evaluation examples from it (a paired bootstrap against Base needs both runs' outcome on
-each example) and recompute ``collapsed``. One JSON object: ``task``, ``step``, ``predictions`` and
-``references`` (in the evaluation split's order, the same for every run of a task).
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> _ = write_predictions(run, "rte", 234, [1, 0, 1], [1, 1, 1])
->>> read_predictions(run)
-Predictions(task='rte', step=234, predictions=(1, 0, 1), references=(1, 1, 1))
->>> read_predictions(Path(tempfile.mkdtemp())) is None  # a run from before predictions were written
-True
-"""
+"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split (in
+its order), which the reports resample for a paired bootstrap; written by :func:`write_predictions`, read by
+:func:`read_predictions` alone."""
 from __future__ import annotations
 
 import json

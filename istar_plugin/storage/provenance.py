@@ -1,10 +1,6 @@
-"""Where a record was made: the machine, its CPU, torch and the code, stamped into every ``results.json`` under
-:data:`PROVENANCE` (by :meth:`~istar_plugin.training.run_directory.RunDirectory.write_results`), so that a cell
-archived and read on another machine still says what it ran on.
-
-``cpu_flags`` are the CPU features that decide the bf16 kernels and how they round (None where the CPU's features
-cannot be read); ``commit`` is the git commit of the checkout istar_plugin was imported from, with ``+modified``
-when its tracked files differ from it, None when the code is not a git checkout (an installed wheel).
+"""Where a record was made, stamped into every ``results.json`` under :data:`PROVENANCE`: the host, the CPU and its
+bf16 features (None where they cannot be read), torch, and the code's git commit (``+modified`` when tracked files
+differ; None for an installed wheel).
 
 >>> sorted(machine())
 ['commit', 'cpu', 'cpu_flags', 'host', 'istar_plugin', 'torch']
@@ -19,8 +15,6 @@ import socket
 import subprocess
 from pathlib import Path
 from typing import Any, Optional
-
-import torch
 
 from .. import __version__
 
@@ -37,6 +31,8 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 def machine() -> dict[str, Any]:
     """This process's host name, CPU model and flags, torch version, istar_plugin version and code commit."""
+    import torch
+
     try:
         cpu, flags = cpu_of(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
     except OSError:  # not Linux

@@ -1,24 +1,7 @@
 """Reading the files a user names (data, recipes and grid files, run records): what the operating system refuses
 becomes one line naming the path, the cause and what to do, raised as the caller's error class.
 
-A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look.
-
->>> import tempfile
->>> from istar_plugin.errors import ConfigError
->>> folder = Path(tempfile.mkdtemp())
->>> def refused(path, **options):
-...     try:
-...         read_text(path, "recipe", ConfigError, **options)
-...     except ConfigError as error:
-...         return str(error).replace(str(folder), "DIR")
->>> refused(folder)
-'cannot read recipe DIR: it is a folder, not a file (name a file)'
->>> _ = (folder / "r.yaml").write_bytes(b"task: caf\\xe9\\n")
->>> refused(folder / "r.yaml")
-'cannot read recipe DIR/r.yaml: not UTF-8 text (byte 0xe9 at offset 9); save it as UTF-8'
->>> refused(folder / "r.yaml", max_bytes=4)
-'cannot read recipe DIR/r.yaml: 11 bytes is too large for a recipe (at most 4); is it the right file?'
-"""
+A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look."""
 from __future__ import annotations
 
 import contextlib
@@ -34,15 +17,7 @@ CONFIG_FILE_BYTES = 1 << 20
 
 
 def cannot_read(path: str | os.PathLike, what: str, error: OSError | UnicodeDecodeError) -> str:
-    """The one line for ``error`` raised while reading ``what`` at ``path``.
-
-    >>> cannot_read("/x/train.tsv", "data file", PermissionError(errno.EACCES, "Permission denied"))
-    'cannot read data file /x/train.tsv: permission denied (check its mode and owner)'
-    >>> cannot_read("/x/run", "run directory", PermissionError(errno.EACCES, "Permission denied", "/x/run/checkpoints"))
-    'cannot read run directory /x/run: permission denied on /x/run/checkpoints (check its mode and owner)'
-    >>> cannot_read("/x/d", "data folder", OSError(errno.EIO, "Input/output error"))
-    'cannot read data folder /x/d: input/output error'
-    """
+    """The one line for ``error`` raised while reading ``what`` at ``path``."""
     return f"cannot read {what} {path}: {_cause(Path(path), error)}"
 
 
@@ -81,13 +56,7 @@ def blocked_folder(path: str | os.PathLike) -> Optional[Path]:
 @contextlib.contextmanager
 def reading(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError) -> Iterator[None]:
     """Turn an :class:`OSError` (but a missing file) or :class:`UnicodeDecodeError` raised inside the block into
-    ``refusal(cannot_read(path, what, error))``.
-
-    >>> with reading("/no/such/folder", "data folder"):
-    ...     _ = os.listdir("/no/such/folder")
-    Traceback (most recent call last):
-    FileNotFoundError: [Errno 2] No such file or directory: '/no/such/folder'
-    """
+    ``refusal(cannot_read(path, what, error))``."""
     try:
         yield
     except FileNotFoundError:

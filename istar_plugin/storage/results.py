@@ -1,39 +1,15 @@
-"""``results.json``: the typed, versioned record a run leaves behind, and the one way to read and write it.
-
-The trainer writes a :class:`ResultsRecord` with :func:`write_results` (atomically); every reader (the reports,
-``istar-analyze``, ``init_from``, istar-grid's finished-cell check, the trainer's own resume) gets it back with
-:func:`read_results`, which raises one :class:`ResultsError` whose message is a single line naming the run
-directory and what is wrong: no file, not JSON, not an object, a required field missing or of the wrong type, a
-``schema_version`` newer than this code, or (``require_finished=True``) a run that failed. A file this process may
-not read (its permissions, a folder) is not the run's fault: one :class:`~istar_plugin.errors.RunDirError` line
-(:mod:`.reading`) that every command stops on.
-
-The JSON layout is the one the trainer always wrote plus ``schema_version`` (:data:`SCHEMA_VERSION`); a file
-without it is version 1 and is read when it holds the required fields (``task``, ``model``, ``criterion``,
-``seed``; a version-1 file without ``status`` is a finished run). Keys this module does not know (added by
-hooks) are kept in :attr:`ResultsRecord.extra` and written back unchanged.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> record = ResultsRecord("finished", "sst2", "bert", {"name": "istar", "lam": -1.0}, seed=1, step=10, epoch=1,
-...                        metrics={"accuracy": 0.9}, main_metric="accuracy", top_level_metrics=("accuracy",))
->>> _ = write_results(run / "results.json", record)
->>> read_results(run / "results.json") == record
-True
->>> _ = write_results(run / "results.json", failed_record("the loss became nan at step 2", "sst2", "bert",
-...                                                        {"name": "istar"}, seed=1))
->>> read_results(run / "results.json", require_finished=True)  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.storage.results.ResultsError: ...: failed: the loss became nan at step 2 (results.json status: failed)
-"""
+"""``results.json``: the typed, versioned record a run leaves behind, written by :func:`write_results` (atomically)
+and read by :func:`read_results` alone, whose :class:`ResultsError` is one line naming the run directory and the
+problem. A file without ``schema_version`` is version 1, read when it holds ``task``, ``model``, ``criterion`` and
+``seed`` (without ``status``: a finished run); keys this module does not know (hooks') are kept in
+:attr:`ResultsRecord.extra` and written back unchanged."""
 from __future__ import annotations
 
 import json
 import math
 import numbers
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -57,10 +33,8 @@ ALWAYS_WRITTEN = ("step", "epoch", "metrics", "main_metric", "label_names", "ini
 
 
 class ResultsError(DataError):
-    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed.
-
-    ``str(error)`` is ``RUN_DIR: PROBLEM`` on one line; ``problem`` alone is what a report lists beside the cell.
-    """
+    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed:
+    ``RUN_DIR: PROBLEM`` on one line (``problem`` alone is what a report lists beside the cell)."""
 
     def __init__(self, path: str | os.PathLike, problem: str, missing: bool = False, failed: bool = False):
         self.path, self.problem, self.missing, self.failed = Path(path), one_line(problem), missing, failed
@@ -84,23 +58,10 @@ def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True)
     return value
 
 
-# the optional fields -> their kind, in the dataclass's order
-_OPTIONAL = {"reason": "str", "step": "int", "epoch": "int", "metrics": "dict", "main_metric": "str",
-             "label_names": "list", "init_from": "str", "trainable_parameters": "int", "initial": "dict",
-             "history": "list", "eval_isoscore_star": "number", "eval_isoscore_star_per_layer": "list",
-             "embedding_i1": "number", "embedding_i2": "number", "embedding_i1_before": "number",
-             "embedding_i2_before": "number", "collapsed": "bool", "cls_isoscore": "number",
-             "cls_explained_variance": "list", "validation": "dict"}
-_TUPLES = ("label_names", "history", "eval_isoscore_star_per_layer", "cls_explained_variance")
-
-
 @dataclass(frozen=True)
 class ResultsRecord:
-    """Everything ``results.json`` holds; sequences are tuples here and lists on disk.
-
-    ``top_level_metrics``: the task's metric names whose final values are copied beside ``metrics`` (as the
-    trainer always did, e.g. ``accuracy``); ``extra``: any other key (a plugin hook's results), kept as is.
-    """
+    """Everything ``results.json`` holds (sequences as tuples); ``top_level_metrics``: the metrics whose final values
+    are copied beside ``metrics`` (e.g. ``accuracy``); ``extra``: any other key (a hook's results), kept as is."""
 
     status: str
     task: str
@@ -148,8 +109,8 @@ class ResultsRecord:
         return ResultsError(self._where(), f"{RESULTS}: {problem}")
 
     def check(self, label: str, value: Any, kind: str, optional: bool = False) -> Any:
-        """``value`` (found in this record under ``label``) if of ``kind`` (str, int, number, bool, dict, list), else
-        raise the same one-line error :func:`read_results` gives for a field of the wrong type."""
+        """``value`` (this record's ``label``) if of ``kind`` (str, int, number, bool, dict, list), else the one-line
+        error :func:`read_results` gives for a field of the wrong type."""
         return _check(self._where(), label, value, kind, optional)
 
     def metric(self, name: str) -> Any:
@@ -184,6 +145,12 @@ class ResultsRecord:
         return self.path or Path(RESULTS)
 
 
+_KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
+_OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
+"""The optional fields (``reason`` to ``validation``) -> their kind, in the dataclass's order."""
+_TUPLES = tuple(name for name, kind in _OPTIONAL.items() if kind == "list")
+
+
 def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:
     """The record of a run that failed: why, and which run, with no metric a reader could take for a result."""
     return ResultsRecord("failed", task, model, criterion, seed, reason=reason)
@@ -191,13 +158,10 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
 
 def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
                     embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
-    """The record of a finished run from its evaluations (``history``, the last one final).
-
-    ``run``: ``task``, ``model``, ``criterion``, ``seed``, ``step``, ``epoch``, ``init_from``,
-    ``trainable_parameters``, ``data`` (the fingerprint of what it read) and ``precision`` (the one the run used:
-    fp32, bf16 or fp16); ``task_metrics``: the main metric, the
-    label names and the task's metric names; ``hooked``: what hooks add (``validation`` gets its own field).
-    """
+    """The record of a finished run from its evaluations (``history``, the last one final); ``run`` holds the
+    run's identity, step, epoch, ``init_from``, ``trainable_parameters``, ``data`` (the fingerprint of what it read)
+    and ``precision``; ``task_metrics``: the main metric, the label names and the task's metric names; ``hooked``:
+    what hooks add (``validation`` gets its own field)."""
     final, hooked = history[-1], dict(hooked)
     main_metric, label_names, metric_names = task_metrics
     ev = final.get("cls_explained_variance")
@@ -253,23 +217,32 @@ def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRec
     return ResultsRecord(**values, schema_version=version, path=path)
 
 
-def read_results(path: str | os.PathLike, require_finished: bool = False) -> ResultsRecord:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring."""
+def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
+                 ) -> Optional[ResultsRecord]:
+    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring.
+    ``strict=False``: None where ``strict`` raises :class:`ResultsError` (no file, malformed, failed when
+    ``require_finished``); a file this process may not read is a :class:`~istar_plugin.errors.RunDirError` either
+    way."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS
     try:
-        text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
-    except FileNotFoundError:
-        raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
-    except UnicodeDecodeError as error:
-        raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
-    record = record_from_json(data, path)
-    return record.require_finished() if require_finished else record
+        try:
+            text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
+        except FileNotFoundError:
+            raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
+        except UnicodeDecodeError as error:
+            raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
+        record = record_from_json(data, path)
+        return record.require_finished() if require_finished else record
+    except ResultsError:
+        if strict:
+            raise
+        return None
 
 
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
@@ -278,9 +251,6 @@ def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
 
 
 def recorded_precision(run_dir: Path) -> Optional[str]:
-    """The precision a run recorded in its ``results.json`` (None when it has none or does not say)."""
-    try:
-        return json.loads((Path(run_dir) / RESULTS).read_text(encoding="utf-8")).get("precision")
-    except (OSError, ValueError, AttributeError):
-        return None
-
+    """The precision a run recorded in its ``results.json`` (None when it has no readable one or does not say)."""
+    record = read_results(run_dir, strict=False)
+    return None if record is None else record.extra.get("precision")

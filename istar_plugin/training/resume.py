@@ -1,16 +1,8 @@
 """What a resumed run may change, and the pieces of a restore that do not need the whole trainer: whether a
 finished run's results stand, whether a checkpoint may be continued, the learning rate at the restored step, and
-each rank's random streams.
-
->>> config_changes({"seed": 1, "optim": {"lr": 0.1}, "progress": True},
-...                {"seed": 1, "optim": {"lr": 0.2}, "progress": False})
-['optim.lr']
->>> config_changes({"model": {}}, {"model": {"frozen_dropout": False}})  # a run written before the key: the same run
-[]
-"""
+each rank's random streams."""
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -98,8 +90,8 @@ def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
     """``run_dir`` holds the model's trained weights: a checkpoint to resume, or a finished run's results."""
     if checkpoints.latest() is not None:
         return True
-    results_path = run_dir / "results.json"
-    return results_path.is_file() and json.loads(results_path.read_text()).get("status") != "failed"
+    record = read_results(run_dir, strict=False)  # a malformed one: refused by finished_results, one line
+    return record is not None and record.finished
 
 
 def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[str, Any], total_steps: int

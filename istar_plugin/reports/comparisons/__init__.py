@@ -1,3 +1,2 @@
-"""Settings compared, paired by seed: the bootstrap intervals (:mod:`.paired`), every setting against Base
-(:mod:`.versus_base`), against a reference value of a swept key (:mod:`.versus_reference`) and against the I-STAR
-paper's numbers (:mod:`.versus_paper`)."""
+"""Settings compared, paired by seed: the bootstrap (:mod:`.paired`), against Base and what that could detect
+(:mod:`.versus_base`), and against a reference value of a swept key (:mod:`.versus_reference`)."""

@@ -1,40 +1,11 @@
-"""Each method against Base, paired by seed: the difference per seed, its mean, a 95% interval and a verdict.
-
-Two runs with the same seed share the classifier's initialisation and the order of the training data, so the
-difference of their scores removes what the seed alone does. The interval is a two-level (hierarchical)
-percentile bootstrap: each round draws the seeds with replacement and, within each drawn seed, the evaluation
-examples with replacement, the same examples for the method's run and Base's (``predictions.json``,
-:mod:`istar_plugin.storage.predictions`); the round's value is the mean over its seeds of the metric's
-difference. Examples are resampled for the classification metrics (accuracy, F1, Matthews correlation: computed
-from confusion matrices, so thousands of rounds take milliseconds) and for a language model's perplexity (texts,
-each with its summed NLL and token count); for a correlation (STS-B), SQuAD's answer
-metrics, a plugin task's own metric, or a run without per-example predictions (written before they were), only
-the seeds are resampled (``resampled="seeds"``) and the interval says less; where a run's predictions could have been
-resampled but do not match (:mod:`.versus_base`), ``resampled`` says why, e.g. ``seeds (predictions.json of ... is
-damaged ...)``.
-
-With few seeds the seed level is coarse (3 seeds give 10 distinct resamples, and a bootstrap's spread shrinks
-by sqrt((n-1)/n)), so the interval is a lower bound on the uncertainty, not a test at a guaranteed level: read
-the verdict as "at this sample size". It is ``better`` when the whole interval lies above 0, ``worse`` below,
-else ``not distinguishable`` (for a perplexity, where lower is better, the other way round); with one pair of
-runs and no examples to resample the interval has no width and the verdict is ``undefined (one seed)``.
-
->>> refs = [1, 0] * 200
->>> base = {1: ([1] * 400, refs), 2: ([0] * 400, refs)}               # Base: 50% correct on both seeds
->>> better = {1: (refs, refs), 2: (refs[:300] + [1] * 100, refs)}       # 100% and 87.5%
->>> result = paired_difference("rte", "accuracy", better, base)
->>> result.differences, round(result.mean, 2), result.verdict, result.resampled
-((50.0, 37.5), 43.75, 'better', 'seeds and examples')
->>> paired_difference("rte", "accuracy", base, base).verdict
-'not distinguishable'
->>> paired_difference("stsb", "spearman", {1: None}, {1: None}, scores=({1: 88.0}, {1: 86.0})).verdict
-'undefined (one seed)'
-"""
+"""A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
+interval (seeds, then the evaluation examples within each where the metric allows, ``predictions.json``) and a
+verdict at this sample size (docs/architecture.md, "Paired comparisons")."""
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -83,6 +54,12 @@ class PairedDifference:
             return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
         return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
+
+    def columns(self) -> dict[str, Any]:
+        """The comparison's columns in a table's rows: seeds, difference, low, high, verdict, per_seed, resampled."""
+        return {"seeds": len(self.seeds), "difference": self.mean, "low": self.low, "high": self.high,
+                "verdict": self.verdict, "per_seed": " ".join(signed(d) for d in self.differences),
+                "resampled": self.resampled}
 
     def text(self) -> str:
         """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""
@@ -166,9 +143,7 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
         score = CONFUSION_METRICS[metric]
         positive = code.get(1)
         differences[where] = score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
-    tail = (1 - level) / 2
-    values = differences.mean(axis=1)
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    return _interval(differences.mean(axis=1), level)
 
 
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
@@ -191,9 +166,7 @@ def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metri
         total = weights @ np.asarray(tokens, dtype=float)
         differences[where] = pooled(weights @ np.asarray(method, dtype=float), total) - pooled(
             weights @ np.asarray(base, dtype=float), total)
-    tail = (1 - level) / 2
-    values = differences.mean(axis=1)
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+    return _interval(differences.mean(axis=1), level)
 
 
 def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
@@ -230,6 +203,11 @@ POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
-    values = np.asarray(differences)[rng.integers(len(differences), size=(rounds, len(differences)))].mean(axis=1)
+    drawn = rng.integers(len(differences), size=(rounds, len(differences)))
+    return _interval(np.asarray(differences)[drawn].mean(axis=1), level)
+
+
+def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` percentile interval of the bootstrap ``values``."""
     tail = (1 - level) / 2
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

@@ -1,48 +1,28 @@
-"""Every setting of every method in a grid against Base on the same model and task, paired by seed
-(:mod:`.paired`): the table ``istar-report`` writes as ``versus_base.md``/``.csv`` and the intervals Table 1 and
-Figure 3 show.
-
-Each setting is compared with the Base setting of the same variant where Base has one (e.g. the same learning
-rate), else with Base's best setting. Per-example outcomes come from each run's ``predictions.json``; one that cannot be
-paired (:mod:`.run_outcomes`) leaves its comparison to the seeds, with ``resampled`` saying why, and is listed by
-:func:`unpaired_predictions` (istar-report warns about each).
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> from istar_plugin.storage.predictions import write_predictions
->>> grid, refs = Path(tempfile.mkdtemp()), [0, 1] * 50
->>> cells = [("cross_entropy", 1, 60), ("cross_entropy", 2, 62), ("istar", 1, 90), ("istar", 2, 88)]
->>> for method, seed, correct in cells:
-...     cell = grid / f"{method}{seed}"; cell.mkdir()
-...     _ = (cell / "config.yaml").write_text("task: rte\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "minilm", "seed": seed,
-...         "criterion": {"name": method, "lam": -1 if method == "istar" else None}, "main_metric": "accuracy",
-...         "metrics": {"accuracy": correct / 100}, "eval_isoscore_star": 0.1}))
-...     _ = write_predictions(cell, "rte", 10, refs[:correct] + [1 - r for r in refs[correct:]], refs)
->>> [row["text"] for row in comparisons(collect(grid)[0])]
-['+28.00 [+21.00, +34.50] better']
->>> _ = (grid / "istar2" / "predictions.json").write_text("{")
->>> [row["resampled"] for row in comparisons(collect(grid)[0])]  # doctest: +ELLIPSIS
-['seeds (predictions.json of istar2 is damaged (unreadable (Expecting property name...)))']
->>> [line.removeprefix(str(grid)) for line in unpaired_predictions(collect(grid)[0])]  # doctest: +ELLIPSIS
-['/istar2/predictions.json is damaged (...): compared with Base by its seed alone, not its examples']
-"""
+"""Every setting against Base on the same model and task (the Base setting of the same variant, else Base's best),
+paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``, the intervals Table 1 and Figure 3 show, and what each
+comparison could detect (``power.md``, :func:`power_rows`). A run whose ``predictions.json`` cannot be paired
+(:func:`pair_outcomes`) leaves its comparison to the seeds, ``resampled`` saying why, and is listed by
+:func:`unpaired_predictions`; runs that all predate ``predictions.json`` are compared by their seeds silently."""
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ...errors import DataError
 from ...metrics import better_sign
-from ...storage.predictions import PREDICTIONS
+from ...storage.predictions import PREDICTIONS, read_predictions
+from ...storage.results import read_results
+from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, records_by_setting, setting_key, settings
-from .paired import LEVEL, PairedDifference, paired_difference, signed
-from .run_outcomes import pair_outcomes
+from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
+from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
 __all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare",
-           "unpaired_predictions"]
+           "unpaired_predictions", "Pairing", "pair_outcomes", "read_outcome", "MISSING", "POWER", "POWER_COLUMNS",
+           "POWER_CAPTION", "half_width", "seeds_to_decide", "paper_gains", "power_rows", "power_markdown"]
 
 BASE = "cross_entropy"
 
@@ -62,11 +42,7 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
         paired = compare(setting, base, groups)
         if paired is None:
             continue
-        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
-                     "seeds": len(paired.seeds), "difference": paired.mean, "low": paired.low, "high": paired.high,
-                     "verdict": paired.verdict, "resampled": paired.resampled,
-                     "per_seed": " ".join(signed(d) for d in paired.differences),
+        rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
                      "collapsed": f"{setting.collapsed}/{setting.n}"
                                   + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
                      "base_variant": base.variant,
@@ -101,16 +77,12 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
     setting's runs (and Base's) predicted one class for every example."""
-    lines = ["| Model | Task | Method | λ | ζ | other | metric | seeds | Δ vs Base | 95% interval | verdict | "
-             "per seed | "
-             "one class | resampled |", "|---" * 14 + "|"]
-    for row in rows:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
-                     f"[{signed(row['low'])}, {signed(row['high'])}] | "
-                     f"{row['verdict']} | {row['per_seed']} | {row['collapsed']} | {row['resampled']} |")
-    return "\n".join(lines) + "\n"
+    header = (*SETTING_HEADER, "metric", "seeds", "Δ vs Base", "95% interval", "verdict", "per seed", "one class",
+              "resampled")
+    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"],
+                                    signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]",
+                                    row["verdict"], row["per_seed"], row["collapsed"], row["resampled"]]
+                                   for row in rows))
 
 
 def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
@@ -130,3 +102,151 @@ def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) 
     if paired is None or not pairing.problems:
         return paired
     return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
+
+
+MISSING = "is missing"
+"""The problem of a run without ``predictions.json``: one only beside runs that have one (else an older grid)."""
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Each side's outcome per seed (None: not resampled), and ``(cell path, problem)`` for every run whose
+    ``predictions.json`` could have been resampled but cannot be paired (``is damaged (...)``)."""
+
+    method: dict[int, Optional[Outcome]]
+    base: dict[int, Optional[Outcome]]
+    problems: tuple[tuple[str, str], ...]
+
+    def reasons(self) -> list[str]:
+        """Each problem naming its run by its folder's name: ``predictions.json of NAME PROBLEM``."""
+        return [f"{PREDICTIONS} of {Path(path).name} {problem}" for path, problem in self.problems]
+
+
+def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_runs: Sequence[Record]) -> Pairing:
+    """The outcomes of two settings' runs, paired by seed, with the problems of the runs on their common seeds."""
+    method, base = {r.seed: r for r in method_runs}, {r.seed: r for r in base_runs}
+    read = {r.path: read_outcome(r) for r in (*method.values(), *base.values())}
+    if not resamples_examples(task, metric):
+        return Pairing({s: read[r.path][0] for s, r in method.items()}, {s: read[r.path][0] for s, r in base.items()},
+                       ())
+    common = sorted(set(method) & set(base))
+    paired = [run for seed in common for run in (method[seed], base[seed])]
+    anyone_predicted = any(read[run.path][1] != MISSING for run in paired)
+    problems: dict[str, str] = {run.path: read[run.path][1] for run in paired
+                                if read[run.path][1] and (anyone_predicted or read[run.path][1] != MISSING)}
+    for seed in common:
+        ours, theirs = read[method[seed].path][0], read[base[seed].path][0]
+        if ours is not None and theirs is not None and list(ours[1]) != list(theirs[1]):
+            problems[method[seed].path] = f"does not match the references of {Path(base[seed].path).name}"
+    outcome = lambda run: None if run.path in problems else read[run.path][0]  # noqa: E731
+    return Pairing({s: outcome(r) for s, r in method.items()}, {s: outcome(r) for s, r in base.items()},
+                   tuple(problems.items()))
+
+
+def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
+    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``
+    (:data:`MISSING` when it has none)."""
+    cell = Path(record.path)
+    try:
+        scored = read_predictions(cell)
+    except DataError as error:
+        return None, f"is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')})"
+    if scored is None:
+        return None, MISSING
+    recorded = _recorded(cell)
+    if scored.task != record.task:
+        return None, f"is of task {scored.task}, its results.json of {record.task}"
+    if isinstance(recorded.get("step"), int) and scored.step != recorded["step"]:
+        return None, f"is of step {scored.step}, its results.json of step {recorded['step']}"
+    examples = recorded.get("examples")
+    if isinstance(examples, int) and len(scored.references) != examples:
+        return None, f"holds {len(scored.references)} examples, its results.json's evaluation split {examples}"
+    return (scored.predictions, scored.references), ""
+
+
+def _recorded(cell: Path) -> dict[str, Any]:
+    """The run's final step and its evaluation split's example count, as its ``results.json`` records them."""
+    results = read_results(cell, strict=False)
+    if results is None:
+        return {}
+    data = results.extra.get("data")
+    evaluation = data.get("eval") if isinstance(data, dict) else None
+    return {"step": results.step, "examples": evaluation.get("examples") if isinstance(evaluation, dict) else None}
+
+
+POWER = 0.80
+"""The chance of deciding an effect that :func:`seeds_to_decide` plans for."""
+
+_Z_LEVEL, _Z_POWER = 1.959964, 0.841621  # standard normal quantiles at 0.975 and at POWER
+
+POWER_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "half_width",
+           "verdict", "paper_model", "paper_gain", "seeds_to_decide")
+POWER_CAPTION = ("What the grid could detect: each setting's interval half-width against Base (the smallest effect its "
+           "seeds tell from none) and, beside each of the paper's reported gains (Table 1, I-STAR or CosReg minus "
+           f"Base), the seeds that would decide that gain with {POWER:.0%} power at the 95% level if each seed varies "
+           "as here: `ceil(n * (half-width * 2.80 / (1.96 * gain))^2)`, from two seeds up. A rough floor: few seeds "
+           "estimate the spread loosely.\n\n")
+
+
+def half_width(paired: PairedDifference) -> float:
+    """Half the width of the paired interval, in the metric's points.
+
+    >>> half_width(PairedDifference((1, 2, 3), (-1.0, 0.5, 1.0), -1.0, 1.4, "seeds and examples"))
+    1.2
+    """
+    return (paired.high - paired.low) / 2
+
+
+def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
+    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``;
+    None for no effect to decide, an interval of no width, or a single seed (how seeds vary is then unknown: its
+    interval, from its examples alone, says nothing of that).
+
+    >>> seeds_to_decide(1.0, 5, 1.0), seeds_to_decide(1.0, 5, 0.29), seeds_to_decide(0.3, 5, 1.23)
+    (11, 122, 2)
+    """
+    if effect == 0 or width <= 0 or seeds < 2:
+        return None
+    return max(2, math.ceil(seeds * (width * (_Z_LEVEL + _Z_POWER) / (_Z_LEVEL * abs(effect))) ** 2))
+
+
+def paper_gains(method: str, task: str, metric: str) -> list[tuple[str, float]]:
+    """``(paper model, method minus Base)`` for each model of the I-STAR paper's Table 1 that reports both."""
+    gains = []
+    for model in PAPER_MODELS:
+        ours, base = paper_result(model, method, task, metric), paper_result(model, "cross_entropy", task, metric)
+        if ours is not None and base is not None:
+            gains.append((model, round(ours[0] - base[0], 2)))
+    return gains
+
+
+def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per setting of ``comparisons`` (:func:`comparisons`) and paper model with a reported gain
+    (one row with no paper model where the paper reports none): :data:`COLUMNS`."""
+    table = []
+    for row in comparisons:
+        paired, setting = row["paired"], row["setting"]
+        width = half_width(paired)
+        common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"]}
+        gains = paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]
+        for model, gain in gains:
+            table.append(common | {"paper_model": model, "paper_gain": gain,
+                                   "seeds_to_decide": None if gain is None else seeds_to_decide(width, row["seeds"],
+                                                                                                gain)})
+    return table
+
+
+def power_markdown(table: Sequence[dict[str, Any]]) -> str:
+    """The power table in Markdown: one line per setting, the paper's gains and the seeds each needs side by side."""
+    settings: dict[tuple, list[dict[str, Any]]] = {}
+    for row in table:
+        settings.setdefault(tuple(row[key] for key in POWER_COLUMNS[:7]), []).append(row)
+    lines = []
+    for group in settings.values():
+        row, papers = group[0], [r for r in group if r["paper_model"] is not None]
+        gains = "; ".join(f"{signed(r['paper_gain'])} ({PAPER_MODELS[r['paper_model']]})" for r in papers) or "—"
+        needed = "; ".join("—" if r["seeds_to_decide"] is None else str(r["seeds_to_decide"]) for r in papers) or "—"
+        lines.append([*setting_cells(row), row["seeds"], signed(row["difference"]), f"{row['half_width']:.2f}",
+                      row["verdict"], gains, needed])
+    return markdown_table((*SETTING_HEADER, "seeds", "Δ vs Base", "± half-width", "verdict", "paper's gain (model)",
+                           "seeds to decide it"), lines)

@@ -1,35 +1,17 @@
-"""One swept setting against a reference value of it, every method alike, paired by seed: what ``istar-report
---reference KEY=VALUE`` writes as ``versus_reference.md``/``.csv`` (e.g. ``--reference precision=fp32`` for the
-effect of bf16 on what is learned).
-
-Each setting whose variant has ``KEY`` at another value is compared with the setting that differs from it in
-``KEY`` alone (same model, task, method, lambda, zeta and every other swept key): the score's paired difference
-with its bootstrap interval and verdict (:mod:`.paired`), the eval IsoScore*'s mean paired difference, and for
-both the reference's spread over seeds (sample standard deviation), with whether the mean difference lies within it.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> grid = Path(tempfile.mkdtemp())
->>> for precision, seed, accuracy, iso in [("fp32", 1, .80, .20), ("fp32", 2, .84, .24), ("bf16", 1, .81, .21),
-...                                        ("bf16", 2, .84, .23)]:
-...     cell = grid / f"{precision}{seed}"; cell.mkdir()
-...     _ = (cell / "config.yaml").write_text(f"task: sst2\\nprecision: {precision}\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "minilm", "seed": seed,
-...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
-...         "eval_isoscore_star": iso}))
->>> rows = comparisons(collect(grid)[0], "precision=fp32")
->>> [(row["variant"], row["per_seed"], row["score_within_spread"]) for row in rows]
-[('precision=bf16', '+1.00 +0.00', True)]
-"""
+"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``, e.g.
+``precision=fp32``), every method alike, paired by seed: ``versus_reference.md``/``.csv``. Each setting with ``KEY``
+at another value is compared with the setting that differs from it in ``KEY`` alone: the score's paired difference
+and verdict, the eval IsoScore*'s mean paired difference, and the reference's spread over seeds for both."""
 from __future__ import annotations
 
 import statistics
 from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
+from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
-from ..records.settings import Setting, display_name, records_by_setting, settings
+from ..records.settings import Setting, records_by_setting, setting_row, settings
+from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
 
@@ -66,18 +48,13 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         if paired is None:
             continue
         iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
-        iso_mean, iso_std = statistics.fmean(iso_differences), _std(match.isoscores)
-        score_std = _std(match.scores)
-        rows.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                     "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "reference": reference,
-                     "metric": setting.metric, "seeds": len(paired.seeds), "difference": paired.mean,
-                     "low": paired.low, "high": paired.high, "verdict": paired.verdict,
-                     "per_seed": " ".join(signed(d) for d in paired.differences),
+        iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
+        score_std = std_over_seeds(match.scores)
+        rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
                      "reference_std": score_std, "score_within_spread": _within(paired.mean, score_std),
                      "isoscore_difference": iso_mean,
                      "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
-                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std),
-                     "resampled": paired.resampled})
+                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std)})
     return rows
 
 
@@ -100,19 +77,16 @@ def why_not(reference: str) -> str:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
-    lines = ["| Model | Task | Method | λ | ζ | setting | against | metric | seeds | Δ | 95% interval | verdict | "
-             "per seed | "
-             "reference sd | within sd | Δ eval IsoScore* | per seed | reference sd | within sd |", "|---" * 19 + "|"]
-    for row in rows:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        lines.append(
-            f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant']} | "
-            f"{row['reference']} | {row['metric']} | {row['seeds']} | {signed(row['difference'])} | "
-            f"[{signed(row['low'])}, {signed(row['high'])}] | "
-            f"{row['verdict']} | {row['per_seed']} | {_shown(row['reference_std'], '.2f')} | "
-            f"{_yes(row['score_within_spread'])} | {row['isoscore_difference']:+.4f} | {row['isoscore_per_seed']} | "
-            f"{_shown(row['isoscore_reference_std'], '.4f')} | {_yes(row['isoscore_within_spread'])} |")
-    return "\n".join(lines) + "\n"
+    header = ("Model", "Task", "Method", "λ", "ζ", "setting", "against", "metric", "seeds", "Δ", "95% interval",
+              "verdict", "per seed", "reference sd", "within sd", "Δ eval IsoScore*", "per seed", "reference sd",
+              "within sd")
+    return markdown_table(header, ([
+        row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]), row["variant"],
+        row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
+        f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
+        std_text(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
+        row["isoscore_per_seed"], std_text(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]
+        for row in rows))
 
 
 def _variant(text: str) -> dict[str, str]:
@@ -123,17 +97,8 @@ def _by_seed(setting: Setting) -> dict[int, float]:
     return dict(zip(setting.seeds, setting.isoscores))
 
 
-def _std(values: Sequence[float]) -> Optional[float]:
-    """The standard deviation over seeds; None for one seed (no spread to measure against)."""
-    return statistics.stdev(values) if len(values) > 1 else None
-
-
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:
     return None if spread is None else abs(difference) <= spread
-
-
-def _shown(value: Optional[float], spec: str) -> str:
-    return "—" if value is None else format(value, spec)
 
 
 def _yes(flag: Optional[bool]) -> str:

@@ -1,31 +1,14 @@
 """``istar-analyze``'s analyses as one table, a column per analysed model: the numbers behind the I-STAR paper's
 Figures 4 to 6 (IsoScore* and TwoNN per layer, the last layer's mean activation) with the last layer's EV_1 and
 average cosine, the outlier dimensions and the word embeddings' I1/I2. ``istar-analyze`` writes it as
-``summary.md``; the docs render it afresh from an archived analysis folder (:mod:`..records.analyses`).
-
->>> base = {"label": "Base", "criterion": {"name": "cross_entropy"}, "seed": 1, "step": 75, "split": "eval",
-...         "examples": 872, "main_metric": "accuracy", "score": 0.7764, "isoscore_star_per_layer": [0.19, 0.00172],
-...         "twonn_per_layer": [23.31, None], "explained_variance_per_layer": [[0.1], [0.354]],
-...         "average_cosine_per_layer": [0.2, 0.174], "mean_activation": [0.1, -0.212],
-...         "outlier_dimensions_per_layer": [[], [99]], "word_embeddings": {"I1": 0.84341, "I2": 0.005832}}
->>> penalised = {**base, "label": "I-STAR λ=-1 ζ=0.2", "criterion": {"name": "istar", "lam": -1.0}, "score": 0.5516}
->>> print(markdown([penalised, base]), end="")  # doctest: +NORMALIZE_WHITESPACE
-| | Base | I-STAR λ=-1 ζ=0.2 |
-|---|---|---|
-| accuracy (eval, step) | 0.776 (872, 75) | 0.552 (872, 75) |
-| IsoScore* per layer 1 → 2 | 0.190 0.0017 | 0.190 0.0017 |
-| TwoNN of each example's vector per layer 1 → 2 | 23.3 — | 23.3 — |
-| last layer: EV_1, average cosine, mean \\|mean activation\\| | 0.354, 0.174, 0.156 | 0.354, 0.174, 0.156 |
-| outlier dimensions per layer 1 → 2 | 0 1 | 0 1 |
-| word embeddings I1, I2 | 0.8434, 0.00583 | 0.8434, 0.00583 |
-"""
+``summary.md``; the docs render it afresh from an archived analysis folder (:mod:`..records.analyses`)."""
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..tables import Table, write_table
+from ..tables import Table, markdown_table, write_table
 
 __all__ = ["CAPTION", "TABLE", "column_order", "distinct_labels", "rows", "markdown", "write_summary"]
 
@@ -108,19 +91,13 @@ def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
     return [["", *(a["label"] for a in ordered)]] + [[name, *(shown(a) for a in ordered)] for name, shown in measures]
 
 
-def _render(table: Sequence[Sequence[str]]) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-    header, *body = table
-    return "\n".join([line(header), "|" + "---|" * len(header), *map(line, body)]) + "\n"
+def markdown(analyses: Sequence[dict[str, Any]], table: Optional[Sequence[Sequence[str]]] = None) -> str:
+    """:func:`rows` (or ``table``, already computed) as a Markdown table (``|`` in a cell escaped)."""
+    table = rows(analyses) if table is None else table
+    return markdown_table(table[0], table[1:], escape=True)
 
 
-def markdown(analyses: Sequence[dict[str, Any]]) -> str:
-    """:func:`rows` as a Markdown table (``|`` in a cell escaped)."""
-    return _render(rows(analyses))
-
-
-TABLE = Table("summary", rows=rows, markdown=lambda analyses, table: _render(table), csv_rows=None, caption=CAPTION)
+TABLE = Table("summary", rows=rows, markdown=markdown, csv_rows=None, caption=CAPTION)
 """``summary.md``: :data:`CAPTION` and :func:`markdown`."""
 
 

@@ -1,34 +1,37 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs.
-
-A grid's finished cells are grouped by model, task and calibration method (``cross_entropy`` -> Base,
-``cosreg`` with ``target=embeddings`` -> CosReg, ``spectrum`` -> Spec-Pol / Spec-Exp by ``decay``, ``flow`` ->
-Flow; ``istar`` and the I-STAR paper's hidden-state CosReg keep their own rows); each cell is mean ± std over
-seeds in the paper's metric for the task (MRPC F1, STS-B Pearson, CoLA MCC, accuracy elsewhere), with the
-number of collapsed runs (one predicted class, or one value) marked, and the paper's mean beside it where its
-model and task match (:mod:`..paper.ding`). Table 4 gives I1/I2 of the word-embedding matrix
-after fine-tuning and the eval IsoScore*; the paper states its I1/I2 only as ranges (methods.md), shown as such.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.calibration_runs import read_runs
->>> grid = Path(tempfile.mkdtemp())
->>> for seed, f1 in [(1, 0.8122), (2, 0.85)]:
-...     cell = grid / f"seed{seed}"; cell.mkdir()
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "mrpc", "model": "bert", "seed": seed,
-...         "criterion": {"name": "spectrum", "decay": "polynomial"}, "metrics": {"f1": f1},
-...         "collapsed": seed == 1, "embedding_i1": 0.99, "embedding_i2": 0.01, "eval_isoscore_star": 0.1}))
->>> rows = calibration_rows(read_runs([grid / "seed1", grid / "seed2"]))
->>> print(table1_markdown(rows).splitlines()[-1])
-| bert | Spec-Pol | — | 83.11 ± 2.67 (1/2 collapsed) [81.22] | — | — | — | — | — | — | — | — |
-"""
+"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs
+(``paper/ding_calibration_glue.csv``): per model, calibration method (:func:`calibration_method`) and task, mean ± std
+over seeds in the paper's metric for the task, collapsed runs marked; the paper states its I1/I2 only as ranges."""
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
 
-from ..paper.ding import PAPER_ISOTROPY, PAPER_METRIC, PAPER_MODELS, PAPER_SOURCE, paper_table
-from ..records.calibration_runs import Run
+from ...storage.results import read_results
+from ...storage.seeds import over_seeds
+from ..paper import paper_rows
+from ..tables import markdown_table
+
+PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
+                "wnli": "accuracy", "stsb": "pearson", "qnli": "accuracy", "mnli": "accuracy",
+                "mnli_mismatched": "accuracy", "qqp": "accuracy"}
+"""Ding et al.'s metric for each GLUE task, in their column order."""
+
+PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
+PAPER_MODELS = ("bert", "roberta", "distilbert")
+"""Our model presets that are the paper's models (its ranges are shown for these alone)."""
+PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
+    "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
+    "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
+}
+
+
+def paper_table() -> dict[tuple[str, str], dict[str, float]]:
+    """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
+    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
+            for row in paper_rows("ding_calibration_glue.csv")}
+
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
 TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
@@ -36,6 +39,52 @@ TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over s
 TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
                   "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
 """The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run as this comparison sees it: its paper metric as a percentage (None if absent)."""
+
+    model: str
+    task: str
+    method: str
+    seed: int
+    score: Optional[float]
+    collapsed: bool
+    embedding_i1: Optional[float]
+    embedding_i2: Optional[float]
+    isoscore_star: Optional[float]
+
+
+def calibration_method(criterion: dict[str, Any]) -> str:
+    """The paper's name for a criterion configuration.
+
+    >>> calibration_method({"name": "spectrum", "decay": "exponential"}), calibration_method({"name": "cosreg"})
+    ('Spec-Exp', 'CosReg (hidden)')
+    """
+    name = criterion.get("name")
+    if name == "cosreg":
+        return "CosReg" if criterion.get("target") == "embeddings" else "CosReg (hidden)"
+    if name == "spectrum":
+        return "Spec-Pol" if criterion.get("decay", "polynomial") == "polynomial" else "Spec-Exp"
+    return {"cross_entropy": "Base", "flow": "Flow", "istar": "I-STAR"}.get(name, str(name))
+
+
+def read_runs(cells: Iterable[Path]) -> list[Run]:
+    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
+    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
+    runs = []
+    for cell in cells:
+        results = read_results(Path(cell), require_finished=True)
+        task = results.task
+        if task not in PAPER_METRIC:
+            continue
+        value = results.metric(PAPER_METRIC[task])
+        score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
+        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
+                        results.collapsed is True, results.embedding_i1, results.embedding_i2,
+                        results.eval_isoscore_star))
+    return runs
 
 
 def uses_calibration(runs: Sequence[Run]) -> bool:
@@ -46,8 +95,7 @@ def uses_calibration(runs: Sequence[Run]) -> bool:
 def _summary(values: Sequence[float], digits: int) -> str:
     if not values:
         return "—"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
+    return over_seeds(values).text(f".{digits}f")
 
 
 def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -84,18 +132,14 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 1 layout: rows model x method, columns the GLUE tasks; ours, [the paper's]."""
     papers = paper_table()
-    lines = ["| Model | Method | " + " | ".join(PAPER_METRIC) + " |", "|---" * (2 + len(PAPER_METRIC)) + "|"]
-    for row in rows:
-        paper = papers.get((row["model"], row["method"]), {})
-        cells = [score_cell(row["tasks"].get(task, []), paper.get(task) if task in row["tasks"] else None)
-                 for task in PAPER_METRIC]
-        lines.append(f"| {row['model']} | {row['method']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Model", "Method", *PAPER_METRIC), ([row["model"], row["method"], *(
+        score_cell(row["tasks"].get(task, []), papers.get((row["model"], row["method"]), {}).get(task)
+                   if task in row["tasks"] else None) for task in PAPER_METRIC)] for row in rows))
 
 
 def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
-    lines = ["| Model | Method | Task | I1 | I2 | eval IsoScore* | collapsed | paper I1 | paper I2 |", "|---" * 9 + "|"]
+    lines = []
     for row in rows:
         ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
         paper_i1, paper_i2 = ranges or ("—", "—")
@@ -105,7 +149,8 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
                 continue
             values = {name: [getattr(run, name) for run in runs if getattr(run, name) is not None]
                       for name in ("embedding_i1", "embedding_i2", "isoscore_star")}
-            lines.append(f"| {row['model']} | {row['method']} | {task} | {_summary(values['embedding_i1'], 4)} | "
-                         f"{_summary(values['embedding_i2'], 4)} | {_summary(values['isoscore_star'], 3)} | "
-                         f"{sum(run.collapsed for run in runs)}/{len(runs)} | {paper_i1} | {paper_i2} |")
-    return "\n".join(lines) + "\n"
+            lines.append([row["model"], row["method"], task, _summary(values["embedding_i1"], 4),
+                          _summary(values["embedding_i2"], 4), _summary(values["isoscore_star"], 3),
+                          f"{sum(run.collapsed for run in runs)}/{len(runs)}", paper_i1, paper_i2])
+    header = ("Model", "Method", "Task", "I1", "I2", "eval IsoScore*", "collapsed", "paper I1", "paper I2")
+    return markdown_table(header, lines)

@@ -1,20 +1,26 @@
-"""``istar-embed``'s table (``embeddings.md``): one row per (layer, transform), STS-B Spearman x100 and the
-isotropy of the sentence embeddings; the docs render it afresh from a kept copy of an ``--out`` folder
-(:mod:`..records.embeddings`).
-
->>> measures = {"spearman": None, "spearman_undefined": "one pair", "isoscore": 0.25, "isoscore_star": 0.26,
-...             "average_cosine": 0.02, "i1": 0.3, "ev_1": 0.04, "rankme": 299.9, "alignment": 0.27,
-...             "uniformity": -3.84}
->>> print(markdown_table({6: {"none": measures}}), end="")  # doctest: +NORMALIZE_WHITESPACE
-| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align | uniform |
-|---|---|---|---|---|---|---|---|---|---|---|
-| 6 | none | undefined (one pair) | 0.2500 | 0.2600 | 0.020 | 0.300 | 0.040 | 299.9 | 0.270 | -3.840 |
-"""
+"""The sentence-embedding tables: ``istar-embed``'s (``embeddings.md``, :func:`markdown_table`): one row per
+(layer, transform), STS-B Spearman x100 and the isotropy of the sentence embeddings; and a grid's
+(``sentence_embeddings.md``, :func:`grid_rows`): for every setting whose runs recorded their sentence embeddings
+(engine ``sentence_transformers``), the evaluation split's Spearman x100 and IsoScore raw and after each post-hoc
+transform, mean ± std over seeds, and each one's difference to Base *raw* paired by seed (a seeds-only interval,
+:mod:`..comparisons.paired`)."""
 from __future__ import annotations
 
-from ...isotropy.embeddings import undefined_text
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
 
-__all__ = ["TABLE_FILE", "TABLE_COLUMNS", "markdown_table"]
+from ...isotropy.embeddings import undefined_text
+from ...storage.seeds import over_seeds
+from ..comparisons.paired import paired_difference
+from ..comparisons.versus_base import BASE
+from ..records.cells import Record
+from ..records.run_extras import sentence_embeddings
+from ..records.settings import display_name, setting_key
+from ..tables import markdown_table as _markdown_table, number_text
+
+__all__ = ["TABLE_FILE", "TABLE_COLUMNS", "markdown_table", "GRID_COLUMNS", "GRID_CAPTION", "grid_rows",
+           "grid_markdown"]
 
 TABLE_FILE = "embeddings.md"
 """The file of ``istar-embed``'s ``--out`` folder that holds :func:`markdown_table`."""
@@ -26,11 +32,56 @@ TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4
 def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
     """One row per (layer, transform) of ``results[layer][transform]`` (the measures), in their order: Spearman x100
     and the isotropy measures (``undefined (why)`` where the data leave one undefined)."""
-    lines = ["| layer | transform | Spearman x100 | IsoScore | IsoScore* | avg cos | I1 | EV_1 | RankMe | align "
-             "| uniform |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for layer, by_transform in results.items():
-        for name, m in by_transform.items():
-            cells = [undefined_text(m, measure, spec) for measure, spec in TABLE_COLUMNS]
-            lines.append(f"| {layer} | {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    header = ("layer", "transform", "Spearman x100", "IsoScore", "IsoScore*", "avg cos", "I1", "EV_1", "RankMe",
+              "align", "uniform")
+    return _markdown_table(header, ([layer, name, *(undefined_text(m, name_, spec) for name_, spec in TABLE_COLUMNS)]
+                                    for layer, by_transform in results.items() for name, m in by_transform.items()))
+
+
+GRID_COLUMNS = ("method", "lam", "zeta", "transform", "seeds", "spearman", "vs_base_raw", "isoscore", "average_cosine",
+           "token_isoscore_star")
+GRID_HEADERS = ("Method", "λ", "ζ", "transform", "seeds", "Spearman x100", "Δ vs Base raw, 95% interval", "IsoScore",
+           "avg cos", "token IsoScore*")
+GRID_CAPTION = ("Sentence embeddings of the evaluation split, raw and after post-hoc transforms fitted on training "
+           "sentences: Spearman x100 of cosine similarity and IsoScore, mean ± std over seeds; Δ: the row's Spearman "
+           "minus Base's raw one, paired by seed, with a seeds-only bootstrap interval (n.d.: not distinguishable at "
+           "this sample size); token IsoScore*: the model's token cloud over all layers (what I-STAR acts on; no "
+           "post-hoc transform applies).")
+
+
+def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
+    measured = [(record, sentence_embeddings(Path(record.path))) for record in records]
+    measured = [(record, embeddings) for record, embeddings in measured if embeddings]
+    settings: dict[tuple, dict[int, dict]] = {}
+    tokens: dict[tuple, list[float]] = {}
+    for record, embeddings in measured:
+        settings.setdefault(setting_key(record), {})[record.seed] = embeddings
+        tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
+    out = []
+    for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
+        model, task, method, lam, zeta, variant = key
+        base = settings.get((model, task, BASE, None, None, variant), {})
+        base_raw = {seed: runs["none"]["spearman"] for seed, runs in base.items() if "none" in runs}
+        by_seed = settings[key]
+        for transform in sorted({name for runs in by_seed.values() for name in runs}, key=lambda n: (n != "none", n)):
+            values = {seed: runs[transform] for seed, runs in by_seed.items() if transform in runs}
+            spearman = {seed: value["spearman"] for seed, value in values.items()}
+            paired = paired_difference(task, "spearman x100", {s: None for s in spearman}, {s: None for s in base_raw},
+                                       scores=(spearman, base_raw))
+            out.append({"method": display_name(method), "lam": lam, "zeta": zeta, "transform": transform,
+                        "seeds": len(values),
+                        "spearman": over_seeds(spearman.values()).text(".2f"),
+                        "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none")
+                        else paired.text(),
+                        "isoscore": over_seeds(value["isoscore"] for value in values.values()).text(".4f"),
+                        "average_cosine":
+                            f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}",
+                        "token_isoscore_star": over_seeds(tokens[key]).text(".4f") if transform == "none" else "—"})
+    return out
+
+
+def grid_markdown(table: Sequence[dict[str, Any]]) -> str:
+    """:func:`grid_rows` as a Markdown table."""
+    return _markdown_table(GRID_HEADERS, ([row["method"], number_text(row["lam"]), number_text(row["zeta"]),
+                                          *(row[name] for name in GRID_COLUMNS[3:])] for row in table))

@@ -1,44 +1,24 @@
-"""How the evaluations moved during training: for every setting whose cells evaluated at two or more steps (e.g.
-``eval_every``, or ``eval_before_training`` and the end), one row per evaluated step with the mean over the seeds
-evaluated there of the task's table metric (a percentage, as Table 1 shows it), of eval IsoScore* and, when the cells
-log it, of the word-embedding matrix's I1, each with its seeds' std; read from each cell's metrics log, whose
-evaluations an archive keeps (:func:`~..records.run_logs.evaluations`). ``istar-report`` writes it as
-``curves.md``/``.csv``.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import Record
->>> grid, records = Path(tempfile.mkdtemp()), []
->>> for seed, accuracies in ((1, (0.5, 0.8)), (2, (0.5, 0.9))):
-...     cell = grid / f"seed{seed}"; cell.mkdir()
-...     log = [{"step": step, "eval/accuracy": value, "eval/isoscore_star": 0.2, "eval/embedding_i1": 0.84}
-...            for step, value in zip((0, 100), accuracies)]
-...     _ = (cell / "metrics.jsonl").write_text("".join(json.dumps(record) + "\\n" for record in log))
-...     records.append(Record("sst2", "minilm", "spectrum", None, None, seed, "accuracy", accuracies[-1],
-...                           100 * accuracies[-1], 0.2, str(cell)))
->>> [(row["step"], row["seeds"], row["score"], round(row["score_std"], 4)) for row in rows(records)]
-[(0, 2, 50.0, 0.0), (100, 2, 85.0, 7.0711)]
->>> print(markdown(rows(records)).splitlines()[-1])
-| minilm | sst2 | spectrum | — | — | — | accuracy | 100 | 2 | 85.00 ± 7.07 | 0.200 ± 0.000 | 0.840 ± 0.000 |
-"""
+"""How the evaluations moved during training (``curves.md``/``.csv``): for every setting whose cells evaluated at two
+or more steps, one row per step with the mean ± std over the seeds evaluated there of the table metric (a
+percentage), eval IsoScore* and, when logged, the word-embedding matrix's I1, from each cell's metrics log."""
 from __future__ import annotations
 
-import math
-import numbers
 import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..records.cells import Record, as_percent
-from ..records.run_logs import evaluations
-from ..records.settings import display_name, records_by_setting, setting_key, settings
+from ...storage.seeds import SeedSummary, std_over_seeds
+from ..records.cells import Record, as_percent, finite_number
+from ..records.run_extras import evaluations
+from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "step", "seeds", "score", "score_std",
            "isoscore_star", "isoscore_star_std", "embedding_i1", "embedding_i1_std")
 CAPTION = ("Evaluations over training steps of every setting evaluated at two or more steps: at each step, the seeds "
-           "evaluated there and their mean (± std, with more than one seed) of the task score, of eval IsoScore* and, "
+           "evaluated there and their mean ± std (— for one seed) of the task score, of eval IsoScore* and, "
            "where the cells log it, of the word-embedding matrix's I1.\n\n")
 MEASURES = {"isoscore_star": "eval/isoscore_star", "embedding_i1": "eval/embedding_i1"}
 """Row key -> the metrics log's key of each measure shown beside the task score."""
@@ -60,9 +40,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
             evaluated = by_step[step]
             scores = [as_percent(setting.task, setting.metric, value)
                       for value in _values(evaluated, f"eval/{setting.metric}")]
-            row = {"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                   "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "metric": setting.metric,
-                   "step": step, "seeds": len(evaluated), **_summary("score", scores)}
+            row = {**setting_row(setting), "metric": setting.metric, "step": step, "seeds": len(evaluated),
+                   **_summary("score", scores)}
             for name, key in MEASURES.items():
                 row.update(_summary(name, _values(evaluated, key)))
             result.append(row)
@@ -73,36 +52,24 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
     """The curves as a Markdown table: the score to 2 decimals, IsoScore* and I1 to 3; the I1 column only when some
     cell logs it."""
     with_i1 = any(row["embedding_i1"] is not None for row in table)
-    header = ["Model", "Task", "Method", "λ", "ζ", "other", "metric", "step", "seeds", "score", "eval IsoScore*"]
-    header += ["I1 (embeddings)"] if with_i1 else []
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for row in table:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        cells = [row["model"], row["task"], row["method"], lam, zeta, row["variant"] or "—", row["metric"],
-                 str(row["step"]), str(row["seeds"]), _shown(row, "score", 2), _shown(row, "isoscore_star", 3)]
-        cells += [_shown(row, "embedding_i1", 3)] if with_i1 else []
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    header = [*SETTING_HEADER, "metric", "step", "seeds", "score", "eval IsoScore*"]
+    return markdown_table(header + (["I1 (embeddings)"] if with_i1 else []), ([
+        *setting_cells(row), row["metric"], row["step"], row["seeds"], _shown(row, "score", 2),
+        _shown(row, "isoscore_star", 3), *([_shown(row, "embedding_i1", 3)] if with_i1 else [])] for row in table))
 
 
 def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
     """The finite numbers the seeds' evaluations hold under ``key``."""
-    return [float(evaluation[key]) for evaluation in evaluated if _finite(evaluation.get(key))]
+    return [float(evaluation[key]) for evaluation in evaluated if finite_number(evaluation.get(key))]
 
 
 def _summary(name: str, values: Sequence[float]) -> dict[str, Optional[float]]:
     """``name`` -> the mean (None without values), ``name_std`` -> the sample std (None with fewer than two)."""
-    return {name: statistics.fmean(values) if values else None,
-            f"{name}_std": statistics.stdev(values) if len(values) > 1 else None}
+    return {name: statistics.fmean(values) if values else None, f"{name}_std": std_over_seeds(values)}
 
 
 def _shown(row: dict[str, Any], name: str, decimals: int) -> str:
-    """``mean ± std``, the mean alone for one seed, ``—`` for none."""
+    """``mean ± std`` (``mean ± —`` for one seed), ``—`` for none."""
     mean, std = row[name], row[f"{name}_std"]
-    if mean is None:
-        return "—"
-    return f"{mean:.{decimals}f}" + ("" if std is None else f" ± {std:.{decimals}f}")
+    return "—" if mean is None else SeedSummary(mean, std, 0).text(f".{decimals}f")
 
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

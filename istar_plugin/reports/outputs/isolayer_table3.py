@@ -1,42 +1,74 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
 
-A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, where
-that path is another machine's, the cell of that name beside it), so the two columns hold exactly the fine-tuned
-models and the same models with the layer. Per model, task and stage (and stage-2 variant, when several were run):
-the metric's (the paper's for its tasks: MRPC accuracy) median (sample std) over seeds, as a percentage, the medians
-of EV_1/EV_2/EV_3 and IsoScore of the head inputs on the evaluation split, the trainable parameters, the median wall
-time of a cell (start to finish, ``attempts.jsonl``; else the metrics log's first to last record), and how many
-seeds stage 2 improved. The paper's numbers come from :mod:`..paper.isolayer` (source named there) and are shown for
-the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``).
-
->>> import json, tempfile
->>> grid = Path(tempfile.mkdtemp())
->>> for seed in (1, 2):
-...     for stage, name, value in ((1, "cross_entropy", 0.60 + seed / 100), (2, "isolayer", 0.63)):
-...         cell = grid / f"seed={seed},criterion={name}"
-...         cell.mkdir()
-...         init = str(grid / f"seed={seed},criterion=cross_entropy") if stage == 2 else None
-...         _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "bert", "seed": seed,
-...             "criterion": {"name": name}, "main_metric": "accuracy", "metrics": {"accuracy": value},
-...             "init_from": init, "cls_isoscore": 0.01 * stage, "cls_explained_variance": [0.6 / stage, 0.7, 0.8],
-...             "trainable_parameters": 1000 if stage == 1 else 10}))
->>> (row,) = rows(sorted(grid.iterdir()))
->>> row["stage 1"], row["stage 2"], row["improved"], row["paper stage 2"]
-('61.5 (0.71)', '63.0 (0.00)', '2/2', '70.40 (1.05) .27/.35/.38')
-"""
+A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, the
+cell of that name beside it). Per model, task and stage (and stage-2 variant): the metric's median (sample std) over
+seeds as a percentage, the medians of the head inputs' EV_1/EV_2/EV_3 and IsoScore, the trainable parameters, the
+median wall time, and how many seeds stage 2 improved; the paper's numbers (``paper/isolayer_table3.csv``, its source
+named there) for the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..paper.isolayer import paper_numbers
-from ..records.isolayer_runs import Run, read_run
+from ...storage.results import read_results
+from ...storage.seeds import std_over_seeds, std_text
+from ..paper import DATA, paper_rows
+from ..records.cells import as_percent
+from ..records.run_extras import wall_seconds
+from ..tables import markdown_table
+
+TABLE3_FILE = DATA / "isolayer_table3.csv"
+
+
+def paper_numbers(path: Path = TABLE3_FILE) -> dict[tuple[str, str, str], dict[str, str]]:
+    """(model, task, stage) -> the paper's row of ``isolayer_table3.csv``."""
+    return {(row["model"], row["task"], row["stage"]): row for row in paper_rows(path)}
+
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
            "IsoScore 2", "improved", "trainable 1", "trainable 2", "seconds 1", "seconds 2", "paper stage 1",
            "paper stage 2", "paper source")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What Table 3 needs of one finished cell."""
+
+    path: Path
+    model: str
+    task: str
+    metric: str
+    seed: int
+    score: float
+    ev: Optional[tuple[float, ...]]
+    isoscore: Optional[float]
+    trainable: Optional[int]
+    seconds: Optional[float]
+    init_from: Optional[Path]
+    criterion: dict
+    one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
+
+
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
+    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run (the grid report
+    lists such cells with their reason). ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not
+    our combined score); default the run's main metric."""
+    results = read_results(Path(cell), require_finished=True, strict=False)
+    if results is None:
+        return None
+    metric = (metrics or {}).get(results.task) or results.main_metric
+    value = results.metrics.get(metric)
+    if not isinstance(metric, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    ev = results.cls_explained_variance
+    init = results.init_from
+    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
+               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
+               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
+               results.criterion, results.collapsed)
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
@@ -83,8 +115,7 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
 def _median_std(values: Sequence[float]) -> str:
     if not values:
         return "–"
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.median(values):.1f} ({std:.2f})"
+    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})"
 
 
 def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:
@@ -117,8 +148,7 @@ def _paper_text(reference: Optional[dict[str, str]]) -> str:
 def markdown(table: Sequence[dict[str, Any]]) -> str:
     """The rows as a Markdown table, the paper's source named below it."""
     columns = [c for c in COLUMNS if c != "paper source" and (c != "variant" or any(row["variant"] for row in table))]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in table]
+    lines = [markdown_table(columns, ([row[c] for c in columns] for row in table)).rstrip("\n")]
     sources = sorted({row["paper source"] for row in table if row["paper source"]})
     notes = ["", "Scores: median (sample std) over seeds, percent; EV_1/EV_2/EV_3 and IsoScore of the head inputs on "
              "the evaluation split (medians); improved: seeds whose stage 2 beats its own stage 1; \"k/n one class\": "

@@ -9,8 +9,6 @@ small samples badly underestimate the isotropy; shrinking towards Sigma_S recove
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import torch
 from ...isotropy import CovarianceAccumulator, isoscore_from_cov, isoscore_star
 from ...storage.atomic import atomic_write_text
 from ..figures import pyplot, save_png
+from ..tables import csv_text
 
 LEADING_VARIANCES = (10.0, 6.0, 4.0, 4.0)
 ZETAS = (0.0, 0.2, 0.4, 0.6, 0.8)
@@ -68,11 +67,8 @@ def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_0
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["zeta", "n_points", "mean", "std"], lineterminator="\r\n")
-    writer.writeheader()
-    writer.writerows({**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows)
-    atomic_write_text(path, buffer.getvalue())
+    flat = [{**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows]
+    atomic_write_text(path, csv_text(flat, ("zeta", "n_points", "mean", "std"), line_end="\r\n"))
 
 
 def plot(rows: list[dict], population: float, shrink_score: float, path: Path, repeats: int) -> None:

@@ -1,22 +1,7 @@
 """Did the penalty move the layers it acts on? For a grid whose I-STAR cells score a range of layers
 (``criterion.layers``), the eval IsoScore* of each of those layers (from every run's
 ``eval_isoscore_star_per_layer``), averaged over seeds, summarised per setting (Base included) by its median and
-range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import Record
->>> grid = Path(tempfile.mkdtemp())
->>> records = []
->>> cells = (("cross_entropy", None, None, [0.3, 1e-6, 2e-6]), ("istar", 1.0, (2, 3), [0.3, 0.01, 0.05]))
->>> for method, lam, layers, scores in cells:
-...     cell = grid / method; cell.mkdir()
-...     _ = (cell / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": scores}))
-...     records.append(Record("lm", "smollm2", method, lam, None, 1, "perplexity", 20.0, 20.0, 0.1, str(cell),
-...                           layers=layers))
->>> [(row["method"], row["layers"], row["median"], row["high"]) for row in rows(records)]
-[('Base', '2-3', '1.5e-06', '2e-06'), ('I-STAR', '2-3', '0.03', '0.05')]
-"""
+range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``."""
 from __future__ import annotations
 
 import statistics
@@ -25,7 +10,8 @@ from typing import Any, Sequence
 
 from ..records.cells import Record
 from ..records.run_extras import layer_isoscores
-from ..records.settings import display_name, records_by_setting, settings
+from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 __all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
@@ -48,29 +34,21 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         layers = penalised.get((setting.model, setting.task))
         if layers is None:
             continue
-        runs = groups[(setting.model, setting.task, setting.method, setting.lam, setting.zeta, setting.variant)]
+        runs = groups[setting_key(setting)]
         per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
         per_seed = [scores for scores in per_seed if scores is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]
-        result.append({"model": setting.model, "task": setting.task, "method": display_name(setting.method),
-                       "lam": setting.lam, "zeta": setting.zeta, "variant": setting.variant, "layers": _span(layers),
-                       "seeds": len(per_seed), "score": f"{setting.mean:.2f}",
-                       "median": f"{statistics.median(means):.3g}", "low": f"{min(means):.3g}",
-                       "high": f"{max(means):.3g}"})
+        result.append({**setting_row(setting), "layers": _span(layers), "seeds": len(per_seed),
+                       "score": f"{setting.mean:.2f}", "median": f"{statistics.median(means):.3g}",
+                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}"})
     return result
 
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Model | Task | Method | λ | ζ | other | layers | seeds | score | median IsoScore* | lowest | highest |",
-             "|---" * 12 + "|"]
-    for row in table:
-        lam, zeta = ("—" if v is None else f"{v:g}" for v in (row["lam"], row["zeta"]))
-        lines.append(f"| {row['model']} | {row['task']} | {row['method']} | {lam} | {zeta} | {row['variant'] or '—'} | "
-                     f"{row['layers']} | {row['seeds']} | {row['score']} | {row['median']} | {row['low']} | "
-                     f"{row['high']} |")
-    return "\n".join(lines) + "\n"
+    return markdown_table((*SETTING_HEADER, "layers", "seeds", "score", "median IsoScore*", "lowest", "highest"),
+                          ([*setting_cells(row), *(row[key] for key in COLUMNS[6:])] for row in table))
 
 
 def _span(layers: Sequence[int]) -> str:

@@ -1,30 +1,22 @@
-"""Where a grid's cells ran (``istar-report`` writes it as ``provenance.md``/``.csv``): per cell in the CSV, and in
-Markdown one row per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that
-ran so. A grid merged from archives of several machines shows each machine's share; what a run did not record
-(:mod:`..records.provenance`) is shown as not recorded.
-
->>> from istar_plugin.reports.records.cells import Record
->>> from istar_plugin.reports.records.provenance import Provenance
->>> cell = lambda task, seed: Record(task, "minilm", "istar", -1.0, 0.2, seed, "accuracy", 0.6, 60.0, 0.1, f"/g/{seed}")
->>> here = Provenance("n1", "AMD EPYC", ("avx512_bf16",), "2.13.0", "bf16", "a0ee4f82a1241382d65b+modified")
->>> rows = [row(cell("rte", 1), here), row(cell("rte", 2), here), row(cell("mrpc", 1), Provenance("n2"))]
->>> print(markdown(rows), end="")
-| Host | CPU | bf16 features | torch | precision | commit | cells |
-|---|---|---|---|---|---|---|
-| n1 | AMD EPYC | avx512_bf16 | 2.13.0 | bf16 | a0ee4f82a124+modified | 2 (rte 2) |
-| n2 | not recorded | not recorded | not recorded | not recorded | not recorded | 1 (mrpc 1) |
-"""
+"""Where and how long a grid's cells ran. ``provenance.md``/``.csv``: per cell in the CSV, and in Markdown one row
+per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that ran so (what a run
+did not record is shown as not recorded). ``wall_times.md``/``.csv``: the cells' wall times, start to finish, per
+model, task, method and variant, what a reader needs to size the same grid elsewhere."""
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..records.cells import Record
-from ..records.provenance import Provenance, cell_provenance
+from ..records.settings import display_name, method_order
+from ..records.run_extras import Provenance, cell_provenance
+from ..tables import markdown_table
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown"]
+__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown", "WALL_TIMES_COLUMNS", "WALL_TIMES_CAPTION", "wall_times",
+           "wall_times_markdown"]
 
 CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
 MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
@@ -52,13 +44,11 @@ def markdown(cells: Sequence[dict[str, Any]]) -> str:
     groups: dict[tuple, Counter] = {}
     for cell in cells:
         groups.setdefault(tuple(cell[name] for name in MACHINE_COLUMNS), Counter())[cell["task"]] += 1
-    lines = ["| Host | CPU | bf16 features | torch | precision | commit | cells |", "|---" * 7 + "|"]
-    for (host, cpu, flags, torch, precision, commit), tasks in groups.items():
-        shown = [_shown(host), _shown(cpu), _shown(flags, "none"), _shown(torch), _shown(precision),
-                 _shown(commit and _short(commit))]
-        counts = ", ".join(f"{task} {count}" for task, count in sorted(tasks.items()))
-        lines.append(f"| {' | '.join(shown)} | {sum(tasks.values())} ({counts}) |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(("Host", "CPU", "bf16 features", "torch", "precision", "commit", "cells"), ([
+        _shown(host), _shown(cpu), _shown(flags, "none"), _shown(torch), _shown(precision),
+        _shown(commit and _short(commit)),
+        f"{sum(tasks.values())} ({', '.join(f'{task} {count}' for task, count in sorted(tasks.items()))})"]
+        for (host, cpu, flags, torch, precision, commit), tasks in groups.items()))
 
 
 def _short(commit: str) -> str:
@@ -69,3 +59,29 @@ def _short(commit: str) -> str:
 
 def _shown(value: Optional[str], empty: str = "") -> str:
     return UNRECORDED if value is None else value or empty
+
+
+WALL_TIMES_COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
+WALL_TIMES_CAPTION = "Cell wall times, start to finish (on the machine and load the cells ran under).\n\n"
+
+
+def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per model, task, method and variant whose cells have a wall time (:data:`WALL_TIMES_COLUMNS`)."""
+    groups: dict[tuple, list[float]] = {}
+    for record in records:
+        if record.seconds is not None:
+            groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
+    methods = method_order(method for _, _, method, _ in groups)
+    order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
+             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
+             "max s": max(groups[key])}
+            for key in order for model, task, method, variant in [key]]
+
+
+def wall_times_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The wall times as a Markdown table, in minutes."""
+    return markdown_table(("Model", "Task", "Method", "other", "cells", "median min", "range min"),
+                          ([row["model"], row["task"], row["method"], row["variant"] or "—", row["cells"],
+                            f"{row['median s'] / 60:.1f}", f"{row['min s'] / 60:.1f}-{row['max s'] / 60:.1f}"]
+                           for row in rows))

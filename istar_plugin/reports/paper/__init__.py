@@ -1,3 +1,12 @@
-"""Numbers the papers report, carried as data (each file names its source) for reports to show beside ours: the
-I-STAR paper's Table 1 (:mod:`.istar`), Ding et al.'s calibration results (:mod:`.ding`) and the Isotropy Layer
-paper's Table 3 (:mod:`.isolayer`)."""
+"""Numbers the papers report, as data naming its source (the CSV files in :data:`DATA`): I-STAR's Table 1
+(:mod:`.istar`), Ding et al.'s calibration results and the Isotropy Layer paper's Table 3."""
+import csv
+from pathlib import Path
+
+DATA = Path(__file__).parent
+
+
+def paper_rows(name: str | Path) -> list[dict[str, str]]:
+    """The rows of a paper's CSV file (``name`` in :data:`DATA`, or a path), its ``#`` lines (the source) skipped."""
+    with open(DATA / name, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))

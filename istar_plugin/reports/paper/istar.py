@@ -1,26 +1,15 @@
-"""The I-STAR paper's Table 1 as data, and the metrics it reports per task, for comparing a grid with the paper.
-
-Rudman & Eickhoff, "Stable Anisotropic Regularization", ICLR 2024, Table 1 (``istar_table1.csv`` beside this
-module, values copied from the paper): mean and std over 5 seeds of Base, CosReg (lambda 1) and I-STAR (its
-tuned lambda and zeta) for ALBERT, BERT and DistilBERT (base) on nine tasks, as percentages.
-
->>> reported_metrics("mrpc", "combined_score"), reported_metrics("squad", "f1"), reported_metrics("snli", "accuracy")
-(('accuracy',), ('f1', 'exact_match'), ('accuracy',))
->>> paper_result("bert", "istar", "sst2", "accuracy")
-(92.65, 0.18)
->>> paper_result("minilm", "istar", "sst2", "accuracy") is None
-True
-"""
+"""The I-STAR paper's Table 1 as data (``istar_table1.csv``, copied from Rudman & Eickhoff, ICLR 2024: mean and std
+over 5 seeds, as percentages) and the metrics it reports per task."""
 from __future__ import annotations
 
-import csv
 import functools
-from pathlib import Path
 from typing import Optional
+
+from . import DATA, paper_rows
 
 __all__ = ["PAPER_METRICS", "PAPER_MODELS", "PAPER_METHODS", "reported_metrics", "paper_table1", "paper_result"]
 
-TABLE1_FILE = Path(__file__).with_name("istar_table1.csv")
+TABLE1_FILE = DATA / "istar_table1.csv"
 
 PAPER_METRICS = {
     "sst2": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",), "mrpc": ("accuracy",), "qqp": ("accuracy",),
@@ -43,10 +32,8 @@ def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def paper_table1() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """``(model, method, task, metric) -> (mean, std)`` in the paper's names (``BERT``, ``istar``, ``sst2``, ``f1``)."""
-    with open(TABLE1_FILE, encoding="utf-8") as handle:
-        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
-        return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
-                for row in rows}
+    return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
+            for row in paper_rows(TABLE1_FILE)}
 
 
 def paper_result(model: str, criterion: str, task: str, metric: str) -> Optional[tuple[float, float]]:

@@ -1,25 +1,15 @@
-"""What ``istar-analyze`` wrote, read back: every ``analysis.json`` of its ``--out`` folder (a run's ``RUN/``, a kept
-checkpoint's ``RUN/step_N/``, the pretrained model's), so that a copy of that folder kept in git
-(``docs/evidence/NAME``) is read exactly as the folder itself.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> out = Path(tempfile.mkdtemp())
->>> for name, seed in (("b", 2), ("a", 1)):
-...     (out / name).mkdir()
-...     _ = (out / name / ANALYSIS).write_text(json.dumps({"label": "Base", "seed": seed}))
->>> is_analysis(out), [analysis["seed"] for analysis in read_analyses(out)]
-(True, [1, 2])
->>> is_analysis(out / "a")
-False
-"""
+"""What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of ``istar-analyze``'s
+``--out`` folder (a run's ``RUN/``, a kept checkpoint's ``RUN/step_N/``, the pretrained model's) and
+``istar-embed``'s ``embeddings.json`` (written last, so a folder holding one is complete), so that a copy of such a
+folder kept in git (``docs/evidence/NAME``) is read exactly as the folder itself."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ANALYSIS", "is_analysis", "analysis_files", "read_analyses"]
+__all__ = ["ANALYSIS", "is_analysis", "analysis_files", "read_analyses", "EMBEDDINGS", "is_embedding_report",
+           "read_embedding_results"]
 
 ANALYSIS = "analysis.json"
 """The file ``istar-analyze`` writes per analysed model."""
@@ -42,3 +32,28 @@ def read_analyses(folder: str | Path) -> list[dict[str, Any]]:
     if not paths:
         raise ValueError(f"{folder}: no RUN/{ANALYSIS}: not a folder istar-analyze wrote")
     return [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+
+
+EMBEDDINGS = "embeddings.json"
+"""The file ``istar-embed`` writes last into its ``--out`` folder."""
+
+
+def is_embedding_report(folder: str | Path) -> bool:
+    """Whether ``folder`` holds what ``istar-embed --out`` writes (an ``embeddings.json``)."""
+    return (Path(folder) / EMBEDDINGS).is_file()
+
+
+def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
+    """``results[layer][transform]``, the measures of ``embeddings.json``'s ``per_layer``, in ``embeddings.md``'s
+    order (the file's keys are sorted as text): layers as ints, ascending as ``istar-embed`` evaluates them,
+    transforms in ``transform_order`` (a file written before it was recorded: in the file's order); a ValueError
+    naming the folder if it holds no ``embeddings.json``."""
+    path = Path(folder) / EMBEDDINGS
+    if not path.is_file():
+        raise ValueError(f"{folder}: no {EMBEDDINGS}: not a folder istar-embed wrote")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    results = {}
+    for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0])):
+        order = record.get("transform_order", list(by_transform))
+        results[int(layer)] = {name: by_transform[name] for name in order}
+    return results

@@ -1,37 +1,7 @@
-"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself.
-
-``archive(grid, directory)`` (``istar-report GRID --archive DIR``) copies every cell of ``grid`` holding a
-``results.json`` into ``directory/NAME``, NAME being the cell's path under the grid: its
-:data:`~.cells.RECORD_FILES` (the config, the results, the per-example predictions, the attempts' log and the metrics
-log, summarised by :func:`summarised_log`) and ``archive.json`` (where and when it was archived, how much of the
-metrics log was kept). No weights, checkpoints or TensorBoard events: a few kB to tens of kB a cell.
-
-- A failed cell is archived as failed (the report lists it with its reason); a cell without ``results.json``
-  (queued, crashed) or in use by a run (its run lock is held, e.g. a failed cell running again) is skipped.
-- A cell already archived with the same record is left as it is. An archived record is never replaced: if a cell's
-  record differs from the one archived under its name, nothing is archived, and the error names the cell and the
-  file (remove the archived cell to archive the other record, e.g. a failed cell that has since finished).
-- A cell of an archive is copied as it is, its ``archive.json`` included, so archives written on different
-  machines merge into one (``istar-report ARCHIVE --archive DIR``), or are read together (``istar-report A B``).
-- ``config.yaml`` is written last: until then the directory is no cell to a report, and the next archive
-  completes it.
-- :func:`plan` checks all of this and writes nothing; its :meth:`Plan.write` archives. An archive of a search
-  (:mod:`.search_archive`) plans its trials' runs and its final grid's cells so, before it writes any of them.
-
->>> import json, tempfile
->>> grid = Path(tempfile.mkdtemp())
->>> cell = grid / "seed=1"; cell.mkdir()
->>> _ = (cell / "config.yaml").write_text("seed: 1\\n")
->>> _ = (cell / "results.json").write_text(json.dumps({"task": "rte", "model": "m", "criterion": {}, "seed": 1}))
->>> (queued := grid / "seed=2").mkdir(); _ = (queued / "cell.yaml").write_text("seed: 2\\n")
->>> out = Path(tempfile.mkdtemp()) / "archive"
->>> [(o.name, o.state) for o in archive(grid, out)]
-[('seed=1', 'archived'), ('seed=2', 'skipped')]
->>> sorted(path.name for path in (out / "seed=1").iterdir())
-['archive.json', 'config.yaml', 'results.json']
->>> [o.state for o in archive(grid, out)]  # the same records again: nothing to do
-['unchanged', 'skipped']
-"""
+"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself
+(``istar-report GRID --archive DIR``): each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log
+summarised (:func:`summarised_log`), and ``archive.json`` saying where and when (docs/architecture.md, "Archives are
+grids"). :func:`plan` checks everything and writes nothing; :meth:`Plan.write` archives."""
 from __future__ import annotations
 
 import json
@@ -46,6 +16,7 @@ from typing import Callable, Optional
 from ...errors import ConfigError, RunDirError
 from ...storage.atomic import atomic_write_bytes
 from ...storage.lock import RunDirLock
+from ...storage.logs import json_lines
 from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, find_cells
@@ -53,7 +24,6 @@ from .cells import RECORD_FILES, find_cells
 __all__ = ["ORIGIN", "Outcome", "Plan", "archive", "plan", "summarised_log"]
 
 ORIGIN = "archive.json"
-"""An archived cell's note of where and when it was archived, and how much of its metrics log was kept."""
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100
 WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
@@ -184,23 +154,11 @@ def _write(cell: Path, snapshot: _Snapshot) -> None:
 
 
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
-    """``metrics.jsonl``'s lines with every record kept but the training ones (``train/...``), of which at most
-    ``training_records`` spread evenly are kept, the last and those at an evaluation's step; returns the text, the
-    records kept and the records there were. The first and last records stay (the run's wall time).
-
-    >>> lines = [json.dumps({"step": step, "train/loss": 1 / step}) for step in range(1, 1001)]
-    >>> lines.insert(500, json.dumps({"step": 500, "eval/accuracy": 0.9}))
-    >>> text, kept, total = summarised_log("\\n".join(lines) + "\\n", training_records=10)
-    >>> kept, total, [json.loads(line)["step"] for line in text.splitlines()]
-    (13, 1001, [1, 101, 201, 301, 401, 500, 500, 501, 601, 701, 801, 901, 1000])
-    """
+    """``metrics.jsonl``'s lines, of its training records (``train/...``) only ``training_records`` spread evenly,
+    the last and those at an evaluation's step, and the first and last line (the wall time); returns the text, the
+    records kept and the records there were."""
     lines = [line + "\n" for line in text.splitlines() if line.strip()]
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except ValueError:  # a line a crash cut short
-            records.append({})
+    records = [record or {} for record in json_lines("".join(lines), METRICS, strict=False)]  # {}: a line cut short
     training = [i for i, record in enumerate(records) if any(key.startswith("train/") for key in record)]
     evaluated = {record.get("step") for record in records if any(key.startswith("eval/") for key in record)}
     stride = max(1, math.ceil(len(training) / training_records))

@@ -1,12 +1,6 @@
-"""The cells of a grid of runs and what each finished one gives the I-STAR tables: one :class:`Record` per cell.
-
-Every directory under a grid holding a ``config.yaml`` (the trainer's) or a ``cell.yaml`` (a grid cell's
-snapshot, written at submission) is a cell; a finished cell also holds the trainer's ``results.json``, read
-through :mod:`istar_plugin.storage.results`. A cell without a readable one of a finished run (queued, running,
-crashed, failed, malformed) is listed with that module's one-line reason, never dropped; so is a cell whose record
-cannot be true: a metric outside its range (:data:`METRIC_RANGES`), or a task, seed, model or criterion other than its
-``config.yaml``'s (an edited or copied file). What the reports read of a finished cell is :data:`RECORD_FILES`: an
-archive (:mod:`.archive`) keeps exactly those, so it is read as a grid.
+"""The cells of a grid (or of an archive of one, :mod:`.archive`) and what each finished one gives the tables: one
+:class:`Record` per cell, or the one-line reason it gives none (docs/architecture.md, "Cells whose record cannot be
+true").
 
 >>> as_percent("sst2", "accuracy", 0.905), as_percent("squad", "f1", 88.5)
 (90.5, 88.5)
@@ -24,15 +18,16 @@ import yaml
 
 from ...config import as_configured_today
 from ...errors import RunDirError
+from ...storage.logs import flat_keys
 from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
-from .run_logs import failure_hints, wall_seconds
+from .run_extras import failure_hints, wall_seconds
 
 __all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
            "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
-           "check_against_config"]
+           "check_against_config", "finite_number"]
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
@@ -41,30 +36,26 @@ fraction in [0, 1] and is shown x100."""
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
 
 CELL_FILES = ("config.yaml", "cell.yaml")
-"""A directory holding either is a cell: the trainer's resolved config, or the grid's snapshot of a queued cell."""
 
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
-"""All the reports read of a cell with a ``results.json``: its config, results, per-example predictions, and when it
-ran (the attempts' start and finish, else the metrics log's first and last record, :mod:`.run_logs`)."""
+"""All the reports read of a finished cell; an archive keeps exactly these."""
 
 METRIC_RANGES = {"accuracy": (0.0, 1.0), "f1": (0.0, 1.0), "matthews_correlation": (-1.0, 1.0),
                  "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0), "combined_score": (-1.0, 1.0),
                  "perplexity": (1.0, math.inf), "nll_per_token": (0.0, math.inf), "eval_isoscore_star": (0.0, 1.0)}
-"""The values a metric can take as stored (SQuAD's exact match and F1 are percentages: 0 to 100); a value outside is
-no result. A plugin task's other metrics are not checked."""
+"""The values a metric can take as stored (SQuAD's are percentages: 0 to 100); a value outside is no result."""
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
                            "log_every", "eval_every", "save_every", "device", "init_from"})
-"""Config keys that never make two cells different settings: the seed (averaged over), lam and zeta (columns
-of their own), how a run was placed and logged, and ``init_from`` (a second stage starts from its own seed's run)."""
+"""Config keys that never make two cells different settings (``init_from``: a second stage starts from its own
+seed's run)."""
 
 
 
 @dataclass(frozen=True)
 class Record:
-    """One finished cell: ``value`` is its table metric as stored (the paper's for the task, see
-    :mod:`istar_plugin.reports.paper.istar`; else the task's main metric), ``score`` the same as a percentage,
-    ``others`` every other task metric as a percentage, ``layers`` the I-STAR penalty's layers (None: all)."""
+    """One finished cell: ``value`` its table metric as stored (the paper's for the task, else the main metric),
+    ``score`` the same as a percentage, ``others`` every other task metric as one, ``layers`` the penalty's."""
 
     task: str
     model: str
@@ -82,35 +73,27 @@ class Record:
     others: tuple[tuple[str, float], ...] = ()
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
-    seconds: Optional[float] = None  # the cell's wall time, start to finish (:func:`.run_logs.wall_seconds`)
+    seconds: Optional[float] = None  # the cell's wall time, start to finish
 
 
 class CellProblem(Exception):
     """Why a cell gives no record; the message is the reason listed in the report."""
 
-# ----------------------------------------------------------------------------------------------- collecting
+
 def as_percent(task: str, metric: str, value: float) -> float:
     """``value`` as a percentage: SQuAD's metrics already are, all others are fractions; a perplexity stays one.
 
-    >>> as_percent("cola", "matthews_correlation", 0.5), as_percent("squad", "f1", 88.5)
-    (50.0, 88.5)
-    >>> as_percent("lm", "perplexity", 12.5)
-    12.5
+    >>> as_percent("cola", "accuracy", 0.5), as_percent("squad", "f1", 88.5), as_percent("lm", "perplexity", 2)
+    (50.0, 88.5, 2)
     """
     return value if metric in SHOWN_AS_STORED.get(task, ()) else 100.0 * value
 
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under the ``grid_dirs`` (grids or archives, :mod:`.archive`; several are read
-    as one grid) and ``(path, reason)`` for every other cell.
-
-    Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which cells of its
-    model, task and method differ, e.g. a learning-rate sweep; configs are compared as written today
-    (:func:`~istar_plugin.config.as_configured_today`: keys added since at their old-behaviour values,
-    ``precision=auto`` as the precision used). A second cell with the same model, task,
-    method, lam, zeta, variant and seed as an earlier one (in path order, grid by grid) is a problem too: averaging
-    both would count one seed twice.
-    """
+    """One record per finished cell under the ``grid_dirs`` (grids or archives, read as one grid) and ``(path,
+    reason)`` for every other cell: unfinished, failed, malformed, contradicting its ``config.yaml``, or a second cell
+    of one setting and seed. Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which
+    the cells of its model, task and method differ, as configured today (``as_configured_today``)."""
     grids = [Path(grid_dir) for grid_dir in grid_dirs]
     for grid in grids:
         if not grid.is_dir():
@@ -151,31 +134,17 @@ def _unlisted(error: OSError) -> None:
 
 
 def read_config(cell: Path) -> dict[str, Any]:
-    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs.
-
-    >>> import tempfile
-    >>> cell = Path(tempfile.mkdtemp()); _ = (cell / "config.yaml").write_text("optim: {lr: 1.0e-05}\\nseed: 3\\n")
-    >>> read_config(cell)
-    {'optim.lr': 1e-05, 'seed': 3}
-    """
+    """The cell's resolved ``config.yaml`` as flat ``dotted.key -> value`` pairs."""
     try:
         config = yaml.safe_load(read_bytes(cell / "config.yaml", "run record", RunDirError))
     except (OSError, yaml.YAMLError) as error:
         raise CellProblem(f"unreadable config.yaml beside results.json: {error}") from None
-    return _flatten(config if isinstance(config, dict) else {})
+    return flat_keys(config if isinstance(config, dict) else {})
 
 
 def check_against_config(record: Record, config: dict[str, Any]) -> None:
-    """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion (name, lambda,
-    zeta) than the cell's ``config.yaml`` (flat, :func:`read_config`): one was edited or copied from another run.
-
-    >>> record = Record("rte", "bert", "istar", -1.0, None, 99, "accuracy", 0.9, 90.0, 0.1, "/g/cell")
-    >>> check_against_config(record, {"task": "rte", "seed": 5})
-    Traceback (most recent call last):
-    ...
-    istar_plugin.reports.records.cells.CellProblem: results.json says seed 99, its config.yaml seed 5 (one of them was \
-edited, or copied from another run); left out
-    """
+    """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion than the cell's
+    ``config.yaml`` (flat, :func:`read_config`)."""
     recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
                 "criterion.lam": record.lam, "criterion.zeta": record.zeta}
     for key, value in recorded.items():
@@ -184,16 +153,6 @@ edited, or copied from another run); left out
             continue
         raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
                           "edited, or copied from another run); left out")
-
-
-def _flatten(node: dict, prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
@@ -214,8 +173,7 @@ def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Rec
 
 
 def _as_written(value: Any) -> str:
-    """A config value as the command line writes it (``true``, not Python's ``True``), so ``--reference
-    model.padding_free=false`` names the variant ``model.padding_free=false``.
+    """A config value as the command line writes it (``true``, not Python's ``True``).
 
     >>> _as_written(True), _as_written(1e-05), _as_written("fp32")
     ('true', '1e-05', 'fp32')
@@ -224,8 +182,8 @@ def _as_written(value: Any) -> str:
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell; raises :class:`CellProblem` saying why there is none: the one line of
-    :class:`~istar_plugin.storage.results.ResultsError` (and, with no results.json, where to look next)."""
+    """The record of a finished cell; :class:`CellProblem` says why there is none (and, with no results.json, where to
+    look next)."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         return cell_record(results, cell)
@@ -240,7 +198,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     value = results.finite_metric(metric)
     for name, number in (*results.metrics.items(), ("eval_isoscore_star", results.eval_isoscore_star)):
         low, high = metric_range(task, name) or (-math.inf, math.inf)
-        if _finite(number) and not low <= number <= high:
+        if finite_number(number) and not low <= number <= high:
             raise results.error(f"metric {name!r} is {number}, outside [{low:g}, {high:g}]: no {task} run scores that")
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
     if layers is not None and not all(isinstance(v, int) and not isinstance(v, bool) for v in layers):
@@ -248,21 +206,13 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True)
                  for key in ("lam", "zeta"))
     return Record(
-        task=task,
-        model=results.model,
-        method=results.check("criterion.name", criterion.get("name"), "str"),
-        lam=None if lam is None else float(lam),
-        zeta=None if zeta is None else float(zeta),
-        seed=results.seed,
-        metric=metric,
-        value=value,
-        score=as_percent(task, metric, value),
-        isoscore_star=results.finite_metric("eval_isoscore_star", "eval_isoscore_star"),
-        path=str(cell),
+        task, results.model, results.check("criterion.name", criterion.get("name"), "str"),
+        None if lam is None else float(lam), None if zeta is None else float(zeta), results.seed, metric, value,
+        as_percent(task, metric, value), results.finite_metric("eval_isoscore_star", "eval_isoscore_star"), str(cell),
         collapsed=results.collapsed is True,
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
-                            and _finite(number))),
+                            and finite_number(number))),
         layers=None if layers is None else tuple(layers),
         validation=_validation_score(results),
         seconds=wall_seconds(cell),
@@ -270,7 +220,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
 
 
 def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
-    """The values ``metric`` of ``task`` can take as stored, None when unknown (:data:`METRIC_RANGES`).
+    """The values ``metric`` of ``task`` can take as stored, None when unknown.
 
     >>> metric_range("sst2", "accuracy"), metric_range("squad", "f1"), metric_range("my_task", "bleu")
     ((0.0, 1.0), (0.0, 100.0), None)
@@ -284,8 +234,9 @@ def _validation_score(results: ResultsRecord) -> Optional[float]:
     """The run's best score on its held-out validation split, as a percentage; None without one."""
     validation = results.validation or {}
     best, metric = validation.get("best"), validation.get("metric")
-    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and _finite(best) else None
+    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and finite_number(best) else None
 
 
-def _finite(value: Any) -> bool:
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (not a bool), neither infinite nor NaN."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,30 +1,80 @@
-"""What a finished run's ``results.json`` holds beyond its :class:`~.cells.Record`: the eval IsoScore* of each layer
-and the sentence-embedding measures (engine ``sentence_transformers``).
-
->>> import json, tempfile
->>> cell = Path(tempfile.mkdtemp())
->>> _ = (cell / "results.json").write_text(json.dumps({"eval_isoscore_star_per_layer": [0.3, 0.01, 0.05]}))
->>> layer_isoscores(cell, [0, 2, 3]), sentence_embeddings(cell)
-([0.01, 0.05], None)
-"""
+"""What a cell's run directory says beyond its :class:`~.cells.Record`: how long the run took (``attempts.jsonl``,
+else the metrics log), where it ran (:class:`Provenance`), its evaluations over the steps (the metrics log's
+``eval/`` records), the eval IsoScore* of each layer, the sentence-embedding measures and, for a cell without
+results, where to look next (the newest checkpoint and stderr line). Every reader here is lenient: what a cell did
+not record (or recorded unreadably) is None, or empty."""
 from __future__ import annotations
 
-import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...storage.results import RESULTS, ResultsError, read_results
+from ...storage.logs import read_records
+from ...storage.provenance import PROVENANCE
+from ...storage.results import read_results
 
-__all__ = ["layer_isoscores", "sentence_embeddings"]
+__all__ = ["wall_seconds", "attempt_host", "evaluations", "failure_hints", "layer_isoscores", "sentence_embeddings",
+           "Provenance", "cell_provenance"]
+
+def wall_seconds(cell: Path) -> Optional[float]:
+    """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
+    attempts = read_records(Path(cell) / "attempts.jsonl", strict=False)
+    starts = [r["time"] for r in attempts if r.get("event") == "start"]
+    ends = [r["time"] for r in attempts if r.get("event") == "finished"]
+    if starts and ends and ends[-1] >= starts[-1]:
+        return ends[-1] - starts[-1]
+    logged = read_records(Path(cell) / "metrics.jsonl", strict=False)
+    return logged[-1]["time"] - logged[0]["time"] if len(logged) > 1 else None
+
+
+def attempt_host(cell: Path) -> Optional[str]:
+    """The host of the cell's last recorded attempt (a grid cell's ``attempts.jsonl``), None without one."""
+    hosts = [record["host"] for record in read_records(Path(cell) / "attempts.jsonl", strict=False)
+             if record.get("host")]
+    return hosts[-1] if hosts else None
+
+
+def evaluations(cell: Path) -> dict[int, dict[str, Any]]:
+    """Step -> the ``eval/`` values the cell's metrics log recorded at that step (a step evaluated twice: the later
+    record), in step order."""
+    evaluated: dict[int, dict[str, Any]] = {}
+    for record in read_records(Path(cell) / "metrics.jsonl", strict=False):
+        values = {key: value for key, value in record.items() if key.startswith("eval/")}
+        if values and isinstance(record.get("step"), int):
+            evaluated[record["step"]] = values
+    return dict(sorted(evaluated.items()))
+
+
+def failure_hints(cell: Path) -> str:
+    """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
+    hints = []
+    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
+    if checkpoints:
+        hints.append(f"last checkpoint {checkpoints[-1].name}")
+    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
+    if logs:
+        last_line = _last_line(logs[-1])
+        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
+    return "".join(f"; {hint}" for hint in hints)
+
+
+def _last_line(path: Path, limit: int = 200) -> str:
+    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
+    return lines[-1][:limit] if lines else ""
 
 
 def layer_isoscores(cell: Path, layers: Sequence[int]) -> Optional[list[float]]:
-    """The run's eval IsoScore* of each of ``layers`` (hidden-state indices; 0, the embeddings, has none); None
-    without a readable per-layer record."""
-    try:
-        per_layer = json.loads((Path(cell) / RESULTS).read_text(encoding="utf-8")).get("eval_isoscore_star_per_layer")
-    except (OSError, ValueError):
-        return None
+    """The run's eval IsoScore* of each of ``layers`` (hidden-state indices; 0, the embeddings, has none)."""
+    results = read_results(Path(cell), strict=False)
+    per_layer = None if results is None else results.eval_isoscore_star_per_layer
     if not per_layer:
         return None
     return [float(per_layer[index - 1 if index > 0 else index]) for index in layers if index != 0]
@@ -32,8 +82,32 @@ def layer_isoscores(cell: Path, layers: Sequence[int]) -> Optional[list[float]]:
 
 def sentence_embeddings(cell: Path) -> Optional[dict[str, dict[str, Any]]]:
     """Transform -> the evaluation split's sentence-embedding measures (``spearman``, ``isoscore``,
-    ``average_cosine``), as the run recorded them; None without."""
-    try:
-        return read_results(Path(cell) / RESULTS).extra.get("sentence_embeddings")
-    except ResultsError:
-        return None
+    ``average_cosine``), as the run recorded them (engine ``sentence_transformers``)."""
+    results = read_results(Path(cell), strict=False)
+    return None if results is None else results.extra.get("sentence_embeddings")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a cell recorded of where it ran; None: not recorded (a run from before these were: the host of its last
+    attempt and its precision)."""
+
+    host: Optional[str] = None
+    cpu: Optional[str] = None
+    cpu_flags: Optional[tuple[str, ...]] = None  # which of storage.provenance.CPU_FLAGS the CPU has
+    torch: Optional[str] = None
+    precision: Optional[str] = None
+    commit: Optional[str] = None
+
+
+def cell_provenance(cell: Path) -> Provenance:
+    """The provenance ``cell``'s ``results.json`` records (empty when it has none readable)."""
+    results = read_results(Path(cell), strict=False)
+    if results is None:
+        return Provenance()
+    recorded = results.extra.get(PROVENANCE)
+    recorded = recorded if isinstance(recorded, dict) else {}
+    flags = recorded.get("cpu_flags")
+    return Provenance(host=recorded.get("host") or attempt_host(Path(cell)), cpu=recorded.get("cpu"),
+                      cpu_flags=None if flags is None else tuple(flags), torch=recorded.get("torch"),
+                      precision=results.extra.get("precision"), commit=recorded.get("commit"))

@@ -1,24 +1,17 @@
 """A grid's records grouped into settings: one :class:`Setting` per model, task, method, lambda, zeta and variant
-over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says).
-
->>> from istar_plugin.reports.records.cells import Record
->>> cell = lambda seed, score: Record("sst2", "bert", "istar", -1.0, 0.2, seed, "accuracy", score / 100, score, 0.1,
-...                                   f"/g/{seed}")
->>> (setting,) = settings([cell(2, 93.5), cell(1, 92.5)])
->>> setting.seeds, setting.mean, round(setting.std, 4), display_name(setting.method)
-((1, 2), 93.0, 0.7071, 'I-STAR')
-"""
+over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says)."""
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from ...metrics import better_sign
+from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
 __all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
-           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key"]
+           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key", "setting_row"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
@@ -26,7 +19,7 @@ METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 
 @dataclass(frozen=True)
 class Setting:
-    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, 0 for one seed)."""
+    """One hyperparameter setting of a method on a model x task, over its seeds (sample std, None for one seed)."""
 
     model: str
     task: str
@@ -58,6 +51,7 @@ class Setting:
         return self.scores if metric == self.metric else dict(self.others).get(metric)
 
     def metric_names(self) -> list[str]:
+        """The table metric, then the others every seed has."""
         return [self.metric, *(name for name, _ in self.others)]
 
     @property
@@ -65,16 +59,16 @@ class Setting:
         return statistics.fmean(self.scores)
 
     @property
-    def std(self) -> float:
-        return statistics.stdev(self.scores) if self.n > 1 else 0.0
+    def std(self) -> Optional[float]:
+        return std_over_seeds(self.scores)
 
     @property
     def isoscore_mean(self) -> float:
         return statistics.fmean(self.isoscores)
 
     @property
-    def isoscore_std(self) -> float:
-        return statistics.stdev(self.isoscores) if self.n > 1 else 0.0
+    def isoscore_std(self) -> Optional[float]:
+        return std_over_seeds(self.isoscores)
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
@@ -93,12 +87,8 @@ def display_name(method: str) -> str:
 
 def settings(records: Sequence[Record]) -> list[Setting]:
     """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
-    groups: dict[Key, list[Record]] = {}
-    for record in records:
-        key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant)
-        groups.setdefault(key, []).append(record)
     result = []
-    for (model, task, method, lam, zeta, variant), group in groups.items():
+    for (model, task, method, lam, zeta, variant), group in records_by_setting(records).items():
         group.sort(key=lambda record: record.seed)
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
@@ -130,6 +120,12 @@ def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
 def setting_key(item: Record | Setting) -> tuple:
     """(model, task, method, lam, zeta, variant): the setting a record belongs to, or a setting's own."""
     return item.model, item.task, item.method, item.lam, item.zeta, item.variant
+
+
+def setting_row(setting: Setting) -> dict[str, Any]:
+    """The columns that name a setting in a table's rows: model, task, method (as shown), lam, zeta and variant."""
+    return {"model": setting.model, "task": setting.task, "method": display_name(setting.method), "lam": setting.lam,
+            "zeta": setting.zeta, "variant": setting.variant}
 
 
 def setting_order(setting: Setting) -> tuple:
@@ -170,9 +166,7 @@ def has_validation(records: Sequence[Record]) -> bool:
     return any(setting.validation_mean is not None for setting in settings(records))
 
 
-def metric_summary(setting: Optional[Setting], metric: str) -> Optional[tuple[float, float, int]]:
-    """``(mean, sample std, n)`` of ``metric`` over the setting's seeds; None where it has no such metric."""
+def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
+    """``metric`` over the setting's seeds; None where it has no such metric."""
     scores = None if setting is None else setting.metric_scores(metric)
-    if not scores:
-        return None
-    return statistics.fmean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, len(scores)
+    return over_seeds(scores) if scores else None

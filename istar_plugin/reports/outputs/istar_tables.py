@@ -1,43 +1,24 @@
-"""Table 1 of Rudman & Eickhoff (2024) from a grid's records (:mod:`..records`): per model and task each method's
-best setting (:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds; Table 2 is
-:mod:`.istar_table2`, Figure 3 :mod:`.istar_figure3`.
-
-Scores are percentages; a method's best setting is its lambda/zeta (and any other swept hyperparameter, its
-*variant*, e.g. ``optim.lr=1e-05``) with the highest mean score over seeds, selected on the evaluation split as in
-the paper. A run whose eval predictions were all one class is marked ``(k collapsed)``. Table 1 is shown in the
-I-STAR paper's metrics (:mod:`istar_plugin.reports.paper.istar`; the CSV keeps every other metric too), with its
-mean ± std and our difference beside each cell whose model, method, task and metric it reports.
-
->>> import json, tempfile
->>> from pathlib import Path
->>> from istar_plugin.reports.records.cells import collect
->>> grid = Path(tempfile.mkdtemp())
->>> for seed, accuracy in [(1, 0.90), (2, 0.92)]:
-...     cell = grid / "sst2" / f"seed{seed}"
-...     cell.mkdir(parents=True)
-...     _ = (cell / "config.yaml").write_text("task: sst2\\n")
-...     _ = (cell / "results.json").write_text(json.dumps({"task": "sst2", "model": "bert", "seed": seed,
-...         "criterion": {"name": "cross_entropy"}, "main_metric": "accuracy", "metrics": {"accuracy": accuracy},
-...         "eval_isoscore_star": 0.1}))
->>> _ = (grid / "sst2" / "seed3").mkdir(); _ = (grid / "sst2" / "seed3" / "config.yaml").write_text("task: sst2\\n")
->>> records, problems = collect(grid)
->>> [(row["Base"].mean, round(row["Base"].std, 4), row["Base"].n) for row in table1(records)]
-[(91.0, 1.4142, 2)]
->>> [(Path(path).name, reason) for path, reason in problems]
-[('seed3', 'no results.json (the run has not finished)')]
-"""
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting
+(:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds, beside the paper's numbers
+(:mod:`istar_plugin.reports.paper.istar`) where it ran the same model, method, task and metric; and the
+hyperparameters each best setting has. Scores are percentages; a run whose eval predictions were all one class is
+marked ``(k collapsed)``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
 from ...metrics import better_sign
-from ..comparisons.versus_paper import paper_comparison
-from ..paper.istar import reported_metrics
+from ...storage.seeds import SeedSummary
+from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
-                                setting_order)
+                                setting_order, setting_row)
+from ..tables import markdown_table, number_text
 
-__all__ = ["CAPTIONS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown", "table1_csv_rows"]
+__all__ = ["CAPTIONS", "TABLE2_COLUMNS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown",
+           "table1_csv_rows", "table2", "table2_markdown", "paper_comparison"]
+
+TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
 CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
             "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
@@ -67,24 +48,12 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
                  paper_model: Optional[str] = None) -> str:
     """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
     most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
-    followed by the paper's ``mean ± std`` and our difference where it has the cell.
-
-    >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
-    '92.50 ± 0.00 (n=1)'
-    >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
-    ...                      collapsed=2), 2)
-    '81.20 ± 0.00 (2 collapsed)'
-    >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
-    '93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
-    >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
-    ...              paper_model="bert")
-    '61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
-    """
+    followed by the paper's ``mean ± std`` and our difference where it has the cell."""
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None:
         return "—"
-    mean, std, n = summary
-    text = f"{mean:.2f} ± {std:.2f}" + (f" (n={n})" if n == 1 or n < most_seeds else "")
+    n = summary.n
+    text = summary.text(".2f") + (f" (n={n})" if n == 1 or n < most_seeds else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
     if paper is None:
@@ -116,14 +85,14 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
     for row in rows:
         for metric in row_metrics(row):
             summaries = {column: metric_summary(row[column], metric) for column in columns}
-            present = [summary[0] for summary in summaries.values() if summary]
+            present = [summary.mean for summary in summaries.values() if summary]
             cells = []
             for column in columns:
                 text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
                 best = max(present) if better_sign(metric) > 0 else min(present)
-                bold = len(present) > 1 and summaries[column] is not None and summaries[column][0] == best
+                bold = len(present) > 1 and summaries[column] is not None and summaries[column].mean == best
                 cells.append(f"**{text}**" if bold else text)
             lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -142,7 +111,7 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 setting = row[column]
                 summary = metric_summary(setting, metric)
                 paper = paper_comparison(setting, metric, paper_model)
-                values = {"mean": summary and summary[0], "std": summary and summary[1], "n": summary and summary[2],
+                values = {"mean": summary and summary.mean, "std": summary and summary.std, "n": summary and summary.n,
                           **{name: None if setting is None else getattr(setting, name)
                              for name in ("lam", "zeta", "variant")},
                           "paper mean": paper and paper[0], "paper std": paper and paper[1],
@@ -150,3 +119,38 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 out.update({f"{column} {name}": value for name, value in values.items()})
             flat.append(out)
     return flat
+
+
+def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
+    rows = []
+    for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0])):
+        if setting.lam is None and setting.zeta is None and not setting.variant:
+            continue
+        rows.append({**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
+                     "settings_compared": compared})
+    return rows
+
+
+def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
+    other = any(row["variant"] for row in rows)
+    titles = ["Model", "Task", "Method", "λ", "ζ", *(["other"] if other else []), "mean ± std", "settings compared"]
+    return markdown_table(titles, ([row["model"], row["task"], row["method"], number_text(row["lam"]),
+                                    number_text(row["zeta"]), *([row["variant"] or "—"] if other else []),
+                                    SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
+                                    row["settings_compared"]] for row in rows))
+
+
+def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
+                     ) -> Optional[tuple[float, float, float, str]]:
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this model, method, task
+    and metric; for a model the paper did not run (MiniLM), the paper's ``paper_model`` (``bert``) if given."""
+    ours = metric_summary(setting, metric)
+    if ours is None or setting is None:
+        return None
+    for model in (setting.model, paper_model):
+        paper = None if model is None else paper_result(model, setting.method, setting.task, metric)
+        if paper is not None:
+            return paper[0], paper[1], ours.mean - paper[0], model
+    return None
