@@ -25,12 +25,9 @@ from typing import Optional, Sequence
 
 from ..config import available, compose
 from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, describe_values, load, trial_arguments
-from ..errors import ConfigError, run_command
+from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
-from ..launch import submit as launch
-from ..launch.study import open_search
-from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
 from ..storage.user_paths import expand_home, text_argument
 
 TUNE_KEYS = ("search_dir", "workers")
@@ -62,15 +59,17 @@ def _workers(text: Optional[str]) -> Optional[int]:
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
     tune_keys, rest = split_tune_keys(arguments)
-    try:
-        options, rest = profiles.parse(rest)
-    except profiles.LaunchError as error:
-        raise ConfigError(str(error)) from None
+    options, rest = profiles.parse(rest)
     if options.grid_dir is not None:
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)
     check(spec)
     search_dir = Path(expand_home(tune_keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
+    _workers(tune_keys.get("workers"))  # a bad value refused before the launcher loads
+    from ..launch import submit as launch
+    from ..launch.study import open_search
+    from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
+
     count = worker_count(spec, options, _workers(tune_keys.get("workers")))
     if dry_run:
         print(describe(spec, search_dir, options, count))

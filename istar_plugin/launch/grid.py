@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ..config import available, find_yaml, overrides
+from ..config import available, compose, find_yaml, overrides
 from ..config.recipes import read_yaml
 from ..errors import ConfigError
 
@@ -84,6 +84,19 @@ class Grid:
                 raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {_preview(self.cells)}")
         chosen = tuple(c for c in self.cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
         return Grid(self.name, chosen, self.source)
+
+
+def run_arguments(cell: Cell, grid_dir: Path) -> list[str]:
+    """``cell``'s ``compose`` arguments with its run directory in ``grid_dir`` (quoted for YAML)."""
+    return [*cell.arguments, "output_dir='" + str(Path(grid_dir) / cell.name).replace("'", "''") + "'"]
+
+
+def check_cell(cell: Cell, grid_dir: Path) -> None:
+    """Compose ``cell``'s run config in ``grid_dir`` as :func:`~.submit.plan` does; a refusal is one line."""
+    try:
+        compose(run_arguments(cell, grid_dir))
+    except ConfigError as error:
+        raise GridError(f"cell {cell.name}: {error.args[0] if error.args else error}") from None
 
 
 def split_values(text: str) -> list[str]:

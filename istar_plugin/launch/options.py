@@ -27,7 +27,7 @@ LAUNCHERS = ("inline", "local", "slurm")
 PROFILES_ENV = "ISTAR_SLURM_PROFILES"
 
 
-class LaunchError(ValueError):
+class LaunchError(ConfigError):
     """A bad launcher, profile or option; the message names the value and the choices."""
 
 

@@ -64,7 +64,7 @@ from .cell import (
     outcome,
     write_snapshot,
 )
-from .grid import Cell, Grid, GridError
+from .grid import Cell, Grid, GridError, run_arguments
 from .options import LaunchError, LaunchOptions, SlurmProfile
 
 MANIFEST = "manifest.json"
@@ -91,10 +91,6 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _yaml_quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
     """Resolve every cell's config and decide what to do with it; a directory holding another config is an error.
 
@@ -105,8 +101,7 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
     say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
-    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells],
-                          say)
+    configs = compose_all([run_arguments(c, grid_dir) for c in grid.cells], say)
     for cell, cfg in zip(grid.cells, configs):
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
