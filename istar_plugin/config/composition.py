@@ -30,6 +30,7 @@ from ..registry import CRITERIONS, MODELS, TASKS
 from ..settings import shortened
 from ..storage.path_limits import check_path_length
 from ..storage.user_paths import expand_home
+from .overrides import pairs as override_pairs
 from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
@@ -43,16 +44,13 @@ model has that many layers); the model's own count refuses less, from its config
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
     """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
-    groups, overrides = {}, []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"argument {argument!r} is not of the form key=value")
+    groups, rest = {}, []
+    for key, value in override_pairs(arguments):
         if key in GROUPS:
             groups[key] = value
         else:
-            overrides.append(argument)
-    return groups, overrides
+            rest.append(f"{key}={value}")
+    return groups, rest
 
 
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:

@@ -59,7 +59,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ..errors import ConfigError
 from .composition import compose
 from ..storage.reading import CONFIG_FILE_BYTES, read_text
-from .overrides import format_value, key_value_pairs
+from . import overrides
 from .recipes import available, find_yaml, read_yaml
 
 SEARCHES_SUBDIR = "searches"
@@ -161,19 +161,15 @@ class SearchSpec:
 
 
 def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
-    return key_value_pairs(arguments, where, SearchError)
+    return overrides.pairs(arguments, where, SearchError)
 
 
-def _scalar(value: Any) -> str:
-    return format_value(value, "a run override's value", SearchError)
+def _fixed(mapping: Any, where: str) -> list[tuple[str, str]]:
+    return overrides.from_mapping(mapping, where, SearchError)
 
 
 def _overrides(mapping: Any, where: str) -> tuple[str, ...]:
-    if mapping is None:
-        return ()
-    if not isinstance(mapping, (dict, DictConfig)):
-        raise SearchError(f"{where} must be a mapping of run keys to values, got {mapping!r}")
-    return tuple(f"{key}={_scalar(value)}" for key, value in mapping.items())
+    return tuple(overrides.arguments(_fixed(mapping, where)))
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -237,12 +233,13 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     if unknown:
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
     content = with_base(content, name)
-    fixed = list(_overrides(content.get("fixed"), "fixed"))
+    command_line = []
     for key, value in _pairs(arguments, "istar-tune"):
         if key in FILE_KEYS and key not in ("fixed", "space", "baseline", "description"):
             content[key] = yaml_value(value)
         else:
-            fixed.append(f"{key}={value}")
+            command_line.append((key, value))
+    fixed = overrides.arguments(overrides.merge(_fixed(content.get("fixed"), "fixed"), command_line))
     space = content.get("space")
     if not isinstance(space, (dict, DictConfig)) or not space:
         raise SearchError(f"search file {source or name}: space must map at least one run key to its range or choices")
@@ -325,7 +322,7 @@ def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> 
     with this file's, every other key this file gives replacing the base's (a base may have a base).
 
     >>> with_base({"base": "sst2_minilm", "sampler": "random", "fixed": {"optim.lr": 1e-4}}, "x")["fixed"]["optim.lr"]
-    0.0001
+    '0.0001'
     """
     base = content.get("base")
     if base is None:
@@ -339,7 +336,8 @@ def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> 
     parent = with_base(dict(OmegaConf.to_container(parent) if isinstance(parent, DictConfig) else parent),
                        Path(base).stem, chain)
     own = {key: value for key, value in content.items() if key != "base"}
-    return {**parent, **own, "fixed": {**(parent.get("fixed") or {}), **(own.get("fixed") or {})}}
+    fixed = overrides.merge(_fixed(parent.get("fixed"), f"search {base}: fixed"), _fixed(own.get("fixed"), "fixed"))
+    return {**parent, **own, "fixed": dict(fixed)}
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
@@ -389,7 +387,7 @@ def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list
     >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
     ['recipe=rte', 'optim.lr=3e-05', 'seed=2']
     """
-    return [*spec.fixed, *(f"{key}={_scalar(value)}" for key, value in values.items()), f"seed={seed}"]
+    return [*spec.fixed, *overrides.arguments(_fixed(values, "values")), f"seed={seed}"]
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:

@@ -131,10 +131,6 @@ def format_value(value: Any) -> str:
     return overrides.format_value(value, "a swept value", GridError)
 
 
-def _pairs(arguments: Sequence[str]) -> list[tuple[str, str]]:
-    return overrides.key_value_pairs(arguments, refusal=GridError)
-
-
 def _labels(keys: Sequence[str]) -> dict[str, str]:
     """Each key's label in names: its last dotted part, or the whole key when that part is ambiguous."""
     last = [key.rsplit(".", 1)[-1] for key in keys]
@@ -169,7 +165,8 @@ def _build(
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
-            cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *own_fixed, *swept]), tuple(swept))
+            cell = Cell(_name(swept, labels), tuple(overrides.arguments(overrides.merge(fixed, own_fixed, swept))),
+                        tuple(swept))
             if cell.name in seen:
                 raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: "
                                 f"{seen[cell.name]} and {swept}")
@@ -181,7 +178,7 @@ def _build(
 def sweep(arguments: Sequence[str]) -> Grid:
     """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
     fixed, axes = [], []
-    for key, value in _pairs(arguments):
+    for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
         if len(values) > 1:
             axes.append((key, values))
@@ -237,15 +234,16 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     swept_keys = _key_order(blocks)
 
     keep: dict[str, list[str]] = {}
-    extra_axes = []
-    for key, value in _pairs(arguments):
+    extra_axes, cli_fixed = [], []
+    for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
         if key in swept_keys:
             keep[key] = values
         elif len(values) > 1:
             extra_axes.append((key, values))
         else:
-            fixed.append((key, value))
+            cli_fixed.append((key, value))
+    fixed = overrides.merge(fixed, cli_fixed)
     kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
             if set(keep) <= {key for key, _ in block}]
     kept = [(block, own) for block, own in kept if all(values for _, values in block)]
@@ -268,7 +266,7 @@ def _variant_part(variant: Any, fixed: bool) -> Any:
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value, got {node!r}")
-    return [(str(key), format_value(value)) for key, value in node.items_ex(resolve=False)]
+    return overrides.from_mapping(node, where, GridError, "a swept value")
 
 
 def _same(a: str, b: str) -> bool:
