@@ -55,7 +55,8 @@ from ..config.searches import (
 from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric
-from ..registry import ENGINES
+from ..storage.results import RESULTS, read_results
+from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
 
 
@@ -99,15 +100,24 @@ class TrialFailed(Exception):
 
 
 def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
-    """Train the trial's runs (one per seed, resuming any checkpoint) and return its score; raises
-    ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
+    """Train the trial's runs as grid cells (one per seed, :class:`~.cell.CellRunner`: snapshot, lock, attempts,
+    resume) and return its score; raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is
+    refused or diverges."""
     scores = {}
     for index, seed in enumerate(spec.seeds):
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
         try:
             cfg = compose([*trial_arguments(spec, values, seed), TRIAL_EVALUATION, f"output_dir={run_dir}"])
+            if not (run_dir / SNAPSHOT).is_file():
+                write_snapshot(run_dir, cfg)
             pruning = TrialPruning(trial, main_metric(cfg.task), index, last_seed=index == len(spec.seeds) - 1)
-            results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
+            results = CellRunner(hooks=[pruning])(str(run_dir))
+            if outcome(results) == RUNNING_ELSEWHERE:  # the claim holds the trial: a process outside the study
+                raise TrialFailed(f"{run_dir}: {results['reason']}")
+            if outcome(results) == FINISHED_ELSEWHERE:  # finished before its worker was stopped
+                record = read_results(run_dir / RESULTS, require_finished=True)
+                results = {"validation": record.validation}
+                pruning.pruned_at = (record.extra.get("search_trial") or {}).get("pruned_at_step")
         except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
             raise
         except RunError as error:  # refused, diverged, a damaged checkpoint: one line, recorded as failed
