@@ -1,35 +1,5 @@
-"""Search files (``recipes/searches/*.yaml``): which run settings ``istar-tune`` chooses, over what space, on what.
-
-A search file names the run every trial makes (``fixed``, as a grid file's), the ``space`` sampled per trial,
-the seeds each trial trains, the trial budget, the sampler and the pruner, the ``baseline`` the chosen setting is
-compared with, and the seeds of that final comparison. A trial is scored on the task's main metric over the part of
-the training set that ``data.validation_split`` holds out (required); the evaluation split is scored only in the
-final comparison, never to choose. A dimension is a float range (``log: true`` for a log scale; ``sign: both`` or
-``negative`` makes a log range signed: magnitude and sign are sampled apart), an integer range (``int: true``) or
-a list of ``choices``::
-
-    fixed: {recipe: rte, model: minilm, criterion: istar, data.validation_split: 0.1}
-    space:
-      criterion.lam: {low: 0.01, high: 10, log: true, sign: both}
-      criterion.zeta: {choices: [0.2, 0.4, 0.6, 0.8]}
-    seeds: [1]
-    trials: 24
-    baseline: {criterion: cross_entropy}
-    final_seeds: [1, 2, 3]
-
-The sampler is ``tpe`` (the default), ``random``, ``qmc`` or ``grid``: every combination of the choices, once each,
-as a paper's grid (every dimension a list of choices); its budget is the grid's size unless ``trials`` names fewer
-(then the first of the grid's points in the sampler's seeded order), and never more::
-
-    space: {criterion.lam: {choices: [-1, -0.1]}, criterion.zeta: {choices: [0.2, 0.4, 0.8]}}
-    sampler: grid   # 6 trials
-
-A search file may start from another: ``base: NAME`` takes that search's keys, this file's ``fixed`` overrides
-merged into the base's and its other keys replacing the base's (the same trials under another sampler or space).
-
-Command-line ``key=value`` arguments set a search key (``trials=8``, ``seeds=[1,2]``, ``storage=URL``) or, for any
-other key, a run override added to ``fixed``. Every key and value is checked by composing the runs at the space's
-corners before anything is written.
+"""Search files (``recipes/searches/*.yaml``, format in docs/searching.md): the run every trial makes (``fixed``),
+the ``space`` sampled, seeds, budget, sampler, pruner, and the ``baseline`` compared with at ``final_seeds``.
 
 >>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
 ...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}},
@@ -64,19 +34,11 @@ from .recipes import available, find_yaml, read_yaml
 
 SEARCHES_SUBDIR = "searches"
 RECORD = "search.yaml"
-"""The search as it runs, in its directory (written once by ``istar-tune``)."""
 PROGRESS = "progress.log"
-"""Every worker's progress lines, stamped with time, host and worker."""
 TRIALS, FINAL = "trials", "final"
-"""``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
 TRIAL_EVALUATION = "data.eval_split=held_out"
-"""What every trial's run adds: it is evaluated on the share of its training set held out, never on the evaluation
-split, which only the final comparison scores."""
 SEED_STRIDE = 10 ** 6
-"""A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step``: the same place in every trial."""
 VALUES, SCORES, FAILURE = "values", "scores", "failure"
-"""A trial's user attributes: its config values (a signed range's sign times magnitude), its validation score per
-seed, a failed trial's one-line reason."""
 FILE_KEYS = ("description", "base", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline",
              "final_seeds", "storage")
 SAMPLERS = ("tpe", "random", "qmc", "grid")
@@ -104,7 +66,7 @@ class Dimension:
     choices: tuple = ()
 
     def corners(self) -> list:
-        """The extreme values a trial can give the key (every choice, for a list): what :func:`check` composes."""
+        """The extreme values a trial can give the key (every choice, for a list)."""
         if self.choices:
             return list(self.choices)
         low, high = (int(self.low), int(self.high)) if self.integer else (float(self.low), float(self.high))
@@ -126,7 +88,7 @@ class Dimension:
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """A parsed search file (see the module's docstring); ``fixed`` and ``baseline`` are ``key=value`` overrides."""
+    """A parsed search file; ``fixed`` and ``baseline`` are ``key=value`` overrides."""
 
     name: str
     fixed: tuple[str, ...]
@@ -150,7 +112,7 @@ class SearchSpec:
         return self.storage or f"sqlite:///{Path(search_dir).resolve() / 'study.db'}"
 
     def as_dict(self) -> dict[str, Any]:
-        """What the search directory records of the search (``search.yaml``), readable by :func:`parse` again."""
+        """The search as ``search.yaml`` records it, readable by :func:`parse` again."""
         space = {d.key: ({"choices": list(d.choices)} if d.choices else
                          {"low": d.low, "high": d.high, "log": d.log, "sign": d.sign, "int": d.integer})
                  for d in self.space}
@@ -318,8 +280,7 @@ def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
 
 
 def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> dict[str, Any]:
-    """A search file's content over the search its ``base`` names: the base's ``fixed`` overrides merged key by key
-    with this file's, every other key this file gives replacing the base's (a base may have a base).
+    """``content`` over the search its ``base`` names: ``fixed`` merged key by key, other keys replaced.
 
     >>> with_base({"base": "sst2_minilm", "sampler": "random", "fixed": {"optim.lr": 1e-4}}, "x")["fixed"]["optim.lr"]
     '0.0001'
@@ -361,7 +322,7 @@ def read_search(search_dir: Path) -> SearchSpec:
 
 
 def describe_values(values: dict[str, Any]) -> str:
-    """A trial's config values in a line, floats to 4 significant digits (progress lines and reports).
+    """A trial's config values in a line, floats to 4 significant digits.
 
     >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
     'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
@@ -380,8 +341,7 @@ def trial_dir(search_dir: Path, number: int) -> Path:
 
 
 def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list[str]:
-    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed (a trial
-    adds :data:`TRIAL_EVALUATION`).
+    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed.
 
     >>> spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
     >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
@@ -391,8 +351,8 @@ def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
-    """The baseline run's arguments: the fixed overrides, but for the ``criterion.*`` keys of another criterion when
-    the baseline names its own, then the baseline's overrides and the seed.
+    """The baseline's arguments: the fixed overrides (without ``criterion.*`` when it names its own criterion), the
+    baseline's and the seed.
 
     >>> spec = SearchSpec("s", ("recipe=rte", "criterion=istar", "criterion.padding=include"), ())
     >>> baseline_arguments(spec, seed=3)
@@ -404,8 +364,7 @@ def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
 
 
 def check(spec: SearchSpec) -> None:
-    """Compose a trial's run at each corner of the space (and the baseline's run): an unknown key or a refused value
-    is one :class:`SearchError` line naming it, before anything is written or loaded."""
+    """Compose a trial's run at each corner of the space and the baseline's run; a refusal is one line."""
     if not any(argument.startswith("data.validation_split=") for argument in spec.fixed):
         raise SearchError("a search chooses on data held out of the training set: set data.validation_split "
                           "(e.g. data.validation_split=0.1) in fixed or on the command line")

@@ -1,8 +1,7 @@
 """Grids of runs: grid files (``recipes/grids/*.yaml``) and command-line sweeps, expanded into named cells.
 
-A cell is one run: its ``istar-run`` arguments and a deterministic, file-system-safe name made of the
-values it sweeps (``key=value`` joined by ``,``; a dotted key is shortened to its last part when that is
-unambiguous in the grid). The name is the cell's run directory under the grid directory.
+A cell is one run: its ``istar-run`` arguments and its run directory's name, the values it sweeps (a dotted key
+shortened to its last part when that is unambiguous).
 
 >>> grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "seed=1,2"])
 >>> [cell.name for cell in grid.cells]
@@ -12,22 +11,10 @@ unambiguous in the grid). The name is the cell's run directory under the grid di
 >>> str(grid.default_dir())
 'runs/multirun/recipe=sst2,criterion=istar'
 
-A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of
-its lists, first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``;
-every key of ``sweep`` and ``variants`` names the cell; a variant's own ``fixed`` mapping applies to its
-cells without naming them)::
-
-    fixed: {data.source: hub}
-    sweep: {recipe: [sst2, rte], seed: [1, 2, 3]}
-    variants:
-      - {criterion: cross_entropy}
-      - {criterion: istar, criterion.lam: [-5, -1], criterion.zeta: [0.2, 0.4]}
-      - {criterion: isolayer, fixed: {init_from: "${cell:criterion,cross_entropy}", optim.lr: 1.0e-3}}
-
-``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.resolvers.sibling_cell`) is the run directory of the cell named
-like this one with that part replaced: here each isolayer cell starts from the cross_entropy cell of the
-same recipe and seed. Cells run in grid order, so with ``local.parallelism=1`` stage 1 finishes first; on
-SLURM submit the stages one after the other (``istar-grid GRID criterion=cross_entropy``, then ``=isolayer``).
+A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of its lists,
+first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``; a variant's own ``fixed``
+applies to its cells without naming them); ``${cell:LABEL,VALUE}`` is the run directory of the sibling cell with that
+name part changed (docs/grids.md).
 """
 from __future__ import annotations
 
@@ -153,11 +140,8 @@ def _build(
     name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
     keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
 ) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
-
-    A filtered grid passes its full grid's ``keys``, so that a cell has the same name with or without filters.
-    ``block_fixed``: each block's own fixed overrides (after the common ones), not in the names.
-    """
+    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance; a
+    filtered grid passes its full grid's); ``block_fixed``: each block's own fixed overrides, not in the names."""
     keys = keys or _key_order(blocks)
     labels = _labels(keys)
     cells, seen = [], {}
@@ -208,11 +192,8 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply command-line ``arguments``.
-
-    An argument for a swept key keeps only the cells with one of its values (``seed=1,2``); any other is
-    an extra override for every cell (swept, and so named, when it lists several values).
-    """
+    """Read a grid file, then apply ``arguments``: a swept key's keeps only the cells with its values, any other is
+    an override for every cell (swept when it lists several values)."""
     path = grid_path(name)
     try:
         spec = read_yaml(path, "grid file", GridError)

@@ -1,14 +1,5 @@
-"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials.
-
-``SEARCH_DIR`` holds ``.istar-search`` (the marker), ``search.yaml`` (the search as it runs, written once; a later
-start with another search is refused, a larger ``trials`` budget extends it), the study's database (``study.db``,
-SQLite, unless the search names ``storage``: any SQLAlchemy URL or ``journal:PATH``, Optuna's journal file for
-clusters without a database server) and ``trials/NNNN/seed=S/``, one ordinary run directory per trial and seed.
-
-Workers claim trials one at a time under ``SEARCH_DIR/.claim.lock``: a trial the study lists as running whose
-``trials/NNNN/`` lock no live process holds (its worker was killed or preempted: the OS released its ``flock``) is
-resumed before any new trial is asked for, so a restarted worker continues where the killed one stopped, from its
-run directories' checkpoints, and no trial runs twice. A trial counts against the budget in every state.
+"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials
+(docs/design/search.md).
 
 >>> import tempfile
 >>> from istar_plugin.config.searches import parse
@@ -57,7 +48,7 @@ SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
 
 
 def direction(spec: SearchSpec) -> str:
-    """``maximize`` or ``minimize``: the task's main metric, from the fixed ``recipe``'s task.
+    """``maximize`` or ``minimize``: the task's main metric.
 
     >>> from istar_plugin.config.searches import parse
     >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
@@ -68,8 +59,7 @@ def direction(spec: SearchSpec) -> str:
 
 
 class _GridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid sampler but for its stop once every point has run: outside ``study.optimize`` that stop raises
-    from ``study.tell``; a search's budget (at most the grid's size) ends it."""
+    """Optuna's grid sampler without its stop once every point ran (the search's budget ends it)."""
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
                     values: Optional[Sequence[float]]) -> None:
@@ -77,10 +67,7 @@ class _GridSampler(optuna.samplers.GridSampler):
 
 
 def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
-    """TPE, random or quasi-random (scrambled Sobol: a range covered evenly, to map a response rather than chase its
-    best) sampling, seeded by the worker's index (workers propose different settings, reproducibly), or the grid of
-    every combination of the choices, in one shuffled order for every worker: trial N is its point N (a worker's own
-    seed would shuffle it its own way, and two workers' trials could run one point twice and miss another)."""
+    """The search's sampler, seeded by the worker's index; the grid's order is one for every worker."""
     if spec.sampler == "grid":
         return _GridSampler({d.key: list(d.choices) for d in spec.space}, seed=0)
     if spec.sampler == "random":
@@ -101,8 +88,7 @@ def _pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
 
 
 def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.Study:
-    """The search's study, created with its directory on the first call; the database is reached before anything is
-    written, and a directory recording another search is refused (a larger ``trials`` extends the budget)."""
+    """The search's study, created with its directory on the first call; another search's directory is refused."""
     search_dir = Path(search_dir)
     check_writable(search_dir, SEARCH_MARKER, "search_dir")
     recorded = search_dir / RECORD
@@ -127,8 +113,7 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
-    """The trial's config values (asked of the sampler once; a resumed trial gets its own values back), recorded
-    as the trial's ``values`` attribute."""
+    """The trial's config values (a resumed trial gets its own back), recorded as its ``values`` attribute."""
     values = {}
     for dimension in spec.space:
         key = dimension.key
@@ -148,8 +133,7 @@ def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
 
 @dataclass
 class Claim:
-    """A trial this worker runs, holding the lock of its folder until :meth:`release`; ``resumed``: a killed
-    worker's trial taken over."""
+    """A trial this worker runs, holding its folder's lock until :meth:`release`; ``resumed``: taken over."""
 
     trial: optuna.Trial
     lock: RunDirLock
@@ -180,7 +164,7 @@ def claim_trial(study: optuna.Study, spec: SearchSpec, search_dir: Path) -> Opti
 
 
 def _try_lock(folder: Path) -> Optional[RunDirLock]:
-    """The folder's lock, or None when another process holds it, or this one (a worker never claims a trial twice)."""
+    """The folder's lock, or None when any process (this one too) holds it."""
     if held_here(folder):
         return None
     try:

@@ -1,26 +1,5 @@
-"""Submit a grid's cells: plan (skip the finished), snapshot, run, and record job ids in ``GRID_DIR/manifest.json``.
-
-Cells run ``inline`` (one after another in this process), through submitit's ``local`` executor (processes
-of this machine, at most ``local.parallelism`` at a time; this call waits for them) or on ``slurm`` as job
-arrays through ``SlurmExecutor.map_array`` (``slurm_array_parallelism`` from the profile; this call returns
-once they are queued). A cell is skipped when its ``results.json`` exists and matches its config, when
-the manifest's last SLURM job for it is still queued or running, or when another live process holds its run
-directory (another invocation on the same grid directory: ``running``, left to that one, neither run nor failed
-here; a cell that another invocation starts after this one planned it is found so when it comes to run); every
-other cell is (re)submitted and resumes from its latest checkpoint. Invocations update the manifest one at a time.
-
-``GRID_DIR/manifest.json``::
-
-    {"grid": NAME, "source": GRID_FILE or null, "grid_dir": DIR,
-     "cells": {CELL: {"run_dir": DIR, "arguments": [...], "swept": {KEY: VALUE}, "status": STATUS,
-                      "jobs": [{"job_id": ID, "launcher": L, "submitted": ISO_TIME}, ...]}},
-     "submissions": [{"time": ISO_TIME, "launcher": L, "profile": P, "arguments": [...],
-                      "array_job_ids": [...], "submitted": [CELL, ...], "skipped": {CELL: REASON}}]}
-
-STATUS is as of the last submission: ``submitted`` (queued on SLURM), ``finished`` (run by the local or
-inline launcher, or found finished, also by another invocation), ``failed: MESSAGE`` (local, inline), ``running in
-another invocation`` (that invocation records how it ended). The run directories' own ``results.json`` and
-``attempts.jsonl`` tell how queued cells went.
+"""Submit a grid's cells: plan (skip the finished), snapshot, run inline, locally or as SLURM job arrays, and record
+job ids in ``GRID_DIR/manifest.json`` (docs/design/search.md).
 
 >>> import tempfile
 >>> from istar_plugin.launch.grid import sweep
@@ -93,9 +72,7 @@ def now() -> str:
 
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
     """Resolve every cell's config and decide what to do with it; a directory holding another config is an error.
-
-    ``say`` receives progress lines while the configs are composed (about 0.1 s a cell).
-    """
+    ``say`` receives progress lines while the configs are composed."""
     grid_dir = grid_dir.resolve()
     check_writable(grid_dir, GRID_MARKER, "grid_dir")  # a folder of someone else's files: refused, untouched
     active = active_slurm_jobs(read_manifest(grid_dir))
@@ -136,11 +113,8 @@ def _compose_or_error(arguments: list[str]) -> DictConfig | str:
 
 def compose_all(argument_lists: Sequence[list[str]],
                 say: Callable[[str], None] = lambda line: None) -> list[DictConfig | str]:
-    """``compose`` of each argument list, or its error message; big grids use a pool of processes.
-
-    ``compose`` takes about 0.1 s, so the paper's 3510 cells take minutes in one process; ``say`` hears how
-    many are done about every 10 seconds.
-    """
+    """``compose`` of each argument list, or its error message; big grids use a pool of processes (``say`` hears
+    how many are done about every 10 seconds)."""
     workers = min(os.cpu_count() or 1, MAX_PLAN_WORKERS)
     configs, reported = [], time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -273,10 +247,8 @@ class Launched:
 
 
 def jobs_import_this_code() -> None:
-    """Make the jobs this process starts import the package it runs: submitit starts each job as ``python -m``, which
-    puts the working directory first on ``sys.path``, so a job started beside another checkout of istar_plugin (a
-    source tree, an older worktree) would run that one. ``PYTHONSAFEPATH`` (Python 3.11) leaves it out; local jobs
-    and SLURM jobs (sbatch passes this environment on) inherit it."""
+    """Make the jobs this process starts import the package it runs, not a checkout in their working directory
+    (``PYTHONSAFEPATH``, which local and SLURM jobs inherit)."""
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
@@ -288,10 +260,8 @@ def say_now(line: str) -> None:
 def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions,
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
            log: Callable[[str], None] = say_now) -> Launched:
-    """Snapshot the pending cells' configs, run or queue them, and write the manifest.
-
-    Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it).
-    """
+    """Snapshot the pending cells' configs, run or queue them, and write the manifest; ``LaunchError`` when sbatch
+    refuses an array (after recording the arrays queued before it)."""
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]

@@ -1,11 +1,5 @@
-"""``istar-tune``'s stages: workers pulling a search's trials (inline, local processes, a SLURM job array), then the
-final comparison of the chosen setting with the baseline on the evaluation split.
-
-Every worker runs :class:`~istar_plugin.launch.trial.SearchWorker` on the same search directory and study. The final
-stage is an ordinary grid in ``SEARCH_DIR/final`` (istar-grid's planning, resume, manifest and launchers): the best
-trial's setting (cells ``setting=trialN,seed=S``) and the baseline (``setting=baseline,seed=S``) at the search's
-``final_seeds``, trained as the trials were and scored once on the evaluation split; ``istar-report SEARCH_DIR``
-pairs them by seed. A later, better trial adds its own cells beside the earlier ones.
+"""``istar-tune``'s stages: workers pulling trials (inline, local processes, a SLURM job array), then the final
+comparison of the chosen setting with the baseline as an ordinary grid in ``SEARCH_DIR/final``.
 
 >>> import optuna
 >>> from istar_plugin.config.searches import parse
@@ -46,16 +40,15 @@ UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
 
 
 def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) -> int:
-    """How many workers pull trials: ``workers=``, else ``local.parallelism`` (local), the profile's
-    ``array_parallelism`` (SLURM) or 1 (inline); never more than the budget."""
+    """``workers=``, else the launcher's parallelism (1 inline), never more than the budget."""
     default = {"local": options.local.parallelism, "inline": 1,
                "slurm": options.slurm.array_parallelism if options.slurm else 1}[options.launcher]
     return max(1, min(workers or default, spec.trials))
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and wait for them (inline, local); on SLURM queue them as one job array and return at
-    once. Returns the trials' outcomes (local, inline) or ``{}`` (SLURM); the job ids go to ``workers.json``."""
+    """Run ``count`` workers and wait (inline, local; returns the trials' outcomes) or queue them as one SLURM job
+    array (returns ``{}``); the job ids go to ``workers.json``."""
     folder = search_dir / SUBMITIT_FOLDER
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), 0)

@@ -1,12 +1,6 @@
-"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side, e.g. the paper's exhaustive
-grid (``sampler: grid``) against a pruned TPE search of the same budget. For each: what it trained to choose (the
-optimizer steps and hours of all its trials' runs, a pruned run's to where it stopped), what it chose and the choice's
-held-out score, and the choice's score on the evaluation split (its final runs) against its own baseline and against
-the first search's choice, paired by seed (:func:`~.search_report.against_baseline`).
-
-``searches.md/.csv`` holds that table; ``searches.png`` the best held-out score so far against the optimizer steps
-trained so far, one line per search: which way of choosing finds a good setting with less training. Each search's own
-report is ``istar-report SEARCH_DIR``.
+"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``: what
+each trained to choose, its choice, and the choice on the evaluation split against its baseline and the first
+search's choice, paired by seed; ``searches.png``: best held-out score against optimizer steps trained).
 
 >>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
 ...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
@@ -60,8 +54,7 @@ class Comparison:
 
 
 def compare_searches(searches: Sequence[Search]) -> Comparison:
-    """The searches as a :class:`Comparison`: at least two, all of one task (one metric to compare); else one
-    :class:`~istar_plugin.errors.ConfigError` line."""
+    """The searches as a :class:`Comparison`: at least two, of one task; else one ConfigError line."""
     if len(searches) < 2:
         raise ConfigError("comparing searches needs two or more search directories")
     tasks = sorted({search.task for search in searches})
@@ -72,8 +65,7 @@ def compare_searches(searches: Sequence[Search]) -> Comparison:
 
 
 def trial_steps(search: Search, number: int) -> Optional[int]:
-    """The optimizer steps the trial's runs trained (a pruned or failed run's to where it stopped); None when no run
-    of the trial recorded its step (a trial still running, or killed before its first record)."""
+    """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
     folder = trial_dir(search.directory, number)
     steps = []
     for run in sorted(folder.iterdir()) if folder.is_dir() else []:
@@ -98,9 +90,8 @@ def _relabelled(runs: Sequence[Record], label: str) -> list[Record]:
 
 
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: sampler, pruner, trials by state, optimizer steps and hours its trials trained, its choice
-    with the held-out score, and the choice's evaluation-split mean over its final seeds, paired with its baseline
-    and with the first search's choice."""
+    """One row per search: sampler, pruner, trials, steps and hours trained, its choice and held-out score, and the
+    choice's evaluation mean paired with its baseline and with the first search's choice."""
     first: Optional[list[Record]] = None
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
@@ -194,8 +185,7 @@ TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_ca
 
 
 def progress_points(search: Search) -> list[tuple[int, float]]:
-    """(optimizer steps its trials trained so far, best held-out score so far) after each finished trial, in the
-    order the trials ended (percent)."""
+    """(steps trained so far, best held-out score so far, percent) after each finished trial, as they ended."""
     sign, trained, best, points = (1 if search.maximize else -1), 0, None, []
     for trial in _ended(search):
         trained += trial_steps(search, trial.number) or 0
@@ -227,8 +217,7 @@ def write_report(comparison: Comparison, out: Path) -> None:
 
 
 def summary(comparison: Comparison) -> list[str]:
-    """What ``istar-report`` prints: a line per search (its trials, what they trained, its choice and its final
-    comparisons)."""
+    """What ``istar-report`` prints: a line per search."""
     lines = []
     for row in comparison.rows:
         line = (f"{row['search']} (sampler {row['sampler']}, pruner {row['pruner']}; {row['trials']}): "

@@ -1,16 +1,5 @@
-"""Everything ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search (read by :mod:`.records.searches`), one
-declaration per output: :data:`TABLES` (``trials``, ``chosen``, ``problems``: markdown and CSV, :mod:`.tables`) and
-:data:`FIGURES` (``history.png``, ``importances.png``), then the final comparison's own grid report in ``OUT/final``
-(:mod:`.grid_report`).
-
-``trials`` lists every trial of the study: state, values, held-out score (the mean over seeds) and per-seed scores,
-where a pruned trial stopped, a failed trial's reason, its run directories and wall time. ``chosen``: the best
-finished trial (the one ``istar-tune --final`` scores) with its held-out score and, from ``final/``, its score per seed
-on the evaluation split against the baseline's, paired by seed as a grid report compares a setting with Base
-(:func:`~.comparisons.versus_base.compare`). ``problems``: where the study and the run directories disagree
-(:func:`~.records.searches.disagreements`). ``history.png``: the held-out score per trial and the best so far;
-``importances.png``: each searched parameter's fANOVA importance, once 2 trials finished. Scores are percentages, as
-in the grid reports.
+"""What ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search: :data:`TABLES` (``trials``, ``chosen``,
+``problems``), :data:`FIGURES` (``history.png``, ``importances.png``) and the final grid's report in ``OUT/final``.
 
 >>> rows = [{"setting": "trial1", "chosen": True, "values": "optim.lr=3e-05", "held_out": 71.25, "seed=1": 70.0,
 ...          "mean": 70.0, "paired": None}]
@@ -55,8 +44,7 @@ IMPORTANCE_SEED = 0
 
 @dataclass
 class Report:
-    """What the outputs are computed from: the search and ``istar-report``'s options for the final grid's report;
-    what several outputs share is computed once."""
+    """The search and ``istar-report``'s options for the final grid's report; shared outputs computed once."""
 
     search: Search
     paper_model: Optional[str] = None
@@ -72,8 +60,7 @@ class Report:
 
     @cached_property
     def importances(self) -> dict[str, float] | str:
-        """Each searched parameter's importance for the held-out score (fANOVA, seeded), largest first; else why
-        there is none."""
+        """Each searched parameter's fANOVA importance (seeded), largest first; else why there is none."""
         finished = len(self.search.in_state("finished"))
         if finished < 2:
             return f"fewer than 2 trials finished ({finished})"
@@ -108,11 +95,8 @@ def _runs(search: Search, number: int) -> list[str]:
 
 
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
-    """The median over the layers the trial's penalty acts on (``criterion.layers``) of their eval IsoScore*, averaged
-    over the trial's finished runs; None for a penalty on every layer or without a finished run.
-
-    Did the penalty move the layers it acts on, and from which lambda? (A measurement on the evaluation split, never
-    used to choose.)"""
+    """The median eval IsoScore* of the layers the trial's penalty acts on (``criterion.layers``), averaged over its
+    finished runs; None for a penalty on every layer or without a finished run."""
     medians = []
     for run in _runs(search, number):
         try:
@@ -127,9 +111,8 @@ def penalised_isoscore(search: Search, number: int) -> Optional[float]:
 
 
 def trial_rows(search: Search) -> list[dict[str, Any]]:
-    """One row per trial of the study in number order: its state, values, held-out score (the mean over seeds) and
-    per-seed scores (percent), where a pruned trial stopped, a failed trial's reason, run directories, wall time, and
-    for a penalty on chosen layers their eval IsoScore* (:func:`penalised_isoscore`)."""
+    """One row per trial in number order: state, values, held-out score and per-seed scores (percent), where a pruned
+    trial stopped, a failed trial's reason, run directories, wall time, :func:`penalised_isoscore`."""
     rows = []
     for trial in search.trials:
         values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
@@ -180,8 +163,7 @@ def _unit(search: Search) -> str:
 
 # ------------------------------------------------------------------------------------------------- the choice
 def final_runs(search: Search) -> dict[str, list[Record]]:
-    """Setting (``trialN``, ``baseline``, from each final cell's folder name) -> its finished runs, each setting a
-    variant of its own (two settings alike but for a key the grid does not tell apart stay apart)."""
+    """Setting (``trialN``, ``baseline``, from each final cell's name) -> its finished runs, each its own variant."""
     runs: dict[str, list[Record]] = {}
     for record in search.final:
         setting = dict(part.partition("=")[::2] for part in Path(record.path).name.split(",")).get("setting", "")
@@ -199,8 +181,8 @@ def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) ->
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
-    """The chosen setting, the baseline, then any earlier choice ``final/`` holds: each with its held-out score, its
-    score per seed on the evaluation split and a trial's paired difference to the baseline; none without a choice."""
+    """The chosen setting, the baseline, then any earlier choice in ``final/``: held-out score, evaluation score per
+    seed and a trial's paired difference to the baseline; none without a choice."""
     if search.best is None:
         return []
     runs, chosen = final_runs(search), f"trial{search.best.number}"
@@ -269,8 +251,7 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
 
 # ------------------------------------------------------------------------------------------------- figures
 def history_points(search: Search) -> dict[str, list]:
-    """The optimisation history (percent): ``finished`` (trial, score), ``pruned`` (trial, its last reported
-    score), ``failed`` trial numbers and ``best`` (trial, best score so far) at each finished trial."""
+    """``finished`` (trial, score), ``pruned`` (trial, last score), ``failed`` trials, ``best`` so far (percent)."""
     sign = 1 if search.maximize else -1
     points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
     for trial in search.trials:
@@ -356,8 +337,8 @@ def unwritten_figures(report: Report) -> list[str]:
 
 
 def write_report(report: Report, out: Path) -> list[str]:
-    """Write every table and figure into ``out`` and the final grid's report into ``out/final``; returns a line
-    for each output not written, saying why."""
+    """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns why each
+    output not written was not."""
     out.mkdir(parents=True, exist_ok=True)
     absent = [write_table(table, report, out) for table in TABLES]
     for figure in FIGURES:
@@ -369,8 +350,7 @@ def write_report(report: Report, out: Path) -> list[str]:
 
 
 def summary(report: Report) -> list[str]:
-    """What ``istar-report SEARCH_DIR`` prints: the trials, the chosen setting and its held-out score, its paired
-    difference to the baseline on the evaluation split, and the final cells that did not finish."""
+    """What ``istar-report SEARCH_DIR`` prints: trials, the choice, its paired difference to the baseline, problems."""
     search = report.search
     lines = [f"search {search.spec.name}: {len(search.trials)} of {search.spec.trials} trials ({search.counts()})"]
     running = search.in_state("running")

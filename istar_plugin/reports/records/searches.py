@@ -1,12 +1,5 @@
-"""What an ``istar-tune`` search recorded, read back: its study (Optuna's database: each trial's state, values and
-held-out score per seed), its trials' run directories and its final grid's cells, as one :class:`Search`; and where
-the study and the run directories disagree (:func:`disagreements`), listed instead of choosing between them.
-
-A search directory (:mod:`istar_plugin.config.searches`) holds ``search.yaml`` beside its marker
-(:func:`is_search`), the study's database, ``trials/NNNN/seed=S`` (one run directory per trial and seed) and
-``final/`` (the chosen setting and the baseline, an ordinary grid). An archive of a search (:mod:`.search_archive`)
-is read the same way, its study from ``study.json`` (:mod:`.study_file`). Held-out scores are shown as percentages, as
-the grid reports show scores.
+"""An ``istar-tune`` search read back (a search directory or an archive of one): its study, its final grid's cells,
+and where the study and the run directories disagree (:func:`disagreements`), listed instead of chosen between.
 
 >>> import optuna
 >>> pruned = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={15: 0.5,
@@ -44,16 +37,14 @@ STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.
 
 
 def is_search(directory: Path) -> bool:
-    """Whether ``directory`` is an ``istar-tune`` search directory or an archive of one: its ``search.yaml`` beside
-    its marker (``.istar-search``, ``.istar-archive``)."""
+    """Whether ``directory`` is a search directory or an archive of one: ``search.yaml`` beside its marker."""
     return (Path(directory) / RECORD).is_file() and any((Path(directory) / marker).is_file()
                                                         for marker in (SEARCH_MARKER, ARCHIVE_MARKER))
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything (an archive's from its ``study.json``): a missing database
-    file, one that is no study database or holds no study of the search's name is one
-    :class:`~istar_plugin.errors.RunDirError` line, ending with ``consequence``."""
+    """The search's study, read without creating anything (an archive's from ``study.json``); a database that is
+    missing, unreadable or without the study is one RunDirError line ending with ``consequence``."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -145,9 +136,8 @@ def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional
 
 
 def disagreements(search: Search) -> list[dict[str, Any]]:
-    """Where the study and the run directories disagree (``trial``, ``path`` relative to the search directory,
-    ``problem``): each finished trial's run of each seed must be finished, of that trial, and hold the study's score
-    as its ``validation.best``; each folder under ``trials/`` must be a trial of the study."""
+    """Where the study and the run directories disagree (``trial``, ``path``, ``problem``): a finished trial's runs
+    must be finished, of that trial, with the study's score; each folder under ``trials/`` a trial of the study."""
     rows = []
     for trial in search.in_state("finished"):
         scores = trial.user_attrs.get(SCORES) or {}
