@@ -11,8 +11,6 @@ Launch arguments sit beside a grid's or sweep's own arguments on the command lin
 """
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -20,6 +18,7 @@ from typing import Any, Optional, Sequence
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..config.recipes import search_dirs
 from ..errors import ConfigError
 from ..storage.user_paths import expand_home
 
@@ -114,12 +113,8 @@ class LaunchOptions:
 
 
 def profile_dirs() -> list[Path]:
-    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES`` (``:``-separated), the source tree, the
-    install prefix."""
-    dirs = [Path(p) for p in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if p]
-    dirs += [Path(__file__).resolve().parents[2] / "slurm" / "profiles",
-             Path(sys.prefix) / "share" / "istar_plugin" / "slurm" / "profiles"]
-    return [d for d in dirs if d.is_dir()]
+    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES``, the source tree, the install prefix."""
+    return search_dirs(PROFILES_ENV, "slurm", "profiles")
 
 
 def available_profiles() -> list[str]:
@@ -155,10 +150,9 @@ def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
 
 
 def _grid_dir(value: str) -> Path:
-    """``grid_dir=DIR`` with ``~`` expanded (a ``~user`` of no user: a :class:`LaunchError`)."""
     try:
         return Path(expand_home(value, "grid_dir="))
-    except ConfigError as error:
+    except ConfigError as error:  # a ~user of no user, a LaunchError as istar-run -m expects
         raise LaunchError(str(error)) from None
 
 

@@ -44,7 +44,7 @@ from .cell import (
     write_snapshot,
 )
 from .grid import Cell, Grid, GridError, run_arguments
-from .options import LaunchError, LaunchOptions, SlurmProfile
+from .options import LaunchError, LaunchOptions, LocalOptions, SlurmProfile
 
 MANIFEST = "manifest.json"
 MANIFEST_LOCK = ".manifest.lock"
@@ -291,14 +291,20 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
     return Launched(statuses, jobs, manifest)
 
 
+def slurm_executor(folder: Path, profile: SlurmProfile, name: str) -> submitit.SlurmExecutor:
+    """The SLURM executor of a grid's cells or a search's workers, with the profile's parameters."""
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=profile.max_requeues)
+    executor.update_parameters(**profile.executor_parameters(name))
+    return executor
+
+
 def _queue_on_slurm(grid: Grid, grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions,
                     runner: CellRunner) -> tuple[dict[str, str], Optional[str]]:
     """Queue the cells as arrays of at most ``max_array_size``; returns the job ids and sbatch's error, if any."""
     if not pending:
         return {}, None
     profile = options.slurm
-    executor = submitit.SlurmExecutor(folder=grid_dir / SUBMITIT_FOLDER, max_num_timeout=profile.max_requeues)
-    executor.update_parameters(**profile.executor_parameters(job_name(grid)))
+    executor = slurm_executor(grid_dir / SUBMITIT_FOLDER, profile, job_name(grid))
     jobs = {}
     for start in range(0, len(pending), profile.max_array_size):
         chunk = pending[start : start + profile.max_array_size]
@@ -329,26 +335,42 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
     return statuses
 
 
-def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,
-               log: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
-    """Start cells as local submitit jobs, ``parallelism`` at a time, and wait for all of them."""
-    local = options.local
-    executor = submitit.LocalExecutor(folder=grid_dir / SUBMITIT_FOLDER, max_num_timeout=local.max_requeues)
-    executor.update_parameters(**local.executor_parameters())
-    queue, running, statuses, jobs, started = list(pending), {}, {}, {}, {}
+def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequence[tuple[str, tuple]],
+              started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
+              parallelism: Optional[int] = None, **parameters: Any) -> dict[str, str]:
+    """Run ``runner(*arguments)`` for each named call as a local submitit job, ``parallelism`` at a time (default
+    ``local.parallelism``), telling ``started`` and ``ended``; waits for all and returns their job ids."""
+    executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
+    executor.update_parameters(**{**local.executor_parameters(), **parameters})
+    queue, running, jobs = list(calls), {}, {}
     while queue or running:
-        while queue and len(running) < local.parallelism:
-            item = queue.pop(0)
-            job = executor.submit(runner, str(item.run_dir))
-            running[item.cell.name], jobs[item.cell.name] = job, job.job_id
-            started[item.cell.name] = time.monotonic()
-            log(f"started {item.cell.name} (local job {job.job_id}; log {job.paths.stderr})")
+        while queue and len(running) < (parallelism or local.parallelism):
+            name, arguments = queue.pop(0)
+            running[name] = executor.submit(runner, *arguments)
+            jobs[name] = running[name].job_id
+            started(name, running[name])
         done = [name for name, job in running.items() if job.done()]
         for name in done:
-            job = running.pop(name)
-            error = job.exception()
-            statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
-            log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - started[name]:.0f} s)")
+            ended(name, running.pop(name))
         if not done:
             time.sleep(POLL_S)
+    return jobs
+
+
+def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,
+               log: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
+    """Run cells as local submitit jobs and wait for all of them."""
+    statuses, clock = {}, {}
+
+    def started(name: str, job: submitit.Job) -> None:
+        clock[name] = time.monotonic()
+        log(f"started {name} (local job {job.job_id}; log {job.paths.stderr})")
+
+    def ended(name: str, job: submitit.Job) -> None:
+        error = job.exception()
+        statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
+        log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - clock[name]:.0f} s)")
+
+    jobs = run_local(grid_dir / SUBMITIT_FOLDER, options.local, runner,
+                     [(p.cell.name, (str(p.run_dir),)) for p in pending], started, ended)
     return statuses, jobs

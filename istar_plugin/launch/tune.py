@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -31,10 +31,9 @@ from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_a
 from ..storage.atomic import atomic_write_json
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import POLL_S, jobs_import_this_code, sbatch_script
+from .submit import SUBMITIT_FOLDER, jobs_import_this_code, run_local, sbatch_script, slurm_executor
 from .trial import SearchWorker
 
-SUBMITIT_FOLDER = "submitit"
 WORKERS = "workers.json"
 UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
 
@@ -54,31 +53,34 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
         return SearchWorker()(str(search_dir), 0)
     jobs_import_this_code()
     if options.launcher == "slurm":
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=options.slurm.max_requeues)
-        executor.update_parameters(**options.slurm.executor_parameters(job_name(search_dir)))
+        executor = slurm_executor(folder, options.slurm, job_name(search_dir))
         jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, list(range(count)))
         _record_workers(search_dir, "slurm", [job.job_id for job in jobs])
         say(f"queued {count} workers as SLURM job {jobs[0].job_id.split('_')[0]}; progress: "
             f"{search_dir / 'progress.log'}")
         return {}
-    executor = submitit.LocalExecutor(folder=folder, max_num_timeout=options.local.max_requeues)
-    executor.update_parameters(**{**options.local.executor_parameters(), "tasks_per_node": 1})
-    jobs = [executor.submit(SearchWorker(), str(search_dir), index) for index in range(count)]
-    _record_workers(search_dir, "local", [job.job_id for job in jobs])
-    say(f"started {count} local workers (logs in {folder})")
-    while not all(job.done() for job in jobs):
-        time.sleep(POLL_S)
-    outcomes: dict[str, int] = {}
-    for job in jobs:
+    outcomes: Counter = Counter()
+
+    def ended(name: str, job: submitit.Job) -> None:
         error = job.exception()
         if error is not None:  # killed, preempted, a bug: the trial it held stays running, resumed by the next worker
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
             say(f"worker {job.job_id} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
-            continue
-        for what, number in job.result().items():
-            outcomes[what] = outcomes.get(what, 0) + number
-    return outcomes
+        else:
+            outcomes.update(job.result())
+
+    started: list[str] = []
+
+    def start(name: str, job: submitit.Job) -> None:
+        started.append(job.job_id)
+        if len(started) == count:  # every worker started at once: recorded before they are waited for
+            _record_workers(search_dir, "local", started)
+            say(f"started {count} local workers (logs in {folder})")
+
+    run_local(folder, options.local, SearchWorker(), [(str(i), (str(search_dir), i)) for i in range(count)],
+              start, ended, parallelism=count, tasks_per_node=1)
+    return dict(outcomes)
 
 
 def job_name(search_dir: Path) -> str:
