@@ -19,14 +19,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..config.searches import trial_dir
 from ..errors import ConfigError
 from ..storage.results import ResultsError, read_results
-from .comparisons.paired import LEVEL, PairedDifference, signed
+from .comparisons.paired import LEVEL, signed
 from .figures import save_png, single
 from .records.cells import Record
 from .records.searches import STATES, Search
-from .search_report import against_baseline, chosen_rows, final_runs
+from .search_report import against_baseline, chosen_rows, final_runs, markdown_table, paired_cells, shown
 from .tables import Table, write_table
 
 __all__ = ["Comparison", "TABLES", "FIGURE", "compare_searches", "search_rows", "searches_table", "trial_steps",
@@ -66,9 +65,8 @@ def compare_searches(searches: Sequence[Search]) -> Comparison:
 
 def trial_steps(search: Search, number: int) -> Optional[int]:
     """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
-    folder = trial_dir(search.directory, number)
     steps = []
-    for run in sorted(folder.iterdir()) if folder.is_dir() else []:
+    for run in search.runs(number):
         try:
             step = read_results(run).step
         except ResultsError:
@@ -115,30 +113,16 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
     return rows
 
 
-def _shown(value: Any, spec: str = ".2f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def _paired_cells(paired: Optional[PairedDifference]) -> list[str]:
-    if paired is None:
-        return ["—"] * 3
-    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
-
-
 def searches_table(rows: Sequence[dict[str, Any]], metric: str, first: str) -> str:
     """The searches side by side (:func:`search_rows`) as a Markdown table."""
     header = ["search", "sampler, pruner", "trials", "optimizer steps", "trial hours", "chosen",
               f"held-out {metric}", "eval mean (seeds)", "Δ vs its baseline", f"{LEVEL:.0%} interval", "verdict",
               f"Δ vs {first}'s choice", f"{LEVEL:.0%} interval", "verdict"]
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for row in rows:
-        chosen = "none" if row["chosen"] is None else f"{row['chosen']}: {row['values']}"
-        mean = "—" if row["mean"] is None else f"{row['mean']:.2f} ({row['seeds']})"
-        cells = [row["search"], f"{row['sampler']}, {row['pruner']}", row["trials"], str(row["steps"]),
-                 _shown(row["hours"], ".1f"), chosen, _shown(row["held_out"]), mean,
-                 *_paired_cells(row["versus_baseline"]), *_paired_cells(row["versus_first"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(header, [
+        [row["search"], f"{row['sampler']}, {row['pruner']}", row["trials"], str(row["steps"]),
+         shown(row["hours"], ".1f"), "none" if row["chosen"] is None else f"{row['chosen']}: {row['values']}",
+         shown(row["held_out"]), "—" if row["mean"] is None else f"{row['mean']:.2f} ({row['seeds']})",
+         *paired_cells(row["versus_baseline"]), *paired_cells(row["versus_first"])] for row in rows])
 
 
 def _differences(comparison: Comparison) -> str:

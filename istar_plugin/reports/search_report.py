@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import optuna
 
-from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values, trial_dir
+from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values
 from ..errors import one_line
 from ..storage.results import RESULTS, ResultsError, read_results
 from .comparisons.paired import LEVEL, PairedDifference, signed
@@ -74,37 +74,35 @@ class Report:
         return {name: float(value) for name, value in shares.items()}
 
 
-def _shown(value: Any, spec: str = ".2f") -> str:
+def shown(value: Any, spec: str = ".2f") -> str:
     """A table cell: None as a dash, a float to ``spec``."""
     return "—" if value is None else format(value, spec) if isinstance(value, float) else str(value)
 
 
-def _markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
+    """A paired difference's mean, interval and verdict as table cells (dashes for none)."""
+    if paired is None:
+        return ["—"] * 3
+    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
+
+
+def markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
     rows = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     return "\n".join(rows + ["| " + " | ".join(cells) + " |" for cells in lines]) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------- trials
-def _runs(search: Search, number: int) -> list[str]:
-    """The trial's run directories that exist, relative to the search directory."""
-    folder = trial_dir(search.directory, number)
-    if not folder.is_dir():
-        return []
-    return [str(path.relative_to(search.directory)) for path in sorted(folder.iterdir())
-            if path.is_dir() and not path.name.startswith(".")]
-
-
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     """The median eval IsoScore* of the layers the trial's penalty acts on (``criterion.layers``), averaged over its
     finished runs; None for a penalty on every layer or without a finished run."""
     medians = []
-    for run in _runs(search, number):
+    for run in search.runs(number):
         try:
-            results = read_results(search.directory / run / RESULTS, require_finished=True)
+            results = read_results(run / RESULTS, require_finished=True)
         except ResultsError:
             continue
         layers = (results.criterion or {}).get("layers")
-        scores = layer_isoscores(search.directory / run, layers) if layers else None
+        scores = layer_isoscores(run, layers) if layers else None
         if scores:
             medians.append(statistics.median(scores))
     return statistics.fmean(medians) if medians else None
@@ -125,7 +123,8 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      **{f"seed={seed}": search.percent(scores.get(str(seed))) for seed in search.spec.seeds},
                      "pruned_seed": None if stopped is None else stopped[0],
                      "pruned_step": None if stopped is None else stopped[1],
-                     "failure": trial.user_attrs.get(FAILURE), "runs": " ".join(_runs(search, trial.number)),
+                     "failure": trial.user_attrs.get(FAILURE),
+                     "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
                      "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None,
                      "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
@@ -139,12 +138,12 @@ def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     header = ["trial", "state", *keys, f"held-out {search.metric}", *(seed.replace("=", " ") for seed in seeds),
               *(["penalised layers' eval IsoScore*"] if layered else []), "pruned at", "failure", "run directories",
               "wall min"]
-    return _markdown_table(header, [
-        [str(row["trial"]), row["state"], *(_shown(row[key], ".4g") for key in keys), _shown(row["held_out"]),
-         *(_shown(row[seed]) for seed in seeds), *([_shown(row["penalised_isoscore"], ".3g")] if layered else []),
+    return markdown_table(header, [
+        [str(row["trial"]), row["state"], *(shown(row[key], ".4g") for key in keys), shown(row["held_out"]),
+         *(shown(row[seed]) for seed in seeds), *([shown(row["penalised_isoscore"], ".3g")] if layered else []),
          "—" if row["pruned_step"] is None else f"seed {row['pruned_seed']}, step {row['pruned_step']}",
-         _shown(row["failure"]), row["runs"] or "—",
-         _shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
+         shown(row["failure"]), row["runs"] or "—",
+         shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
         for row in rows])
 
 
@@ -213,12 +212,10 @@ def chosen_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
     seeds = [key for key in rows[0] if key.startswith("seed=")]
     header = ["setting", "values", f"held-out {metric}", *(seed.replace("=", " ") for seed in seeds), "mean",
               "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
-    return _markdown_table(header, [
-        [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], _shown(row["held_out"]),
-         *(_shown(row[seed]) for seed in seeds), _shown(row["mean"]),
-         *(("—",) * 4 if row["paired"] is None else (
-             signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"],
-             row["resampled"]))]
+    return markdown_table(header, [
+        [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], shown(row["held_out"]),
+         *(shown(row[seed]) for seed in seeds), shown(row["mean"]),
+         *paired_cells(row["paired"]), "—" if row["paired"] is None else row["resampled"]]
         for row in rows])
 
 
@@ -245,8 +242,8 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return (f"None: the runs of the {len(report.search.in_state('finished'))} finished trials hold the scores the "
                 "study recorded, and every folder under trials/ is a trial of the study.\n")
-    return _markdown_table(("trial", "path", "problem"),
-                           [[_shown(row["trial"]), row["path"], row["problem"]] for row in rows])
+    return markdown_table(("trial", "path", "problem"),
+                           [[shown(row["trial"]), row["path"], row["problem"]] for row in rows])
 
 
 # ------------------------------------------------------------------------------------------------- figures

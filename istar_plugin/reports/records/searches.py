@@ -105,6 +105,12 @@ class Search:
         """A held-out score as the reports show it (accuracy x100; a perplexity as it is)."""
         return None if value is None else as_percent(self.task, self.metric, value)
 
+    def runs(self, number: int) -> list[Path]:
+        """Trial ``number``'s run directories that exist (``trials/NNNN/seed=S``)."""
+        folder = trial_dir(self.directory, number)
+        return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
+                ] if folder.is_dir() else []
+
     def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
         return [trial for trial in self.trials if STATES[trial.state] == state]
 
