@@ -19,12 +19,11 @@ from optuna.storages.journal import JournalFileBackend
 
 from ..errors import ConfigError
 
-optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO lines repeat it
-
 
 def connect(url: str) -> optuna.storages.BaseStorage:
     """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
     or a missing driver is one :class:`ConfigError` line naming the URL."""
+    optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
         if url.startswith("journal:"):
             return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
