@@ -121,6 +121,12 @@ class SearchSpec:
                 "baseline": dict(_pairs(self.baseline, "baseline")), "final_seeds": list(self.final_seeds),
                 "storage": self.storage}
 
+    def differences(self, other: "SearchSpec") -> list[str]:
+        """The keys at which ``other`` is another search (``name`` when only that differs; ``trials`` may grow)."""
+        mine = self.as_dict()
+        changed = [key for key, value in other.as_dict().items() if key != "trials" and mine[key] != value]
+        return changed or (["name"] if other.name != self.name else [])
+
 
 def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
     return overrides.pairs(arguments, where, SearchError)

@@ -94,11 +94,10 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
     recorded = search_dir / RECORD
     if recorded.is_file():
         before = read_search(search_dir)
-        changed = sorted(key for key, value in before.as_dict().items()
-                         if key != "trials" and spec.as_dict()[key] != value)
-        if changed or before.name != spec.name:
+        changed = sorted(spec.differences(before))
+        if changed:
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
-                              f"{', '.join(changed) or 'name'}); choose another search_dir=, nothing was changed")
+                              f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
     search_dir.mkdir(parents=True, exist_ok=True)
     try:
         storage = connect(spec.storage_url(search_dir))

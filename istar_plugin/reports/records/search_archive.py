@@ -83,11 +83,9 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
                               "new or empty --archive folder, nothing was changed")
         return None
-    archived_spec = read_search(directory)
-    changed = [key for key, value in archived_spec.as_dict().items()
-               if key != "trials" and spec.as_dict()[key] != value]
-    if changed or archived_spec.name != spec.name:
-        return f"{RECORD} ({', '.join(changed) or 'name'})"
+    changed = spec.differences(read_search(directory))
+    if changed:
+        return f"{RECORD} ({', '.join(changed)})"
     if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
         return PROGRESS
     if not (directory / STUDY_FILE).is_file():
