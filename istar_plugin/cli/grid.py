@@ -41,10 +41,8 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
     skipped = sum(p.status in ("finished", "active") for p in planned)
     elsewhere = sum(p.status == "running" for p in planned)  # another invocation runs it: counted as running
     if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
-        by_needs = {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}
-        for needs, item in by_needs.items():
-            if needs:
-                hub_check.check(item.cfg)
+        for item in {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}.values():
+            hub_check.check(item.cfg)
     launched = launch.launch(grid, grid_dir, planned, options, arguments=arguments)
     manifest = grid_dir / launch.MANIFEST
     if options.launcher == "slurm":

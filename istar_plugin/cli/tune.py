@@ -65,19 +65,17 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     spec = load(name, rest)
     check(spec)
     search_dir = Path(expand_home(tune_keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    _workers(tune_keys.get("workers"))  # a bad value refused before the launcher loads
+    workers = _workers(tune_keys.get("workers"))  # a bad value refused before the launcher loads
     from ..launch import submit as launch
     from ..launch.study import open_search
     from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
 
-    count = worker_count(spec, options, _workers(tune_keys.get("workers")))
+    count = worker_count(spec, options, workers)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
     if options.launcher != "slurm":  # runs here: the hub check istar-run makes, once
-        first = compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0]))
-        if hub_check.needed_from_hub(first):
-            hub_check.check(first)
+        hub_check.check(compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0])))
     study = open_search(spec, search_dir)
     if not final_only:
         outcomes = run_workers(search_dir, options, count, say=print)

@@ -40,20 +40,19 @@ def recipe_dirs() -> list[Path]:
     return search_dirs(RECIPES_ENV, "recipes")
 
 
-def available(subdir: str = "") -> list[str]:
-    """Names of the YAML files in the recipe directories (``subdir="model"`` for model presets)."""
-    names = {p.stem for d in recipe_dirs() for p in (d / subdir).glob("*.yaml")}
-    return sorted(names)
+def available(subdir: str = "", dirs: Optional[list[Path]] = None) -> list[str]:
+    """Names of the YAML files in the recipe directories (or ``dirs``; ``subdir="model"`` for model presets)."""
+    return sorted({p.stem for d in (recipe_dirs() if dirs is None else dirs) for p in (d / subdir).glob("*.yaml")})
 
 
-def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
-    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it;
-    a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
+def find_yaml(name: str, subdir: str = "", dirs: Optional[list[Path]] = None) -> Optional[Path]:
+    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory (or of
+    ``dirs``) having it; a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
     if name.endswith((".yaml", ".yml")):
         with reading(name, KINDS.get(subdir, "YAML file"), ConfigError):
             if Path(name).is_file():
                 return Path(name)
-    for directory in recipe_dirs():
+    for directory in recipe_dirs() if dirs is None else dirs:
         candidate = directory / subdir / f"{name}.yaml"
         if candidate.is_file():
             return candidate

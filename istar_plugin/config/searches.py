@@ -116,10 +116,14 @@ class SearchSpec:
         space = {d.key: ({"choices": list(d.choices)} if d.choices else
                          {"low": d.low, "high": d.high, "log": d.log, "sign": d.sign, "int": d.integer})
                  for d in self.space}
-        return {"description": self.description, "fixed": dict(_pairs(self.fixed, "fixed")), "space": space,
+        return {"description": self.description, "fixed": dict(overrides.pairs(self.fixed)), "space": space,
                 "seeds": list(self.seeds), "trials": self.trials, "sampler": self.sampler, "pruner": self.pruner,
-                "baseline": dict(_pairs(self.baseline, "baseline")), "final_seeds": list(self.final_seeds),
+                "baseline": dict(overrides.pairs(self.baseline)), "final_seeds": list(self.final_seeds),
                 "storage": self.storage}
+
+    def task(self) -> str:
+        """The task every trial trains."""
+        return compose([*self.fixed, f"seed={self.seeds[0]}"]).task
 
     def differences(self, other: "SearchSpec") -> list[str]:
         """The keys at which ``other`` is another search (``name`` when only that differs; ``trials`` may grow)."""
@@ -128,16 +132,8 @@ class SearchSpec:
         return changed or (["name"] if other.name != self.name else [])
 
 
-def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
-    return overrides.pairs(arguments, where, SearchError)
-
-
 def _fixed(mapping: Any, where: str) -> list[tuple[str, str]]:
     return overrides.from_mapping(mapping, where, SearchError)
-
-
-def _overrides(mapping: Any, where: str) -> tuple[str, ...]:
-    return tuple(overrides.arguments(_fixed(mapping, where)))
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -202,7 +198,7 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
     content = with_base(content, name)
     command_line = []
-    for key, value in _pairs(arguments, "istar-tune"):
+    for key, value in overrides.pairs(arguments, "istar-tune", SearchError):
         if key in FILE_KEYS and key not in ("fixed", "space", "baseline", "description"):
             content[key] = yaml_value(value)
         else:
@@ -231,12 +227,11 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     dimensions = tuple(_dimension(k, v) for k, v in space.items())
     if content.get("sampler") == "grid":
         trials = _grid_trials(dimensions, content.get("trials"))
-    return SearchSpec(name=name, fixed=tuple(fixed), space=dimensions,
-                      seeds=seeds, trials=trials, sampler=content.get("sampler", "tpe"),
-                      pruner=content.get("pruner", "median"),
-                      baseline=_overrides(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"),
-                      final_seeds=_seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage=storage,
-                      description=str(content.get("description") or ""), source=source)
+    baseline = overrides.arguments(_fixed(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"))
+    return SearchSpec(name, tuple(fixed), dimensions, seeds, trials, content.get("sampler", "tpe"),
+                      content.get("pruner", "median"), tuple(baseline),
+                      _seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage,
+                      str(content.get("description") or ""), source)
 
 
 def grid_size(space: Sequence[Dimension]) -> tuple[int, str]:

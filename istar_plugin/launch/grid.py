@@ -113,11 +113,6 @@ def split_values(text: str) -> list[str]:
     return parts
 
 
-def format_value(value: Any) -> str:
-    """A YAML value as it is written on the command line (``0.2``, ``-5``, ``true``, ``null``, ``[1,2]``)."""
-    return overrides.format_value(value, "a swept value", GridError)
-
-
 def _labels(keys: Sequence[str]) -> dict[str, str]:
     """Each key's label in names: its last dotted part, or the whole key when that part is ambiguous."""
     last = [key.rsplit(".", 1)[-1] for key in keys]
@@ -187,7 +182,7 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
         values = list(value) if isinstance(value, ListConfig) else [value]
         if not values:
             raise GridError(f"{where}: {key!r} has an empty list of values")
-        axes.append((str(key), [format_value(v) for v in values]))
+        axes.append((str(key), [overrides.format_value(v, "a swept value", GridError) for v in values]))
     return axes
 
 

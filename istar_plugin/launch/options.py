@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..config.recipes import search_dirs
+from ..config.recipes import available, find_yaml, search_dirs
 from ..errors import ConfigError
 from ..storage.user_paths import expand_home
 
@@ -118,15 +118,13 @@ def profile_dirs() -> list[Path]:
 
 
 def available_profiles() -> list[str]:
-    return sorted({p.stem for d in profile_dirs() for p in d.glob("*.yaml")})
+    return available(dirs=profile_dirs())
 
 
 def profile_path(name: str) -> Path:
-    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
-        return Path(name)
-    for directory in profile_dirs():
-        if (directory / f"{name}.yaml").is_file():
-            return directory / f"{name}.yaml"
+    path = find_yaml(name, dirs=profile_dirs())
+    if path is not None:
+        return path
     raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
 
 

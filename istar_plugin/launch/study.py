@@ -33,7 +33,6 @@ from typing import Any, Optional, Sequence
 import optuna
 import yaml
 
-from ..config import compose
 from ..errors import ConfigError
 from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
 from ..metrics import better_sign, main_metric
@@ -54,8 +53,7 @@ def direction(spec: SearchSpec) -> str:
     >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
     'maximize'
     """
-    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
-    return "maximize" if better_sign(main_metric(task)) > 0 else "minimize"
+    return "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
 
 
 class _GridSampler(optuna.samplers.GridSampler):

@@ -71,8 +71,8 @@ def now() -> str:
 
 
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
-    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error.
-    ``say`` receives progress lines while the configs are composed."""
+    """Resolve every cell's config and decide what to do with it (``say`` hears progress lines); a directory holding
+    another config is an error."""
     grid_dir = grid_dir.resolve()
     check_writable(grid_dir, GRID_MARKER, "grid_dir")  # a folder of someone else's files: refused, untouched
     active = active_slurm_jobs(read_manifest(grid_dir))
@@ -140,13 +140,7 @@ def read_manifest(grid_dir: Path) -> dict[str, Any]:
 
 def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
             statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
-    """Merge one submission into the manifest and write it atomically, one invocation at a time."""
-    with waiting_lock(Path(grid_dir) / MANIFEST_LOCK):
-        return _merge_submission(grid, grid_dir, planned, submission, statuses, jobs)
-
-
-def _merge_submission(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
-                      statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
+    """Merge one submission into the manifest and write it atomically (the caller holds the manifest's lock)."""
     manifest = read_manifest(grid_dir)
     manifest.update(grid=grid.name, source=str(grid.source) if grid.source else None, grid_dir=str(grid_dir))
     for item in planned:
@@ -167,8 +161,7 @@ def _merge_submission(grid: Grid, grid_dir: Path, planned: Sequence[Planned], su
 
 
 def _elsewhere_now(item: Planned) -> Optional[str]:
-    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (it ended
-    otherwise, which that invocation records)."""
+    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (ended otherwise)."""
     if holder(item.run_dir) is not None:
         return RUNNING_ELSEWHERE
     return "finished" if is_finished(item.run_dir, item.cfg) else None
@@ -247,13 +240,12 @@ class Launched:
 
 
 def jobs_import_this_code() -> None:
-    """Make the jobs this process starts import the package it runs, not a checkout in their working directory
-    (``PYTHONSAFEPATH``, which local and SLURM jobs inherit)."""
+    """Make the jobs this process starts import the package it runs (``PYTHONSAFEPATH``, inherited by the jobs)."""
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
 def say_now(line: str) -> None:
-    """Print ``line`` at once, also when stdout is a file or a pipe (a SLURM log, ``> grid.log``)."""
+    """Print ``line`` at once, also when stdout is a file or a pipe."""
     print(line, flush=True)
 
 
@@ -284,7 +276,8 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
         statuses, jobs = _run_local(grid_dir, pending, options, runner, log)
     else:
         statuses, jobs = _run_inline(pending, runner, log), {}
-    manifest = _record(grid, grid_dir, planned, submission, statuses, jobs)
+    with waiting_lock(grid_dir / MANIFEST_LOCK):
+        manifest = _record(grid, grid_dir, planned, submission, statuses, jobs)
     if refused:
         queued = f" ({len(jobs)} cells were queued before: see {grid_dir / MANIFEST})" if jobs else ""
         raise LaunchError(refused + queued)

@@ -18,7 +18,6 @@ setting=baseline,seed=2 ('criterion=cross_entropy', 'seed=2')
 """
 from __future__ import annotations
 
-import datetime
 import json
 from collections import Counter
 from pathlib import Path
@@ -31,7 +30,7 @@ from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_a
 from ..storage.atomic import atomic_write_json
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import SUBMITIT_FOLDER, jobs_import_this_code, run_local, sbatch_script, slurm_executor
+from .submit import SUBMITIT_FOLDER, jobs_import_this_code, now, run_local, sbatch_script, slurm_executor
 from .trial import SearchWorker
 
 WORKERS = "workers.json"
@@ -90,8 +89,7 @@ def job_name(search_dir: Path) -> str:
 def _record_workers(search_dir: Path, launcher: str, job_ids: list[str]) -> None:
     path = search_dir / WORKERS
     starts = json.loads(path.read_text()) if path.is_file() else []
-    starts.append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                   "launcher": launcher, "job_ids": job_ids})
+    starts.append({"time": now(), "launcher": launcher, "job_ids": job_ids})
     atomic_write_json(path, starts)
 
 
@@ -105,7 +103,8 @@ def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
     """The chosen setting (the best finished trial) and the baseline at ``final_seeds``, as grid cells."""
     finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not finished:
-        states = ", ".join(f"{n} {s.name.lower()}" for s, n in _states(study).items()) or "no trial"
+        counts = Counter(trial.state.name.lower() for trial in study.get_trials(deepcopy=False))
+        states = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trial"
         raise SearchError(f"no trial of search {spec.name} finished ({states}): there is no setting to compare")
     best = study.best_trial
     chosen = f"trial{best.number}"
@@ -116,13 +115,6 @@ def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
         cells.append(Cell(f"setting=baseline,seed={seed}", tuple(baseline_arguments(spec, seed)),
                           (("setting", "baseline"), ("seed", str(seed)))))
     return Grid(f"{spec.name}-{FINAL}", tuple(cells))
-
-
-def _states(study: optuna.Study) -> dict[optuna.trial.TrialState, int]:
-    counts: dict[optuna.trial.TrialState, int] = {}
-    for trial in study.get_trials(deepcopy=False):
-        counts[trial.state] = counts.get(trial.state, 0) + 1
-    return counts
 
 
 def describe(spec: SearchSpec, search_dir: Path, options: LaunchOptions, count: int) -> str:

@@ -28,9 +28,6 @@ from .records.searches import STATES, Search
 from .search_report import against_baseline, chosen_rows, final_runs, markdown_table, paired_cells, shown
 from .tables import Table, write_table
 
-__all__ = ["Comparison", "TABLES", "FIGURE", "compare_searches", "search_rows", "searches_table", "trial_steps",
-           "progress_points", "write_report", "summary"]
-
 FIGURE = "searches.png"
 
 
@@ -82,11 +79,6 @@ def _ended(search: Search) -> list:
                   key=lambda trial: trial.datetime_complete)
 
 
-def _relabelled(runs: Sequence[Record], label: str) -> list[Record]:
-    """Runs of two searches' final grids kept apart when they are paired (both may call their choice ``trial3``)."""
-    return [replace(record, variant=f"{label}: {record.variant}") for record in runs]
-
-
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
     """One row per search: sampler, pruner, trials, steps and hours trained, its choice and held-out score, and the
     choice's evaluation mean paired with its baseline and with the first search's choice."""
@@ -98,7 +90,9 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
                     if trial.datetime_start is not None) / 3600
         steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
-        runs = _relabelled(final_runs(search).get(chosen["setting"], []), label) if chosen else []
+        # relabelled: two searches' final runs kept apart when paired (both may call their choice trial3)
+        runs = [replace(record, variant=f"{label}: {record.variant}")
+                for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
         if index == 0:
             first = runs
         rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner,
@@ -153,10 +147,9 @@ def _csv_rows(comparison: Comparison, rows: Sequence[dict[str, Any]]) -> list[di
         item = {key: value for key, value in row.items() if not key.startswith("versus_")}
         for key in ("versus_baseline", "versus_first"):
             paired = row[key]
-            item.update({f"{key}_{name}": None if paired is None else value for name, value in (
-                ("difference", getattr(paired, "mean", None)), ("low", getattr(paired, "low", None)),
-                ("high", getattr(paired, "high", None)), ("verdict", getattr(paired, "verdict", None)),
-                ("seeds", None if paired is None else len(paired.seeds)))})
+            item.update({f"{key}_{name}": getattr(paired, field, None) for name, field in (
+                ("difference", "mean"), ("low", "low"), ("high", "high"), ("verdict", "verdict"))})
+            item[f"{key}_seeds"] = None if paired is None else len(paired.seeds)
         flat.append(item)
     return flat
 

@@ -33,9 +33,6 @@ from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import records_by_setting, settings
 from .tables import Table, write_table
 
-__all__ = ["Report", "SearchFigure", "TABLES", "FIGURES", "BASELINE", "write_report", "summary", "unwritten_figures",
-           "trial_rows", "final_runs", "chosen_rows", "chosen_table", "against_baseline", "history_points"]
-
 BASELINE = "baseline"
 """The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
 FINAL_SETTING = re.compile(r"trial(\d+)|baseline")

@@ -32,8 +32,6 @@ from .archive import Outcome, plan
 from .searches import read_study
 from .study_file import ENDED, STUDY_FILE, as_text, read_record, study_record
 
-__all__ = ["Archived", "archive_search"]
-
 REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
 
 

@@ -16,9 +16,7 @@ from typing import Any, Optional, Sequence
 
 import optuna
 import sqlalchemy.exc
-import yaml
 
-from ...config import compose
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import RunDirError, one_line
 from ...metrics import main_metric
@@ -26,9 +24,6 @@ from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import Record, as_percent, collect
 from .study_file import STUDY_FILE, load
-
-__all__ = ["Search", "STATES", "is_search", "read", "read_study", "pruned_at",
-           "disagreements", "problem_line"]
 
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
@@ -123,12 +118,9 @@ class Search:
 def read(search_dir: Path) -> Search:
     """The search in ``search_dir``: its record, its study (:func:`read_study`) and its final grid's cells."""
     search_dir = Path(search_dir)
-    try:
-        spec = read_search(search_dir)
-    except yaml.YAMLError as error:
-        raise RunDirError(f"search directory {search_dir}: {RECORD} is not valid YAML: {one_line(error)}") from None
+    spec = read_search(search_dir)
     study = read_study(spec, search_dir)
-    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
+    task = spec.task()
     final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
     return Search(spec, search_dir, study, task, final, problems)
 

@@ -25,8 +25,6 @@ from optuna.trial import FrozenTrial, TrialState
 from ...errors import RunDirError, one_line
 from ...storage.reading import read_text
 
-__all__ = ["STUDY_FILE", "ENDED", "study_record", "trial_record", "as_text", "read_record", "load", "as_study"]
-
 STUDY_FILE = "study.json"
 """The study's record in an archive of a search."""
 ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
