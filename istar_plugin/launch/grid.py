@@ -11,10 +11,8 @@ shortened to its last part when that is unambiguous).
 >>> str(grid.default_dir())
 'runs/multirun/recipe=sst2,criterion=istar'
 
-A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of its lists,
-first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``; a variant's own ``fixed``
-applies to its cells without naming them); ``${cell:LABEL,VALUE}`` is the run directory of the sibling cell with that
-name part changed (docs/grids.md).
+A grid file has ``fixed`` overrides, a ``sweep`` (the product of its lists, first key slowest) and optional
+``variants``, each its own product crossed with ``sweep`` (docs/grids.md).
 """
 from __future__ import annotations
 

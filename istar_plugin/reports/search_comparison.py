@@ -86,8 +86,7 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
         ended = _ended(search)
-        hours = sum((trial.datetime_complete - trial.datetime_start).total_seconds() for trial in ended
-                    if trial.datetime_start is not None) / 3600
+        hours = sum(search.wall_seconds(trial) or 0 for trial in ended) / 3600
         steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
         # relabelled: two searches' final runs kept apart when paired (both may call their choice trial3)
@@ -163,12 +162,12 @@ TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_ca
 
 def progress_points(search: Search) -> list[tuple[int, float]]:
     """(steps trained so far, best held-out score so far, percent) after each finished trial, as they ended."""
-    sign, trained, best, points = (1 if search.maximize else -1), 0, None, []
+    trained, best, points = 0, None, []
     for trial in _ended(search):
         trained += trial_steps(search, trial.number) or 0
         if STATES[trial.state] == "finished":
             score = search.percent(trial.value)
-            best = score if best is None or sign * score > sign * best else best
+            best = score if search.improves(score, best) else best
             points.append((trained, best))
     return points
 

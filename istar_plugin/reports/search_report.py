@@ -113,7 +113,6 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
         values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
         state = STATES[trial.state]
         stopped = pruned_at(trial, search.spec.seeds) if state == "pruned" else None
-        ended = trial.datetime_start is not None and trial.datetime_complete is not None
         rows.append({"trial": trial.number, "state": state,
                      **{dimension.key: values.get(dimension.key) for dimension in search.spec.space},
                      "held_out": search.percent(trial.value) if state == "finished" else None,
@@ -122,7 +121,7 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      "pruned_step": None if stopped is None else stopped[1],
                      "failure": trial.user_attrs.get(FAILURE),
                      "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
-                     "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None,
+                     "wall_s": search.wall_seconds(trial),
                      "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
 
@@ -146,15 +145,11 @@ def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
 
 def _trials_caption(report: Report) -> str:
     search = report.search
+    unit = "percent; " if search.percent(1.0) == 100.0 else ""  # nothing for a perplexity
     return (f"Search {search.spec.name}: {len(search.trials)} trials of {search.spec.trials} ({search.counts()}), "
-            f"each scored on the {search.metric} of the split held out of the training set ({_unit(search)}held-out: "
+            f"each scored on the {search.metric} of the split held out of the training set ({unit}held-out: "
             f"the mean over seeds {list(search.spec.seeds)}; {'higher' if search.maximize else 'lower'} is "
             "better).\n\n")
-
-
-def _unit(search: Search) -> str:
-    """``percent; `` where scores are shown as percentages (accuracy, F1 ...), nothing for a perplexity."""
-    return "percent; " if search.percent(1.0) == 100.0 else ""
 
 
 # ------------------------------------------------------------------------------------------------- the choice
@@ -246,15 +241,14 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
 # ------------------------------------------------------------------------------------------------- figures
 def history_points(search: Search) -> dict[str, list]:
     """``finished`` (trial, score), ``pruned`` (trial, last score), ``failed`` trials, ``best`` so far (percent)."""
-    sign = 1 if search.maximize else -1
     points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
     for trial in search.trials:
         state = STATES[trial.state]
         if state == "finished":
             score = search.percent(trial.value)
-            best = points["best"][-1][1] if points["best"] else score
+            best = points["best"][-1][1] if points["best"] else None
             points["finished"].append((trial.number, score))
-            points["best"].append((trial.number, score if sign * score > sign * best else best))
+            points["best"].append((trial.number, score if search.improves(score, best) else best))
         elif state == "pruned" and trial.intermediate_values:
             last = trial.intermediate_values[max(trial.intermediate_values)]
             points["pruned"].append((trial.number, search.percent(last)))

@@ -106,6 +106,16 @@ class Search:
         return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
                 ] if folder.is_dir() else []
 
+    def wall_seconds(self, trial: optuna.trial.FrozenTrial) -> Optional[float]:
+        """How long an ended trial ran, start to end; None for one that has not."""
+        if trial.datetime_start is None or trial.datetime_complete is None:
+            return None
+        return (trial.datetime_complete - trial.datetime_start).total_seconds()
+
+    def improves(self, score: float, best: Optional[float]) -> bool:
+        """Whether ``score`` is better than ``best`` (None: there is none yet)."""
+        return best is None or (score > best if self.maximize else score < best)
+
     def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
         return [trial for trial in self.trials if STATES[trial.state] == state]
 
