@@ -372,12 +372,9 @@ def check(spec: SearchSpec) -> None:
     corners = max(len(d.corners()) for d in spec.space)
     for index in range(corners):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
-        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({_shown(values)})")
+        shown = ", ".join(overrides.arguments(values.items()))
+        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})")
     _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
-
-
-def _shown(values: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in values.items())
 
 
 def _compose(arguments: list[str], what: str) -> None:
