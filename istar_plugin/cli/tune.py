@@ -33,22 +33,6 @@ from ..storage.user_paths import expand_home, text_argument
 TUNE_KEYS = ("search_dir", "workers")
 
 
-def split_tune_keys(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Take ``search_dir=`` and ``workers=`` out of ``arguments``.
-
-    >>> split_tune_keys(["trials=4", "workers=2", "search_dir=/tmp/s"])
-    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
-    """
-    taken, rest = {}, []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if sep and key in TUNE_KEYS:
-            taken[key] = value
-        else:
-            rest.append(argument)
-    return taken, rest
-
-
 def _workers(text: Optional[str]) -> Optional[int]:
     if text is None:
         return None
@@ -58,14 +42,13 @@ def _workers(text: Optional[str]) -> Optional[int]:
 
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
-    tune_keys, rest = split_tune_keys(arguments)
-    options, rest = profiles.parse(rest)
+    options, rest = profiles.parse(arguments, keys=TUNE_KEYS)
     if options.grid_dir is not None:
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)
     check(spec)
-    search_dir = Path(expand_home(tune_keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    workers = _workers(tune_keys.get("workers"))  # a bad value refused before the launcher loads
+    search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
+    workers = _workers(options.keys.get("workers"))  # a bad value refused before the launcher loads
     from ..launch import submit as launch
     from ..launch.study import open_search
     from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count

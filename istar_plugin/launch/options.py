@@ -110,6 +110,7 @@ class LaunchOptions:
     profile: Optional[str] = None  # the SLURM profile's name, for the manifest
     slurm: Optional[SlurmProfile] = None
     local: LocalOptions = field(default_factory=LocalOptions)
+    keys: dict[str, str] = field(default_factory=dict)  # the caller's own keys (istar-tune's workers=, search_dir=)
 
 
 def profile_dirs() -> list[Path]:
@@ -154,13 +155,21 @@ def _grid_dir(value: str) -> Path:
         raise LaunchError(str(error)) from None
 
 
-def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
-    """Take the launch arguments out of ``arguments``; returns the options and the remaining arguments."""
+def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
+    """Take the launch arguments, and the caller's own ``keys`` (into ``options.keys``), out of ``arguments``; returns
+    the options and the remaining arguments.
+
+    >>> options, rest = parse(["trials=4", "workers=2", "search_dir=/tmp/s"], keys=("search_dir", "workers"))
+    >>> options.keys, rest
+    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
+    """
     launcher, profile, grid_dir = None, None, None
-    slurm_overrides, local_overrides, rest = [], [], []
+    slurm_overrides, local_overrides, rest, taken = [], [], [], {}
     for argument in arguments:
-        key, _, value = argument.partition("=")
-        if key == "launcher":
+        key, sep, value = argument.partition("=")
+        if sep and key in keys:
+            taken[key] = value
+        elif key == "launcher":
             launcher = value
         elif key == "slurm":
             profile = value
@@ -185,6 +194,6 @@ def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
     options = LaunchOptions(
         launcher=launcher, grid_dir=grid_dir, profile=profile,
         slurm=load_profile(profile, slurm_overrides) if profile else None,
-        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"),
+        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"), keys=taken,
     )
     return options, rest
