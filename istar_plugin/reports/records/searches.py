@@ -22,6 +22,7 @@ from ...errors import RunDirError, one_line
 from ...metrics import main_metric
 from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.results import RESULTS, ResultsError, read_results
+from ...storage.study_database import storage
 from .cells import Record, as_percent, collect
 from .study_file import STUDY_FILE, load
 
@@ -49,13 +50,7 @@ def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report
         raise RunDirError(f"search directory {search_dir}: its study database {local} is missing (istar-tune writes "
                           f"it when the search starts); {consequence}")
     try:
-        if url.startswith("journal:"):
-            from optuna.storages.journal import JournalFileBackend
-
-            storage = optuna.storages.JournalStorage(JournalFileBackend(str(local)))
-        else:
-            storage = optuna.storages.RDBStorage(url, skip_table_creation=True)
-        return optuna.load_study(study_name=spec.name, storage=storage)
+        return optuna.load_study(study_name=spec.name, storage=storage(url, create=False))
     except KeyError:
         raise RunDirError(f"search directory {search_dir}: its study database {url} holds no study named "
                           f"{spec.name}; {consequence}") from None
