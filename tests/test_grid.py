@@ -220,7 +220,7 @@ def test_dry_run_prints_cells_and_sbatch_script_and_writes_nothing(tmp_path, cap
 
 def test_grid_cli_errors_and_listing(capsys):
     assert grid_cli.main(["paper", "recipe=imdb", "--dry-run"]) == 2
-    assert "istar-grid: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
+    assert "istar-grid: error: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
     assert grid_cli.main(["--list"]) == 0
     assert capsys.readouterr().out == (
         "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, "
@@ -310,6 +310,6 @@ def test_a_grid_whose_cells_need_the_unreachable_hub_is_refused_before_any_cell_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert grid_cli.main(["smoke", "model=bert", "launcher=local", f"grid_dir={tmp_path / 'grid'}"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("istar-grid: cannot fetch model 'bert-base-cased' (model=bert) from the Hugging Face hub "
-                           "(HF_HUB_OFFLINE is set); offline: model=minilm")
+    assert last.startswith("istar-grid: error: cannot fetch model 'bert-base-cased' (model=bert) from the "
+                           "Hugging Face hub (HF_HUB_OFFLINE is set); offline: model=minilm")
     assert not (tmp_path / "grid").exists()  # refused before a cell was written or started

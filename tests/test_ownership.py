@@ -192,6 +192,6 @@ def test_istar_grid_refuses_a_grid_dir_of_user_files(tmp_path, capsys):
     before = user_folder(tmp_path / "mine")
     assert grid_main(["smoke", "launcher=local", f"grid_dir={tmp_path / 'mine'}", "--dry-run"]) == 4
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"istar-grid: grid_dir {tmp_path / 'mine'}: "
+    assert err.startswith(f"istar-grid: error: grid_dir {tmp_path / 'mine'}: "
                           "exists and holds files istar_plugin did not write")
     assert snapshot(tmp_path / "mine") == before

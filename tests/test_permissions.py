@@ -167,7 +167,7 @@ def test_an_unreadable_grid_file_is_one_line(as_user, work):
     grid.write_text("sweep:\n  seed: [1, 2]\n")
     grid.chmod(0o000)
     done = as_user(work, "-m", "istar_plugin.cli.grid", str(grid), f"grid_dir={work / 'home' / 'grid'}", "--dry-run")
-    _one_line(done, 2, f"istar-grid: cannot read grid file {grid}: permission denied (check its mode and owner)")
+    _one_line(done, 2, f"istar-grid: error: cannot read grid file {grid}: permission denied (check its mode and owner)")
 
 
 def _finished_cell(cell: Path) -> Path:

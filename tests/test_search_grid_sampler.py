@@ -10,7 +10,9 @@ import yaml
 
 from istar_plugin.cli import tune as cli
 from istar_plugin.config.searches import load, read_search
+from istar_plugin.launch.cell import attempts, load_snapshot
 from istar_plugin.launch.study import claim_trial, open_search, sample
+from istar_plugin.reports.records.cells import read_cell
 from istar_plugin.storage.study_database import connect
 
 FIXED = {"recipe": "movie_snippets", "criterion": "istar", "data.validation_split": 0.25}
@@ -104,3 +106,8 @@ def test_an_inline_grid_search_runs_every_point_once_then_compares_the_best_with
     assert "trials: 4 finished" in out and f"chosen: trial {study.best_trial.number} (" in out
     assert sorted(p.name for p in (search_dir / "final").iterdir() if p.is_dir() and p.name.startswith("setting=")) \
         == ["setting=baseline,seed=1", f"setting=trial{study.best_trial.number},seed=1"]
+    for trial in finished:  # every trial's run is a grid cell: snapshotted, run by the cell runner, read as a cell
+        run = search_dir / "trials" / f"{trial.number:04d}" / "seed=1"
+        assert load_snapshot(run).output_dir == str(run)
+        assert [event["event"] for event in attempts(run)] == ["start", "finished"]
+        assert read_cell(run).validation == pytest.approx(100 * trial.value)

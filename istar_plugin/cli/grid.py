@@ -20,19 +20,19 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..config import available
-from ..errors import ConfigError, RunDirError, one_line
+from ..errors import run_command
 from ..launch import grid as grid_module
-from ..launch import hub_check
 from ..launch import options as profiles
-from ..launch import submit as launch
-from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
-from ..reports.records.cells import CellProblem, read_cell
 from ..storage.user_paths import text_argument
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
     """Plan, then print (dry run) or launch; returns the exit status (1 when a local or inline cell failed; a cell
     left to another invocation running it is not a failure)."""
+    from ..launch import hub_check
+    from ..launch import submit as launch
+    from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
+
     grid_dir = (options.grid_dir or grid.default_dir()).resolve()
     planned = launch.plan(grid, grid_dir, say=lambda line: print(line, file=sys.stderr, flush=True))
     if dry_run:
@@ -41,10 +41,8 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
     skipped = sum(p.status in ("finished", "active") for p in planned)
     elsewhere = sum(p.status == "running" for p in planned)  # another invocation runs it: counted as running
     if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
-        by_needs = {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}
-        for needs, item in by_needs.items():
-            if needs:
-                hub_check.check(item.cfg)
+        for item in {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}.values():
+            hub_check.check(item.cfg)
     launched = launch.launch(grid, grid_dir, planned, options, arguments=arguments)
     manifest = grid_dir / launch.MANIFEST
     if options.launcher == "slurm":
@@ -64,11 +62,23 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
 
 def failure_reason(run_dir: Path) -> str:
     """Why a cell did not finish, in one line: its results.json's reason, else its last checkpoint and log line."""
+    from ..reports.records.cells import CellProblem, read_cell
+
     try:
         read_cell(run_dir)
     except CellProblem as problem:
         return str(problem)
     return "finished"
+
+
+def _body(args: argparse.Namespace) -> int:
+    options, rest = profiles.parse(args.arguments)
+    grid = grid_module.load(args.grid, rest)
+    if args.cells:
+        grid = grid.select(args.cells)
+    if grid.cells:  # a bad key or value refused before the launcher (and torch) loads
+        grid_module.check_cell(grid.cells[0], (options.grid_dir or grid.default_dir()).resolve())
+    return run(grid, options, [args.grid, *args.arguments], args.dry_run)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -87,18 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if not args.grid:
         parser.error("a grid is required (istar-grid --list shows them)")
-    try:
-        options, rest = profiles.parse(args.arguments)
-        grid = grid_module.load(args.grid, rest)
-        if args.cells:
-            grid = grid.select(args.cells)
-        return run(grid, options, [args.grid, *args.arguments], args.dry_run)
-    except (grid_module.GridError, profiles.LaunchError) as error:
-        print(f"istar-grid: {error}", file=sys.stderr)
-        return 2
-    except (RunDirError, ConfigError) as error:  # grid_dir holds someone else's files; the hub is out of reach
-        print(f"istar-grid: {one_line(error)}", file=sys.stderr)
-        return error.exit_code
+    return run_command("istar-grid", lambda: _body(args))
 
 
 if __name__ == "__main__":

@@ -25,31 +25,12 @@ from typing import Optional, Sequence
 
 from ..config import available, compose
 from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, describe_values, load, trial_arguments
-from ..errors import ConfigError, run_command
+from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
-from ..launch import submit as launch
-from ..launch.study import open_search
-from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
 from ..storage.user_paths import expand_home, text_argument
 
 TUNE_KEYS = ("search_dir", "workers")
-
-
-def split_tune_keys(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Take ``search_dir=`` and ``workers=`` out of ``arguments``.
-
-    >>> split_tune_keys(["trials=4", "workers=2", "search_dir=/tmp/s"])
-    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
-    """
-    taken, rest = {}, []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if sep and key in TUNE_KEYS:
-            taken[key] = value
-        else:
-            rest.append(argument)
-    return taken, rest
 
 
 def _workers(text: Optional[str]) -> Optional[int]:
@@ -61,24 +42,23 @@ def _workers(text: Optional[str]) -> Optional[int]:
 
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
-    tune_keys, rest = split_tune_keys(arguments)
-    try:
-        options, rest = profiles.parse(rest)
-    except profiles.LaunchError as error:
-        raise ConfigError(str(error)) from None
+    options, rest = profiles.parse(arguments, keys=TUNE_KEYS)
     if options.grid_dir is not None:
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)
     check(spec)
-    search_dir = Path(expand_home(tune_keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    count = worker_count(spec, options, _workers(tune_keys.get("workers")))
+    search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
+    workers = _workers(options.keys.get("workers"))  # a bad value refused before the launcher loads
+    from ..launch import submit as launch
+    from ..launch.study import open_search
+    from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
+
+    count = worker_count(spec, options, workers)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
     if options.launcher != "slurm":  # runs here: the hub check istar-run makes, once
-        first = compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0]))
-        if hub_check.needed_from_hub(first):
-            hub_check.check(first)
+        hub_check.check(compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0])))
     study = open_search(spec, search_dir)
     if not final_only:
         outcomes = run_workers(search_dir, options, count, say=print)

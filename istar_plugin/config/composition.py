@@ -1,10 +1,6 @@
-"""Composing a run config from command-line style arguments: ``compose(["recipe=sst2", "criterion=istar",
-"model=minilm", "criterion.lam=-3", "seed=2"])`` builds it from, in order: the declared defaults (:mod:`.schema`),
-the recipe YAML, the model preset, the recipe's tuned criterion parameters for that model (the paper's Table 2),
-then the dotted overrides; :func:`~.validate.validate` then checks it before anything loads. Unknown keys and wrong
-types fail naming the key and the allowed ones; so do values whose size has no bound before they reach YAML or the OS
-(a layer range past :data:`LAYER_INDEX_HIGH`, a list of more items than OmegaConf reads, a path past the system's
-limits), their value shortened.
+"""Composing a run config from command-line style arguments (:mod:`.overrides`): the declared defaults, the recipe,
+the model preset, the recipe's tuned criterion parameters for that model, then the dotted overrides, validated before
+anything loads; an unknown key, a wrong type or an unbounded value is one line naming the key and the allowed ones.
 
 >>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
 >>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
@@ -30,6 +26,7 @@ from ..registry import CRITERIONS, MODELS, TASKS
 from ..settings import shortened
 from ..storage.path_limits import check_path_length
 from ..storage.user_paths import expand_home
+from .overrides import pairs as override_pairs
 from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
@@ -37,22 +34,17 @@ from .validate import validate
 
 
 LAYER_INDEX_HIGH = 1024
-"""The highest hidden-state index a layer range ``criterion.layers=START:STOP`` may reach before its list is built (no
-model has that many layers); the model's own count refuses less, from its config."""
 
 
 def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
     """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
-    groups, overrides = {}, []
-    for argument in arguments:
-        key, sep, value = argument.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"argument {argument!r} is not of the form key=value")
+    groups, rest = {}, []
+    for key, value in override_pairs(arguments):
         if key in GROUPS:
             groups[key] = value
         else:
-            overrides.append(argument)
-    return groups, overrides
+            rest.append(f"{key}={value}")
+    return groups, rest
 
 
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
@@ -116,8 +108,8 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
 
 
 def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
-    """``criterion.layers=START:STOP`` is the layers START to STOP - 1, as a Python range; a range reaching past
-    :data:`LAYER_INDEX_HIGH` is left out and returned (else None), for :func:`_refuse_layer_range`.
+    """``criterion.layers=START:STOP`` as the list START to STOP - 1; a range past :data:`LAYER_INDEX_HIGH` is left
+    out and returned (else None).
 
     >>> _layer_ranges(["criterion.layers=2:5", "seed=1"])
     (['criterion.layers=[2,3,4]', 'seed=1'], None)
@@ -141,8 +133,7 @@ def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
 
 
 def _refuse_layer_range(cfg: DictConfig, value: str) -> None:
-    """Refuse ``criterion.layers=value``, a range past :data:`LAYER_INDEX_HIGH`: against the model's layers when its
-    config is on this machine, else against that bound."""
+    """Refuse ``criterion.layers=value`` against the model's layers when its config is here, else that bound."""
     try:
         shape = model_shape(cfg, local_only=True)
     except ModelError:
@@ -157,8 +148,7 @@ def _refuse_layer_range(cfg: DictConfig, value: str) -> None:
 
 
 def _dotlist(overrides: list[str]) -> DictConfig:
-    """The overrides as a config; a value YAML refuses to read (e.g. a list of more items than OmegaConf reads) is
-    one line naming its key, the value shortened."""
+    """The overrides as a config; a value YAML cannot read is one line naming its key."""
     try:
         return OmegaConf.from_dotlist(overrides)
     except (yaml.YAMLError, OmegaConfBaseException):
@@ -175,8 +165,7 @@ def _dotlist(overrides: list[str]) -> DictConfig:
 
 
 def _expand_paths(cfg: DictConfig) -> None:
-    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once the config is
-    resolved: the run's files go where the user meant, not into a folder named ``~``.
+    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once resolved.
 
     >>> import os
     >>> cfg = OmegaConf.create({"output_dir": "~/runs/x", "init_from": None, "data": {"dir": "data/sst2"}})

@@ -1,10 +1,14 @@
-"""Command-line overrides as text: ``key=value`` arguments split, and YAML values written as the command line takes
-them (grid files and search files both turn their mappings into overrides).
+"""The one override format of run composition, grid files and search files: ``key=value`` arguments, YAML mappings
+written as such arguments, and one merge in which a later override of a key replaces an earlier one.
 
->>> key_value_pairs(["recipe=sst2", "optim.lr=1e-4"])
+>>> pairs(["recipe=sst2", "optim.lr=1e-4"])
 [('recipe', 'sst2'), ('optim.lr', '1e-4')]
->>> [format_value(v) for v in (0.2, -5, True, None, [1, 2])]
-['0.2', '-5', 'true', 'null', '[1,2]']
+>>> from_mapping({"criterion": "istar", "criterion.layers": [3, 6], "data.dir": None})
+[('criterion', 'istar'), ('criterion.layers', '[3,6]'), ('data.dir', 'null')]
+>>> merge([("recipe", "rte"), ("optim.lr", "1e-4")], [("seed", "2"), ("optim.lr", "3e-5")])
+[('recipe', 'rte'), ('optim.lr', '3e-5'), ('seed', '2')]
+>>> arguments(_)
+['recipe=rte', 'optim.lr=3e-5', 'seed=2']
 >>> format_value({"a": 1}, "a swept value")
 Traceback (most recent call last):
 ...
@@ -12,23 +16,24 @@ istar_plugin.errors.ConfigError: a swept value must be a scalar or a list, got t
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, ListConfig
 
 from ..errors import ConfigError
 
+Pairs = list[tuple[str, str]]
 
-def key_value_pairs(arguments: Sequence[str], where: str = "", refusal: type[ConfigError] = ConfigError
-                    ) -> list[tuple[str, str]]:
+
+def pairs(arguments: Sequence[str], where: str = "", refusal: type[ConfigError] = ConfigError) -> Pairs:
     """``(key, value)`` of each ``key=value`` argument; another form is one ``refusal`` line (``where``: its source)."""
-    pairs = []
+    result = []
     for argument in arguments:
         key, sep, value = argument.partition("=")
         if not sep or not key:
             raise refusal(f"{where + ': ' if where else ''}argument {argument!r} is not of the form key=value")
-        pairs.append((key, value))
-    return pairs
+        result.append((key, value))
+    return result
 
 
 def format_value(value: Any, what: str = "a value", refusal: type[ConfigError] = ConfigError) -> str:
@@ -43,3 +48,27 @@ def format_value(value: Any, what: str = "a value", refusal: type[ConfigError] =
     if isinstance(value, (dict, DictConfig)):
         raise refusal(f"{what} must be a scalar or a list, got the mapping {value!r}")
     return str(value)
+
+
+def from_mapping(node: Any, where: str = "overrides", refusal: type[ConfigError] = ConfigError,
+                 what: str = "a run override's value") -> Pairs:
+    """A YAML mapping of run keys to values as ``(key, value)`` overrides; interpolations stay unresolved."""
+    if node is None:
+        return []
+    if not isinstance(node, (dict, DictConfig)):
+        raise refusal(f"{where} must be a mapping of run keys to values, got {node!r}")
+    items = node.items_ex(resolve=False) if isinstance(node, DictConfig) else node.items()
+    return [(str(key), format_value(value, what, refusal)) for key, value in items]
+
+
+def merge(*layers: Iterable[tuple[str, str]]) -> Pairs:
+    """The layers' overrides in one list, a later layer's value of a key replacing an earlier one in its place."""
+    merged: dict[str, str] = {}
+    for layer in layers:
+        merged.update(layer)
+    return list(merged.items())
+
+
+def arguments(overrides: Iterable[tuple[str, str]]) -> list[str]:
+    """``key=value`` arguments of ``(key, value)`` overrides."""
+    return [f"{key}={value}" for key, value in overrides]

@@ -28,27 +28,31 @@ KINDS = {"": "recipe", "model": "model preset", "grids": "grid file"}
 """What the YAML files of each recipe subfolder are called in messages."""
 
 
-def recipe_dirs() -> list[Path]:
-    """Where recipes are looked up: ``$ISTAR_RECIPES`` (``:``-separated), the source tree, the install prefix."""
-    dirs = [Path(p) for p in os.environ.get(RECIPES_ENV, "").split(os.pathsep) if p]
-    dirs += [Path(__file__).resolve().parents[2] / "recipes", Path(sys.prefix) / "share" / "istar_plugin" / "recipes"]
+def search_dirs(env: str, *parts: str) -> list[Path]:
+    """The folders ``$ENV`` names (``:``-separated), then the source tree's and the install prefix's ``PARTS``."""
+    dirs = [Path(p) for p in os.environ.get(env, "").split(os.pathsep) if p]
+    dirs += [Path(__file__).resolve().parents[2].joinpath(*parts), Path(sys.prefix, "share", "istar_plugin", *parts)]
     return [d for d in dirs if d.is_dir()]
 
 
-def available(subdir: str = "") -> list[str]:
-    """Names of the YAML files in the recipe directories (``subdir="model"`` for model presets)."""
-    names = {p.stem for d in recipe_dirs() for p in (d / subdir).glob("*.yaml")}
-    return sorted(names)
+def recipe_dirs() -> list[Path]:
+    """Where recipes are looked up: ``$ISTAR_RECIPES``, the source tree, the install prefix."""
+    return search_dirs(RECIPES_ENV, "recipes")
 
 
-def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
-    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it;
-    a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
+def available(subdir: str = "", dirs: Optional[list[Path]] = None) -> list[str]:
+    """Names of the YAML files in the recipe directories (or ``dirs``; ``subdir="model"`` for model presets)."""
+    return sorted({p.stem for d in (recipe_dirs() if dirs is None else dirs) for p in (d / subdir).glob("*.yaml")})
+
+
+def find_yaml(name: str, subdir: str = "", dirs: Optional[list[Path]] = None) -> Optional[Path]:
+    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory (or of
+    ``dirs``) having it; a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
     if name.endswith((".yaml", ".yml")):
         with reading(name, KINDS.get(subdir, "YAML file"), ConfigError):
             if Path(name).is_file():
                 return Path(name)
-    for directory in recipe_dirs():
+    for directory in recipe_dirs() if dirs is None else dirs:
         candidate = directory / subdir / f"{name}.yaml"
         if candidate.is_file():
             return candidate
@@ -56,10 +60,8 @@ def find_yaml(name: str, subdir: str = "") -> Optional[Path]:
 
 
 def read_yaml(path: Path, what: str, refusal: type[ConfigError] = ConfigError) -> Any:
-    """What ``OmegaConf.load`` makes of the YAML file ``what`` at ``path``, read through
-    :func:`~istar_plugin.storage.reading.read_text`: a file that cannot be read (permissions, a folder, not UTF-8, over
-    :data:`~istar_plugin.storage.reading.CONFIG_FILE_BYTES`) is one ``refusal`` line; malformed YAML raises as from
-    ``OmegaConf.load``, naming the file."""
+    """``OmegaConf.load`` of the YAML file ``what`` at ``path``; an unreadable file is one ``refusal`` line, malformed
+    YAML raises as from ``OmegaConf.load``."""
     text = io.StringIO(read_text(path, what, refusal, CONFIG_FILE_BYTES))
     text.name = str(path)  # where YAML's messages say the error is
     return OmegaConf.load(text)

@@ -1,35 +1,5 @@
-"""Search files (``recipes/searches/*.yaml``): which run settings ``istar-tune`` chooses, over what space, on what.
-
-A search file names the run every trial makes (``fixed``, as a grid file's), the ``space`` sampled per trial,
-the seeds each trial trains, the trial budget, the sampler and the pruner, the ``baseline`` the chosen setting is
-compared with, and the seeds of that final comparison. A trial is scored on the task's main metric over the part of
-the training set that ``data.validation_split`` holds out (required); the evaluation split is scored only in the
-final comparison, never to choose. A dimension is a float range (``log: true`` for a log scale; ``sign: both`` or
-``negative`` makes a log range signed: magnitude and sign are sampled apart), an integer range (``int: true``) or
-a list of ``choices``::
-
-    fixed: {recipe: rte, model: minilm, criterion: istar, data.validation_split: 0.1}
-    space:
-      criterion.lam: {low: 0.01, high: 10, log: true, sign: both}
-      criterion.zeta: {choices: [0.2, 0.4, 0.6, 0.8]}
-    seeds: [1]
-    trials: 24
-    baseline: {criterion: cross_entropy}
-    final_seeds: [1, 2, 3]
-
-The sampler is ``tpe`` (the default), ``random``, ``qmc`` or ``grid``: every combination of the choices, once each,
-as a paper's grid (every dimension a list of choices); its budget is the grid's size unless ``trials`` names fewer
-(then the first of the grid's points in the sampler's seeded order), and never more::
-
-    space: {criterion.lam: {choices: [-1, -0.1]}, criterion.zeta: {choices: [0.2, 0.4, 0.8]}}
-    sampler: grid   # 6 trials
-
-A search file may start from another: ``base: NAME`` takes that search's keys, this file's ``fixed`` overrides
-merged into the base's and its other keys replacing the base's (the same trials under another sampler or space).
-
-Command-line ``key=value`` arguments set a search key (``trials=8``, ``seeds=[1,2]``, ``storage=URL``) or, for any
-other key, a run override added to ``fixed``. Every key and value is checked by composing the runs at the space's
-corners before anything is written.
+"""Search files (``recipes/searches/*.yaml``, format in docs/searching.md): the run every trial makes (``fixed``),
+the ``space`` sampled, seeds, budget, sampler, pruner, and the ``baseline`` compared with at ``final_seeds``.
 
 >>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
 ...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}},
@@ -59,24 +29,16 @@ from omegaconf.errors import OmegaConfBaseException
 from ..errors import ConfigError
 from .composition import compose
 from ..storage.reading import CONFIG_FILE_BYTES, read_text
-from .overrides import format_value, key_value_pairs
+from . import overrides
 from .recipes import available, find_yaml, read_yaml
 
 SEARCHES_SUBDIR = "searches"
 RECORD = "search.yaml"
-"""The search as it runs, in its directory (written once by ``istar-tune``)."""
 PROGRESS = "progress.log"
-"""Every worker's progress lines, stamped with time, host and worker."""
 TRIALS, FINAL = "trials", "final"
-"""``SEARCH_DIR/trials/NNNN/seed=S``: the trials' run directories; ``SEARCH_DIR/final``: the final comparison's grid."""
 TRIAL_EVALUATION = "data.eval_split=held_out"
-"""What every trial's run adds: it is evaluated on the share of its training set held out, never on the evaluation
-split, which only the final comparison scores."""
 SEED_STRIDE = 10 ** 6
-"""A trial reports seed ``i``'s validation score at step ``i * SEED_STRIDE + step``: the same place in every trial."""
 VALUES, SCORES, FAILURE = "values", "scores", "failure"
-"""A trial's user attributes: its config values (a signed range's sign times magnitude), its validation score per
-seed, a failed trial's one-line reason."""
 FILE_KEYS = ("description", "base", "fixed", "space", "seeds", "trials", "sampler", "pruner", "baseline",
              "final_seeds", "storage")
 SAMPLERS = ("tpe", "random", "qmc", "grid")
@@ -104,7 +66,7 @@ class Dimension:
     choices: tuple = ()
 
     def corners(self) -> list:
-        """The extreme values a trial can give the key (every choice, for a list): what :func:`check` composes."""
+        """The extreme values a trial can give the key (every choice, for a list)."""
         if self.choices:
             return list(self.choices)
         low, high = (int(self.low), int(self.high)) if self.integer else (float(self.low), float(self.high))
@@ -126,7 +88,7 @@ class Dimension:
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """A parsed search file (see the module's docstring); ``fixed`` and ``baseline`` are ``key=value`` overrides."""
+    """A parsed search file; ``fixed`` and ``baseline`` are ``key=value`` overrides."""
 
     name: str
     fixed: tuple[str, ...]
@@ -150,30 +112,28 @@ class SearchSpec:
         return self.storage or f"sqlite:///{Path(search_dir).resolve() / 'study.db'}"
 
     def as_dict(self) -> dict[str, Any]:
-        """What the search directory records of the search (``search.yaml``), readable by :func:`parse` again."""
+        """The search as ``search.yaml`` records it, readable by :func:`parse` again."""
         space = {d.key: ({"choices": list(d.choices)} if d.choices else
                          {"low": d.low, "high": d.high, "log": d.log, "sign": d.sign, "int": d.integer})
                  for d in self.space}
-        return {"description": self.description, "fixed": dict(_pairs(self.fixed, "fixed")), "space": space,
+        return {"description": self.description, "fixed": dict(overrides.pairs(self.fixed)), "space": space,
                 "seeds": list(self.seeds), "trials": self.trials, "sampler": self.sampler, "pruner": self.pruner,
-                "baseline": dict(_pairs(self.baseline, "baseline")), "final_seeds": list(self.final_seeds),
+                "baseline": dict(overrides.pairs(self.baseline)), "final_seeds": list(self.final_seeds),
                 "storage": self.storage}
 
+    def task(self) -> str:
+        """The task every trial trains."""
+        return compose([*self.fixed, f"seed={self.seeds[0]}"]).task
 
-def _pairs(arguments: Sequence[str], where: str) -> list[tuple[str, str]]:
-    return key_value_pairs(arguments, where, SearchError)
+    def differences(self, other: "SearchSpec") -> list[str]:
+        """The keys at which ``other`` is another search (``name`` when only that differs; ``trials`` may grow)."""
+        mine = self.as_dict()
+        changed = [key for key, value in other.as_dict().items() if key != "trials" and mine[key] != value]
+        return changed or (["name"] if other.name != self.name else [])
 
 
-def _scalar(value: Any) -> str:
-    return format_value(value, "a run override's value", SearchError)
-
-
-def _overrides(mapping: Any, where: str) -> tuple[str, ...]:
-    if mapping is None:
-        return ()
-    if not isinstance(mapping, (dict, DictConfig)):
-        raise SearchError(f"{where} must be a mapping of run keys to values, got {mapping!r}")
-    return tuple(f"{key}={_scalar(value)}" for key, value in mapping.items())
+def _fixed(mapping: Any, where: str) -> list[tuple[str, str]]:
+    return overrides.from_mapping(mapping, where, SearchError)
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -237,12 +197,13 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     if unknown:
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
     content = with_base(content, name)
-    fixed = list(_overrides(content.get("fixed"), "fixed"))
-    for key, value in _pairs(arguments, "istar-tune"):
+    command_line = []
+    for key, value in overrides.pairs(arguments, "istar-tune", SearchError):
         if key in FILE_KEYS and key not in ("fixed", "space", "baseline", "description"):
             content[key] = yaml_value(value)
         else:
-            fixed.append(f"{key}={value}")
+            command_line.append((key, value))
+    fixed = overrides.arguments(overrides.merge(_fixed(content.get("fixed"), "fixed"), command_line))
     space = content.get("space")
     if not isinstance(space, (dict, DictConfig)) or not space:
         raise SearchError(f"search file {source or name}: space must map at least one run key to its range or choices")
@@ -266,12 +227,11 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     dimensions = tuple(_dimension(k, v) for k, v in space.items())
     if content.get("sampler") == "grid":
         trials = _grid_trials(dimensions, content.get("trials"))
-    return SearchSpec(name=name, fixed=tuple(fixed), space=dimensions,
-                      seeds=seeds, trials=trials, sampler=content.get("sampler", "tpe"),
-                      pruner=content.get("pruner", "median"),
-                      baseline=_overrides(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"),
-                      final_seeds=_seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage=storage,
-                      description=str(content.get("description") or ""), source=source)
+    baseline = overrides.arguments(_fixed(content.get("baseline", {"criterion": "cross_entropy"}), "baseline"))
+    return SearchSpec(name, tuple(fixed), dimensions, seeds, trials, content.get("sampler", "tpe"),
+                      content.get("pruner", "median"), tuple(baseline),
+                      _seeds(content.get("final_seeds", list(seeds)), "final_seeds"), storage,
+                      str(content.get("description") or ""), source)
 
 
 def grid_size(space: Sequence[Dimension]) -> tuple[int, str]:
@@ -321,11 +281,10 @@ def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
 
 
 def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> dict[str, Any]:
-    """A search file's content over the search its ``base`` names: the base's ``fixed`` overrides merged key by key
-    with this file's, every other key this file gives replacing the base's (a base may have a base).
+    """``content`` over the search its ``base`` names: ``fixed`` merged key by key, other keys replaced.
 
     >>> with_base({"base": "sst2_minilm", "sampler": "random", "fixed": {"optim.lr": 1e-4}}, "x")["fixed"]["optim.lr"]
-    0.0001
+    '0.0001'
     """
     base = content.get("base")
     if base is None:
@@ -339,7 +298,8 @@ def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> 
     parent = with_base(dict(OmegaConf.to_container(parent) if isinstance(parent, DictConfig) else parent),
                        Path(base).stem, chain)
     own = {key: value for key, value in content.items() if key != "base"}
-    return {**parent, **own, "fixed": {**(parent.get("fixed") or {}), **(own.get("fixed") or {})}}
+    fixed = overrides.merge(_fixed(parent.get("fixed"), f"search {base}: fixed"), _fixed(own.get("fixed"), "fixed"))
+    return {**parent, **own, "fixed": dict(fixed)}
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> SearchSpec:
@@ -363,7 +323,7 @@ def read_search(search_dir: Path) -> SearchSpec:
 
 
 def describe_values(values: dict[str, Any]) -> str:
-    """A trial's config values in a line, floats to 4 significant digits (progress lines and reports).
+    """A trial's config values in a line, floats to 4 significant digits.
 
     >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
     'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
@@ -382,19 +342,18 @@ def trial_dir(search_dir: Path, number: int) -> Path:
 
 
 def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list[str]:
-    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed (a trial
-    adds :data:`TRIAL_EVALUATION`).
+    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed.
 
     >>> spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
     >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
     ['recipe=rte', 'optim.lr=3e-05', 'seed=2']
     """
-    return [*spec.fixed, *(f"{key}={_scalar(value)}" for key, value in values.items()), f"seed={seed}"]
+    return [*spec.fixed, *overrides.arguments(_fixed(values, "values")), f"seed={seed}"]
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
-    """The baseline run's arguments: the fixed overrides, but for the ``criterion.*`` keys of another criterion when
-    the baseline names its own, then the baseline's overrides and the seed.
+    """The baseline's arguments: the fixed overrides (without ``criterion.*`` when it names its own criterion), the
+    baseline's and the seed.
 
     >>> spec = SearchSpec("s", ("recipe=rte", "criterion=istar", "criterion.padding=include"), ())
     >>> baseline_arguments(spec, seed=3)
@@ -406,20 +365,16 @@ def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
 
 
 def check(spec: SearchSpec) -> None:
-    """Compose a trial's run at each corner of the space (and the baseline's run): an unknown key or a refused value
-    is one :class:`SearchError` line naming it, before anything is written or loaded."""
+    """Compose a trial's run at each corner of the space and the baseline's run; a refusal is one line."""
     if not any(argument.startswith("data.validation_split=") for argument in spec.fixed):
         raise SearchError("a search chooses on data held out of the training set: set data.validation_split "
                           "(e.g. data.validation_split=0.1) in fixed or on the command line")
     corners = max(len(d.corners()) for d in spec.space)
     for index in range(corners):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
-        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({_shown(values)})")
+        shown = ", ".join(overrides.arguments(values.items()))
+        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})")
     _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
-
-
-def _shown(values: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in values.items())
 
 
 def _compose(arguments: list[str], what: str) -> None:

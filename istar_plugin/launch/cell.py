@@ -1,12 +1,5 @@
-"""One grid cell's run directory and the checkpointable callable that runs it under any submitit executor.
-
-At submission the cell's resolved config is snapshotted to ``RUN_DIR/cell.yaml``; the job reads only that
-file, so editing recipes or grid files later cannot change a queued cell. Every start, first or requeued,
-resumes from the run directory's latest checkpoint (the Trainer's own resume), so it does not matter
-whether submitit's ``checkpoint()`` ran (time-out, ``_interrupt``) or not (``scontrol requeue``, a SLURM
-preemption sending only SIGTERM). Each start is recorded in ``RUN_DIR/attempts.jsonl``. A cell another process is
-running (two invocations of one grid) is left to it, and a cell another one finished meanwhile is not run again: the
-runner returns at once, saying so (:func:`outcome`: :data:`RUNNING_ELSEWHERE`, :data:`FINISHED_ELSEWHERE`).
+"""One grid cell's run directory (its frozen config ``cell.yaml``, ``attempts.jsonl``) and the checkpointable callable
+that runs it under any submitit executor; a cell another process runs or finished is left to it (:func:`outcome`).
 
 >>> import tempfile
 >>> from istar_plugin.config import compose
@@ -68,24 +61,15 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = None) -> list[str]:
-    """Dotted keys whose values differ between the config ``a`` of a run directory and a new config ``b``.
-
-    A key added to the config since ``a`` was written is no difference where ``b`` holds the value that does what
-    ``a``'s run did (:data:`~istar_plugin.config.ADDED_KEYS`); nor is ``precision=auto`` in ``a`` against an explicit
-    precision in ``b`` that its run used (``used_precision``, from its results); auto against auto is the same.
-    """
+    """Dotted keys whose values differ between a run directory's config ``a`` and a new config ``b``, ``a`` read as
+    configured today (:func:`~istar_plugin.config.as_configured_today`, ``precision=auto`` as ``used_precision``)."""
     flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
     flat_a = as_configured_today(flat_a, used_precision if flat_b.get("precision") != "auto" else None)
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
 
 def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
-    """True when ``results.json`` exists, was produced by exactly ``cfg`` and is not a failure record.
-
-    The run's ``config.yaml`` (written by the Trainer as it starts) must equal ``cfg``, and the results'
-    task, model, criterion and seed must agree with it. A failed run (``status: failed``) is run again, and so
-    is a cell whose ``results.json`` cannot be read (:func:`~istar_plugin.storage.results.read_results`).
-    """
+    """True when a readable, finished ``results.json`` and the run's ``config.yaml`` are of exactly ``cfg``."""
     config_path = run_dir / "config.yaml"
     if not ((run_dir / RESULTS).is_file() and config_path.is_file()):
         return False
@@ -114,13 +98,9 @@ def _job_environment() -> Optional[submitit.JobEnvironment]:
 
 
 class CellRunner(submitit.helpers.Checkpointable):
-    """``CellRunner()(run_dir)`` trains the cell frozen in ``run_dir`` and returns its results.
-
-    Inside a submitit job with several tasks it exports ``TorchDistributedEnvironment`` (WORLD_SIZE, RANK,
-    LOCAL_RANK, MASTER_ADDR, MASTER_PORT) before building the Trainer, which joins the process group.
-    ``checkpoint`` (inherited) resubmits the same call: the progress is in the run directory's checkpoints.
-    ``hooks`` are extra Trainer hooks (picklable), e.g. for monitoring.
-    """
+    """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` (exporting submitit's
+    ``TorchDistributedEnvironment`` in a job of several tasks) and returns its results; ``checkpoint`` (inherited)
+    resubmits the same call, which resumes from the run directory's checkpoints."""
 
     def __init__(self, hooks: Sequence[Hook] = ()):
         self.hooks = tuple(hooks)

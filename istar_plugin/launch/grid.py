@@ -1,8 +1,7 @@
 """Grids of runs: grid files (``recipes/grids/*.yaml``) and command-line sweeps, expanded into named cells.
 
-A cell is one run: its ``istar-run`` arguments and a deterministic, file-system-safe name made of the
-values it sweeps (``key=value`` joined by ``,``; a dotted key is shortened to its last part when that is
-unambiguous in the grid). The name is the cell's run directory under the grid directory.
+A cell is one run: its ``istar-run`` arguments and its run directory's name, the values it sweeps (a dotted key
+shortened to its last part when that is unambiguous).
 
 >>> grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "seed=1,2"])
 >>> [cell.name for cell in grid.cells]
@@ -12,22 +11,8 @@ unambiguous in the grid). The name is the cell's run directory under the grid di
 >>> str(grid.default_dir())
 'runs/multirun/recipe=sst2,criterion=istar'
 
-A grid file has ``fixed`` overrides (every cell, not in the names), a ``sweep`` (the Cartesian product of
-its lists, first key slowest) and optional ``variants`` (each its own product, crossed with ``sweep``;
-every key of ``sweep`` and ``variants`` names the cell; a variant's own ``fixed`` mapping applies to its
-cells without naming them)::
-
-    fixed: {data.source: hub}
-    sweep: {recipe: [sst2, rte], seed: [1, 2, 3]}
-    variants:
-      - {criterion: cross_entropy}
-      - {criterion: istar, criterion.lam: [-5, -1], criterion.zeta: [0.2, 0.4]}
-      - {criterion: isolayer, fixed: {init_from: "${cell:criterion,cross_entropy}", optim.lr: 1.0e-3}}
-
-``${cell:LABEL,VALUE}`` (:func:`istar_plugin.config.resolvers.sibling_cell`) is the run directory of the cell named
-like this one with that part replaced: here each isolayer cell starts from the cross_entropy cell of the
-same recipe and seed. Cells run in grid order, so with ``local.parallelism=1`` stage 1 finishes first; on
-SLURM submit the stages one after the other (``istar-grid GRID criterion=cross_entropy``, then ``=isolayer``).
+A grid file has ``fixed`` overrides, a ``sweep`` (the product of its lists, first key slowest) and optional
+``variants``, each its own product crossed with ``sweep`` (docs/grids.md).
 """
 from __future__ import annotations
 
@@ -42,7 +27,7 @@ from typing import Any, Optional, Sequence
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ..config import available, find_yaml, overrides
+from ..config import available, compose, find_yaml, overrides
 from ..config.recipes import read_yaml
 from ..errors import ConfigError
 
@@ -86,6 +71,19 @@ class Grid:
         return Grid(self.name, chosen, self.source)
 
 
+def run_arguments(cell: Cell, grid_dir: Path) -> list[str]:
+    """``cell``'s ``compose`` arguments with its run directory in ``grid_dir`` (quoted for YAML)."""
+    return [*cell.arguments, "output_dir='" + str(Path(grid_dir) / cell.name).replace("'", "''") + "'"]
+
+
+def check_cell(cell: Cell, grid_dir: Path) -> None:
+    """Compose ``cell``'s run config in ``grid_dir`` as :func:`~.submit.plan` does; a refusal is one line."""
+    try:
+        compose(run_arguments(cell, grid_dir))
+    except ConfigError as error:
+        raise GridError(f"cell {cell.name}: {error.args[0] if error.args else error}") from None
+
+
 def split_values(text: str) -> list[str]:
     """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``.
 
@@ -113,15 +111,6 @@ def split_values(text: str) -> list[str]:
     return parts
 
 
-def format_value(value: Any) -> str:
-    """A YAML value as it is written on the command line (``0.2``, ``-5``, ``true``, ``null``, ``[1,2]``)."""
-    return overrides.format_value(value, "a swept value", GridError)
-
-
-def _pairs(arguments: Sequence[str]) -> list[tuple[str, str]]:
-    return overrides.key_value_pairs(arguments, refusal=GridError)
-
-
 def _labels(keys: Sequence[str]) -> dict[str, str]:
     """Each key's label in names: its last dotted part, or the whole key when that part is ambiguous."""
     last = [key.rsplit(".", 1)[-1] for key in keys]
@@ -144,11 +133,8 @@ def _build(
     name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
     keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
 ) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
-
-    A filtered grid passes its full grid's ``keys``, so that a cell has the same name with or without filters.
-    ``block_fixed``: each block's own fixed overrides (after the common ones), not in the names.
-    """
+    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance; a
+    filtered grid passes its full grid's); ``block_fixed``: each block's own fixed overrides, not in the names."""
     keys = keys or _key_order(blocks)
     labels = _labels(keys)
     cells, seen = [], {}
@@ -156,7 +142,8 @@ def _build(
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
-            cell = Cell(_name(swept, labels), tuple(f"{k}={v}" for k, v in [*fixed, *own_fixed, *swept]), tuple(swept))
+            cell = Cell(_name(swept, labels), tuple(overrides.arguments(overrides.merge(fixed, own_fixed, swept))),
+                        tuple(swept))
             if cell.name in seen:
                 raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: "
                                 f"{seen[cell.name]} and {swept}")
@@ -168,7 +155,7 @@ def _build(
 def sweep(arguments: Sequence[str]) -> Grid:
     """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
     fixed, axes = [], []
-    for key, value in _pairs(arguments):
+    for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
         if len(values) > 1:
             axes.append((key, values))
@@ -193,16 +180,13 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
         values = list(value) if isinstance(value, ListConfig) else [value]
         if not values:
             raise GridError(f"{where}: {key!r} has an empty list of values")
-        axes.append((str(key), [format_value(v) for v in values]))
+        axes.append((str(key), [overrides.format_value(v, "a swept value", GridError) for v in values]))
     return axes
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply command-line ``arguments``.
-
-    An argument for a swept key keeps only the cells with one of its values (``seed=1,2``); any other is
-    an extra override for every cell (swept, and so named, when it lists several values).
-    """
+    """Read a grid file, then apply ``arguments``: a swept key's keeps only the cells with its values, any other is
+    an override for every cell (swept when it lists several values)."""
     path = grid_path(name)
     try:
         spec = read_yaml(path, "grid file", GridError)
@@ -224,15 +208,16 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     swept_keys = _key_order(blocks)
 
     keep: dict[str, list[str]] = {}
-    extra_axes = []
-    for key, value in _pairs(arguments):
+    extra_axes, cli_fixed = [], []
+    for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
         if key in swept_keys:
             keep[key] = values
         elif len(values) > 1:
             extra_axes.append((key, values))
         else:
-            fixed.append((key, value))
+            cli_fixed.append((key, value))
+    fixed = overrides.merge(fixed, cli_fixed)
     kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
             if set(keep) <= {key for key, _ in block}]
     kept = [(block, own) for block, own in kept if all(values for _, values in block)]
@@ -255,7 +240,7 @@ def _variant_part(variant: Any, fixed: bool) -> Any:
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value, got {node!r}")
-    return [(str(key), format_value(value)) for key, value in node.items_ex(resolve=False)]
+    return overrides.from_mapping(node, where, GridError, "a swept value")
 
 
 def _same(a: str, b: str) -> bool:

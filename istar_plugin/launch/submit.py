@@ -1,26 +1,5 @@
-"""Submit a grid's cells: plan (skip the finished), snapshot, run, and record job ids in ``GRID_DIR/manifest.json``.
-
-Cells run ``inline`` (one after another in this process), through submitit's ``local`` executor (processes
-of this machine, at most ``local.parallelism`` at a time; this call waits for them) or on ``slurm`` as job
-arrays through ``SlurmExecutor.map_array`` (``slurm_array_parallelism`` from the profile; this call returns
-once they are queued). A cell is skipped when its ``results.json`` exists and matches its config, when
-the manifest's last SLURM job for it is still queued or running, or when another live process holds its run
-directory (another invocation on the same grid directory: ``running``, left to that one, neither run nor failed
-here; a cell that another invocation starts after this one planned it is found so when it comes to run); every
-other cell is (re)submitted and resumes from its latest checkpoint. Invocations update the manifest one at a time.
-
-``GRID_DIR/manifest.json``::
-
-    {"grid": NAME, "source": GRID_FILE or null, "grid_dir": DIR,
-     "cells": {CELL: {"run_dir": DIR, "arguments": [...], "swept": {KEY: VALUE}, "status": STATUS,
-                      "jobs": [{"job_id": ID, "launcher": L, "submitted": ISO_TIME}, ...]}},
-     "submissions": [{"time": ISO_TIME, "launcher": L, "profile": P, "arguments": [...],
-                      "array_job_ids": [...], "submitted": [CELL, ...], "skipped": {CELL: REASON}}]}
-
-STATUS is as of the last submission: ``submitted`` (queued on SLURM), ``finished`` (run by the local or
-inline launcher, or found finished, also by another invocation), ``failed: MESSAGE`` (local, inline), ``running in
-another invocation`` (that invocation records how it ended). The run directories' own ``results.json`` and
-``attempts.jsonl`` tell how queued cells went.
+"""Submit a grid's cells: plan (skip the finished), snapshot, run inline, locally or as SLURM job arrays, and record
+job ids in ``GRID_DIR/manifest.json`` (docs/design/search.md).
 
 >>> import tempfile
 >>> from istar_plugin.launch.grid import sweep
@@ -64,8 +43,8 @@ from .cell import (
     outcome,
     write_snapshot,
 )
-from .grid import Cell, Grid, GridError
-from .options import LaunchError, LaunchOptions, SlurmProfile
+from .grid import Cell, Grid, GridError, run_arguments
+from .options import LaunchError, LaunchOptions, LocalOptions, SlurmProfile
 
 MANIFEST = "manifest.json"
 MANIFEST_LOCK = ".manifest.lock"
@@ -91,22 +70,15 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _yaml_quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
-    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error.
-
-    ``say`` receives progress lines while the configs are composed (about 0.1 s a cell).
-    """
+    """Resolve every cell's config and decide what to do with it (``say`` hears progress lines); a directory holding
+    another config is an error."""
     grid_dir = grid_dir.resolve()
     check_writable(grid_dir, GRID_MARKER, "grid_dir")  # a folder of someone else's files: refused, untouched
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
     say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
-    configs = compose_all([[*c.arguments, f"output_dir={_yaml_quoted(str(grid_dir / c.name))}"] for c in grid.cells],
-                          say)
+    configs = compose_all([run_arguments(c, grid_dir) for c in grid.cells], say)
     for cell, cfg in zip(grid.cells, configs):
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
@@ -141,11 +113,8 @@ def _compose_or_error(arguments: list[str]) -> DictConfig | str:
 
 def compose_all(argument_lists: Sequence[list[str]],
                 say: Callable[[str], None] = lambda line: None) -> list[DictConfig | str]:
-    """``compose`` of each argument list, or its error message; big grids use a pool of processes.
-
-    ``compose`` takes about 0.1 s, so the paper's 3510 cells take minutes in one process; ``say`` hears how
-    many are done about every 10 seconds.
-    """
+    """``compose`` of each argument list, or its error message; big grids use a pool of processes (``say`` hears
+    how many are done about every 10 seconds)."""
     workers = min(os.cpu_count() or 1, MAX_PLAN_WORKERS)
     configs, reported = [], time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -171,13 +140,7 @@ def read_manifest(grid_dir: Path) -> dict[str, Any]:
 
 def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
             statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
-    """Merge one submission into the manifest and write it atomically, one invocation at a time."""
-    with waiting_lock(Path(grid_dir) / MANIFEST_LOCK):
-        return _merge_submission(grid, grid_dir, planned, submission, statuses, jobs)
-
-
-def _merge_submission(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
-                      statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
+    """Merge one submission into the manifest and write it atomically (the caller holds the manifest's lock)."""
     manifest = read_manifest(grid_dir)
     manifest.update(grid=grid.name, source=str(grid.source) if grid.source else None, grid_dir=str(grid_dir))
     for item in planned:
@@ -198,8 +161,7 @@ def _merge_submission(grid: Grid, grid_dir: Path, planned: Sequence[Planned], su
 
 
 def _elsewhere_now(item: Planned) -> Optional[str]:
-    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (it ended
-    otherwise, which that invocation records)."""
+    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (ended otherwise)."""
     if holder(item.run_dir) is not None:
         return RUNNING_ELSEWHERE
     return "finished" if is_finished(item.run_dir, item.cfg) else None
@@ -278,25 +240,20 @@ class Launched:
 
 
 def jobs_import_this_code() -> None:
-    """Make the jobs this process starts import the package it runs: submitit starts each job as ``python -m``, which
-    puts the working directory first on ``sys.path``, so a job started beside another checkout of istar_plugin (a
-    source tree, an older worktree) would run that one. ``PYTHONSAFEPATH`` (Python 3.11) leaves it out; local jobs
-    and SLURM jobs (sbatch passes this environment on) inherit it."""
+    """Make the jobs this process starts import the package it runs (``PYTHONSAFEPATH``, inherited by the jobs)."""
     os.environ["PYTHONSAFEPATH"] = "1"
 
 
 def say_now(line: str) -> None:
-    """Print ``line`` at once, also when stdout is a file or a pipe (a SLURM log, ``> grid.log``)."""
+    """Print ``line`` at once, also when stdout is a file or a pipe."""
     print(line, flush=True)
 
 
 def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions,
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
            log: Callable[[str], None] = say_now) -> Launched:
-    """Snapshot the pending cells' configs, run or queue them, and write the manifest.
-
-    Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it).
-    """
+    """Snapshot the pending cells' configs, run or queue them, and write the manifest; ``LaunchError`` when sbatch
+    refuses an array (after recording the arrays queued before it)."""
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]
@@ -319,11 +276,19 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
         statuses, jobs = _run_local(grid_dir, pending, options, runner, log)
     else:
         statuses, jobs = _run_inline(pending, runner, log), {}
-    manifest = _record(grid, grid_dir, planned, submission, statuses, jobs)
+    with waiting_lock(grid_dir / MANIFEST_LOCK):
+        manifest = _record(grid, grid_dir, planned, submission, statuses, jobs)
     if refused:
         queued = f" ({len(jobs)} cells were queued before: see {grid_dir / MANIFEST})" if jobs else ""
         raise LaunchError(refused + queued)
     return Launched(statuses, jobs, manifest)
+
+
+def slurm_executor(folder: Path, profile: SlurmProfile, name: str) -> submitit.SlurmExecutor:
+    """The SLURM executor of a grid's cells or a search's workers, with the profile's parameters."""
+    executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=profile.max_requeues)
+    executor.update_parameters(**profile.executor_parameters(name))
+    return executor
 
 
 def _queue_on_slurm(grid: Grid, grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions,
@@ -332,8 +297,7 @@ def _queue_on_slurm(grid: Grid, grid_dir: Path, pending: Sequence[Planned], opti
     if not pending:
         return {}, None
     profile = options.slurm
-    executor = submitit.SlurmExecutor(folder=grid_dir / SUBMITIT_FOLDER, max_num_timeout=profile.max_requeues)
-    executor.update_parameters(**profile.executor_parameters(job_name(grid)))
+    executor = slurm_executor(grid_dir / SUBMITIT_FOLDER, profile, job_name(grid))
     jobs = {}
     for start in range(0, len(pending), profile.max_array_size):
         chunk = pending[start : start + profile.max_array_size]
@@ -364,26 +328,42 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
     return statuses
 
 
-def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,
-               log: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
-    """Start cells as local submitit jobs, ``parallelism`` at a time, and wait for all of them."""
-    local = options.local
-    executor = submitit.LocalExecutor(folder=grid_dir / SUBMITIT_FOLDER, max_num_timeout=local.max_requeues)
-    executor.update_parameters(**local.executor_parameters())
-    queue, running, statuses, jobs, started = list(pending), {}, {}, {}, {}
+def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequence[tuple[str, tuple]],
+              started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
+              parallelism: Optional[int] = None, **parameters: Any) -> dict[str, str]:
+    """Run ``runner(*arguments)`` for each named call as a local submitit job, ``parallelism`` at a time (default
+    ``local.parallelism``), telling ``started`` and ``ended``; waits for all and returns their job ids."""
+    executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
+    executor.update_parameters(**{**local.executor_parameters(), **parameters})
+    queue, running, jobs = list(calls), {}, {}
     while queue or running:
-        while queue and len(running) < local.parallelism:
-            item = queue.pop(0)
-            job = executor.submit(runner, str(item.run_dir))
-            running[item.cell.name], jobs[item.cell.name] = job, job.job_id
-            started[item.cell.name] = time.monotonic()
-            log(f"started {item.cell.name} (local job {job.job_id}; log {job.paths.stderr})")
+        while queue and len(running) < (parallelism or local.parallelism):
+            name, arguments = queue.pop(0)
+            running[name] = executor.submit(runner, *arguments)
+            jobs[name] = running[name].job_id
+            started(name, running[name])
         done = [name for name, job in running.items() if job.done()]
         for name in done:
-            job = running.pop(name)
-            error = job.exception()
-            statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
-            log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - started[name]:.0f} s)")
+            ended(name, running.pop(name))
         if not done:
             time.sleep(POLL_S)
+    return jobs
+
+
+def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,
+               log: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
+    """Run cells as local submitit jobs and wait for all of them."""
+    statuses, clock = {}, {}
+
+    def started(name: str, job: submitit.Job) -> None:
+        clock[name] = time.monotonic()
+        log(f"started {name} (local job {job.job_id}; log {job.paths.stderr})")
+
+    def ended(name: str, job: submitit.Job) -> None:
+        error = job.exception()
+        statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
+        log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - clock[name]:.0f} s)")
+
+    jobs = run_local(grid_dir / SUBMITIT_FOLDER, options.local, runner,
+                     [(p.cell.name, (str(p.run_dir),)) for p in pending], started, ended)
     return statuses, jobs

@@ -1,17 +1,4 @@
-"""One search trial as ordinary run directories, its pruning, and the worker that pulls trials from the study.
-
-A trial trains the search's fixed run with its sampled values once per seed, each into
-``SEARCH_DIR/trials/NNNN/seed=S`` through the run's own engine (locks, checkpoints, resume, ``results.json``),
-evaluated on the held-out share of its training set (``data.eval_split=held_out``: the evaluation split is not even
-read), and scores the mean over seeds of the best validation score (the task's main metric on the part of the
-training set ``data.validation_split`` holds out; early stopping's ``validation.best``). :class:`TrialPruning`
-reports every epoch's validation score to the study (seed ``i``'s step ``s`` as step ``i * 10**6 + s``) and, when
-the pruner judges the trial hopeless, stops the run after that epoch; the trial is then recorded as pruned. A run
-that diverges or is refused is recorded as failed with its one-line reason, never as a score. A stop signal leaves
-the trial running in the study, its checkpoint on disk: the next worker to start resumes it.
-
-:class:`SearchWorker` ``(search_dir, worker)`` claims trials until the budget is spent; it runs inline, as a local
-process or as a task of a SLURM job array (a preempted task is requeued and resumes its trial).
+"""One search trial as grid cells (one per seed), its pruning, and the worker that pulls trials from the study.
 
 >>> import optuna
 >>> study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
@@ -55,14 +42,14 @@ from ..config.searches import (
 from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric
-from ..registry import ENGINES
+from ..storage.results import RESULTS, read_results
+from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
 
 
 
 class TrialPruning(Hook):
-    """Report each validation score to ``trial``; stop the run when the study's pruner says so, except at the end of
-    the trial's ``last_seed`` run (stopping there saves nothing and loses a finished trial)."""
+    """Report each validation score to ``trial``; stop the run when the pruner says so (never at the very end)."""
 
     def __init__(self, trial: optuna.Trial, metric: str, seed_index: int = 0, last_seed: bool = False):
         self.trial, self.metric, self.seed_index, self.last_seed = trial, metric, seed_index, last_seed
@@ -99,15 +86,24 @@ class TrialFailed(Exception):
 
 
 def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
-    """Train the trial's runs (one per seed, resuming any checkpoint) and return its score; raises
-    ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
+    """Train the trial's runs as grid cells (one per seed, :class:`~.cell.CellRunner`: snapshot, lock, attempts,
+    resume) and return its score; raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is
+    refused or diverges."""
     scores = {}
     for index, seed in enumerate(spec.seeds):
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
         try:
             cfg = compose([*trial_arguments(spec, values, seed), TRIAL_EVALUATION, f"output_dir={run_dir}"])
+            if not (run_dir / SNAPSHOT).is_file():
+                write_snapshot(run_dir, cfg)
             pruning = TrialPruning(trial, main_metric(cfg.task), index, last_seed=index == len(spec.seeds) - 1)
-            results = ENGINES.get(cfg.engine).cls(cfg, hooks=[pruning]).fit()
+            results = CellRunner(hooks=[pruning])(str(run_dir))
+            if outcome(results) == RUNNING_ELSEWHERE:  # the claim holds the trial: a process outside the study
+                raise TrialFailed(f"{run_dir}: {results['reason']}")
+            if outcome(results) == FINISHED_ELSEWHERE:  # finished before its worker was stopped
+                record = read_results(run_dir / RESULTS, require_finished=True)
+                results = {"validation": record.validation}
+                pruning.pruned_at = (record.extra.get("search_trial") or {}).get("pruned_at_step")
         except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
             raise
         except RunError as error:  # refused, diverged, a damaged checkpoint: one line, recorded as failed
@@ -123,9 +119,8 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
 
 
 class SearchWorker(submitit.helpers.Checkpointable):
-    """``SearchWorker()(search_dir, worker)``: run trials of the search in ``search_dir`` until its budget is spent;
-    returns how many it finished, pruned, failed. Every line it says goes to stdout and ``SEARCH_DIR/progress.log``.
-    ``checkpoint`` (inherited) resubmits the same call: a requeued worker resumes its trial."""
+    """``SearchWorker()(search_dir, worker)``: run trials until the budget is spent; returns how many finished, were
+    pruned, failed. Its lines go to stdout and ``progress.log``; a requeued worker resumes its trial."""
 
     def __call__(self, search_dir: str, worker: int = 0) -> dict[str, int]:
         search_dir_path = Path(search_dir)

@@ -1,11 +1,5 @@
-"""``istar-tune``'s stages: workers pulling a search's trials (inline, local processes, a SLURM job array), then the
-final comparison of the chosen setting with the baseline on the evaluation split.
-
-Every worker runs :class:`~istar_plugin.launch.trial.SearchWorker` on the same search directory and study. The final
-stage is an ordinary grid in ``SEARCH_DIR/final`` (istar-grid's planning, resume, manifest and launchers): the best
-trial's setting (cells ``setting=trialN,seed=S``) and the baseline (``setting=baseline,seed=S``) at the search's
-``final_seeds``, trained as the trials were and scored once on the evaluation split; ``istar-report SEARCH_DIR``
-pairs them by seed. A later, better trial adds its own cells beside the earlier ones.
+"""``istar-tune``'s stages: workers pulling trials (inline, local processes, a SLURM job array), then the final
+comparison of the chosen setting with the baseline as an ordinary grid in ``SEARCH_DIR/final``.
 
 >>> import optuna
 >>> from istar_plugin.config.searches import parse
@@ -24,9 +18,8 @@ setting=baseline,seed=2 ('criterion=cross_entropy', 'seed=2')
 """
 from __future__ import annotations
 
-import datetime
 import json
-import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -37,55 +30,56 @@ from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_a
 from ..storage.atomic import atomic_write_json
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import POLL_S, jobs_import_this_code, sbatch_script
+from .submit import SUBMITIT_FOLDER, jobs_import_this_code, now, run_local, sbatch_script, slurm_executor
 from .trial import SearchWorker
 
-SUBMITIT_FOLDER = "submitit"
 WORKERS = "workers.json"
 UNFINISHED = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
 
 
 def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) -> int:
-    """How many workers pull trials: ``workers=``, else ``local.parallelism`` (local), the profile's
-    ``array_parallelism`` (SLURM) or 1 (inline); never more than the budget."""
+    """``workers=``, else the launcher's parallelism (1 inline), never more than the budget."""
     default = {"local": options.local.parallelism, "inline": 1,
                "slurm": options.slurm.array_parallelism if options.slurm else 1}[options.launcher]
     return max(1, min(workers or default, spec.trials))
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and wait for them (inline, local); on SLURM queue them as one job array and return at
-    once. Returns the trials' outcomes (local, inline) or ``{}`` (SLURM); the job ids go to ``workers.json``."""
+    """Run ``count`` workers and wait (inline, local; returns the trials' outcomes) or queue them as one SLURM job
+    array (returns ``{}``); the job ids go to ``workers.json``."""
     folder = search_dir / SUBMITIT_FOLDER
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), 0)
     jobs_import_this_code()
     if options.launcher == "slurm":
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=options.slurm.max_requeues)
-        executor.update_parameters(**options.slurm.executor_parameters(job_name(search_dir)))
+        executor = slurm_executor(folder, options.slurm, job_name(search_dir))
         jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, list(range(count)))
         _record_workers(search_dir, "slurm", [job.job_id for job in jobs])
         say(f"queued {count} workers as SLURM job {jobs[0].job_id.split('_')[0]}; progress: "
             f"{search_dir / 'progress.log'}")
         return {}
-    executor = submitit.LocalExecutor(folder=folder, max_num_timeout=options.local.max_requeues)
-    executor.update_parameters(**{**options.local.executor_parameters(), "tasks_per_node": 1})
-    jobs = [executor.submit(SearchWorker(), str(search_dir), index) for index in range(count)]
-    _record_workers(search_dir, "local", [job.job_id for job in jobs])
-    say(f"started {count} local workers (logs in {folder})")
-    while not all(job.done() for job in jobs):
-        time.sleep(POLL_S)
-    outcomes: dict[str, int] = {}
-    for job in jobs:
+    outcomes: Counter = Counter()
+
+    def ended(name: str, job: submitit.Job) -> None:
         error = job.exception()
         if error is not None:  # killed, preempted, a bug: the trial it held stays running, resumed by the next worker
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
             say(f"worker {job.job_id} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
-            continue
-        for what, number in job.result().items():
-            outcomes[what] = outcomes.get(what, 0) + number
-    return outcomes
+        else:
+            outcomes.update(job.result())
+
+    started: list[str] = []
+
+    def start(name: str, job: submitit.Job) -> None:
+        started.append(job.job_id)
+        if len(started) == count:  # every worker started at once: recorded before they are waited for
+            _record_workers(search_dir, "local", started)
+            say(f"started {count} local workers (logs in {folder})")
+
+    run_local(folder, options.local, SearchWorker(), [(str(i), (str(search_dir), i)) for i in range(count)],
+              start, ended, parallelism=count, tasks_per_node=1)
+    return dict(outcomes)
 
 
 def job_name(search_dir: Path) -> str:
@@ -95,8 +89,7 @@ def job_name(search_dir: Path) -> str:
 def _record_workers(search_dir: Path, launcher: str, job_ids: list[str]) -> None:
     path = search_dir / WORKERS
     starts = json.loads(path.read_text()) if path.is_file() else []
-    starts.append({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                   "launcher": launcher, "job_ids": job_ids})
+    starts.append({"time": now(), "launcher": launcher, "job_ids": job_ids})
     atomic_write_json(path, starts)
 
 
@@ -110,7 +103,8 @@ def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
     """The chosen setting (the best finished trial) and the baseline at ``final_seeds``, as grid cells."""
     finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not finished:
-        states = ", ".join(f"{n} {s.name.lower()}" for s, n in _states(study).items()) or "no trial"
+        counts = Counter(trial.state.name.lower() for trial in study.get_trials(deepcopy=False))
+        states = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trial"
         raise SearchError(f"no trial of search {spec.name} finished ({states}): there is no setting to compare")
     best = study.best_trial
     chosen = f"trial{best.number}"
@@ -121,13 +115,6 @@ def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
         cells.append(Cell(f"setting=baseline,seed={seed}", tuple(baseline_arguments(spec, seed)),
                           (("setting", "baseline"), ("seed", str(seed)))))
     return Grid(f"{spec.name}-{FINAL}", tuple(cells))
-
-
-def _states(study: optuna.Study) -> dict[optuna.trial.TrialState, int]:
-    counts: dict[optuna.trial.TrialState, int] = {}
-    for trial in study.get_trials(deepcopy=False):
-        counts[trial.state] = counts.get(trial.state, 0) + 1
-    return counts
 
 
 def describe(spec: SearchSpec, search_dir: Path, options: LaunchOptions, count: int) -> str:

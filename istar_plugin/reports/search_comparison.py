@@ -1,12 +1,6 @@
-"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side, e.g. the paper's exhaustive
-grid (``sampler: grid``) against a pruned TPE search of the same budget. For each: what it trained to choose (the
-optimizer steps and hours of all its trials' runs, a pruned run's to where it stopped), what it chose and the choice's
-held-out score, and the choice's score on the evaluation split (its final runs) against its own baseline and against
-the first search's choice, paired by seed (:func:`~.search_report.against_baseline`).
-
-``searches.md/.csv`` holds that table; ``searches.png`` the best held-out score so far against the optimizer steps
-trained so far, one line per search: which way of choosing finds a good setting with less training. Each search's own
-report is ``istar-report SEARCH_DIR``.
+"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``: what
+each trained to choose, its choice, and the choice on the evaluation split against its baseline and the first
+search's choice, paired by seed; ``searches.png``: best held-out score against optimizer steps trained).
 
 >>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
 ...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
@@ -25,18 +19,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..config.searches import trial_dir
 from ..errors import ConfigError
 from ..storage.results import ResultsError, read_results
-from .comparisons.paired import LEVEL, PairedDifference, signed
+from .comparisons.paired import LEVEL, signed
 from .figures import save_png, single
 from .records.cells import Record
 from .records.searches import STATES, Search
-from .search_report import against_baseline, chosen_rows, final_runs
+from .search_report import against_baseline, chosen_rows, final_runs, markdown_table, paired_cells, shown
 from .tables import Table, write_table
-
-__all__ = ["Comparison", "TABLES", "FIGURE", "compare_searches", "search_rows", "searches_table", "trial_steps",
-           "progress_points", "write_report", "summary"]
 
 FIGURE = "searches.png"
 
@@ -60,8 +50,7 @@ class Comparison:
 
 
 def compare_searches(searches: Sequence[Search]) -> Comparison:
-    """The searches as a :class:`Comparison`: at least two, all of one task (one metric to compare); else one
-    :class:`~istar_plugin.errors.ConfigError` line."""
+    """The searches as a :class:`Comparison`: at least two, of one task; else one ConfigError line."""
     if len(searches) < 2:
         raise ConfigError("comparing searches needs two or more search directories")
     tasks = sorted({search.task for search in searches})
@@ -72,11 +61,9 @@ def compare_searches(searches: Sequence[Search]) -> Comparison:
 
 
 def trial_steps(search: Search, number: int) -> Optional[int]:
-    """The optimizer steps the trial's runs trained (a pruned or failed run's to where it stopped); None when no run
-    of the trial recorded its step (a trial still running, or killed before its first record)."""
-    folder = trial_dir(search.directory, number)
+    """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
     steps = []
-    for run in sorted(folder.iterdir()) if folder.is_dir() else []:
+    for run in search.runs(number):
         try:
             step = read_results(run).step
         except ResultsError:
@@ -92,24 +79,19 @@ def _ended(search: Search) -> list:
                   key=lambda trial: trial.datetime_complete)
 
 
-def _relabelled(runs: Sequence[Record], label: str) -> list[Record]:
-    """Runs of two searches' final grids kept apart when they are paired (both may call their choice ``trial3``)."""
-    return [replace(record, variant=f"{label}: {record.variant}") for record in runs]
-
-
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: sampler, pruner, trials by state, optimizer steps and hours its trials trained, its choice
-    with the held-out score, and the choice's evaluation-split mean over its final seeds, paired with its baseline
-    and with the first search's choice."""
+    """One row per search: sampler, pruner, trials, steps and hours trained, its choice and held-out score, and the
+    choice's evaluation mean paired with its baseline and with the first search's choice."""
     first: Optional[list[Record]] = None
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
         ended = _ended(search)
-        hours = sum((trial.datetime_complete - trial.datetime_start).total_seconds() for trial in ended
-                    if trial.datetime_start is not None) / 3600
+        hours = sum(search.wall_seconds(trial) or 0 for trial in ended) / 3600
         steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
-        runs = _relabelled(final_runs(search).get(chosen["setting"], []), label) if chosen else []
+        # relabelled: two searches' final runs kept apart when paired (both may call their choice trial3)
+        runs = [replace(record, variant=f"{label}: {record.variant}")
+                for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
         if index == 0:
             first = runs
         rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner,
@@ -124,30 +106,16 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
     return rows
 
 
-def _shown(value: Any, spec: str = ".2f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def _paired_cells(paired: Optional[PairedDifference]) -> list[str]:
-    if paired is None:
-        return ["—"] * 3
-    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
-
-
 def searches_table(rows: Sequence[dict[str, Any]], metric: str, first: str) -> str:
     """The searches side by side (:func:`search_rows`) as a Markdown table."""
     header = ["search", "sampler, pruner", "trials", "optimizer steps", "trial hours", "chosen",
               f"held-out {metric}", "eval mean (seeds)", "Δ vs its baseline", f"{LEVEL:.0%} interval", "verdict",
               f"Δ vs {first}'s choice", f"{LEVEL:.0%} interval", "verdict"]
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for row in rows:
-        chosen = "none" if row["chosen"] is None else f"{row['chosen']}: {row['values']}"
-        mean = "—" if row["mean"] is None else f"{row['mean']:.2f} ({row['seeds']})"
-        cells = [row["search"], f"{row['sampler']}, {row['pruner']}", row["trials"], str(row["steps"]),
-                 _shown(row["hours"], ".1f"), chosen, _shown(row["held_out"]), mean,
-                 *_paired_cells(row["versus_baseline"]), *_paired_cells(row["versus_first"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(header, [
+        [row["search"], f"{row['sampler']}, {row['pruner']}", row["trials"], str(row["steps"]),
+         shown(row["hours"], ".1f"), "none" if row["chosen"] is None else f"{row['chosen']}: {row['values']}",
+         shown(row["held_out"]), "—" if row["mean"] is None else f"{row['mean']:.2f} ({row['seeds']})",
+         *paired_cells(row["versus_baseline"]), *paired_cells(row["versus_first"])] for row in rows])
 
 
 def _differences(comparison: Comparison) -> str:
@@ -178,10 +146,9 @@ def _csv_rows(comparison: Comparison, rows: Sequence[dict[str, Any]]) -> list[di
         item = {key: value for key, value in row.items() if not key.startswith("versus_")}
         for key in ("versus_baseline", "versus_first"):
             paired = row[key]
-            item.update({f"{key}_{name}": None if paired is None else value for name, value in (
-                ("difference", getattr(paired, "mean", None)), ("low", getattr(paired, "low", None)),
-                ("high", getattr(paired, "high", None)), ("verdict", getattr(paired, "verdict", None)),
-                ("seeds", None if paired is None else len(paired.seeds)))})
+            item.update({f"{key}_{name}": getattr(paired, field, None) for name, field in (
+                ("difference", "mean"), ("low", "low"), ("high", "high"), ("verdict", "verdict"))})
+            item[f"{key}_seeds"] = None if paired is None else len(paired.seeds)
         flat.append(item)
     return flat
 
@@ -194,14 +161,13 @@ TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_ca
 
 
 def progress_points(search: Search) -> list[tuple[int, float]]:
-    """(optimizer steps its trials trained so far, best held-out score so far) after each finished trial, in the
-    order the trials ended (percent)."""
-    sign, trained, best, points = (1 if search.maximize else -1), 0, None, []
+    """(steps trained so far, best held-out score so far, percent) after each finished trial, as they ended."""
+    trained, best, points = 0, None, []
     for trial in _ended(search):
         trained += trial_steps(search, trial.number) or 0
         if STATES[trial.state] == "finished":
             score = search.percent(trial.value)
-            best = score if best is None or sign * score > sign * best else best
+            best = score if search.improves(score, best) else best
             points.append((trained, best))
     return points
 
@@ -227,8 +193,7 @@ def write_report(comparison: Comparison, out: Path) -> None:
 
 
 def summary(comparison: Comparison) -> list[str]:
-    """What ``istar-report`` prints: a line per search (its trials, what they trained, its choice and its final
-    comparisons)."""
+    """What ``istar-report`` prints: a line per search."""
     lines = []
     for row in comparison.rows:
         line = (f"{row['search']} (sampler {row['sampler']}, pruner {row['pruner']}; {row['trials']}): "

@@ -1,16 +1,5 @@
-"""Everything ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search (read by :mod:`.records.searches`), one
-declaration per output: :data:`TABLES` (``trials``, ``chosen``, ``problems``: markdown and CSV, :mod:`.tables`) and
-:data:`FIGURES` (``history.png``, ``importances.png``), then the final comparison's own grid report in ``OUT/final``
-(:mod:`.grid_report`).
-
-``trials`` lists every trial of the study: state, values, held-out score (the mean over seeds) and per-seed scores,
-where a pruned trial stopped, a failed trial's reason, its run directories and wall time. ``chosen``: the best
-finished trial (the one ``istar-tune --final`` scores) with its held-out score and, from ``final/``, its score per seed
-on the evaluation split against the baseline's, paired by seed as a grid report compares a setting with Base
-(:func:`~.comparisons.versus_base.compare`). ``problems``: where the study and the run directories disagree
-(:func:`~.records.searches.disagreements`). ``history.png``: the held-out score per trial and the best so far;
-``importances.png``: each searched parameter's fANOVA importance, once 2 trials finished. Scores are percentages, as
-in the grid reports.
+"""What ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search: :data:`TABLES` (``trials``, ``chosen``,
+``problems``), :data:`FIGURES` (``history.png``, ``importances.png``) and the final grid's report in ``OUT/final``.
 
 >>> rows = [{"setting": "trial1", "chosen": True, "values": "optim.lr=3e-05", "held_out": 71.25, "seed=1": 70.0,
 ...          "mean": 70.0, "paired": None}]
@@ -31,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import optuna
 
-from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values, trial_dir
+from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values
 from ..errors import one_line
 from ..storage.results import RESULTS, ResultsError, read_results
 from .comparisons.paired import LEVEL, PairedDifference, signed
@@ -44,9 +33,6 @@ from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import records_by_setting, settings
 from .tables import Table, write_table
 
-__all__ = ["Report", "SearchFigure", "TABLES", "FIGURES", "BASELINE", "write_report", "summary", "unwritten_figures",
-           "trial_rows", "final_runs", "chosen_rows", "chosen_table", "against_baseline", "history_points"]
-
 BASELINE = "baseline"
 """The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
 FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
@@ -55,8 +41,7 @@ IMPORTANCE_SEED = 0
 
 @dataclass
 class Report:
-    """What the outputs are computed from: the search and ``istar-report``'s options for the final grid's report;
-    what several outputs share is computed once."""
+    """The search and ``istar-report``'s options for the final grid's report; shared outputs computed once."""
 
     search: Search
     paper_model: Optional[str] = None
@@ -72,8 +57,7 @@ class Report:
 
     @cached_property
     def importances(self) -> dict[str, float] | str:
-        """Each searched parameter's importance for the held-out score (fANOVA, seeded), largest first; else why
-        there is none."""
+        """Each searched parameter's fANOVA importance (seeded), largest first; else why there is none."""
         finished = len(self.search.in_state("finished"))
         if finished < 2:
             return f"fewer than 2 trials finished ({finished})"
@@ -87,63 +71,57 @@ class Report:
         return {name: float(value) for name, value in shares.items()}
 
 
-def _shown(value: Any, spec: str = ".2f") -> str:
+def shown(value: Any, spec: str = ".2f") -> str:
     """A table cell: None as a dash, a float to ``spec``."""
     return "—" if value is None else format(value, spec) if isinstance(value, float) else str(value)
 
 
-def _markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
+    """A paired difference's mean, interval and verdict as table cells (dashes for none)."""
+    if paired is None:
+        return ["—"] * 3
+    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
+
+
+def markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
     rows = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     return "\n".join(rows + ["| " + " | ".join(cells) + " |" for cells in lines]) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------- trials
-def _runs(search: Search, number: int) -> list[str]:
-    """The trial's run directories that exist, relative to the search directory."""
-    folder = trial_dir(search.directory, number)
-    if not folder.is_dir():
-        return []
-    return [str(path.relative_to(search.directory)) for path in sorted(folder.iterdir())
-            if path.is_dir() and not path.name.startswith(".")]
-
-
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
-    """The median over the layers the trial's penalty acts on (``criterion.layers``) of their eval IsoScore*, averaged
-    over the trial's finished runs; None for a penalty on every layer or without a finished run.
-
-    Did the penalty move the layers it acts on, and from which lambda? (A measurement on the evaluation split, never
-    used to choose.)"""
+    """The median eval IsoScore* of the layers the trial's penalty acts on (``criterion.layers``), averaged over its
+    finished runs; None for a penalty on every layer or without a finished run."""
     medians = []
-    for run in _runs(search, number):
+    for run in search.runs(number):
         try:
-            results = read_results(search.directory / run / RESULTS, require_finished=True)
+            results = read_results(run / RESULTS, require_finished=True)
         except ResultsError:
             continue
         layers = (results.criterion or {}).get("layers")
-        scores = layer_isoscores(search.directory / run, layers) if layers else None
+        scores = layer_isoscores(run, layers) if layers else None
         if scores:
             medians.append(statistics.median(scores))
     return statistics.fmean(medians) if medians else None
 
 
 def trial_rows(search: Search) -> list[dict[str, Any]]:
-    """One row per trial of the study in number order: its state, values, held-out score (the mean over seeds) and
-    per-seed scores (percent), where a pruned trial stopped, a failed trial's reason, run directories, wall time, and
-    for a penalty on chosen layers their eval IsoScore* (:func:`penalised_isoscore`)."""
+    """One row per trial in number order: state, values, held-out score and per-seed scores (percent), where a pruned
+    trial stopped, a failed trial's reason, run directories, wall time, :func:`penalised_isoscore`."""
     rows = []
     for trial in search.trials:
         values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
         state = STATES[trial.state]
         stopped = pruned_at(trial, search.spec.seeds) if state == "pruned" else None
-        ended = trial.datetime_start is not None and trial.datetime_complete is not None
         rows.append({"trial": trial.number, "state": state,
                      **{dimension.key: values.get(dimension.key) for dimension in search.spec.space},
                      "held_out": search.percent(trial.value) if state == "finished" else None,
                      **{f"seed={seed}": search.percent(scores.get(str(seed))) for seed in search.spec.seeds},
                      "pruned_seed": None if stopped is None else stopped[0],
                      "pruned_step": None if stopped is None else stopped[1],
-                     "failure": trial.user_attrs.get(FAILURE), "runs": " ".join(_runs(search, trial.number)),
-                     "wall_s": (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None,
+                     "failure": trial.user_attrs.get(FAILURE),
+                     "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
+                     "wall_s": search.wall_seconds(trial),
                      "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
 
@@ -156,32 +134,27 @@ def _trials_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     header = ["trial", "state", *keys, f"held-out {search.metric}", *(seed.replace("=", " ") for seed in seeds),
               *(["penalised layers' eval IsoScore*"] if layered else []), "pruned at", "failure", "run directories",
               "wall min"]
-    return _markdown_table(header, [
-        [str(row["trial"]), row["state"], *(_shown(row[key], ".4g") for key in keys), _shown(row["held_out"]),
-         *(_shown(row[seed]) for seed in seeds), *([_shown(row["penalised_isoscore"], ".3g")] if layered else []),
+    return markdown_table(header, [
+        [str(row["trial"]), row["state"], *(shown(row[key], ".4g") for key in keys), shown(row["held_out"]),
+         *(shown(row[seed]) for seed in seeds), *([shown(row["penalised_isoscore"], ".3g")] if layered else []),
          "—" if row["pruned_step"] is None else f"seed {row['pruned_seed']}, step {row['pruned_step']}",
-         _shown(row["failure"]), row["runs"] or "—",
-         _shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
+         shown(row["failure"]), row["runs"] or "—",
+         shown(None if row["wall_s"] is None else row["wall_s"] / 60, ".1f")]
         for row in rows])
 
 
 def _trials_caption(report: Report) -> str:
     search = report.search
+    unit = "percent; " if search.percent(1.0) == 100.0 else ""  # nothing for a perplexity
     return (f"Search {search.spec.name}: {len(search.trials)} trials of {search.spec.trials} ({search.counts()}), "
-            f"each scored on the {search.metric} of the split held out of the training set ({_unit(search)}held-out: "
+            f"each scored on the {search.metric} of the split held out of the training set ({unit}held-out: "
             f"the mean over seeds {list(search.spec.seeds)}; {'higher' if search.maximize else 'lower'} is "
             "better).\n\n")
 
 
-def _unit(search: Search) -> str:
-    """``percent; `` where scores are shown as percentages (accuracy, F1 ...), nothing for a perplexity."""
-    return "percent; " if search.percent(1.0) == 100.0 else ""
-
-
 # ------------------------------------------------------------------------------------------------- the choice
 def final_runs(search: Search) -> dict[str, list[Record]]:
-    """Setting (``trialN``, ``baseline``, from each final cell's folder name) -> its finished runs, each setting a
-    variant of its own (two settings alike but for a key the grid does not tell apart stay apart)."""
+    """Setting (``trialN``, ``baseline``, from each final cell's name) -> its finished runs, each its own variant."""
     runs: dict[str, list[Record]] = {}
     for record in search.final:
         setting = dict(part.partition("=")[::2] for part in Path(record.path).name.split(",")).get("setting", "")
@@ -199,8 +172,8 @@ def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) ->
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
-    """The chosen setting, the baseline, then any earlier choice ``final/`` holds: each with its held-out score, its
-    score per seed on the evaluation split and a trial's paired difference to the baseline; none without a choice."""
+    """The chosen setting, the baseline, then any earlier choice in ``final/``: held-out score, evaluation score per
+    seed and a trial's paired difference to the baseline; none without a choice."""
     if search.best is None:
         return []
     runs, chosen = final_runs(search), f"trial{search.best.number}"
@@ -231,12 +204,10 @@ def chosen_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
     seeds = [key for key in rows[0] if key.startswith("seed=")]
     header = ["setting", "values", f"held-out {metric}", *(seed.replace("=", " ") for seed in seeds), "mean",
               "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
-    return _markdown_table(header, [
-        [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], _shown(row["held_out"]),
-         *(_shown(row[seed]) for seed in seeds), _shown(row["mean"]),
-         *(("—",) * 4 if row["paired"] is None else (
-             signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"],
-             row["resampled"]))]
+    return markdown_table(header, [
+        [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], shown(row["held_out"]),
+         *(shown(row[seed]) for seed in seeds), shown(row["mean"]),
+         *paired_cells(row["paired"]), "—" if row["paired"] is None else row["resampled"]]
         for row in rows])
 
 
@@ -263,23 +234,21 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return (f"None: the runs of the {len(report.search.in_state('finished'))} finished trials hold the scores the "
                 "study recorded, and every folder under trials/ is a trial of the study.\n")
-    return _markdown_table(("trial", "path", "problem"),
-                           [[_shown(row["trial"]), row["path"], row["problem"]] for row in rows])
+    return markdown_table(("trial", "path", "problem"),
+                           [[shown(row["trial"]), row["path"], row["problem"]] for row in rows])
 
 
 # ------------------------------------------------------------------------------------------------- figures
 def history_points(search: Search) -> dict[str, list]:
-    """The optimisation history (percent): ``finished`` (trial, score), ``pruned`` (trial, its last reported
-    score), ``failed`` trial numbers and ``best`` (trial, best score so far) at each finished trial."""
-    sign = 1 if search.maximize else -1
+    """``finished`` (trial, score), ``pruned`` (trial, last score), ``failed`` trials, ``best`` so far (percent)."""
     points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
     for trial in search.trials:
         state = STATES[trial.state]
         if state == "finished":
             score = search.percent(trial.value)
-            best = points["best"][-1][1] if points["best"] else score
+            best = points["best"][-1][1] if points["best"] else None
             points["finished"].append((trial.number, score))
-            points["best"].append((trial.number, score if sign * score > sign * best else best))
+            points["best"].append((trial.number, score if search.improves(score, best) else best))
         elif state == "pruned" and trial.intermediate_values:
             last = trial.intermediate_values[max(trial.intermediate_values)]
             points["pruned"].append((trial.number, search.percent(last)))
@@ -356,8 +325,8 @@ def unwritten_figures(report: Report) -> list[str]:
 
 
 def write_report(report: Report, out: Path) -> list[str]:
-    """Write every table and figure into ``out`` and the final grid's report into ``out/final``; returns a line
-    for each output not written, saying why."""
+    """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns why each
+    output not written was not."""
     out.mkdir(parents=True, exist_ok=True)
     absent = [write_table(table, report, out) for table in TABLES]
     for figure in FIGURES:
@@ -369,8 +338,7 @@ def write_report(report: Report, out: Path) -> list[str]:
 
 
 def summary(report: Report) -> list[str]:
-    """What ``istar-report SEARCH_DIR`` prints: the trials, the chosen setting and its held-out score, its paired
-    difference to the baseline on the evaluation split, and the final cells that did not finish."""
+    """What ``istar-report SEARCH_DIR`` prints: trials, the choice, its paired difference to the baseline, problems."""
     search = report.search
     lines = [f"search {search.spec.name}: {len(search.trials)} of {search.spec.trials} trials ({search.counts()})"]
     running = search.in_state("running")

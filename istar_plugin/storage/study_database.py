@@ -19,16 +19,21 @@ from optuna.storages.journal import JournalFileBackend
 
 from ..errors import ConfigError
 
-optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO lines repeat it
+
+def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
+    """Optuna's storage at ``url``, its errors as Optuna raises them; ``create=False`` creates no table."""
+    if url.startswith("journal:"):
+        return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
+    return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {},
+                                      skip_table_creation=not create)
 
 
 def connect(url: str) -> optuna.storages.BaseStorage:
     """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
     or a missing driver is one :class:`ConfigError` line naming the URL."""
+    optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
-        if url.startswith("journal:"):
-            return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {})
+        return storage(url)
     except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
         drivers = {"postgresql": "psycopg2-binary", "mysql": "PyMySQL (with mysql+pymysql://)"}
         driver = drivers.get(url.split(":")[0].split("+")[0], "the driver its URL names")

@@ -1,20 +1,6 @@
-"""Archives of an ``istar-tune`` search, small enough for git, which ``istar-report`` reads exactly as the search.
-
-``archive_search(search_dir, directory)`` (``istar-report SEARCH_DIR --archive DIR``) writes into ``directory``:
-``search.yaml`` beside the archive marker ``.istar-archive`` (the pair :func:`.searches.is_search` recognises), the
-study as text (``study.json``, :mod:`.study_file`) instead of its database, ``progress.log``, and the records of the
-run directories of every trial that ended (``trials/NNNN/seed=S``) and of the final grid's cells (``final/``, a grid
-archive of its own), each kept as a grid archive keeps a cell (:mod:`.archive`: config, results, predictions,
-attempts, a summary of the metrics log; no weights).
-
-- A running or waiting trial is recorded in ``study.json`` as it stands and its runs are not archived; the next
-  archive records it as it then stands. A trial that ended is a record.
-- Archiving the search again adds what has ended since and changes nothing archived: ``search.yaml`` must be the
-  same but for its ``trials`` budget (which istar-tune extends), each ended trial of ``study.json`` the same, the
-  search's ``progress.log`` must begin with the archived one (it only grows) and each run's record must be the same
-  (:func:`.archive.plan`); else nothing is archived, and the error names what differs.
-- ``search.yaml`` is written first and ``study.json`` last: an interrupted archive is a search whose study record is
-  missing or older, which the next archive completes.
+"""Archives of an ``istar-tune`` search, small enough for git (docs/design/search.md): ``search.yaml``, the study as
+``study.json``, ``progress.log``, and the records of every ended trial's runs and of ``final/``, each kept as a grid
+archive keeps a cell (:mod:`.archive`); archiving again adds what ended since and changes nothing archived.
 
 >>> import tempfile, optuna, yaml
 >>> from istar_plugin.config.searches import parse
@@ -46,16 +32,12 @@ from .archive import Outcome, plan
 from .searches import read_study
 from .study_file import ENDED, STUDY_FILE, as_text, read_record, study_record
 
-__all__ = ["Archived", "archive_search"]
-
-"""The search's log, which istar-tune's workers append to (``launch.trial``)."""
 REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
 
 
 @dataclass(frozen=True)
 class Archived:
-    """What archiving a search did: each run's outcome (named ``trials/NNNN/seed=S`` or ``final/CELL``), the trials
-    ``study.json`` holds and how many of them had not ended (their runs not archived)."""
+    """Each run's outcome (``trials/NNNN/seed=S``, ``final/CELL``), the trials archived and how many had not ended."""
 
     outcomes: list[Outcome]
     trials: int
@@ -63,10 +45,8 @@ class Archived:
 
 
 def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
-    """Archive the search in ``search_dir`` into ``directory`` (see the module docstring). Raises
-    :class:`~istar_plugin.errors.RunDirError`, archiving nothing, when ``directory`` holds files istar_plugin did not
-    write, another archive or a different record; :class:`~istar_plugin.errors.ConfigError` when it lies inside
-    ``search_dir``."""
+    """Archive the search in ``search_dir`` into ``directory``; RunDirError, archiving nothing, when ``directory``
+    holds foreign files, another archive or a different record; ConfigError when it lies inside ``search_dir``."""
     search_dir, directory = Path(search_dir), Path(directory)
     if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
@@ -101,11 +81,9 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
                               "new or empty --archive folder, nothing was changed")
         return None
-    archived_spec = read_search(directory)
-    changed = [key for key, value in archived_spec.as_dict().items()
-               if key != "trials" and spec.as_dict()[key] != value]
-    if changed or archived_spec.name != spec.name:
-        return f"{RECORD} ({', '.join(changed) or 'name'})"
+    changed = spec.differences(read_search(directory))
+    if changed:
+        return f"{RECORD} ({', '.join(changed)})"
     if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
         return PROGRESS
     if not (directory / STUDY_FILE).is_file():

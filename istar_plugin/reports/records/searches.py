@@ -1,12 +1,5 @@
-"""What an ``istar-tune`` search recorded, read back: its study (Optuna's database: each trial's state, values and
-held-out score per seed), its trials' run directories and its final grid's cells, as one :class:`Search`; and where
-the study and the run directories disagree (:func:`disagreements`), listed instead of choosing between them.
-
-A search directory (:mod:`istar_plugin.config.searches`) holds ``search.yaml`` beside its marker
-(:func:`is_search`), the study's database, ``trials/NNNN/seed=S`` (one run directory per trial and seed) and
-``final/`` (the chosen setting and the baseline, an ordinary grid). An archive of a search (:mod:`.search_archive`)
-is read the same way, its study from ``study.json`` (:mod:`.study_file`). Held-out scores are shown as percentages, as
-the grid reports show scores.
+"""An ``istar-tune`` search read back (a search directory or an archive of one): its study, its final grid's cells,
+and where the study and the run directories disagree (:func:`disagreements`), listed instead of chosen between.
 
 >>> import optuna
 >>> pruned = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={15: 0.5,
@@ -23,19 +16,15 @@ from typing import Any, Optional, Sequence
 
 import optuna
 import sqlalchemy.exc
-import yaml
 
-from ...config import compose
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import RunDirError, one_line
 from ...metrics import main_metric
 from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.results import RESULTS, ResultsError, read_results
+from ...storage.study_database import storage
 from .cells import Record, as_percent, collect
 from .study_file import STUDY_FILE, load
-
-__all__ = ["Search", "STATES", "is_search", "read", "read_study", "pruned_at",
-           "disagreements", "problem_line"]
 
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
@@ -44,16 +33,14 @@ STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.
 
 
 def is_search(directory: Path) -> bool:
-    """Whether ``directory`` is an ``istar-tune`` search directory or an archive of one: its ``search.yaml`` beside
-    its marker (``.istar-search``, ``.istar-archive``)."""
+    """Whether ``directory`` is a search directory or an archive of one: ``search.yaml`` beside its marker."""
     return (Path(directory) / RECORD).is_file() and any((Path(directory) / marker).is_file()
                                                         for marker in (SEARCH_MARKER, ARCHIVE_MARKER))
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything (an archive's from its ``study.json``): a missing database
-    file, one that is no study database or holds no study of the search's name is one
-    :class:`~istar_plugin.errors.RunDirError` line, ending with ``consequence``."""
+    """The search's study, read without creating anything (an archive's from ``study.json``); a database that is
+    missing, unreadable or without the study is one RunDirError line ending with ``consequence``."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -63,13 +50,7 @@ def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report
         raise RunDirError(f"search directory {search_dir}: its study database {local} is missing (istar-tune writes "
                           f"it when the search starts); {consequence}")
     try:
-        if url.startswith("journal:"):
-            from optuna.storages.journal import JournalFileBackend
-
-            storage = optuna.storages.JournalStorage(JournalFileBackend(str(local)))
-        else:
-            storage = optuna.storages.RDBStorage(url, skip_table_creation=True)
-        return optuna.load_study(study_name=spec.name, storage=storage)
+        return optuna.load_study(study_name=spec.name, storage=storage(url, create=False))
     except KeyError:
         raise RunDirError(f"search directory {search_dir}: its study database {url} holds no study named "
                           f"{spec.name}; {consequence}") from None
@@ -114,6 +95,22 @@ class Search:
         """A held-out score as the reports show it (accuracy x100; a perplexity as it is)."""
         return None if value is None else as_percent(self.task, self.metric, value)
 
+    def runs(self, number: int) -> list[Path]:
+        """Trial ``number``'s run directories that exist (``trials/NNNN/seed=S``)."""
+        folder = trial_dir(self.directory, number)
+        return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
+                ] if folder.is_dir() else []
+
+    def wall_seconds(self, trial: optuna.trial.FrozenTrial) -> Optional[float]:
+        """How long an ended trial ran, start to end; None for one that has not."""
+        if trial.datetime_start is None or trial.datetime_complete is None:
+            return None
+        return (trial.datetime_complete - trial.datetime_start).total_seconds()
+
+    def improves(self, score: float, best: Optional[float]) -> bool:
+        """Whether ``score`` is better than ``best`` (None: there is none yet)."""
+        return best is None or (score > best if self.maximize else score < best)
+
     def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
         return [trial for trial in self.trials if STATES[trial.state] == state]
 
@@ -126,12 +123,9 @@ class Search:
 def read(search_dir: Path) -> Search:
     """The search in ``search_dir``: its record, its study (:func:`read_study`) and its final grid's cells."""
     search_dir = Path(search_dir)
-    try:
-        spec = read_search(search_dir)
-    except yaml.YAMLError as error:
-        raise RunDirError(f"search directory {search_dir}: {RECORD} is not valid YAML: {one_line(error)}") from None
+    spec = read_search(search_dir)
     study = read_study(spec, search_dir)
-    task = compose([*spec.fixed, f"seed={spec.seeds[0]}"]).task
+    task = spec.task()
     final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
     return Search(spec, search_dir, study, task, final, problems)
 
@@ -145,9 +139,8 @@ def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional
 
 
 def disagreements(search: Search) -> list[dict[str, Any]]:
-    """Where the study and the run directories disagree (``trial``, ``path`` relative to the search directory,
-    ``problem``): each finished trial's run of each seed must be finished, of that trial, and hold the study's score
-    as its ``validation.best``; each folder under ``trials/`` must be a trial of the study."""
+    """Where the study and the run directories disagree (``trial``, ``path``, ``problem``): a finished trial's runs
+    must be finished, of that trial, with the study's score; each folder under ``trials/`` a trial of the study."""
     rows = []
     for trial in search.in_state("finished"):
         scores = trial.user_attrs.get(SCORES) or {}

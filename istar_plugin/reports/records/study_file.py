@@ -1,10 +1,5 @@
-"""An Optuna study as text (``study.json``): what an archive of an ``istar-tune`` search keeps instead of its binary
-database (:mod:`.search_archive`), and reads back as an in-memory study that reports exactly as the database does.
-
-The record holds the study's name, directions and user attributes, and each trial's number, state, values, params
-with their distributions (:func:`optuna.distributions.distribution_to_json`), user and system attributes,
-intermediate values, and start and completion times (ISO 8601); floats are written as Python writes them, so they read
-back bit for bit. :func:`as_text` writes it with sorted keys: the same study gives the same bytes.
+"""An Optuna study as text (``study.json``, sorted keys: the same study gives the same bytes, floats bit for bit):
+what an archive of a search keeps instead of its database, read back as an in-memory study.
 
 >>> study = as_study({"study": "demo", "directions": ["MAXIMIZE"], "user_attrs": {}, "trials": []})
 >>> study.add_trial(optuna.trial.create_trial(params={"lr": 0.5}, value=0.75, intermediate_values={15: 0.5},
@@ -29,8 +24,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ...errors import RunDirError, one_line
 from ...storage.reading import read_text
-
-__all__ = ["STUDY_FILE", "ENDED", "study_record", "trial_record", "as_text", "read_record", "load", "as_study"]
 
 STUDY_FILE = "study.json"
 """The study's record in an archive of a search."""
@@ -62,8 +55,7 @@ def as_text(record: dict[str, Any]) -> str:
 
 
 def read_record(path: Path, what: str) -> dict[str, Any]:
-    """The record in ``path``; a missing file, or one that is no JSON mapping holding a list of trials, is one
-    :class:`~istar_plugin.errors.RunDirError` line beginning with ``what``."""
+    """The record in ``path``; a missing or damaged one is one RunDirError line beginning with ``what``."""
     if not Path(path).is_file():
         raise RunDirError(f"{what}: its study record {path} is missing (istar-report SEARCH_DIR --archive writes it "
                           "last: archive the search again to complete it)")
@@ -77,8 +69,7 @@ def read_record(path: Path, what: str) -> dict[str, Any]:
 
 
 def load(path: Path, what: str) -> optuna.Study:
-    """The study recorded in ``path`` (:func:`read_record`, :func:`as_study`); a record Optuna cannot rebuild is
-    one :class:`~istar_plugin.errors.RunDirError` line too."""
+    """The study recorded in ``path``; a record Optuna cannot rebuild is one RunDirError line too."""
     try:
         return as_study(read_record(path, what))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
