@@ -26,8 +26,8 @@ from ..registry import ENGINES
 from ..storage.atomic import atomic_write_text
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirInUse, RunDirLock
-from ..storage.logs import MetricsLog
-from ..storage.results import RESULTS, ResultsError, read_results, recorded_precision
+from ..storage.logs import MetricsLog, flat_keys
+from ..storage.results import RESULTS, read_results, recorded_precision
 from ..training.progress import run_summary
 
 SNAPSHOT = "cell.yaml"
@@ -54,16 +54,10 @@ def load_snapshot(run_dir: Path) -> DictConfig:
     return cfg
 
 
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        return {k: v for key, value in node.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): node}
-
-
 def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = None) -> list[str]:
     """Dotted keys whose values differ between a run directory's config ``a`` and a new config ``b``, ``a`` read as
     configured today (:func:`~istar_plugin.config.as_configured_today`, ``precision=auto`` as ``used_precision``)."""
-    flat_a, flat_b = (_flat(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
+    flat_a, flat_b = (flat_keys(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
     flat_a = as_configured_today(flat_a, used_precision if flat_b.get("precision") != "auto" else None)
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
@@ -73,11 +67,8 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
     config_path = run_dir / "config.yaml"
     if not ((run_dir / RESULTS).is_file() and config_path.is_file()):
         return False
-    try:
-        results = read_results(run_dir / RESULTS, require_finished=True)
-    except ResultsError:
-        return False
-    if differences(OmegaConf.load(config_path), cfg, recorded_precision(run_dir)):
+    results = read_results(run_dir / RESULTS, require_finished=True, strict=False)
+    if results is None or differences(OmegaConf.load(config_path), cfg, recorded_precision(run_dir)):
         return False
     criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
     return ((results.task, results.model, results.seed, results.criterion)
@@ -86,8 +77,7 @@ def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
 
 def latest_checkpoint_step(run_dir: Path) -> int:
     """The step of the newest checkpoint in ``run_dir``, 0 when there is none."""
-    latest = Checkpoints(run_dir).latest()
-    return int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) if latest else 0
+    return max(Checkpoints(run_dir).paths(), default=0)
 
 
 def _job_environment() -> Optional[submitit.JobEnvironment]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import socket
-import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -43,6 +42,7 @@ from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric
 from ..storage.results import RESULTS, read_results
+from ..storage.seeds import over_seeds
 from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
 
@@ -115,7 +115,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
             raise TrialFailed(f"{run_dir}: the run holds no held-out score (results.json has no validation.best)")
         scores[seed] = best
         trial.set_user_attr(SCORES, {str(s): v for s, v in scores.items()})
-    return statistics.fmean(scores.values())
+    return over_seeds(scores.values()).mean
 
 
 class SearchWorker(submitit.helpers.Checkpointable):

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import ConfigError
-from ..storage.results import ResultsError, read_results
+from ..storage.results import read_results
 from .comparisons.paired import LEVEL, signed
 from .figures import save_png, single
 from .records.cells import Record
 from .records.searches import STATES, Search
-from .search_report import against_baseline, chosen_rows, final_runs, markdown_table, paired_cells, shown
-from .tables import Table, write_table
+from .search_report import against_baseline, chosen_rows, final_runs, paired_cells, shown
+from .tables import Table, markdown_table, write_table
 
 FIGURE = "searches.png"
 
@@ -64,12 +64,9 @@ def trial_steps(search: Search, number: int) -> Optional[int]:
     """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
     steps = []
     for run in search.runs(number):
-        try:
-            step = read_results(run).step
-        except ResultsError:
-            continue
-        if step is not None:
-            steps.append(step)
+        results = read_results(run, strict=False)
+        if results is not None and results.step is not None:
+            steps.append(results.step)
     return sum(steps) if steps else None
 
 

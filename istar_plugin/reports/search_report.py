@@ -22,7 +22,8 @@ import optuna
 
 from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values
 from ..errors import one_line
-from ..storage.results import RESULTS, ResultsError, read_results
+from ..storage.results import RESULTS, read_results
+from ..storage.seeds import over_seeds
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
 from .figures import save_png, single
@@ -31,7 +32,7 @@ from .records.cells import Record
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import records_by_setting, settings
-from .tables import Table, write_table
+from .tables import Table, markdown_table, write_table
 
 BASELINE = "baseline"
 """The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
@@ -83,20 +84,14 @@ def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
     return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
 
 
-def markdown_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
-    rows = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    return "\n".join(rows + ["| " + " | ".join(cells) + " |" for cells in lines]) + "\n"
-
-
 # ------------------------------------------------------------------------------------------------- trials
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     """The median eval IsoScore* of the layers the trial's penalty acts on (``criterion.layers``), averaged over its
     finished runs; None for a penalty on every layer or without a finished run."""
     medians = []
     for run in search.runs(number):
-        try:
-            results = read_results(run / RESULTS, require_finished=True)
-        except ResultsError:
+        results = read_results(run / RESULTS, require_finished=True, strict=False)
+        if results is None:
             continue
         layers = (results.criterion or {}).get("layers")
         scores = layer_isoscores(run, layers) if layers else None
@@ -191,7 +186,7 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
                      "held_out": search.percent(trial.value) if trial else None,
                      "metric": runs[setting][0].metric if setting in runs else None,
                      **{f"seed={seed}": scores.get(seed) for seed in seeds},
-                     "mean": statistics.fmean(scores.values()) if scores else None,
+                     "mean": over_seeds(scores.values()).mean if scores else None,
                      "paired_seeds": None if paired is None else len(paired.seeds),
                      "difference": None if paired is None else paired.mean,
                      **{key: getattr(paired, key, None) for key in ("low", "high", "verdict", "resampled")},
