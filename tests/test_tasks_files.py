@@ -1,4 +1,5 @@
-"""Every task loaded from the real files in ../shared/data: row counts and label sets as its README states."""
+"""Every task loaded from the real files in ../shared/data: row counts and label sets as its README states, and long
+texts clipped before tokenisation to the tokens the whole text gives."""
 
 import gzip
 import shutil
