@@ -1,5 +1,7 @@
-"""Shared test setup: hypothesis profiles, the shared data folder, and a guard against empty runs."""
+"""Shared test setup: hypothesis profiles, the shared data folder, a guard against empty runs, tiny models and
+istar-run called in this process."""
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,22 @@ def tiny_llama(shared_data, tmp_path_factory):
     LlamaForCausalLM(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture
+def istar_run(capsys, monkeypatch):
+    """``istar-run ARGUMENTS`` in this process, with ``env`` set for that call alone: its exit code and what it
+    printed, as a ``subprocess.CompletedProcess``."""
+    from istar_plugin.cli.run import main
+
+    def run(*arguments, env=None):
+        monkeypatch.delenv("ISTAR_TRACEBACK", raising=False)
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(arguments))
+        captured = capsys.readouterr()
+        for key in env or {}:
+            monkeypatch.delenv(key)
+        return subprocess.CompletedProcess(arguments, code, captured.out, captured.err)
+    return run

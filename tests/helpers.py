@@ -1,5 +1,5 @@
 """Small parts several test modules share: the arguments of a tiny run, a hook that kills a run at a step, a
-byte-level BPE for tiny decoders."""
+byte-level BPE for tiny decoders, a process holding a run directory's lock."""
 import contextlib
 import subprocess
 import sys
@@ -67,3 +67,36 @@ def lock_held_elsewhere(path: Path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def two_step_run_arguments(model: Path, shared_data: Path, *overrides: str) -> list[str]:
+    """:func:`tiny_run_arguments` for a run of two steps of 4 of 16 training examples, without TensorBoard, trained
+    with cross-entropy alone.
+
+    >>> two_step_run_arguments(Path("/m"), Path("/data"), "max_steps=3")[-3:]
+    ['max_steps=3', 'tensorboard=false', 'criterion=cross_entropy']
+    """
+    return tiny_run_arguments(model, shared_data, "data.max_train_samples=16", "batch_size=4", "optim.grad_accum=1",
+                              "optim.epochs=1", "max_steps=2", "tensorboard=false", "criterion=cross_entropy",
+                              *overrides)
+
+
+def four_step_run_arguments(model: Path, shared_data: Path, output_dir: Path, *overrides: str) -> list[str]:
+    """:func:`tiny_run_arguments` for a run into ``output_dir`` of four steps of 4 of 16 training examples, each step
+    logged, trained with cross-entropy alone.
+
+    >>> four_step_run_arguments(Path("/m"), Path("/data"), Path("/runs/a"), "max_steps=1")[-4:]
+    ['max_steps=1', 'log_every=1', 'criterion=cross_entropy', 'output_dir=/runs/a']
+    """
+    return tiny_run_arguments(model, shared_data, "data.max_train_samples=16", "batch_size=4", "optim.grad_accum=1",
+                              "optim.epochs=1", "max_steps=4", "log_every=1", "criterion=cross_entropy",
+                              f"output_dir={output_dir}", *overrides)
+
+
+def error_lines(stderr: str) -> list[str]:
+    """istar-run's own lines of ``stderr`` (the model loader's progress bars and load report aside).
+
+    >>> error_lines("Loading weights 100%\\nistar-run: error: bad\\n")
+    ['istar-run: error: bad']
+    """
+    return [line for line in stderr.splitlines() if line.startswith("istar-run:") or "Traceback" in line]

@@ -1,14 +1,17 @@
 """istar-run's command line: the hub checked before anything loads, files inferred from data.dir, output_dir of a
-sweep as its grid directory, key=value after a flag."""
+sweep as its grid directory, key=value after a flag; an expected failure is one line with its error class's exit code
+(a traceback on request), a bug keeps its traceback."""
 import os
 import socket
 import subprocess
 import sys
 
 import pytest
+from helpers import error_lines, four_step_run_arguments
 
 from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
+from istar_plugin.errors import DataError, run_command
 
 OFFLINE_WAY = ("offline: model=minilm (installed with istar_plugin) or model.name_or_path=LOCAL_DIR; "
                "data.source=files data.dir=DIR")
@@ -91,3 +94,38 @@ def test_every_command_prints_an_expected_failure_in_one_line_and_lets_a_bug_sho
                                                                          "no such folder")):
         assert main_of(arguments) in (2, 3)
         assert capsys.readouterr().err.splitlines()[-1].startswith(line)
+
+
+def test_expected_failures_are_one_line_with_their_exit_code_and_a_traceback_on_request(tmp_path, istar_run):
+    done = istar_run("recipe=movie_snippets", "batch_size=0")
+    assert (done.returncode, done.stderr) == (
+        2, "istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
+    flagged = istar_run("recipe=movie_snippets", "batch_size=0", "--traceback")
+    assert flagged.returncode == 2 and "Traceback (most recent call last)" in flagged.stderr
+    assert flagged.stderr.endswith("istar-run: error: batch_size=0 is out of range; allowed: 1 to 1048576\n")
+    by_environment = istar_run("recipe=movie_snippets", "batch_size=0", env={"ISTAR_TRACEBACK": "1"})
+    assert "Traceback (most recent call last)" in by_environment.stderr
+    missing_model = istar_run("recipe=movie_snippets", f"model.name_or_path={tmp_path / 'nowhere'}",
+                              f"output_dir={tmp_path / 'run'}")
+    assert missing_model.returncode == 7 and "Traceback" not in missing_model.stderr
+    assert error_lines(missing_model.stderr)[0].startswith(
+        f"istar-run: error: model '{tmp_path / 'nowhere'}' cannot be loaded")
+    assert not (tmp_path / "run").exists()  # a refused run leaves no directory behind
+
+
+def test_a_bad_data_file_fails_before_the_model_loads(tiny_bert, shared_data, tmp_path, istar_run):
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t1\nhmm\tmaybe\n")
+    done = istar_run(*four_step_run_arguments(tiny_bert, shared_data, tmp_path / "run",
+                                              f"data.train_file={tmp_path / 'train.tsv'}"))
+    assert done.returncode == 3
+    assert done.stderr == (f"istar-run: error: {tmp_path / 'train.tsv'}, line 3: label 'maybe' is not in the label set "
+                           "of sst2 (0=negative, 1=positive)\n")  # no model load report: the weights were never read
+
+
+def test_bugs_keep_their_traceback():
+    def buggy():
+        return {}["missing"]
+
+    with pytest.raises(KeyError):
+        run_command("istar-run", buggy)
+    assert run_command("istar-run", lambda: (_ for _ in ()).throw(DataError("x.tsv, line 2: bad"))) == 3

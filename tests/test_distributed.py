@@ -1,5 +1,6 @@
-"""Issue 5's "must show", with real processes on gloo (CPU): pooled Sigma_S and penalty, a torchrun run
-matching one process at the same global batch, and a failing rank ending the job instead of hanging it."""
+"""Distributed training with real processes on gloo (CPU): Sigma_S and the penalty pooled over ranks equal one
+process's on the concatenated cloud, a torchrun run matches one process at the same global batch (padded and
+padding-free), and a failing rank ends the job instead of hanging it."""
 import json
 import os
 import re
@@ -69,7 +70,7 @@ def one_thread():
 def sigma_overrides(request, tiny_bert, shared_data, tmp_path_factory):
     # eval_batch_size=1: no padding, so each sentence's hidden states are bitwise the same in any process
     # and only the pooling is under test (batches of 8 padded differently per rank differ by ~1e-9);
-    # in both modes (issue 34): padded batches and each sentence as its own packed row
+    # in both modes: padded batches and each sentence as its own packed row
     return tiny_overrides(tiny_bert, shared_data, tmp_path_factory.mktemp("sigma"), "data.max_train_samples=24",
                           "eval_batch_size=1", f"model.padding_free={request.param}")
 
@@ -143,7 +144,7 @@ def test_istar_criterion_pools_the_cloud_or_scores_each_rank_alone(rank_results)
 
 # ------------------------------------------------------------ a real torchrun training run
 @pytest.mark.slow  # torchrun, two ranks, beside a single-process run
-@pytest.mark.parametrize("padding_free", ["false", "true"])  # padded and padding-free batches (issue 34)
+@pytest.mark.parametrize("padding_free", ["false", "true"])  # padded and padding-free batches
 def test_two_rank_torchrun_run_matches_one_process_at_the_same_global_batch(tiny_bert, shared_data, tmp_path,
                                                                             padding_free):
     mode = f"model.padding_free={padding_free}"  # padding-free: each rank packs its own micro-batch

@@ -309,3 +309,15 @@ def test_accumulator_mask_and_state_dict_round_trip(cloud, data):
     restored.update(points, ~mask)  # the complement completes the cloud
     expected = np.cov(points.numpy().T)
     np.testing.assert_allclose(restored.covariance().numpy(), expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+
+
+@given(st.integers(2, 6), st.integers(0, 35), st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+def test_isoscore_of_a_non_finite_covariance_is_nan_never_a_number(dim, position, bad):
+    cov = torch.eye(dim, dtype=torch.float64) * 2
+    cov.view(-1)[position % (dim * dim)] = bad
+    assert math.isnan(isoscore_from_cov(cov).item())
+    points = torch.randn(20, dim)
+    points[position % 20, position % dim] = bad
+    assert math.isnan(isoscore_star(points).item())
+    assert math.isnan(isoscore_star(points, torch.eye(dim), zeta=0.3).item())
+    assert isoscore_from_cov(torch.zeros(dim, dim)).item() == 0  # no direction used: 0, as before

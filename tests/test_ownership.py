@@ -1,6 +1,7 @@
 """Commands write only into folders they created or that carry their own marker: real folders of user files are
-refused in one line and left byte for byte as they were; istar-export holds the run's lock and says what it exported;
-a run resumes only onto the data it started on."""
+refused in one line and left byte for byte as they were, and so is a user's file named like a command's output;
+istar-export holds the run's lock and says what it exported (a failed run's checkpoint only to a folder of its own,
+recorded as not a finished result)."""
 import hashlib
 import json
 import os
@@ -9,14 +10,16 @@ import sys
 import textwrap
 
 import pytest
+from transformers import AutoModelForSequenceClassification
 
 from istar_plugin.cli.export import main as export_main
 from istar_plugin.cli.run import main as run_main
 from istar_plugin.config import compose
-from istar_plugin.errors import RunDirError
-from istar_plugin.storage.ownership import EXPORT_MARKER, RUN_MARKER
+from istar_plugin.errors import DivergedError, RunDirError
+from istar_plugin.storage.owned_output import OwnedOutput
+from istar_plugin.storage.ownership import ANALYSIS_MARKER, EXPORT_MARKER, RUN_MARKER
 from istar_plugin.training.trainer import Trainer
-from helpers import CrashAt, tiny_run_arguments
+from helpers import tiny_run_arguments, two_step_run_arguments
 
 
 def arguments(tiny_bert, shared_data, output_dir, *extra):
@@ -162,29 +165,41 @@ def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert
     assert snapshot(run) == before and not (run / "model").exists()
 
 
-
-def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, shared_data, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    lines = (shared_data / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:40]
-    (data / "train.tsv").write_text("".join(lines))
-    (data / "dev.tsv").write_text((shared_data / "sst2" / "dev.tsv").read_text())
+def test_a_failed_runs_checkpoint_is_exported_only_to_out_and_says_what_it_is(tiny_bert, shared_data, tmp_path,
+                                                                              capsys):
     run = tmp_path / "run"
-    cfg = compose(arguments(tiny_bert, shared_data, run, f"data.dir={data}", "save_every=1"))
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(cfg, hooks=[CrashAt(2)]).fit()  # killed before step 2's checkpoint: step 1's is kept
-    os.utime(data / "train.tsv")  # touched, same content: resumable
-    lines[3] = lines[3].replace("\t0", "\t1") if "\t0" in lines[3] else lines[3].replace("\t1", "\t0")
-    (data / "train.tsv").write_text("".join(lines))  # one label edited in place
-    with pytest.raises(RunDirError, match=rf"on other data \(changed: train \({data / 'train.tsv'}: 16 examples then, "
-                                          r"16 now, their content differs\)\); resume with the data it started on"):
-        Trainer(cfg).fit()
-    lines[3] = lines[3].replace("\t1", "\t0") if "\t1" in lines[3] else lines[3].replace("\t0", "\t1")
-    (data / "train.tsv").write_text("".join(lines))  # put back: the run resumes and records what it read
-    results = Trainer(cfg).fit()
-    saved = json.loads((run / "results.json").read_text())
-    assert results["step"] == 2 and saved["data"]["train"]["source"] == str(data / "train.tsv")
-    assert saved["data"]["train"]["examples"] == 16 and len(saved["data"]["eval"]["sha256"]) == 64
+    with pytest.raises(DivergedError):
+        Trainer(compose(two_step_run_arguments(tiny_bert, shared_data, "optim.lr=1e6", "save_every=1", "max_steps=4",
+                             f"output_dir={run}"))).fit()
+    reason = json.loads((run / "results.json").read_text())["reason"]
+    before, _ = sorted(path.name for path in run.iterdir()), capsys.readouterr()
+    for extra in ([], ["--step", "1"]):
+        assert export_main([str(run), *extra]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"istar-export: error: {run}: the run failed ({reason}); its model/ is kept for a finished run's model: "
+            "pass --out DIR to export its checkpoint step_00000001.pt anyway"]
+    assert sorted(path.name for path in run.iterdir()) == before  # no model/, no model_step_1/
+    out = tmp_path / "diverged-step1"
+    assert export_main([str(run), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"exported step 1 to {out}: NOT a finished result, the run failed ({reason}); {out / 'export.json'} records "
+        "it (load with AutoModelForSequenceClassification/...ForQuestionAnswering or pipeline())")
+    assert json.loads((out / "export.json").read_text()) == {
+        "run": str(run), "run_state": f"failed: {reason}", "step": 1, "checkpoint": "checkpoints/step_00000001.pt",
+        "finished_result": False}
+    assert AutoModelForSequenceClassification.from_pretrained(out).config.id2label == {0: "negative", 1: "positive"}
+    assert sorted(path.name for path in run.iterdir()) == before
+
+
+def test_a_finished_runs_export_records_that_it_finished(tiny_bert, shared_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    Trainer(compose(two_step_run_arguments(tiny_bert, shared_data, "keep_checkpoints=1", f"output_dir={run}"))).fit()
+    capsys.readouterr()
+    assert export_main([str(run)]) == 0
+    assert capsys.readouterr().out.startswith(f"exported step 2 to {run / 'model'} (load with ")
+    assert json.loads((run / "model" / "export.json").read_text()) == {
+        "run": str(run), "run_state": "finished", "step": 2, "checkpoint": "checkpoints/step_00000002.pt",
+        "finished_result": True}
 
 
 def test_istar_grid_refuses_a_grid_dir_of_user_files(tmp_path, capsys):
@@ -195,3 +210,22 @@ def test_istar_grid_refuses_a_grid_dir_of_user_files(tmp_path, capsys):
     assert err.startswith(f"istar-grid: error: grid_dir {tmp_path / 'mine'}: "
                           "exists and holds files istar_plugin did not write")
     assert snapshot(tmp_path / "mine") == before
+
+
+def test_a_users_file_named_like_an_output_is_refused_and_left_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    with OwnedOutput(out, ANALYSIS_MARKER) as folder:  # an earlier istar-analyze, before summary.md existed
+        folder.replace([out / "figure4.png"])
+        (out / "figure4.png").write_text("ours")
+        folder.finish()
+    (out / "summary.md").write_text("the user's")
+    marker_before = (out / ANALYSIS_MARKER).read_text()
+    with OwnedOutput(out, ANALYSIS_MARKER) as folder:
+        with pytest.raises(RunDirError, match=r"--out .*: summary.md is not a file this command wrote; move it or "
+                                              r"choose another --out, nothing was changed"):
+            folder.replace([out / "figure4.png", out / "summary.md"])
+    assert (out / "summary.md").read_text() == "the user's" and (out / "figure4.png").read_text() == "ours"
+    assert (out / ANALYSIS_MARKER).read_text() == marker_before
+    with OwnedOutput(out, ANALYSIS_MARKER) as folder:  # its own earlier files are replaced as before
+        assert folder.replace([out / "figure4.png"]) == [out / "figure4.png"]
+    assert json.loads((out / ANALYSIS_MARKER).read_text())["files"] == ["figure4.png"]

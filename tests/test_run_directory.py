@@ -1,21 +1,27 @@
-"""One run-directory lifecycle for both engines (training/run_directory.py): the trainer (engine istar) and the
-sentence-transformers engine lock, mark, clean, log, refuse, record and stop the same way."""
+"""A run directory: one lifecycle for both engines (training/run_directory.py), in which the trainer (engine istar) and
+the sentence-transformers engine lock, mark, clean, log, refuse, record and stop the same way; and the files it holds,
+written atomically (never half a file, no temporary left), the metrics log and TensorBoard's scalars."""
 import json
 import os
 import signal
+import socket
 
+import numpy as np
 import pytest
 import torch
+from helpers import four_step_run_arguments, lock_held_elsewhere
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from istar_plugin.cli import run as run_cli
 from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, RunDirError
+from istar_plugin.storage import atomic as rundir
+from istar_plugin.storage.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_json, atomic_write_text
+from istar_plugin.storage.lock import RunDirLock
+from istar_plugin.storage.logs import MetricsLog, TensorBoardLog
 from istar_plugin.storage.ownership import RUN_MARKER, mark
 from istar_plugin.runtime.precision import choose_precision
 from istar_plugin.training.trainer import Trainer
-
-st_engine = pytest.importorskip("istar_plugin.integrations.st_engine")
-pytest.importorskip("sentence_transformers")
 
 BOTH = ["istar", "sentence_transformers"]
 RUN = {"task": "sst2", "criterion": {"name": "istar"}, "seed": 3, "model": {"name": "minilm"}}
@@ -38,8 +44,10 @@ def tiny_config(*arguments):
 
 
 def fit(cfg):
-    engine = {"istar": Trainer, "sentence_transformers": st_engine.SentenceTransformersEngine}[cfg.engine]
-    return engine(cfg).fit()
+    """Trains ``cfg`` with its engine (skipped where sentence-transformers is not installed)."""
+    if cfg.engine == "istar":
+        return Trainer(cfg).fit()
+    return pytest.importorskip("istar_plugin.integrations.st_engine").SentenceTransformersEngine(cfg).fit()
 
 
 @pytest.fixture(scope="module", params=BOTH)
@@ -106,7 +114,7 @@ def signal_at_first_step(monkeypatch, engine, error=None):
 
         name = "__call__"
     else:
-        from sentence_transformers import SentenceTransformerTrainer as owner
+        owner = pytest.importorskip("sentence_transformers").SentenceTransformerTrainer
 
         name = "training_step"
     original = getattr(owner, name)
@@ -196,3 +204,179 @@ def test_other_ranks_share_the_directory_but_write_nothing(tmp_path):
     run.write_failure("boom", OmegaConf.create(RUN))
     run.close()
     assert not (tmp_path / "run").exists() and run.metrics_bytes() is None
+
+
+# ---------------------------------------------------------------------------------- one run at a time
+def listing(directory):
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
+
+
+def test_a_second_run_into_a_held_directory_is_refused_at_once_naming_the_holder(tiny_bert, shared_data, tmp_path,
+                                                                                   istar_run):
+    run = tmp_path / "run"
+    with lock_held_elsewhere(run) as pid:  # a real process, killed at the end: the OS releases its lock
+        with pytest.raises(RunDirError, match=rf"output_dir {run} is in use by another run \(host "
+                                              rf"{socket.gethostname()}, pid {pid}, since .*\); wait for it"):
+            Trainer(compose(four_step_run_arguments(tiny_bert, shared_data, run)))
+        done = istar_run(*four_step_run_arguments(tiny_bert, shared_data, run))
+        assert done.returncode == 4 and f"pid {pid}" in done.stderr and "Traceback" not in done.stderr
+        assert listing(run) == [".lock"]  # the refused runs wrote nothing
+    results = Trainer(compose(four_step_run_arguments(tiny_bert, shared_data, run))).fit()
+    assert results["step"] == 4 and not (run / ".lock").exists()
+
+
+def test_the_lock_is_shared_within_one_process_and_refuses_unwritable_directories(tmp_path):
+    with RunDirLock(tmp_path / "run"):
+        with RunDirLock(tmp_path / "run"):  # a grid cell's runner, then its Trainer
+            pass
+        assert (tmp_path / "run" / ".lock").exists()
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(RunDirError, match=r"output_dir /sys/istar_run is not writable"):  # even for root
+        RunDirLock("/sys/istar_run").acquire()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(RunDirError, match=r"output_dir .*file \(or a parent\) exists and is not a directory"):
+        RunDirLock(tmp_path / "file").acquire()
+
+
+def test_a_refused_resume_leaves_no_file_behind(tiny_bert, shared_data, tmp_path):
+    run = tmp_path / "run"
+    Trainer(compose(four_step_run_arguments(tiny_bert, shared_data, run, "max_steps=1"))).fit()
+    before = {path: path.stat().st_mtime_ns for path in run.rglob("*")}
+    for overrides in (["resume=false"], ["optim.lr=0.5"]):
+        with pytest.raises(RunDirError):
+            Trainer(compose(four_step_run_arguments(tiny_bert, shared_data, run, "max_steps=1", *overrides))).fit()
+    assert {path: path.stat().st_mtime_ns for path in run.rglob("*")} == before  # no new, changed or lock file
+
+
+# --------------------------------------------------------------------------------- the files it holds
+class Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("cannot serialise")
+
+
+def only_file(directory):
+    """The single entry of ``directory`` (fails on stray temp files)."""
+    entries = sorted(path.name for path in directory.iterdir())
+    assert len(entries) == 1, entries
+    return directory / entries[0]
+
+
+def test_atomic_writes_leave_only_the_target(tmp_path):
+    assert atomic_write_bytes(tmp_path / "a.bin", b"\x00\x01") == tmp_path / "a.bin"
+    assert only_file(tmp_path).read_bytes() == b"\x00\x01"
+    atomic_write_text(tmp_path / "a.bin", "héllo")
+    assert only_file(tmp_path).read_text(encoding="utf-8") == "héllo"
+
+
+def test_atomic_write_json_format(tmp_path):
+    atomic_write_json(tmp_path / "c.json", {"b": 1, "a": [1, 2]})
+    text = (tmp_path / "c.json").read_text()
+    assert text == json.dumps({"a": [1, 2], "b": 1}, indent=2) + "\n"
+
+
+def test_atomic_writes_respect_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "t.txt", "x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "t.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_failed_torch_save_keeps_old_content_and_no_temp(tmp_path):
+    target = tmp_path / "state.pt"
+    atomic_torch_save({"step": 1}, target)
+    with pytest.raises(RuntimeError, match="cannot serialise"):
+        atomic_torch_save({"step": 2, "bad": Unpicklable()}, target)
+    assert only_file(tmp_path) == target
+    assert torch.load(target, weights_only=False) == {"step": 1}
+
+
+def test_failed_json_keeps_old_content_and_no_temp(tmp_path):
+    target = tmp_path / "c.json"
+    atomic_write_json(target, {"ok": True})
+    with pytest.raises(TypeError):
+        atomic_write_json(target, {"bad": object()})
+    assert only_file(tmp_path) == target and json.loads(target.read_text()) == {"ok": True}
+
+
+def test_failure_at_rename_removes_temp(tmp_path, monkeypatch):
+    target = tmp_path / "a.txt"
+    atomic_write_text(target, "old")
+
+    def broken_replace(source, destination):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(rundir.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk went away"):
+        atomic_write_text(target, "new")
+    assert only_file(tmp_path) == target and target.read_text() == "old"
+
+
+def test_metrics_log_appends_and_reopens(tmp_path):
+    with MetricsLog(tmp_path) as log:
+        written = log.append({"step": 1, "loss": 0.5})
+        log.append({"step": 2, "loss": 0.25})
+    assert isinstance(written["time"], float)
+    with MetricsLog(tmp_path) as log:
+        log.append({"step": 3, "loss": float("nan")})
+        records = log.records()
+    assert [record["step"] for record in records] == [1, 2, 3]
+    assert records[0] == written and all("time" in record for record in records)
+
+
+def test_metrics_log_takes_a_directory_or_the_file(tmp_path):
+    assert MetricsLog(tmp_path).path == MetricsLog(tmp_path / "metrics.jsonl").path == tmp_path / "metrics.jsonl"
+    assert MetricsLog(tmp_path / "eval.jsonl").path == tmp_path / "eval.jsonl"
+
+
+def test_metrics_log_without_file_is_empty(tmp_path):
+    assert MetricsLog(tmp_path / "not_yet").records() == []
+
+
+def test_metrics_log_rejects_time_key(tmp_path):
+    with pytest.raises(ValueError, match="already has a 'time' key"):
+        MetricsLog(tmp_path).append({"time": 3})
+
+
+def test_metrics_log_truncated_last_line(tmp_path):
+    with MetricsLog(tmp_path) as log:
+        log.append({"step": 1})
+    with open(log.path, "ab") as handle:
+        handle.write(b'{"step": 2, "lo')  # a crash mid-write
+    with pytest.warns(UserWarning, match="truncated last line"):
+        assert [record["step"] for record in log.records()] == [1]
+    with MetricsLog(tmp_path) as resumed, pytest.warns(UserWarning, match="dropping a truncated last line"):
+        resumed.append({"step": 2})
+    assert [record["step"] for record in resumed.records()] == [1, 2]
+
+
+def test_metrics_log_corrupt_middle_line_is_an_error(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\nnot json\n{"step": 3}\n')
+    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
+        MetricsLog(tmp_path).records()
+
+
+def test_tensorboard_scalars_read_back(tmp_path):
+    log = TensorBoardLog(tmp_path)
+    values = {"loss": 0.5, "isoscore": torch.tensor(0.25), "epoch": np.int64(1), "note": "x", "flag": True}
+    log.scalars(values, 10, "train")
+    log.scalars({"loss": 0.125}, step=20, prefix="train/")
+    log.scalars({"accuracy": 0.75}, step=20)
+    log.flush()
+    log.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert sorted(events.Tags()["scalars"]) == ["accuracy", "train/epoch", "train/isoscore", "train/loss"]
+    assert [(event.step, event.value) for event in events.Scalars("train/loss")] == [(10, 0.5), (20, 0.125)]
+    assert [(event.step, event.value) for event in events.Scalars("train/isoscore")] == [(10, 0.25)]
+    assert [(event.step, event.value) for event in events.Scalars("accuracy")] == [(20, 0.75)]
+
+
+def test_tensorboard_disabled_writes_nothing(tmp_path):
+    log = TensorBoardLog(tmp_path / "tb", enabled=False)
+    assert not log.enabled
+    log.scalars({"loss": 1.0}, step=1)
+    log.flush()
+    log.close()
+    assert not (tmp_path / "tb").exists()

@@ -1,4 +1,5 @@
-"""Every task loaded from the real files in ../shared/data: row counts and label sets as its README states."""
+"""Every task loaded from the real files in ../shared/data: row counts and label sets as its README states, and long
+texts clipped before tokenisation to the tokens the whole text gives."""
 
 import gzip
 import shutil
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from istar_plugin.data import DataConfig
+from istar_plugin.data.task import clip_text
 from istar_plugin.data.tasks import get_task
 
 QQP_SUBSET = "train_subset_mieseung_new_dev/new_dev.tsv"
@@ -161,3 +163,18 @@ def test_encode_and_postprocess_regression(shared_data, tokenizer):
     predictions, references = task.postprocess(examples, features, scores)
     assert predictions == references
     assert task.compute_metrics(predictions, references)["pearson"] == pytest.approx(1.0)
+
+
+def test_long_texts_are_clipped_before_tokenisation_to_the_same_tokens(tiny_bert):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    words = "the film is a quietly ambitious , often funny portrait of grief ".split()
+    text = " ".join(words[i % len(words)] for i in range(3000))
+    assert len(clip_text(text, tokenizer, 32)) < len(text)
+    full = tokenizer(text, truncation=True, max_length=32)["input_ids"]
+    assert tokenizer(clip_text(text, tokenizer, 32), truncation=True, max_length=32)["input_ids"] == full
+    megabyte = text * 50
+    clipped = clip_text(megabyte, tokenizer, 32)
+    tokenizer([clipped], [clipped], truncation=True, max_length=32)
+    assert len(clipped) < 4096  # the tokenizer sees a few kilobytes, not the megabyte

@@ -1,5 +1,7 @@
-"""End-to-end runs of the trainer on a tiny randomly initialised BERT (real tokenizer, real SST-2 files)."""
+"""End-to-end runs of the trainer on a tiny randomly initialised BERT (real tokenizer, real SST-2 files): what a run
+writes, how it resumes (onto the data it started on only), and what its criterion does."""
 import json
+import os
 
 import pytest
 import torch
@@ -104,6 +106,32 @@ def test_a_checkpoint_of_another_world_size_resumes_only_from_an_epoch_boundary(
     with pytest.warns(UserWarning, match="2-rank checkpoint on 1 rank"):
         results = Trainer(cfg).fit()
     assert results["step"] == 6 and [h["step"] for h in results["history"]] == [0, 3, 6]
+
+
+def test_a_resume_onto_an_edited_training_file_is_refused_naming_it(tiny_bert, shared_data, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (shared_data / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:40]
+    (data / "train.tsv").write_text("".join(lines))
+    (data / "dev.tsv").write_text((shared_data / "sst2" / "dev.tsv").read_text())
+    run = tmp_path / "run"
+    cfg = compose(tiny_run_arguments(tiny_bert, shared_data, "data.max_train_samples=16", "optim.grad_accum=1",
+                                     "optim.epochs=1", f"output_dir={run}", "tensorboard=false", f"data.dir={data}",
+                                     "save_every=1"))
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, hooks=[CrashAt(2)]).fit()  # killed before step 2's checkpoint: step 1's is kept
+    os.utime(data / "train.tsv")  # touched, same content: resumable
+    lines[3] = lines[3].replace("\t0", "\t1") if "\t0" in lines[3] else lines[3].replace("\t1", "\t0")
+    (data / "train.tsv").write_text("".join(lines))  # one label edited in place
+    with pytest.raises(RunDirError, match=rf"on other data \(changed: train \({data / 'train.tsv'}: 16 examples then, "
+                                          r"16 now, their content differs\)\); resume with the data it started on"):
+        Trainer(cfg).fit()
+    lines[3] = lines[3].replace("\t1", "\t0") if "\t1" in lines[3] else lines[3].replace("\t0", "\t1")
+    (data / "train.tsv").write_text("".join(lines))  # put back: the run resumes and records what it read
+    results = Trainer(cfg).fit()
+    saved = json.loads((run / "results.json").read_text())
+    assert results["step"] == 2 and saved["data"]["train"]["source"] == str(data / "train.tsv")
+    assert saved["data"]["train"]["examples"] == 16 and len(saved["data"]["eval"]["sha256"]) == 64
 
 
 def test_resume_restores_sigma_s_instead_of_recomputing(tiny_bert, shared_data, tmp_path):
