@@ -1,14 +1,8 @@
-"""Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer, as an
-``istar-run`` run or a grid cell.
+"""Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer (STS-B pairs,
+``CosineSimilarityLoss``, wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``) as an
+``istar-run`` run with its run directory (docs/design: the sentence-transformers engine's run directory).
 
     istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
-
-A sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` on the score scaled to [0, 1],
-wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``; padding-free where
-``model.padding_free`` and the family allow (:mod:`.st_padding_free`). The run directory is an ``istar-run`` one
-(``config.yaml``, ``metrics.jsonl``, ``results.json`` with ``sentence_embeddings``, ``predictions.json``, ``model/``
-for ``istar-embed``; docs/design: the sentence-transformers engine's run directory). Needs
-``pip install 'istar_plugin[st]'``.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -26,23 +20,23 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import TrainerCallback
 
-from ..config import data_config, model_config
+from ..config import data_config
 from ..data.fingerprint import split_fingerprint
 from ..errors import ConfigError
 from ..isotropy.streaming import LayerStatistics, stream
 from ..metrics import collapsed, compute
-from ..models.encoder import resolve_model_path
+from ..models.st_padding_free import transformer_module
 from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.predictions import write_predictions
 from ..storage.results import ResultsRecord
+from ..runtime.builder import build_model
 from ..runtime.devices import pick_device
 from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-from .st_padding_free import make_padding_free, transformer_module
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -71,8 +65,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.precision = choose_precision(cfg.precision, self.device)  # fp16 on a CPU: refused, as by the trainer
         self.run_dir = RunDirectory(self.output_dir, is_main=self.is_main, tensorboard=cfg.tensorboard).open()
         try:
-            task = TASKS.get(cfg.task).cls(data_config(cfg))
-            self.label_range = task.label_range
+            self.task = task = TASKS.get(cfg.task).cls(data_config(cfg))
             self.train, self.eval = task.load("train"), task.load("eval")  # bad data fails here, before the model loads
         except BaseException:
             self.run_dir.close()
@@ -107,7 +100,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 
     def _train_and_evaluate(self) -> ResultsRecord:
         from datasets import Dataset
-        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+        from sentence_transformers import SentenceTransformerTrainer
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
         from transformers import set_seed
 
@@ -117,12 +110,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.run_dir.clear_logs()  # an earlier attempt's steps are trained and logged again
         self.run_dir.start(cfg)
         set_seed(cfg.seed)
-        model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=str(self.device))
-        model.max_seq_length = cfg.data.max_length
-        padded_line = make_padding_free(model, cfg.model.get("padding_free", False))[1]  # auto where it cannot: why
-        if padded_line and self.is_main:
-            print(padded_line, file=sys.stderr, flush=True)
-        low, high = self.label_range
+        model = build_model(cfg, self.task, device=self.device).model
+        if model.padding_free_line and self.is_main:  # auto where it cannot: why
+            print(model.padding_free_line, file=sys.stderr, flush=True)
+        low, high = self.task.label_range
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
         train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
                                    "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
@@ -187,16 +178,16 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
             write_predictions(self.output_dir, cfg.task, step, cosine, references)
-        task = TASKS.get(cfg.task).cls
+        task = self.task
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return ResultsRecord(
             status="finished", task=cfg.task, model=cfg.model.name, criterion=criterion, seed=cfg.seed, step=step,
             epoch=epoch, metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-            main_metric=task(data_config(cfg)).main_metric, label_names=tuple(task.label_names),
+            main_metric=task.main_metric, label_names=tuple(task.label_names),
             trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
-            top_level_metrics=tuple(task(data_config(cfg)).metric_names),
+            top_level_metrics=tuple(task.metric_names),
             extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
                    "precision": self.precision})
 
