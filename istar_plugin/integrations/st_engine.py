@@ -44,16 +44,15 @@ FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are 
 
 
 def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
-    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the
-    width (at most 256: a width that LayerNorm's constant dimensions leave well defined) when at least four times
-    as many sentences as kept dimensions are there to fit it."""
+    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the width
+    (at most 256) when four times as many sentences as kept dimensions fit it."""
     k = min(256, 2 * width // 3)
     return ("center", f"whiten:{k}") if fit_sentences >= 4 * k else ("center",)
 
 
 @ENGINES.register("sentence_transformers")
 class SentenceTransformersEngine(SentenceTransformersSetup):
-    """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory (module docstring)."""
+    """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory."""
 
     def __init__(self, cfg: DictConfig, hooks: Sequence[Any] = ()):
         self.check_config(cfg)
@@ -77,8 +76,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:
-        """Train and evaluate (or return the results of this run finished here before); ``results.json`` either way,
-        ``status: failed`` with the reason when training or evaluation raises."""
+        """Train and evaluate (or return this run's earlier results); ``results.json`` either way, ``failed`` when
+        training or evaluation raises."""
         started = time.perf_counter()
         try:
             finished = self.run_dir.finished(self.cfg, self.total_steps)  # another config's results: refused
@@ -140,7 +139,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         record = self._evaluate(model, trainer, IsotropyEvaluator)
         if self.is_main:
             model.save(str(self.output_dir / "model"))
-            _remove_if_empty(self.output_dir / "trainer")
+            trainer_dir = self.output_dir / "trainer"  # the trainer's own folder, empty: no checkpoints are saved
+            if trainer_dir.is_dir() and not any(trainer_dir.iterdir()):
+                trainer_dir.rmdir()
         return record
 
     def _arguments(self):
@@ -152,10 +153,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         return SentenceTransformerTrainingArguments(
             output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
             per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
-            learning_rate=optim.lr, weight_decay=optim.weight_decay, warmup_steps=_warmup(optim.warmup_ratio),
-            lr_scheduler_type=schedule, adam_epsilon=optim.adam_eps, max_grad_norm=optim.max_grad_norm, seed=cfg.seed,
-            data_seed=cfg.seed, logging_steps=cfg.log_every, eval_strategy="no", save_strategy="no",
-            report_to=[],
+            learning_rate=optim.lr, weight_decay=optim.weight_decay, lr_scheduler_type=schedule,
+            warmup_steps=min(float(optim.warmup_ratio), 0.999999), adam_epsilon=optim.adam_eps,  # below 1: a share
+            max_grad_norm=optim.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed, logging_steps=cfg.log_every,
+            eval_strategy="no", save_strategy="no", report_to=[],
             use_cpu=self.device.type == "cpu", bf16=self.precision == "bf16", fp16=self.precision == "fp16",
             disable_tqdm=not (cfg.progress and sys.stderr.isatty()))
 
@@ -194,8 +195,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 
 @torch.no_grad()
 def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, float]:
-    """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled: what
-    ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
+    """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled."""
     from .st import device_features
 
     config = transformer_module(model).auto_model.config
@@ -215,12 +215,6 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     return statistics.isoscore_star_per_layer(), statistics.isoscore_star()
 
 
-def _remove_if_empty(directory: Path) -> None:
-    """The trainer's own output folder, when it wrote nothing there (no checkpoints are saved)."""
-    if directory.is_dir() and not any(directory.iterdir()):
-        directory.rmdir()
-
-
 def _sample(sentences: list, count: int, seed: int) -> list:
     """At most ``count`` of ``sentences``, a seeded sample in their order."""
     if len(sentences) <= count:
@@ -229,15 +223,8 @@ def _sample(sentences: list, count: int, seed: int) -> list:
     return [sentences[i] for i in keep]
 
 
-def _warmup(ratio: float) -> float:
-    """``optim.warmup_ratio`` as transformers v5 takes it: a float below 1 in ``warmup_steps`` is a share of the
-    steps."""
-    return min(float(ratio), 0.999999)
-
-
 class _LogsCallback(TrainerCallback):
-    """Each of the trainer's log records (losses, the I-STAR term, learning rate) as a line of ``metrics.jsonl`` and
-    as TensorBoard scalars under ``train/``, through the run directory as ``istar-run`` writes them."""
+    """The trainer's log records in the run directory (``metrics.jsonl``, TensorBoard), as ``istar-run`` writes them."""
 
     def __init__(self, run_dir: RunDirectory):
         self.run_dir = run_dir
@@ -249,7 +236,7 @@ class _LogsCallback(TrainerCallback):
 
 
 class _StopCallback(TrainerCallback):
-    """Ends training at the step's end after a SIGTERM or SIGINT (the engine then stops with the trainer's line)."""
+    """Ends training at the step's end after a SIGTERM or SIGINT."""
 
     def __init__(self, stop_signal: StopSignal):
         self.stop_signal = stop_signal

@@ -1,11 +1,5 @@
-"""``init_from``: start a run from a finished run's fine-tuned encoder and head, or from a Hugging Face folder.
-
-A finished run's weights are its exported ``model/`` folder when its checkpoints were dropped, else its
-final checkpoint (a run with modules inserted before the head cannot export and keeps it).
-
-:func:`resolve` checks the directory from its files alone, before any model loads, and raises one
-:class:`InitFromError` (a ValueError) line naming the problem: missing, neither a run nor a model folder,
-unfinished, another task, another label set, another base model. :meth:`InitSource.load_into` then copies the weights.
+"""``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
+from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line).
 
 >>> import tempfile
 >>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"),
@@ -30,8 +24,7 @@ from ..errors import ConfigError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
 
-MODEL_DIR = "model"
-"""A finished run's exported Hugging Face folder, in its run directory."""
+MODEL_DIR = "model"  # a finished run's exported Hugging Face folder, in its run directory
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
