@@ -114,16 +114,15 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             print(model.padding_free_line, file=sys.stderr, flush=True)
         low, high = self.task.label_range
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
-        train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
-                                   "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
+        first, second = _columns(self.train)
+        train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": scaled})
         stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
         loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.run_dir), _StopCallback(stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion
-            sentences = [e["text"] for e in self.train] + [e["text_pair"] for e in self.train]
             layers = None if c.get("layers") is None else list(c.layers)
             loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=layers,
-                             shrinkage_sentences=sentences, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
+                             shrinkage_sentences=first + second, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
             callbacks.append(loss.callback())
         trainer = SentenceTransformerTrainer(model=model, args=self._arguments(), train_dataset=train, loss=loss,
                                              callbacks=callbacks)
@@ -163,10 +162,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
     @torch.no_grad()
     def _evaluate(self, model, trainer, evaluator_class) -> ResultsRecord:
         cfg = self.cfg
-        first, second = [e["text"] for e in self.eval], [e["text_pair"] for e in self.eval]
+        first, second = _columns(self.eval)
         references = [e["label"] for e in self.eval]
-        fit = _sample(list(dict.fromkeys([e["text"] for e in self.train] + [e["text_pair"] for e in self.train])),
-                      FIT_SENTENCES, cfg.seed)
+        fit = _sample(list(dict.fromkeys(sum(_columns(self.train), []))), FIT_SENTENCES, cfg.seed)
         width = model.get_embedding_dimension()
         evaluator = evaluator_class(first, second, references, name="eval", batch_size=cfg.eval_batch_size or 64,
                                     transforms=eval_transforms(width, len(fit)), fit_sentences=fit)
@@ -213,6 +211,11 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     finally:
         config.output_hidden_states = was
     return statistics.isoscore_star_per_layer(), statistics.isoscore_star()
+
+
+def _columns(examples: list) -> tuple[list, list]:
+    """The pairs' first and second sentences."""
+    return [e["text"] for e in examples], [e["text_pair"] for e in examples]
 
 
 def _sample(sentences: list, count: int, seed: int) -> list:

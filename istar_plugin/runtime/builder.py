@@ -15,12 +15,12 @@ from omegaconf import DictConfig
 
 from .. import config as config_module
 from ..errors import ModelError
-from ..models.encoder import restoring_weights
+from ..models.loading import restoring_weights
 from ..models.padding_free import INCLUDED_PADDING
 from ..models.paths import resolve_model_path
 from ..models.st_padding_free import make_padding_free
 from ..registry import CRITERIONS, MODELS
-from .init_from import resolve as resolve_init_from
+from .init_from import load_weights, resolve as resolve_init_from
 
 __all__ = ["Built", "build_model", "load_weights"]
 
@@ -73,8 +73,3 @@ def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
     model.max_seq_length = cfg.data.max_length
     model.padding_free, model.padding_free_line = make_padding_free(model, cfg.model.get("padding_free", False))
     return model
-
-
-def load_weights(model, state: dict) -> None:
-    """Load a checkpoint's ``model`` tensors (``load_checkpoint_state`` where the adapter has one: LoRA's subset)."""
-    getattr(model, "load_checkpoint_state", model.load_state_dict)(state)

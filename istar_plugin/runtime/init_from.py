@@ -55,11 +55,16 @@ class InitSource:
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
         try:
-            getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
+            load_weights(model, state)
         except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
             detail = " ".join(str(error).split())[:300]
             raise InitFromError(f"init_from {self.path}: its weights do not fit this model "
                                 f"(a LoRA run starts runs with the same model.lora settings): {detail}") from None
+
+
+def load_weights(model, state: dict) -> None:
+    """Load a checkpoint's ``model`` tensors (``load_checkpoint_state`` where the adapter has one: LoRA's subset)."""
+    getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
 
 
 def inserted_modules(state: dict) -> list[str]:
