@@ -1,7 +1,6 @@
-"""Padding-free batches in sentence-transformers: the Transformer module of a ``SentenceTransformer`` computes each
-batch of sentences as one packed row (:mod:`istar_plugin.models.packing`), its outputs put back at their padded
-places (docs/design: the sentence-transformers engine); the packed hidden states also go on as
-:data:`PACKED_HIDDEN_STATES` (the I-STAR loss's cloud). ``model.save`` writes a plain SentenceTransformer.
+"""Padding-free batches in sentence-transformers: a ``SentenceTransformer``'s Transformer module computes each batch
+as one packed row, its outputs put back at their padded places and its packed hidden states passed on as
+:data:`PACKED_HIDDEN_STATES` (docs/design: the sentence-transformers engine's run directory).
 
 >>> import torch
 >>> from sentence_transformers import SentenceTransformer
@@ -11,13 +10,6 @@ places (docs/design: the sentence-transformers engine); the packed hidden states
 >>> padded = model.encode(sentences, convert_to_tensor=True)
 >>> make_padding_free(model, "auto")  # MiniLM is a BERT: packed, nothing to say
 (True, None)
->>> model[0].auto_model.config.output_hidden_states = True  # every layer's states, as the I-STAR loss asks
->>> with torch.no_grad():
-...     features = model(model.preprocess(sentences))
->>> features["all_layer_embeddings"][-1].shape, features[PACKED_HIDDEN_STATES][-1].shape  # padded; the packed row
-(torch.Size([2, 9, 384]), torch.Size([1, 14, 384]))
->>> features["token_embeddings"][0, 5:].abs().max().item()  # the first sentence's padding
-0.0
 >>> torch.allclose(model.encode(sentences, convert_to_tensor=True), padded, atol=1e-6)
 True
 """
