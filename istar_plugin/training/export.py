@@ -41,17 +41,12 @@ def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], O
     return id2label, {name: index for index, name in id2label.items()}
 
 
-def can_export(model) -> bool:
-    """Whether a model adapter can write itself in Hugging Face format (it has ``save_pretrained``)."""
-    return callable(getattr(model, "save_pretrained", None))
-
-
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
                  record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
     """Write ``model`` to ``directory`` with the export marker (``details``) and ``record``, through a temporary
     sibling, replacing an export of ours only."""
     directory = Path(directory)
-    if not can_export(model):
+    if not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
     check_writable(directory, EXPORT_MARKER, what)
     id2label, label2id = label_maps(kind, label_names)
