@@ -24,6 +24,8 @@ from istar_plugin.integrations.st_padding_free import PACKED_HIDDEN_STATES, make
 from istar_plugin.models import packing  # noqa: E402
 from istar_plugin.models.packing import PACKED_ATTENTION  # noqa: E402
 from istar_plugin.models.paths import resolve_model_path  # noqa: E402
+from istar_plugin.models.st_padding_free import PaddingFreeForward  # noqa: E402
+from istar_plugin.runtime.builder import build_model  # noqa: E402
 
 from helpers import tiny_run_arguments  # noqa: E402
 from test_padding_free import ATOL, FAMILIES, RTOL  # noqa: E402
@@ -193,3 +195,13 @@ def test_a_family_without_a_padding_free_forward_runs_padded_under_auto_and_true
     assert run_cli.run([*arguments, "model.padding_free=auto"]) == 0
     assert line in capsys.readouterr().err.splitlines()
     assert json.loads((tmp_path / "run" / "results.json").read_text())["status"] == "finished"
+
+
+def test_the_engine_builds_its_model_with_the_one_builder(shared_data):
+    """build_model of an engine=sentence_transformers config is the SentenceTransformer the engine trains: its
+    sequences cut at data.max_length, its Transformer module padding-free, saying so as an adapter does."""
+    cfg = compose(["recipe=stsb_st", f"data.dir={shared_data / 'stsb'}", "data.max_length=64"])
+    model, criterion = build_model(cfg, None, device="cpu")
+    assert isinstance(model, SentenceTransformer) and criterion is None and model.max_seq_length == 64
+    assert (model.padding_free, model.padding_free_line) == (True, None)
+    assert isinstance(model[0].forward, PaddingFreeForward)

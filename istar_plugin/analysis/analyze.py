@@ -1,11 +1,5 @@
-"""``istar-analyze RUN_DIR [RUN_DIR ...]``: the I-STAR paper's representation analyses of finished runs.
-
-Each run's final model (:mod:`.loading`, read only) streams one split (O(d^2) statistics per layer, plus the [CLS]
-vectors TwoNN needs) into ``analysis.json`` (IsoScore* per layer as ``results.json`` reports it, TwoNN, mean
-activation, explained variance, average cosine, word-embedding I1/I2, outlier dimensions and massive activations;
-the fields: docs/replication.md), and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs.
-
-    istar-analyze RUN_DIR [RUN_DIR ...] [--split eval|train] [--out DIR] [--batch-size N]
+"""``istar-analyze``: the I-STAR paper's representation analyses of finished runs (``analysis.json``, its fields in
+docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs.
 
 >>> run_label({"criterion": {"name": "istar", "lam": -1.0, "zeta": 0.2}})
 'I-STAR λ=-1 ζ=0.2'
@@ -42,8 +36,7 @@ __all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_fea
 
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
-OUTLIER_FACTOR = 10.0
-"""A dimension is an outlier when its mean |activation| exceeds this multiple of the layer's median one."""
+OUTLIER_FACTOR = 10.0  # an outlier dimension's mean |activation| over the layer's median one
 CONSISTENCY_TOLERANCE = 1e-4
 
 
@@ -52,9 +45,8 @@ class RunProblem(ValueError):
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
-    """The run's ``results.json`` if it is a finished run whose latest checkpoint is its final model; else raise
-    :class:`RunProblem` naming what is missing (before any model loads). A run directory this user may not read is
-    one :class:`~istar_plugin.errors.RunDirError` line (:mod:`~istar_plugin.storage.reading`)."""
+    """The ``results.json`` of a finished run whose latest checkpoint is its final model, else :class:`RunProblem`
+    naming what is missing (before any model loads)."""
     with reading(run_dir, "run directory", RunDirError):
         if not run_dir.is_dir():
             raise RunProblem(f"{run_dir}: not a directory")
@@ -91,8 +83,8 @@ def final_weights(run_dir: Path) -> str:
 
 
 def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
-    """A layer's outlier dimensions (mean |activation| above ``factor`` x the median dimension's) and its largest
-    |activation| over that median.
+    """A layer's outlier dimensions (mean |activation| above ``factor`` x the median's) and its largest |activation|
+    over that median.
 
     >>> layer = TokenMoments(4)
     >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]))
@@ -141,10 +133,8 @@ def stream_split(loaded: LoadedModel, split: str,
 @torch.no_grad()
 def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: Optional[int] = None,
                     description: str = "eval") -> tuple[LayerStatistics, list[list[torch.Tensor]]]:
-    """One eval-mode pass over encoded features, batched and collated as the trainer evaluates: the token
-    statistics of each layer (:class:`~istar_plugin.isotropy.streaming.TokenMoments`, padding excluded) and each
-    layer's one vector per example (n x d, the only part that grows with the split, for TwoNN: the [CLS] position
-    of an encoder, the last real token of a decoder)."""
+    """One eval-mode pass over encoded features as the trainer evaluates: each layer's token statistics (padding
+    excluded) and one vector per example (:func:`example_vectors`, for TwoNN)."""
     batch_size = batch_size or loaded.eval_batch_size
     model = loaded.model
     statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
@@ -164,9 +154,8 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
 
 
 def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
-    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one; read from
-    the packed (tokens, d) row through ``output.packing`` when the forward was padding-free, else from the padded
-    (batch, length, d) batch.
+    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one, from the
+    packed row or the padded batch.
 
     >>> from types import SimpleNamespace
     >>> from istar_plugin.models.packing import Packing
@@ -186,8 +175,7 @@ def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.T
 
 
 def _defined(measure, *arguments) -> tuple[Any, Optional[str]]:
-    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined (TwoNN with fewer than 3
-    distinct points: a collapsed layer; a zero variance; a single example).
+    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined.
 
     >>> _defined(explained_variance_curve, torch.zeros(2, 2), 1)
     (None, 'explained variance is undefined: all points are identical (zero variance)')
@@ -207,8 +195,7 @@ def _with_reasons(key: str, pairs: Sequence[tuple[Any, Optional[str]]]) -> dict[
 
 def measures(statistics: LayerStatistics, examples: Sequence[Sequence[torch.Tensor]],
              word_embeddings: Optional[torch.Tensor]) -> dict[str, Any]:
-    """The analysis numbers from the streamed statistics and each layer's example vectors (see the module
-    docstring)."""
+    """The analysis numbers from the streamed statistics and each layer's example vectors."""
     layers = statistics.layers
     points = [torch.cat(vectors) for vectors in examples]
     k = min(EV_COMPONENTS, layers[0].dim)
@@ -249,9 +236,7 @@ def run_label(results: dict[str, Any]) -> str:
 
 def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = None,
                 step: Optional[int] = None) -> dict[str, Any]:
-    """The analysis of one finished run (what ``analysis.json`` holds), with timings in ``seconds``: of its final
-    model, or given ``step`` of its checkpoint of that step (labelled with it; ``score`` is the run's evaluation at
-    that step, when it evaluated there)."""
+    """The analysis of a finished run's final model, or of its checkpoint of ``step``, with timings."""
     results = check_run(run_dir)
     started = time.perf_counter()
     final = step is None or step == results.get("step")
@@ -283,8 +268,7 @@ def analyze_run(run_dir: Path, split: str = "eval", batch_size: Optional[int] = 
 
 
 def analyze_base(arguments: Sequence[str], split: str = "eval", batch_size: Optional[int] = None) -> dict[str, Any]:
-    """The analysis of the pretrained model that ``istar-run`` with ``arguments`` would start from, before any
-    training step (LoRA adapters start at zero and change nothing; the fresh task head plays no part)."""
+    """The analysis of the pretrained model that ``istar-run`` with ``arguments`` would start from."""
     started = time.perf_counter()
     cfg = compose(list(arguments))  # read for the model, task and data; its output_dir is never touched
     loaded = load_pretrained(cfg)
@@ -298,7 +282,7 @@ def analyze_base(arguments: Sequence[str], split: str = "eval", batch_size: Opti
 
 def _analysis(loaded: LoadedModel, split: str, batch_size: Optional[int], started: float,
               about: dict[str, Any]) -> dict[str, Any]:
-    """Stream the split through the loaded model and measure: ``about`` and the measures, with timings."""
+    """``about`` and the measures of the split streamed through the loaded model, with timings."""
     started_stream = time.perf_counter()
     statistics, examples = stream_split(loaded, split, batch_size)
     streamed = time.perf_counter()
@@ -312,7 +296,6 @@ def _analysis(loaded: LoadedModel, split: str, batch_size: Optional[int], starte
     return analysis
 
 
-# ------------------------------------------------------------------------------------------------- figures
 def _context(analyses: Sequence[dict[str, Any]]) -> str:
     tasks = sorted({str(a["task"]) for a in analyses})
     models = sorted({str(a["model"]) for a in analyses})
@@ -322,8 +305,7 @@ def _context(analyses: Sequence[dict[str, Any]]) -> str:
 def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     """Figure 4: the last layer's mean activation per dimension, one series per run."""
     fig, ax = single(f"Mean activation per dimension, last layer ({_context(analyses)})", "dimension",
-                     "mean activation",
-                      width=9.0)
+                     "mean activation", width=9.0)
     for analysis in analyses:
         means = analysis["mean_activation"]
         ax.plot(range(len(means)), means, linewidth=0.7, alpha=0.75, label=analysis["label"])
@@ -347,8 +329,7 @@ def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path, log: boo
 
 
 def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Figure 5: TwoNN intrinsic dimension per layer of the [CLS] vectors (a decoder's last real tokens), one line
-    per run."""
+    """Figure 5: TwoNN intrinsic dimension per layer of the [CLS] vectors, one line per run."""
     return _per_layer(analyses, "twonn_per_layer", "TwoNN dimension per layer ([CLS]; a decoder's last token)",
                       "TwoNN dimension", path)
 
@@ -359,19 +340,18 @@ def figure6(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
 
 
 def figure_outliers(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """How many outlier dimensions each layer has (mean |activation| over ``outlier_factor`` x the median's)."""
+    """How many outlier dimensions each layer has."""
     factor = analyses[0].get("outlier_factor", OUTLIER_FACTOR)
     return _per_layer(analyses, "outlier_dimensions_per_layer", f"Outlier dimensions per layer (> {factor:g}x median)",
                       "dimensions", path)
 
 
 def figure_massive(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """The largest activation of each layer over its median dimension's mean |activation| (log scale)."""
+    """The largest activation of each layer over its median dimension's (log scale)."""
     return _per_layer(analyses, "max_activation_ratio_per_layer", "Largest activation over the median, per layer",
                       "max |activation| / median", path, log=True)
 
 
-# ----------------------------------------------------------------------------------------------------- CLI
 def output_names(run_dirs: Sequence[Path]) -> list[str]:
     """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat.
 

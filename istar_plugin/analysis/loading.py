@@ -1,10 +1,5 @@
-"""A run's model loaded for reading: its config, task and model adapter, with the weights of its final checkpoint,
-of a given step's, or of its exported ``model/``; the split asked for encoded, no other.
-
-No trainer is built: no run lock, no optimizer, no logs, nothing written into the run directory. The model is
-built as the trainer builds it (the run's seed, the criterion's changes such as a module inserted before the
-head, ``init_from``'s architecture) and runs in eval mode on the run's device and precision, padding-free when the
-run computed so (``model.padding_free``).
+"""A run's model loaded for reading (nothing written, no lock), built as the trainer builds it, with the weights of
+its final checkpoint, a given step's, or its exported ``model/``, in eval mode on the run's device and precision.
 
 >>> LoadedModel.__dataclass_fields__.keys() >= {"cfg", "task", "model", "device", "precision", "history"}
 True
@@ -69,9 +64,8 @@ class LoadedModel:
 
 
 def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
-    """The run's final model (its latest checkpoint, or else its exported ``model/``) or, given ``step``, its
-    checkpoint of that step; read only: a damaged checkpoint is one :class:`~istar_plugin.errors.CheckpointError`
-    line, never renamed nor replaced by an older one."""
+    """The run's final model (its latest checkpoint, else its ``model/``) or its checkpoint of ``step``; a damaged
+    checkpoint is one ``CheckpointError`` line, never renamed nor replaced by an older one."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     checkpoints = Checkpoints(run_dir)
     if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head
@@ -88,8 +82,7 @@ def load_pretrained(cfg: DictConfig) -> LoadedModel:
 
 
 def _build(cfg: DictConfig, state: Optional[dict]) -> LoadedModel:
-    """The run's model (:func:`~istar_plugin.runtime.builder.build_model`) in eval mode on the run's device, with a
-    checkpoint's weights when ``state`` is given."""
+    """The run's model in eval mode on the run's device, with a checkpoint's weights when ``state`` is given."""
     load_plugins()
     device = pick_device(cfg.device)
     seed_everything(cfg.seed)  # any weight no file supplies starts as it did in the run

@@ -1,12 +1,6 @@
-"""Sentence embeddings on STS-B, raw and after post-hoc transforms: Spearman (x100) of cosine similarity against
-the gold scores, and the isotropy of the same embeddings (``istar-embed``'s work).
-
-For each requested layer the split's sentences (both columns) are pooled into one vector each; every transform
-(:mod:`istar_plugin.posthoc`) is fitted on the fit set's sentences (default: the training split, so nothing of the
-evaluated split leaks into the fit) and applied to the evaluated split. Measures, per transform, over the split's
-sentence embeddings (2 per pair): every one of :mod:`istar_plugin.isotropy.embeddings` (Spearman x 100 of the
-pairs' cosine similarity, IsoScore, IsoScore* at ``zeta`` shrunk toward the covariance of the fit set's
-transformed embeddings, I1/I2, average cosine, EV_1/EV_10, RankMe, alignment, uniformity).
+"""``istar-embed``'s work: STS-B sentence embeddings of each layer, raw and after post-hoc transforms fitted on a
+fit set (default: the training split), measured by :mod:`istar_plugin.isotropy.embeddings` (Spearman x 100 of the
+pairs' cosine similarity, IsoScore, IsoScore* shrunk toward the fit set's covariance, ...).
 
 >>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
 >>> sts.sentences, len(sts)
@@ -28,8 +22,8 @@ from ..data.config import DataConfig
 from ..data.task import get_task
 from ..errors import ModelError, RunDirError
 from ..isotropy.embeddings import embedding_measures
-from ..models.encoder import resolve_model_path
-from ..models.sentence_encoder import SentenceEncoder, gguf_options
+from ..models.paths import gguf_options, resolve_model_path
+from ..models.sentence_encoder import SentenceEncoder
 from ..models.token_cloud import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
@@ -84,14 +78,13 @@ def read_corpus(path: str | Path) -> list:
 
 
 def _is_run_dir(path: Path) -> bool:
-    """A run directory, finished or not (a Hugging Face folder has a config.json, never a config.yaml)."""
+    """A run directory, finished or not."""
     return (path / RUN_MARKER).is_file() or (path / "config.yaml").is_file()
 
 
 def scored_source(source: str) -> dict[str, Any]:
-    """What ``istar-embed`` scores for ``source``, checked before any model loads: for a run directory, its final
-    model (``step``, the ``weights`` it is read from, ``run_finished``); a failed, unfinished or damaged run, or a
-    LoRA adapter folder (peft's format, no config.json: it is not a model by itself), is refused in one line.
+    """What ``istar-embed`` scores for ``source``, checked before any model loads: a run's final model; a failed,
+    unfinished or damaged run, or a LoRA adapter folder (not a model by itself), is refused in one line.
 
     >>> scored_source("minilm")
     {'model': 'minilm', 'run_dir': None}
@@ -118,7 +111,7 @@ def _trained_elsewhere(path: Path) -> bool:
 
 def _model_path(source: str) -> str:
     """The Hugging Face folder or hub name behind ``source``: a run's base model (its ``model/`` when another engine
-    trained it), a folder itself, a preset's model, or a hub name."""
+    trained it), a folder, a preset's model, or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
         if _trained_elsewhere(path):
@@ -131,8 +124,7 @@ def _model_path(source: str) -> str:
 
 
 def model_shape(source: str) -> tuple[int, int]:
-    """``(hidden size, transformer layers)`` of the model behind ``source`` from its config alone (no weights
-    loaded), to check settings before the model loads."""
+    """``(hidden size, transformer layers)`` of the model behind ``source``, from its config alone."""
     try:
         folder, options = gguf_options(_model_path(source))
         config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
@@ -143,9 +135,8 @@ def model_shape(source: str) -> tuple[int, int]:
 
 
 def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
-    """The sentence encoder behind ``source``: a run directory (its final model, as ``istar-analyze`` loads it,
-    padding-free when the run computed so), an exported model or any Hugging Face folder, a model preset
-    (``minilm``) or a hub name."""
+    """The sentence encoder behind ``source``: a run directory's final model (as ``istar-analyze`` loads it), a
+    Hugging Face folder, a model preset or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
         loaded = load_run(path)  # read only: no lock, nothing written
@@ -169,8 +160,8 @@ def _encode(encoder: SentenceEncoder, sentences: list, what: str, pooling: str, 
 def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, transforms: Sequence[Transform],
                  pooling: str = "mean", layers: Sequence[int] = (-1,), zeta: float = 0.2,
                  batch_size: int = 64) -> tuple[dict[int, dict[str, dict[str, float]]], dict[int, dict[str, Any]]]:
-    """``(results, fitted)``: ``results[layer][transform]`` the measures, ``fitted[layer][transform]`` the fitted
-    transform's tensors. Layers are hidden-state indices (0 = embeddings)."""
+    """``(results, fitted)``: per hidden-state index and transform, the measures and the fitted transform's
+    tensors."""
     indices = [encoder.layer_index(layer) for layer in layers]
     evaluated = _encode(encoder, sts.sentences, "STS sentences", pooling, indices, batch_size)
     fit = _encode(encoder, fit_sentences, "fit sentences", pooling, indices, batch_size)
@@ -228,10 +219,8 @@ def report_paths(out: Path, fitted: dict) -> list[Path]:
 
 
 def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
-    """Each fitted transform's tensors under ``transforms/``, ``embeddings.md``, ``embeddings.png`` and, last,
-    ``embeddings.json`` (``summary`` plus ``per_layer``, the last layer's ``transforms`` and ``transform_order``, the
-    table's order of them, as the file's keys are sorted; standard JSON: an undefined measure is null with its reason
-    beside it); returns the paths written (:func:`report_paths`)."""
+    """Write :func:`report_paths` (``embeddings.json``: ``summary``, ``per_layer``, the last layer's ``transforms``
+    and their ``transform_order``; an undefined measure null with its reason) and return them."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for layer, by_transform in fitted.items():

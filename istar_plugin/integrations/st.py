@@ -7,15 +7,9 @@ measures the embeddings' isotropy (and STS Spearman, from the same embeddings) i
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
                                          evaluator=evaluator, callbacks=[loss.callback()])
 
-The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``, the cloud being the
-token embeddings of every transformer layer of the batch's sentences (padding excluded: a padding-free model's,
-:mod:`.st_padding_free`, from its packed rows; ``points="sentence"``: the sentence embeddings instead; ``layers``:
-hidden-state indices, 1..L by default). It returns the two terms as loss components (``task``, ``istar``), which
-the trainer logs beside ``loss``: IsoScore* = 1 - istar / lam.
-Sigma_S is the covariance of ``shrinkage_points`` cloud points of a seeded sample of ``shrinkage_sentences``
-(no-grad, eval mode), pooled over torch.distributed ranks like ``istar-run``'s: computed before training and
-after every epoch by ``loss.callback()``, or once at the first step without it (with a warning). Needs
-``pip install 'istar_plugin[st]'``.
+The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` over the token embeddings of
+every transformer layer (docs/sentence_embeddings.md); it returns both terms (``task``, ``istar``) for the trainer
+to log. Needs ``pip install 'istar_plugin[st]'``.
 """
 from __future__ import annotations
 
@@ -32,9 +26,9 @@ from ..criterions.shrinkage import points_quota, shrinkage_shard
 from ..isotropy import isoscore_from_cov, isoscore_star
 from ..isotropy.embeddings import embedding_measures
 from ..isotropy.streaming import LayerStatistics, stream
+from ..models.st_padding_free import PACKED_HIDDEN_STATES, transformer_module
 from ..models.token_cloud import num_layers, token_cloud
 from ..posthoc import parse_transform
-from .st_padding_free import PACKED_HIDDEN_STATES, transformer_module
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +39,7 @@ EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformit
 
 
 class IStarLoss(nn.Module):
-    """``loss`` plus I-STAR's penalty on the embeddings ``loss``'s forward passes produce (see the module docstring)."""
+    """``loss`` plus I-STAR's penalty on the embeddings ``loss``'s forward passes produce."""
 
     def __init__(self, model: nn.Module, loss: nn.Module, lam: float = -1.0, zeta: float = 0.2, points: str = "tokens",
                  layers: Optional[Sequence[int]] = None, shrinkage_sentences: Optional[Sequence[str]] = None,
@@ -106,8 +100,8 @@ class IStarLoss(nn.Module):
 
     @torch.no_grad()
     def refresh_shrinkage(self) -> Tensor:
-        """Sigma_S from a no-grad, eval-mode pass over a seeded sample of ``shrinkage_sentences`` (each rank its
-        own shard and quota, pooled): the same on every rank. Returns it (also kept as ``shrinkage_cov``)."""
+        """Sigma_S (kept as ``shrinkage_cov``) from a no-grad, eval-mode pass over a seeded sample of
+        ``shrinkage_sentences``, pooled over the ranks."""
         import torch.distributed as dist
 
         distributed = dist.is_available() and dist.is_initialized()
@@ -166,11 +160,8 @@ class _ShrinkageCallback(TrainerCallback):
 
 
 class IsotropyEvaluator(SentenceEvaluator):
-    """Isotropy of a model's sentence embeddings of ``sentences1`` (+ ``sentences2``): IsoScore, average cosine,
-    EV_1, RankMe and uniformity, and, given ``scores`` for the pairs, the STS Spearman x 100 of their cosine
-    similarity from the same embeddings (one encoding pass for both). ``transforms`` (e.g. ``["whiten:256"]``,
-    fitted on ``fit_sentences``) add the same measures after each post-hoc transform. Primary metric:
-    ``spearman`` with pairs, else ``isoscore``. Metrics are logged as ``eval_{name}_{measure}``."""
+    """Isotropy of a model's sentence embeddings (and, given ``scores``, the STS Spearman x 100 of the pairs), raw
+    and after each of ``transforms`` fitted on ``fit_sentences``; logged as ``eval_{name}_{measure}``."""
 
     def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
                  scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,

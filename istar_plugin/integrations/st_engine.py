@@ -1,14 +1,8 @@
-"""Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer, as an
-``istar-run`` run or a grid cell.
+"""Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer (STS-B pairs,
+``CosineSimilarityLoss``, wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``) as an
+``istar-run`` run with its run directory (docs/design: the sentence-transformers engine's run directory).
 
     istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
-
-A sentence-pair task with similarity scores (STS-B): ``CosineSimilarityLoss`` on the score scaled to [0, 1],
-wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``; padding-free where
-``model.padding_free`` and the family allow (:mod:`.st_padding_free`). The run directory is an ``istar-run`` one
-(``config.yaml``, ``metrics.jsonl``, ``results.json`` with ``sentence_embeddings``, ``predictions.json``, ``model/``
-for ``istar-embed``; docs/design: the sentence-transformers engine's run directory). Needs
-``pip install 'istar_plugin[st]'``.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -26,23 +20,23 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from transformers import TrainerCallback
 
-from ..config import data_config, model_config
+from ..config import data_config
 from ..data.fingerprint import split_fingerprint
 from ..errors import ConfigError
 from ..isotropy.streaming import LayerStatistics, stream
 from ..metrics import collapsed, compute
-from ..models.encoder import resolve_model_path
+from ..models.st_padding_free import transformer_module
 from ..models.token_cloud import num_layers, token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.predictions import write_predictions
 from ..storage.results import ResultsRecord
+from ..runtime.builder import build_model
 from ..runtime.devices import pick_device
 from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-from .st_padding_free import make_padding_free, transformer_module
 
 __all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
 
@@ -50,16 +44,15 @@ FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are 
 
 
 def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
-    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the
-    width (at most 256: a width that LayerNorm's constant dimensions leave well defined) when at least four times
-    as many sentences as kept dimensions are there to fit it."""
+    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the width
+    (at most 256) when four times as many sentences as kept dimensions fit it."""
     k = min(256, 2 * width // 3)
     return ("center", f"whiten:{k}") if fit_sentences >= 4 * k else ("center",)
 
 
 @ENGINES.register("sentence_transformers")
 class SentenceTransformersEngine(SentenceTransformersSetup):
-    """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory (module docstring)."""
+    """``SentenceTransformersEngine(cfg).fit()``: train, evaluate and write the run directory."""
 
     def __init__(self, cfg: DictConfig, hooks: Sequence[Any] = ()):
         self.check_config(cfg)
@@ -71,8 +64,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.precision = choose_precision(cfg.precision, self.device)  # fp16 on a CPU: refused, as by the trainer
         self.run_dir = RunDirectory(self.output_dir, is_main=self.is_main, tensorboard=cfg.tensorboard).open()
         try:
-            task = TASKS.get(cfg.task).cls(data_config(cfg))
-            self.label_range = task.label_range
+            self.task = task = TASKS.get(cfg.task).cls(data_config(cfg))
             self.train, self.eval = task.load("train"), task.load("eval")  # bad data fails here, before the model loads
         except BaseException:
             self.run_dir.close()
@@ -84,8 +76,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:
-        """Train and evaluate (or return the results of this run finished here before); ``results.json`` either way,
-        ``status: failed`` with the reason when training or evaluation raises."""
+        """Train and evaluate (or return this run's earlier results); ``results.json`` either way, ``failed`` when
+        training or evaluation raises."""
         started = time.perf_counter()
         try:
             finished = self.run_dir.finished(self.cfg, self.total_steps)  # another config's results: refused
@@ -107,7 +99,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
 
     def _train_and_evaluate(self) -> ResultsRecord:
         from datasets import Dataset
-        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+        from sentence_transformers import SentenceTransformerTrainer
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
         from transformers import set_seed
 
@@ -117,23 +109,20 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.run_dir.clear_logs()  # an earlier attempt's steps are trained and logged again
         self.run_dir.start(cfg)
         set_seed(cfg.seed)
-        model = SentenceTransformer(resolve_model_path(model_config(cfg).name_or_path), device=str(self.device))
-        model.max_seq_length = cfg.data.max_length
-        padded_line = make_padding_free(model, cfg.model.get("padding_free", False))[1]  # auto where it cannot: why
-        if padded_line and self.is_main:
-            print(padded_line, file=sys.stderr, flush=True)
-        low, high = self.label_range
+        model = build_model(cfg, self.task, device=self.device).model
+        if model.padding_free_line and self.is_main:  # auto where it cannot: why
+            print(model.padding_free_line, file=sys.stderr, flush=True)
+        low, high = self.task.label_range
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
-        train = Dataset.from_dict({"sentence1": [e["text"] for e in self.train],
-                                   "sentence2": [e["text_pair"] for e in self.train], "score": scaled})
+        first, second = _columns(self.train)
+        train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": scaled})
         stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
         loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.run_dir), _StopCallback(stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion
-            sentences = [e["text"] for e in self.train] + [e["text_pair"] for e in self.train]
             layers = None if c.get("layers") is None else list(c.layers)
             loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=layers,
-                             shrinkage_sentences=sentences, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
+                             shrinkage_sentences=first + second, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
             callbacks.append(loss.callback())
         trainer = SentenceTransformerTrainer(model=model, args=self._arguments(), train_dataset=train, loss=loss,
                                              callbacks=callbacks)
@@ -149,7 +138,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         record = self._evaluate(model, trainer, IsotropyEvaluator)
         if self.is_main:
             model.save(str(self.output_dir / "model"))
-            _remove_if_empty(self.output_dir / "trainer")
+            trainer_dir = self.output_dir / "trainer"  # the trainer's own folder, empty: no checkpoints are saved
+            if trainer_dir.is_dir() and not any(trainer_dir.iterdir()):
+                trainer_dir.rmdir()
         return record
 
     def _arguments(self):
@@ -161,20 +152,19 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         return SentenceTransformerTrainingArguments(
             output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
             per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
-            learning_rate=optim.lr, weight_decay=optim.weight_decay, warmup_steps=_warmup(optim.warmup_ratio),
-            lr_scheduler_type=schedule, adam_epsilon=optim.adam_eps, max_grad_norm=optim.max_grad_norm, seed=cfg.seed,
-            data_seed=cfg.seed, logging_steps=cfg.log_every, eval_strategy="no", save_strategy="no",
-            report_to=[],
+            learning_rate=optim.lr, weight_decay=optim.weight_decay, lr_scheduler_type=schedule,
+            warmup_steps=min(float(optim.warmup_ratio), 0.999999), adam_epsilon=optim.adam_eps,  # below 1: a share
+            max_grad_norm=optim.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed, logging_steps=cfg.log_every,
+            eval_strategy="no", save_strategy="no", report_to=[],
             use_cpu=self.device.type == "cpu", bf16=self.precision == "bf16", fp16=self.precision == "fp16",
             disable_tqdm=not (cfg.progress and sys.stderr.isatty()))
 
     @torch.no_grad()
     def _evaluate(self, model, trainer, evaluator_class) -> ResultsRecord:
         cfg = self.cfg
-        first, second = [e["text"] for e in self.eval], [e["text_pair"] for e in self.eval]
+        first, second = _columns(self.eval)
         references = [e["label"] for e in self.eval]
-        fit = _sample(list(dict.fromkeys([e["text"] for e in self.train] + [e["text_pair"] for e in self.train])),
-                      FIT_SENTENCES, cfg.seed)
+        fit = _sample(list(dict.fromkeys(sum(_columns(self.train), []))), FIT_SENTENCES, cfg.seed)
         width = model.get_embedding_dimension()
         evaluator = evaluator_class(first, second, references, name="eval", batch_size=cfg.eval_batch_size or 64,
                                     transforms=eval_transforms(width, len(fit)), fit_sentences=fit)
@@ -187,24 +177,23 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
             write_predictions(self.output_dir, cfg.task, step, cosine, references)
-        task = TASKS.get(cfg.task).cls
+        task = self.task
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return ResultsRecord(
             status="finished", task=cfg.task, model=cfg.model.name, criterion=criterion, seed=cfg.seed, step=step,
             epoch=epoch, metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-            main_metric=task(data_config(cfg)).main_metric, label_names=tuple(task.label_names),
+            main_metric=task.main_metric, label_names=tuple(task.label_names),
             trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
-            top_level_metrics=tuple(task(data_config(cfg)).metric_names),
+            top_level_metrics=tuple(task.metric_names),
             extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
                    "precision": self.precision})
 
 
 @torch.no_grad()
 def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, float]:
-    """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled: what
-    ``results.json`` reports as ``eval_isoscore_star_per_layer`` and ``eval_isoscore_star`` for ``istar-run``."""
+    """IsoScore* (zeta 0) of the sentences' real tokens in each transformer layer, and of all layers pooled."""
     from .st import device_features
 
     config = transformer_module(model).auto_model.config
@@ -224,10 +213,9 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     return statistics.isoscore_star_per_layer(), statistics.isoscore_star()
 
 
-def _remove_if_empty(directory: Path) -> None:
-    """The trainer's own output folder, when it wrote nothing there (no checkpoints are saved)."""
-    if directory.is_dir() and not any(directory.iterdir()):
-        directory.rmdir()
+def _columns(examples: list) -> tuple[list, list]:
+    """The pairs' first and second sentences."""
+    return [e["text"] for e in examples], [e["text_pair"] for e in examples]
 
 
 def _sample(sentences: list, count: int, seed: int) -> list:
@@ -238,15 +226,8 @@ def _sample(sentences: list, count: int, seed: int) -> list:
     return [sentences[i] for i in keep]
 
 
-def _warmup(ratio: float) -> float:
-    """``optim.warmup_ratio`` as transformers v5 takes it: a float below 1 in ``warmup_steps`` is a share of the
-    steps."""
-    return min(float(ratio), 0.999999)
-
-
 class _LogsCallback(TrainerCallback):
-    """Each of the trainer's log records (losses, the I-STAR term, learning rate) as a line of ``metrics.jsonl`` and
-    as TensorBoard scalars under ``train/``, through the run directory as ``istar-run`` writes them."""
+    """The trainer's log records in the run directory (``metrics.jsonl``, TensorBoard), as ``istar-run`` writes them."""
 
     def __init__(self, run_dir: RunDirectory):
         self.run_dir = run_dir
@@ -258,7 +239,7 @@ class _LogsCallback(TrainerCallback):
 
 
 class _StopCallback(TrainerCallback):
-    """Ends training at the step's end after a SIGTERM or SIGINT (the engine then stops with the trainer's line)."""
+    """Ends training at the step's end after a SIGTERM or SIGINT."""
 
     def __init__(self, stop_signal: StopSignal):
         self.stop_signal = stop_signal

@@ -1,5 +1,4 @@
-"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud. Decoders
-classify from their last real token; ``kind="language_modeling"`` keeps their language-model head.
+"""BERT-family encoders and GPT-2-style decoders with a task head, exposing every layer's token cloud.
 
 >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
 >>> encoder = HFEncoder(ModelConfig(), kind="classification", num_labels=3)  # offline all-MiniLM-L6-v2
@@ -8,8 +7,8 @@ classify from their last real token; ``kind="language_modeling"`` keeps their la
 >>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
 (torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
 
-:meth:`HFEncoder.insert_before_head` puts a module between the representation the head consumes and the head (a
-submodule: in ``state_dict()``, checkpoints and DDP), as a criterion's ``adapt(model)`` does; freezing is plain torch.
+:meth:`HFEncoder.insert_before_head` puts a module between the representation and the head, as a criterion's
+``adapt(model)`` does:
 
 >>> layer = torch.nn.Linear(384, 384)
 >>> with torch.no_grad():
@@ -68,10 +67,8 @@ _DROPOUT_ATTRIBUTES = (
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the ``hidden_states`` (0 = embeddings, 1..L = layers); packed, (real tokens, hidden), with
-    ``packing`` and no ``attention_mask`` when padding-free. ``representation``: the (batch, hidden) vector the head
-    consumes before any inserted module (None when it reads every token or a decoder's last); ``inserted``: each
-    inserted module's output, in order."""
+    """Head outputs and the ``hidden_states`` (0 = embeddings; packed, with ``packing``, when padding-free), the
+    ``representation`` the head reads before any inserted module and each ``inserted`` module's output."""
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]
@@ -90,8 +87,8 @@ class EncoderOutput:
 
 
 class _Backbone:
-    """The backbone's forward, installed once: called with ``head_input`` (what it would return, as its task head
-    reads it) it returns that, so the Hugging Face model's head runs on a representation computed elsewhere."""
+    """The backbone's forward, installed once: given ``head_input`` it returns that (docs/design: the task head on a
+    representation computed elsewhere)."""
 
     def __init__(self, forward):
         self.forward = forward
@@ -126,9 +123,8 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
 
 @MODELS.register("hf_auto", ModelConfig)
 class HFEncoder(TokenCloudSurface, torch.nn.Module):
-    """A pretrained HF encoder with a fresh task head and its fast tokenizer; ``kind`` is one of :data:`KINDS`.
-    Padding-free (``model.padding_free``), its attention is :data:`~.packing.PACKED_ATTENTION`: a batch it packs
-    (:meth:`pack`) computes on real tokens only, any other padded."""
+    """A pretrained HF model with a fresh task head (``kind``, one of :data:`KINDS`) and its fast tokenizer;
+    padding-free, a batch it packs (:meth:`pack`) computes on real tokens only, any other padded."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
         super().__init__()
@@ -141,7 +137,6 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if kind == "language_modeling" and config.model_type not in DECODER_MODEL_TYPES:
             raise ValueError(f"language modelling needs a decoder ({', '.join(DECODER_MODEL_TYPES)}); "
                              f"{cfg.name_or_path} is a {config.model_type} model")
-        # padding-free: a batch's real tokens in one row (models/packing.py); its line says why auto could not
         self.padding_free, self.padding_free_line = padding_free_choice(cfg.padding_free, config.model_type)
         if self.padding_free:
             options["attn_implementation"] = PACKED_ATTENTION
@@ -169,8 +164,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self.model.get_base_model() if self.lora.enabled else self.model
 
     def forward(self, batch: dict[str, Tensor]) -> EncoderOutput:
-        """The model on ``input_ids``, ``attention_mask`` (none: no padding) and ``token_type_ids``; the losses are
-        the criterion's."""
+        """The model on ``input_ids``, ``attention_mask`` (none: no padding) and ``token_type_ids``."""
         if "input_ids" not in batch:
             raise KeyError(f"batch needs 'input_ids'; got keys {sorted(batch)}")
         attention_mask = attention_mask_or_ones(batch)
@@ -199,14 +193,12 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def pack(self, inputs: dict[str, Tensor], positions: Optional[Tensor] = None,
              lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
-        """A padded batch's inputs as the packed row this model's forward takes, and their packing
-        (:func:`~.packing.packed_inputs`)."""
+        """:func:`~.packing.packed_inputs` for this model."""
         return packed_inputs(inputs, self.transformer.config, positions, lengths)
 
     def _classify(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
-        """A classification or regression head on one vector per sequence: the backbone (packed when padding-free,
-        or looked up in the frozen cache), the representation through the inserted modules, then the Hugging Face
-        head on it. Returns the head's output, hidden states, representation, inserted outputs and packing."""
+        """The head's output, hidden states, representation, inserted outputs and packing of a classification or
+        regression head on one vector per sequence (the backbone's, or the frozen cache's)."""
         if self.is_decoder and not self.padding_free:  # the head finds each sequence's last real token itself
             out = self.transformer(**inputs, output_hidden_states=True)
             return out, tuple(out.hidden_states or ()), None, {}, None
@@ -248,8 +240,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return out, hidden_states, None if self.is_decoder else representation, inserted, packing
 
     def _backbone_on(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
-        """The backbone's output on ``inputs`` (packed when padding-free), the vector per sequence its head reads
-        (the pooler's output, else the first token, a decoder's last), whether it is pooled, and the packing."""
+        """The backbone's output on ``inputs``, the vector per sequence its head reads, whether it is pooled, and the
+        packing."""
         backbone = self.transformer.base_model
         if not self.padding_free:
             states = backbone(**inputs, output_hidden_states=True)
@@ -267,16 +259,14 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return states, pooled, True, packing
 
     def keep_padding(self, reason: str) -> None:
-        """Compute on padded batches after all (e.g. the criterion scores the padded positions too): ``reason`` goes
-        into :attr:`padding_free_line` when the model was to pack them."""
+        """Compute on padded batches after all, ``reason`` going into :attr:`padding_free_line`."""
         if self.padding_free:
             self.padding_free, self.padding_free_line = False, f"model.padding_free=auto: padded batches ({reason})"
             self.transformer.set_attn_implementation("sdpa")
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
-        """Compute the backbone's outputs once per example (:class:`~.frozen_backbone.FrozenBackboneCache`, spilled
-        to ``spill_dir``) if nothing in it trains; whether it does. Training (and :meth:`head_only`) forwards then
-        bring no hidden states and run without the backbone's dropout; evaluation passes fill the cache."""
+        """Compute the backbone's outputs once per example (:class:`~.frozen_backbone.FrozenBackboneCache`) if
+        nothing in it trains; whether it does."""
         if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
@@ -301,8 +291,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
-        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation (the pooled output, else
-        the first token) and the head, after those inserted before; the hidden states are unchanged."""
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the head, after
+        those inserted before."""
         if self.kind not in ("classification", "regression"):
             raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")
@@ -316,8 +306,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def save_pretrained(self, directory: str | PathLike, id2label: Optional[dict] = None,
                         label2id: Optional[dict] = None) -> None:
-        """Write model and tokenizer to ``directory`` (loadable as ``ModelConfig(name_or_path=directory)`` and by the
-        ``AutoModelFor*`` classes); ``id2label``/``label2id`` name the head's outputs. Refused with inserted modules."""
+        """Write model and tokenizer to ``directory`` as a Hugging Face folder; refused with inserted modules."""
         if len(self.inserted):
             raise ValueError(f"cannot save as a Hugging Face model: modules {', '.join(self.inserted)} are inserted "
                              "before the head and HF has no place for them; use the run's checkpoint instead")
@@ -339,8 +328,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         self.tokenizer.save_pretrained(directory)
 
     def checkpoint_state(self) -> dict[str, Tensor]:
-        """What a checkpoint holds: every tensor, or with LoRA the trainable ones alone (the adapters and the head;
-        the rest is the pretrained model, rebuilt from its source)."""
+        """What a checkpoint holds: every tensor, or with LoRA the trainable ones alone."""
         state = self.state_dict()
         if not self.lora.enabled:
             return state
@@ -362,8 +350,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
 
 def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
-    """A per-token head's output on the packed row as the loss reads it: span logits back at their places in the
-    padded (batch, length) batch, a language model's logits packed, (tokens, vocabulary)."""
+    """A per-token head's output on the packed row as the loss reads it: span logits padded, LM logits packed."""
     if getattr(out, "start_logits", None) is not None:
         out.start_logits, out.end_logits = packing.unpack(out.start_logits[0]), packing.unpack(out.end_logits[0])
     else:
@@ -372,16 +359,15 @@ def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
-    """Extractive QA's (batch, length) start or end logits with the padding at the dtype's lowest value: the loss's
-    softmax over a feature's positions is over its own tokens, however long its batchmates are (padded or
-    padding-free alike); decoding reads the real positions only."""
+    """Extractive QA's start or end logits with the padding at the dtype's lowest value (a feature's softmax is over
+    its own tokens)."""
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
 
 
 def _enable_activation_checkpointing(model) -> None:
-    """Recompute layer activations in backward; transformers >= 5.x renamed gradient_ to activation_checkpointing."""
+    """Recompute layer activations in backward (transformers 5 renamed gradient_ to activation_checkpointing)."""
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)

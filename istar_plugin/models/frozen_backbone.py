@@ -30,18 +30,15 @@ from torch import Tensor
 
 __all__ = ["FrozenBackboneCache", "cache_if_frozen", "CACHED_LINE", "MEMORY_LIMIT"]
 
-MEMORY_LIMIT = 2 << 30
-"""Bytes of vectors a cache holds in memory before it moves them to a file on disk."""
+MEMORY_LIMIT = 2 << 30  # bytes of vectors a cache holds in memory before it moves them to a file
 
 CACHED_LINE = ("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
-               "(model.frozen_dropout=true: dropout at every step, no cache)")
-"""What a run says when its backbone is cached."""
+               "(model.frozen_dropout=true: dropout at every step, no cache)")  # what a run says then
 
 
 class FrozenBackboneCache:
     """Per-example representations of a frozen backbone, keyed by the example's real tokens; in memory up to
-    ``memory_limit`` bytes (None: :data:`MEMORY_LIMIT`), then all in an unnamed temporary file in ``spill_dir`` (None:
-    the system's temporary directory)."""
+    ``memory_limit`` bytes, then all in an unnamed temporary file in ``spill_dir``."""
 
     def __init__(self, memory_limit: Optional[int] = None, spill_dir: Optional[str | PathLike] = None) -> None:
         self.memory_limit = MEMORY_LIMIT if memory_limit is None else memory_limit

@@ -1,9 +1,5 @@
 """Loading a Hugging Face model and its tokenizer: one plain stderr line instead of transformers' load report, a
-damaged ``.safetensors`` file named in one :class:`~istar_plugin.errors.ModelError` line, decoders padded with their
-end-of-text token.
-
-safetensors checks a file's header and that the tensors cover it exactly (a truncated file or a damaged header is
-caught); the format has no checksum, so bytes changed inside the tensor data load as they are.
+damaged ``.safetensors`` file (a truncated file or a damaged header) named in one ``ModelError`` line.
 
 >>> import tempfile
 >>> folder = Path(tempfile.mkdtemp())
@@ -53,8 +49,8 @@ def restoring_weights() -> Iterator[None]:
 
 
 def load_pretrained(auto_class, path: str, **kwargs):
-    """``auto_class.from_pretrained`` with its load report replaced by one stderr line naming the freshly initialised
-    tensors and counting the unused ones; a damaged ``.safetensors`` file is a :class:`ModelError` naming it."""
+    """``auto_class.from_pretrained`` with its load report replaced by one stderr line (the freshly initialised
+    tensors, the unused ones counted)."""
     verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
@@ -80,7 +76,7 @@ def load_pretrained(auto_class, path: str, **kwargs):
 
 @contextlib.contextmanager
 def _no_gguf_bar() -> Iterator[None]:
-    """transformers draws its own tqdm bar while it dequantises a GGUF file, whatever its progress-bar setting: off."""
+    """No tqdm bar while transformers dequantises a GGUF file (it ignores its progress-bar setting there)."""
     from functools import partial
 
     from tqdm.auto import tqdm
@@ -102,16 +98,15 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
 
 
 def pad_with_eos(tokenizer) -> None:
-    """Pad a decoder's batches with its end-of-text token, which task inputs never contain (their tokenizers add no
-    special tokens), so a head's "last token that is not padding" is the last real token."""
+    """Pad a decoder's batches with its end-of-text token, which task inputs never contain, so a head's "last token
+    that is not padding" is the last real token."""
     if tokenizer.eos_token is None:
         raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an end-of-text token to pad batches with")
     tokenizer.pad_token = tokenizer.eos_token
 
 
 def damaged_weights(name_or_path: str, error: SafetensorError, revision: Optional[str] = None) -> ModelError:
-    """The error for ``name_or_path`` (a folder or a hub id) having met ``error``: it names the first weights file
-    safetensors refuses (in the folder, or the hub cache's ``model.safetensors``), else the model."""
+    """The error for ``name_or_path`` having met ``error``, naming the first weights file safetensors refuses."""
     damaged = next((path for path in _weight_files(name_or_path, revision) if _refused(path)), None)
     where = f"its weights file {damaged}" if damaged else "its weights (.safetensors)"
     return ModelError(f"model {name_or_path}: {where} is damaged ({' '.join(str(error).split())}); re-download "

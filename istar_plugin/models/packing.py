@@ -1,6 +1,5 @@
-"""Padding-free batches: a padded batch's real tokens packed into one row (:class:`Packing`, :func:`packed_inputs`),
-and :func:`packed_attention`, registered as :data:`PACKED_ATTENTION`, confining each sequence's attention to itself;
-without cumulative lengths it is transformers' ``sdpa`` (docs/design: padding-free batches).
+"""Padding-free batches: a padded batch's real tokens packed into one row (:func:`packed_inputs`), and the attention
+:data:`PACKED_ATTENTION` confining each sequence's attention to itself (docs/design: padding-free batches).
 
 >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
 >>> packing = Packing.of(mask)
@@ -16,8 +15,6 @@ without cumulative lengths it is transformers' ``sdpa`` (docs/design: padding-fr
 >>> module = torch.nn.Module()
 >>> module.is_causal = False  # an encoder's attention
 >>> out, _ = packed_attention(module, query, query, query, None, **packing.attention_kwargs())
->>> out.shape  # (1, packed tokens, heads, width), as transformers' attention functions return
-torch.Size([1, 4, 2, 8])
 >>> alone, _ = packed_attention(module, query[:, :, 3:], query[:, :, 3:], query[:, :, 3:], None)  # sequence 2 alone
 >>> torch.allclose(out[:, 3:], alone, atol=1e-6)
 True
@@ -39,15 +36,13 @@ from .padding_free import position_offset
 
 __all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention", "packed_inputs"]
 
-PACKED_ATTENTION = "istar_packed"
-"""The ``attn_implementation`` of a model that computes padding-free."""
+PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
 
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a right-padded (batch, width) batch go in the packed row: their flat ``positions``,
-    the sequences' cumulative lengths (int32, from 0), each sequence's ``first``/``last`` token in the row, the
-    batch's ``width`` and the attention's groups (:func:`length_groups`) when the host planned them."""
+    """Where the real tokens of a right-padded (batch, width) batch go in the packed row, the sequences' cumulative
+    lengths, each one's ``first``/``last`` token, and the attention's groups when the host planned them."""
 
     positions: Tensor
     cu_seq_lens: Tensor
@@ -59,8 +54,7 @@ class Packing:
     @classmethod
     def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
            lengths: Optional[Sequence[int]] = None) -> "Packing":
-        """The packing of a batch from its attention mask, or from the collator's ``positions`` and ``lengths``
-        (:func:`~istar_plugin.runtime.batching.collate`: no host-device sync)."""
+        """The packing of a batch from its attention mask (or the collator's ``positions`` and ``lengths``)."""
         if positions is None:
             positions = attention_mask.reshape(-1).bool().nonzero().squeeze(1)
         cu_seq_lens = torch.nn.functional.pad(attention_mask.sum(dim=1).cumsum(0), (1, 0)).to(torch.int32)
@@ -81,20 +75,18 @@ class Packing:
         return self.positions // self.width
 
     def unpack(self, packed: Tensor) -> Tensor:
-        """Packed (tokens, ...) values back at their places in the padded (batch, width, ...) batch, zeros at the
-        padding (the inverse of :meth:`pack`; gradients flow back to ``packed``)."""
+        """Packed (tokens, ...) values back in the padded (batch, width, ...) batch, zeros at the padding."""
         batch = self.cu_seq_lens.shape[0] - 1
         padded = packed.new_zeros(batch * self.width, *packed.shape[1:]).index_copy(0, self.positions, packed)
         return padded.view(batch, self.width, *packed.shape[1:])
 
     def position_ids(self, offset: int = 0) -> Tensor:
-        """(1, tokens): each token's column, as a padded batch's positions count (+ ``offset``: RoBERTa's positions
-        start after its padding index)."""
+        """(1, tokens): each token's column (+ ``offset``), as a padded batch's positions count."""
         return (self.positions % self.width + offset).unsqueeze(0)
 
     def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """The packed row's ``input_ids`` (and ``token_type_ids``), ``position_ids`` (+ ``position_offset``) and
-        :meth:`attention_kwargs`: what a Hugging Face model's forward takes."""
+        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model's forward takes
+        them."""
         packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
                   **self.attention_kwargs()}
         if inputs.get("token_type_ids") is not None:
@@ -108,16 +100,12 @@ class Packing:
         return kwargs if self.attention_groups is None else {**kwargs, "attention_groups": self.attention_groups}
 
 
-GROUP_COST = 1024
-"""What one more attention call costs, in the units of :func:`length_groups` (query-key pairs of one sequence):
-about the work of a 32-token sequence's attention, the calls' fixed cost on a CPU (measured by
-``benchmarks/padding_free.py``)."""
+GROUP_COST = 1024  # one more attention call, in query-key pairs (docs/design: padding-free batches)
 
 
 def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[list[int]]:
-    """The sequences (indices into ``lengths``) that share one attention call, each group padded to its longest:
-    the grouping of the sequences sorted by length that minimises the calls' cost, ``size * longest^2`` query-key
-    pairs per group plus ``group_cost`` per call (dynamic programming over the sorted lengths).
+    """The sequences (indices into ``lengths``) that share one attention call, each padded to the group's longest,
+    grouped to minimise ``size * longest^2`` per group plus ``group_cost`` per call.
 
     >>> length_groups([3, 40, 4, 38])  # two long and two short sequences: two calls, not one 4 x 40 x 40
     [[1, 3], [2, 0]]
@@ -140,8 +128,8 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
 @functools.lru_cache(maxsize=16)
 def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
                   group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups` (at ``group_cost``): its tokens' indices in the packed row, their flat places
-    in the group's padded (sequences, longest) layout, its sequences' lengths and its longest."""
+    """Per group of :func:`length_groups`: its tokens' indices in the packed row, their flat places in its padded
+    block, its sequences' lengths and its longest."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
     places = []
     for group in length_groups(lengths, group_cost):
@@ -157,9 +145,8 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
                      attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
-    """Attention over packed (1, heads, tokens, width) queries, keys and values confined to each sequence of
-    ``cu_seq_lens_q``, by groups of similar length (``attention_groups``, else planned here: a host sync), returned
-    as (1, tokens, heads, width); without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
+    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``, by
+    groups of similar length; without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -185,8 +172,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
 
 
 def _padded_group(packed: Tensor, tokens: Tensor, flat: Tensor, sequences: int, width: int) -> Tensor:
-    """The ``tokens`` of packed (1, heads, tokens, width) values at their ``flat`` places of a zero-padded
-    (``sequences``, heads, ``width``, head width) block."""
+    """The ``tokens`` of packed values at their ``flat`` places of a zero-padded (sequences, heads, width, d) block."""
     heads, head_width = packed.shape[1], packed.shape[3]
     padded = packed.new_zeros(heads, sequences * width, head_width)
     padded = padded.index_copy(1, flat, packed[0].index_select(1, tokens))
@@ -194,16 +180,13 @@ def _padded_group(packed: Tensor, tokens: Tensor, flat: Tensor, sequences: int, 
 
 
 def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[Tensor]:
-    """``sdpa``'s mask for a padded batch; none for a batch without a padding mask (a packed one: the cumulative
-    lengths confine its attention; an unpadded one: all its positions are tokens, causal by ``is_causal``)."""
+    """``sdpa``'s mask for a padded batch; none without a padding mask (packed, or nothing padded)."""
     return None if attention_mask is None else sdpa_mask(attention_mask=attention_mask, **kwargs)
 
 
 def packed_inputs(inputs: Mapping[str, Tensor], config, positions: Optional[Tensor] = None,
                   lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
-    """A padded batch's ``inputs`` as the packed row a model of ``config`` takes (its positions counted as the
-    model counts them, :func:`~.padding_free.position_offset`), and their packing; ``positions``/``lengths``: the
-    collator's, when it computed them."""
+    """A padded batch's ``inputs`` as the packed row a model of ``config`` takes, and their packing."""
     packing = Packing.of(inputs["attention_mask"], positions, lengths)
     return packing.model_inputs(inputs, position_offset(config)), packing
 

@@ -1,10 +1,6 @@
 """``model.padding_free``: which runs compute on real tokens only (each batch's sequences packed into one row), and
 the one line that says why a run cannot (no torch needed: compose time asks it too).
 
-Every task kind computes padding-free: classification and regression (the head on each sequence's first or last
-token), extractive QA (the span head on the packed tokens) and language modelling (the LM head on the packed tokens,
-next-token targets within each sequence).
-
 >>> padding_free_choice("auto", "bert")  # model.padding_free=true arrives as True
 (True, None)
 >>> padding_free_choice("auto", "t5")[1]
@@ -26,9 +22,7 @@ __all__ = ["PADDING_FREE_CHOICES", "PADDING_FREE_FAMILIES", "padding_free_obstac
            "INCLUDED_PADDING", "ROBERTA_FAMILY", "position_offset"]
 
 PADDING_FREE_CHOICES = ("auto", True, False)  # as the command line's true and false arrive
-PADDING_FREE_FAMILIES = ("bert", "roberta", "distilbert", "albert", "gpt2", "llama")
-"""Model types whose forward takes per-sequence position ids and passes attention keywords through (each tested
-padded against padding-free in ``tests/test_padding_free.py``)."""
+PADDING_FREE_FAMILIES = ("bert", "roberta", "distilbert", "albert", "gpt2", "llama")  # each in test_padding_free.py
 INCLUDED_PADDING = "criterion.padding=include scores the padded positions too"
 ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positions start after the padding index
 
@@ -45,8 +39,7 @@ def position_offset(config) -> int:
 
 
 def padding_free_obstacle(model_type: Optional[str], included_padding: bool = False) -> Optional[str]:
-    """Why a run of this model family cannot compute padding-free; None when it can (an unknown family, None, is
-    not held against it: the check is repeated once it is known)."""
+    """Why a run of this model family cannot compute padding-free; None when it can (or the family is not known yet)."""
     if model_type is not None and model_type not in PADDING_FREE_FAMILIES:
         return (f"model family {model_type} has no padding-free forward here; families that have: "
                 f"{', '.join(PADDING_FREE_FAMILIES)}")

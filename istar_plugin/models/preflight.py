@@ -1,10 +1,5 @@
-"""Checks of a run config against the model it names, from the model's ``config.json`` alone (no weights).
-
-``data.max_length`` must fit the model's position embeddings, ``criterion.layers`` must index its
-hidden states (0 = embeddings, 1..L = transformer layers, negative from the end), and ``model.lora`` must take
-values LoRA accepts and name linear layers the model has. ``compose`` runs the
-check when the model's config is on this machine (``lenient``); the Trainer runs it before loading the
-weights and fails with :class:`~istar_plugin.errors.ModelError` when the model cannot be found.
+"""Checks of a run config against the model it names, from the model's ``config.json`` alone (no weights):
+``data.max_length``, ``criterion.layers``, ``model.lora`` and ``model.padding_free``.
 
 >>> from istar_plugin.config import compose
 >>> compose(["recipe=movie_snippets", "data.max_length=1024"])  # doctest: +NORMALIZE_WHITESPACE
@@ -31,16 +26,15 @@ from .config import DECODER_MODEL_TYPES, LoraSettings
 from .padding_free import padding_free_choice, position_offset
 from .paths import gguf_options, resolve_model_path
 
+
 def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int, int]]:
-    """(usable positions, transformer layers) of the run's model from its config, None for other adapters; a
-    config that cannot be read is a :class:`ModelError` (``local_only``: do not try the hub)."""
+    """(usable positions, transformer layers) of the run's model from its config, None for other adapters."""
     config = _pretrained_config(cfg, local_only)
     return None if config is None else _shape(config)
 
 
 def model_width(cfg: DictConfig) -> Optional[int]:
-    """The hidden size of the run's model from its config when that is on this machine; None for other adapters and
-    for a hub model not downloaded yet.
+    """The hidden size of the run's model when its config is on this machine, else None.
 
     >>> from istar_plugin.config import compose
     >>> model_width(compose(["recipe=movie_snippets"]))
@@ -63,7 +57,7 @@ def _shape(config) -> tuple[Optional[int], int]:
 
 
 def _pretrained_config(cfg: DictConfig, local_only: bool):
-    """The model's Hugging Face config (a GGUF file's from its header), None for adapters other than hf_auto."""
+    """The model's Hugging Face config, None for adapters other than hf_auto."""
     if cfg.model.adapter != "hf_auto":
         return None
     name = cfg.model.name_or_path
@@ -83,8 +77,7 @@ _PLAIN_KEYS = ("model_type", "max_position_embeddings", "num_hidden_layers", "hi
 
 
 def _plain_config(folder: str) -> Optional[Any]:
-    """A local model folder's ``config.json`` as attributes when it names every key :func:`_shape` reads; else None
-    (other families, hub ids and GGUF files go through transformers)."""
+    """A local ``config.json`` as attributes when it names every key :func:`_shape` reads (no transformers)."""
     path = Path(folder).expanduser() / "config.json"
     if not path.is_file():
         return None
@@ -95,9 +88,7 @@ def _plain_config(folder: str) -> Optional[Any]:
 
 
 def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
-    """The config transformers reads for ``folder`` (a GGUF file's from its header, which takes seconds), read once
-    per process and per version of the file (compose's offline check and the trainer's share one reading of a local
-    file); callers get a copy, so none changes what the next one gets."""
+    """A copy of the config transformers reads for ``folder``, read once per version of the file."""
     version = _file_version(folder, options)
     if version is not None:  # a local file is read as it is, whatever the revision and hub setting say
         revision, local_only = None, True
@@ -106,8 +97,7 @@ def _transformers_config(folder: str, options: dict, revision: Optional[str], lo
 
 
 def _file_version(folder: str, options: dict) -> Optional[tuple[str, int, int]]:
-    """(resolved path, mtime_ns, size) of the local file the config is read from (the GGUF file or ``config.json``),
-    so an edited file is read again; None for a hub id."""
+    """(resolved path, mtime_ns, size) of the local file the config is read from; None for a hub id."""
     path = Path(folder) / options.get("gguf_file", "config.json")  # as transformers finds it: no ~ expanded
     try:
         stat = path.stat()
@@ -145,8 +135,7 @@ def check_lora_targets(config, settings: LoraSettings) -> None:
 
 
 def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[str] = None) -> None:
-    """Refuse (:class:`ConfigError`) ``data.max_length`` and ``criterion.layers`` the model cannot serve, an encoder
-    for ``language_modeling`` and ``model.padding_free=true`` where it cannot be; ``lenient``: skip an absent model."""
+    """Refuse settings the model cannot serve (:class:`ConfigError`); ``lenient``: skip an absent model."""
     settings = (LoraSettings(**OmegaConf.to_container(cfg.model.lora, resolve=True)) if "lora" in cfg.model
                 else LoraSettings())
     settings.check()

@@ -1,9 +1,5 @@
-"""Sentence embeddings from any Hugging Face backbone: one pooled vector per sentence for each requested layer.
-
-Poolings: ``mean`` (the mean of the layer's real tokens, padding excluded), ``cls`` (the first position),
-``first_last_mean`` (the mean of the first transformer layer's and the layer's token means: Su et al. 2021's
-"first-last avg") and ``last_token`` (the last real token, for decoders; either padding side). Layers index the
-hidden states: 0 is the embedding layer, 1..L the transformer layers, -1 the last.
+"""Sentence embeddings from any Hugging Face backbone: one pooled vector per sentence for each requested layer
+(``first_last_mean``: Su et al. 2021's "first-last avg"; ``last_token``: the last real token, for decoders).
 
 >>> import torch
 >>> states = torch.tensor([[[1., 1.], [3., 3.], [9., 9.]]])  # one sentence, 3 positions, the last is padding
@@ -52,11 +48,8 @@ Pack = Callable[[dict[str, Tensor]], tuple[dict[str, Any], Packing]]
 
 
 class SentenceEncoder:
-    """A backbone (``AutoModel``: hidden states out) and its tokenizer, in eval mode.
-
-    ``SentenceEncoder.from_pretrained(path)`` loads any Hugging Face folder or hub name; a fine-tuned task model
-    passes its ``base_model``, and, when it computes padding-free, ``pack`` (its
-    :meth:`~istar_plugin.models.encoder.HFEncoder.pack`): each batch then runs as one packed row."""
+    """A backbone (hidden states out) and its tokenizer, in eval mode; given ``pack`` (a padding-free model's
+    :meth:`~istar_plugin.models.encoder.HFEncoder.pack`) each batch runs as one packed row."""
 
     def __init__(self, backbone: torch.nn.Module, tokenizer, max_length: int = 128, source: str = "",
                  pack: Optional[Pack] = None):
@@ -88,8 +81,8 @@ class SentenceEncoder:
     @torch.no_grad()
     def encode(self, sentences: Sequence[str], pooling: str = "mean", layers: Sequence[int] = (-1,),
                batch_size: int = 64, progress=None) -> dict[int, Tensor]:
-        """``{layer: (n, d) float32}`` for each of ``layers``, rows in the order of ``sentences``; batches are
-        formed from sentences of similar length (less padding computed), which does not change any vector."""
+        """``{layer: (n, d) float32}`` for each of ``layers``, rows in the order of ``sentences`` (batched by
+        length)."""
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
         indices = [self.layer_index(layer) for layer in layers]
@@ -112,8 +105,7 @@ class SentenceEncoder:
         return {index: torch.cat(chunks)[restore] for index, chunks in pooled.items()}
 
     def _hidden_states(self, inputs: dict[str, Tensor]) -> tuple[Tensor, ...]:
-        """Every hidden state of a padded batch, (batch, length, d) each: padding-free (``pack``), the packed row's
-        states put back at their places (zeros at the padding, which no pooling reads)."""
+        """Every hidden state of a padded batch, (batch, length, d) each (a packed row's put back at their places)."""
         if self.pack is None:
             return self.backbone(**inputs, output_hidden_states=True).hidden_states
         packed, packing = self.pack(inputs)

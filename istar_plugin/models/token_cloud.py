@@ -56,14 +56,10 @@ def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
 def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor],
                 layers: Optional[Sequence[int]] = None, positions: Optional[Tensor] = None,
                 include_padding: bool = False) -> list[Tensor]:
-    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps (None: a packed batch, every position)
-    per entry of ``hidden_states`` ``layers`` selects (0 = embeddings, -1 = last; None: 1..L); ``positions``: the
-    kept tokens' flat indices when known; ``include_padding``: every position is a point (the official I-STAR cloud).
+    """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps (None: packed, every position) per hidden
+    state ``layers`` selects (0 = embeddings; None: 1..L); ``include_padding``: every position is a point.
 
-    >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
-    >>> [cloud.shape for cloud in token_cloud(states, torch.tensor([[1, 1, 0], [1, 0, 0]]))]
-    [torch.Size([3, 4])]
-    >>> [cloud.shape for cloud in token_cloud(states, None)]
+    >>> [cloud.shape for cloud in token_cloud((torch.zeros(2, 3, 4), torch.ones(2, 3, 4)), None)]
     [torch.Size([6, 4])]
     """
     count = len(hidden_states)
@@ -81,8 +77,7 @@ def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor
 
 
 def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
-    """``model.token_cloud(output, layers)``, asking for the padded positions too only when ``include_padding``
-    (a model adapter needs the ``include_padding`` keyword only to serve ``padding="include"``)."""
+    """``model.token_cloud(output, layers)``, passing ``include_padding`` only when it is asked for."""
     if include_padding:
         return model.token_cloud(output, layers, include_padding=True)
     return model.token_cloud(output, layers)
@@ -95,8 +90,8 @@ def stream_token_statistics(model, batches: Iterable[Mapping[str, Tensor]], stat
                             autocast: Callable[[], ContextManager] = contextlib.nullcontext,
                             on_output: Optional[Callable[[Mapping[str, Tensor], Any], None]] = None,
                             progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
-    """Stream the token clouds of ``model``'s forward on each batch (under ``autocast()``) into ``statistics``;
-    ``cloud(model, output)``: other points; ``on_output(batch, output)``: called on each forward's output."""
+    """Stream the token clouds (or ``cloud(model, output)``) of ``model``'s forward on each batch into
+    ``statistics``; ``on_output(batch, output)`` sees each output."""
     def clouds(batch):
         with autocast():
             output = model(batch)
@@ -108,9 +103,7 @@ def stream_token_statistics(model, batches: Iterable[Mapping[str, Tensor]], stat
 
 
 class TokenCloudSurface:
-    """What criterions and hooks read of a model wrapping a Hugging Face model as ``self.model``: its hidden
-    size and layer count, the token cloud of an :class:`~istar_plugin.models.encoder.EncoderOutput`, the last
-    layer's tokens and the word-embedding matrix."""
+    """What criterions and hooks read of a model wrapping a Hugging Face model as ``self.model``."""
 
     model: Any
 
@@ -120,12 +113,11 @@ class TokenCloudSurface:
 
     @property
     def num_layers(self) -> int:
-        """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
         return num_layers(self.model.config)
 
     def token_cloud(self, output, layers: Optional[Sequence[int]] = None,
                     include_padding: bool = False) -> list[Tensor]:
-        """:func:`token_cloud` of ``output``'s hidden states (its ``token_positions`` when the batch brought them)."""
+        """:func:`token_cloud` of ``output``'s hidden states."""
         return token_cloud(output.hidden_states, output.attention_mask, layers,
                            positions=getattr(output, "token_positions", None), include_padding=include_padding)
 
@@ -134,7 +126,7 @@ class TokenCloudSurface:
         return self.token_cloud(output, [-1])[0]
 
     def word_embeddings(self) -> Tensor:
-        """The word-embedding matrix (vocabulary x embedding size), the parameter itself (gradients flow)."""
+        """The word-embedding matrix (vocabulary x embedding size), the parameter itself."""
         embeddings = self.model.get_input_embeddings()
         if embeddings is None or not isinstance(getattr(embeddings, "weight", None), Tensor):
             raise ValueError(f"{type(self.model).__name__} exposes no word-embedding matrix")

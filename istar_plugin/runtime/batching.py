@@ -20,8 +20,8 @@ TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "sta
 
 
 def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
-    """Features padded to the longest (``input_ids`` with ``pad_id``) on ``device`` (pinned, copied asynchronously on
-    a GPU), with the host's ``token_positions`` (real tokens' flat indices) and ``sequence_lengths``: no host sync."""
+    """Features padded to the longest on ``device``, with the real tokens' flat ``token_positions`` and the
+    ``sequence_lengths`` computed on the host (no host sync)."""
     lengths = [len(f["input_ids"]) for f in features]
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}
@@ -44,10 +44,8 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
                 lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
-    """This rank's share of the epoch's seeded permutation, padded (by wrapping) to equal length on every rank.
-
-    With ``lengths``, the permutation is :func:`length_grouped_order` for global batches of ``batch_size``
-    (rank r takes every world_size-th example, so each rank's share of a global batch is its own length band).
+    """This rank's share (every world_size-th) of the epoch's seeded permutation (:func:`length_grouped_order` with
+    ``lengths``), padded by wrapping to equal length on every rank.
 
     >>> len(epoch_order(5, 0, 0, 0, 2)) == len(epoch_order(5, 0, 0, 1, 2)) == 3
     True
@@ -63,11 +61,8 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
 
 
 def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
-    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length.
-
-    As ``transformers``' length-grouped sampler: the epoch's random permutation is cut into mega-batches
-    of up to 50 batches (at least 4 mega-batches), each sorted by length; the full batches are then
-    shuffled and a partial last batch stays last, so every batch is still a random draw of a length band.
+    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length, as
+    transformers' length-grouped sampler makes it (mega-batches of up to 50 batches sorted by length, then shuffled).
 
     >>> lengths = [(7 * i) % 32 + 1 for i in range(32)]  # 1..32, shuffled
     >>> def spreads(order):  # longest minus shortest length in each batch of 4

@@ -1,6 +1,7 @@
 """The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
-mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights. The trainer,
-``istar-analyze``, ``istar-embed`` and ``istar-export`` build every model here.
+mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights, or the
+``SentenceTransformer`` of ``engine=sentence_transformers``. The trainer, ``istar-analyze``, ``istar-embed``,
+``istar-export`` and the sentence-transformers engine build every model here.
 
 >>> Built._fields
 ('model', 'criterion')
@@ -14,10 +15,12 @@ from omegaconf import DictConfig
 
 from .. import config as config_module
 from ..errors import ModelError
-from ..models.encoder import restoring_weights
+from ..models.loading import restoring_weights
 from ..models.padding_free import INCLUDED_PADDING
+from ..models.paths import resolve_model_path
+from ..models.st_padding_free import make_padding_free
 from ..registry import CRITERIONS, MODELS
-from .init_from import resolve as resolve_init_from
+from .init_from import load_weights, resolve as resolve_init_from
 
 __all__ = ["Built", "build_model", "load_weights"]
 
@@ -29,11 +32,14 @@ class Built(NamedTuple):
     criterion: Any
 
 
-def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False) -> Built:
+def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False, device=None) -> Built:
     """The run's model and criterion, as the run trained them. ``state``: a checkpoint's ``model`` tensors, loaded
     after the criterion's changes (``init_from`` then gives the architecture alone); ``quiet``: weights follow from a
-    checkpoint (no "newly initialised" line). A model that cannot be loaded is one :class:`ModelError` line."""
+    checkpoint (no "newly initialised" line); ``device``: where a ``SentenceTransformer`` is placed (an adapter is
+    placed by its caller). A model that cannot be loaded is one :class:`ModelError` line."""
     model_cfg = config_module.model_config(cfg)
+    if cfg.get("engine", "istar") == "sentence_transformers":
+        return Built(_sentence_transformer(cfg, model_cfg.name_or_path, device), None)
     source = None
     if cfg.get("init_from"):
         source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
@@ -58,6 +64,12 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
     return Built(model, criterion)
 
 
-def load_weights(model, state: dict) -> None:
-    """Load a checkpoint's ``model`` tensors (``load_checkpoint_state`` where the adapter has one: LoRA's subset)."""
-    getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
+def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
+    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow; as an
+    adapter does, it says so in ``padding_free`` and ``padding_free_line``."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(resolve_model_path(name_or_path), device=None if device is None else str(device))
+    model.max_seq_length = cfg.data.max_length
+    model.padding_free, model.padding_free_line = make_padding_free(model, cfg.model.get("padding_free", False))
+    return model

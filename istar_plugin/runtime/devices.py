@@ -17,9 +17,8 @@ def available_devices() -> list[str]:
 
 
 def pick_device(requested: str, local_rank: int = 0) -> torch.device:
-    """``auto``: this process's GPU when there is one, else the CPU; ``cuda`` without an index: this process's GPU
-    (``cuda:LOCAL_RANK``, so that ranks on one node do not all land on GPU 0). A device this machine or torch build
-    does not have is refused (:class:`ConfigError`, naming the ones it has).
+    """The device ``requested`` (``auto`` and ``cuda``: this process's GPU, ``cuda:LOCAL_RANK``, if any); one this
+    machine does not have is a :class:`ConfigError` naming the ones it has.
 
     >>> pick_device("cpu", local_rank=3)
     device(type='cpu')

@@ -1,11 +1,5 @@
-"""``init_from``: start a run from a finished run's fine-tuned encoder and head, or from a Hugging Face folder.
-
-A finished run's weights are its exported ``model/`` folder when its checkpoints were dropped, else its
-final checkpoint (a run with modules inserted before the head cannot export and keeps it).
-
-:func:`resolve` checks the directory from its files alone, before any model loads, and raises one
-:class:`InitFromError` (a ValueError) line naming the problem: missing, neither a run nor a model folder,
-unfinished, another task, another label set, another base model. :meth:`InitSource.load_into` then copies the weights.
+"""``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
+from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line).
 
 >>> import tempfile
 >>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"),
@@ -30,8 +24,7 @@ from ..errors import ConfigError
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
 
-MODEL_DIR = "model"
-"""A finished run's exported Hugging Face folder, in its run directory."""
+MODEL_DIR = "model"  # a finished run's exported Hugging Face folder, in its run directory
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
@@ -62,11 +55,16 @@ class InitSource:
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
         try:
-            getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
+            load_weights(model, state)
         except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
             detail = " ".join(str(error).split())[:300]
             raise InitFromError(f"init_from {self.path}: its weights do not fit this model "
                                 f"(a LoRA run starts runs with the same model.lora settings): {detail}") from None
+
+
+def load_weights(model, state: dict) -> None:
+    """Load a checkpoint's ``model`` tensors (``load_checkpoint_state`` where the adapter has one: LoRA's subset)."""
+    getattr(model, "load_checkpoint_state", model.load_state_dict)(state)
 
 
 def inserted_modules(state: dict) -> list[str]:

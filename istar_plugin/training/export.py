@@ -1,15 +1,6 @@
-"""The fine-tuned model in Hugging Face format: ``model/`` of a finished run, and ``istar-export`` for any checkpoint.
-
-A finished run's ``RUN_DIR/model`` holds ``save_pretrained`` of the model and its tokenizer, with the
-task's label names in ``id2label``/``label2id``, so ``AutoModelForSequenceClassification`` (or
-``...ForQuestionAnswering``) and ``transformers.pipeline`` load it like any hub model:
-
-    istar-export runs/sst2/istar/seed42                       # the latest checkpoint -> RUN_DIR/model
-    istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
-
-``RUN_DIR/model`` (and ``RUN_DIR/model_step_N``) are for a finished run: a failed or unfinished run's checkpoint is
-exported only to an explicit ``out``. Every export holds :data:`EXPORT_RECORD`, naming the run, its state then and
-the checkpoint, so the last checkpoint of a diverged run never passes for a finished result.
+"""The fine-tuned model in Hugging Face format (label names in ``id2label``): ``model/`` of a finished run, and
+``istar-export`` for any checkpoint (a failed or unfinished run's only to an explicit ``--out``), with
+:data:`EXPORT_RECORD`.
 
 >>> label_maps("classification", ("negative", "positive"))
 ({0: 'negative', 1: 'positive'}, {'negative': 0, 'positive': 1})
@@ -39,9 +30,7 @@ from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
-EXPORT_RECORD = "export.json"
-"""What ``istar-export`` exported: ``run``, ``run_state`` (``finished``, ``failed: REASON``, ``unfinished``),
-``step``, ``checkpoint`` and ``finished_result`` (whether these are a finished run's final weights)."""
+EXPORT_RECORD = "export.json"  # the run, its state then, the step, the checkpoint and whether it is a finished result
 
 
 def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], Optional[dict]]:
@@ -52,17 +41,12 @@ def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], O
     return id2label, {name: index for index, name in id2label.items()}
 
 
-def can_export(model) -> bool:
-    """Whether a model adapter can write itself in Hugging Face format (it has ``save_pretrained``)."""
-    return callable(getattr(model, "save_pretrained", None))
-
-
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
                  record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
-    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record`` as
-    :data:`EXPORT_RECORD`, through a temporary sibling (never half-written), replacing an export of ours only."""
+    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record``, through a temporary
+    sibling, replacing an export of ours only."""
     directory = Path(directory)
-    if not can_export(model):
+    if not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
     check_writable(directory, EXPORT_MARKER, what)
     id2label, label2id = label_maps(kind, label_names)
@@ -90,8 +74,7 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
 
 
 def readable_as_umask_allows(directory: Path) -> None:
-    """Give the files under ``directory`` the mode a plain ``open`` would (0666 less the umask): safetensors writes
-    its weights owner-only (0600), which hides an exported model from the rest of a group sharing a cluster."""
+    """Give the files under ``directory`` the mode a plain ``open`` would (safetensors writes them owner-only)."""
     umask = os.umask(0)
     os.umask(umask)
     for path in directory.rglob("*"):
@@ -115,8 +98,8 @@ def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
 
 
 def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Exported:
-    """Export a checkpoint of the run (the model built by :func:`~istar_plugin.runtime.builder.build_model`) under
-    the run's lock; ``out`` defaults to ``RUN_DIR/model`` (``model_step_N`` for ``step=N``) for a finished run only."""
+    """Export a checkpoint of the run under its lock; ``out`` defaults to ``RUN_DIR/model`` (``model_step_N``) for a
+    finished run only."""
     run_dir = Path(run_dir)
     checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
     with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
@@ -150,8 +133,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
 
 @dataclass(frozen=True)
 class Exported:
-    """Where an export went, the checkpoint's step, and the run's state then (``finished``, ``failed: ...``,
-    ``unfinished``)."""
+    """Where an export went, the checkpoint's step, and the run's state then."""
 
     directory: Path
     step: int

@@ -1,7 +1,5 @@
-"""The trainer's setup steps, in the order :class:`~.trainer.Trainer` runs them; each returns what it builds.
-
-Data are read and checked before the model loads; the model before the criterion changes it; the features after
-the criterion (its tokenizer); the optimizer last, when the schedule's length is known.
+"""The trainer's setup steps, in the order :class:`~.trainer.Trainer` runs them (data, model, criterion, features,
+optimizer); each returns what it builds.
 
 >>> from omegaconf import OmegaConf
 >>> cfg = OmegaConf.create({"batch_size": 8, "eval_batch_size": None, "max_steps": 5,
@@ -58,8 +56,7 @@ class TaskData:
 
 
 def load_data(cfg: DictConfig) -> TaskData:
-    """The task's two splits: a bad data file, or settings the examples cannot be encoded with (the task's
-    ``check_tokens``, which may load the tokenizer), fail here, before the model loads."""
+    """The task's two splits, checked (``check_tokens``) before the model loads."""
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
     train, evaluation = task.load("train"), task.load("eval")
     check_tokens = getattr(task, "check_tokens", None)  # optional, as for plugin tasks not built on data.task.Task
@@ -80,8 +77,8 @@ def load_tokenizer_of(cfg: DictConfig):
 
 
 def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints) -> Built:
-    """The model and criterion (:func:`~istar_plugin.runtime.builder.build_model`), the model's limits checked from
-    its files first."""
+    """The model and criterion (:func:`~istar_plugin.runtime.builder.build_model`), the model's limits checked
+    first."""
     check_model_limits(cfg, kind=task.kind)  # from the model's config.json: max_length, criterion.layers
     return build_model(cfg, task, quiet=holds_weights(output_dir, checkpoints))
 
@@ -116,8 +113,7 @@ def place_model(model, dist: DistInfo, seed: int):
 
 @dataclass(frozen=True)
 class Features:
-    """The tokenised splits; ``validation``: the split held out of the training examples (empty when none is), and
-    ``hooks``: early stopping on it."""
+    """The tokenised splits, the validation split held out of the training examples and early stopping on it."""
 
     train_examples: list
     train: list

@@ -28,6 +28,7 @@ from ..storage.predictions import write_predictions
 from ..storage.results import finished_record
 from . import export
 from ..runtime.batching import collate, epoch_order
+from ..runtime.builder import load_weights
 from .distributed import barrier, gather_to_all, init_from_env
 from .evaluation import Evaluator, embedding_isotropy
 from ..runtime.precision import autocast, precision_line
@@ -180,7 +181,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        getattr(self.model, "load_checkpoint_state", self.model.load_state_dict)(state["model"])
+        load_weights(self.model, state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         rates_at_restored_step(self.optimizer, self.scheduler)
