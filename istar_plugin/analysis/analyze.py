@@ -61,7 +61,7 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         raise RunProblem(str(error)) from None
     if latest is None:
         return results.to_json()  # a finished run keeps its final model in model/ (its checkpoints were removed)
-    step = int(Checkpoints.PATTERN.fullmatch(latest.name)[1])
+    step = Checkpoints.step_of(latest)
     if results.step != step:
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
                          f"{results.step})")

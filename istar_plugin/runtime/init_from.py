@@ -100,7 +100,7 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
     exported = path / MODEL_DIR
     if latest is None and not (exported / "config.json").is_file():
         raise InitFromError(f"init_from {path}: the run finished but kept neither {MODEL_DIR}/ nor a checkpoint")
-    if latest is not None and int(Checkpoints.PATTERN.fullmatch(latest.name)[1]) != results.step:
+    if latest is not None and Checkpoints.step_of(latest) != results.step:
         raise InitFromError(f"init_from {path}: results.json is from step {results.step} but the latest checkpoint is "
                             f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
     if config.task != task:

@@ -125,6 +125,11 @@ class Checkpoints:
         found = {int(match[1]): path for match, path in matches if match}
         return dict(sorted(found.items()))
 
+    @classmethod
+    def step_of(cls, path: Path) -> int:
+        """The step in a checkpoint's file name."""
+        return int(cls.PATTERN.fullmatch(path.name)[1])
+
     def keep_newest(self, count: int) -> None:
         """Delete all but the ``count`` highest steps (0: every checkpoint), each with its SHA-256 file."""
         checkpoints = list(self.paths().values())
