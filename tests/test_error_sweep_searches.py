@@ -1,7 +1,6 @@
 """The error sweep's istar-tune and istar-report SEARCH_DIR cases (scripts/error_sweep.py, ``search: ...``): each is
 refused in the exact one line below, leaving nothing written and nothing of the user's changed, and a SIGINT during a
-trial leaves it resumable; and the two refusals the sweep found as a traceback or a misleading line: a search file that
-is not YAML, a search file that is a folder."""
+trial leaves it resumable (tests/test_search_files.py checks the search-file refusals in this process)."""
 import glob
 import json
 import os
@@ -12,8 +11,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from istar_plugin.cli import tune as cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/ is no package
 from unprivileged import Unavailable, command_wrapper
@@ -107,21 +104,3 @@ def test_every_search_case_of_the_sweep_is_refused_in_its_one_line(tmp_path, sha
         assert (case["verdict"], case["last_line"][:len(expected)]) == ("clear", expected[:150]), case
     signal_case = cases[-1]
     assert signal_case["exit"] == 130 and "| next start: trial 0 resumed: optim.lr=" in signal_case["note"]
-
-
-def test_a_search_file_that_is_not_yaml_is_one_line_not_a_traceback(tmp_path, capsys):
-    (tmp_path / "s.yaml").write_text("fixed: {recipe: [sst2\n")
-    code = cli.main([str(tmp_path / "s.yaml"), f"search_dir={tmp_path / 'search'}"])
-    assert (code, capsys.readouterr().err.splitlines()) == (2, [
-        f"istar-tune: error: search file {tmp_path}/s.yaml is not valid YAML: while parsing a flow sequence in "
-        f"\"{tmp_path}/s.yaml\", line 1, column 17 did not find expected ',' or ']' in \"{tmp_path}/s.yaml\", line 2, "
-        "column 1"])
-    assert not (tmp_path / "search").exists()
-
-
-def test_a_search_file_that_is_a_folder_is_named_as_a_folder_not_as_an_unknown_search(tmp_path, capsys):
-    (tmp_path / "s.yaml").mkdir()
-    code = cli.main([str(tmp_path / "s.yaml"), f"search_dir={tmp_path / 'search'}"])
-    assert (code, capsys.readouterr().err.splitlines()) == (2, [
-        f"istar-tune: error: cannot read search file {tmp_path}/s.yaml: it is a folder, not a file (name a file)"])
-    assert not (tmp_path / "search").exists()

@@ -1,7 +1,7 @@
 """istar-report's curves.md/.csv: each setting's evaluations over training steps, from its cells' metrics logs.
 
 The synthetic cells are written as the trainer leaves them (config.yaml, results.json, attempts.jsonl, a 300-step
-metrics.jsonl whose evaluations are at ``steps``), as tests/test_evidence.py's grid is.
+metrics.jsonl whose evaluations are at ``steps``), as tests/test_grid_archive.py's grid is.
 """
 import json
 import shutil

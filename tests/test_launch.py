@@ -1,5 +1,9 @@
-"""Grids of tiny-model cells through real submitit executors: the local executor, time-outs and requeues, skips."""
+"""Grids of tiny-model cells through real submitit executors: the local executor, time-outs and requeues, skips, a
+failed cell resubmitted alone, and jobs that run the code of the process starting them (a grid started beside another
+checkout of istar_plugin, whose folder submitit's ``python -m`` would put first on ``sys.path``, runs its own
+package)."""
 import json
+import os
 import re
 import sys
 import time
@@ -160,3 +164,17 @@ def test_a_cell_with_two_tasks_trains_in_one_process_group(tiny_bert, shared_dat
     assert worlds == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
     assert results(tmp_path / "seed=1")["step"] == 2
     assert len([a for a in attempts(tmp_path / "seed=1") if a["event"] == "start"]) == 1  # rank 0 records, once
+
+
+@pytest.mark.slow  # submitit's local executor runs two cells
+def test_a_local_cell_started_beside_another_checkout_runs_this_package(tiny_bert, shared_data, tmp_path, monkeypatch):
+    other = tmp_path / "checkout"
+    (other / "istar_plugin").mkdir(parents=True)
+    (other / "istar_plugin" / "__init__.py").write_text('raise ImportError("the other checkout was imported")\n')
+    monkeypatch.chdir(other)
+    monkeypatch.setenv("PYTHONSAFEPATH", "")  # off, as in a fresh shell; restored after the test
+    grid = grid_module.sweep([*tiny_arguments(tiny_bert, shared_data), "seed=1,2"])
+    options, _ = parse(["launcher=local"])
+    launched = launch(grid, tmp_path / "grid", plan(grid, tmp_path / "grid"), options)
+    assert launched.statuses == {"seed=1": "finished", "seed=2": "finished"}
+    assert os.environ["PYTHONSAFEPATH"] == "1"

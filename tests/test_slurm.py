@@ -1,10 +1,14 @@
-"""A grid on a real SLURM cluster (slurm/local_cluster.sh in CI): one job array, a preempted cell requeued and
-resumed from its checkpoint, resubmission skipping finished cells."""
+"""Grids and searches on a real SLURM cluster (slurm/local_cluster.sh in CI). A grid: one job array, a preempted cell
+requeued and resumed from its checkpoint, resubmission skipping finished cells, a job array sbatch refuses a clear
+error. An istar-tune search: its workers queued as one job array pulling trials from one SQLite study, a preempted
+worker requeued and its trial resumed, then the final comparison queued with --final and reported."""
+import json
 import os
 import shutil
 import subprocess
 import time
 
+import optuna
 import pytest
 import submitit
 from test_launch import (  # test_launch pickles its hooks by value
@@ -12,18 +16,25 @@ from test_launch import (  # test_launch pickles its hooks by value
     results,
     tiny_arguments,
 )
+from test_search_workers import assert_study_and_directories_agree, progress, write_search
 
+from istar_plugin.cli import report as report_cli
 from istar_plugin.cli import run as cli
+from istar_plugin.cli import tune as tune_cli
+from istar_plugin.config.searches import trial_dir
 from istar_plugin.launch import grid as grid_module
-from istar_plugin.launch.cell import CellRunner, attempts
+from istar_plugin.launch.cell import CellRunner, attempts, latest_checkpoint_step
 from istar_plugin.launch.options import parse
 from istar_plugin.launch.submit import SUBMITIT_FOLDER, job_name, launch, plan, read_manifest, sbatch_script
+from istar_plugin.launch.tune import UNFINISHED, WORKERS
 
 MISSING = [what for what, ok in [("sbatch is not on PATH", shutil.which("sbatch")),
                                  ("SLURM_CONF is not set", os.environ.get("SLURM_CONF"))] if not ok]
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     bool(MISSING), reason=f"needs a SLURM cluster ({'; '.join(MISSING)}): bash slurm/local_cluster.sh start, "
                           "then source /tmp/istar-plugin-slurm/env.sh")]
+# a job's end states in the controller (scontrol show job); a requeued task is REQUEUED, PENDING, RUNNING again
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 
 def wait_for(condition, timeout_s, what, report=lambda: ""):
@@ -132,3 +143,57 @@ def test_a_job_array_refused_by_sbatch_is_a_clear_error(tmp_path, capsys):
     assert "istar-run: sbatch refused the job array (profile local): sbatch: error: invalid partition specified: nope" \
         in capsys.readouterr().err
     assert read_manifest(tmp_path)["submissions"][-1]["submitted"] == []
+
+
+def test_a_search_runs_as_a_slurm_job_array_survives_a_preemption_and_its_final_comparison_is_queued(
+        tiny_bert, shared_data, tmp_path, capsys):
+    path = write_search(tmp_path, tiny_bert, shared_data, "optim.epochs=30", "save_every=1", trials=3, pruner="none",
+                        final_seeds=[1])
+    search_dir = tmp_path / "search"
+    started = time.monotonic()
+    assert tune_cli.main([str(path), f"search_dir={search_dir}", "slurm=local", "workers=2"]) == 0
+    assert time.monotonic() - started < 60  # queued, not run
+    out = capsys.readouterr().out
+    (entry,) = json.loads((search_dir / WORKERS).read_text())
+    array = entry["job_ids"][0].split("_")[0]
+    assert entry["launcher"] == "slurm" and entry["job_ids"] == [f"{array}_0", f"{array}_1"]
+    assert f"queued 2 workers as SLURM job {array}" in out and "--final" in out
+    folder = search_dir / SUBMITIT_FOLDER
+    jobs = [submitit.SlurmJob(folder=folder, job_id=job_id) for job_id in entry["job_ids"]]
+    try:
+        run_dir = trial_dir(search_dir, 0) / "seed=1"
+        wait_for(lambda: run_dir.is_dir() and latest_checkpoint_step(run_dir) >= 2, 300,
+                 "trial 0 to save a checkpoint")
+        holder = next(job for job in jobs if f"worker {job.job_id.split('_')[1]}: trial 0 started"
+                      in "\n".join(progress(search_dir)))
+        holder._interrupt()  # SIGTERM then USR2, as a preemption delivers them: requeued, the trial resumed
+        # the controller's state, not submitit's done(): that reads a result file, which a requeued task's first
+        # attempt may have left, and accounting, which may lag; the second attempt runs a trial until it ends
+        for job in jobs:
+            wait_for(lambda job=job: slurm_state(job.job_id) in ENDED, 600, f"worker {job.job_id} to end",
+                     lambda: f"; progress.log ends {progress(search_dir)[-3:]}")
+    finally:
+        for job in jobs:
+            if slurm_state(job.job_id) not in ENDED:
+                job.cancel(check=False)
+    assert [slurm_state(job.job_id) for job in jobs] == ["COMPLETED", "COMPLETED"]
+    lines = progress(search_dir)
+    trial0 = [line.split(": ", 1)[1] for line in lines if ": trial 0 " in line]
+    assert trial0[0].startswith("trial 0 started") and trial0[1].startswith("trial 0 resumed"), lines
+    assert trial0[-1].startswith("trial 0 finished")
+    study = assert_study_and_directories_agree(search_dir, 3)
+    running = [trial.number for trial in study.trials if trial.state in UNFINISHED]
+    assert not running, f"trials {running} still running with both workers ended; progress.log: {lines}"
+
+    assert tune_cli.main([str(path), f"search_dir={search_dir}", "slurm=local", "--final"]) == 0
+    assert "queued 2 final cells" in capsys.readouterr().out
+    final_jobs = [submitit.SlurmJob(folder=search_dir / "final" / "submitit", job_id=job["job_id"])
+                  for cell in json.loads((search_dir / "final" / "manifest.json").read_text())["cells"].values()
+                  for job in cell["jobs"]]
+    for job in final_jobs:
+        wait_for(lambda job=job: job.done(force_check=True), 600, f"final cell {job.job_id} to end")
+    assert report_cli.main([str(search_dir)]) == 0
+    report = capsys.readouterr().out
+    assert "search " in report and "3 finished" in report and "final: 2 cells finished, 0 missing or failed" in report
+    assert optuna.trial.TrialState.RUNNING not in {t.state for t in optuna.load_study(
+        study_name="search", storage=f"sqlite:///{search_dir / 'study.db'}").trials}

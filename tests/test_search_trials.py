@@ -1,80 +1,20 @@
-"""istar-tune's search files and refusals (one line each, nothing written), sampling, claiming and resuming trials,
-the final comparison's cells and the SLURM dry run; no model is trained here (tests/test_search_workers.py trains)."""
+"""istar-tune's search directory and its trials, without training (tests/test_search_workers.py trains): opening the
+study (an unreachable database, a folder holding another search or files of the user's, a larger budget extending it),
+values sampled within their declared range and sign, trials claimed once and a killed worker's trial resumed with its
+values, evaluation on the held-out share of the training file, the final comparison's cells and when it may run, and
+the dry run's plan and workers' sbatch script."""
 import math
 
 import optuna
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from test_search_files import refused, write_search
 
 from istar_plugin.cli import tune as cli
-from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, check, load, parse, read_search
+from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, load, read_search
 from istar_plugin.launch.study import claim_trial, open_search, sample
 from istar_plugin.launch.tune import final_grid, unfinished
-
-SPACE = {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"},
-         "criterion.zeta": {"choices": [0.2, 0.8]}}
-FIXED = {"recipe": "movie_snippets", "criterion": "istar", "data.validation_split": 0.25}
-
-
-def write_search(folder, **content):
-    path = folder / "s.yaml"
-    path.write_text(yaml.safe_dump({"fixed": FIXED, "space": SPACE, **content}))
-    return path
-
-
-def refused(capsys, *argv):
-    """Run istar-tune; returns (exit code, its stderr lines)."""
-    code = cli.main([str(a) for a in argv])
-    return code, capsys.readouterr().err.splitlines()
-
-
-@pytest.mark.parametrize("content, line", [
-    ({"trails": 4}, "istar-tune: error: search file {path}: unknown key 'trails'; keys: description, base, fixed, "
-                    "space, seeds, trials, sampler, pruner, baseline, final_seeds, storage"),
-    ({"space": {"criterion.lam": {"low": 1, "high": 0.1}}},
-     "istar-tune: error: space.criterion.lam: low must be below high, got low=1, high=0.1"),
-    ({"space": {"criterion.lam": {"low": -1, "high": 1, "log": True}}},
-     "istar-tune: error: space.criterion.lam: a log range needs 0 < low (a signed range: sign: both), got low=-1"),
-    ({"space": {"criterion.lam": {"low": 1, "high": 2, "scale": "log"}}},
-     "istar-tune: error: space.criterion.lam: unknown field 'scale'; fields: low, high, log, sign, int, choices"),
-    ({"space": {"criterion.lamda": {"low": 1, "high": 2}}},
-     "istar-tune: error: a trial (criterion.lamda=1.0) is refused: command line: unknown key 'criterion.lamda'; "
-     "allowed: distributed_cloud, lam, layers, name, padding, shrinkage_mode, shrinkage_points, zeta"),
-    ({"space": {"criterion.zeta": {"low": 0.5, "high": 2}}},
-     "istar-tune: error: a trial (criterion.zeta=2.0) is refused: criterion.zeta must lie in [0, 1], got 2.0"),
-    ({"pruner": "hyperband"}, "istar-tune: error: pruner 'hyperband' unknown; choose one of: median, halving, none"),
-    ({"seeds": [1, 1]}, "istar-tune: error: seeds names a seed twice: [1, 1]"),
-    ({"fixed": {"recipe": "movie_snippets"}},
-     "istar-tune: error: a search chooses on data held out of the training set: set data.validation_split (e.g. "
-     "data.validation_split=0.1) in fixed or on the command line"),
-    ({"storage": "redis://host/0"}, "istar-tune: error: storage 'redis://host/0' is no database URL; schemes: sqlite, "
-                                    "postgresql, mysql, journal (sqlite:///PATH, postgresql://..., mysql://..., "
-                                    "journal:PATH)"),
-    ({"fixed": {**FIXED, "criterion.zeta": 0.2}},
-     "istar-tune: error: criterion.zeta is both fixed and searched (seed: set seeds= instead); keep it in one place"),
-])
-def test_a_bad_search_file_is_one_line_and_writes_nothing(tmp_path, capsys, content, line):
-    path = write_search(tmp_path, **content)
-    code, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}")
-    assert (code, err) == (2, [line.format(path=path)])
-    assert not (tmp_path / "search").exists()
-
-
-def test_unknown_searches_keys_and_launch_options_are_refused_with_the_choices(tmp_path, capsys):
-    path = write_search(tmp_path)
-    assert refused(capsys, "nonesuch") == (2, ["istar-tune: error: unknown search 'nonesuch'; searches: "
-                                               "lm_smollm2_lambda, rte_minilm, sst2_minilm, sst2_minilm_demo, "
-                                               "sst2_minilm_grid"])
-    assert refused(capsys, path, "optim.lr=-1") == (2, [
-        "istar-tune: error: a trial (criterion.lam=-10.0, criterion.zeta=0.2) is refused: optim.lr=-1.0 is out of "
-        "range; allowed: > 0"])
-    assert refused(capsys, path, "workers=0") == (2, ["istar-tune: error: workers must be a positive integer, got '0'"])
-    assert refused(capsys, path, "launcher=cloud") == (2, ["istar-tune: error: launcher 'cloud' unknown; choose one "
-                                                           "of: inline, local, slurm"])
-    assert refused(capsys, path, "grid_dir=/tmp/x") == (2, ["istar-tune: error: grid_dir= is istar-grid's; "
-                                                            "istar-tune takes search_dir=DIR"])
 
 
 @pytest.mark.parametrize("url, line", [
@@ -108,18 +48,6 @@ def test_a_search_directory_holding_another_search_or_foreign_files_is_refused(t
                                  "istar_plugin did not write (notes.txt); choose a new or empty search_dir, nothing "
                                  "was changed"]
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
-
-
-def test_command_line_keys_set_the_search_or_add_run_overrides(tmp_path):
-    spec = load(str(write_search(tmp_path)), ["trials=3", "seeds=[2,3]", "optim.lr=1e-4", "sampler=random"])
-    assert (spec.trials, spec.seeds, spec.final_seeds, spec.sampler) == (3, (2, 3), (2, 3), "random")
-    assert spec.fixed[-1] == "optim.lr=1e-4" and spec.baseline == ("criterion=cross_entropy",)
-    assert read_search_roundtrip(tmp_path, spec) == spec.as_dict()
-
-
-def read_search_roundtrip(tmp_path, spec):
-    open_search(spec, tmp_path / "roundtrip")
-    return read_search(tmp_path / "roundtrip").as_dict()
 
 
 @given(low=st.floats(1e-4, 1.0), span=st.floats(1.5, 1e3), sign=st.sampled_from(["positive", "negative", "both"]),
@@ -181,20 +109,6 @@ def test_the_dry_run_prints_the_plan_and_the_workers_sbatch_script_and_writes_no
     assert "  criterion.lam: 0.1 to 10 in magnitude on a log scale, either sign\n" in out
     assert "#SBATCH --array=0-2%" in out and "submitit.core._submit" in out
     assert not (tmp_path / "search").exists()
-
-
-def test_the_packaged_searches_compose_at_every_corner():
-    for name in ("lm_smollm2_lambda", "rte_minilm", "sst2_minilm", "sst2_minilm_demo", "sst2_minilm_grid"):
-        check(load(name))
-    assert parse({"fixed": FIXED, "space": SPACE}, "x").trials == 24
-
-
-@pytest.mark.parametrize("text, reason", [("", "no mapping naming its search"), ("name: [", "not YAML"),
-                                          ("fixed: {}", "no mapping naming its search")])
-def test_a_damaged_search_record_is_one_line(tmp_path, text, reason):
-    (tmp_path / "search.yaml").write_text(text)
-    with pytest.raises(SearchError, match=rf"search.yaml is damaged \({reason}"):
-        read_search(tmp_path)
 
 
 def test_a_held_out_evaluation_reads_the_training_file_alone_and_scores_the_validation_share(shared_data, tmp_path):
