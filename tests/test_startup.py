@@ -1,5 +1,6 @@
-"""The quick commands compose and answer without importing the training stack (torch, transformers, ...), and
-importing the library leaves the caller's environment as it was."""
+"""The quick commands compose and answer without importing the training stack (torch, transformers, ...), the sweep
+commands (istar-grid, istar-tune) refuse bad input in one line with errors.py's exit code, and importing the library
+leaves the caller's environment as it was."""
 import json
 import os
 import subprocess
@@ -22,6 +23,15 @@ except SystemExit as exit:
 print(json.dumps({"code": code, "heavy": [name for name in %r if name in sys.modules]}), file=sys.stderr)
 """
 PROBE = PROBE_OF % ("run", HEAVY)
+SWEEP_CASES = [("tune", ["--help"], 0, None), ("tune", ["--list"], 0, None),
+         ("tune", ["nonexistent"], 2, "istar-tune: error: unknown search 'nonexistent'"),
+         ("tune", ["sst2_minilm", "workers=0"], 2, "istar-tune: error: workers must be a positive integer"),
+         ("tune", ["sst2_minilm", "foo.bar=1"], 2, "istar-tune: error: a trial"),
+         ("tune", ["sst2_minilm", "launcher=cloud"], 2, "istar-tune: error: launcher 'cloud' unknown"),
+         ("grid", ["--help"], 0, None), ("grid", ["--list"], 0, None),
+         ("grid", ["nonexistent"], 2, "istar-grid: error: unknown grid 'nonexistent'"),
+         ("grid", ["smoke", "foo.bar=1"], 2, "istar-grid: error: cell "),
+         ("grid", ["smoke", "launcher=cloud"], 2, "istar-grid: error: launcher 'cloud' unknown")]
 
 
 def _probe(script: str, arguments: list) -> dict:
@@ -35,6 +45,17 @@ def test_a_quick_command_imports_no_training_framework(arguments):
     outcome = _probe("run", arguments)
     assert outcome["heavy"] == []
     assert outcome["code"] == (2 if arguments in (["batch_size=0"], ["--help", "optim.lrr"]) else 0)
+
+
+@pytest.mark.parametrize("command, arguments, code, message", SWEEP_CASES, ids=lambda value: str(value))
+def test_a_sweep_command_imports_no_training_framework_and_fails_in_one_line(command, arguments, code, message):
+    done = subprocess.run([sys.executable, "-c", PROBE_OF % (command, HEAVY), *arguments], capture_output=True,
+                          text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    outcome = json.loads(lines[-1])
+    assert (outcome["heavy"], outcome["code"]) == ([], code)
+    if message:
+        assert lines[0].startswith(message) and len(lines) == 2
 
 
 @pytest.mark.parametrize("arguments", (["--help"], ["--no-such-option"]), ids=" ".join)
