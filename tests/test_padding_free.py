@@ -207,8 +207,9 @@ def test_a_padding_free_run_ends_with_the_padded_runs_metrics_and_is_not_resumed
     monkeypatch.setattr(packing, "GROUP_COST", 10**9)
     def run(padding_free, output_dir):
         return compose(tiny_run_arguments(
-            tiny_bert, shared_data, "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=300", "precision=fp32",
-            "model.dropout=0", "optim.lr=1e-3", "data.max_train_samples=48", "data.max_eval_samples=24",
+            tiny_bert, shared_data, "criterion=istar", "criterion.lam=-1", "criterion.shrinkage_points=300",
+            "precision=fp32", "model.dropout=0", "optim.lr=1e-3", "data.max_train_samples=48",
+            "data.max_eval_samples=24",
             f"model.padding_free={padding_free}", f"output_dir={output_dir}"))
 
     padded = Trainer(run("false", tmp_path / "padded")).fit()
