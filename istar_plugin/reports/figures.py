@@ -11,8 +11,6 @@ from typing import Any, Callable
 
 from ..storage.atomic import atomic_write_bytes
 
-__all__ = ["MARKERS", "Figure", "pyplot", "single", "panels", "style", "save_png"]
-
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 130
 

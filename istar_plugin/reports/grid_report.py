@@ -19,8 +19,6 @@ from .records.cells import Record
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
 
-__all__ = ["Grid", "TABLES", "FIGURES", "write_report", "unwritten_figures"]
-
 
 @dataclass
 class Grid:

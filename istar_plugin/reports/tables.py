@@ -10,8 +10,6 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_text
 
-__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text", "SETTING_HEADER", "setting_cells"]
-
 SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
 """The Markdown columns naming a setting (:func:`setting_cells`)."""
 

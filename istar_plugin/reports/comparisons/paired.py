@@ -12,9 +12,6 @@ import numpy as np
 from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
-           "CONFUSION_METRICS", "POOLED_METRICS", "ROUNDS", "LEVEL", "UNDEFINED", "EXAMPLES", "resamples_examples"]
-
 ROUNDS = 2000
 """Bootstrap rounds; the generator is seeded, so a report is reproducible."""
 

@@ -20,10 +20,6 @@ from ..records.settings import Setting, records_by_setting, setting_key, setting
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare",
-           "unpaired_predictions", "Pairing", "pair_outcomes", "read_outcome", "MISSING", "POWER", "POWER_COLUMNS",
-           "POWER_CAPTION", "half_width", "seeds_to_decide", "paper_gains", "power_rows", "power_markdown"]
-
 BASE = "cross_entropy"
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",

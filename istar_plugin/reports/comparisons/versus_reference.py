@@ -15,8 +15,6 @@ from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
 
-__all__ = ["parse_reference", "comparisons", "markdown", "caption", "why_not", "COLUMNS"]
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
            "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
            "isoscore_per_seed", "isoscore_reference_std", "isoscore_within_spread", "resampled")

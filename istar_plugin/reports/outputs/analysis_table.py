@@ -10,8 +10,6 @@ from typing import Any, Optional, Sequence
 
 from ..tables import Table, markdown_table, write_table
 
-__all__ = ["CAPTION", "TABLE", "column_order", "distinct_labels", "rows", "markdown", "write_summary"]
-
 CAPTION = ("What istar-analyze measured of each model, a column each (the numbers behind the I-STAR paper's Figures 4 "
            "to 6): its score with the split's examples and the step of the weights read; IsoScore* (zeta 0, padding "
            "excluded) of each layer's token cloud; TwoNN intrinsic dimension of each layer's example vectors (an "

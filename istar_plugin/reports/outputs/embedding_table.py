@@ -19,9 +19,6 @@ from ..records.run_extras import sentence_embeddings
 from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
-__all__ = ["TABLE_FILE", "TABLE_COLUMNS", "markdown_table", "GRID_COLUMNS", "GRID_CAPTION", "grid_rows",
-           "grid_markdown"]
-
 TABLE_FILE = "embeddings.md"
 """The file of ``istar-embed``'s ``--out`` folder that holds :func:`markdown_table`."""
 TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),

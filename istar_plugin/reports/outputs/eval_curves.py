@@ -13,8 +13,6 @@ from ..records.run_extras import evaluations
 from ..records.settings import records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "step", "seeds", "score", "score_std",
            "isoscore_star", "isoscore_star_std", "embedding_i1", "embedding_i1_std")
 CAPTION = ("Evaluations over training steps of every setting evaluated at two or more steps: at each step, the seeds "

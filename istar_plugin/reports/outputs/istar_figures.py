@@ -15,8 +15,6 @@ from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
 from ..records.cells import SHOWN_AS_STORED, Record
 from ..records.settings import Setting, settings
 
-__all__ = ["figure3_points", "figure3", "figure7_points", "figure8_points", "figure7", "figure8"]
-
 
 def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
           ) -> dict[tuple, Setting]:

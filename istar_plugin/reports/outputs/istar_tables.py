@@ -15,9 +15,6 @@ from ..records.settings import (SELECTIONS, Setting, best_settings, display_name
                                 setting_order, setting_row)
 from ..tables import markdown_table, number_text
 
-__all__ = ["CAPTIONS", "TABLE2_COLUMNS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown",
-           "table1_csv_rows", "table2", "table2_markdown", "paper_comparison"]
-
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
 CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",

@@ -13,8 +13,6 @@ from ..records.run_extras import layer_isoscores
 from ..records.settings import records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
 CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the "
            "first transformer layer), each layer's mean over seeds, then the median and the range over those layers, "

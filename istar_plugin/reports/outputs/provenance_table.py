@@ -15,9 +15,6 @@ from ..records.settings import display_name, method_order
 from ..records.run_extras import Provenance, cell_provenance
 from ..tables import markdown_table
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown", "WALL_TIMES_COLUMNS", "WALL_TIMES_CAPTION", "wall_times",
-           "wall_times_markdown"]
-
 CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
 MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
 COLUMNS = CELL_COLUMNS + MACHINE_COLUMNS

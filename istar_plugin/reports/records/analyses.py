@@ -8,9 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ANALYSIS", "is_analysis", "analysis_files", "read_analyses", "EMBEDDINGS", "is_embedding_report",
-           "read_embedding_results"]
-
 ANALYSIS = "analysis.json"
 """The file ``istar-analyze`` writes per analysed model."""
 

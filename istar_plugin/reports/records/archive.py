@@ -21,8 +21,6 @@ from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, find_cells
 
-__all__ = ["ORIGIN", "Outcome", "Plan", "archive", "plan", "summarised_log"]
-
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100

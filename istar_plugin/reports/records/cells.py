@@ -25,10 +25,6 @@ from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, Re
 from ..paper.istar import reported_metrics
 from .run_extras import failure_hints, wall_seconds
 
-__all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
-           "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
-           "check_against_config", "finite_number"]
-
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
 fraction in [0, 1] and is shown x100."""

@@ -10,9 +10,6 @@ from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
-__all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
-           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key", "setting_row"]
-
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
 
