@@ -1,6 +1,4 @@
-"""Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` (each a markdown and
-a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order by :func:`write_report` where the
-grid's cells allow them (computed in :mod:`.outputs` and :mod:`.comparisons`)."""
+"""Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` and :data:`FIGURES`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -22,8 +20,7 @@ from .tables import Table, write_table
 
 @dataclass
 class Grid:
-    """What the outputs are computed from: the grid's records and ``istar-report``'s options; what several outputs
-    share is computed once."""
+    """The grid's records and ``istar-report``'s options; what several outputs share is computed once."""
 
     records: Sequence[Record]
     paper_model: Optional[str] = None
@@ -109,10 +106,10 @@ def unwritten_figures(records: Sequence[Record]) -> list[str]:
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
                  reference: Optional[str] = None) -> str:
-    """Write every output file into ``out``; returns what to print: Table 1 (and its held-out selection when the
-    cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables.
-    ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run;
-    ``reference`` (``precision=fp32``): every other value of that swept key against it (``versus_reference.md``)."""
+    """Write every output file into ``out``; returns what to print.
+
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
+    ``key=value`` every other value of that key is compared with."""
     out.mkdir(parents=True, exist_ok=True)
     grid = Grid(records, paper_model, reference)
     shown = [write_table(table, grid, out) for table in TABLES]

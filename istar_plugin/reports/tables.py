@@ -20,12 +20,8 @@ def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
 
 @dataclass(frozen=True)
 class Table:
-    """One output table: what it is computed from (``rows`` of the report's inputs), and how it is written.
-
-    ``NAME.md`` holds ``caption`` and ``markdown(grid, rows)`` (no file without ``markdown``); ``NAME.csv``
-    holds ``csv_rows(grid, rows)`` in ``columns`` (the rows' own keys when None; no file when ``csv_rows`` is None).
-    Without rows nothing is written, unless ``always``. ``shown``: the heading under which ``istar-report`` prints
-    ``NAME.md``'s text (None: not printed); ``absent(grid)``: the line it prints instead when there are no rows."""
+    """One output table: ``rows`` of the report's inputs, written as ``NAME.md`` (``caption`` and ``markdown``) and
+    ``NAME.csv`` (``csv_rows`` in ``columns``); without rows nothing is written, unless ``always``."""
 
     name: str
     rows: Callable[[Any], Sequence]

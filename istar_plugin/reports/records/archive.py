@@ -1,7 +1,5 @@
-"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself
-(``istar-report GRID --archive DIR``): each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log
-summarised (:func:`summarised_log`), and ``archive.json`` saying where and when (docs/architecture.md, "Archives are
-grids"). :func:`plan` checks everything and writes nothing; :meth:`Plan.write` archives."""
+"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself:
+each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``."""
 from __future__ import annotations
 
 import json
@@ -65,17 +63,15 @@ class Plan:
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory`` (see the module docstring); one outcome per cell,
-    in the order of their names. Raises as :func:`plan` does, archiving nothing."""
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
     return plan(grid, directory).write()
 
 
 def plan(grid: str | os.PathLike, directory: str | os.PathLike,
          cells: Optional[Callable[[Path], bool]] = None) -> Plan:
-    """What archiving ``grid``'s cells (those ``cells`` accepts, when given) into ``directory`` will do, writing
-    nothing. Raises :class:`~istar_plugin.errors.RunDirError` when ``directory`` holds files istar_plugin did not
-    write or a different record of some cell, :class:`~istar_plugin.errors.ConfigError` when it lies inside
-    ``grid``."""
+    """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
+
+    RunDirError for foreign files or a different record in ``directory``, ConfigError when it lies inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -152,9 +148,7 @@ def _write(cell: Path, snapshot: _Snapshot) -> None:
 
 
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
-    """``metrics.jsonl``'s lines, of its training records (``train/...``) only ``training_records`` spread evenly,
-    the last and those at an evaluation's step, and the first and last line (the wall time); returns the text, the
-    records kept and the records there were."""
+    """``metrics.jsonl`` with only ``training_records`` of its training records kept; (text, kept, there were)."""
     lines = [line + "\n" for line in text.splitlines() if line.strip()]
     records = [record or {} for record in json_lines("".join(lines), METRICS, strict=False)]  # {}: a line cut short
     training = [i for i, record in enumerate(records) if any(key.startswith("train/") for key in record)]

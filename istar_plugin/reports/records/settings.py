@@ -1,5 +1,5 @@
-"""A grid's records grouped into settings: one :class:`Setting` per model, task, method, lambda, zeta and variant
-over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says)."""
+"""A grid's records grouped into settings (one :class:`Setting` per model, task, method, lambda, zeta and variant),
+the methods' names and order, and each method's best setting."""
 from __future__ import annotations
 
 import statistics
@@ -141,12 +141,9 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared): the highest,
-    or the lowest for a perplexity.
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared).
 
-    ``selection="validation"`` compares the mean held-out validation score instead, among settings whose every
-    seed has one. Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
-    """
+    ``selection="validation"``: the best mean held-out validation score, among settings whose every seed has one."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
