@@ -1,6 +1,5 @@
-"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``: what
-each trained to choose, its choice, and the choice on the evaluation split against its baseline and the first
-search's choice, paired by seed; ``searches.png``: best held-out score against optimizer steps trained).
+"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``,
+``searches.png``).
 
 >>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
 ...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
@@ -77,8 +76,7 @@ def _ended(search: Search) -> list:
 
 
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: sampler, pruner, trials, steps and hours trained, its choice and held-out score, and the
-    choice's evaluation mean paired with its baseline and with the first search's choice."""
+    """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
     first: Optional[list[Record]] = None
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
@@ -86,7 +84,6 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
         hours = sum(search.wall_seconds(trial) or 0 for trial in ended) / 3600
         steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
-        # relabelled: two searches' final runs kept apart when paired (both may call their choice trial3)
         runs = [replace(record, variant=f"{label}: {record.variant}")
                 for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
         if index == 0:

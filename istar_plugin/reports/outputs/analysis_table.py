@@ -1,7 +1,5 @@
-"""``istar-analyze``'s analyses as one table, a column per analysed model: the numbers behind the I-STAR paper's
-Figures 4 to 6 (IsoScore* and TwoNN per layer, the last layer's mean activation) with the last layer's EV_1 and
-average cosine, the outlier dimensions and the word embeddings' I1/I2. ``istar-analyze`` writes it as
-``summary.md``; the docs render it afresh from an archived analysis folder (:mod:`..records.analyses`)."""
+"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model: the numbers behind the
+I-STAR paper's Figures 4 to 6 and the last layer's isotropy measures."""
 from __future__ import annotations
 
 import statistics

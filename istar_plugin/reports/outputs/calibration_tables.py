@@ -1,6 +1,5 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs
-(``paper/ding_calibration_glue.csv``): per model, calibration method (:func:`calibration_method`) and task, mean ± std
-over seeds in the paper's metric for the task, collapsed runs marked; the paper states its I1/I2 only as ranges."""
+"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside
+theirs: per model, calibration method and task, mean ± std over seeds in the paper's metric."""
 from __future__ import annotations
 
 import math
@@ -71,8 +70,7 @@ def calibration_method(criterion: dict[str, Any]) -> str:
 
 
 def read_runs(cells: Iterable[Path]) -> list[Run]:
-    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
-    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
+    """The runs of the given finished cell directories on a GLUE task; ResultsError for an unreadable one."""
     runs = []
     for cell in cells:
         results = read_results(Path(cell), require_finished=True)

@@ -1,7 +1,5 @@
-"""Did the penalty move the layers it acts on? For a grid whose I-STAR cells score a range of layers
-(``criterion.layers``), the eval IsoScore* of each of those layers (from every run's
-``eval_isoscore_star_per_layer``), averaged over seeds, summarised per setting (Base included) by its median and
-range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``."""
+"""Did the penalty move the layers it acts on? ``penalised_layers.md``/``.csv``: per setting, the median and range
+over the penalised layers of their eval IsoScore*, averaged over seeds."""
 from __future__ import annotations
 
 import statistics
