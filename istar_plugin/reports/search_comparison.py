@@ -70,7 +70,6 @@ def trial_steps(search: Search, number: int) -> Optional[int]:
 
 
 def _ended(search: Search) -> list:
-    """The trials that ended (finished, pruned, failed), in the order they ended."""
     return sorted((trial for trial in search.trials if trial.datetime_complete is not None),
                   key=lambda trial: trial.datetime_complete)
 

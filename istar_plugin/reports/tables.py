@@ -1,5 +1,4 @@
-"""Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written to ``NAME.md`` and
-``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures)."""
+"""Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written by :func:`write_table`."""
 from __future__ import annotations
 
 import csv
@@ -14,10 +13,6 @@ SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
 """The Markdown columns naming a setting (:func:`setting_cells`)."""
 
 
-def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
-    return rows
-
-
 @dataclass(frozen=True)
 class Table:
     """One output table: ``rows`` of the report's inputs, written as ``NAME.md`` (``caption`` and ``markdown``) and
@@ -27,7 +22,7 @@ class Table:
     rows: Callable[[Any], Sequence]
     markdown: Optional[Callable[[Any, Sequence], str]] = None
     columns: Optional[Sequence[str]] = None
-    csv_rows: Optional[Callable[[Any, Sequence], Sequence]] = _as_they_are
+    csv_rows: Optional[Callable[[Any, Sequence], Sequence]] = lambda grid, rows: rows
     caption: Union[str, Callable[[Any], str]] = ""
     shown: Optional[str] = None
     always: bool = False

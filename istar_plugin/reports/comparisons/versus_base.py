@@ -54,7 +54,6 @@ def unpaired_predictions(records: Sequence[Record]) -> list[str]:
 
 
 def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
-    """Each non-Base setting with the Base setting it is compared with (those without one left out)."""
     all_settings = settings(records)
     pairs = [(setting, _base_for(setting, all_settings)) for setting in all_settings if setting.method != BASE]
     return [(setting, base) for setting, base in pairs if base is not None]
@@ -152,7 +151,6 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
 
 
 def _recorded(cell: Path) -> dict[str, Any]:
-    """The run's final step and its evaluation split's example count, as its ``results.json`` records them."""
     results = read_results(cell, strict=False)
     if results is None:
         return {}
