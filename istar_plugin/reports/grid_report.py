@@ -88,7 +88,6 @@ TABLES = (
           markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
           shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),
 )
-"""Every table ``istar-report`` writes, in the order it prints them."""
 
 FIGURES = (
     Figure("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
@@ -96,7 +95,6 @@ FIGURES = (
            "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
     Figure("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
 )
-"""Every figure ``istar-report`` draws where the grid's cells give it points."""
 
 
 def unwritten_figures(records: Sequence[Record]) -> list[str]:

@@ -150,7 +150,6 @@ TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_ca
                 markdown=lambda comparison, rows: searches_table(rows, comparison.searches[0].metric,
                                                                  comparison.labels[0]),
                 csv_rows=_csv_rows),)
-"""What ``istar-report SEARCH_A SEARCH_B --out DIR`` writes besides :data:`FIGURE`."""
 
 
 def progress_points(search: Search) -> list[tuple[int, float]]:

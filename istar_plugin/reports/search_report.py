@@ -76,7 +76,6 @@ def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
     return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
 
 
-# ------------------------------------------------------------------------------------------------- trials
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     """The median eval IsoScore* of the trial's penalised layers, averaged over its finished runs; None without."""
     medians = []
@@ -137,7 +136,6 @@ def _trials_caption(report: Report) -> str:
             "better).\n\n")
 
 
-# ------------------------------------------------------------------------------------------------- the choice
 def final_runs(search: Search) -> dict[str, list[Record]]:
     """Setting (``trialN``, ``baseline``, from each final cell's name) -> its finished runs, each its own variant."""
     runs: dict[str, list[Record]] = {}
@@ -222,7 +220,6 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
                            [[shown(row["trial"]), row["path"], row["problem"]] for row in rows])
 
 
-# ------------------------------------------------------------------------------------------------- figures
 def history_points(search: Search) -> dict[str, list]:
     """``finished`` (trial, score), ``pruned`` (trial, last score), ``failed`` trials, ``best`` so far (percent)."""
     points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
@@ -293,14 +290,12 @@ TABLES = (
           caption="Where the study and the trials' run directories disagree (listed, never averaged).\n\n",
           markdown=_problems_markdown),
 )
-"""Every table ``istar-report SEARCH_DIR`` writes."""
 
 FIGURES = (
     SearchFigure("history.png", _why_no_history, _draw_history),
     SearchFigure("importances.png", lambda report: report.importances if isinstance(report.importances, str)
                  else None, _draw_importances),
 )
-"""Every figure ``istar-report SEARCH_DIR`` draws where the study gives it something to draw."""
 
 
 def unwritten_figures(report: Report) -> list[str]:

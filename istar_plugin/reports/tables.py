@@ -10,7 +10,6 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from ..storage.atomic import atomic_write_text
 
 SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
-"""The Markdown columns naming a setting (:func:`setting_cells`)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ ROUNDS = 2000
 LEVEL = 0.95
 
 UNDEFINED = "undefined (one seed)"
-"""The verdict of a seeds-only comparison on a single pair of runs."""
 
 EXAMPLES = "seeds and examples"
 """``resampled`` of a comparison that resampled the evaluation examples within each seed."""

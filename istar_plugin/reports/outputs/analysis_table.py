@@ -94,7 +94,6 @@ def markdown(analyses: Sequence[dict[str, Any]], table: Optional[Sequence[Sequen
 
 
 TABLE = Table("summary", rows=rows, markdown=markdown, csv_rows=None, caption=CAPTION)
-"""``summary.md``: :data:`CAPTION` and :func:`markdown`."""
 
 
 def write_summary(analyses: Sequence[dict[str, Any]], out: Path) -> Path:

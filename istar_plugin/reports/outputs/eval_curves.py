@@ -17,7 +17,6 @@ CAPTION = ("Evaluations over training steps of every setting evaluated at two or
            "evaluated there and their mean ± std (— for one seed) of the task score, of eval IsoScore* and, "
            "where the cells log it, of the word-embedding matrix's I1.\n\n")
 MEASURES = {"isoscore_star": "eval/isoscore_star", "embedding_i1": "eval/embedding_i1"}
-"""Row key -> the metrics log's key of each measure shown beside the task score."""
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -53,7 +52,6 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
 
 
 def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
-    """The finite numbers the seeds' evaluations hold under ``key``."""
     return [float(evaluation[key]) for evaluation in evaluated if finite_number(evaluation.get(key))]
 
 

@@ -11,6 +11,7 @@ from ...storage.logs import read_records
 from ...storage.provenance import PROVENANCE
 from ...storage.results import read_results
 
+
 def wall_seconds(cell: Path) -> Optional[float]:
     """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
     attempts = read_records(Path(cell) / "attempts.jsonl", strict=False)

@@ -22,7 +22,6 @@ from .study_file import STUDY_FILE, load
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
           optuna.trial.TrialState.WAITING: "waiting"}
-"""A trial's state as the report names it."""
 
 
 def is_search(directory: Path) -> bool:

@@ -137,7 +137,6 @@ SELECTIONS = {
     "validation": "each method's best setting by its mean over seeds on the validation split held out of the "
                   "training set (data.validation_split); the evaluation split is scored once, after the choice",
 }
-"""How a table's settings were selected -> the caption line saying so."""
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:

@@ -25,7 +25,6 @@ from ...errors import RunDirError, one_line
 from ...storage.reading import read_text
 
 STUDY_FILE = "study.json"
-"""The study's record in an archive of a search."""
 ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
 """The states a trial never leaves: its record is final."""
 
