@@ -37,7 +37,6 @@ TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over s
                   f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
 TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
                   "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
-"""The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
         elif archived == snapshot.files:
             outcomes[snapshot.name] = Outcome(snapshot.name, "unchanged", snapshot.status)
         else:
-            conflicts.append((snapshot.name, _first_difference(archived, snapshot.files)))
+            conflicts.append((snapshot.name, next(file for file in RECORD_FILES
+                                                  if archived.get(file) != snapshot.files.get(file))))
     if conflicts:
         (name, file), others = conflicts[0], f" (and {len(conflicts) - 1} other cells)" if len(conflicts) > 1 else ""
         raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
@@ -133,10 +134,6 @@ def _archived_files(cell: Path) -> dict[str, bytes] | None:
     if not (cell / "config.yaml").is_file():
         return None
     return {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
-
-
-def _first_difference(archived: dict[str, bytes], files: dict[str, bytes]) -> str:
-    return next(file for file in RECORD_FILES if archived.get(file) != files.get(file))
 
 
 def _write(cell: Path, snapshot: _Snapshot) -> None:
