@@ -1,7 +1,6 @@
-"""Render the documentation's tables from data, so no number in docs/ is typed by hand. A page marks each table
-with its source, ``<!-- table: SOURCE -->`` ... ``<!-- end table -->`` (the forms of SOURCE: docs/index.md, "How these
-pages stay true"). ``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region;
-``--check`` lists the pages whose tables differ from their sources and exits 1."""
+"""Render the documentation's tables (``<!-- table: SOURCE -->`` ... ``<!-- end table -->``) from data:
+``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the
+pages whose tables differ from their sources and exits 1."""
 from __future__ import annotations
 
 import argparse
@@ -106,8 +105,7 @@ def render_source(path: str | Path) -> str:
 
 
 class ArchiveReports:
-    """The ``istar-report`` outputs of archives, each written once (into a temporary folder) however many tables the
-    pages take from it: ``with ArchiveReports() as reports: reports.table(archive, "table1.md", options)``."""
+    """The ``istar-report`` outputs of archives, each written once into a temporary folder."""
 
     def __init__(self) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
@@ -191,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def update(targets: list[Path], check: bool) -> int:
-    """Render every marked table of ``targets``; rewrite stale pages (atomically) unless ``check``; 1 if ``check``
-    found a stale one."""
+    """Render every marked table of ``targets``; rewrite stale pages unless ``check``; 1 if ``check`` found one."""
     stale = []
     with ArchiveReports() as reports:
         for page in targets:

@@ -1,5 +1,4 @@
-"""What every report figure shares: a headless matplotlib figure (one axis, or panels), one axis style, an atomic
-PNG write, and the :class:`Figure` declaration ``istar-report``'s figures are listed by."""
+"""What every report figure shares: a headless figure (one axis, or panels), one style, a PNG write, :class:`Figure`."""
 from __future__ import annotations
 
 import io
@@ -11,16 +10,13 @@ from typing import Any, Callable
 
 from ..storage.atomic import atomic_write_bytes
 
-__all__ = ["MARKERS", "Figure", "pyplot", "single", "panels", "style", "save_png"]
-
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 130
 
 
 @dataclass(frozen=True)
 class Figure:
-    """One output figure: ``points(records)`` is what it draws (empty: nothing to draw, and ``why_not`` says so),
-    ``draw(records, path)`` draws it into ``name``."""
+    """One output figure: ``points(records)`` is what it draws (empty: ``why_not`` says why), ``draw`` draws it."""
 
     name: str
     points: Callable[[Any], Any]
@@ -29,8 +25,7 @@ class Figure:
 
 
 def pyplot():
-    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use: reports that draw no
-    figure never load matplotlib)."""
+    """``matplotlib.pyplot`` on the non-interactive Agg backend, imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg")

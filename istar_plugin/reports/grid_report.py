@@ -1,6 +1,4 @@
-"""Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` (each a markdown and
-a CSV file, :class:`~.tables.Table`) and :data:`FIGURES`, written in that order by :func:`write_report` where the
-grid's cells allow them (computed in :mod:`.outputs` and :mod:`.comparisons`)."""
+"""Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` and :data:`FIGURES`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -19,13 +17,10 @@ from .records.cells import Record
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
 
-__all__ = ["Grid", "TABLES", "FIGURES", "write_report", "unwritten_figures"]
-
 
 @dataclass
 class Grid:
-    """What the outputs are computed from: the grid's records and ``istar-report``'s options; what several outputs
-    share is computed once."""
+    """The grid's records and ``istar-report``'s options; what several outputs share is computed once."""
 
     records: Sequence[Record]
     paper_model: Optional[str] = None
@@ -93,7 +88,6 @@ TABLES = (
           markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
           shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),
 )
-"""Every table ``istar-report`` writes, in the order it prints them."""
 
 FIGURES = (
     Figure("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
@@ -101,7 +95,6 @@ FIGURES = (
            "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
     Figure("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
 )
-"""Every figure ``istar-report`` draws where the grid's cells give it points."""
 
 
 def unwritten_figures(records: Sequence[Record]) -> list[str]:
@@ -111,10 +104,10 @@ def unwritten_figures(records: Sequence[Record]) -> list[str]:
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
                  reference: Optional[str] = None) -> str:
-    """Write every output file into ``out``; returns what to print: Table 1 (and its held-out selection when the
-    cells scored a validation split), every setting against Base (``versus_base.md``) and the other papers' tables.
-    ``paper_model`` (``bert``): whose numbers in the paper's Table 1 stand beside a model the paper did not run;
-    ``reference`` (``precision=fp32``): every other value of that swept key against it (``versus_reference.md``)."""
+    """Write every output file into ``out``; returns what to print.
+
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
+    ``key=value`` every other value of that key is compared with."""
     out.mkdir(parents=True, exist_ok=True)
     grid = Grid(records, paper_model, reference)
     shown = [write_table(table, grid, out) for table in TABLES]

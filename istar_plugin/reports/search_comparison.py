@@ -1,6 +1,5 @@
-"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``: what
-each trained to choose, its choice, and the choice on the evaluation split against its baseline and the first
-search's choice, paired by seed; ``searches.png``: best held-out score against optimizer steps trained).
+"""``istar-report SEARCH_A SEARCH_B [...] --out DIR``: searches of one task side by side (``searches.md/.csv``,
+``searches.png``).
 
 >>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
 ...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
@@ -71,14 +70,12 @@ def trial_steps(search: Search, number: int) -> Optional[int]:
 
 
 def _ended(search: Search) -> list:
-    """The trials that ended (finished, pruned, failed), in the order they ended."""
     return sorted((trial for trial in search.trials if trial.datetime_complete is not None),
                   key=lambda trial: trial.datetime_complete)
 
 
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: sampler, pruner, trials, steps and hours trained, its choice and held-out score, and the
-    choice's evaluation mean paired with its baseline and with the first search's choice."""
+    """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
     first: Optional[list[Record]] = None
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
@@ -86,7 +83,6 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
         hours = sum(search.wall_seconds(trial) or 0 for trial in ended) / 3600
         steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
-        # relabelled: two searches' final runs kept apart when paired (both may call their choice trial3)
         runs = [replace(record, variant=f"{label}: {record.variant}")
                 for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
         if index == 0:
@@ -154,7 +150,6 @@ TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_ca
                 markdown=lambda comparison, rows: searches_table(rows, comparison.searches[0].metric,
                                                                  comparison.labels[0]),
                 csv_rows=_csv_rows),)
-"""What ``istar-report SEARCH_A SEARCH_B --out DIR`` writes besides :data:`FIGURE`."""
 
 
 def progress_points(search: Search) -> list[tuple[int, float]]:

@@ -1,13 +1,5 @@
-"""What ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search: :data:`TABLES` (``trials``, ``chosen``,
-``problems``), :data:`FIGURES` (``history.png``, ``importances.png``) and the final grid's report in ``OUT/final``.
-
->>> rows = [{"setting": "trial1", "chosen": True, "values": "optim.lr=3e-05", "held_out": 71.25, "seed=1": 70.0,
-...          "mean": 70.0, "paired": None}]
->>> print(chosen_table(rows, "accuracy"), end="")
-| setting | values | held-out accuracy | seed 1 | mean | Δ vs baseline | 95% interval | verdict | resampled |
-|---|---|---|---|---|---|---|---|---|
-| trial1 (chosen) | optim.lr=3e-05 | 71.25 | 70.00 | 70.00 | — | — | — | — |
-"""
+"""What ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search: :data:`TABLES`, :data:`FIGURES` and the
+final grid's report in ``OUT/final``."""
 from __future__ import annotations
 
 import importlib.util
@@ -84,10 +76,8 @@ def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
     return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
 
 
-# ------------------------------------------------------------------------------------------------- trials
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
-    """The median eval IsoScore* of the layers the trial's penalty acts on (``criterion.layers``), averaged over its
-    finished runs; None for a penalty on every layer or without a finished run."""
+    """The median eval IsoScore* of the trial's penalised layers, averaged over its finished runs; None without."""
     medians = []
     for run in search.runs(number):
         results = read_results(run / RESULTS, require_finished=True, strict=False)
@@ -101,8 +91,7 @@ def penalised_isoscore(search: Search, number: int) -> Optional[float]:
 
 
 def trial_rows(search: Search) -> list[dict[str, Any]]:
-    """One row per trial in number order: state, values, held-out score and per-seed scores (percent), where a pruned
-    trial stopped, a failed trial's reason, run directories, wall time, :func:`penalised_isoscore`."""
+    """One row per trial in number order."""
     rows = []
     for trial in search.trials:
         values, scores = trial.user_attrs.get(VALUES) or {}, trial.user_attrs.get(SCORES) or {}
@@ -147,7 +136,6 @@ def _trials_caption(report: Report) -> str:
             "better).\n\n")
 
 
-# ------------------------------------------------------------------------------------------------- the choice
 def final_runs(search: Search) -> dict[str, list[Record]]:
     """Setting (``trialN``, ``baseline``, from each final cell's name) -> its finished runs, each its own variant."""
     runs: dict[str, list[Record]] = {}
@@ -167,8 +155,7 @@ def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) ->
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
-    """The chosen setting, the baseline, then any earlier choice in ``final/``: held-out score, evaluation score per
-    seed and a trial's paired difference to the baseline; none without a choice."""
+    """The chosen setting, the baseline, then any earlier choice in ``final/``; none without a choice."""
     if search.best is None:
         return []
     runs, chosen = final_runs(search), f"trial{search.best.number}"
@@ -233,7 +220,6 @@ def _problems_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
                            [[shown(row["trial"]), row["path"], row["problem"]] for row in rows])
 
 
-# ------------------------------------------------------------------------------------------------- figures
 def history_points(search: Search) -> dict[str, list]:
     """``finished`` (trial, score), ``pruned`` (trial, last score), ``failed`` trials, ``best`` so far (percent)."""
     points: dict[str, list] = {"finished": [], "pruned": [], "failed": [], "best": []}
@@ -304,14 +290,12 @@ TABLES = (
           caption="Where the study and the trials' run directories disagree (listed, never averaged).\n\n",
           markdown=_problems_markdown),
 )
-"""Every table ``istar-report SEARCH_DIR`` writes."""
 
 FIGURES = (
     SearchFigure("history.png", _why_no_history, _draw_history),
     SearchFigure("importances.png", lambda report: report.importances if isinstance(report.importances, str)
                  else None, _draw_importances),
 )
-"""Every figure ``istar-report SEARCH_DIR`` draws where the study gives it something to draw."""
 
 
 def unwritten_figures(report: Report) -> list[str]:
@@ -320,8 +304,7 @@ def unwritten_figures(report: Report) -> list[str]:
 
 
 def write_report(report: Report, out: Path) -> list[str]:
-    """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns why each
-    output not written was not."""
+    """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns what was not."""
     out.mkdir(parents=True, exist_ok=True)
     absent = [write_table(table, report, out) for table in TABLES]
     for figure in FIGURES:

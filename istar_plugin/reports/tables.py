@@ -1,5 +1,4 @@
-"""Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written to ``NAME.md`` and
-``NAME.csv`` by :func:`write_table` (:mod:`.figures` is the same for figures)."""
+"""Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written by :func:`write_table`."""
 from __future__ import annotations
 
 import csv
@@ -10,30 +9,19 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_text
 
-__all__ = ["Table", "write_table", "csv_text", "markdown_table", "number_text", "SETTING_HEADER", "setting_cells"]
-
 SETTING_HEADER = ("Model", "Task", "Method", "λ", "ζ", "other")
-"""The Markdown columns naming a setting (:func:`setting_cells`)."""
-
-
-def _as_they_are(grid: Any, rows: Sequence) -> Sequence:
-    return rows
 
 
 @dataclass(frozen=True)
 class Table:
-    """One output table: what it is computed from (``rows`` of the report's inputs), and how it is written.
-
-    ``NAME.md`` holds ``caption`` and ``markdown(grid, rows)`` (no file without ``markdown``); ``NAME.csv``
-    holds ``csv_rows(grid, rows)`` in ``columns`` (the rows' own keys when None; no file when ``csv_rows`` is None).
-    Without rows nothing is written, unless ``always``. ``shown``: the heading under which ``istar-report`` prints
-    ``NAME.md``'s text (None: not printed); ``absent(grid)``: the line it prints instead when there are no rows."""
+    """One output table: ``rows`` of the report's inputs, written as ``NAME.md`` (``caption`` and ``markdown``) and
+    ``NAME.csv`` (``csv_rows`` in ``columns``); without rows nothing is written, unless ``always``."""
 
     name: str
     rows: Callable[[Any], Sequence]
     markdown: Optional[Callable[[Any, Sequence], str]] = None
     columns: Optional[Sequence[str]] = None
-    csv_rows: Optional[Callable[[Any, Sequence], Sequence]] = _as_they_are
+    csv_rows: Optional[Callable[[Any, Sequence], Sequence]] = lambda grid, rows: rows
     caption: Union[str, Callable[[Any], str]] = ""
     shown: Optional[str] = None
     always: bool = False

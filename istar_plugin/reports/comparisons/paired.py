@@ -1,6 +1,5 @@
 """A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
-interval (seeds, then the evaluation examples within each where the metric allows, ``predictions.json``) and a
-verdict at this sample size (docs/architecture.md, "Paired comparisons")."""
+interval and a verdict at this sample size."""
 from __future__ import annotations
 
 import statistics
@@ -12,20 +11,15 @@ import numpy as np
 from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
-__all__ = ["PairedDifference", "paired_difference", "signed", "hierarchical_bootstrap", "pooled_bootstrap",
-           "CONFUSION_METRICS", "POOLED_METRICS", "ROUNDS", "LEVEL", "UNDEFINED", "EXAMPLES", "resamples_examples"]
-
 ROUNDS = 2000
 """Bootstrap rounds; the generator is seeded, so a report is reproducible."""
 
 LEVEL = 0.95
 
 UNDEFINED = "undefined (one seed)"
-"""The verdict of a seeds-only comparison on a single pair of runs."""
 
 EXAMPLES = "seeds and examples"
-"""``resampled`` of a comparison that resampled the evaluation examples within each seed; any other value (``seeds``,
-or ``seeds (why)``) resampled the seeds alone."""
+"""``resampled`` of a comparison that resampled the evaluation examples within each seed."""
 
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
@@ -48,8 +42,7 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        """``better``, ``worse`` or ``not distinguishable``; ``undefined (one seed)`` when one pair of runs is all
-        there is and its examples were not resampled (an interval of no width decides nothing)."""
+        """``better``, ``worse`` or ``not distinguishable``; ``undefined (one seed)`` for one seeds-only pair."""
         if self.resampled != EXAMPLES and len(self.seeds) < 2:
             return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
@@ -68,8 +61,7 @@ class PairedDifference:
 
 
 def signed(value: float) -> str:
-    """A difference with its sign: two decimals, or two significant digits when it would round to zero (a real but
-    tiny difference stays visible as one).
+    """A difference with its sign: two decimals, or two significant digits when it would round to zero.
 
     >>> signed(1.234), signed(-0.0000437), signed(0.0)
     ('+1.23', '-4.4e-05', '+0.00')
@@ -80,12 +72,9 @@ def signed(value: float) -> str:
 def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome]], base: dict[int, Optional[Outcome]],
                       scores: Optional[tuple[dict[int, float], dict[int, float]]] = None, rounds: int = ROUNDS,
                       seed: int = 0) -> Optional[PairedDifference]:
-    """The paired comparison of ``method`` and ``base`` runs (seed -> outcome) on their common seeds; None when they
-    share no seed. ``scores`` (seed -> percentage, method then Base) stand in where outcomes are missing.
+    """The paired comparison of ``method`` and ``base`` runs (seed -> outcome) on their common seeds; None without.
 
-    The examples are resampled when every paired run has an outcome on the same references and the task's metric
-    has a scorer here; otherwise the seeds alone, from ``scores``.
-    """
+    ``scores`` (seed -> percentage, method then Base): resampled alone where the examples cannot be."""
     seeds = sorted(set(method) & set(base))
     if not seeds:
         return None
@@ -118,12 +107,9 @@ def resamples_examples(task: str, metric: str) -> bool:
 
 def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                            seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
-    """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)`` (fractions), resampling seeds,
-    then examples within each, the same examples for both runs of a seed. ``pairs``: per seed (method
-    predictions, Base predictions, references), class labels; ``metric`` one of :data:`CONFUSION_METRICS`.
+    """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)``, resampling seeds, then examples.
 
-    Resampling a seed's examples is drawing counts of its (method prediction, Base prediction, reference)
-    triples from a multinomial with their observed shares, so each metric comes from two confusion matrices.
+    ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`.
 
     >>> refs = [0, 1, 2, 3] * 25
     >>> hierarchical_bootstrap([(refs, refs, refs)], "accuracy", rounds=50)  # identical runs differ by nothing
@@ -148,9 +134,9 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
 
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                      seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
-    """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)`` for a metric pooled over texts
-    (:data:`POOLED_METRICS`): ``pairs`` per seed (method NLL sums, Base NLL sums, token counts), one entry per text;
-    seeds resampled, then texts within each, the same texts for both runs.
+    """Percentile interval of the mean over seeds of a :data:`POOLED_METRICS` difference, resampling seeds, then texts.
+
+    ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text.
 
     >>> texts = ([2.0, 4.0, 6.0], [2.0, 4.0, 6.0], [1, 2, 3])
     >>> pooled_bootstrap([texts], "perplexity", rounds=50)  # identical runs differ by nothing
@@ -208,6 +194,5 @@ def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level:
 
 
 def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    """The central ``level`` percentile interval of the bootstrap ``values``."""
     tail = (1 - level) / 2
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

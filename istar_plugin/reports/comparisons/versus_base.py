@@ -1,8 +1,5 @@
-"""Every setting against Base on the same model and task (the Base setting of the same variant, else Base's best),
-paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``, the intervals Table 1 and Figure 3 show, and what each
-comparison could detect (``power.md``, :func:`power_rows`). A run whose ``predictions.json`` cannot be paired
-(:func:`pair_outcomes`) leaves its comparison to the seeds, ``resampled`` saying why, and is listed by
-:func:`unpaired_predictions`; runs that all predate ``predictions.json`` are compared by their seeds silently."""
+"""Every setting against Base on the same model and task, paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``,
+the intervals Table 1 and Figure 3 show, and what each comparison could detect (``power.md``, :func:`power_rows`)."""
 from __future__ import annotations
 
 import math
@@ -20,10 +17,6 @@ from ..records.settings import Setting, records_by_setting, setting_key, setting
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
-__all__ = ["BASE", "comparisons", "comparison_of", "markdown", "COLUMNS", "CAPTION", "compare",
-           "unpaired_predictions", "Pairing", "pair_outcomes", "read_outcome", "MISSING", "POWER", "POWER_COLUMNS",
-           "POWER_CAPTION", "half_width", "seeds_to_decide", "paper_gains", "power_rows", "power_markdown"]
-
 BASE = "cross_entropy"
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
@@ -34,8 +27,7 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per non-Base setting that shares a seed with a Base setting of its model and task (:data:`COLUMNS`,
-    plus ``text`` and the :class:`~.paired.PairedDifference` as ``paired``), in settings order."""
+    """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
     groups = records_by_setting(records)
     rows = []
     for setting, base in _against_base(records):
@@ -51,8 +43,7 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 
 def unpaired_predictions(records: Sequence[Record]) -> list[str]:
-    """One line per run whose ``predictions.json`` a comparison with Base could not pair (``CELL/predictions.json
-    PROBLEM: ...``), each run once, in the comparisons' order."""
+    """One line per run whose ``predictions.json`` a comparison with Base could not pair, each run once."""
     groups, lines = records_by_setting(records), {}
     for setting, base in _against_base(records):
         pairing = pair_outcomes(setting.task, setting.metric, groups[setting_key(setting)], groups[setting_key(base)])
@@ -63,7 +54,6 @@ def unpaired_predictions(records: Sequence[Record]) -> list[str]:
 
 
 def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
-    """Each non-Base setting with the Base setting it is compared with (those without one left out)."""
     all_settings = settings(records)
     pairs = [(setting, _base_for(setting, all_settings)) for setting in all_settings if setting.method != BASE]
     return [(setting, base) for setting, base in pairs if base is not None]
@@ -75,8 +65,7 @@ def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) ->
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The comparison as a Markdown table: difference to Base, its 95% interval, the verdict, and how many of the
-    setting's runs (and Base's) predicted one class for every example."""
+    """The comparison as a Markdown table."""
     header = (*SETTING_HEADER, "metric", "seeds", "Δ vs Base", "95% interval", "verdict", "per seed", "one class",
               "resampled")
     return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"],
@@ -92,8 +81,7 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
 
 
 def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``:
-    :func:`~istar_plugin.reports.records.settings.records_by_setting`)."""
+    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``)."""
     method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
     pairing = pair_outcomes(setting.task, setting.metric, method_runs, base_runs)
     paired = paired_difference(
@@ -110,8 +98,7 @@ MISSING = "is missing"
 
 @dataclass(frozen=True)
 class Pairing:
-    """Each side's outcome per seed (None: not resampled), and ``(cell path, problem)`` for every run whose
-    ``predictions.json`` could have been resampled but cannot be paired (``is damaged (...)``)."""
+    """Each side's outcome per seed (None: not resampled), and ``(cell path, problem)`` per unpairable run."""
 
     method: dict[int, Optional[Outcome]]
     base: dict[int, Optional[Outcome]]
@@ -144,8 +131,7 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
 
 
 def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
-    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``
-    (:data:`MISSING` when it has none)."""
+    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``."""
     cell = Path(record.path)
     try:
         scored = read_predictions(cell)
@@ -165,7 +151,6 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
 
 
 def _recorded(cell: Path) -> dict[str, Any]:
-    """The run's final step and its evaluation split's example count, as its ``results.json`` records them."""
     results = read_results(cell, strict=False)
     if results is None:
         return {}
@@ -198,9 +183,7 @@ def half_width(paired: PairedDifference) -> float:
 
 
 def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
-    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``;
-    None for no effect to decide, an interval of no width, or a single seed (how seeds vary is then unknown: its
-    interval, from its examples alone, says nothing of that).
+    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``.
 
     >>> seeds_to_decide(1.0, 5, 1.0), seeds_to_decide(1.0, 5, 0.29), seeds_to_decide(0.3, 5, 1.23)
     (11, 122, 2)
@@ -221,8 +204,7 @@ def paper_gains(method: str, task: str, metric: str) -> list[tuple[str, float]]:
 
 
 def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per setting of ``comparisons`` (:func:`comparisons`) and paper model with a reported gain
-    (one row with no paper model where the paper reports none): :data:`COLUMNS`."""
+    """One row per setting of ``comparisons`` and paper model with a reported gain."""
     table = []
     for row in comparisons:
         paired, setting = row["paired"], row["setting"]

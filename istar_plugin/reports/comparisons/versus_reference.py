@@ -1,7 +1,5 @@
-"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``, e.g.
-``precision=fp32``), every method alike, paired by seed: ``versus_reference.md``/``.csv``. Each setting with ``KEY``
-at another value is compared with the setting that differs from it in ``KEY`` alone: the score's paired difference
-and verdict, the eval IsoScore*'s mean paired difference, and the reference's spread over seeds for both."""
+"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``), paired by seed:
+``versus_reference.md``/``.csv``, each setting against the one that differs from it in ``KEY`` alone."""
 from __future__ import annotations
 
 import statistics
@@ -14,8 +12,6 @@ from ..records.settings import Setting, records_by_setting, setting_row, setting
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
-
-__all__ = ["parse_reference", "comparisons", "markdown", "caption", "why_not", "COLUMNS"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
            "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
@@ -31,8 +27,7 @@ def parse_reference(text: str) -> tuple[str, str]:
 
 
 def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any]]:
-    """One row per setting with ``KEY`` at another value than the reference's and a reference setting sharing a
-    seed with it (:data:`COLUMNS`), in settings order."""
+    """One row per setting with ``KEY`` at another value and a reference setting sharing a seed with it."""
     key, value = parse_reference(reference)
     all_settings, groups = settings(records), records_by_setting(records)
     rows = []
@@ -66,11 +61,7 @@ def caption(reference: str) -> str:
 
 
 def why_not(reference: str) -> str:
-    """Why there is no comparison with ``reference``: no setting has its key at another value.
-
-    >>> why_not("precision=fp32")
-    'versus_reference.md not written: no setting has precision at another value than precision=fp32\\n'
-    """
+    """Why there is no comparison with ``reference``: no setting has its key at another value."""
     key = reference.partition("=")[0]
     return f"versus_reference.md not written: no setting has {key} at another value than {reference}\n"
 

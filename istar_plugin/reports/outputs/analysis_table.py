@@ -1,7 +1,5 @@
-"""``istar-analyze``'s analyses as one table, a column per analysed model: the numbers behind the I-STAR paper's
-Figures 4 to 6 (IsoScore* and TwoNN per layer, the last layer's mean activation) with the last layer's EV_1 and
-average cosine, the outlier dimensions and the word embeddings' I1/I2. ``istar-analyze`` writes it as
-``summary.md``; the docs render it afresh from an archived analysis folder (:mod:`..records.analyses`)."""
+"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model: the numbers behind the
+I-STAR paper's Figures 4 to 6 and the last layer's isotropy measures."""
 from __future__ import annotations
 
 import statistics
@@ -9,8 +7,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..tables import Table, markdown_table, write_table
-
-__all__ = ["CAPTION", "TABLE", "column_order", "distinct_labels", "rows", "markdown", "write_summary"]
 
 CAPTION = ("What istar-analyze measured of each model, a column each (the numbers behind the I-STAR paper's Figures 4 "
            "to 6): its score with the split's examples and the step of the weights read; IsoScore* (zeta 0, padding "
@@ -98,7 +94,6 @@ def markdown(analyses: Sequence[dict[str, Any]], table: Optional[Sequence[Sequen
 
 
 TABLE = Table("summary", rows=rows, markdown=markdown, csv_rows=None, caption=CAPTION)
-"""``summary.md``: :data:`CAPTION` and :func:`markdown`."""
 
 
 def write_summary(analyses: Sequence[dict[str, Any]], out: Path) -> Path:

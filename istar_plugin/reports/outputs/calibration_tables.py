@@ -1,6 +1,5 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs
-(``paper/ding_calibration_glue.csv``): per model, calibration method (:func:`calibration_method`) and task, mean ± std
-over seeds in the paper's metric for the task, collapsed runs marked; the paper states its I1/I2 only as ranges."""
+"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside
+theirs: per model, calibration method and task, mean ± std over seeds in the paper's metric."""
 from __future__ import annotations
 
 import math
@@ -38,7 +37,6 @@ TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over s
                   f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
 TABLE4_CAPTION = ("Isotropy calibration, Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning, "
                   "mean ± std over seeds; the paper gives only ranges over its models and tasks (methods.md).\n\n")
-"""The captions ``istar-report`` writes above the two tables (``calibration_table1.md``, ``calibration_table4.md``)."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +69,7 @@ def calibration_method(criterion: dict[str, Any]) -> str:
 
 
 def read_runs(cells: Iterable[Path]) -> list[Run]:
-    """The runs of the given finished cell directories (each with a ``results.json``) on a GLUE task; a cell whose
-    results cannot be read raises :class:`~istar_plugin.storage.results.ResultsError` (one line)."""
+    """The runs of the given finished cell directories on a GLUE task; ResultsError for an unreadable one."""
     runs = []
     for cell in cells:
         results = read_results(Path(cell), require_finished=True)

@@ -1,9 +1,5 @@
-"""The sentence-embedding tables: ``istar-embed``'s (``embeddings.md``, :func:`markdown_table`): one row per
-(layer, transform), STS-B Spearman x100 and the isotropy of the sentence embeddings; and a grid's
-(``sentence_embeddings.md``, :func:`grid_rows`): for every setting whose runs recorded their sentence embeddings
-(engine ``sentence_transformers``), the evaluation split's Spearman x100 and IsoScore raw and after each post-hoc
-transform, mean ± std over seeds, and each one's difference to Base *raw* paired by seed (a seeds-only interval,
-:mod:`..comparisons.paired`)."""
+"""The sentence-embedding tables: ``istar-embed``'s (``embeddings.md``, one row per layer and transform) and a
+grid's (``sentence_embeddings.md``, per setting and transform, each against Base *raw* paired by seed)."""
 from __future__ import annotations
 
 import statistics
@@ -19,9 +15,6 @@ from ..records.run_extras import sentence_embeddings
 from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
-__all__ = ["TABLE_FILE", "TABLE_COLUMNS", "markdown_table", "GRID_COLUMNS", "GRID_CAPTION", "grid_rows",
-           "grid_markdown"]
-
 TABLE_FILE = "embeddings.md"
 """The file of ``istar-embed``'s ``--out`` folder that holds :func:`markdown_table`."""
 TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),
@@ -30,8 +23,7 @@ TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4
 
 
 def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
-    """One row per (layer, transform) of ``results[layer][transform]`` (the measures), in their order: Spearman x100
-    and the isotropy measures (``undefined (why)`` where the data leave one undefined)."""
+    """One row per (layer, transform) of ``results[layer][transform]``, in their order."""
     header = ("layer", "transform", "Spearman x100", "IsoScore", "IsoScore*", "avg cos", "I1", "EV_1", "RankMe",
               "align", "uniform")
     return _markdown_table(header, ([layer, name, *(undefined_text(m, name_, spec) for name_, spec in TABLE_COLUMNS)]

@@ -1,6 +1,4 @@
-"""How the evaluations moved during training (``curves.md``/``.csv``): for every setting whose cells evaluated at two
-or more steps, one row per step with the mean ± std over the seeds evaluated there of the table metric (a
-percentage), eval IsoScore* and, when logged, the word-embedding matrix's I1, from each cell's metrics log."""
+"""How the evaluations moved during training (``curves.md``/``.csv``), per setting and evaluated step."""
 from __future__ import annotations
 
 import statistics
@@ -13,20 +11,16 @@ from ..records.run_extras import evaluations
 from ..records.settings import records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
-__all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "step", "seeds", "score", "score_std",
            "isoscore_star", "isoscore_star_std", "embedding_i1", "embedding_i1_std")
 CAPTION = ("Evaluations over training steps of every setting evaluated at two or more steps: at each step, the seeds "
            "evaluated there and their mean ± std (— for one seed) of the task score, of eval IsoScore* and, "
            "where the cells log it, of the word-embedding matrix's I1.\n\n")
 MEASURES = {"isoscore_star": "eval/isoscore_star", "embedding_i1": "eval/embedding_i1"}
-"""Row key -> the metrics log's key of each measure shown beside the task score."""
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per evaluated step of each setting whose cells evaluated at two or more steps (:data:`COLUMNS`; a
-    mean is None where no seed logged it, a std None with fewer than two seeds), in settings order."""
+    """One row per evaluated step of each setting whose cells evaluated at two or more steps, in settings order."""
     groups = records_by_setting(records)
     result = []
     for setting in settings(records):
@@ -49,8 +43,7 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
-    """The curves as a Markdown table: the score to 2 decimals, IsoScore* and I1 to 3; the I1 column only when some
-    cell logs it."""
+    """The curves as a Markdown table; the I1 column only when some cell logs it."""
     with_i1 = any(row["embedding_i1"] is not None for row in table)
     header = [*SETTING_HEADER, "metric", "step", "seeds", "score", "eval IsoScore*"]
     return markdown_table(header + (["I1 (embeddings)"] if with_i1 else []), ([
@@ -59,7 +52,6 @@ def markdown(table: Sequence[dict[str, Any]]) -> str:
 
 
 def _values(evaluated: Sequence[dict[str, Any]], key: str) -> list[float]:
-    """The finite numbers the seeds' evaluations hold under ``key``."""
     return [float(evaluation[key]) for evaluation in evaluated if finite_number(evaluation.get(key))]
 
 

@@ -1,10 +1,6 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
 
-A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names (in an archive, the
-cell of that name beside it). Per model, task and stage (and stage-2 variant): the metric's median (sample std) over
-seeds as a percentage, the medians of the head inputs' EV_1/EV_2/EV_3 and IsoScore, the trainable parameters, the
-median wall time, and how many seeds stage 2 improved; the paper's numbers (``paper/isolayer_table3.csv``, its source
-named there) for the model names they were measured with (``bert`` = bert-base-cased, ``roberta_large``)."""
+A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names."""
 from __future__ import annotations
 
 import statistics
@@ -53,9 +49,9 @@ class Run:
 
 
 def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run (the grid report
-    lists such cells with their reason). ``metrics``: task -> the metric to report (the paper's: MRPC accuracy, not
-    our combined score); default the run's main metric."""
+    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run.
+
+    ``metrics``: task -> the metric to report; default the run's main metric."""
     results = read_results(Path(cell), require_finished=True, strict=False)
     if results is None:
         return None

@@ -1,9 +1,5 @@
 """Figure 2 of Rudman & Eickhoff (2024): covariance shrinkage makes IsoScore* reliable for small samples.
 
-Points come from a 768-dim zero-mean Gaussian with covariance diag(10, 6, 4, 4, 1, ..., 1), whose IsoScore
-is 0.8673. Sigma_S is the covariance of a separate sample of 75,000 points. Without shrinkage (zeta = 0)
-small samples badly underestimate the isotropy; shrinking towards Sigma_S recovers it from far fewer points.
-
     python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]
 """
 from __future__ import annotations
@@ -47,8 +43,7 @@ def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Gener
 
 @torch.no_grad()
 def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_000) -> tuple[list[dict], float, float]:
-    """Rows (zeta, n_points, mean, std) of IsoScore*(X, zeta, Sigma_S) over repeats, the population IsoScore
-    and IsoScore(Sigma_S) (the zeta -> 1 limit)."""
+    """Rows (zeta, n_points, mean, std) over repeats, the population IsoScore and IsoScore(Sigma_S)."""
     generator = torch.Generator().manual_seed(seed)
     variances = population_variances(dim)
     sigma_s = shrinkage_covariance(variances, shrink_points, generator)

@@ -1,9 +1,5 @@
-"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn by ``istar-report`` when the
-grid holds cells for it: per task, eval IsoScore* against the score, one point per I-STAR lambda (Base is lambda 0),
-beside each lambda's paired difference to Base (:mod:`..comparisons.versus_base`); the score against I-STAR's zeta
-(all-layer cells at three or more zetas for one model, task and lambda); and I-STAR on one layer
-(``criterion.layers=[L]``) against the all-layer penalty and Base. Scores are mean ± std over seeds (one seed: no
-error bar); where several settings share a point, the best mean is shown, as in Table 1."""
+"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it:
+eval IsoScore* against the score per lambda, the score against zeta, and I-STAR on one layer."""
 from __future__ import annotations
 
 import os
@@ -14,8 +10,6 @@ from ..comparisons import versus_base
 from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
 from ..records.cells import SHOWN_AS_STORED, Record
 from ..records.settings import Setting, settings
-
-__all__ = ["figure3_points", "figure3", "figure7_points", "figure8_points", "figure7", "figure8"]
 
 
 def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
@@ -35,9 +29,7 @@ def _bars(values: Sequence[Optional[float]]) -> list[float]:
 
 
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
-    """task -> model -> [(lambda, setting)] in lambda order: every I-STAR lambda (at its best zeta and variant
-    when several were run) and cross_entropy (its best variant) as lambda 0 unless I-STAR ran lambda 0 itself;
-    only tasks on which I-STAR ran (empty: no figure to draw)."""
+    """task -> model -> [(lambda, setting)] in lambda order, cross_entropy as lambda 0 unless I-STAR ran it."""
     lam = {"istar": lambda s: s.lam, "cross_entropy": lambda s: 0.0}
     best = _best(settings(records),
                  lambda s: (s.task, s.model, s.method, lam[s.method](s)) if s.method in lam else None)
@@ -52,10 +44,7 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
 
 
 def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
-    """Figure 3, one row per task: left, eval IsoScore* (x) against score (y), one point per lambda and model, error
-    bars one std over seeds on both axes, each point labelled with its lambda; right, each lambda's difference to
-    Base paired by seed with its 95% bootstrap interval (:mod:`..comparisons.versus_base`; filled: the interval
-    excludes 0). Written as PNG."""
+    """Figure 3, one row per task: eval IsoScore* against score per lambda, beside each lambda's difference to Base."""
     points = figure3_points(records)
     if not points:
         raise ValueError("figure 3 needs finished I-STAR cells; none were given")
@@ -122,8 +111,7 @@ MIN_ZETAS = 3
 
 
 def figure7_points(records: Sequence[Record]) -> dict[str, dict[tuple[str, float], list[tuple[float, Setting]]]]:
-    """task -> (model, lambda) -> [(zeta, setting)] in zeta order, for all-layer I-STAR series with at least
-    :data:`MIN_ZETAS` zetas (the best variant at each zeta)."""
+    """task -> (model, lambda) -> [(zeta, setting)] for all-layer I-STAR series with at least :data:`MIN_ZETAS`."""
     series: dict[tuple[str, str, float], dict[float, Setting]] = {}
     chosen = [r for r in records if r.method == "istar" and r.layers is None and r.zeta is not None]
     for (task, model, lam, zeta), setting in _best(settings(chosen), lambda s: (s.task, s.model, s.lam, s.zeta)
@@ -137,8 +125,7 @@ def figure7_points(records: Sequence[Record]) -> dict[str, dict[tuple[str, float
 
 
 def figure8_points(records: Sequence[Record]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(task, model) -> ``{"layers": [(layer, setting)], "global": setting or None, "base": setting or None}``
-    wherever I-STAR penalised single layers."""
+    """(task, model) -> ``{"layers": [(layer, setting)], "global": ..., "base": ...}`` where I-STAR penalised one."""
     single = sorted({r.layers for r in records if r.method == "istar" and r.layers is not None and len(r.layers) == 1})
     result: dict[tuple[str, str], dict[str, Any]] = {}
     for layers in single:
@@ -170,8 +157,7 @@ def figure7(records: Sequence[Record], path: str | os.PathLike) -> Path:
 
 
 def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
-    """Figure 8: per task and model a panel of score (mean ± std) per single penalised layer, with the all-layer
-    penalty (solid line, band ± std) and Base (dashed line, band ± std) for reference."""
+    """Figure 8: per task and model the score per single penalised layer, beside the all-layer penalty and Base."""
     points = figure8_points(records)
     if not points:
         raise ValueError("figure 8 needs I-STAR cells penalising a single layer (criterion.layers=[L]); "

@@ -1,8 +1,5 @@
-"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting
-(:func:`~istar_plugin.reports.records.settings.best_settings`), mean ± std over seeds, beside the paper's numbers
-(:mod:`istar_plugin.reports.paper.istar`) where it ran the same model, method, task and metric; and the
-hyperparameters each best setting has. Scores are percentages; a run whose eval predictions were all one class is
-marked ``(k collapsed)``."""
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting,
+mean ± std over seeds, beside the paper's numbers; and the hyperparameters each best setting has."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -15,9 +12,6 @@ from ..records.settings import (SELECTIONS, Setting, best_settings, display_name
                                 setting_order, setting_row)
 from ..tables import markdown_table, number_text
 
-__all__ = ["CAPTIONS", "TABLE2_COLUMNS", "table1", "method_columns", "format_score", "row_metrics", "table1_markdown",
-           "table1_csv_rows", "table2", "table2_markdown", "paper_comparison"]
-
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
 CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
@@ -26,9 +20,7 @@ CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
-    """Rows model x task: ``model``, ``task``, ``metric`` and per method column title its best
-    :class:`Setting` (None where the method did not run), selected as ``selection``
-    (:data:`~istar_plugin.reports.records.settings.SELECTIONS`)."""
+    """Rows model x task: ``model``, ``task``, ``metric`` and per method column its best :class:`Setting` or None."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -46,9 +38,7 @@ def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None,
                  paper_model: Optional[str] = None) -> str:
-    """``mean ± std`` of ``metric`` (default the table metric), marked ``(n=k)`` when fewer seeds than the grid's
-    most, or only one, went in, and ``(k collapsed)`` when k of its runs predicted one class for every example;
-    followed by the paper's ``mean ± std`` and our difference where it has the cell."""
+    """``mean ± std`` of ``metric`` (default the table metric) with its marks, then the paper's and our difference."""
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None:
         return "—"
@@ -63,8 +53,7 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
 
 
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
-    """The metrics a Table 1 row is shown in: the paper's for its task (those some method has), and with
-    ``everything`` every other metric the methods' cells report too (for the CSV)."""
+    """The metrics a Table 1 row is shown in: the paper's for its task, and with ``everything`` every other one."""
     settings_ = [row[column] for column in method_columns([row]) if row[column] is not None]
     available = [name for setting in settings_ for name in setting.metric_names()]
     reported = [name for name in reported_metrics(row["task"], row["metric"]) if name in available]
@@ -74,11 +63,9 @@ def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
 
 def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None,
                     paper_model: Optional[str] = None) -> str:
-    """Table 1 as a markdown table, one line per reported metric; the best mean in each line in bold when
-    methods compete; the paper's mean ± std and our difference beside each cell it has; and, in the table metric,
-    ``Δ`` to Base with its interval and verdict where ``versus_base(setting)`` gives one
-    (:func:`istar_plugin.reports.comparisons.versus_base.comparison_of`). ``paper_model``: whose paper numbers stand
-    beside a model the paper did not run."""
+    """Table 1 as a markdown table, one line per reported metric.
+
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
@@ -99,9 +86,7 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:
-    """Table 1 flattened, one row per metric (``reported``: the paper's Table 1 shows it): per method
-    ``<Method> mean``, ``std``, ``n``, ``lam``, ``zeta``, ``variant``, ``paper mean``, ``paper std``, ``difference``,
-    ``paper model`` (the model whose paper numbers those are)."""
+    """Table 1 flattened, one row per metric (``reported``: the paper's Table 1 shows it)."""
     flat = []
     for row in rows:
         reported = row_metrics(row)
@@ -144,8 +129,8 @@ def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
                      ) -> Optional[tuple[float, float, float, str]]:
-    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this model, method, task
-    and metric; for a model the paper did not run (MiniLM), the paper's ``paper_model`` (``bert``) if given."""
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this cell (or
+    ``paper_model``'s)."""
     ours = metric_summary(setting, metric)
     if ours is None or setting is None:
         return None

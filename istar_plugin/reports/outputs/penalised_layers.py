@@ -1,7 +1,5 @@
-"""Did the penalty move the layers it acts on? For a grid whose I-STAR cells score a range of layers
-(``criterion.layers``), the eval IsoScore* of each of those layers (from every run's
-``eval_isoscore_star_per_layer``), averaged over seeds, summarised per setting (Base included) by its median and
-range over the layers. ``istar-report`` writes it as ``penalised_layers.md``/``.csv``."""
+"""Did the penalty move the layers it acts on? ``penalised_layers.md``/``.csv``: per setting, the median and range
+over the penalised layers of their eval IsoScore*, averaged over seeds."""
 from __future__ import annotations
 
 import statistics
@@ -12,8 +10,6 @@ from ..records.cells import Record
 from ..records.run_extras import layer_isoscores
 from ..records.settings import records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
-
-__all__ = ["COLUMNS", "CAPTION", "rows", "markdown"]
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
 CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.layers; hidden-state indices, 1 = the "

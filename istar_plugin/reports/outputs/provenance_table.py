@@ -1,7 +1,5 @@
-"""Where and how long a grid's cells ran. ``provenance.md``/``.csv``: per cell in the CSV, and in Markdown one row
-per host, CPU, bf16 features, torch, precision and code commit, with the cells of each task that ran so (what a run
-did not record is shown as not recorded). ``wall_times.md``/``.csv``: the cells' wall times, start to finish, per
-model, task, method and variant, what a reader needs to size the same grid elsewhere."""
+"""Where and how long a grid's cells ran: ``provenance.md``/``.csv`` (host, CPU, torch, precision, commit) and
+``wall_times.md``/``.csv`` (per model, task, method and variant)."""
 from __future__ import annotations
 
 import statistics
@@ -14,9 +12,6 @@ from ..records.cells import Record
 from ..records.settings import display_name, method_order
 from ..records.run_extras import Provenance, cell_provenance
 from ..tables import markdown_table
-
-__all__ = ["COLUMNS", "CAPTION", "rows", "row", "markdown", "WALL_TIMES_COLUMNS", "WALL_TIMES_CAPTION", "wall_times",
-           "wall_times_markdown"]
 
 CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
 MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))

@@ -7,8 +7,6 @@ from typing import Optional
 
 from . import DATA, paper_rows
 
-__all__ = ["PAPER_METRICS", "PAPER_MODELS", "PAPER_METHODS", "reported_metrics", "paper_table1", "paper_result"]
-
 TABLE1_FILE = DATA / "istar_table1.csv"
 
 PAPER_METRICS = {

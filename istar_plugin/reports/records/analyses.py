@@ -1,15 +1,10 @@
-"""What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of ``istar-analyze``'s
-``--out`` folder (a run's ``RUN/``, a kept checkpoint's ``RUN/step_N/``, the pretrained model's) and
-``istar-embed``'s ``embeddings.json`` (written last, so a folder holding one is complete), so that a copy of such a
-folder kept in git (``docs/evidence/NAME``) is read exactly as the folder itself."""
+"""What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of an ``--out`` folder and
+``istar-embed``'s ``embeddings.json``; a copy of such a folder kept in git is read exactly as the folder itself."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
-
-__all__ = ["ANALYSIS", "is_analysis", "analysis_files", "read_analyses", "EMBEDDINGS", "is_embedding_report",
-           "read_embedding_results"]
 
 ANALYSIS = "analysis.json"
 """The file ``istar-analyze`` writes per analysed model."""
@@ -44,10 +39,8 @@ def is_embedding_report(folder: str | Path) -> bool:
 
 
 def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
-    """``results[layer][transform]``, the measures of ``embeddings.json``'s ``per_layer``, in ``embeddings.md``'s
-    order (the file's keys are sorted as text): layers as ints, ascending as ``istar-embed`` evaluates them,
-    transforms in ``transform_order`` (a file written before it was recorded: in the file's order); a ValueError
-    naming the folder if it holds no ``embeddings.json``."""
+    """``results[layer][transform]`` of ``embeddings.json``'s ``per_layer`` in ``embeddings.md``'s order (ascending
+    int layers, transforms in ``transform_order``); ValueError if the folder holds no ``embeddings.json``."""
     path = Path(folder) / EMBEDDINGS
     if not path.is_file():
         raise ValueError(f"{folder}: no {EMBEDDINGS}: not a folder istar-embed wrote")

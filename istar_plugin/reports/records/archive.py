@@ -1,7 +1,5 @@
-"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself
-(``istar-report GRID --archive DIR``): each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log
-summarised (:func:`summarised_log`), and ``archive.json`` saying where and when (docs/architecture.md, "Archives are
-grids"). :func:`plan` checks everything and writes nothing; :meth:`Plan.write` archives."""
+"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself:
+each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``."""
 from __future__ import annotations
 
 import json
@@ -20,8 +18,6 @@ from ...storage.logs import json_lines
 from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, find_cells
-
-__all__ = ["ORIGIN", "Outcome", "Plan", "archive", "plan", "summarised_log"]
 
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
@@ -67,17 +63,15 @@ class Plan:
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory`` (see the module docstring); one outcome per cell,
-    in the order of their names. Raises as :func:`plan` does, archiving nothing."""
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
     return plan(grid, directory).write()
 
 
 def plan(grid: str | os.PathLike, directory: str | os.PathLike,
          cells: Optional[Callable[[Path], bool]] = None) -> Plan:
-    """What archiving ``grid``'s cells (those ``cells`` accepts, when given) into ``directory`` will do, writing
-    nothing. Raises :class:`~istar_plugin.errors.RunDirError` when ``directory`` holds files istar_plugin did not
-    write or a different record of some cell, :class:`~istar_plugin.errors.ConfigError` when it lies inside
-    ``grid``."""
+    """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
+
+    RunDirError for foreign files or a different record in ``directory``, ConfigError when it lies inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -104,7 +98,8 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
         elif archived == snapshot.files:
             outcomes[snapshot.name] = Outcome(snapshot.name, "unchanged", snapshot.status)
         else:
-            conflicts.append((snapshot.name, _first_difference(archived, snapshot.files)))
+            conflicts.append((snapshot.name, next(file for file in RECORD_FILES
+                                                  if archived.get(file) != snapshot.files.get(file))))
     if conflicts:
         (name, file), others = conflicts[0], f" (and {len(conflicts) - 1} other cells)" if len(conflicts) > 1 else ""
         raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
@@ -141,10 +136,6 @@ def _archived_files(cell: Path) -> dict[str, bytes] | None:
     return {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
 
 
-def _first_difference(archived: dict[str, bytes], files: dict[str, bytes]) -> str:
-    return next(file for file in RECORD_FILES if archived.get(file) != files.get(file))
-
-
 def _write(cell: Path, snapshot: _Snapshot) -> None:
     cell.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(cell / ORIGIN, snapshot.origin)
@@ -154,9 +145,7 @@ def _write(cell: Path, snapshot: _Snapshot) -> None:
 
 
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
-    """``metrics.jsonl``'s lines, of its training records (``train/...``) only ``training_records`` spread evenly,
-    the last and those at an evaluation's step, and the first and last line (the wall time); returns the text, the
-    records kept and the records there were."""
+    """``metrics.jsonl`` with only ``training_records`` of its training records kept; (text, kept, there were)."""
     lines = [line + "\n" for line in text.splitlines() if line.strip()]
     records = [record or {} for record in json_lines("".join(lines), METRICS, strict=False)]  # {}: a line cut short
     training = [i for i, record in enumerate(records) if any(key.startswith("train/") for key in record)]

@@ -1,10 +1,5 @@
-"""The cells of a grid (or of an archive of one, :mod:`.archive`) and what each finished one gives the tables: one
-:class:`Record` per cell, or the one-line reason it gives none (docs/architecture.md, "Cells whose record cannot be
-true").
-
->>> as_percent("sst2", "accuracy", 0.905), as_percent("squad", "f1", 88.5)
-(90.5, 88.5)
-"""
+"""The cells of a grid (or of an archive of one) and what each finished one gives the tables: one :class:`Record` per
+cell, or the one-line reason it gives none."""
 from __future__ import annotations
 
 import math
@@ -25,13 +20,8 @@ from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, Re
 from ..paper.istar import reported_metrics
 from .run_extras import failure_hints, wall_seconds
 
-__all__ = ["Record", "CellProblem", "CELL_FILES", "RECORD_FILES", "METRIC_RANGES", "as_percent", "collect",
-           "find_cells", "read_config", "read_cell", "cell_record", "with_variants", "metric_range",
-           "check_against_config", "finite_number"]
-
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
-"""Task -> metrics shown as stored (SQuAD's are percentages, a perplexity is not a share); every other metric is a
-fraction in [0, 1] and is shown x100."""
+"""Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
 
@@ -47,15 +37,12 @@ METRIC_RANGES = {"accuracy": (0.0, 1.0), "f1": (0.0, 1.0), "matthews_correlation
 
 NOT_A_SETTING = frozenset({"seed", "output_dir", "criterion.lam", "criterion.zeta", "progress", "tensorboard",
                            "log_every", "eval_every", "save_every", "device", "init_from"})
-"""Config keys that never make two cells different settings (``init_from``: a second stage starts from its own
-seed's run)."""
-
+"""Config keys that never make two cells different settings."""
 
 
 @dataclass(frozen=True)
 class Record:
-    """One finished cell: ``value`` its table metric as stored (the paper's for the task, else the main metric),
-    ``score`` the same as a percentage, ``others`` every other task metric as one, ``layers`` the penalty's."""
+    """One finished cell: ``value`` its table metric as stored, ``score`` the same as a percentage."""
 
     task: str
     model: str
@@ -81,7 +68,7 @@ class CellProblem(Exception):
 
 
 def as_percent(task: str, metric: str, value: float) -> float:
-    """``value`` as a percentage: SQuAD's metrics already are, all others are fractions; a perplexity stays one.
+    """``value`` as a percentage: SQuAD's metrics already are, a perplexity stays one.
 
     >>> as_percent("cola", "accuracy", 0.5), as_percent("squad", "f1", 88.5), as_percent("lm", "perplexity", 2)
     (50.0, 88.5, 2)
@@ -90,10 +77,8 @@ def as_percent(task: str, metric: str, value: float) -> float:
 
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under the ``grid_dirs`` (grids or archives, read as one grid) and ``(path,
-    reason)`` for every other cell: unfinished, failed, malformed, contradicting its ``config.yaml``, or a second cell
-    of one setting and seed. Each record's ``variant`` names the config keys (beyond lam, zeta and the seed) on which
-    the cells of its model, task and method differ, as configured today (``as_configured_today``)."""
+    """One record per finished cell under the ``grid_dirs`` (read as one grid) and ``(path, reason)`` for every other
+    cell."""
     grids = [Path(grid_dir) for grid_dir in grid_dirs]
     for grid in grids:
         if not grid.is_dir():
@@ -122,8 +107,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
 
 
 def find_cells(grid: Path) -> list[Path]:
-    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order;
-    a folder that cannot be listed is one :class:`~istar_plugin.errors.RunDirError` line, not cells left out."""
+    """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
     cells = [Path(root) for root, _, files in os.walk(grid, onerror=_unlisted)
              if any(name in files for name in CELL_FILES)]
     return sorted(cells, key=lambda path: path.parts)
@@ -143,8 +127,7 @@ def read_config(cell: Path) -> dict[str, Any]:
 
 
 def check_against_config(record: Record, config: dict[str, Any]) -> None:
-    """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion than the cell's
-    ``config.yaml`` (flat, :func:`read_config`)."""
+    """Raise :class:`CellProblem` when ``results.json`` names another task, seed, model or criterion than ``config``."""
     recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
                 "criterion.lam": record.lam, "criterion.zeta": record.zeta}
     for key, value in recorded.items():
@@ -156,8 +139,7 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
 
 
 def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
-    """Each record with its ``variant``: ``key=value`` for every setting key whose value differs between the
-    cells of the same model, task and method ("" when nothing but lam, zeta and the seed was swept)."""
+    """Each record with its ``variant``: ``key=value`` per setting key that differs within its model/task/method."""
     groups: dict[Key, list[dict[str, Any]]] = {}
     for record, config in finished:
         groups.setdefault((record.model, record.task, record.method), []).append(config)
@@ -182,8 +164,7 @@ def _as_written(value: Any) -> str:
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell; :class:`CellProblem` says why there is none (and, with no results.json, where to
-    look next)."""
+    """The record of a finished cell; :class:`CellProblem` says why there is none."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         return cell_record(results, cell)
@@ -192,7 +173,7 @@ def read_cell(cell: Path) -> Record:
 
 
 def cell_record(results: ResultsRecord, cell: Path) -> Record:
-    """The table row of a finished run's results (raises ResultsError when it lacks what the tables need)."""
+    """The table row of a finished run's results; ResultsError when it lacks what the tables need."""
     criterion, task = results.criterion, results.task
     metric = reported_metrics(task, results.check("main_metric", results.main_metric, "str"))[0]
     value = results.finite_metric(metric)
@@ -231,7 +212,6 @@ def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
 
 
 def _validation_score(results: ResultsRecord) -> Optional[float]:
-    """The run's best score on its held-out validation split, as a percentage; None without one."""
     validation = results.validation or {}
     best, metric = validation.get("best"), validation.get("metric")
     return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and finite_number(best) else None

@@ -1,8 +1,5 @@
-"""What a cell's run directory says beyond its :class:`~.cells.Record`: how long the run took (``attempts.jsonl``,
-else the metrics log), where it ran (:class:`Provenance`), its evaluations over the steps (the metrics log's
-``eval/`` records), the eval IsoScore* of each layer, the sentence-embedding measures and, for a cell without
-results, where to look next (the newest checkpoint and stderr line). Every reader here is lenient: what a cell did
-not record (or recorded unreadably) is None, or empty."""
+"""What a cell's run directory says beyond its :class:`~.cells.Record`: wall time, where it ran, its evaluations,
+per-layer IsoScore*, sentence-embedding measures, and failure hints; what a cell did not record is None, or empty."""
 from __future__ import annotations
 
 import os
@@ -14,8 +11,6 @@ from ...storage.logs import read_records
 from ...storage.provenance import PROVENANCE
 from ...storage.results import read_results
 
-__all__ = ["wall_seconds", "attempt_host", "evaluations", "failure_hints", "layer_isoscores", "sentence_embeddings",
-           "Provenance", "cell_provenance"]
 
 def wall_seconds(cell: Path) -> Optional[float]:
     """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
@@ -36,8 +31,7 @@ def attempt_host(cell: Path) -> Optional[str]:
 
 
 def evaluations(cell: Path) -> dict[int, dict[str, Any]]:
-    """Step -> the ``eval/`` values the cell's metrics log recorded at that step (a step evaluated twice: the later
-    record), in step order."""
+    """Step -> the ``eval/`` values the cell's metrics log recorded at that step (the later of two), in step order."""
     evaluated: dict[int, dict[str, Any]] = {}
     for record in read_records(Path(cell) / "metrics.jsonl", strict=False):
         values = {key: value for key, value in record.items() if key.startswith("eval/")}
@@ -81,16 +75,14 @@ def layer_isoscores(cell: Path, layers: Sequence[int]) -> Optional[list[float]]:
 
 
 def sentence_embeddings(cell: Path) -> Optional[dict[str, dict[str, Any]]]:
-    """Transform -> the evaluation split's sentence-embedding measures (``spearman``, ``isoscore``,
-    ``average_cosine``), as the run recorded them (engine ``sentence_transformers``)."""
+    """Transform -> the evaluation split's sentence-embedding measures, as the run recorded them."""
     results = read_results(Path(cell), strict=False)
     return None if results is None else results.extra.get("sentence_embeddings")
 
 
 @dataclass(frozen=True)
 class Provenance:
-    """What a cell recorded of where it ran; None: not recorded (a run from before these were: the host of its last
-    attempt and its precision)."""
+    """What a cell recorded of where it ran; None: not recorded."""
 
     host: Optional[str] = None
     cpu: Optional[str] = None

@@ -1,21 +1,6 @@
-"""Archives of an ``istar-tune`` search, small enough for git (docs/design/search.md): ``search.yaml``, the study as
-``study.json``, ``progress.log``, and the records of every ended trial's runs and of ``final/``, each kept as a grid
-archive keeps a cell (:mod:`.archive`); archiving again adds what ended since and changes nothing archived.
-
->>> import tempfile, optuna, yaml
->>> from istar_plugin.config.searches import parse
->>> from istar_plugin.storage.ownership import SEARCH_MARKER
->>> spec = parse({"fixed": {"recipe": "movie_snippets"}, "space": {"optim.lr": {"low": 1e-5, "high": 1e-4}}}, "demo")
->>> search = Path(tempfile.mkdtemp()); _ = mark(search, SEARCH_MARKER)
->>> _ = (search / "search.yaml").write_text(yaml.safe_dump({"name": "demo", **spec.as_dict()}))
->>> study = optuna.create_study(study_name="demo", storage=spec.storage_url(search), direction="maximize")
->>> out = Path(tempfile.mkdtemp()) / "demo"
->>> archived = archive_search(search, out)
->>> sorted(path.name for path in out.iterdir()), archived.trials
-(['.istar-archive', 'search.yaml', 'study.json'], 0)
->>> archive_search(search, out).outcomes  # again: nothing to do
-[]
-"""
+"""Archives of an ``istar-tune`` search, small enough for git: ``search.yaml``, the study as ``study.json``,
+``progress.log``, and the records of every ended trial's runs and of ``final/``, each kept as a grid archive keeps a
+cell; archiving again adds what ended since and changes nothing archived."""
 from __future__ import annotations
 
 import json
@@ -45,8 +30,7 @@ class Archived:
 
 
 def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
-    """Archive the search in ``search_dir`` into ``directory``; RunDirError, archiving nothing, when ``directory``
-    holds foreign files, another archive or a different record; ConfigError when it lies inside ``search_dir``."""
+    """Archive the search in ``search_dir`` into ``directory``; RunDirError or ConfigError, archiving nothing."""
     search_dir, directory = Path(search_dir), Path(directory)
     if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")

@@ -1,12 +1,5 @@
 """An ``istar-tune`` search read back (a search directory or an archive of one): its study, its final grid's cells,
-and where the study and the run directories disagree (:func:`disagreements`), listed instead of chosen between.
-
->>> import optuna
->>> pruned = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, intermediate_values={15: 0.5,
-...                                    SEED_STRIDE + 30: 0.25})
->>> pruned_at(pruned, seeds=(1, 2))  # its last report: seed index 1 (seed 2), optimizer step 30
-(2, 30)
-"""
+and where the study and the run directories disagree."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +22,6 @@ from .study_file import STUDY_FILE, load
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
           optuna.trial.TrialState.WAITING: "waiting"}
-"""A trial's state as the report names it."""
 
 
 def is_search(directory: Path) -> bool:
@@ -39,8 +31,7 @@ def is_search(directory: Path) -> bool:
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything (an archive's from ``study.json``); a database that is
-    missing, unreadable or without the study is one RunDirError line ending with ``consequence``."""
+    """The search's study, read without creating anything; RunDirError ending with ``consequence`` if it cannot be."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -139,8 +130,7 @@ def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional
 
 
 def disagreements(search: Search) -> list[dict[str, Any]]:
-    """Where the study and the run directories disagree (``trial``, ``path``, ``problem``): a finished trial's runs
-    must be finished, of that trial, with the study's score; each folder under ``trials/`` a trial of the study."""
+    """Where the study and the run directories disagree, as rows of ``trial``, ``path``, ``problem``."""
     rows = []
     for trial in search.in_state("finished"):
         scores = trial.user_attrs.get(SCORES) or {}
@@ -180,9 +170,5 @@ def _span(numbers: set[int]) -> str:
 
 
 def problem_line(row: dict[str, Any]) -> str:
-    """A disagreement as one line (``istar-report`` warns with it).
-
-    >>> problem_line({"trial": 2, "path": "trials/0002/seed=1", "problem": "the run directory is missing"})
-    'trial 2: trials/0002/seed=1: the run directory is missing'
-    """
+    """A disagreement as one line (``istar-report`` warns with it)."""
     return ("" if row["trial"] is None else f"trial {row['trial']}: ") + f"{row['path']}: {row['problem']}"

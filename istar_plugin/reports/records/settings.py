@@ -1,5 +1,5 @@
-"""A grid's records grouped into settings: one :class:`Setting` per model, task, method, lambda, zeta and variant
-over its seeds, the methods' names and order, and each method's best setting (selected as :data:`SELECTIONS` says)."""
+"""A grid's records grouped into settings (one :class:`Setting` per model, task, method, lambda, zeta and variant),
+the methods' names and order, and each method's best setting."""
 from __future__ import annotations
 
 import statistics
@@ -9,9 +9,6 @@ from typing import Any, Iterable, Optional, Sequence
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
-
-__all__ = ["Setting", "METHOD_NAMES", "SELECTIONS", "settings", "setting_order", "method_order", "display_name",
-           "best_settings", "has_validation", "metric_summary", "records_by_setting", "setting_key", "setting_row"]
 
 METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
 """Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
@@ -140,16 +137,12 @@ SELECTIONS = {
     "validation": "each method's best setting by its mean over seeds on the validation split held out of the "
                   "training set (data.validation_split); the evaluation split is scored once, after the choice",
 }
-"""How a table's settings were selected -> the caption line saying so."""
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared): the highest,
-    or the lowest for a perplexity.
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared).
 
-    ``selection="validation"`` compares the mean held-out validation score instead, among settings whose every
-    seed has one. Ties go to the setting with more seeds, then to the first in lam/zeta/variant order.
-    """
+    ``selection="validation"``: the best mean held-out validation score, among settings whose every seed has one."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}

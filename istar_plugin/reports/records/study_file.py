@@ -1,5 +1,4 @@
-"""An Optuna study as text (``study.json``, sorted keys: the same study gives the same bytes, floats bit for bit):
-what an archive of a search keeps instead of its database, read back as an in-memory study.
+"""An Optuna study as text (``study.json``): what an archive of a search keeps instead of its database.
 
 >>> study = as_study({"study": "demo", "directions": ["MAXIMIZE"], "user_attrs": {}, "trials": []})
 >>> study.add_trial(optuna.trial.create_trial(params={"lr": 0.5}, value=0.75, intermediate_values={15: 0.5},
@@ -26,7 +25,6 @@ from ...errors import RunDirError, one_line
 from ...storage.reading import read_text
 
 STUDY_FILE = "study.json"
-"""The study's record in an archive of a search."""
 ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
 """The states a trial never leaves: its record is final."""
 
