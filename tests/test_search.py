@@ -231,3 +231,24 @@ def test_the_final_comparison_waits_for_every_trial_to_end(tmp_path, capsys):
                                "workers stopped): run istar-tune " + str(path) + " again to resume them, then --final"])
     claim.release()
     assert not (tmp_path / "search" / "final").exists()
+
+
+def test_trial_pruning_stops_a_run_the_pruner_prunes_but_never_the_last_run_at_its_end():
+    from istar_plugin.hooks import TrainingControl
+    from istar_plugin.launch.trial import TrialPruning
+
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
+    hook = TrialPruning(study.ask(), "accuracy", seed_index=1)
+
+    class View:
+        step, total_steps, control = 40, 60, TrainingControl()
+
+    view = View()
+    hook.on_validation(view, 0, {"accuracy": 0.4})
+    assert hook.pruned_at == 40
+    assert view.control.stop_reason == ("pruned by the search: validation accuracy 0.4000 at step 40 "
+                                        "(trial 0, seed index 1)")
+    last = TrialPruning(study.ask(), "accuracy", last_seed=True)
+    view.step = 60
+    last.on_validation(view, 2, {"accuracy": 0.4})
+    assert last.pruned_at is None

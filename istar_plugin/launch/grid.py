@@ -1,18 +1,11 @@
-"""Grids of runs: grid files (``recipes/grids/*.yaml``) and command-line sweeps, expanded into named cells.
-
-A cell is one run: its ``istar-run`` arguments and its run directory's name, the values it sweeps (a dotted key
-shortened to its last part when that is unambiguous).
+"""Grids of runs: grid files (``recipes/grids/*.yaml``, docs/grids.md) and command-line sweeps, expanded into cells
+named by the values they sweep.
 
 >>> grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "seed=1,2"])
 >>> [cell.name for cell in grid.cells]
 ['lam=-5,seed=1', 'lam=-5,seed=2', 'lam=-1,seed=1', 'lam=-1,seed=2']
 >>> grid.cells[0].arguments
 ('recipe=sst2', 'criterion=istar', 'criterion.lam=-5', 'seed=1')
->>> str(grid.default_dir())
-'runs/multirun/recipe=sst2,criterion=istar'
-
-A grid file has ``fixed`` overrides, a ``sweep`` (the product of its lists, first key slowest) and optional
-``variants``, each its own product crossed with ``sweep`` (docs/grids.md).
 """
 from __future__ import annotations
 
@@ -85,11 +78,7 @@ def check_cell(cell: Cell, grid_dir: Path) -> None:
 
 
 def split_values(text: str) -> list[str]:
-    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``.
-
-    >>> split_values("-5,-3,[1,2],'a,b'")
-    ['-5', '-3', '[1,2]', "'a,b'"]
-    """
+    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``."""
     parts, depth, quote, current = [], 0, "", ""
     for char in text:
         if quote:
@@ -133,8 +122,9 @@ def _build(
     name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
     keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
 ) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance; a
-    filtered grid passes its full grid's); ``block_fixed``: each block's own fixed overrides, not in the names."""
+    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
+
+    ``block_fixed``: each block's own fixed overrides, not in the names."""
     keys = keys or _key_order(blocks)
     labels = _labels(keys)
     cells, seen = [], {}
@@ -176,7 +166,7 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value or [values], got {node!r}")
     axes = []
-    for key, value in node.items_ex(resolve=False):  # interpolations (``${cell:...}``) resolve per cell
+    for key, value in node.items_ex(resolve=False):
         values = list(value) if isinstance(value, ListConfig) else [value]
         if not values:
             raise GridError(f"{where}: {key!r} has an empty list of values")
@@ -185,8 +175,8 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply ``arguments``: a swept key's keeps only the cells with its values, any other is
-    an override for every cell (swept when it lists several values)."""
+    """Read a grid file, then apply ``arguments``: a swept key's keep only the cells with its values, any other
+    overrides every cell (swept when it lists several values)."""
     path = grid_path(name)
     try:
         spec = read_yaml(path, "grid file", GridError)
@@ -229,7 +219,6 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
 
 
 def _variant_part(variant: Any, fixed: bool) -> Any:
-    """A variant's ``fixed`` mapping (``fixed=True``) or its swept keys (the rest)."""
     if not isinstance(variant, DictConfig):
         return variant
     if fixed:
