@@ -81,13 +81,6 @@ def latest_checkpoint_step(run_dir: Path) -> int:
     return max(Checkpoints(run_dir).paths(), default=0)
 
 
-def _job_environment() -> Optional[submitit.JobEnvironment]:
-    try:
-        return submitit.JobEnvironment()
-    except RuntimeError:
-        return None
-
-
 class CellRunner(submitit.helpers.Checkpointable):
     """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` and returns its results; a requeued call
     resumes from the run directory's checkpoints."""
@@ -98,7 +91,10 @@ class CellRunner(submitit.helpers.Checkpointable):
     def __call__(self, run_dir: str) -> dict[str, Any]:
         run_dir_path = Path(run_dir)
         cfg = load_snapshot(run_dir_path)
-        environment = _job_environment()
+        try:
+            environment = submitit.JobEnvironment()
+        except RuntimeError:
+            environment = None
         if environment is not None:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         is_main = int(os.environ.get("RANK", "0")) == 0

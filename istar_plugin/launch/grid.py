@@ -59,7 +59,9 @@ class Grid:
         """Only the cells whose name matches one of the shell-style ``patterns``; an unmatched pattern is an error."""
         for pattern in patterns:
             if not any(fnmatch.fnmatchcase(cell.name, pattern) for cell in self.cells):
-                raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {_preview(self.cells)}")
+                names = ", ".join(cell.name for cell in self.cells[:5])
+                more = f", ... ({len(self.cells)} in all)" if len(self.cells) > 5 else ""
+                raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {names}{more}")
         chosen = tuple(c for c in self.cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
         return Grid(self.name, chosen, self.source)
 
@@ -154,14 +156,6 @@ def sweep(arguments: Sequence[str]) -> Grid:
     return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
 
 
-def grid_path(name: str) -> Path:
-    """The grid file for ``name``: a path to a YAML file, or ``NAME`` in ``recipes/grids/``."""
-    path = find_yaml(name, GRIDS_SUBDIR)
-    if path is None:
-        raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
-    return path
-
-
 def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value or [values], got {node!r}")
@@ -177,7 +171,9 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     """Read a grid file, then apply ``arguments``: a swept key's keep only the cells with its values, any other
     overrides every cell (swept when it lists several values)."""
-    path = grid_path(name)
+    path = find_yaml(name, GRIDS_SUBDIR)
+    if path is None:
+        raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
     try:
         spec = read_yaml(path, "grid file", GridError)
     except (OSError, yaml.YAMLError) as error:
@@ -243,8 +239,3 @@ def _same(a: str, b: str) -> bool:
 def _restrict(block: list[tuple[str, list[str]]], keep: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     return [(key, [v for v in values if any(_same(v, k) for k in keep[key])] if key in keep else values)
             for key, values in block]
-
-
-def _preview(cells: Sequence[Cell], limit: int = 5) -> str:
-    names = [cell.name for cell in cells[:limit]]
-    return ", ".join(names) + (f", ... ({len(cells)} in all)" if len(cells) > limit else "")

@@ -118,13 +118,6 @@ def available_profiles() -> list[str]:
     return available(dirs=profile_dirs())
 
 
-def profile_path(name: str) -> Path:
-    path = find_yaml(name, dirs=profile_dirs())
-    if path is not None:
-        return path
-    raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
-
-
 def _typed(cls: type, *updates: Any, where: str) -> Any:
     """``cls`` built from YAML/dotlist ``updates``; an unknown field or a bad type is a ``LaunchError``."""
     try:
@@ -138,16 +131,11 @@ def _typed(cls: type, *updates: Any, where: str) -> Any:
 
 def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
     """A SLURM profile from its YAML file, with ``FIELD=VALUE`` overrides."""
-    path = profile_path(name)
+    path = find_yaml(name, dirs=profile_dirs())
+    if path is None:
+        raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
     return _typed(SlurmProfile, OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides)),
                   where=f"SLURM profile {path}")
-
-
-def _grid_dir(value: str) -> Path:
-    try:
-        return Path(expand_home(value, "grid_dir="))
-    except ConfigError as error:
-        raise LaunchError(str(error)) from None
 
 
 def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
@@ -163,7 +151,10 @@ def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOpt
         elif key == "slurm":
             profile = value
         elif key == "grid_dir":
-            grid_dir = _grid_dir(value)
+            try:
+                grid_dir = Path(expand_home(value, "grid_dir="))
+            except ConfigError as error:
+                raise LaunchError(str(error)) from None
         elif key.startswith("slurm."):
             slurm_overrides.append(argument[len("slurm."):])
         elif key.startswith("local."):

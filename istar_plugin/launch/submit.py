@@ -177,11 +177,6 @@ def active_slurm_jobs(manifest: dict[str, Any]) -> dict[str, str]:
     return {name: f"job {job_id} is {states[job_id]}" for name, job_id in last.items() if job_id in states}
 
 
-def submitit_command(folder: Path) -> str:
-    """The command submitit runs in each job (same text as ``SlurmExecutor._submitit_command_str``)."""
-    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
-
-
 def job_name(grid: Grid) -> str:
     return f"istar-{grid.name}"[:64]
 
@@ -192,9 +187,9 @@ def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) ->
         _make_sbatch_string,  # submitit's own renderer: the dry run shows what is sent
     )
 
-    parameters = profile.executor_parameters(name)
-    return _make_sbatch_string(command=submitit_command(folder), folder=folder,
-                               map_count=count if count > 1 else None, **parameters)
+    command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return _make_sbatch_string(command=command, folder=folder, map_count=count if count > 1 else None,
+                               **profile.executor_parameters(name))
 
 
 def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions) -> str:
