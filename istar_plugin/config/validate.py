@@ -4,11 +4,6 @@ refuse.
 
 >>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
 ['criterion.layers[1]', 'optim.lr']
->>> from istar_plugin.config import compose
->>> compose(["recipe=movie_snippets", "device=gpu"])
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: device='gpu' unknown; choose one of: auto, cpu, cuda, cuda:N, mps
 """
 from __future__ import annotations
 

@@ -144,15 +144,24 @@ def _build(
     return Grid(name, tuple(cells), source)
 
 
-def sweep(arguments: Sequence[str]) -> Grid:
-    """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
-    fixed, axes = [], []
+def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -> tuple[dict, list, list]:
+    """(values kept of each of ``swept_keys``, new axes ``key=a,b``, fixed ``key=a``) of command-line ``arguments``."""
+    keep: dict[str, list[str]] = {}
+    axes, fixed = [], []
     for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
-        if len(values) > 1:
+        if key in swept_keys:
+            keep[key] = values
+        elif len(values) > 1:
             axes.append((key, values))
         else:
             fixed.append((key, value))
+    return keep, axes, fixed
+
+
+def sweep(arguments: Sequence[str]) -> Grid:
+    """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
+    _, axes, fixed = _split_arguments(arguments)
     return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
 
 
@@ -193,16 +202,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
               for i, variant in enumerate(variants)]
     swept_keys = _key_order(blocks)
 
-    keep: dict[str, list[str]] = {}
-    extra_axes, cli_fixed = [], []
-    for key, value in overrides.pairs(arguments, refusal=GridError):
-        values = split_values(value)
-        if key in swept_keys:
-            keep[key] = values
-        elif len(values) > 1:
-            extra_axes.append((key, values))
-        else:
-            cli_fixed.append((key, value))
+    keep, extra_axes, cli_fixed = _split_arguments(arguments, swept_keys)
     fixed = overrides.merge(fixed, cli_fixed)
     kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
             if set(keep) <= {key for key, _ in block}]

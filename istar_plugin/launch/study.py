@@ -32,11 +32,6 @@ CLAIM_LOCK = ".claim.lock"
 SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
 
 
-def direction(spec: SearchSpec) -> str:
-    """``maximize`` or ``minimize``: the task's main metric."""
-    return "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
-
-
 class _GridSampler(optuna.samplers.GridSampler):
     """Optuna's grid sampler without its stop once every point ran (the search's budget ends it)."""
 
@@ -85,8 +80,9 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
         raise
     mark(search_dir, SEARCH_MARKER, search=spec.name)
     atomic_write_text(recorded, yaml.safe_dump({"name": spec.name, **spec.as_dict()}, sort_keys=False))
+    direction = "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
     return optuna.create_study(study_name=spec.name, storage=storage, load_if_exists=True,
-                               direction=direction(spec), sampler=_sampler(spec, worker), pruner=_pruner(spec))
+                               direction=direction, sampler=_sampler(spec, worker), pruner=_pruner(spec))
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
