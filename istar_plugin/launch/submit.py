@@ -146,7 +146,8 @@ def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: 
         status = statuses.get(item.cell.name) or ("finished" if item.status == "finished" else None)
         status = "finished" if status == FINISHED_ELSEWHERE else status
         if status == RUNNING_ELSEWHERE or item.status == "running":  # as it is now; that invocation records its end
-            status = _elsewhere_now(item)
+            elsewhere = holder(item.run_dir) is not None
+            status = RUNNING_ELSEWHERE if elsewhere else "finished" if is_finished(item.run_dir, item.cfg) else None
         if status is not None:
             entry["status"] = status
         if item.cell.name in jobs:
@@ -155,13 +156,6 @@ def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: 
     manifest["submissions"].append(submission)
     atomic_write_json(Path(grid_dir) / MANIFEST, manifest)
     return manifest
-
-
-def _elsewhere_now(item: Planned) -> Optional[str]:
-    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (ended otherwise)."""
-    if holder(item.run_dir) is not None:
-        return RUNNING_ELSEWHERE
-    return "finished" if is_finished(item.run_dir, item.cfg) else None
 
 
 def active_slurm_jobs(manifest: dict[str, Any]) -> dict[str, str]:
