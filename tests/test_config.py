@@ -276,3 +276,13 @@ def test_empty_or_malformed_recipes_are_refused(tmp_path, content, message):
     (tmp_path / "r.yaml").write_text(content)
     with pytest.raises(ConfigError, match=message):
         compose([f"recipe={tmp_path / 'r.yaml'}"])
+
+
+def test_an_older_runs_config_reads_as_configured_today_and_a_mapping_is_no_override_value():
+    from istar_plugin.config import as_configured_today
+    from istar_plugin.config.overrides import format_value
+
+    assert as_configured_today({"seed": 1, "precision": "auto"}, used_precision="fp32")["precision"] == "fp32"
+    assert as_configured_today({"seed": 1})["model.lora.r"] == 0
+    with pytest.raises(ConfigError, match=r"^a swept value must be a scalar or a list, got the mapping \{'a': 1\}$"):
+        format_value({"a": 1}, "a swept value")

@@ -145,3 +145,59 @@ def test_the_final_comparison_waits_for_every_trial_to_end(tmp_path, capsys):
                                "workers stopped): run istar-tune " + str(path) + " again to resume them, then --final"])
     claim.release()
     assert not (tmp_path / "search" / "final").exists()
+
+
+def test_trial_pruning_stops_a_run_the_pruner_prunes_but_never_the_last_run_at_its_end():
+    from istar_plugin.hooks import TrainingControl
+    from istar_plugin.launch.trial import TrialPruning
+
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
+    hook = TrialPruning(study.ask(), "accuracy", seed_index=1)
+
+    class View:
+        step, total_steps, control = 40, 60, TrainingControl()
+
+    view = View()
+    hook.on_validation(view, 0, {"accuracy": 0.4})
+    assert hook.pruned_at == 40
+    assert view.control.stop_reason == ("pruned by the search: validation accuracy 0.4000 at step 40 "
+                                        "(trial 0, seed index 1)")
+    last = TrialPruning(study.ask(), "accuracy", last_seed=True)
+    view.step = 60
+    last.on_validation(view, 2, {"accuracy": 0.4})
+    assert last.pruned_at is None
+
+
+def test_a_search_spells_its_trials_values_arguments_and_folders():
+    from pathlib import Path
+
+    from istar_plugin.config.searches import (
+        baseline_arguments,
+        describe_values,
+        grid_size,
+        trial_arguments,
+        trial_dir,
+        yaml_value,
+    )
+
+    spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25}, "trials": 4,
+                  "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}}}, name="demo")
+    assert (spec.space[0].corners(), spec.trials, spec.seeds, spec.final_seeds) == ([-10.0, -0.1, 0.1, 10.0], 4, (1,),
+                                                                                     (1,))
+    check(spec)
+    assert spec.storage_url(Path("/tmp/s")) == "sqlite:////tmp/s/study.db"
+    grid = parse({"fixed": {"recipe": "movie_snippets"}, "sampler": "grid",
+                  "space": {"criterion.lam": {"choices": [-1, -0.1]}, "criterion.zeta": {"choices": [0.2, 0.4, 0.8]}}},
+                 name="demo")
+    assert (grid.trials, grid_size(grid.space)) == (6, (6, "2 x 3 choices"))
+    assert Dimension("criterion.lam", 0.1, 5, log=True, sign="both").describe() == (
+        "0.1 to 5 in magnitude on a log scale, either sign")
+    texts = ("8", "[1,2]", "sqlite:///a.db", "[1,")
+    assert [yaml_value(text) for text in texts] == [8, [1, 2], "sqlite:///a.db", "[1,"]
+    assert describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2}) == (
+        "criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2")
+    assert trial_dir(Path("runs/searches/s"), 7) == Path("runs/searches/s/trials/0007")
+    spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
+    assert trial_arguments(spec, {"optim.lr": 3e-05}, seed=2) == ["recipe=rte", "optim.lr=3e-05", "seed=2"]
+    spec = SearchSpec("s", ("recipe=rte", "criterion=istar", "criterion.padding=include"), ())
+    assert baseline_arguments(spec, seed=3) == ["recipe=rte", "criterion=istar", "criterion=cross_entropy", "seed=3"]

@@ -8,11 +8,10 @@
 import os
 
 ENVIRONMENT = {"THP_MEM_ALLOC_ENABLE": "1"}
-"""What each console script sets, unless the environment sets it, before torch is imported: PyTorch's transparent
-huge pages for CPU tensors of 2 MB and more (``THP_MEM_ALLOC_ENABLE=0`` turns it off). Child processes inherit it."""
+"""What each console script sets before torch is imported, unless the environment sets it (children inherit it)."""
 
 
 def set_environment() -> None:
-    """Set :data:`ENVIRONMENT`'s values the environment does not set; each console script's ``main`` calls it first."""
+    """Set :data:`ENVIRONMENT`'s values the environment does not set."""
     for key, value in ENVIRONMENT.items():
         os.environ.setdefault(key, value)

@@ -26,7 +26,7 @@ from . import set_environment
 if TYPE_CHECKING:
     from ..storage.owned_output import OwnedOutput
 
-SPLITS = tuple(sorted(TASK_SPLITS))  # analysis.analyze.SPLITS, read here without torch
+SPLITS = tuple(sorted(TASK_SPLITS))
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     set_environment()
@@ -60,22 +60,22 @@ def analyze(args: argparse.Namespace) -> int:
     base = None
     if args.base:
         try:
-            compose(args.base)  # a bad argument fails here, in one line, before any model loads
+            compose(args.base)
         except KeyError as error:
             raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
         except RunError as error:
             raise type(error)(f"--base: {one_line(error)}") from None
         base = args.base
-    problems, good = [], []  # one bad run does not stop the others
+    problems, good = [], []
     for run_dir in args.run_dirs:
         try:
             check_run(run_dir)
             good.append(run_dir)
-        except (RunProblem, RunDirError) as problem:  # not a finished run, or one this user may not read
+        except (RunProblem, RunDirError) as problem:
             problems.append(str(problem))
     folder = OwnedOutput(args.out, ANALYSIS_MARKER, "--out")
     try:
-        folder.check()  # new, empty or an earlier istar-analyze's (its files listed): before any model loads
+        folder.check()
     except RunDirError:
         for problem in problems:
             print(f"istar-analyze: error: {problem}", file=sys.stderr)
@@ -100,7 +100,7 @@ def analyze(args: argparse.Namespace) -> int:
 
 def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base: Optional[list],
                  problems: list[str]) -> int:
-    """Analyse each job into ``--out`` (the earlier use's files replaced at the first write), then the figures."""
+    """Analyse each job into ``--out``, then draw the figures."""
     from ..analysis.analyze import (CONSISTENCY_TOLERANCE, analyze_base, analyze_run, figure4, figure5, figure6,
                                     figure_massive, figure_outliers)
     from ..reports.outputs.analysis_table import distinct_labels, write_summary
@@ -118,7 +118,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
         try:
             analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
                 base, args.split, args.batch_size)
-        except RunError as error:  # this run cannot be loaded or read: the others still are analysed
+        except RunError as error:
             problems.append(f"{run_dir or 'base'}: {one_line(error)}")
             continue
         if not written:
@@ -134,7 +134,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
         if difference is not None and difference > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
         analyses.append(analysis)
-    for problem in problems:  # each run left out, in one line, after the ones analysed
+    for problem in problems:
         print(f"istar-analyze: skipped {problem}", file=sys.stderr)
     if not analyses:
         if written:

@@ -89,7 +89,6 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     folder = OwnedOutput(args.out, EMBED_MARKER, "--out")
     writing = False
     try:
-        # everything checkable is checked before the model loads: data, fit set, source, output folder, widths, layers
         sts = _named("--sts", args.sts, lambda: read_sts(_folder("--sts", args.sts), args.split))
         fit = _fit_sentences(args.fit, args.sts, args.fit_max)
         scored = scored_source(args.model)
@@ -104,8 +103,9 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                     transform.out_dim(width)
                 except ValueError as error:
                     raise ConfigError(f"--transforms: {one_line(error)}") from None
+            shown = f"{layers[0]}..{layers[-1]}" if len(layers) > 1 else str(layers[0])
             print(f"istar-embed: {len(sts)} {args.split} pairs from {sts.source}; transforms fitted on {len(fit)} "
-                  f"{args.fit} sentences; {args.pooling} pooling, layer(s) {_layer_text(layers)}", file=sys.stderr,
+                  f"{args.fit} sentences; {args.pooling} pooling, layer(s) {shown}", file=sys.stderr,
                   flush=True)
             if scored["run_dir"] is not None:
                 print(f"istar-embed: scoring the finished run {scored['run_dir']} at step {scored['step']} "
@@ -118,7 +118,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                        "fit": {"on": args.fit, "sentences": len(fit), "sampled_to": args.fit_max}, "zeta": args.zeta,
                        "max_length": args.max_length,
                        "positive_pairs": f"gold score >= 4 ({sum(score >= 4 for score in sts.scores)} pairs)"}
-            writing = True  # from here on, the earlier report's files are removed and the new ones written
+            writing = True
             folder.replace(report_paths(args.out, fitted))
             write_embedding_report(args.out, summary, results, fitted)
             folder.finish(model=args.model)
@@ -144,8 +144,7 @@ def _folder(option: str, path: Path) -> Path:
 
 
 def _named(option: str, value: str | Path, read: Callable[[], Any]) -> Any:
-    """``read()``; its failure one line naming ``option`` and ``value``: a missing file is a wrong value
-    (:class:`~istar_plugin.errors.ConfigError`), one that cannot be read or used is a data error."""
+    """``read()``; its failure one line naming ``option`` and ``value``."""
     try:
         return read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -162,16 +161,12 @@ def _named(option: str, value: str | Path, read: Callable[[], Any]) -> Any:
         raise DataError(f"{option} {value}: {message}") from None
 
 
-def _layer_text(layers: list[int]) -> str:
-    return f"{layers[0]}..{layers[-1]}" if len(layers) > 1 else str(layers[0])
-
-
 def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
     """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
     from ..analysis.sts_embeddings import read_corpus, read_sts
 
     if fit in SPLITS:
-        sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))  # --sts was read already: it names it
+        sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))
     else:
         sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:

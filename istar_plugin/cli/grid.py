@@ -27,8 +27,7 @@ from ..storage.user_paths import text_argument
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
-    """Plan, then print (dry run) or launch; returns the exit status (1 when a local or inline cell failed; a cell
-    left to another invocation running it is not a failure)."""
+    """Plan, then print (dry run) or launch; returns 1 when a local or inline cell failed."""
     from ..launch import hub_check
     from ..launch import submit as launch
     from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
@@ -39,8 +38,8 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
         print(launch.describe(grid, grid_dir, planned, options))
         return 0
     skipped = sum(p.status in ("finished", "active") for p in planned)
-    elsewhere = sum(p.status == "running" for p in planned)  # another invocation runs it: counted as running
-    if options.launcher != "slurm":  # cells run here: the hub check istar-run makes, once per distinct need
+    elsewhere = sum(p.status == "running" for p in planned)
+    if options.launcher != "slurm":  # the hub check istar-run makes, once per distinct need
         for item in {tuple(hub_check.needed_from_hub(p.cfg)): p for p in planned if p.status == "pending"}.values():
             hub_check.check(item.cfg)
     launched = launch.launch(grid, grid_dir, planned, options, arguments=arguments)
@@ -90,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="only cells whose name matches this shell pattern (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and the sbatch script; submit nothing")
     parser.add_argument("--list", action="store_true", help="list the grid files and SLURM profiles")
-    args = parser.parse_intermixed_args(argv)  # options may follow key=value: istar-grid smoke grid_dir=DIR --dry-run
+    args = parser.parse_intermixed_args(argv)
     if args.list:
         print("grids: " + ", ".join(available(grid_module.GRIDS_SUBDIR)))
         print("slurm profiles: " + ", ".join(profiles.available_profiles()))

@@ -81,8 +81,7 @@ def report(args: argparse.Namespace) -> int:
 
 def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Optional[str],
                  reference: Optional[str]) -> int:
-    """``istar-report GRID_DIR ...``: the grids' report into ``out`` (default GRID_DIR/report), the missing or failed
-    cells listed."""
+    """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
     from ..reports.comparisons.versus_base import unpaired_predictions
     from ..reports.grid_report import unwritten_figures, write_report
     from ..reports.records.cells import collect
@@ -114,9 +113,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
 
 
 def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[str], reference: Optional[str]) -> int:
-    """``istar-report SEARCH_DIR``: the search's report into ``out`` (default SEARCH_DIR/report), its summary on
-    stdout, each disagreement between the study and the run directories as a warning; nothing is written when the
-    search cannot be read."""
+    """``istar-report SEARCH_DIR``: the search's report into ``out``, its summary and disagreements printed."""
     from ..reports import search_report
     from ..reports.records import searches
     from ..storage.ownership import REPORT_MARKER, check_writable, mark
@@ -134,8 +131,7 @@ def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[s
 
 
 def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
-    """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side
-    (:mod:`istar_plugin.reports.search_comparison`), a line per search on stdout."""
+    """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side."""
     from ..reports import search_comparison
     from ..reports.records import searches
     from ..storage.ownership import REPORT_MARKER, check_writable, mark
@@ -165,8 +161,7 @@ def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
 
 
 def archive_search_dir(search_dir: Path, directory: Path) -> int:
-    """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run archived or skipped, then
-    the counts (:mod:`istar_plugin.reports.records.search_archive`)."""
+    """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run, then the counts."""
     from ..reports.records.search_archive import archive_search
 
     archived = archive_search(search_dir, directory)

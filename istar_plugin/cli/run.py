@@ -53,11 +53,7 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
 
 
 def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
-    """``output_dir=DIR`` of a sweep names its grid directory (each cell gets its own run directory inside).
-
-    >>> _output_dir_as_grid_dir(["seed=1,2", "output_dir=/tmp/g"])
-    ['seed=1,2', 'grid_dir=/tmp/g']
-    """
+    """``output_dir=DIR`` of a sweep names its grid directory (each cell gets its own run directory inside)."""
     from ..launch.grid import GridError
 
     keys = [argument.partition("=")[0] for argument in arguments]
@@ -95,8 +91,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def describe(keys: list[str]) -> int:
-    """``istar-run --help KEY...``: each key's declaration, or a group's choices
-    (:func:`~istar_plugin.config.describe_key`)."""
+    """``istar-run --help KEY...``: each key's declaration, or a group's choices."""
     print("\n".join(config_module.describe_key(key) for key in keys))
     return 0
 
@@ -109,12 +104,12 @@ def run(overrides: list[str], print_config: bool = False) -> int:
             from ..launch import hub_check
 
             hub_check.check(cfg)
-    except KeyError as error:  # an unknown registered name; the message lists the registered ones
+    except KeyError as error:
         raise ConfigError(error.args[0] if error.args else str(error)) from None
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
-    trainer = ENGINES.get(cfg.engine).cls(cfg)  # a bad init_from, data file or model fails here, before the model loads
+    trainer = ENGINES.get(cfg.engine).cls(cfg)
     results = trainer.fit()
     if trainer.is_main:
         from ..training.progress import run_summary

@@ -48,7 +48,7 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     spec = load(name, rest)
     check(spec)
     search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    workers = _workers(options.keys.get("workers"))  # a bad value refused before the launcher loads
+    workers = _workers(options.keys.get("workers"))
     from ..launch import submit as launch
     from ..launch.study import open_search
     from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
@@ -57,7 +57,7 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
-    if options.launcher != "slurm":  # runs here: the hub check istar-run makes, once
+    if options.launcher != "slurm":  # the hub check istar-run makes, once
         hub_check.check(compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0])))
     study = open_search(spec, search_dir)
     if not final_only:

@@ -1,14 +1,6 @@
 """Run configuration: recipes (YAML), the declared keys, composition from the command line with OmegaConf, its
 validation, and the typed views the trainer reads; importing it needs no torch.
 
-- :mod:`.recipes`: where recipes and model presets are found (``available``, ``find_yaml``, ``load_yaml``)
-- :mod:`.resolvers`: ``${cell:...}`` and ``${for_task:...}``
-- :mod:`.schema`: the run's declarations (``RunConfig``, ``OptimConfig``, ``PRECISIONS``, ...)
-- :mod:`.composition` and :mod:`.validate`: ``compose(arguments)`` and the checks it runs before anything loads
-- :mod:`.views`: ``criterion_config``, ``model_config``, ``data_config``, ``to_yaml``
-- :mod:`.older_runs`: ``ADDED_KEYS`` and ``as_configured_today``
-- :mod:`.key_help`: what ``istar-run --help KEY`` prints
-
 >>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
 >>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
 ('movie_snippets', 'istar', -2.0, 'minilm')

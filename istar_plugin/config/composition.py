@@ -1,10 +1,6 @@
-"""Composing a run config from command-line style arguments (:mod:`.overrides`): the declared defaults, the recipe,
-the model preset, the recipe's tuned criterion parameters for that model, then the dotted overrides, validated before
-anything loads; an unknown key, a wrong type or an unbounded value is one line naming the key and the allowed ones.
+"""Composing a run config from command-line style arguments: the declared defaults, the recipe, the model preset,
+the recipe's tuned criterion parameters for that model, then the dotted overrides, validated before anything loads.
 
->>> cfg = compose(["recipe=movie_snippets", "criterion=istar", "criterion.lam=-2"])
->>> cfg.task, cfg.criterion.name, cfg.criterion.lam, cfg.model.name
-('movie_snippets', 'istar', -2.0, 'minilm')
 >>> compose(["recipe=movie_snippets", "seed"])
 Traceback (most recent call last):
 ...
@@ -31,7 +27,6 @@ from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
 from .validate import validate
-
 
 LAYER_INDEX_HIGH = 1024
 
@@ -96,11 +91,7 @@ def _model_node(name: str) -> DictConfig:
 
 
 def _infer_files_source(overrides: list[str]) -> list[str]:
-    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``.
-
-    >>> _infer_files_source(["data.dir=../shared/data/sst2"])
-    ['data.dir=../shared/data/sst2', 'data.source=files']
-    """
+    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``."""
     keys = {override.partition("=")[0] for override in overrides}
     if keys & set(FILE_KEYS) and "data.source" not in keys:
         return [*overrides, "data.source=files"]
@@ -108,14 +99,7 @@ def _infer_files_source(overrides: list[str]) -> list[str]:
 
 
 def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
-    """``criterion.layers=START:STOP`` as the list START to STOP - 1; a range past :data:`LAYER_INDEX_HIGH` is left
-    out and returned (else None).
-
-    >>> _layer_ranges(["criterion.layers=2:5", "seed=1"])
-    (['criterion.layers=[2,3,4]', 'seed=1'], None)
-    >>> _layer_ranges(["criterion.layers=0:100000000", "seed=1"])
-    (['seed=1'], '0:100000000')
-    """
+    """``criterion.layers=START:STOP`` as a list; a range past :data:`LAYER_INDEX_HIGH` is left out and returned."""
     result, unbounded = [], None
     for override in overrides:
         key, _, value = override.partition("=")
@@ -152,7 +136,7 @@ def _dotlist(overrides: list[str]) -> DictConfig:
     try:
         return OmegaConf.from_dotlist(overrides)
     except (yaml.YAMLError, OmegaConfBaseException):
-        for override in overrides:  # which one
+        for override in overrides:
             try:
                 OmegaConf.from_dotlist([override])
             except (yaml.YAMLError, OmegaConfBaseException) as error:
@@ -165,14 +149,7 @@ def _dotlist(overrides: list[str]) -> DictConfig:
 
 
 def _expand_paths(cfg: DictConfig) -> None:
-    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once resolved.
-
-    >>> import os
-    >>> cfg = OmegaConf.create({"output_dir": "~/runs/x", "init_from": None, "data": {"dir": "data/sst2"}})
-    >>> _expand_paths(cfg)
-    >>> cfg.output_dir == os.path.expanduser("~/runs/x"), cfg.init_from, cfg.data.dir
-    (True, None, 'data/sst2')
-    """
+    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once resolved."""
     for key in PATH_KEYS:
         value = OmegaConf.select(cfg, key)
         if isinstance(value, str):
@@ -211,7 +188,7 @@ def compose(arguments: list[str]) -> DictConfig:
     try:
         validate(cfg)
         OmegaConf.resolve(cfg)
-    except InterpolationResolutionError as error:  # ${cell:...}, ${for_task:...} or a key that does not exist
+    except InterpolationResolutionError as error:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None

@@ -25,7 +25,6 @@ from ..storage.reading import CONFIG_FILE_BYTES, read_text, reading
 
 RECIPES_ENV = "ISTAR_RECIPES"
 KINDS = {"": "recipe", "model": "model preset", "grids": "grid file"}
-"""What the YAML files of each recipe subfolder are called in messages."""
 
 
 def search_dirs(env: str, *parts: str) -> list[Path]:
@@ -46,8 +45,7 @@ def available(subdir: str = "", dirs: Optional[list[Path]] = None) -> list[str]:
 
 
 def find_yaml(name: str, subdir: str = "", dirs: Optional[list[Path]] = None) -> Optional[Path]:
-    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory (or of
-    ``dirs``) having it; a path whose folder cannot be searched is one :class:`ConfigError` line naming it."""
+    """The file ``name`` names: a path to a YAML file, else ``NAME.yaml`` in the first recipe directory having it."""
     if name.endswith((".yaml", ".yml")):
         with reading(name, KINDS.get(subdir, "YAML file"), ConfigError):
             if Path(name).is_file():
@@ -60,10 +58,9 @@ def find_yaml(name: str, subdir: str = "", dirs: Optional[list[Path]] = None) ->
 
 
 def read_yaml(path: Path, what: str, refusal: type[ConfigError] = ConfigError) -> Any:
-    """``OmegaConf.load`` of the YAML file ``what`` at ``path``; an unreadable file is one ``refusal`` line, malformed
-    YAML raises as from ``OmegaConf.load``."""
+    """``OmegaConf.load`` of the YAML file ``what`` at ``path``; an unreadable file is one ``refusal`` line."""
     text = io.StringIO(read_text(path, what, refusal, CONFIG_FILE_BYTES))
-    text.name = str(path)  # where YAML's messages say the error is
+    text.name = str(path)
     return OmegaConf.load(text)
 
 

@@ -1,10 +1,11 @@
 """The interpolations a run config may use besides OmegaConf's own: ``${cell:LABEL,VALUE,...}`` (a sibling grid
-cell's run directory) and ``${for_task:TASK,VALUE,...}`` (one value per task). :func:`register_resolvers` makes them
-known to OmegaConf; composing a config does it.
+cell's run directory) and ``${for_task:TASK,VALUE,...}`` (one value per task).
 
 >>> register_resolvers()
 >>> OmegaConf.create({"task": "rte", "zeta": "${for_task:rte,0.8,mrpc,0.6}"}).zeta
 0.8
+>>> OmegaConf.create({"output_dir": "/g/recipe=rte,criterion=isolayer", "x": "${cell:criterion,cross_entropy}"}).x
+'/g/recipe=rte,criterion=cross_entropy'
 """
 from __future__ import annotations
 
@@ -17,15 +18,7 @@ from ..errors import ConfigError
 
 
 def sibling_cell(*changes, _root_) -> str:
-    """``${cell:LABEL,VALUE,...}``: the run directory of the grid cell named like this run's (the last part of
-    ``output_dir``, ``label=value`` parts joined by ``,``) with each LABEL's part set to VALUE.
-
-    >>> register_resolvers()
-    >>> cfg = OmegaConf.create({"output_dir": "/g/recipe=rte,seed=1,criterion=isolayer",
-    ...                         "x": "${cell:criterion,cross_entropy}"})
-    >>> cfg.x
-    '/g/recipe=rte,seed=1,criterion=cross_entropy'
-    """
+    """``${cell:LABEL,VALUE,...}``: the run directory of the sibling grid cell with each LABEL set to VALUE."""
     run_dir = Path(str(_root_.output_dir))
     parts = [part.partition("=") for part in run_dir.name.split(",")]
     if not all(sep for _, sep, _ in parts):
@@ -35,21 +28,13 @@ def sibling_cell(*changes, _root_) -> str:
     labels, values = changes[::2], changes[1::2]
     if len(labels) != len(values) or not set(map(str, labels)) <= set(named):
         raise ConfigError(f"${{cell:{','.join(map(str, changes))}}}: expected LABEL,VALUE pairs with LABEL one of "
-                          "this cell's "
-                          f"({', '.join(named)})")
+                          f"this cell's ({', '.join(named)})")
     named.update({str(label): str(value) for label, value in zip(labels, values)})
     return str(run_dir.parent / ",".join(f"{label}={value}" for label, value in named.items()))
 
 
 def value_for_task(*pairs, _root_) -> Any:
-    """``${for_task:TASK,VALUE,...}``: the VALUE paired with this run's ``task``, for a grid that sets one option per
-    task (Table 2's zeta for RTE and MRPC); a task with no pair is an error naming the ones given.
-
-    >>> register_resolvers()
-    >>> cfg = OmegaConf.create({"task": "mrpc", "zeta": "${for_task:rte,0.8,mrpc,0.6}"})
-    >>> cfg.zeta
-    0.6
-    """
+    """``${for_task:TASK,VALUE,...}``: the VALUE paired with this run's ``task``."""
     tasks, values = [str(task) for task in pairs[::2]], pairs[1::2]
     if not tasks or len(tasks) != len(values):
         raise ConfigError(f"${{for_task:{','.join(map(str, pairs))}}}: expected TASK,VALUE pairs")

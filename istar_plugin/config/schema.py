@@ -1,6 +1,5 @@
 """What a run config holds: :class:`RunConfig` and :class:`OptimConfig` declare each top-level and ``optim.*`` key
-once (default, type, help, allowed values; :func:`istar_plugin.settings.setting`), with the choices and defaults the
-composition needs besides (the groups, the precisions, the device pattern, the file keys of ``data.source=files``).
+once, with the choices and defaults the composition needs besides.
 
 >>> RunConfig().precision in PRECISION_CHOICES, OptimConfig().lr
 (True, 2e-05)
@@ -27,8 +26,7 @@ DEFAULT_ADAPTER = "hf_auto"
 FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
 """Read only with ``data.source=files`` (which giving one of them without ``data.source=`` means)."""
 PATH_KEYS = ("output_dir", "init_from", "recipe", *FILE_KEYS, "data.cache_dir", "model.name_or_path")
-"""Keys that may hold a path: composing expands a leading ``~`` or ``~user`` in them (a hub id or a recipe name has
-none)."""
+"""Keys that may hold a path: composing expands a leading ``~`` or ``~user`` in them."""
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 PRECISION_CHOICES = ("auto", *PRECISIONS)
@@ -58,8 +56,7 @@ class OptimConfig:
 
 @dataclass
 class RunConfig:
-    """The top-level keys; composing fills ``criterion`` and ``model`` with the chosen names and their registered
-    dataclasses' settings."""
+    """The top-level keys; composing fills ``criterion`` and ``model`` with the chosen ones' settings."""
 
     engine: str = setting("istar", help="what trains the run: the toolkit's trainer (istar), or a registered engine "
                           "(sentence_transformers)", added=True)

@@ -1,19 +1,10 @@
 """Search files (``recipes/searches/*.yaml``, format in docs/searching.md): the run every trial makes (``fixed``),
 the ``space`` sampled, seeds, budget, sampler, pruner, and the ``baseline`` compared with at ``final_seeds``.
 
->>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
-...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}},
-...               "trials": 4}, name="demo")
->>> spec.space[0].corners(), spec.trials, spec.seeds, spec.final_seeds
-([-10.0, -0.1, 0.1, 10.0], 4, (1,), (1,))
->>> check(spec)
->>> grid = parse({"fixed": {"recipe": "movie_snippets"}, "sampler": "grid",
-...               "space": {"criterion.lam": {"choices": [-1, -0.1]}, "criterion.zeta": {"choices": [0.2, 0.4, 0.8]}}},
-...              name="demo")
->>> grid.trials, grid_size(grid.space)
-(6, (6, '2 x 3 choices'))
->>> spec.storage_url(Path("/tmp/s"))
-'sqlite:////tmp/s/study.db'
+>>> spec = parse({"fixed": {"recipe": "movie_snippets"}, "trials": 4,
+...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}}}, name="demo")
+>>> spec.space[0].corners(), spec.trials, spec.seeds
+([-10.0, -0.1, 0.1, 10.0], 4, (1,))
 """
 from __future__ import annotations
 
@@ -74,11 +65,7 @@ class Dimension:
         return signed[self.sign]
 
     def describe(self) -> str:
-        """What the dimension spans, in words.
-
-        >>> Dimension("criterion.lam", 0.1, 5, log=True, sign="both").describe()
-        '0.1 to 5 in magnitude on a log scale, either sign'
-        """
+        """What the dimension spans, in words."""
         if self.choices:
             return f"one of {list(self.choices)}"
         span = f"{'integer ' if self.integer else ''}{self.low} to {self.high}"
@@ -240,7 +227,6 @@ def grid_size(space: Sequence[Dimension]) -> tuple[int, str]:
 
 
 def _grid_trials(space: Sequence[Dimension], trials: Optional[int]) -> int:
-    """``sampler=grid``'s budget: ``trials`` when given (at most the grid's size), else the grid's size."""
     for dimension in space:
         if not dimension.choices:
             raise SearchError(f"sampler=grid needs every dimension of the space to be a list of choices; "
@@ -255,11 +241,7 @@ def _grid_trials(space: Sequence[Dimension], trials: Optional[int]) -> int:
 
 
 def yaml_value(text: str) -> Any:
-    """A command-line value read as YAML; text YAML cannot read stays text.
-
-    >>> yaml_value("8"), yaml_value("[1,2]"), yaml_value("sqlite:///a.db"), yaml_value("[1,")
-    (8, [1, 2], 'sqlite:///a.db', '[1,')
-    """
+    """A command-line value read as YAML; text YAML cannot read stays text."""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -270,7 +252,7 @@ def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
     """(path, content) of the search file ``name`` (in ``recipes/searches/``, or a path to a YAML file)."""
     path = find_yaml(name, SEARCHES_SUBDIR)
     if path is None and name.endswith((".yaml", ".yml")) and Path(name).exists():
-        path = Path(name)  # no file (a folder): read_yaml refuses it in one line saying what it is
+        path = Path(name)
     if path is None:
         known = ", ".join(available(SEARCHES_SUBDIR)) or "(none)"
         raise SearchError(f"{where}unknown search {name!r}; searches: {known}")
@@ -281,11 +263,7 @@ def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
 
 
 def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> dict[str, Any]:
-    """``content`` over the search its ``base`` names: ``fixed`` merged key by key, other keys replaced.
-
-    >>> with_base({"base": "sst2_minilm", "sampler": "random", "fixed": {"optim.lr": 1e-4}}, "x")["fixed"]["optim.lr"]
-    '0.0001'
-    """
+    """``content`` over the search its ``base`` names: ``fixed`` merged key by key, other keys replaced."""
     base = content.get("base")
     if base is None:
         return content
@@ -323,42 +301,24 @@ def read_search(search_dir: Path) -> SearchSpec:
 
 
 def describe_values(values: dict[str, Any]) -> str:
-    """A trial's config values in a line, floats to 4 significant digits.
-
-    >>> describe_values({"criterion.lam": -0.316227766, "criterion.zeta": 0.8, "optim.epochs": 2})
-    'criterion.lam=-0.3162, criterion.zeta=0.8, optim.epochs=2'
-    """
+    """A trial's config values in a line, floats to 4 significant digits."""
     return ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
                      for key, value in values.items())
 
 
 def trial_dir(search_dir: Path, number: int) -> Path:
-    """``SEARCH_DIR/trials/NNNN``: trial ``number``'s folder, holding a run directory per seed.
-
-    >>> trial_dir(Path("runs/searches/s"), 7)
-    PosixPath('runs/searches/s/trials/0007')
-    """
+    """``SEARCH_DIR/trials/NNNN``: trial ``number``'s folder, holding a run directory per seed."""
     return Path(search_dir) / TRIALS / f"{number:04d}"
 
 
 def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list[str]:
-    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed.
-
-    >>> spec = SearchSpec("s", ("recipe=rte",), (Dimension("optim.lr", 1e-5, 1e-4),))
-    >>> trial_arguments(spec, {"optim.lr": 3e-05}, seed=2)
-    ['recipe=rte', 'optim.lr=3e-05', 'seed=2']
-    """
+    """The ``istar-run`` arguments of a setting's run: the fixed overrides, the sampled ``values``, the seed."""
     return [*spec.fixed, *overrides.arguments(_fixed(values, "values")), f"seed={seed}"]
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
-    """The baseline's arguments: the fixed overrides (without ``criterion.*`` when it names its own criterion), the
-    baseline's and the seed.
-
-    >>> spec = SearchSpec("s", ("recipe=rte", "criterion=istar", "criterion.padding=include"), ())
-    >>> baseline_arguments(spec, seed=3)
-    ['recipe=rte', 'criterion=istar', 'criterion=cross_entropy', 'seed=3']
-    """
+    """The baseline's arguments: the fixed ones (``criterion.*`` dropped when it names its own criterion), its own, the
+    seed."""
     own_criterion = any(argument.startswith("criterion=") for argument in spec.baseline)
     fixed = [a for a in spec.fixed if not (own_criterion and a.startswith("criterion."))]
     return [*fixed, *spec.baseline, f"seed={seed}"]

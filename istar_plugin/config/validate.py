@@ -1,16 +1,9 @@
-"""The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices
-(:func:`istar_plugin.settings.refusal`), the device (and whether this platform has it), the typed views' own checks,
-the criterion's (its setup; its size against the model's hidden size and this machine's memory), the task's and the
-engine's compose-time checks, and the combinations no single key can refuse (file keys, patience, the validation split
-of a capped training set, LoRA options without LoRA, a penalty on weights LoRA freezes, ``init_from``).
+"""The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices,
+the device, the typed views', criterion's, task's and engine's own checks, and the combinations no single key can
+refuse.
 
->>> non_finite_values({"optim": {"lr": float("nan")}, "seed": 1})
-['optim.lr']
->>> from istar_plugin.config import compose
->>> compose(["recipe=movie_snippets", "device=gpu"])
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: device='gpu' unknown; choose one of: auto, cpu, cuda, cuda:N, mps
+>>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
+['criterion.layers[1]', 'optim.lr']
 """
 from __future__ import annotations
 
@@ -32,11 +25,7 @@ from .views import criterion_config, data_config, model_config
 
 
 def non_finite_values(node: Any, prefix: str = "") -> list[str]:
-    """Dotted keys holding NaN or an infinity.
-
-    >>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
-    ['criterion.layers[1]', 'optim.lr']
-    """
+    """Dotted keys holding NaN or an infinity."""
     if isinstance(node, dict):
         return sorted(key for name, value in node.items() for key in non_finite_values(value, f"{prefix}{name}."))
     if isinstance(node, (list, tuple)):
@@ -48,8 +37,7 @@ def non_finite_values(node: Any, prefix: str = "") -> list[str]:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Refuse NaN/inf anywhere, out-of-range numbers and unknown choices, then build the typed dataclasses once
-    so their own checks (ranges, choices) run before any work starts."""
+    """Refuse a config that cannot run, in one :class:`ConfigError` line."""
     bad = non_finite_values(OmegaConf.to_container(cfg, resolve=True))
     if bad:
         values = ", ".join(f"{key}={OmegaConf.select(cfg, key.split('[')[0])}" for key in bad)
@@ -89,7 +77,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(str(error)) from None
     try:
         engine = ENGINES.get(cfg.engine).compose_time
-    except KeyError as error:  # the message lists the registered engines
+    except KeyError as error:
         raise ConfigError(f"engine={cfg.engine!r}: {error.args[0]}") from None
     if hasattr(engine, "check_config"):
         engine.check_config(cfg)

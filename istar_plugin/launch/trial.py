@@ -1,19 +1,4 @@
-"""One search trial as grid cells (one per seed), its pruning, and the worker that pulls trials from the study.
-
->>> import optuna
->>> study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
->>> hook = TrialPruning(study.ask(), "accuracy", seed_index=1)
->>> class View:
-...     step, total_steps, control = 40, 60, __import__("istar_plugin.hooks").hooks.TrainingControl()
->>> view = View()
->>> hook.on_validation(view, 0, {"accuracy": 0.4})
->>> hook.pruned_at, view.control.stop_reason
-(40, 'pruned by the search: validation accuracy 0.4000 at step 40 (trial 0, seed index 1)')
->>> last = TrialPruning(study.ask(), "accuracy", last_seed=True)
->>> view.step = 60  # the end of the trial's last run: never pruned
->>> last.on_validation(view, 2, {"accuracy": 0.4}); last.pruned_at is None
-True
-"""
+"""One search trial as grid cells (one per seed), its pruning, and the worker that pulls trials from the study."""
 from __future__ import annotations
 
 import datetime
@@ -45,7 +30,6 @@ from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
 from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
-
 
 
 class TrialPruning(Hook):
@@ -86,9 +70,9 @@ class TrialFailed(Exception):
 
 
 def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
-    """Train the trial's runs as grid cells (one per seed, :class:`~.cell.CellRunner`: snapshot, lock, attempts,
-    resume) and return its score; raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is
-    refused or diverges."""
+    """Train the trial's runs as grid cells (one per seed) and return its score.
+
+    Raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
     scores = {}
     for index, seed in enumerate(spec.seeds):
         run_dir = trial_dir(search_dir, trial.number) / f"seed={seed}"
@@ -119,8 +103,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
 
 
 class SearchWorker(submitit.helpers.Checkpointable):
-    """``SearchWorker()(search_dir, worker)``: run trials until the budget is spent; returns how many finished, were
-    pruned, failed. Its lines go to stdout and ``progress.log``; a requeued worker resumes its trial."""
+    """``SearchWorker()(search_dir, worker)``: run trials until the budget is spent; returns the outcome counts."""
 
     def __call__(self, search_dir: str, worker: int = 0) -> dict[str, int]:
         search_dir_path = Path(search_dir)
@@ -165,7 +148,7 @@ class SearchWorker(submitit.helpers.Checkpointable):
 
 
 def _progress(search_dir: Path, worker: int) -> Callable[[str], None]:
-    """A ``say`` printing ``line`` and appending it, stamped with time, host and worker, to ``progress.log``."""
+    """A ``say`` printing a line and appending it, stamped, to ``progress.log``."""
     def say(line: str) -> None:
         print(line, flush=True)
         stamp = datetime.datetime.now().isoformat(timespec="seconds")

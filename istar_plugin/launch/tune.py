@@ -1,21 +1,5 @@
 """``istar-tune``'s stages: workers pulling trials (inline, local processes, a SLURM job array), then the final
-comparison of the chosen setting with the baseline as an ordinary grid in ``SEARCH_DIR/final``.
-
->>> import optuna
->>> from istar_plugin.config.searches import parse
->>> spec = parse({"fixed": {"recipe": "rte", "data.validation_split": 0.1},
-...               "space": {"optim.lr": {"low": 1e-5, "high": 1e-4, "log": True}}, "final_seeds": [1, 2]}, "s")
->>> study = optuna.create_study(direction="maximize")
->>> lr = optuna.distributions.FloatDistribution(1e-5, 1e-4, log=True)
->>> study.add_trial(optuna.trial.create_trial(params={"optim.lr": 3e-5}, distributions={"optim.lr": lr}, value=0.6,
-...                                           user_attrs={"values": {"optim.lr": 3e-5}}))
->>> for cell in final_grid(spec, study).cells:
-...     print(cell.name, cell.arguments[-2:])
-setting=trial0,seed=1 ('optim.lr=3e-05', 'seed=1')
-setting=baseline,seed=1 ('criterion=cross_entropy', 'seed=1')
-setting=trial0,seed=2 ('optim.lr=3e-05', 'seed=2')
-setting=baseline,seed=2 ('criterion=cross_entropy', 'seed=2')
-"""
+comparison of the chosen setting with the baseline as an ordinary grid in ``SEARCH_DIR/final``."""
 from __future__ import annotations
 
 import json
@@ -45,8 +29,7 @@ def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) 
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and wait (inline, local; returns the trials' outcomes) or queue them as one SLURM job
-    array (returns ``{}``); the job ids go to ``workers.json``."""
+    """Run ``count`` workers and return their outcomes (inline, local), or queue them as a SLURM array (``{}``)."""
     folder = search_dir / SUBMITIT_FOLDER
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), 0)
@@ -62,7 +45,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
 
     def ended(name: str, job: submitit.Job) -> None:
         error = job.exception()
-        if error is not None:  # killed, preempted, a bug: the trial it held stays running, resumed by the next worker
+        if error is not None:
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
             say(f"worker {job.job_id} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
@@ -73,7 +56,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
 
     def start(name: str, job: submitit.Job) -> None:
         started.append(job.job_id)
-        if len(started) == count:  # every worker started at once: recorded before they are waited for
+        if len(started) == count:
             _record_workers(search_dir, "local", started)
             say(f"started {count} local workers (logs in {folder})")
 
