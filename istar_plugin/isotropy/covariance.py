@@ -12,9 +12,6 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["isoscore", "isoscore_star", "isoscore_from_cov", "pooled_isoscore_star", "CovarianceAccumulator"]
-
-
 def _compute_dtype(points: Tensor) -> torch.dtype:
     """float64 stays float64; everything else (half, bfloat16, float32, integers) is computed in float32."""
     return torch.float64 if points.dtype == torch.float64 else torch.float32
@@ -28,12 +25,7 @@ def _check_points(points: Tensor, name: str = "points") -> None:
 
 
 def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor:
-    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix (no direction used),
-    NaN when the covariance holds NaN or an infinity (a diverged model has no isotropy to report).
-
-    >>> _score_from_moments(torch.tensor(float("nan")), torch.tensor(float("nan")), 4).item()
-    nan
-    """
+    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix, NaN if not finite."""
     nonzero = frobenius_sq > 0
     safe = torch.where(nonzero, frobenius_sq, torch.ones_like(frobenius_sq))
     ratio_sq = trace.square() / safe
@@ -45,11 +37,8 @@ def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor
 class _CovarianceMoments(torch.autograd.Function):
     """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
 
-    Centres the chunks on their common mean, then one product forward and one backward: every moment is
-    linear or quadratic in C, so dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk =
-    ``2 Xck dC / (n - 1)`` (the centring's Jacobian leaves it unchanged, since the centred points sum to
-    zero), half what autograd would spend on ``Xc^T Xc``. Chunks (e.g. one per transformer layer) are never
-    concatenated. For a single chunk with ``A`` absent and n < d the Gram matrix (n x n) is used instead.
+    dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xck dC / (n - 1)`` (the centred points
+    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram.
     """
 
     @staticmethod
@@ -92,10 +81,8 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
                   mask: Optional[Tensor] = None) -> Tensor:
     """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
 
-    ``points`` (n, d) rows are points, or a sequence of (n_k, d) tensors whose union is the cloud (e.g. one
-    per transformer layer: they are never concatenated). ``mask`` (n,) boolean keeps rows of a single
-    tensor (padding tokens are not points). Half-precision inputs are upcast to float32 and autocast is
-    disabled inside. Differentiable in ``points``.
+    ``points``: (n, d) rows, or a sequence of (n_k, d) chunks whose union is the cloud (never concatenated);
+    ``mask`` (n,) boolean keeps rows of a single tensor. Computed in at least float32; differentiable in ``points``.
 
     >>> import torch
     >>> x = torch.randn(64, 16, requires_grad=True)
@@ -161,9 +148,8 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
 class _PooledScatter(torch.autograd.Function):
     """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; one product forward and one backward.
 
-    The backward all-reduces the incoming gradient, as an all-reduce's adjoint must: when every rank
-    computes the same loss from the pooled matrix, rank r receives ``world_size`` times its rows' share,
-    which DistributedDataParallel's gradient averaging divides back out.
+    The backward all-reduces the gradient (an all-reduce's adjoint); DDP's gradient averaging divides the
+    resulting ``world_size`` factor back out.
     """
 
     @staticmethod
@@ -193,10 +179,7 @@ def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optio
                          group=None) -> Tensor:
     """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank.
 
-    Pools sufficient statistics (counts and sums, then the d x d scatter about the global mean), never the
-    points themselves: the single-process value on the concatenated batch, at the cost of two small
-    all-reduces. Gradients flow to every rank's own points (see ``_PooledScatter``). Without an
-    initialised process group it is :func:`isoscore_star`.
+    Pools counts, sums and the d x d scatter, never the points; gradients flow to each rank's own points.
     """
     import torch.distributed as dist
 
@@ -275,8 +258,7 @@ class CovarianceAccumulator:
             points = points[mask.to(torch.bool)]
         if points.shape[0] == 0:
             return
-        # the batch's own moments in its precision (at least float32), the running merge in the accumulator's
-        # (outside autocast: under a bf16 autocast the scatter product would be bf16, off by about 1e-2)
+        # outside autocast: under bf16 autocast the scatter product would be off by about 1e-2
         x = points.to(device=self.mean.device, dtype=_compute_dtype(points))
         with torch.autocast(device_type=x.device.type, enabled=False):
             mean = x.mean(dim=0)
@@ -306,12 +288,7 @@ class CovarianceAccumulator:
 
     @torch.no_grad()
     def all_reduce(self, group=None) -> "CovarianceAccumulator":
-        """Pool across torch.distributed ranks in place: every rank ends with the statistics of the union.
-
-        Two all-reduces of O(d^2): counts and sums give the global mean; each rank then re-centres its
-        scatter on it (exact, no cancellation) before they are summed. Rank 0's result is broadcast so
-        every rank holds bitwise the same tensors.
-        """
+        """Pool across torch.distributed ranks in place: every rank ends with bitwise the statistics of the union."""
         import torch.distributed as dist
 
         totals = torch.cat([self.mean.new_tensor([float(self.count)]), self.mean * self.count])
@@ -341,8 +318,7 @@ class CovarianceAccumulator:
 
 
 def score_text(value: float) -> str:
-    """An IsoScore for a log line: four decimals, or two significant digits when it is below a thousandth (a
-    decoder's cloud with massive activations scores about 1e-5, which four decimals would show as 0).
+    """An IsoScore for a log line: four decimals, or scientific notation below a thousandth.
 
     >>> score_text(0.58812), score_text(2.34e-05), score_text(0.0)
     ('0.5881', '2.34e-05', '0.0000')
