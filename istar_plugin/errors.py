@@ -43,8 +43,7 @@ class DataError(RunError, ValueError):
 
 
 class RunDirError(RunError):
-    """A run directory or output folder cannot be used: held by another run, holding another run or files the
-    toolkit did not write, or not writable."""
+    """A run directory or output folder cannot be used: held by or holding another run, foreign files, not writable."""
 
     exit_code = 4
 
@@ -68,8 +67,7 @@ class ModelError(RunError):
 
 
 class Stopped(RunError):
-    """A signal (SIGTERM, SIGINT) stopped the run at a step's end, after saving a checkpoint to resume from; the
-    exit status is 128 + the signal's number, as a shell reports a process the signal killed."""
+    """A signal stopped the run at a step's end, after saving a checkpoint; the exit status is 128 + its number."""
 
     def __init__(self, message: str, signal_number: int):
         super().__init__(message)
@@ -92,16 +90,7 @@ def one_line(error: BaseException) -> str:
 
 def run_command(prog: str, command: Callable[[], int], show_traceback: bool = False) -> int:
     """Run a command-line tool's body: an expected failure prints ``PROG: error: MESSAGE`` (its traceback only
-    when wanted) and returns its exit code; warnings print as ``PROG: warning: MESSAGE``; bugs propagate.
-
-    >>> def body():
-    ...     raise DataError("dev.tsv, line 3: label 'maybe' is not in the label set of sst2")
-    >>> import contextlib, io
-    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
-    ...     code = run_command("istar-run", body)
-    >>> code, err.getvalue().splitlines()
-    (3, ["istar-run: error: dev.tsv, line 3: label 'maybe' is not in the label set of sst2"])
-    """
+    when wanted) and returns its exit code; warnings print as ``PROG: warning: MESSAGE``; bugs propagate."""
     formatting = warnings.formatwarning
     warnings.formatwarning = lambda message, *args, **kwargs: f"{prog}: warning: {one_line(message)}\n"
     try:

@@ -4,26 +4,13 @@ in checkpoints. Every callback gets a read-only :class:`RunView` of the run and 
 :class:`HookDispatcher`.
 
 >>> class Count(Hook):
-...     def __init__(self):
-...         self.steps = 0
+...     steps = 0
 ...     def on_step_end(self, run, step, stats):
 ...         self.steps += 1
-...         if step == 2:
-...             run.control.request_stop("enough")
->>> class View(ReadOnlyView):
-...     __slots__ = ("control",)
-...     def __init__(self):
-...         object.__setattr__(self, "control", TrainingControl())
->>> view, counter = View(), Count()
->>> dispatcher = HookDispatcher([counter], view)
->>> for step in (1, 2):
-...     dispatcher.step_end(step, {})
->>> counter.steps, view.control.should_stop, view.control.stop_reason
-(2, True, 'enough')
->>> view.step = 3
-Traceback (most recent call last):
-...
-AttributeError: a run view is read-only: cannot set 'step'
+>>> counter = Count()
+>>> HookDispatcher([counter], view=None).step_end(1, {})
+>>> counter.steps
+1
 """
 from __future__ import annotations
 
@@ -32,14 +19,11 @@ from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence, 
 
 import torch
 
-__all__ = ["Hook", "RunView", "TrainingControl", "ReadOnlyView", "HookDispatcher", "EVENTS"]
-
 EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_validation", "on_step_end", "on_fit_end")
 
 
 class TrainingControl:
-    """What hooks may ask of the loop: stop after the current epoch, or measure the evaluation split again after
-    ``on_fit_end``.
+    """What hooks may ask of the loop: stop after the current epoch, or evaluate again after ``on_fit_end``.
 
     >>> control = TrainingControl()
     >>> control.request_evaluation(weights_from_step=3)
@@ -157,14 +141,14 @@ class Hook:
 
 
 class HookDispatcher:
-    """Calls every hook of the live list ``hooks``, in order, for an event, handing each the run's view; an object
-    lacking an event's method is skipped."""
+    """Calls every hook of the live list ``hooks`` in order for an event, with the run's view; a missing method is
+    skipped."""
 
     def __init__(self, hooks: Iterable[Hook], view: RunView):
         self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)
         self.view = view
         for hook in self.hooks:
-            if hasattr(hook, "stop_training"):  # an attribute the loop does not read: refused rather than ignored
+            if hasattr(hook, "stop_training"):
                 raise TypeError(f"hook {type(hook).__name__} has a stop_training attribute, which is no longer read; "
                                 "stop training with run.control.request_stop(reason) instead")
 

@@ -18,9 +18,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["Transform", "Identity", "Center", "Whiten", "AllButTheTop", "Chain", "parse_transform",
-           "parse_transforms", "TRANSFORM_CHOICES"]
-
 TRANSFORM_CHOICES = "none, center, whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +"
 RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of the largest is no direction
 
@@ -41,8 +38,7 @@ class Transform:
         return {}
 
     def out_dim(self, dim: int) -> int:
-        """The width of the transformed points for inputs of width ``dim``; a ValueError when the transform
-        cannot apply to that width (to check settings before any embedding is computed)."""
+        """The width of the transformed points for inputs of width ``dim``; a ValueError if it cannot apply."""
         return dim
 
 
@@ -197,14 +193,7 @@ def _count(spec: str, value: str) -> int:
 
 
 def parse_transform(spec: str) -> Transform:
-    """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError.
-
-    >>> parse_transform("whiten:0")  # doctest: +NORMALIZE_WHITESPACE
-    Traceback (most recent call last):
-    ...
-    ValueError: transform 'whiten:0': '0' is not a positive whole number; choices: none, center,
-    whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +
-    """
+    """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError."""
     parts = [part.strip() for part in spec.split("+")]
     if len(parts) > 1:
         return Chain([parse_transform(part) for part in parts])
