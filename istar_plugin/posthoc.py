@@ -3,7 +3,6 @@ whitening with ``k`` kept dimensions (Su et al. 2021, BERT-whitening) and all-bu
 directions (Mu & Viswanath 2018). A spec names one: ``none``, ``center``, ``whiten:K``, ``abtt:D``; ``+`` composes
 them left to right (``center+abtt:2``); a comma-separated list names several to compare.
 
->>> import torch
 >>> x = torch.randn(500, 6, dtype=torch.float64) @ torch.randn(6, 6, dtype=torch.float64) + 3
 >>> whiten = parse_transform("whiten:6").fit(x)
 >>> torch.allclose(torch.cov(whiten(x).T, correction=0), torch.eye(6, dtype=torch.float64), atol=1e-8)

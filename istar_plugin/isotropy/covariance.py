@@ -1,7 +1,6 @@
 """IsoScore and the differentiable IsoScore* of a point cloud, alone, pooled over ranks, or streamed
 (:class:`CovarianceAccumulator`); see :mod:`istar_plugin.isotropy` for the reduction to a participation ratio.
 
->>> import torch
 >>> round(isoscore(torch.eye(3, dtype=torch.float64)).item(), 2)  # three points, two used directions around their mean
 0.5
 """
@@ -84,7 +83,6 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
     ``points``: (n, d) rows, or a sequence of (n_k, d) chunks whose union is the cloud (never concatenated);
     ``mask`` (n,) boolean keeps rows of a single tensor. Computed in at least float32; differentiable in ``points``.
 
-    >>> import torch
     >>> x = torch.randn(64, 16, requires_grad=True)
     >>> score = isoscore_star(x, torch.eye(16), zeta=0.5)
     >>> score.backward(); bool(0 <= score <= 1) and x.grad.shape == x.shape
@@ -207,7 +205,6 @@ def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optio
 def isoscore(points: Tensor) -> Tensor:
     """Vanilla IsoScore (Algorithm 2): IsoScore* without shrinkage, in float64 for analysis.
 
-    >>> import torch
     >>> round(isoscore(torch.randn(5000, 4, dtype=torch.float64)).item(), 1)
     1.0
     """
@@ -218,7 +215,6 @@ def isoscore(points: Tensor) -> Tensor:
 def isoscore_from_cov(cov: Tensor) -> Tensor:
     """IsoScore of a covariance matrix (e.g. a known Gaussian's, or Sigma_S).
 
-    >>> import torch
     >>> isoscore_from_cov(torch.diag(torch.tensor([2., 2., 0., 0.]))).item()  # 2 of 4 directions: (2-1)/(4-1)
     0.3333333432674408
     """
@@ -234,7 +230,6 @@ def isoscore_from_cov(cov: Tensor) -> Tensor:
 class CovarianceAccumulator:
     """Streaming covariance in O(d^2) memory: count, mean and centred scatter, merged with Chan et al.'s update.
 
-    >>> import torch
     >>> acc = CovarianceAccumulator(3)
     >>> x = torch.randn(100, 3, dtype=torch.float64)
     >>> acc.update(x[:30]); acc.update(x[30:])

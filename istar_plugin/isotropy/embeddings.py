@@ -3,7 +3,6 @@ sentence-transformers ``IsotropyEvaluator``: ``spearman`` x 100 of the pairs' co
 ``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A measure the
 data leave undefined is None, with the reason beside it as ``NAME_undefined``: the record stays standard JSON.
 
->>> import torch
 >>> first = torch.tensor([[1., 0.], [0., 1.], [1., -1.]])
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1
 >>> embedding_measures(torch.cat([first, second]), scores=[5.0, 3.0, 0.0], names=("spearman", "alignment"))

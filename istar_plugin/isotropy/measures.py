@@ -2,7 +2,6 @@
 explained variance EV_k and TwoNN intrinsic dimension; and of sentence embeddings: alignment and uniformity
 (Wang & Isola 2020) and RankMe, the effective rank (Garrido et al. 2023).
 
->>> import torch
 >>> round(average_cosine_similarity(torch.eye(3)).item(), 3)  # orthogonal points
 0.0
 """
@@ -35,8 +34,7 @@ def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
     """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
 
     ``Z(c) = sum_i exp(c . x_i)`` over the eigenvectors ``c`` of ``X^T X`` taken with both signs (independent of the
-    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0).
-    """
+    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0)."""
     _check_points(points)
     x = points.detach().to(torch.float64)
     directions = torch.linalg.eigh(x.T @ x).eigenvectors
@@ -59,7 +57,6 @@ def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
 def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
     """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one.
 
-    >>> import torch
     >>> explained_variance_curve(torch.diag(torch.tensor([1., 6., 3.])), 3).tolist()
     [0.6, 0.9, 1.0]
     """
@@ -79,8 +76,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
 
     With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over the
     empirical distribution, dropping the largest ``discard_fraction`` of ``mu`` and duplicate points (r1 = 0).
-    Memory O(chunk_size * n).
-    """
+    Memory O(chunk_size * n)."""
     _check_points(points, "points")
     if not 0.0 <= discard_fraction < 1.0:
         raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
@@ -112,8 +108,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
 
 def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
     """Alignment (Wang & Isola 2020): mean ``||f(x) - f(y)||^alpha`` over positive pairs, rows of ``first`` and
-    ``second`` paired, after L2 normalisation; 0 when every pair coincides, 4 (alpha 2) for opposite pairs.
-    """
+    ``second`` paired, after L2 normalisation; 0 when every pair coincides, 4 (alpha 2) for opposite pairs."""
     _check_points(first, "first")
     if first.shape != second.shape:
         raise ValueError(f"alignment pairs rows: first has shape {tuple(first.shape)}, second {tuple(second.shape)}")
@@ -128,8 +123,7 @@ def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
 def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor:
     """Uniformity (Wang & Isola 2020): ``log mean exp(-t ||u_i - u_j||^2)`` over pairs i < j of the L2-normalised
     rows; lower is more uniform on the sphere (-4 t for antipodal pairs), 0 when all rows share one direction.
-    Memory O(chunk_size * n).
-    """
+    Memory O(chunk_size * n)."""
     _check_points(points)
     n = points.shape[0]
     if n < 2:
@@ -151,12 +145,7 @@ def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor
 
 def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
     """RankMe (Garrido et al. 2023): the effective rank ``exp(H(p))`` of the embedding matrix, ``p_k = s_k / ||s||_1
-    + eps`` for its singular values ``s`` (uncentred, as in the paper); between 1 and min(n, d). The singular values
-    are the square roots of the (d, d) Gram matrix's eigenvalues: no (n, d) decomposition.
-
-    >>> import torch
-    >>> round(rankme(torch.eye(5)).item(), 3)  # five equal singular values
-    5.0
+    + eps`` for its singular values ``s`` (uncentred, as in the paper, from the smaller Gram matrix); in [1, min(n, d)].
     """
     _check_points(points)
     x = points.detach().to(torch.float64)

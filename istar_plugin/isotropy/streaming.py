@@ -1,12 +1,7 @@
-"""Streaming statistics of a token cloud given layer by layer: the one accumulation every per-layer pass uses
-(evaluation, ``istar-analyze``, Sigma_S, the sentence-transformers loss and engine).
+"""Streaming statistics of a token cloud given layer by layer, the one accumulation every per-layer pass uses:
+:class:`LayerStatistics` holds a covariance accumulator per layer (or one for all, ``pooled``) and their union;
+:func:`stream` feeds it each batch's clouds (each already a set of rows) until its quota is met.
 
-:class:`LayerStatistics` holds a :class:`~istar_plugin.isotropy.covariance.CovarianceAccumulator` per layer (or one
-for every chunk, ``pooled``) and gives the union of the layers on demand; :func:`stream` feeds it each batch's
-clouds until its quota of points is met. A cloud is already a set of rows: a padded batch is flattened and
-masked before it arrives (or kept whole, padding included), a padding-free (packed) batch arrives as it is.
-
->>> import torch
 >>> stats = LayerStatistics(3, num_layers=2)
 >>> clouds = [torch.randn(50, 3, dtype=torch.float64), torch.randn(40, 3, dtype=torch.float64)]
 >>> stream(stats, [clouds[:1] + clouds[1:], [c[:10] for c in clouds]], lambda batch: batch).count
