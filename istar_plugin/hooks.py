@@ -53,9 +53,8 @@ class TrainingControl:
 
 @runtime_checkable
 class RunView(Protocol):
-    """Exactly what a hook may read of the run; a view refuses assignment and every other attribute. ``model``: the
-    adapter (``hidden_size``, ``num_layers``, ``token_cloud``, called on a batch). ``mid_epoch``: some of the current
-    epoch's batches were already consumed. ``stop_requested``: a stop signal arrived (a long pass ends early)."""
+    """Exactly what a hook may read of the run (a view refuses assignment). ``model``: the adapter (``hidden_size``,
+    ``num_layers``, ``token_cloud``); ``mid_epoch``: part of this epoch is done; ``stop_requested``: a signal came."""
 
     @property
     def model(self) -> Any: ...
@@ -120,12 +119,10 @@ class Hook:
     def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
-        """After ``epoch``'s end, with the task's ``metrics`` on the validation split ``data.validation_split`` holds
-        out (only when it holds one out)."""
+        """After ``epoch``'s end, with the task's ``metrics`` on the held-out ``data.validation_split`` (if any)."""
 
     def on_step_end(self, run: RunView, step: int, stats: dict[str, Any]) -> None:
-        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one waits for the
-        device), and ``lr`` as a float."""
+        """``stats``: the step's loss, criterion statistics and grad norm as device tensors, and ``lr`` as a float."""
 
     def on_fit_end(self, run: RunView) -> None:
         """After the last training step, before the final evaluation (e.g. restore the best weights)."""

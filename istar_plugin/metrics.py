@@ -137,13 +137,11 @@ def nll_per_token(nll_sums: Sequence[float], token_counts: Sequence[int]) -> flo
 
 
 Scorer = Callable[[Sequence, Sequence], float]
-_LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
-_ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
 
 TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     **dict.fromkeys(("sst2", "qnli", "rte", "sst5", "mnli", "mnli_mismatched", "wnli", "movie_snippets", "snli"),
-                    _LABEL_ACCURACY),
-    **dict.fromkeys(("mrpc", "qqp"), _ACCURACY_AND_F1),
+                    {"accuracy": accuracy}),
+    **dict.fromkeys(("mrpc", "qqp"), {"accuracy": accuracy, "f1": binary_f1}),
     "cola": {"matthews_correlation": matthews_correlation},
     "stsb": {"pearson": pearson, "spearman": spearman},
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},

@@ -50,9 +50,10 @@ class Identity(Transform):
         return points
 
 
-class _Centred(Transform):
-    """A transform that subtracts the fit set's mean first; ``fitted`` names its fitted tensors."""
+class Center(Transform):
+    """``center``: subtract the fit set's mean, as whiten and abtt do first (``fitted``: the fitted tensors' names)."""
 
+    name = "center"
     fitted: tuple[str, ...] = ("mean",)
 
     def __init__(self) -> None:
@@ -77,12 +78,6 @@ class _Centred(Transform):
     def state_dict(self) -> dict[str, Tensor]:
         return {name: getattr(self, name) for name in self.fitted}
 
-
-class Center(_Centred):
-    """``center``: subtract the fit set's mean."""
-
-    name = "center"
-
     def fit(self, points: Tensor) -> "Center":
         self._fit_mean(points)
         return self
@@ -98,7 +93,7 @@ def _principal_axes(centred: Tensor) -> tuple[Tensor, Tensor]:
     return values.flip(0), vectors.flip(1)
 
 
-class Whiten(_Centred):
+class Whiten(Center):
     """``whiten:K``: ``(x - mean) U_K diag(lambda_K)^-1/2``, the fit set's top ``K`` principal axes scaled to unit
     variance (Su et al. 2021): the fit set's covariance becomes the identity in ``K`` dimensions."""
 
@@ -130,7 +125,7 @@ class Whiten(_Centred):
         return self.k
 
 
-class AllButTheTop(_Centred):
+class AllButTheTop(Center):
     """``abtt:D``: subtract the mean, then the projections on the fit set's top ``D`` principal directions
     (Mu & Viswanath 2018)."""
 
