@@ -56,34 +56,20 @@ class RunView(Protocol):
     """Exactly what a hook may read of the run (a view refuses assignment). ``model``: the adapter (``hidden_size``,
     ``num_layers``, ``token_cloud``); ``mid_epoch``: part of this epoch is done; ``stop_requested``: a signal came."""
 
-    @property
-    def model(self) -> Any: ...
-    @property
-    def train_features(self) -> Sequence[Any]: ...
-    @property
-    def eval_batch_size(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def device(self) -> torch.device: ...
-    @property
-    def step(self) -> int: ...
-    @property
-    def total_steps(self) -> int: ...
-    @property
-    def mid_epoch(self) -> bool: ...
-    @property
-    def show_progress(self) -> bool: ...
-    @property
-    def output_dir(self) -> Path: ...
-    @property
-    def control(self) -> TrainingControl: ...
-    @property
-    def stop_requested(self) -> bool: ...
+    model: Any
+    train_features: Sequence[Any]
+    eval_batch_size: int
+    seed: int
+    rank: int
+    world_size: int
+    device: torch.device
+    step: int
+    total_steps: int
+    mid_epoch: bool
+    show_progress: bool
+    output_dir: Path
+    control: TrainingControl
+    stop_requested: bool
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]: ...
 
@@ -138,8 +124,7 @@ class Hook:
 
 
 class HookDispatcher:
-    """Calls every hook of the live list ``hooks`` in order for an event, with the run's view; a missing method is
-    skipped."""
+    """Calls every hook of the live list ``hooks`` in order for an event, with the run's view (if it has the method)."""
 
     def __init__(self, hooks: Iterable[Hook], view: RunView):
         self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)

@@ -22,8 +22,7 @@ RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of
 
 
 class Transform:
-    """Fitted on points with :meth:`fit`, then applied to any points of the same width with ``transform(points)``.
-    ``state_dict()`` holds the fitted tensors (the mean, the projection), to store beside a result."""
+    """Fitted on points by :meth:`fit`, then applied to points of the same width; ``state_dict()``: its tensors."""
 
     name: str = ""
 

@@ -91,8 +91,7 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
     chunks = _as_chunks(points, mask)
     dim = chunks[0].shape[1]
     _check_shrinkage(shrinkage_cov, zeta, dim)
-    dtype = _compute_dtype(chunks[0])
-    device = chunks[0].device
+    dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=device, dtype=dtype)
         if zeta == 1.0:
@@ -208,8 +207,7 @@ def isoscore(points: Tensor) -> Tensor:
     >>> round(isoscore(torch.randn(5000, 4, dtype=torch.float64)).item(), 1)
     1.0
     """
-    points = torch.as_tensor(points)
-    return isoscore_star(points.detach().to(torch.float64), zeta=0.0)
+    return isoscore_star(torch.as_tensor(points).detach().to(torch.float64))
 
 
 def isoscore_from_cov(cov: Tensor) -> Tensor:

@@ -23,8 +23,7 @@ def average_cosine_similarity(points: Tensor) -> Tensor:
 
 
 def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: int) -> Tensor:
-    """:func:`average_cosine_similarity` of ``n`` points from the sum of their unit vectors and of their squared
-    norms (1 per non-zero point): its streaming form."""
+    """:func:`average_cosine_similarity` of ``n`` points from the sums of their unit vectors and squared norms."""
     if n < 2:
         raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
     return (unit_sum.square().sum() - unit_square_sum) / (n * (n - 1))
