@@ -1,11 +1,6 @@
-"""What can go wrong in a run that is not a bug: one exception class per kind, each with its own exit code.
+"""What can go wrong in a run that is not a bug: one :class:`RunError` class per kind, each with its own exit code;
+the command-line tools print its message as one line. Anything else is a bug and shows its traceback.
 
-Expected failures (bad config values, bad data, a refused run directory, damaged checkpoints, a diverged
-run, a model that cannot be loaded) derive from :class:`RunError`; the command-line tools print their
-message as one line and exit with the class's code. Anything else is a bug and shows its traceback.
-
->>> exit_code(ConfigError("optim.lr must be > 0, got -1.0"))
-2
 >>> exit_code(KeyError("a bug")), exit_code(KeyboardInterrupt())
 (1, 130)
 >>> [(cls.__name__, cls.exit_code) for cls in RunError.__subclasses__() if cls is not Stopped]

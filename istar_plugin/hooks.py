@@ -1,7 +1,6 @@
-"""Trainer hooks: callbacks at fit start, epoch start/end, validation, step end and fit end, with their state saved
-in checkpoints. Every callback gets a read-only :class:`RunView` of the run and acts through its
-:class:`TrainingControl`; ``istar-run``'s trainer and :class:`~istar_plugin.hf.IStarTrainer` call hooks through one
-:class:`HookDispatcher`.
+"""Trainer hooks: callbacks (:data:`EVENTS`) with their state saved in checkpoints; each gets a read-only
+:class:`RunView` of the run and acts through its :class:`TrainingControl`. ``istar-run``'s trainer and
+``IStarTrainer`` call them through one :class:`HookDispatcher`.
 
 >>> class Count(Hook):
 ...     steps = 0
@@ -72,14 +71,10 @@ class RunView(Protocol):
     stop_requested: bool
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]: ...
-
     def autocast(self) -> ContextManager: ...
-
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]: ...
-
     def log(self, values: dict[str, Any], step: int) -> None: ...
-
     def say(self, line: str) -> None: ...
 
 
@@ -99,9 +94,7 @@ class Hook:
     """Base class: every callback is a no-op; override the ones you need. ``run`` is a :class:`RunView`."""
 
     def on_fit_start(self, run: RunView) -> None: ...
-
     def on_epoch_start(self, run: RunView, epoch: int) -> None: ...
-
     def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:

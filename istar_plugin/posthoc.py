@@ -62,6 +62,7 @@ class Center(Transform):
         if points.ndim != 2 or points.shape[0] < 2:
             raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, "
                              f"got shape {tuple(points.shape)}")
+        self.out_dim(points.shape[1])
         x = points.detach().to(torch.float64)
         self.mean = x.mean(dim=0)
         return x - self.mean
@@ -105,7 +106,6 @@ class Whiten(Center):
 
     def fit(self, points: Tensor) -> "Whiten":
         centred = self._fit_mean(points)
-        self.out_dim(centred.shape[1])
         values, vectors = _principal_axes(centred)
         kept = values[: self.k]
         if kept[-1] <= RELATIVE_FLOOR * values[0]:
@@ -137,7 +137,6 @@ class AllButTheTop(Center):
 
     def fit(self, points: Tensor) -> "AllButTheTop":
         centred = self._fit_mean(points)
-        self.out_dim(centred.shape[1])
         self.directions = _principal_axes(centred)[1][:, : self.d]
         return self
 

@@ -45,8 +45,7 @@ class Entry:
 
     @property
     def compose_time(self) -> Any:
-        """What composing reads: the declared stand-in, else the class once its module is imported, else its
-        :func:`outline`."""
+        """What composing reads: the declared stand-in, else the class if its module is imported, else its outline."""
         if self.declared is not None:
             return self.declared
         if isinstance(self.target, str) and self.target.partition(":")[0] not in sys.modules:

@@ -7,8 +7,6 @@ data leave undefined is None, with the reason beside it as ``NAME_undefined``: t
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1
 >>> embedding_measures(torch.cat([first, second]), scores=[5.0, 3.0, 0.0], names=("spearman", "alignment"))
 {'spearman': 100.0, 'alignment': 0.0}
->>> embedding_measures(torch.cat([first, second]), scores=[3.0, 3.0, 3.0], names=("spearman",))
-{'spearman': None, 'spearman_undefined': 'the gold scores are constant'}
 """
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ from .measures import (alignment, average_cosine_similarity, explained_variance_
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
 PAIR_MEASURES = ("spearman", "alignment")
-"""The measures that need pairs with gold scores."""
 POSITIVE_SCORE = 4.0
 UNDEFINED_SUFFIX = "_undefined"
 """``NAME_undefined`` holds why measure ``NAME`` is None."""
