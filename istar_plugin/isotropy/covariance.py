@@ -33,6 +33,14 @@ def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor
     return torch.where(finite, score, torch.full_like(score, float("nan")))
 
 
+def _scatter(chunks: Sequence[Tensor]) -> Tensor:
+    """``sum_k Xk^T Xk`` over the chunks, never concatenated."""
+    product = chunks[0].T @ chunks[0]
+    for chunk in chunks[1:]:
+        product.addmm_(chunk.T, chunk)
+    return product
+
+
 class _CovarianceMoments(torch.autograd.Function):
     """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
 
@@ -46,12 +54,7 @@ class _CovarianceMoments(torch.autograd.Function):
         mean = sum(chunk.sum(dim=0) for chunk in chunks) / n
         centred = [chunk - mean for chunk in chunks]
         use_gram = other is None and len(centred) == 1 and n < centred[0].shape[1]
-        if use_gram:
-            product = centred[0] @ centred[0].T
-        else:
-            product = centred[0].T @ centred[0]
-            for chunk in centred[1:]:
-                product.addmm_(chunk.T, chunk)
+        product = centred[0] @ centred[0].T if use_gram else _scatter(centred)
         product /= n - 1
         trace = product.diagonal().sum()
         frobenius_sq = product.square().sum()
@@ -153,9 +156,7 @@ class _PooledScatter(torch.autograd.Function):
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]
         import torch.distributed as dist
 
-        scatter = chunks[0].T @ chunks[0]
-        for chunk in chunks[1:]:
-            scatter.addmm_(chunk.T, chunk)
+        scatter = _scatter(chunks)
         dist.all_reduce(scatter, group=group)
         ctx.group = group
         ctx.save_for_backward(*chunks)

@@ -46,6 +46,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
     points = points.double()
     n = len(scores) if scores is not None else 0
     first, second = points[:n], points[n : 2 * n]
+    positive = torch.as_tensor(scores if scores is not None else [], dtype=torch.float64) >= POSITIVE_SCORE
     shrinkage = None if fit_cov is None or zeta == 0 else zeta * fit_cov.double()
     partition = functools.cache(lambda: partition_isotropy(points))
     curve = functools.cache(lambda: explained_variance_curve(torch.cov(points.T), min(10, points.shape[1])))
@@ -59,7 +60,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
         "ev_1": lambda: curve()[0].item(),
         "ev_10": lambda: curve()[-1].item(),
         "rankme": lambda: rankme(points).item(),
-        "alignment": lambda: alignment(*_positive_pairs(first, second, scores)).item(),
+        "alignment": lambda: alignment(first[positive], second[positive]).item(),
         "uniformity": lambda: uniformity(points).item(),
     }
     values: dict[str, Any] = {}
@@ -81,11 +82,6 @@ def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
 
 def _pair_cosines(first: Tensor, second: Tensor) -> Tensor:
     return torch.nn.functional.cosine_similarity(first, second, dim=1)
-
-
-def _positive_pairs(first: Tensor, second: Tensor, scores: Sequence[float]) -> tuple[Tensor, Tensor]:
-    positive = torch.tensor([score >= POSITIVE_SCORE for score in scores], dtype=torch.bool)
-    return first[positive], second[positive]
 
 
 def _why_undefined(name: str, points: Tensor, scores: Optional[Sequence[float]], first: Tensor, second: Tensor,

@@ -135,15 +135,12 @@ class LayerStatistics:
 def stream(statistics: LayerStatistics, batches: Iterable[Batch], clouds: Callable[[Batch], Sequence[Tensor]],
            progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
     """Feed each batch's ``clouds(batch)`` into ``statistics`` until its quota is met, with ``progress(points)``."""
-    remaining = iter(batches)
-    while not statistics.full:  # checked before the next batch is made
-        batch = next(remaining, _END)
-        if batch is _END:
-            break
+    if statistics.full:
+        return statistics
+    for batch in batches:
         taken = statistics.update(clouds(batch))
         if progress is not None:
             progress(taken)
+        if statistics.full:  # before the next batch is made
+            break
     return statistics
-
-
-_END = object()
