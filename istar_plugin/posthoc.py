@@ -125,8 +125,7 @@ class Whiten(Center):
 
 
 class AllButTheTop(Center):
-    """``abtt:D``: subtract the mean, then the projections on the fit set's top ``D`` principal directions
-    (Mu & Viswanath 2018)."""
+    """``abtt:D`` (Mu & Viswanath 2018): remove the mean and the projections on the top ``D`` principal directions."""
 
     fitted = ("mean", "directions")
 
@@ -192,10 +191,8 @@ def parse_transform(spec: str) -> Transform:
     kind, _, value = parts[0].partition(":")
     if kind in ("none", "center") and not value:
         return Identity() if kind == "none" else Center()
-    if kind == "whiten" and value:
-        return Whiten(_count(spec, value))
-    if kind == "abtt" and value:
-        return AllButTheTop(_count(spec, value))
+    if kind in ("whiten", "abtt") and value:
+        return (Whiten if kind == "whiten" else AllButTheTop)(_count(spec, value))
     raise ValueError(f"unknown transform {spec!r}; choices: {TRANSFORM_CHOICES}")
 
 

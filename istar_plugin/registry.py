@@ -28,8 +28,7 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered name: the class (or ``"module:attr"``, imported the first time :attr:`cls` is asked for), the
-    dataclass that configures it, and ``declared``, what composing reads instead of a class not imported yet."""
+    """A registered name: its class (or ``"module:attr"``, imported on first use), config dataclass and stand-in."""
 
     name: str
     target: Any
@@ -74,8 +73,7 @@ class Registry:
         return decorator
 
     def declare(self, name: str, target: str, config_cls: type | None = None, declared: Any = None) -> None:
-        """Register ``target`` (``"module:Class"``) under ``name`` without importing it; ``declared`` (else the
-        class's :func:`outline`) answers for it at compose time."""
+        """Register ``"module:Class"`` under ``name`` unimported; ``declared`` (else its :func:`outline`) stands in."""
         _check_config_cls(self.kind, name, config_cls)
         self._put(name, target, config_cls, declared)
 
@@ -130,8 +128,7 @@ def _declared_method(*args: Any, **kwargs: Any) -> None:
 
 @functools.lru_cache(maxsize=None)
 def outline(target: str) -> type:
-    """A stand-in for the class ``"module:Class"`` read from its source, without importing its module: a class of
-    that name with the public methods it and its package's base classes define."""
+    """A stand-in for ``"module:Class"`` from its source: the public methods it and its package base classes define."""
     module, _, name = target.partition(":")
     methods: dict[str, Any] = {}
     pending = [(module, name)]

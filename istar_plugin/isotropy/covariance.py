@@ -45,8 +45,7 @@ class _CovarianceMoments(torch.autograd.Function):
     """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
 
     dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xck dC / (n - 1)`` (the centred points
-    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram.
-    """
+    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram."""
 
     @staticmethod
     def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -149,8 +148,7 @@ class _PooledScatter(torch.autograd.Function):
     """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; one product forward and one backward.
 
     The backward all-reduces the gradient (an all-reduce's adjoint); DDP's gradient averaging divides the
-    resulting ``world_size`` factor back out.
-    """
+    resulting ``world_size`` factor back out."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -175,10 +173,8 @@ class _PooledScatter(torch.autograd.Function):
 
 def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
                          group=None) -> Tensor:
-    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank.
-
-    Pools counts, sums and the d x d scatter, never the points; gradients flow to each rank's own points.
-    """
+    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank: pools counts,
+    sums and the d x d scatter, never the points; gradients flow to each rank's own points."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:

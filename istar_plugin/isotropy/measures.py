@@ -144,8 +144,7 @@ def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor
 
 def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
     """RankMe (Garrido et al. 2023): the effective rank ``exp(H(p))`` of the embedding matrix, ``p_k = s_k / ||s||_1
-    + eps`` for its singular values ``s`` (uncentred, as in the paper, from the smaller Gram matrix); in [1, min(n, d)].
-    """
+    + eps`` for its singular values ``s`` (uncentred as in the paper, via the smaller Gram); in [1, min(n, d)]."""
     _check_points(points)
     x = points.detach().to(torch.float64)
     gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
