@@ -15,11 +15,8 @@ from .covariance import _check_points, _compute_dtype
 def average_cosine_similarity(points: Tensor) -> Tensor:
     """Mean cosine similarity over ordered pairs i != j, in O(n d); a zero row counts as cosine 0 with every point."""
     _check_points(points)
-    n = points.shape[0]
-    if n < 2:
-        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), n)
+    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), points.shape[0])  # which refuses n < 2
 
 
 def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: int) -> Tensor:
