@@ -1,5 +1,4 @@
-"""Compatibility shim: ``istar_plugin.cell.CellRunner`` is :class:`istar_plugin.launch.cell.CellRunner`, the path
-SLURM jobs queued by submitit hold pickled; new code imports from :mod:`istar_plugin.launch.cell`."""
+"""``istar_plugin.launch.cell.CellRunner`` at the path that queued SLURM jobs hold pickled."""
 from .launch.cell import CellRunner
 
 __all__ = ["CellRunner"]

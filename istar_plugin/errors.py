@@ -1,11 +1,6 @@
-"""What can go wrong in a run that is not a bug: one exception class per kind, each with its own exit code.
+"""What can go wrong in a run that is not a bug: one :class:`RunError` class per kind, each with its own exit code;
+the command-line tools print its message as one line. Anything else is a bug and shows its traceback.
 
-Expected failures (bad config values, bad data, a refused run directory, damaged checkpoints, a diverged
-run, a model that cannot be loaded) derive from :class:`RunError`; the command-line tools print their
-message as one line and exit with the class's code. Anything else is a bug and shows its traceback.
-
->>> exit_code(ConfigError("optim.lr must be > 0, got -1.0"))
-2
 >>> exit_code(KeyError("a bug")), exit_code(KeyboardInterrupt())
 (1, 130)
 >>> [(cls.__name__, cls.exit_code) for cls in RunError.__subclasses__() if cls is not Stopped]
@@ -43,8 +38,7 @@ class DataError(RunError, ValueError):
 
 
 class RunDirError(RunError):
-    """A run directory or output folder cannot be used: held by another run, holding another run or files the
-    toolkit did not write, or not writable."""
+    """A run directory or output folder cannot be used: held by or holding another run, foreign files, not writable."""
 
     exit_code = 4
 
@@ -68,8 +62,7 @@ class ModelError(RunError):
 
 
 class Stopped(RunError):
-    """A signal (SIGTERM, SIGINT) stopped the run at a step's end, after saving a checkpoint to resume from; the
-    exit status is 128 + the signal's number, as a shell reports a process the signal killed."""
+    """A signal stopped the run at a step's end, after saving a checkpoint; the exit status is 128 + its number."""
 
     def __init__(self, message: str, signal_number: int):
         super().__init__(message)
@@ -92,16 +85,7 @@ def one_line(error: BaseException) -> str:
 
 def run_command(prog: str, command: Callable[[], int], show_traceback: bool = False) -> int:
     """Run a command-line tool's body: an expected failure prints ``PROG: error: MESSAGE`` (its traceback only
-    when wanted) and returns its exit code; warnings print as ``PROG: warning: MESSAGE``; bugs propagate.
-
-    >>> def body():
-    ...     raise DataError("dev.tsv, line 3: label 'maybe' is not in the label set of sst2")
-    >>> import contextlib, io
-    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
-    ...     code = run_command("istar-run", body)
-    >>> code, err.getvalue().splitlines()
-    (3, ["istar-run: error: dev.tsv, line 3: label 'maybe' is not in the label set of sst2"])
-    """
+    when wanted) and returns its exit code; warnings print as ``PROG: warning: MESSAGE``; bugs propagate."""
     formatting = warnings.formatwarning
     warnings.formatwarning = lambda message, *args, **kwargs: f"{prog}: warning: {one_line(message)}\n"
     try:

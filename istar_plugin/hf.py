@@ -1,5 +1,4 @@
-"""The ``transformers.Trainer`` integration under its documented name: ``from istar_plugin.hf import IStarTrainer``
-(the code is in :mod:`istar_plugin.integrations.hf`)."""
+"""The ``transformers.Trainer`` integration (:mod:`istar_plugin.integrations.hf`) under its documented name."""
 from .integrations.hf import HFModelView, IStarTrainer, model_kind
 
 __all__ = ["HFModelView", "IStarTrainer", "model_kind"]

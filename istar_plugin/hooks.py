@@ -1,29 +1,15 @@
-"""Trainer hooks: callbacks at fit start, epoch start/end, validation, step end and fit end, with their state saved
-in checkpoints. Every callback gets a read-only :class:`RunView` of the run and acts through its
-:class:`TrainingControl`; ``istar-run``'s trainer and :class:`~istar_plugin.hf.IStarTrainer` call hooks through one
-:class:`HookDispatcher`.
+"""Trainer hooks: callbacks (:data:`EVENTS`) with their state saved in checkpoints; each gets a read-only
+:class:`RunView` of the run and acts through its :class:`TrainingControl`. ``istar-run``'s trainer and
+``IStarTrainer`` call them through one :class:`HookDispatcher`.
 
 >>> class Count(Hook):
-...     def __init__(self):
-...         self.steps = 0
+...     steps = 0
 ...     def on_step_end(self, run, step, stats):
 ...         self.steps += 1
-...         if step == 2:
-...             run.control.request_stop("enough")
->>> class View(ReadOnlyView):
-...     __slots__ = ("control",)
-...     def __init__(self):
-...         object.__setattr__(self, "control", TrainingControl())
->>> view, counter = View(), Count()
->>> dispatcher = HookDispatcher([counter], view)
->>> for step in (1, 2):
-...     dispatcher.step_end(step, {})
->>> counter.steps, view.control.should_stop, view.control.stop_reason
-(2, True, 'enough')
->>> view.step = 3
-Traceback (most recent call last):
-...
-AttributeError: a run view is read-only: cannot set 'step'
+>>> counter = Count()
+>>> HookDispatcher([counter], view=None).step_end(1, {})
+>>> counter.steps
+1
 """
 from __future__ import annotations
 
@@ -32,14 +18,11 @@ from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence, 
 
 import torch
 
-__all__ = ["Hook", "RunView", "TrainingControl", "ReadOnlyView", "HookDispatcher", "EVENTS"]
-
 EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_validation", "on_step_end", "on_fit_end")
 
 
 class TrainingControl:
-    """What hooks may ask of the loop: stop after the current epoch, or measure the evaluation split again after
-    ``on_fit_end``.
+    """What hooks may ask of the loop: stop after the current epoch, or evaluate again after ``on_fit_end``.
 
     >>> control = TrainingControl()
     >>> control.request_evaluation(weights_from_step=3)
@@ -69,48 +52,29 @@ class TrainingControl:
 
 @runtime_checkable
 class RunView(Protocol):
-    """Exactly what a hook may read of the run; a view refuses assignment and every other attribute. ``model``: the
-    adapter (``hidden_size``, ``num_layers``, ``token_cloud``, called on a batch). ``mid_epoch``: some of the current
-    epoch's batches were already consumed. ``stop_requested``: a stop signal arrived (a long pass ends early)."""
+    """Exactly what a hook may read of the run (a view refuses assignment). ``model``: the adapter (``hidden_size``,
+    ``num_layers``, ``token_cloud``); ``mid_epoch``: part of this epoch is done; ``stop_requested``: a signal came."""
 
-    @property
-    def model(self) -> Any: ...
-    @property
-    def train_features(self) -> Sequence[Any]: ...
-    @property
-    def eval_batch_size(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def device(self) -> torch.device: ...
-    @property
-    def step(self) -> int: ...
-    @property
-    def total_steps(self) -> int: ...
-    @property
-    def mid_epoch(self) -> bool: ...
-    @property
-    def show_progress(self) -> bool: ...
-    @property
-    def output_dir(self) -> Path: ...
-    @property
-    def control(self) -> TrainingControl: ...
-    @property
-    def stop_requested(self) -> bool: ...
+    model: Any
+    train_features: Sequence[Any]
+    eval_batch_size: int
+    seed: int
+    rank: int
+    world_size: int
+    device: torch.device
+    step: int
+    total_steps: int
+    mid_epoch: bool
+    show_progress: bool
+    output_dir: Path
+    control: TrainingControl
+    stop_requested: bool
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]: ...
-
     def autocast(self) -> ContextManager: ...
-
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]: ...
-
     def log(self, values: dict[str, Any], step: int) -> None: ...
-
     def say(self, line: str) -> None: ...
 
 
@@ -130,18 +94,14 @@ class Hook:
     """Base class: every callback is a no-op; override the ones you need. ``run`` is a :class:`RunView`."""
 
     def on_fit_start(self, run: RunView) -> None: ...
-
     def on_epoch_start(self, run: RunView, epoch: int) -> None: ...
-
     def on_epoch_end(self, run: RunView, epoch: int) -> None: ...
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
-        """After ``epoch``'s end, with the task's ``metrics`` on the validation split ``data.validation_split`` holds
-        out (only when it holds one out)."""
+        """After ``epoch``'s end, with the task's ``metrics`` on the held-out ``data.validation_split`` (if any)."""
 
     def on_step_end(self, run: RunView, step: int, stats: dict[str, Any]) -> None:
-        """``stats``: the step's loss, criterion statistics and grad norm as device tensors (reading one waits for the
-        device), and ``lr`` as a float."""
+        """``stats``: the step's loss, criterion statistics and grad norm as device tensors, and ``lr`` as a float."""
 
     def on_fit_end(self, run: RunView) -> None:
         """After the last training step, before the final evaluation (e.g. restore the best weights)."""
@@ -157,14 +117,13 @@ class Hook:
 
 
 class HookDispatcher:
-    """Calls every hook of the live list ``hooks``, in order, for an event, handing each the run's view; an object
-    lacking an event's method is skipped."""
+    """Calls every hook of the live list ``hooks`` in order for an event, with the run's view (if it has the method)."""
 
     def __init__(self, hooks: Iterable[Hook], view: RunView):
         self.hooks: list[Hook] = hooks if isinstance(hooks, list) else list(hooks)
         self.view = view
         for hook in self.hooks:
-            if hasattr(hook, "stop_training"):  # an attribute the loop does not read: refused rather than ignored
+            if hasattr(hook, "stop_training"):
                 raise TypeError(f"hook {type(hook).__name__} has a stop_training attribute, which is no longer read; "
                                 "stop training with run.control.request_stop(reason) instead")
 

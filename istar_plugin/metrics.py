@@ -17,20 +17,12 @@ from typing import Optional
 
 
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
-    """Fraction of predictions equal to their reference.
-
-    >>> accuracy([0, 1, 1], [0, 1, 0])
-    0.6666666666666666
-    """
+    """Fraction of predictions equal to their reference."""
     return sum(int(p) == int(r) for p, r in zip(predictions, references)) / len(references)
 
 
 def binary_f1(predictions: Sequence[int], references: Sequence[int]) -> float:
-    """F1 of the positive class (label 1); 0 when there is no true positive.
-
-    >>> binary_f1([1, 1, 0, 0], [1, 0, 1, 0])
-    0.5
-    """
+    """F1 of the positive class (label 1); 0 when there is no true positive."""
     true_pos = sum(int(p) == 1 and int(r) == 1 for p, r in zip(predictions, references))
     return _f1(true_pos, sum(int(p) == 1 for p in predictions), sum(int(r) == 1 for r in references))
 
@@ -44,13 +36,7 @@ def _f1(hits: int, predicted: int, gold: int) -> float:
 
 
 def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) -> float:
-    """Matthews correlation coefficient (multi-class form); 0 when undefined (a constant row or column).
-
-    >>> matthews_correlation([1, 1, 0, 0], [1, 0, 0, 0])
-    0.5773502691896258
-    >>> matthews_correlation([1, 1, 1], [1, 0, 1])
-    0.0
-    """
+    """Matthews correlation coefficient (multi-class form); 0 when undefined (a constant row or column)."""
     labels = sorted({int(x) for x in predictions} | {int(x) for x in references})
     predicted_counts = Counter(int(p) for p in predictions)
     true_counts = Counter(int(r) for r in references)
@@ -65,16 +51,7 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation; 0 when undefined (either side constant), NaN when a value is not finite (a diverged
-    model).
-
-    >>> round(pearson([1, 2, 3, 4], [2, 4, 5, 9]), 6)
-    0.964764
-    >>> pearson([1, float("nan"), 3], [1, 2, 3])
-    nan
-    >>> pearson([0.0, 8e-164, 2e-163], [1, 2, 3]) > 0.99  # spreads far below sqrt(float min) still correlate
-    True
-    """
+    """Pearson correlation; 0 when either side is constant, NaN when a value is not finite (a diverged model)."""
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
     if not _all_finite(xs, ys):
@@ -95,11 +72,7 @@ def _all_finite(*sequences: Sequence[float]) -> bool:
 
 
 def average_ranks(values: Sequence[float]) -> list[float]:
-    """Ranks starting at 1, ties sharing the average of the ranks they span.
-
-    >>> average_ranks([10, 20, 10, 5])
-    [2.5, 4.0, 2.5, 1.0]
-    """
+    """Ranks starting at 1, ties sharing the average of the ranks they span."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
     start = 0
@@ -114,22 +87,14 @@ def average_ranks(values: Sequence[float]) -> list[float]:
 
 
 def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Spearman rank correlation (Pearson of average ranks); 0 when undefined, NaN for non-finite values.
-
-    >>> spearman([1, 2, 3, 4], [2, 4, 5, 9])
-    1.0
-    """
+    """Spearman rank correlation (Pearson of average ranks); 0 when undefined, NaN for non-finite values."""
     if not _all_finite(predictions, references):
         return math.nan
     return pearson(average_ranks([float(p) for p in predictions]), average_ranks([float(r) for r in references]))
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, fold whitespace.
-
-    >>> normalize_answer("  The  Eiffel-Tower! ")
-    'eiffeltower'
-    """
+    """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, fold whitespace."""
     text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
@@ -139,11 +104,7 @@ _PUNCTUATION = frozenset(string.punctuation)
 
 
 def answer_f1(prediction: str, gold: str) -> float:
-    """Token-overlap F1 of two normalised answers, in [0, 1].
-
-    >>> answer_f1("the big cat", "a cat")
-    0.6666666666666666
-    """
+    """Token-overlap F1 of two normalised answers, in [0, 1]."""
     predicted_tokens = normalize_answer(prediction).split()
     gold_tokens = normalize_answer(gold).split()
     overlap = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
@@ -151,54 +112,36 @@ def answer_f1(prediction: str, gold: str) -> float:
 
 
 def squad_exact_match(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
-    """Percentage of predictions equal (after normalisation) to at least one gold answer.
-
-    >>> squad_exact_match(["a cat", "dog"], [["Cat"], ["cat", "the dogs"]])
-    50.0
-    """
+    """Percentage of predictions equal (after normalisation) to at least one gold answer."""
     hits = sum(max(normalize_answer(p) == normalize_answer(g) for g in golds)
                for p, golds in zip(predictions, references))
     return 100.0 * hits / len(references)
 
 
 def squad_f1(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> float:
-    """Mean over questions of the best token F1 against any gold answer, x100.
-
-    >>> round(squad_f1(["big cat"], [["cat", "dog"]]), 4)
-    66.6667
-    """
+    """Mean over questions of the best token F1 against any gold answer, x100."""
     total = sum(max(answer_f1(p, g) for g in golds) for p, golds in zip(predictions, references))
     return 100.0 * total / len(references)
 
 
 def perplexity(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
-    """exp of the mean negative log-likelihood per predicted token, pooled over texts; NaN when there is none.
-
-    >>> round(perplexity([2 * math.log(4), math.log(4)], [2, 1]), 6)  # every token at probability 1/4
-    4.0
-    """
+    """exp of the mean negative log-likelihood per predicted token, pooled over texts; NaN when there is none."""
     return math.exp(nll_per_token(nll_sums, token_counts))
 
 
 def nll_per_token(nll_sums: Sequence[float], token_counts: Sequence[int]) -> float:
-    """The mean negative log-likelihood (nats) per predicted token, pooled over texts; NaN when none was predicted.
-
-    >>> nll_per_token([3.0, 1.0], [3, 1]), nll_per_token([0.0], [0])
-    (1.0, nan)
-    """
+    """The mean negative log-likelihood (nats) per predicted token, pooled over texts; NaN when none was predicted."""
     tokens = sum(int(count) for count in token_counts)
     total = sum(float(value) for value in nll_sums)
     return total / tokens if tokens and math.isfinite(total) else math.nan
 
 
 Scorer = Callable[[Sequence, Sequence], float]
-_LABEL_ACCURACY: dict[str, Scorer] = {"accuracy": accuracy}
-_ACCURACY_AND_F1: dict[str, Scorer] = {"accuracy": accuracy, "f1": binary_f1}
 
 TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     **dict.fromkeys(("sst2", "qnli", "rte", "sst5", "mnli", "mnli_mismatched", "wnli", "movie_snippets", "snli"),
-                    _LABEL_ACCURACY),
-    **dict.fromkeys(("mrpc", "qqp"), _ACCURACY_AND_F1),
+                    {"accuracy": accuracy}),
+    **dict.fromkeys(("mrpc", "qqp"), {"accuracy": accuracy, "f1": binary_f1}),
     "cola": {"matthews_correlation": matthews_correlation},
     "stsb": {"pearson": pearson, "spearman": spearman},
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
@@ -211,11 +154,7 @@ LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
 
 
 def better_sign(metric: str) -> int:
-    """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank.
-
-    >>> better_sign("accuracy"), better_sign("perplexity")
-    (1, -1)
-    """
+    """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank."""
     return -1 if metric in LOWER_IS_BETTER else 1
 
 TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
@@ -223,31 +162,19 @@ TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
 
 
 def metric_names(task: str) -> tuple[str, ...]:
-    """The keys :func:`compute` returns for ``task``.
-
-    >>> metric_names("stsb")
-    ('pearson', 'spearman', 'combined_score')
-    """
+    """The keys :func:`compute` returns for ``task``."""
     names = tuple(_scorers(task))
     return names + ("combined_score",) if task in TASKS_WITH_COMBINED_SCORE else names
 
 
 def main_metric(task: str) -> str:
-    """The metric a task is judged and selected on: its combined score where it has one, else its first metric.
-
-    >>> main_metric("rte"), main_metric("stsb"), main_metric("lm")
-    ('accuracy', 'combined_score', 'perplexity')
-    """
+    """The metric a task is judged and selected on: its combined score where it has one, else its first metric."""
     names = metric_names(task)
     return "combined_score" if "combined_score" in names else names[0]
 
 
 def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str, float]:
-    """All metrics of ``task``: of label ids, floats, or (``squad``) answer strings against lists of gold answers.
-
-    >>> compute("cola", [1, 0, 1], [1, 0, 0])
-    {'matthews_correlation': 0.5}
-    """
+    """All metrics of ``task``: of label ids, floats, or (``squad``) answer strings against lists of gold answers."""
     scorers = _scorers(task)
     predictions, references = list(predictions), list(references)
     if len(predictions) != len(references):

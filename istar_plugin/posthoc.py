@@ -3,7 +3,6 @@ whitening with ``k`` kept dimensions (Su et al. 2021, BERT-whitening) and all-bu
 directions (Mu & Viswanath 2018). A spec names one: ``none``, ``center``, ``whiten:K``, ``abtt:D``; ``+`` composes
 them left to right (``center+abtt:2``); a comma-separated list names several to compare.
 
->>> import torch
 >>> x = torch.randn(500, 6, dtype=torch.float64) @ torch.randn(6, 6, dtype=torch.float64) + 3
 >>> whiten = parse_transform("whiten:6").fit(x)
 >>> torch.allclose(torch.cov(whiten(x).T, correction=0), torch.eye(6, dtype=torch.float64), atol=1e-8)
@@ -18,16 +17,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["Transform", "Identity", "Center", "Whiten", "AllButTheTop", "Chain", "parse_transform",
-           "parse_transforms", "TRANSFORM_CHOICES"]
-
 TRANSFORM_CHOICES = "none, center, whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +"
 RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of the largest is no direction
 
 
 class Transform:
-    """Fitted on points with :meth:`fit`, then applied to any points of the same width with ``transform(points)``.
-    ``state_dict()`` holds the fitted tensors (the mean, the projection), to store beside a result."""
+    """Fitted on points by :meth:`fit`, then applied to points of the same width; ``state_dict()``: its tensors."""
 
     name: str = ""
 
@@ -41,8 +36,7 @@ class Transform:
         return {}
 
     def out_dim(self, dim: int) -> int:
-        """The width of the transformed points for inputs of width ``dim``; a ValueError when the transform
-        cannot apply to that width (to check settings before any embedding is computed)."""
+        """The width of the transformed points for inputs of width ``dim``; a ValueError if it cannot apply."""
         return dim
 
 
@@ -55,9 +49,10 @@ class Identity(Transform):
         return points
 
 
-class _Centred(Transform):
-    """A transform that subtracts the fit set's mean first; ``fitted`` names its fitted tensors."""
+class Center(Transform):
+    """``center``: subtract the fit set's mean, as whiten and abtt do first (``fitted``: the fitted tensors' names)."""
 
+    name = "center"
     fitted: tuple[str, ...] = ("mean",)
 
     def __init__(self) -> None:
@@ -67,6 +62,7 @@ class _Centred(Transform):
         if points.ndim != 2 or points.shape[0] < 2:
             raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, "
                              f"got shape {tuple(points.shape)}")
+        self.out_dim(points.shape[1])
         x = points.detach().to(torch.float64)
         self.mean = x.mean(dim=0)
         return x - self.mean
@@ -81,12 +77,6 @@ class _Centred(Transform):
 
     def state_dict(self) -> dict[str, Tensor]:
         return {name: getattr(self, name) for name in self.fitted}
-
-
-class Center(_Centred):
-    """``center``: subtract the fit set's mean."""
-
-    name = "center"
 
     def fit(self, points: Tensor) -> "Center":
         self._fit_mean(points)
@@ -103,7 +93,7 @@ def _principal_axes(centred: Tensor) -> tuple[Tensor, Tensor]:
     return values.flip(0), vectors.flip(1)
 
 
-class Whiten(_Centred):
+class Whiten(Center):
     """``whiten:K``: ``(x - mean) U_K diag(lambda_K)^-1/2``, the fit set's top ``K`` principal axes scaled to unit
     variance (Su et al. 2021): the fit set's covariance becomes the identity in ``K`` dimensions."""
 
@@ -116,7 +106,6 @@ class Whiten(_Centred):
 
     def fit(self, points: Tensor) -> "Whiten":
         centred = self._fit_mean(points)
-        self.out_dim(centred.shape[1])
         values, vectors = _principal_axes(centred)
         kept = values[: self.k]
         if kept[-1] <= RELATIVE_FLOOR * values[0]:
@@ -135,9 +124,8 @@ class Whiten(_Centred):
         return self.k
 
 
-class AllButTheTop(_Centred):
-    """``abtt:D``: subtract the mean, then the projections on the fit set's top ``D`` principal directions
-    (Mu & Viswanath 2018)."""
+class AllButTheTop(Center):
+    """``abtt:D`` (Mu & Viswanath 2018): remove the mean and the projections on the top ``D`` principal directions."""
 
     fitted = ("mean", "directions")
 
@@ -148,7 +136,6 @@ class AllButTheTop(_Centred):
 
     def fit(self, points: Tensor) -> "AllButTheTop":
         centred = self._fit_mean(points)
-        self.out_dim(centred.shape[1])
         self.directions = _principal_axes(centred)[1][:, : self.d]
         return self
 
@@ -197,24 +184,15 @@ def _count(spec: str, value: str) -> int:
 
 
 def parse_transform(spec: str) -> Transform:
-    """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError.
-
-    >>> parse_transform("whiten:0")  # doctest: +NORMALIZE_WHITESPACE
-    Traceback (most recent call last):
-    ...
-    ValueError: transform 'whiten:0': '0' is not a positive whole number; choices: none, center,
-    whiten:K (K kept dimensions), abtt:D (D top directions removed); compose with +
-    """
+    """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError."""
     parts = [part.strip() for part in spec.split("+")]
     if len(parts) > 1:
         return Chain([parse_transform(part) for part in parts])
     kind, _, value = parts[0].partition(":")
     if kind in ("none", "center") and not value:
         return Identity() if kind == "none" else Center()
-    if kind == "whiten" and value:
-        return Whiten(_count(spec, value))
-    if kind == "abtt" and value:
-        return AllButTheTop(_count(spec, value))
+    if kind in ("whiten", "abtt") and value:
+        return (Whiten if kind == "whiten" else AllButTheTop)(_count(spec, value))
     raise ValueError(f"unknown transform {spec!r}; choices: {TRANSFORM_CHOICES}")
 
 

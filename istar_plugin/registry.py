@@ -1,11 +1,7 @@
-"""Typed registries: a name maps to a class and its config dataclass, declared in one decorator.
+"""Typed registries: a name maps to a class and its config dataclass, declared in one decorator. Packages (the
+built-ins too) add entries through entry points (group ``istar_plugin.<kind>s``); a class whose module imports torch
+is *declared* as ``"module:Class"``, imported on first use, and composing reads its :func:`outline` meanwhile.
 
-Packages add entries through entry points (group ``istar_plugin.<kind>s``), loaded by :func:`load_plugins` the first
-time a registry is asked for a name; the built-ins register the same way. A class whose module imports torch is
-*declared* instead (:meth:`Registry.declare`, ``"module:Class"``), imported on first use; composing a config reads
-its :func:`outline` (or a declared stand-in) meanwhile, so listing names and composing import no training framework.
-
->>> from dataclasses import dataclass
 >>> widgets = Registry("widget")
 >>> @dataclass
 ... class SquareConfig:
@@ -32,13 +28,7 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered name: the class (or ``"module:attr"``, imported the first time :attr:`cls` is asked for), the
-    dataclass that configures it, and ``declared``, what composing reads instead of a class not imported yet.
-
-    >>> entry = Entry("ordered", "collections:OrderedDict", None)
-    >>> entry.cls.__name__, entry.compose_time is entry.cls
-    ('OrderedDict', True)
-    """
+    """A registered name: its class (or ``"module:attr"``, imported on first use), config dataclass and stand-in."""
 
     name: str
     target: Any
@@ -54,8 +44,7 @@ class Entry:
 
     @property
     def compose_time(self) -> Any:
-        """What composing reads: the declared stand-in, else the class once its module is imported, else its
-        :func:`outline`."""
+        """What composing reads: the declared stand-in, else the class if its module is imported, else its outline."""
         if self.declared is not None:
             return self.declared
         if isinstance(self.target, str) and self.target.partition(":")[0] not in sys.modules:
@@ -84,14 +73,7 @@ class Registry:
         return decorator
 
     def declare(self, name: str, target: str, config_cls: type | None = None, declared: Any = None) -> None:
-        """Register ``target`` (``"module:Class"``) under ``name`` without importing it; ``declared`` (else the
-        class's :func:`outline`) answers for it at compose time.
-
-        >>> shapes = Registry("shape")
-        >>> shapes.declare("ordered", "collections:OrderedDict")
-        >>> shapes.get("ordered").cls.__name__
-        'OrderedDict'
-        """
+        """Register ``"module:Class"`` under ``name`` unimported; ``declared`` (else its :func:`outline`) stands in."""
         _check_config_cls(self.kind, name, config_cls)
         self._put(name, target, config_cls, declared)
 
@@ -146,12 +128,7 @@ def _declared_method(*args: Any, **kwargs: Any) -> None:
 
 @functools.lru_cache(maxsize=None)
 def outline(target: str) -> type:
-    """A stand-in for the class ``"module:Class"`` read from its source, without importing its module: a class of
-    that name with the public methods it and its package's base classes define.
-
-    >>> sorted(name for name in vars(outline("istar_plugin.registry:Registry")) if not name.startswith("_"))
-    ['build', 'declare', 'entry_point_group', 'get', 'names', 'register']
-    """
+    """A stand-in for ``"module:Class"`` from its source: the public methods it and its package base classes define."""
     module, _, name = target.partition(":")
     methods: dict[str, Any] = {}
     pending = [(module, name)]
@@ -202,10 +179,7 @@ _loading = False
 
 def load_plugins() -> tuple[str, ...]:
     """Import every installed entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names.
-
-    Loading an entry point imports its module, whose decorators register the plugin's classes. A lookup made
-    while the plugins load (a plugin's module asking a registry) sees what has registered so far.
-    """
+    A lookup made while they load sees what has registered so far."""
     global _loading
     if _loaded or _loading:
         return tuple(_loaded)

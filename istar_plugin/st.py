@@ -1,5 +1,4 @@
-"""The sentence-transformers integration under its documented name: ``from istar_plugin.st import IStarLoss`` (the
-code is in :mod:`istar_plugin.integrations.st`)."""
+"""The sentence-transformers integration (:mod:`istar_plugin.integrations.st`) under its documented name."""
 from .integrations.st import IsotropyEvaluator, IStarLoss
 
 __all__ = ["IStarLoss", "IsotropyEvaluator"]

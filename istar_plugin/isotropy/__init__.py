@@ -1,10 +1,8 @@
 """Isotropy of point clouds (rows are points): IsoScore, differentiable IsoScore*, and the seed papers' measures.
 
-IsoScore* normalises the spectrum of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S``;
-Algorithm 1 of Rudman & Eickhoff (2024) reduces exactly to ``(r**2 - 1) / (d - 1)`` with the participation
-ratio ``r = trace(S) / ||S||_F``. Both terms are expanded in the covariance product of the centred points,
-so the score costs one matrix product, needs no eigen- or singular-value decomposition and has a
-well-defined gradient everywhere (including repeated eigenvalues and n < d).
+IsoScore* of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S`` (Algorithm 1 of Rudman & Eickhoff
+2024) is exactly ``(r**2 - 1) / (d - 1)`` with the participation ratio ``r = trace(S) / ||S||_F``: one matrix
+product, no eigendecomposition, a gradient defined everywhere.
 
 >>> import torch
 >>> points = torch.randn(2000, 8, dtype=torch.float64) * torch.tensor([1., 1, 1, 1, 1, 1, 1, 1e-9]).double()

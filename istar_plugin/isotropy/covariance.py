@@ -1,7 +1,6 @@
 """IsoScore and the differentiable IsoScore* of a point cloud, alone, pooled over ranks, or streamed
 (:class:`CovarianceAccumulator`); see :mod:`istar_plugin.isotropy` for the reduction to a participation ratio.
 
->>> import torch
 >>> round(isoscore(torch.eye(3, dtype=torch.float64)).item(), 2)  # three points, two used directions around their mean
 0.5
 """
@@ -11,9 +10,6 @@ from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
-
-__all__ = ["isoscore", "isoscore_star", "isoscore_from_cov", "pooled_isoscore_star", "CovarianceAccumulator"]
-
 
 def _compute_dtype(points: Tensor) -> torch.dtype:
     """float64 stays float64; everything else (half, bfloat16, float32, integers) is computed in float32."""
@@ -28,12 +24,7 @@ def _check_points(points: Tensor, name: str = "points") -> None:
 
 
 def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor:
-    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix (no direction used),
-    NaN when the covariance holds NaN or an infinity (a diverged model has no isotropy to report).
-
-    >>> _score_from_moments(torch.tensor(float("nan")), torch.tensor(float("nan")), 4).item()
-    nan
-    """
+    """``(r**2 - 1) / (d - 1)`` with ``r**2 = trace**2 / ||S||_F**2``; 0 for the zero matrix, NaN if not finite."""
     nonzero = frobenius_sq > 0
     safe = torch.where(nonzero, frobenius_sq, torch.ones_like(frobenius_sq))
     ratio_sq = trace.square() / safe
@@ -42,15 +33,19 @@ def _score_from_moments(trace: Tensor, frobenius_sq: Tensor, dim: int) -> Tensor
     return torch.where(finite, score, torch.full_like(score, float("nan")))
 
 
+def _scatter(chunks: Sequence[Tensor]) -> Tensor:
+    """``sum_k Xk^T Xk`` over the chunks, never concatenated."""
+    product = chunks[0].T @ chunks[0]
+    for chunk in chunks[1:]:
+        product.addmm_(chunk.T, chunk)
+    return product
+
+
 class _CovarianceMoments(torch.autograd.Function):
     """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
 
-    Centres the chunks on their common mean, then one product forward and one backward: every moment is
-    linear or quadratic in C, so dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk =
-    ``2 Xck dC / (n - 1)`` (the centring's Jacobian leaves it unchanged, since the centred points sum to
-    zero), half what autograd would spend on ``Xc^T Xc``. Chunks (e.g. one per transformer layer) are never
-    concatenated. For a single chunk with ``A`` absent and n < d the Gram matrix (n x n) is used instead.
-    """
+    dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xck dC / (n - 1)`` (the centred points
+    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram."""
 
     @staticmethod
     def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -58,12 +53,7 @@ class _CovarianceMoments(torch.autograd.Function):
         mean = sum(chunk.sum(dim=0) for chunk in chunks) / n
         centred = [chunk - mean for chunk in chunks]
         use_gram = other is None and len(centred) == 1 and n < centred[0].shape[1]
-        if use_gram:
-            product = centred[0] @ centred[0].T
-        else:
-            product = centred[0].T @ centred[0]
-            for chunk in centred[1:]:
-                product.addmm_(chunk.T, chunk)
+        product = centred[0] @ centred[0].T if use_gram else _scatter(centred)
         product /= n - 1
         trace = product.diagonal().sum()
         frobenius_sq = product.square().sum()
@@ -92,12 +82,9 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
                   mask: Optional[Tensor] = None) -> Tensor:
     """IsoScore* (Algorithm 1): isotropy in [0, 1] of ``(1 - zeta) * cov(points) + zeta * shrinkage_cov``.
 
-    ``points`` (n, d) rows are points, or a sequence of (n_k, d) tensors whose union is the cloud (e.g. one
-    per transformer layer: they are never concatenated). ``mask`` (n,) boolean keeps rows of a single
-    tensor (padding tokens are not points). Half-precision inputs are upcast to float32 and autocast is
-    disabled inside. Differentiable in ``points``.
+    ``points``: (n, d) rows, or a sequence of (n_k, d) chunks whose union is the cloud (never concatenated);
+    ``mask`` (n,) boolean keeps rows of a single tensor. Computed in at least float32; differentiable in ``points``.
 
-    >>> import torch
     >>> x = torch.randn(64, 16, requires_grad=True)
     >>> score = isoscore_star(x, torch.eye(16), zeta=0.5)
     >>> score.backward(); bool(0 <= score <= 1) and x.grad.shape == x.shape
@@ -106,8 +93,7 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
     chunks = _as_chunks(points, mask)
     dim = chunks[0].shape[1]
     _check_shrinkage(shrinkage_cov, zeta, dim)
-    dtype = _compute_dtype(chunks[0])
-    device = chunks[0].device
+    dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=device, dtype=dtype)
         if zeta == 1.0:
@@ -161,18 +147,14 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
 class _PooledScatter(torch.autograd.Function):
     """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; one product forward and one backward.
 
-    The backward all-reduces the incoming gradient, as an all-reduce's adjoint must: when every rank
-    computes the same loss from the pooled matrix, rank r receives ``world_size`` times its rows' share,
-    which DistributedDataParallel's gradient averaging divides back out.
-    """
+    The backward all-reduces the gradient (an all-reduce's adjoint); DDP's gradient averaging divides the
+    resulting ``world_size`` factor back out."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]
         import torch.distributed as dist
 
-        scatter = chunks[0].T @ chunks[0]
-        for chunk in chunks[1:]:
-            scatter.addmm_(chunk.T, chunk)
+        scatter = _scatter(chunks)
         dist.all_reduce(scatter, group=group)
         ctx.group = group
         ctx.save_for_backward(*chunks)
@@ -191,13 +173,8 @@ class _PooledScatter(torch.autograd.Function):
 
 def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
                          group=None) -> Tensor:
-    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank.
-
-    Pools sufficient statistics (counts and sums, then the d x d scatter about the global mean), never the
-    points themselves: the single-process value on the concatenated batch, at the cost of two small
-    all-reduces. Gradients flow to every rank's own points (see ``_PooledScatter``). Without an
-    initialised process group it is :func:`isoscore_star`.
-    """
+    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank: pools counts,
+    sums and the d x d scatter, never the points; gradients flow to each rank's own points."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
@@ -224,18 +201,15 @@ def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optio
 def isoscore(points: Tensor) -> Tensor:
     """Vanilla IsoScore (Algorithm 2): IsoScore* without shrinkage, in float64 for analysis.
 
-    >>> import torch
     >>> round(isoscore(torch.randn(5000, 4, dtype=torch.float64)).item(), 1)
     1.0
     """
-    points = torch.as_tensor(points)
-    return isoscore_star(points.detach().to(torch.float64), zeta=0.0)
+    return isoscore_star(torch.as_tensor(points).detach().to(torch.float64))
 
 
 def isoscore_from_cov(cov: Tensor) -> Tensor:
     """IsoScore of a covariance matrix (e.g. a known Gaussian's, or Sigma_S).
 
-    >>> import torch
     >>> isoscore_from_cov(torch.diag(torch.tensor([2., 2., 0., 0.]))).item()  # 2 of 4 directions: (2-1)/(4-1)
     0.3333333432674408
     """
@@ -251,7 +225,6 @@ def isoscore_from_cov(cov: Tensor) -> Tensor:
 class CovarianceAccumulator:
     """Streaming covariance in O(d^2) memory: count, mean and centred scatter, merged with Chan et al.'s update.
 
-    >>> import torch
     >>> acc = CovarianceAccumulator(3)
     >>> x = torch.randn(100, 3, dtype=torch.float64)
     >>> acc.update(x[:30]); acc.update(x[30:])
@@ -275,8 +248,7 @@ class CovarianceAccumulator:
             points = points[mask.to(torch.bool)]
         if points.shape[0] == 0:
             return
-        # the batch's own moments in its precision (at least float32), the running merge in the accumulator's
-        # (outside autocast: under a bf16 autocast the scatter product would be bf16, off by about 1e-2)
+        # outside autocast: under bf16 autocast the scatter product would be off by about 1e-2
         x = points.to(device=self.mean.device, dtype=_compute_dtype(points))
         with torch.autocast(device_type=x.device.type, enabled=False):
             mean = x.mean(dim=0)
@@ -306,12 +278,7 @@ class CovarianceAccumulator:
 
     @torch.no_grad()
     def all_reduce(self, group=None) -> "CovarianceAccumulator":
-        """Pool across torch.distributed ranks in place: every rank ends with the statistics of the union.
-
-        Two all-reduces of O(d^2): counts and sums give the global mean; each rank then re-centres its
-        scatter on it (exact, no cancellation) before they are summed. Rank 0's result is broadcast so
-        every rank holds bitwise the same tensors.
-        """
+        """Pool across torch.distributed ranks in place: every rank ends with bitwise the statistics of the union."""
         import torch.distributed as dist
 
         totals = torch.cat([self.mean.new_tensor([float(self.count)]), self.mean * self.count])
@@ -341,8 +308,7 @@ class CovarianceAccumulator:
 
 
 def score_text(value: float) -> str:
-    """An IsoScore for a log line: four decimals, or two significant digits when it is below a thousandth (a
-    decoder's cloud with massive activations scores about 1e-5, which four decimals would show as 0).
+    """An IsoScore for a log line: four decimals, or scientific notation below a thousandth.
 
     >>> score_text(0.58812), score_text(2.34e-05), score_text(0.0)
     ('0.5881', '2.34e-05', '0.0000')

@@ -1,25 +1,12 @@
-"""The measures of a set of sentence embeddings: ``istar-embed``'s report and the sentence-transformers
-:class:`~istar_plugin.integrations.st.IsotropyEvaluator` both compute them here.
+"""The measures of a set of sentence embeddings (:data:`MEASURES`), for ``istar-embed`` and the
+sentence-transformers ``IsotropyEvaluator``: ``spearman`` x 100 of the pairs' cosines against gold scores,
+``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A measure the
+data leave undefined is None, with the reason beside it as ``NAME_undefined``: the record stays standard JSON.
 
-- ``spearman``: Spearman rank correlation x 100 of the pairs' cosine similarity with the gold score;
-- ``isoscore``: IsoScore (IsoScore* at zeta 0); ``isoscore_star``: IsoScore* at ``zeta`` shrunk toward
-  ``fit_cov`` (e.g. the covariance of a fit set's embeddings, the paper's Sigma_S);
-- ``i1``, ``i2`` (partition-function isotropy), ``average_cosine``, ``ev_1`` and ``ev_10`` (explained variance of
-  the top 1 and 10 principal components), ``rankme`` (effective rank);
-- ``alignment`` over the positive pairs (gold score >= :data:`POSITIVE_SCORE`, as in Gao et al. 2021's analysis of
-  STS-B) and ``uniformity`` over all the sentences (Wang & Isola 2020, t = 2).
-
-A measure the data leave undefined (a correlation of a constant list or of one pair, no positive pair, a variance
-or a matrix of zeros, embeddings that are not finite) is None, never 0 or NaN, with the reason beside it as
-``NAME_undefined`` (:func:`undefined_text` prints it): the record stays standard JSON.
-
->>> import torch
 >>> first = torch.tensor([[1., 0.], [0., 1.], [1., -1.]])
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1
 >>> embedding_measures(torch.cat([first, second]), scores=[5.0, 3.0, 0.0], names=("spearman", "alignment"))
 {'spearman': 100.0, 'alignment': 0.0}
->>> embedding_measures(torch.cat([first, second]), scores=[3.0, 3.0, 3.0], names=("spearman",))
-{'spearman': None, 'spearman_undefined': 'the gold scores are constant'}
 """
 from __future__ import annotations
 
@@ -35,12 +22,9 @@ from .covariance import isoscore, isoscore_star
 from .measures import (alignment, average_cosine_similarity, explained_variance_curve, partition_isotropy, rankme,
                        uniformity)
 
-__all__ = ["MEASURES", "PAIR_MEASURES", "POSITIVE_SCORE", "UNDEFINED_SUFFIX", "embedding_measures", "undefined_text"]
-
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
 PAIR_MEASURES = ("spearman", "alignment")
-"""The measures that need pairs with gold scores."""
 POSITIVE_SCORE = 4.0
 UNDEFINED_SUFFIX = "_undefined"
 """``NAME_undefined`` holds why measure ``NAME`` is None."""
@@ -48,12 +32,9 @@ UNDEFINED_SUFFIX = "_undefined"
 
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
                        zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, Any]:
-    """``names`` of the measures (module docstring) of the embeddings ``points`` (m, d), computed in float64, in the
-    order of ``names``; an undefined one is None, followed by ``NAME_undefined``: why.
-
-    With ``scores`` (n gold similarities), the first n rows are the pairs' first sentences and the next n their
-    second ones. ``isoscore_star`` shrinks toward ``fit_cov`` (d, d) with weight ``zeta``.
-    """
+    """The measures ``names`` of the embeddings ``points`` (m, d) in float64, in order; an undefined one is None.
+    With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences;
+    ``isoscore_star`` shrinks toward ``fit_cov`` (d, d) with weight ``zeta``."""
     unknown = [name for name in names if name not in MEASURES]
     if unknown:
         raise ValueError(f"unknown embedding measures {unknown}; choices: {', '.join(MEASURES)}")
@@ -63,6 +44,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
     points = points.double()
     n = len(scores) if scores is not None else 0
     first, second = points[:n], points[n : 2 * n]
+    positive = torch.as_tensor(scores if scores is not None else [], dtype=torch.float64) >= POSITIVE_SCORE
     shrinkage = None if fit_cov is None or zeta == 0 else zeta * fit_cov.double()
     partition = functools.cache(lambda: partition_isotropy(points))
     curve = functools.cache(lambda: explained_variance_curve(torch.cov(points.T), min(10, points.shape[1])))
@@ -76,7 +58,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
         "ev_1": lambda: curve()[0].item(),
         "ev_10": lambda: curve()[-1].item(),
         "rankme": lambda: rankme(points).item(),
-        "alignment": lambda: alignment(*_positive_pairs(first, second, scores)).item(),
+        "alignment": lambda: alignment(first[positive], second[positive]).item(),
         "uniformity": lambda: uniformity(points).item(),
     }
     values: dict[str, Any] = {}
@@ -89,13 +71,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
 
 
 def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
-    """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``.
-
-    >>> undefined_text({"spearman": 86.7231}, "spearman", ".2f")
-    '86.72'
-    >>> undefined_text({"spearman": None, "spearman_undefined": "the gold scores are constant"}, "spearman", ".2f")
-    'undefined (the gold scores are constant)'
-    """
+    """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``."""
     value = measures.get(name)
     if value is None:
         return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
@@ -104,11 +80,6 @@ def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
 
 def _pair_cosines(first: Tensor, second: Tensor) -> Tensor:
     return torch.nn.functional.cosine_similarity(first, second, dim=1)
-
-
-def _positive_pairs(first: Tensor, second: Tensor, scores: Sequence[float]) -> tuple[Tensor, Tensor]:
-    positive = torch.tensor([score >= POSITIVE_SCORE for score in scores], dtype=torch.bool)
-    return first[positive], second[positive]
 
 
 def _why_undefined(name: str, points: Tensor, scores: Optional[Sequence[float]], first: Tensor, second: Tensor,

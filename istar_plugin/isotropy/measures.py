@@ -2,7 +2,6 @@
 explained variance EV_k and TwoNN intrinsic dimension; and of sentence embeddings: alignment and uniformity
 (Wang & Isola 2020) and RankMe, the effective rank (Garrido et al. 2023).
 
->>> import torch
 >>> round(average_cosine_similarity(torch.eye(3)).item(), 3)  # orthogonal points
 0.0
 """
@@ -13,35 +12,15 @@ from torch import Tensor
 
 from .covariance import _check_points, _compute_dtype
 
-__all__ = ["average_cosine_similarity", "cosine_from_unit_sums", "partition_isotropy", "explained_variance_ratio",
-           "explained_variance_curve", "twonn_dimension", "alignment", "uniformity", "rankme"]
-
-
 def average_cosine_similarity(points: Tensor) -> Tensor:
-    """Mean cosine similarity over ordered pairs i != j, in O(n d) (``||sum u||^2`` minus the diagonal).
-
-    Zero rows have no direction: they count as cosine 0 with every other point.
-
-    >>> import torch
-    >>> average_cosine_similarity(torch.tensor([[1., 0.], [1., 0.], [-1., 0.]])).item()  # pairs: 1, -1, -1
-    -0.3333333432674408
-    """
+    """Mean cosine similarity over ordered pairs i != j, in O(n d); a zero row counts as cosine 0 with every point."""
     _check_points(points)
-    n = points.shape[0]
-    if n < 2:
-        raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), n)
+    return cosine_from_unit_sums(units.sum(dim=0), units.square().sum(), points.shape[0])  # which refuses n < 2
 
 
 def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: int) -> Tensor:
-    """Mean cosine over ordered pairs i != j of ``n`` points from the sum of their unit vectors and the sum of
-    their squared norms (1 per non-zero point): the streaming form of :func:`average_cosine_similarity`.
-
-    >>> import torch
-    >>> cosine_from_unit_sums(torch.tensor([1., 0.]), 3.0, 3).item()  # units (1, 0), (1, 0), (-1, 0)
-    -0.3333333432674408
-    """
+    """:func:`average_cosine_similarity` of ``n`` points from the sums of their unit vectors and squared norms."""
     if n < 2:
         raise ValueError(f"average cosine similarity needs at least 2 points, got {n}")
     return (unit_sum.square().sum() - unit_square_sum) / (n * (n - 1))
@@ -51,13 +30,7 @@ def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
     """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
 
     ``Z(c) = sum_i exp(c . x_i)`` over the eigenvectors ``c`` of ``X^T X`` taken with both signs (independent of the
-    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0).
-
-    >>> import torch
-    >>> i1, i2 = partition_isotropy(torch.randn(20000, 4, dtype=torch.float64) * 0.1)
-    >>> bool(i1 > 0.9 and i2 < 0.05)
-    True
-    """
+    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0)."""
     _check_points(points)
     x = points.detach().to(torch.float64)
     directions = torch.linalg.eigh(x.T @ x).eigenvectors
@@ -70,13 +43,7 @@ def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
-    """EV_k: share of the total variance along the top ``k`` principal components.
-
-    >>> import torch
-    >>> x = torch.randn(5000, 3, dtype=torch.float64) * torch.tensor([3., 1., 1.]).double()
-    >>> round(explained_variance_ratio(x, 1).item(), 1)  # 9 / (9 + 1 + 1)
-    0.8
-    """
+    """EV_k: share of the total variance along the top ``k`` principal components."""
     _check_points(points)
     if points.shape[0] < 2:
         raise ValueError(f"explained variance needs at least 2 points, got {points.shape[0]}")
@@ -86,7 +53,6 @@ def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
 def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
     """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one.
 
-    >>> import torch
     >>> explained_variance_curve(torch.diag(torch.tensor([1., 6., 3.])), 3).tolist()
     [0.6, 0.9, 1.0]
     """
@@ -106,13 +72,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
 
     With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over the
     empirical distribution, dropping the largest ``discard_fraction`` of ``mu`` and duplicate points (r1 = 0).
-    Memory O(chunk_size * n).
-
-    >>> import torch
-    >>> plane = torch.randn(3000, 2, dtype=torch.float64) @ torch.randn(2, 10, dtype=torch.float64)
-    >>> round(twonn_dimension(plane).item())
-    2
-    """
+    Memory O(chunk_size * n)."""
     _check_points(points, "points")
     if not 0.0 <= discard_fraction < 1.0:
         raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
@@ -144,12 +104,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
 
 def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
     """Alignment (Wang & Isola 2020): mean ``||f(x) - f(y)||^alpha`` over positive pairs, rows of ``first`` and
-    ``second`` paired, after L2 normalisation; 0 when every pair coincides, 4 (alpha 2) for opposite pairs.
-
-    >>> import torch
-    >>> alignment(torch.tensor([[1., 0.], [0., 2.]]), torch.tensor([[3., 0.], [0., -1.]])).item()  # 0 and 4
-    2.0
-    """
+    ``second`` paired, after L2 normalisation; 0 when every pair coincides, 4 (alpha 2) for opposite pairs."""
     _check_points(first, "first")
     if first.shape != second.shape:
         raise ValueError(f"alignment pairs rows: first has shape {tuple(first.shape)}, second {tuple(second.shape)}")
@@ -164,12 +119,7 @@ def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
 def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor:
     """Uniformity (Wang & Isola 2020): ``log mean exp(-t ||u_i - u_j||^2)`` over pairs i < j of the L2-normalised
     rows; lower is more uniform on the sphere (-4 t for antipodal pairs), 0 when all rows share one direction.
-    Memory O(chunk_size * n).
-
-    >>> import torch
-    >>> uniformity(torch.tensor([[1., 0.], [-2., 0.]])).item()  # one antipodal pair: -2 * 4
-    -8.0
-    """
+    Memory O(chunk_size * n)."""
     _check_points(points)
     n = points.shape[0]
     if n < 2:
@@ -177,8 +127,7 @@ def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor
     if t <= 0:
         raise ValueError(f"t must be positive, got {t}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    # ||u_i - u_j||^2 = |u_i|^2 + |u_j|^2 - 2 u_i . u_j (norms 1, or 0 for a zero row): one Gram product per block of
-    # rows, no list of n^2/2 pairs; ordered pairs i != j count each pair twice, and every term lies in [exp(-4t), 1]
+    # ||u_i - u_j||^2 = |u_i|^2 + |u_j|^2 - 2 u_i . u_j: one Gram product per block of rows; ordered pairs count twice
     squares = units.square().sum(dim=1)
     total = units.new_zeros(())
     for start in range(0, n, chunk_size):
@@ -192,13 +141,7 @@ def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor
 
 def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
     """RankMe (Garrido et al. 2023): the effective rank ``exp(H(p))`` of the embedding matrix, ``p_k = s_k / ||s||_1
-    + eps`` for its singular values ``s`` (uncentred, as in the paper); between 1 and min(n, d). The singular values
-    are the square roots of the (d, d) Gram matrix's eigenvalues: no (n, d) decomposition.
-
-    >>> import torch
-    >>> round(rankme(torch.eye(5)).item(), 3)  # five equal singular values
-    5.0
-    """
+    + eps`` for its singular values ``s`` (uncentred as in the paper, via the smaller Gram); in [1, min(n, d)]."""
     _check_points(points)
     x = points.detach().to(torch.float64)
     gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T

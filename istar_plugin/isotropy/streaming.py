@@ -1,12 +1,7 @@
-"""Streaming statistics of a token cloud given layer by layer: the one accumulation every per-layer pass uses
-(evaluation, ``istar-analyze``, Sigma_S, the sentence-transformers loss and engine).
+"""Streaming statistics of a token cloud given layer by layer, the one accumulation every per-layer pass uses:
+:class:`LayerStatistics` holds a covariance accumulator per layer (or one for all, ``pooled``) and their union;
+:func:`stream` feeds it each batch's clouds (each already a set of rows) until its quota is met.
 
-:class:`LayerStatistics` holds a :class:`~istar_plugin.isotropy.covariance.CovarianceAccumulator` per layer (or one
-for every chunk, ``pooled``) and gives the union of the layers on demand; :func:`stream` feeds it each batch's
-clouds until its quota of points is met. A cloud is already a set of rows: a padded batch is flattened and
-masked before it arrives (or kept whole, padding included), a padding-free (packed) batch arrives as it is.
-
->>> import torch
 >>> stats = LayerStatistics(3, num_layers=2)
 >>> clouds = [torch.randn(50, 3, dtype=torch.float64), torch.randn(40, 3, dtype=torch.float64)]
 >>> stream(stats, [clouds[:1] + clouds[1:], [c[:10] for c in clouds]], lambda batch: batch).count
@@ -24,15 +19,12 @@ from torch import Tensor
 
 from .covariance import CovarianceAccumulator, isoscore_from_cov
 
-__all__ = ["TokenMoments", "LayerStatistics", "union_of", "stream"]
-
 Batch = TypeVar("Batch")
 
 
 class TokenMoments(CovarianceAccumulator):
-    """A covariance accumulator that also keeps the sum of the points' unit vectors and of their squared norms (the
-    average cosine, :func:`~istar_plugin.isotropy.cosine_from_unit_sums`) and per dimension the sum and the maximum
-    of |activation| (outlier dimensions, massive activations).
+    """A covariance accumulator that also sums the unit vectors and their squared norms (the average cosine) and
+    keeps per dimension the sum and the maximum of |activation| (outlier dimensions, massive activations).
 
     >>> moments = TokenMoments(2)
     >>> moments.update(torch.tensor([[3., -4.], [1., 0.]]))
@@ -74,10 +66,8 @@ def union_of(accumulators: Sequence[CovarianceAccumulator]) -> CovarianceAccumul
 class LayerStatistics:
     """Per-layer statistics of a token cloud streamed batch by batch, in O(layers x d^2) memory.
 
-    ``num_layers`` accumulators, the k-th cloud of every update going into the k-th; ``num_layers=None``: one
-    accumulator for every cloud (``pooled``: any number of chunks, e.g. Sigma_S's sample). ``dim=None``: taken
-    from the first cloud (on its device). ``quota``: at most this many points in total, the first ones offered.
-    ``moments``: :class:`TokenMoments` instead of plain covariance accumulators.
+    The k-th cloud of every update goes into the k-th of ``num_layers`` accumulators (None: one for all, ``pooled``);
+    ``dim=None``: the first cloud's; ``quota``: the first this many points in total; ``moments``: :class:`TokenMoments`.
 
     >>> stats = LayerStatistics(2, quota=3)
     >>> stats.update([torch.ones(2, 2), torch.zeros(5, 2)]), stats.count, stats.full
@@ -106,8 +96,7 @@ class LayerStatistics:
         return self.quota is not None and self.count >= self.quota
 
     def update(self, clouds: Sequence[Tensor]) -> int:
-        """Add one batch's clouds, (n_k, d) each, one per layer (any number when ``pooled``; none: nothing to
-        add); returns the points taken (fewer than offered once the quota is met)."""
+        """Add one batch's clouds, (n_k, d) each, one per layer (any number if ``pooled``); returns the points taken."""
         if clouds and not self.pooled and len(clouds) != self.size:
             raise ValueError(f"expected one cloud per layer ({self.size}), got {len(clouds)}")
         if not self.layers and clouds:
@@ -145,17 +134,13 @@ class LayerStatistics:
 @torch.no_grad()
 def stream(statistics: LayerStatistics, batches: Iterable[Batch], clouds: Callable[[Batch], Sequence[Tensor]],
            progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
-    """Feed ``clouds(batch)`` of each batch into ``statistics``, stopping as soon as its quota is met (a lazy
-    ``batches`` then makes no further batch); ``progress(points)`` after each batch. Returns ``statistics``."""
-    remaining = iter(batches)
-    while not statistics.full:  # checked before the next batch is made
-        batch = next(remaining, _END)
-        if batch is _END:
-            break
+    """Feed each batch's ``clouds(batch)`` into ``statistics`` until its quota is met, with ``progress(points)``."""
+    if statistics.full:
+        return statistics
+    for batch in batches:
         taken = statistics.update(clouds(batch))
         if progress is not None:
             progress(taken)
+        if statistics.full:  # before the next batch is made
+            break
     return statistics
-
-
-_END = object()
