@@ -30,10 +30,6 @@ from ..storage.results import RESULTS, ResultsError, read_results
 from ..runtime.init_from import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
-__all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "example_vectors", "measures",
-           "analyze_run", "analyze_base", "run_label", "figure4", "figure5", "figure6", "figure_outliers",
-           "figure_massive"]
-
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
 OUTLIER_FACTOR = 10.0  # an outlier dimension's mean |activation| over the layer's median one

@@ -24,8 +24,6 @@ from ..runtime.precision import autocast, choose_precision
 from ..runtime.rng import seed_everything
 from ..storage.checkpoints import Checkpoints
 
-__all__ = ["LoadedModel", "load_run", "load_pretrained"]
-
 
 @dataclass
 class LoadedModel:

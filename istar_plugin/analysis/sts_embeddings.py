@@ -34,9 +34,6 @@ from ..reports.outputs.embedding_table import markdown_table
 from .analyze import Progress, RunProblem, check_run, final_weights
 from .loading import load_run
 
-__all__ = ["StsPairs", "read_sts", "read_corpus", "scored_source", "model_shape", "open_encoder", "evaluate_sts",
-           "report_paths", "write_embedding_report", "SPLITS"]
-
 SPLITS = {"train": "train", "dev": "validation"}
 
 

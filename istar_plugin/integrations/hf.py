@@ -32,8 +32,6 @@ from ..training.step_statistics import IntervalStatistics
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["IStarTrainer", "HFModelView", "model_kind"]
-
 LABEL_KEYS = ("labels", "start_positions", "end_positions")
 
 

@@ -32,8 +32,6 @@ from ..posthoc import parse_transform
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
-
 POINTS = ("tokens", "sentence")
 EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformity")
 

@@ -36,9 +36,7 @@ from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
-from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-
-__all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
+from .st_engine_setup import SentenceTransformersSetup
 
 FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are fitted on (ten times MiniLM's width)
 

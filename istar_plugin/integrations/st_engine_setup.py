@@ -19,8 +19,6 @@ from ..models.config import LoraSettings
 from ..registry import ENGINES, TASKS
 from ..training.engine_setup import EngineSetup
 
-__all__ = ["CRITERIA", "SentenceTransformersSetup"]
-
 CRITERIA = ("cross_entropy", "istar")
 
 

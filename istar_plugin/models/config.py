@@ -14,8 +14,6 @@ from ..errors import ConfigError
 from ..settings import check_fields, default_of, setting
 from .padding_free import PADDING_FREE_CHOICES, PADDING_FREE_FAMILIES
 
-__all__ = ["LoraSettings", "ModelConfig", "DECODER_MODEL_TYPES"]
-
 # classify from the last real token; no representation hook (it reads token 0)
 DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
 

@@ -34,15 +34,12 @@ from transformers.masking_utils import sdpa_mask
 
 from .padding_free import position_offset
 
-__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention", "packed_inputs"]
-
 PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
 
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a right-padded (batch, width) batch go in the packed row, the sequences' cumulative
-    lengths, each one's ``first``/``last`` token, and the attention's groups when the host planned them."""
+    """Where the real tokens of a right-padded (batch, width) batch go in the packed row, and their sequences."""
 
     positions: Tensor
     cu_seq_lens: Tensor
@@ -85,8 +82,7 @@ class Packing:
         return (self.positions % self.width + offset).unsqueeze(0)
 
     def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model's forward takes
-        them."""
+        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model takes them."""
         packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
                   **self.attention_kwargs()}
         if inputs.get("token_type_ids") is not None:
@@ -128,8 +124,7 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
 @functools.lru_cache(maxsize=16)
 def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
                   group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups`: its tokens' indices in the packed row, their flat places in its padded
-    block, its sequences' lengths and its longest."""
+    """Per group of :func:`length_groups`: its tokens, their places in its padded block, its lengths, its longest."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
     places = []
     for group in length_groups(lengths, group_cost):
@@ -145,8 +140,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
                      attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
-    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``, by
-    groups of similar length; without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
+    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

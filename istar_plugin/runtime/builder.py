@@ -22,8 +22,6 @@ from ..models.st_padding_free import make_padding_free
 from ..registry import CRITERIONS, MODELS
 from .init_from import load_weights, resolve as resolve_init_from
 
-__all__ = ["Built", "build_model", "load_weights"]
-
 
 class Built(NamedTuple):
     """The model adapter and the criterion that adapted it."""
