@@ -41,8 +41,7 @@ class RunProblem(ValueError):
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
-    """The ``results.json`` of a finished run whose latest checkpoint is its final model, else :class:`RunProblem`
-    naming what is missing (before any model loads)."""
+    """The ``results.json`` of a finished run whose latest checkpoint is its final model, else :class:`RunProblem`."""
     with reading(run_dir, "run directory", RunDirError):
         if not run_dir.is_dir():
             raise RunProblem(f"{run_dir}: not a directory")
@@ -69,24 +68,14 @@ def check_run(run_dir: Path) -> dict[str, Any]:
 
 
 def final_weights(run_dir: Path) -> str:
-    """Where a finished run's final model is read from, relative to the run: its latest checkpoint or ``model/``.
-
-    >>> final_weights(Path("/nonexistent"))
-    'model/'
-    """
+    """Where a finished run's final model is read from, relative to the run: its latest checkpoint or ``model/``."""
     latest = Checkpoints(run_dir).latest()
     return f"{MODEL_DIR}/" if latest is None else f"{latest.parent.name}/{latest.name}"
 
 
 def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
     """A layer's outlier dimensions (mean |activation| above ``factor`` x the median's) and its largest |activation|
-    over that median.
-
-    >>> layer = TokenMoments(4)
-    >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]))
-    >>> outliers(layer)  # mean |a|: 1, 1, 1.5, 40; median 1.25
-    ([3], 40.0)
-    """
+    over that median."""
     means = layer.abs_sum / max(layer.count, 1)
     median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
     return torch.nonzero(means > factor * median).flatten().tolist(), (layer.abs_max.max() / median).item()
@@ -129,8 +118,7 @@ def stream_split(loaded: LoadedModel, split: str,
 @torch.no_grad()
 def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: Optional[int] = None,
                     description: str = "eval") -> tuple[LayerStatistics, list[list[torch.Tensor]]]:
-    """One eval-mode pass over encoded features as the trainer evaluates: each layer's token statistics (padding
-    excluded) and one vector per example (:func:`example_vectors`, for TwoNN)."""
+    """One eval-mode pass over encoded features: each layer's token statistics and one vector per example."""
     batch_size = batch_size or loaded.eval_batch_size
     model = loaded.model
     statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
@@ -150,20 +138,7 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
 
 
 def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
-    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one, from the
-    packed row or the padded batch.
-
-    >>> from types import SimpleNamespace
-    >>> from istar_plugin.models.packing import Packing
-    >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
-    >>> packed = SimpleNamespace(packing=Packing.of(mask), attention_mask=None)
-    >>> padded = SimpleNamespace(packing=None, attention_mask=mask)
-    >>> rows = torch.tensor([[1., 2., 3.], [4., 0., 0.]]).unsqueeze(2)  # (batch, length, 1)
-    >>> [example_vectors(packed.packing.pack(rows)[0], packed, decoder).flatten().tolist() for decoder in (0, 1)]
-    [[1.0, 4.0], [3.0, 4.0]]
-    >>> [example_vectors(rows, padded, decoder).flatten().tolist() for decoder in (0, 1)]
-    [[1.0, 4.0], [3.0, 4.0]]
-    """
+    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one."""
     packing = getattr(output, "packing", None)
     if packing is not None:
         return hidden.index_select(0, packing.last if decoder else packing.first)

@@ -7,9 +7,6 @@
 
 The criterion's hooks (Sigma_S) run as Trainer callbacks on a view of this trainer, and its statistics are logged
 with ``loss`` through the Trainer's own logging. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
-
->>> model_kind(type("BertForQuestionAnswering", (), {"config": None})())
-'extractive_qa'
 """
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ def model_kind(model) -> str:
 
 
 class HFModelView(TokenCloudSurface):
-    """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter: a forward pass returning
-    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and token clouds without padding."""
+    """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter."""
 
     def __init__(self, model: torch.nn.Module, kind: str):
         self.model, self.kind = model, kind
@@ -66,8 +62,7 @@ class HFModelView(TokenCloudSurface):
         return self.model.named_parameters(*args, **kwargs)
 
     def forward(self, batch: dict[str, Any], model: Optional[torch.nn.Module] = None):
-        """Run ``model`` (default: the view's; pass the DDP-wrapped one when training) on the batch's model inputs;
-        returns (the Hugging Face output, its :class:`EncoderOutput`)."""
+        """(the Hugging Face output, its :class:`EncoderOutput`) of ``model`` (default: the view's) on the batch."""
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
         attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
@@ -134,7 +129,7 @@ class _LoopView(ReadOnlyView):
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's events; a hook's stop and evaluation requests act on the Trainer."""
+    """Runs the criterion's hooks at the Trainer's events."""
 
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer
@@ -165,8 +160,7 @@ def _epoch(state) -> int:
 
 
 class IStarTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training loss is a registered criterion (``istar``, ``cosreg``,
-    ``cross_entropy`` or a third-party one) with ``criterion_args`` as its config fields."""
+    """A ``transformers.Trainer`` whose training loss is a registered criterion with ``criterion_args`` as config."""
 
     def __init__(self, *args, criterion: str = "istar", criterion_args: Optional[dict[str, Any]] = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -98,8 +98,7 @@ class IStarLoss(nn.Module):
 
     @torch.no_grad()
     def refresh_shrinkage(self) -> Tensor:
-        """Sigma_S (kept as ``shrinkage_cov``) from a no-grad, eval-mode pass over a seeded sample of
-        ``shrinkage_sentences``, pooled over the ranks."""
+        """Sigma_S (kept as ``shrinkage_cov``) from a pass over a seeded sample of ``shrinkage_sentences``."""
         import torch.distributed as dist
 
         distributed = dist.is_available() and dist.is_initialized()
@@ -158,8 +157,8 @@ class _ShrinkageCallback(TrainerCallback):
 
 
 class IsotropyEvaluator(SentenceEvaluator):
-    """Isotropy of a model's sentence embeddings (and, given ``scores``, the STS Spearman x 100 of the pairs), raw
-    and after each of ``transforms`` fitted on ``fit_sentences``; logged as ``eval_{name}_{measure}``."""
+    """Isotropy of a model's sentence embeddings (and, given ``scores``, the pairs' STS Spearman x 100), raw and after
+    each of ``transforms`` fitted on ``fit_sentences``."""
 
     def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
                  scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,

@@ -1,8 +1,6 @@
 """Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer (STS-B pairs,
 ``CosineSimilarityLoss``, wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``) as an
-``istar-run`` run with its run directory (docs/design: the sentence-transformers engine's run directory).
-
-    istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
+``istar-run`` run with its run directory.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -42,8 +40,7 @@ FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are 
 
 
 def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
-    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the width
-    (at most 256) when four times as many sentences as kept dimensions fit it."""
+    """The post-hoc transforms every run is also evaluated after: centring, and whitening where enough sentences fit."""
     k = min(256, 2 * width // 3)
     return ("center", f"whiten:{k}") if fit_sentences >= 4 * k else ("center",)
 
@@ -74,8 +71,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:
-        """Train and evaluate (or return this run's earlier results); ``results.json`` either way, ``failed`` when
-        training or evaluation raises."""
+        """Train and evaluate (or return this run's earlier results); ``results.json`` either way."""
         started = time.perf_counter()
         try:
             finished = self.run_dir.finished(self.cfg, self.total_steps)  # another config's results: refused
@@ -212,7 +208,6 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
 
 
 def _columns(examples: list) -> tuple[list, list]:
-    """The pairs' first and second sentences."""
     return [e["text"] for e in examples], [e["text_pair"] for e in examples]
 
 

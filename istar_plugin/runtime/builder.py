@@ -1,11 +1,6 @@
 """The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
 mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights, or the
-``SentenceTransformer`` of ``engine=sentence_transformers``. The trainer, ``istar-analyze``, ``istar-embed``,
-``istar-export`` and the sentence-transformers engine build every model here.
-
->>> Built._fields
-('model', 'criterion')
-"""
+``SentenceTransformer`` of ``engine=sentence_transformers``: every caller builds its model here."""
 from __future__ import annotations
 
 import contextlib
@@ -32,9 +27,7 @@ class Built(NamedTuple):
 
 def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False, device=None) -> Built:
     """The run's model and criterion, as the run trained them. ``state``: a checkpoint's ``model`` tensors, loaded
-    after the criterion's changes (``init_from`` then gives the architecture alone); ``quiet``: weights follow from a
-    checkpoint (no "newly initialised" line); ``device``: where a ``SentenceTransformer`` is placed (an adapter is
-    placed by its caller). A model that cannot be loaded is one :class:`ModelError` line."""
+    after the criterion's changes; ``quiet``: no "newly initialised" line; ``device``: a ``SentenceTransformer``'s."""
     model_cfg = config_module.model_config(cfg)
     if cfg.get("engine", "istar") == "sentence_transformers":
         return Built(_sentence_transformer(cfg, model_cfg.name_or_path, device), None)
@@ -63,8 +56,7 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
 
 
 def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
-    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow; as an
-    adapter does, it says so in ``padding_free`` and ``padding_free_line``."""
+    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model_path(name_or_path), device=None if device is None else str(device))

@@ -68,16 +68,12 @@ def load_weights(model, state: dict) -> None:
 
 
 def inserted_modules(state: dict) -> list[str]:
-    """The names of the modules a checkpoint's ``model`` tensors insert before the head.
-
-    >>> inserted_modules({"inserted.isolayer.weight": 0, "model.classifier.bias": 0})
-    ['isolayer']
-    """
+    """The names of the modules a checkpoint's ``model`` tensors insert before the head."""
     return sorted({key.split(".")[1] for key in state if key.startswith("inserted.")})
 
 
 def resolve(init_from: str, task: str, label_names: Sequence[str], name_or_path: str) -> InitSource:
-    """Check ``init_from`` against this run's task, label names and base model; see the module docstring."""
+    """Check ``init_from`` against this run's task, label names and base model."""
     path = Path(init_from).expanduser()
     if not path.is_dir():
         raise InitFromError(f"init_from {init_from}: no such directory")
