@@ -223,3 +223,10 @@ def test_a_run_with_a_module_inserted_before_its_head_is_read(runs, tiny_bert, s
     assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
     train = analyze.analyze_run(run, split="train")
     assert train["examples"] == 24  # the training split without its validation quarter, as the run trained on it
+
+
+def test_an_undefined_measure_is_none_with_its_reason_and_output_names_are_distinct():
+    assert analyze._defined(analyze.explained_variance_curve, torch.zeros(2, 2), 1) == (
+        None, "explained variance is undefined: all points are identical (zero variance)")
+    names = analyze.output_names([analyze.Path(p) for p in ("a/seed1", "b/seed1", "b/seed2")])
+    assert names == ["a_seed1", "b_seed1", "seed2"]

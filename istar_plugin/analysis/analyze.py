@@ -146,11 +146,7 @@ def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.T
 
 
 def _defined(measure, *arguments) -> tuple[Any, Optional[str]]:
-    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined.
-
-    >>> _defined(explained_variance_curve, torch.zeros(2, 2), 1)
-    (None, 'explained variance is undefined: all points are identical (zero variance)')
-    """
+    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined."""
     try:
         value = measure(*arguments)
     except ValueError as error:
@@ -324,10 +320,6 @@ def figure_massive(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
 
 
 def output_names(run_dirs: Sequence[Path]) -> list[str]:
-    """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat.
-
-    >>> output_names([Path("a/seed1"), Path("b/seed1"), Path("b/seed2")])
-    ['a_seed1', 'b_seed1', 'seed2']
-    """
+    """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat."""
     names = [path.name for path in run_dirs]
     return [f"{p.parent.name}_{p.name}" if names.count(p.name) > 1 else p.name for p in run_dirs]

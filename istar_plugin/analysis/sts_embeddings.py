@@ -78,11 +78,7 @@ def _is_run_dir(path: Path) -> bool:
 
 
 def scored_source(source: str) -> dict[str, Any]:
-    """What ``istar-embed`` scores for ``source``, checked before any model loads (a run's final model, a model).
-
-    >>> scored_source("minilm")
-    {'model': 'minilm', 'run_dir': None}
-    """
+    """What ``istar-embed`` scores for ``source``, checked before any model loads (a run's final model, a model)."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
         try:
@@ -199,11 +195,7 @@ def _transform_path(out: Path, layer: int, name: str) -> Path:
 
 
 def report_paths(out: Path, fitted: dict) -> list[Path]:
-    """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last).
-
-    >>> [str(path) for path in report_paths(Path("o"), {2: {"none": {}, "center": {"mean": None}}})]
-    ['o/transforms/layer2/center.pt', 'o/embeddings.md', 'o/embeddings.png', 'o/embeddings.json']
-    """
+    """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last)."""
     tensors = [_transform_path(out, layer, name) for layer, by_transform in fitted.items()
                for name, state in by_transform.items() if state]
     return [*tensors, out / "embeddings.md", out / "embeddings.png", out / "embeddings.json"]

@@ -36,14 +36,7 @@ class LoraSettings:
         return self.r > 0
 
     def check(self) -> None:
-        """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off.
-
-        >>> LoraSettings(alpha=32.0).check()
-        Traceback (most recent call last):
-        ...
-        istar_plugin.errors.ConfigError: model.lora.alpha=32.0 does nothing without LoRA (model.lora.r=0: every \
-parameter trains); set model.lora.r (e.g. 8) or drop it
-        """
+        """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off."""
         check_fields(self, "model.lora.", ConfigError)
         idle = [f"model.lora.{item.name}={getattr(self, item.name)!r}" for item in fields(self)
                 if item.name != "r" and not self.enabled and getattr(self, item.name) != default_of(item)]

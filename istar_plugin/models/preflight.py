@@ -32,12 +32,7 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
 
 
 def model_width(cfg: DictConfig) -> Optional[int]:
-    """The hidden size of the run's model when its config is on this machine, else None.
-
-    >>> from istar_plugin.config import compose
-    >>> model_width(compose(["recipe=movie_snippets"]))
-    384
-    """
+    """The hidden size of the run's model when its config is on this machine, else None."""
     try:
         config = _pretrained_config(cfg, local_only=True)
     except ModelError:

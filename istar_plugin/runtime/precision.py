@@ -42,13 +42,7 @@ def choose_precision(chosen: str, device: torch.device) -> str:
 
 
 def precision_line(chosen: str, used: str, device: torch.device) -> str:
-    """What a run says about its precision at the start.
-
-    >>> precision_line("fp32", "fp32", torch.device("cpu"))
-    'precision fp32'
-    >>> precision_line("auto", "bf16", torch.device("cpu"))
-    'precision bf16 (auto: this cpu computes bf16 natively; precision=fp32 for full precision)'
-    """
+    """What a run says about its precision at the start."""
     if chosen != "auto":
         return f"precision {used}"
     why = f"this {device.type} computes bf16 natively" if used == "bf16" else f"no native bf16 on this {device.type}"
