@@ -158,7 +158,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         cfg = self.cfg
         first, second = _columns(self.eval)
         references = [e["label"] for e in self.eval]
-        fit = _sample(list(dict.fromkeys(sum(_columns(self.train), []))), FIT_SENTENCES, cfg.seed)
+        fit = list(dict.fromkeys(sum(_columns(self.train), [])))
+        if len(fit) > FIT_SENTENCES:  # a seeded sample, in their order
+            keep = torch.randperm(len(fit), generator=torch.Generator().manual_seed(cfg.seed))[:FIT_SENTENCES]
+            fit = [fit[i] for i in sorted(keep.tolist())]
         width = model.get_embedding_dimension()
         evaluator = evaluator_class(first, second, references, name="eval", batch_size=cfg.eval_batch_size or 64,
                                     transforms=eval_transforms(width, len(fit)), fit_sentences=fit)
@@ -209,14 +212,6 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
 
 def _columns(examples: list) -> tuple[list, list]:
     return [e["text"] for e in examples], [e["text_pair"] for e in examples]
-
-
-def _sample(sentences: list, count: int, seed: int) -> list:
-    """At most ``count`` of ``sentences``, a seeded sample in their order."""
-    if len(sentences) <= count:
-        return sentences
-    keep = sorted(torch.randperm(len(sentences), generator=torch.Generator().manual_seed(seed))[:count].tolist())
-    return [sentences[i] for i in keep]
 
 
 class _LogsCallback(TrainerCallback):

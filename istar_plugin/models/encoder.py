@@ -105,8 +105,7 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
 
 @MODELS.register("hf_auto", ModelConfig)
 class HFEncoder(TokenCloudSurface, torch.nn.Module):
-    """A pretrained HF model with a fresh task head (``kind``, one of :data:`KINDS`) and its fast tokenizer;
-    padding-free, a batch it packs (:meth:`pack`) computes on real tokens only, any other padded."""
+    """A pretrained HF model with a fresh task head (``kind``, one of :data:`KINDS`) and its fast tokenizer."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
         super().__init__()
@@ -129,8 +128,10 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             pad_with_eos(self.tokenizer)
         if model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
             model.config.pad_token_id = self.tokenizer.pad_token_id
-        if cfg.gradient_checkpointing:
-            _enable_activation_checkpointing(model)
+        if cfg.gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        elif cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
@@ -341,12 +342,3 @@ def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor)
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
-
-
-def _enable_activation_checkpointing(model) -> None:
-    """Recompute layer activations in backward (transformers 5 renamed gradient_ to activation_checkpointing)."""
-    kwargs = {"use_reentrant": False}
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

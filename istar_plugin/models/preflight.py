@@ -82,21 +82,15 @@ def _plain_config(folder: str) -> Optional[Any]:
 
 def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
     """A copy of the config transformers reads for ``folder``, read once per version of the file."""
-    version = _file_version(folder, options)
-    if version is not None:  # a local file is read as it is, whatever the revision and hub setting say
-        revision, local_only = None, True
-    config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
-    return copy.deepcopy(config)
-
-
-def _file_version(folder: str, options: dict) -> Optional[tuple[str, int, int]]:
-    """(resolved path, mtime_ns, size) of the local file the config is read from; None for a hub id."""
     path = Path(folder) / options.get("gguf_file", "config.json")  # as transformers finds it: no ~ expanded
     try:
         stat = path.stat()
     except OSError:
-        return None
-    return str(path.resolve()), stat.st_mtime_ns, stat.st_size
+        version = None  # a hub id
+    else:  # a local file is read as it is, whatever the revision and hub setting say
+        version, revision, local_only = (str(path.resolve()), stat.st_mtime_ns, stat.st_size), None, True
+    config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
+    return copy.deepcopy(config)
 
 
 @functools.lru_cache(maxsize=16)

@@ -42,8 +42,7 @@ class PaddingFreeForward:
 
 
 def make_padding_free(model: nn.Module, setting: Union[bool, str]) -> tuple[bool, Optional[str]]:
-    """Make ``model``'s transformer module compute padding-free where ``setting`` and its family allow; whether it
-    does, and the line ``auto`` says when it does not."""
+    """Make ``model`` compute padding-free where ``setting`` and its family allow; (packed, ``auto``'s line)."""
     transformer = transformer_module(model)
     packed, line = padding_free_choice(setting, transformer.auto_model.config.model_type)
     if packed:

@@ -20,8 +20,7 @@ TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "sta
 
 
 def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
-    """Features padded to the longest on ``device``, with the real tokens' flat ``token_positions`` and the
-    ``sequence_lengths`` computed on the host (no host sync)."""
+    """Features padded to the longest on ``device`` with the real tokens' ``token_positions``, ``sequence_lengths``."""
     lengths = [len(f["input_ids"]) for f in features]
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}
@@ -58,8 +57,7 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
 
 def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
     """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length, as
-    transformers' length-grouped sampler makes it (mega-batches of up to 50 batches sorted by length, then shuffled).
-    """
+    transformers' length-grouped sampler makes it (mega-batches of up to 50 batches sorted by length, then shuffled)."""
     generator = torch.Generator().manual_seed(seed * 7919 + epoch)
     order = torch.randperm(len(lengths), generator=generator).tolist()
     mega = batch_size * max(1, min(50, len(lengths) // (4 * batch_size)))

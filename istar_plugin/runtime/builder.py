@@ -26,8 +26,7 @@ class Built(NamedTuple):
 
 
 def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False, device=None) -> Built:
-    """The run's model and criterion, as the run trained them. ``state``: a checkpoint's ``model`` tensors, loaded
-    after the criterion's changes; ``quiet``: no "newly initialised" line; ``device``: a ``SentenceTransformer``'s."""
+    """The run's model and criterion, as the run trained them; ``state``: a checkpoint's ``model`` tensors."""
     model_cfg = config_module.model_config(cfg)
     if cfg.get("engine", "istar") == "sentence_transformers":
         return Built(_sentence_transformer(cfg, model_cfg.name_or_path, device), None)
