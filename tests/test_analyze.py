@@ -97,6 +97,7 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
 def test_labels_and_figures(analysed):
     out, analyses = analysed
     assert [a["label"] for a in analyses] == ["I-STAR λ=-1 ζ=0.2", "Base"]
+    assert analyze.run_label({"criterion": {"name": "cosreg", "lam": 1.0}}) == "CosReg λ=1"
     for number in (4, 5, 6):
         data = (out / f"figure{number}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 15_000

@@ -1,11 +1,5 @@
 """``istar-analyze``: the I-STAR paper's representation analyses of finished runs (``analysis.json``, its fields in
-docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs.
-
->>> run_label({"criterion": {"name": "istar", "lam": -1.0, "zeta": 0.2}})
-'I-STAR λ=-1 ζ=0.2'
->>> run_label({"criterion": {"name": "cross_entropy"}}), run_label({"criterion": {"name": "cosreg", "lam": 1.0}})
-('Base', 'CosReg λ=1')
-"""
+docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs."""
 from __future__ import annotations
 
 import math

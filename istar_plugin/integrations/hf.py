@@ -1,13 +1,6 @@
-"""I-STAR, or any registered criterion, inside a ``transformers.Trainer`` script: :class:`IStarTrainer`.
-
-    trainer = IStarTrainer(model=AutoModelForSequenceClassification.from_pretrained(...), args=TrainingArguments(...),
-                           train_dataset=..., data_collator=DataCollatorWithPadding(tokenizer),
-                           criterion="istar", criterion_args={"lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
-    trainer.train()
-
-The criterion's hooks (Sigma_S) run as Trainer callbacks on a view of this trainer, and its statistics are logged
-with ``loss`` through the Trainer's own logging. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
-"""
+"""I-STAR, or any registered criterion, inside a ``transformers.Trainer`` script: :class:`IStarTrainer` (usage:
+README.md); the criterion's hooks (Sigma_S) run as Trainer callbacks and its statistics are logged with ``loss``.
+Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``)."""
 from __future__ import annotations
 
 import inspect
@@ -64,12 +57,10 @@ class HFModelView(TokenCloudSurface):
     def forward(self, batch: dict[str, Any], model: Optional[torch.nn.Module] = None):
         """(the Hugging Face output, its :class:`EncoderOutput`) of ``model`` (default: the view's) on the batch."""
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
-        attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
-        output = EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
-                               end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
-                               attention_mask=attention_mask)
-        return out, output
+        return out, EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
+                                  end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
+                                  attention_mask=attention_mask_or_ones(inputs))
 
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
         return self.forward(batch)[1]

@@ -1,16 +1,7 @@
-"""I-STAR inside sentence-transformers: :class:`IStarLoss` wraps any of its losses, :class:`IsotropyEvaluator`
-measures the embeddings' isotropy (and STS Spearman, from the same embeddings) in its trainer.
-
-    model = SentenceTransformer("all-MiniLM-L6-v2")
-    loss = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.2, shrinkage_sentences=train_sentences)
-    evaluator = IsotropyEvaluator(dev["sentence1"], dev["sentence2"], dev["score"], name="stsb-dev")
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
-                                         evaluator=evaluator, callbacks=[loss.callback()])
-
-The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` over the token embeddings of
-every transformer layer (docs/sentence_embeddings.md); it returns both terms (``task``, ``istar``) for the trainer
-to log. Needs ``pip install 'istar_plugin[st]'``.
-"""
+"""I-STAR inside sentence-transformers: :class:`IStarLoss` wraps any of its losses (``loss(features, labels) + lam *
+(1 - IsoScore*(cloud, zeta, Sigma_S))`` over every layer's token embeddings, both terms returned for the trainer to
+log); :class:`IsotropyEvaluator` measures the embeddings' isotropy and STS Spearman. Usage:
+docs/sentence_embeddings.md. Needs ``pip install 'istar_plugin[st]'``."""
 from __future__ import annotations
 
 import logging

@@ -174,16 +174,15 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
             write_predictions(self.output_dir, cfg.task, step, cosine, references)
-        task = self.task
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return ResultsRecord(
             status="finished", task=cfg.task, model=cfg.model.name, criterion=criterion, seed=cfg.seed, step=step,
             epoch=epoch, metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-            main_metric=task.main_metric, label_names=tuple(task.label_names),
+            main_metric=self.task.main_metric, label_names=tuple(self.task.label_names),
             trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
-            top_level_metrics=tuple(task.metric_names),
+            top_level_metrics=tuple(self.task.metric_names),
             extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
                    "precision": self.precision})
 

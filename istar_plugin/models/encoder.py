@@ -50,8 +50,7 @@ _DROPOUT_ATTRIBUTES = (
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the ``hidden_states`` (0 = embeddings; packed, with ``packing``, when padding-free), the
-    ``representation`` the head reads before any inserted module and each ``inserted`` module's output."""
+    """Head outputs, ``hidden_states`` (packed, with ``packing``, when padding-free), the head's inputs."""
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]

@@ -1,14 +1,5 @@
 """Loading a Hugging Face model and its tokenizer: one plain stderr line instead of transformers' load report, a
-damaged ``.safetensors`` file (a truncated file or a damaged header) named in one ``ModelError`` line.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> _ = (folder / "model.safetensors").write_bytes(b"\\x00" * 100)
->>> error = damaged_weights(str(folder), SafetensorError("Error while deserializing header: invalid header length"))
->>> str(error).replace(str(folder), "FOLDER")  # doctest: +NORMALIZE_WHITESPACE
-'model FOLDER: its weights file FOLDER/model.safetensors is damaged (Error while deserializing header: invalid
-header length); re-download the model, or re-export it if istar-export or a run wrote it'
-"""
+damaged ``.safetensors`` file (a truncated file or a damaged header) named in one ``ModelError`` line."""
 from __future__ import annotations
 
 import contextlib

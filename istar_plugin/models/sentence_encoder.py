@@ -1,12 +1,5 @@
 """Sentence embeddings from any Hugging Face backbone: one pooled vector per sentence for each requested layer
-(``first_last_mean``: Su et al. 2021's "first-last avg"; ``last_token``: the last real token, for decoders).
-
->>> import torch
->>> states = torch.tensor([[[1., 1.], [3., 3.], [9., 9.]]])  # one sentence, 3 positions, the last is padding
->>> mask = torch.tensor([[1, 1, 0]])
->>> pool(states, mask, "mean").tolist(), pool(states, mask, "cls").tolist(), pool(states, mask, "last_token").tolist()
-([[2.0, 2.0]], [[1.0, 1.0]], [[3.0, 3.0]])
-"""
+(``first_last_mean``: Su et al. 2021's "first-last avg"; ``last_token``: the last real token, for decoders)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence

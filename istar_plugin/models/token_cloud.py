@@ -16,9 +16,6 @@ from torch import Tensor
 
 from ..isotropy.streaming import LayerStatistics, stream
 
-HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")  # BERT family, DistilBERT
-NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
-
 
 def config_value(config: Any, names: Sequence[str]) -> int:
     """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
@@ -31,12 +28,12 @@ def config_value(config: Any, names: Sequence[str]) -> int:
 
 def hidden_size(config: Any) -> int:
     """The width of a model's hidden states, from its Hugging Face config."""
-    return config_value(config, HIDDEN_SIZE_ATTRIBUTES)
+    return config_value(config, ("hidden_size", "dim"))  # BERT family, DistilBERT
 
 
 def num_layers(config: Any) -> int:
     """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
-    return config_value(config, NUM_LAYERS_ATTRIBUTES)
+    return config_value(config, ("num_hidden_layers", "n_layers"))
 
 
 def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:

@@ -43,8 +43,7 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
                 lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
-    """This rank's share (every world_size-th) of the epoch's seeded permutation (:func:`length_grouped_order` with
-    ``lengths``), padded by wrapping to equal length on every rank."""
+    """This rank's share of the epoch's seeded permutation (length-grouped given ``lengths``), equal on every rank."""
     if lengths is None:
         generator = torch.Generator().manual_seed(seed * 7919 + epoch)
         order = torch.randperm(num_examples, generator=generator).tolist()

@@ -17,11 +17,7 @@ def available_devices() -> list[str]:
 
 
 def pick_device(requested: str, local_rank: int = 0) -> torch.device:
-    """The device ``requested`` (``auto`` and ``cuda``: this process's GPU, ``cuda:LOCAL_RANK``, if any).
-
-    >>> pick_device("cpu", local_rank=3)
-    device(type='cpu')
-    """
+    """The device ``requested`` (``auto`` and ``cuda``: this process's GPU, ``cuda:LOCAL_RANK``, if any)."""
     if requested == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
