@@ -68,8 +68,7 @@ def final_weights(run_dir: Path) -> str:
 
 
 def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
-    """A layer's outlier dimensions (mean |activation| above ``factor`` x the median's) and its largest |activation|
-    over that median."""
+    """A layer's outlier dimensions (mean |activation| > ``factor`` x the median) and its max |activation| / median."""
     means = layer.abs_sum / max(layer.count, 1)
     median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
     return torch.nonzero(means > factor * median).flatten().tolist(), (layer.abs_max.max() / median).item()

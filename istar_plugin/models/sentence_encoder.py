@@ -17,8 +17,7 @@ POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
 
 
 def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = None) -> Tensor:
-    """(batch, d) sentence vectors from one layer's (batch, length, d) states; ``first``: layer 1's, for
-    ``first_last_mean``."""
+    """(batch, d) sentence vectors from one layer's (batch, length, d) states (``first``: layer 1's)."""
     mask = mask.to(states.dtype)
     if pooling == "cls":
         return states[:, 0]

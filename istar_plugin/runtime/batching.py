@@ -55,8 +55,7 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
 
 
 def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
-    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length, as
-    transformers' length-grouped sampler makes it (mega-batches of up to 50 batches sorted by length, then shuffled)."""
+    """A seeded permutation whose ``batch_size`` slices hold similar lengths, as transformers' length grouping."""
     generator = torch.Generator().manual_seed(seed * 7919 + epoch)
     order = torch.randperm(len(lengths), generator=generator).tolist()
     mega = batch_size * max(1, min(50, len(lengths) // (4 * batch_size)))
