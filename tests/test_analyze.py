@@ -97,6 +97,7 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
 def test_labels_and_figures(analysed):
     out, analyses = analysed
     assert [a["label"] for a in analyses] == ["I-STAR λ=-1 ζ=0.2", "Base"]
+    assert analyze.run_label({"criterion": {"name": "cosreg", "lam": 1.0}}) == "CosReg λ=1"
     for number in (4, 5, 6):
         data = (out / f"figure{number}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 15_000
@@ -223,3 +224,10 @@ def test_a_run_with_a_module_inserted_before_its_head_is_read(runs, tiny_bert, s
     assert analysis["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
     train = analyze.analyze_run(run, split="train")
     assert train["examples"] == 24  # the training split without its validation quarter, as the run trained on it
+
+
+def test_an_undefined_measure_is_none_with_its_reason_and_output_names_are_distinct():
+    assert analyze._defined(analyze.explained_variance_curve, torch.zeros(2, 2), 1) == (
+        None, "explained variance is undefined: all points are identical (zero variance)")
+    names = analyze.output_names([analyze.Path(p) for p in ("a/seed1", "b/seed1", "b/seed2")])
+    assert names == ["a_seed1", "b_seed1", "seed2"]

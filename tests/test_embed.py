@@ -153,3 +153,10 @@ def test_fit_max_samples_the_fit_set(tiny_bert, shared_data, tmp_path):
                            "--fit-max", "300", "--out", str(out)]) == 0
     fit = json.loads((out / "embeddings.json").read_text())["fit"]
     assert fit == {"on": "train", "sentences": 300, "sampled_to": 300}
+
+
+def test_a_model_name_is_scored_as_it_is_and_the_report_paths_end_with_embeddings_json():
+    assert sts_embeddings.scored_source("minilm") == {"model": "minilm", "run_dir": None}
+    fitted = {2: {"none": {}, "center": {"mean": None}}}
+    assert [str(path) for path in sts_embeddings.report_paths(sts_embeddings.Path("o"), fitted)] == [
+        "o/transforms/layer2/center.pt", "o/embeddings.md", "o/embeddings.png", "o/embeddings.json"]

@@ -143,3 +143,12 @@ def test_init_from_a_lora_run_starts_from_its_adapters_and_a_model_without_lora_
                        match=r"its weights do not fit this model \(a LoRA run starts runs with the same"):
         Trainer(run_config(tiny_llama, shared_data, tmp_path / "full", "model.lora.r=0", "max_steps=2",
                            f"init_from={source}"))
+
+
+def test_a_lora_option_without_lora_is_one_line():
+    from istar_plugin.models.config import LoraSettings
+
+    with pytest.raises(ConfigError) as refused:
+        LoraSettings(alpha=32.0).check()
+    assert str(refused.value) == ("model.lora.alpha=32.0 does nothing without LoRA (model.lora.r=0: every parameter "
+                                  "trains); set model.lora.r (e.g. 8) or drop it")

@@ -13,7 +13,7 @@ from istar_plugin.criterions.istar import istar_loss
 from istar_plugin.criterions.spectrum import spectrum_penalty, spectrum_targets
 from istar_plugin.errors import ConfigError
 from istar_plugin.isotropy import CovarianceAccumulator
-from istar_plugin.runtime.precision import choose_precision, native_bf16
+from istar_plugin.runtime.precision import choose_precision, native_bf16, precision_line
 
 CPU = torch.device("cpu")
 
@@ -79,3 +79,9 @@ def test_native_bf16_reads_the_cpu_flags():
     if flags:  # Linux: torch's CPU capability check and the kernel's flags agree
         assert native_bf16(CPU) == ("avx512_bf16" in flags or "amx_bf16" in flags or "amx_tile" in flags)
     assert native_bf16(torch.device("meta")) is False
+
+
+def test_the_precision_line_says_why_auto_chose():
+    assert precision_line("fp32", "fp32", CPU) == "precision fp32"
+    assert precision_line("auto", "bf16", CPU) == ("precision bf16 (auto: this cpu computes bf16 natively; "
+                                                   "precision=fp32 for full precision)")

@@ -72,3 +72,7 @@ def test_an_edited_gguf_file_is_read_again(tmp_path, reads):
     assert file.stat().st_size == before.st_size
     assert shape_after_compose(file) == (128, 3)
     assert len(reads) == 2
+
+
+def test_the_model_width_is_read_from_its_config():
+    assert preflight.model_width(compose(["recipe=movie_snippets"])) == 384

@@ -1,11 +1,5 @@
 """``istar-analyze``: the I-STAR paper's representation analyses of finished runs (``analysis.json``, its fields in
-docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs.
-
->>> run_label({"criterion": {"name": "istar", "lam": -1.0, "zeta": 0.2}})
-'I-STAR λ=-1 ζ=0.2'
->>> run_label({"criterion": {"name": "cross_entropy"}}), run_label({"criterion": {"name": "cosreg", "lam": 1.0}})
-('Base', 'CosReg λ=1')
-"""
+docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs."""
 from __future__ import annotations
 
 import math
@@ -30,10 +24,6 @@ from ..storage.results import RESULTS, ResultsError, read_results
 from ..runtime.init_from import MODEL_DIR
 from .loading import LoadedModel, load_pretrained, load_run
 
-__all__ = ["check_run", "final_weights", "outliers", "stream_split", "stream_features", "example_vectors", "measures",
-           "analyze_run", "analyze_base", "run_label", "figure4", "figure5", "figure6", "figure_outliers",
-           "figure_massive"]
-
 SPLITS = ("eval", "train")
 EV_COMPONENTS = 20
 OUTLIER_FACTOR = 10.0  # an outlier dimension's mean |activation| over the layer's median one
@@ -45,8 +35,7 @@ class RunProblem(ValueError):
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
-    """The ``results.json`` of a finished run whose latest checkpoint is its final model, else :class:`RunProblem`
-    naming what is missing (before any model loads)."""
+    """The ``results.json`` of a finished run whose latest checkpoint is its final model, else :class:`RunProblem`."""
     with reading(run_dir, "run directory", RunDirError):
         if not run_dir.is_dir():
             raise RunProblem(f"{run_dir}: not a directory")
@@ -73,24 +62,13 @@ def check_run(run_dir: Path) -> dict[str, Any]:
 
 
 def final_weights(run_dir: Path) -> str:
-    """Where a finished run's final model is read from, relative to the run: its latest checkpoint or ``model/``.
-
-    >>> final_weights(Path("/nonexistent"))
-    'model/'
-    """
+    """Where a finished run's final model is read from, relative to the run: its latest checkpoint or ``model/``."""
     latest = Checkpoints(run_dir).latest()
     return f"{MODEL_DIR}/" if latest is None else f"{latest.parent.name}/{latest.name}"
 
 
 def outliers(layer: TokenMoments, factor: float = OUTLIER_FACTOR) -> tuple[list[int], float]:
-    """A layer's outlier dimensions (mean |activation| above ``factor`` x the median's) and its largest |activation|
-    over that median.
-
-    >>> layer = TokenMoments(4)
-    >>> layer.update(torch.tensor([[1., -1., 1., 50.], [1., 1., -2., -30.]]))
-    >>> outliers(layer)  # mean |a|: 1, 1, 1.5, 40; median 1.25
-    ([3], 40.0)
-    """
+    """A layer's outlier dimensions (mean |activation| > ``factor`` x the median) and its max |activation| / median."""
     means = layer.abs_sum / max(layer.count, 1)
     median = torch.quantile(means, 0.5).clamp_min(torch.finfo(torch.float64).tiny)
     return torch.nonzero(means > factor * median).flatten().tolist(), (layer.abs_max.max() / median).item()
@@ -133,8 +111,7 @@ def stream_split(loaded: LoadedModel, split: str,
 @torch.no_grad()
 def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: Optional[int] = None,
                     description: str = "eval") -> tuple[LayerStatistics, list[list[torch.Tensor]]]:
-    """One eval-mode pass over encoded features as the trainer evaluates: each layer's token statistics (padding
-    excluded) and one vector per example (:func:`example_vectors`, for TwoNN)."""
+    """One eval-mode pass over encoded features: each layer's token statistics and one vector per example."""
     batch_size = batch_size or loaded.eval_batch_size
     model = loaded.model
     statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
@@ -154,20 +131,7 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
 
 
 def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
-    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one, from the
-    packed row or the padded batch.
-
-    >>> from types import SimpleNamespace
-    >>> from istar_plugin.models.packing import Packing
-    >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
-    >>> packed = SimpleNamespace(packing=Packing.of(mask), attention_mask=None)
-    >>> padded = SimpleNamespace(packing=None, attention_mask=mask)
-    >>> rows = torch.tensor([[1., 2., 3.], [4., 0., 0.]]).unsqueeze(2)  # (batch, length, 1)
-    >>> [example_vectors(packed.packing.pack(rows)[0], packed, decoder).flatten().tolist() for decoder in (0, 1)]
-    [[1.0, 4.0], [3.0, 4.0]]
-    >>> [example_vectors(rows, padded, decoder).flatten().tolist() for decoder in (0, 1)]
-    [[1.0, 4.0], [3.0, 4.0]]
-    """
+    """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one."""
     packing = getattr(output, "packing", None)
     if packing is not None:
         return hidden.index_select(0, packing.last if decoder else packing.first)
@@ -175,11 +139,7 @@ def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.T
 
 
 def _defined(measure, *arguments) -> tuple[Any, Optional[str]]:
-    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined.
-
-    >>> _defined(explained_variance_curve, torch.zeros(2, 2), 1)
-    (None, 'explained variance is undefined: all points are identical (zero variance)')
-    """
+    """``(value, None)``, or ``(None, why)`` where the data leave ``measure`` undefined."""
     try:
         value = measure(*arguments)
     except ValueError as error:
@@ -353,10 +313,6 @@ def figure_massive(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
 
 
 def output_names(run_dirs: Sequence[Path]) -> list[str]:
-    """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat.
-
-    >>> output_names([Path("a/seed1"), Path("b/seed1"), Path("b/seed2")])
-    ['a_seed1', 'b_seed1', 'seed2']
-    """
+    """A distinct sub-directory name per run: its own name, or ``parent_name`` where names repeat."""
     names = [path.name for path in run_dirs]
     return [f"{p.parent.name}_{p.name}" if names.count(p.name) > 1 else p.name for p in run_dirs]

@@ -1,9 +1,5 @@
 """A run's model loaded for reading (nothing written, no lock), built as the trainer builds it, with the weights of
-its final checkpoint, a given step's, or its exported ``model/``, in eval mode on the run's device and precision.
-
->>> LoadedModel.__dataclass_fields__.keys() >= {"cfg", "task", "model", "device", "precision", "history"}
-True
-"""
+its final checkpoint, a given step's, or its exported ``model/``, in eval mode on the run's device and precision."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,8 +19,6 @@ from ..runtime.init_from import MODEL_DIR
 from ..runtime.precision import autocast, choose_precision
 from ..runtime.rng import seed_everything
 from ..storage.checkpoints import Checkpoints
-
-__all__ = ["LoadedModel", "load_run", "load_pretrained"]
 
 
 @dataclass
@@ -64,8 +58,7 @@ class LoadedModel:
 
 
 def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
-    """The run's final model (its latest checkpoint, else its ``model/``) or its checkpoint of ``step``; a damaged
-    checkpoint is one ``CheckpointError`` line, never renamed nor replaced by an older one."""
+    """The run's final model (its latest checkpoint, else its ``model/``) or its checkpoint of ``step``."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     checkpoints = Checkpoints(run_dir)
     if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head

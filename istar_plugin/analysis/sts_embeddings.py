@@ -1,6 +1,5 @@
 """``istar-embed``'s work: STS-B sentence embeddings of each layer, raw and after post-hoc transforms fitted on a
-fit set (default: the training split), measured by :mod:`istar_plugin.isotropy.embeddings` (Spearman x 100 of the
-pairs' cosine similarity, IsoScore, IsoScore* shrunk toward the fit set's covariance, ...).
+fit set, measured by :mod:`istar_plugin.isotropy.embeddings`.
 
 >>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
 >>> sts.sentences, len(sts)
@@ -33,9 +32,6 @@ from ..reports.figures import panels, save_png, style
 from ..reports.outputs.embedding_table import markdown_table
 from .analyze import Progress, RunProblem, check_run, final_weights
 from .loading import load_run
-
-__all__ = ["StsPairs", "read_sts", "read_corpus", "scored_source", "model_shape", "open_encoder", "evaluate_sts",
-           "report_paths", "write_embedding_report", "SPLITS"]
 
 SPLITS = {"train": "train", "dev": "validation"}
 
@@ -78,17 +74,11 @@ def read_corpus(path: str | Path) -> list:
 
 
 def _is_run_dir(path: Path) -> bool:
-    """A run directory, finished or not."""
     return (path / RUN_MARKER).is_file() or (path / "config.yaml").is_file()
 
 
 def scored_source(source: str) -> dict[str, Any]:
-    """What ``istar-embed`` scores for ``source``, checked before any model loads: a run's final model; a failed,
-    unfinished or damaged run, or a LoRA adapter folder (not a model by itself), is refused in one line.
-
-    >>> scored_source("minilm")
-    {'model': 'minilm', 'run_dir': None}
-    """
+    """What ``istar-embed`` scores for ``source``, checked before any model loads (a run's final model, a model)."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
         try:
@@ -110,8 +100,7 @@ def _trained_elsewhere(path: Path) -> bool:
 
 
 def _model_path(source: str) -> str:
-    """The Hugging Face folder or hub name behind ``source``: a run's base model (its ``model/`` when another engine
-    trained it), a folder, a preset's model, or a hub name."""
+    """The Hugging Face folder or hub name behind ``source``: a run's model, a folder, a preset's model, a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
         if _trained_elsewhere(path):
@@ -135,8 +124,7 @@ def model_shape(source: str) -> tuple[int, int]:
 
 
 def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
-    """The sentence encoder behind ``source``: a run directory's final model (as ``istar-analyze`` loads it), a
-    Hugging Face folder, a model preset or a hub name."""
+    """The sentence encoder behind ``source``: a run's final model, a folder, a model preset or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
         loaded = load_run(path)  # read only: no lock, nothing written
@@ -160,8 +148,7 @@ def _encode(encoder: SentenceEncoder, sentences: list, what: str, pooling: str, 
 def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, transforms: Sequence[Transform],
                  pooling: str = "mean", layers: Sequence[int] = (-1,), zeta: float = 0.2,
                  batch_size: int = 64) -> tuple[dict[int, dict[str, dict[str, float]]], dict[int, dict[str, Any]]]:
-    """``(results, fitted)``: per hidden-state index and transform, the measures and the fitted transform's
-    tensors."""
+    """``(results, fitted)``: per hidden-state index and transform, the measures and the fitted tensors."""
     indices = [encoder.layer_index(layer) for layer in layers]
     evaluated = _encode(encoder, sts.sentences, "STS sentences", pooling, indices, batch_size)
     fit = _encode(encoder, fit_sentences, "fit sentences", pooling, indices, batch_size)
@@ -208,19 +195,14 @@ def _transform_path(out: Path, layer: int, name: str) -> Path:
 
 
 def report_paths(out: Path, fitted: dict) -> list[Path]:
-    """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last).
-
-    >>> [str(path) for path in report_paths(Path("o"), {2: {"none": {}, "center": {"mean": None}}})]
-    ['o/transforms/layer2/center.pt', 'o/embeddings.md', 'o/embeddings.png', 'o/embeddings.json']
-    """
+    """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last)."""
     tensors = [_transform_path(out, layer, name) for layer, by_transform in fitted.items()
                for name, state in by_transform.items() if state]
     return [*tensors, out / "embeddings.md", out / "embeddings.png", out / "embeddings.json"]
 
 
 def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
-    """Write :func:`report_paths` (``embeddings.json``: ``summary``, ``per_layer``, the last layer's ``transforms``
-    and their ``transform_order``; an undefined measure null with its reason) and return them."""
+    """Write :func:`report_paths` and return them."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for layer, by_transform in fitted.items():

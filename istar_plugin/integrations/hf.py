@@ -1,16 +1,6 @@
-"""I-STAR, or any registered criterion, inside a ``transformers.Trainer`` script: :class:`IStarTrainer`.
-
-    trainer = IStarTrainer(model=AutoModelForSequenceClassification.from_pretrained(...), args=TrainingArguments(...),
-                           train_dataset=..., data_collator=DataCollatorWithPadding(tokenizer),
-                           criterion="istar", criterion_args={"lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
-    trainer.train()
-
-The criterion's hooks (Sigma_S) run as Trainer callbacks on a view of this trainer, and its statistics are logged
-with ``loss`` through the Trainer's own logging. Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``).
-
->>> model_kind(type("BertForQuestionAnswering", (), {"config": None})())
-'extractive_qa'
-"""
+"""I-STAR, or any registered criterion, inside a ``transformers.Trainer`` script: :class:`IStarTrainer` (usage:
+README.md); the criterion's hooks (Sigma_S) run as Trainer callbacks and its statistics are logged with ``loss``.
+Needs ``accelerate`` (``pip install 'istar_plugin[hf]'``)."""
 from __future__ import annotations
 
 import inspect
@@ -32,8 +22,6 @@ from ..training.step_statistics import IntervalStatistics
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["IStarTrainer", "HFModelView", "model_kind"]
-
 LABEL_KEYS = ("labels", "start_positions", "end_positions")
 
 
@@ -49,8 +37,7 @@ def model_kind(model) -> str:
 
 
 class HFModelView(TokenCloudSurface):
-    """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter: a forward pass returning
-    :class:`~istar_plugin.models.EncoderOutput` with every layer's states, and token clouds without padding."""
+    """A Hugging Face model as criterions and hooks see the ``istar-run`` adapter."""
 
     def __init__(self, model: torch.nn.Module, kind: str):
         self.model, self.kind = model, kind
@@ -68,15 +55,12 @@ class HFModelView(TokenCloudSurface):
         return self.model.named_parameters(*args, **kwargs)
 
     def forward(self, batch: dict[str, Any], model: Optional[torch.nn.Module] = None):
-        """Run ``model`` (default: the view's; pass the DDP-wrapped one when training) on the batch's model inputs;
-        returns (the Hugging Face output, its :class:`EncoderOutput`)."""
+        """(the Hugging Face output, its :class:`EncoderOutput`) of ``model`` (default: the view's) on the batch."""
         inputs = {key: value for key, value in batch.items() if key in self.inputs}
-        attention_mask = attention_mask_or_ones(inputs)
         out = (model or self.model)(**inputs, output_hidden_states=True)
-        output = EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
-                               end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
-                               attention_mask=attention_mask)
-        return out, output
+        return out, EncoderOutput(logits=getattr(out, "logits", None), start_logits=getattr(out, "start_logits", None),
+                                  end_logits=getattr(out, "end_logits", None), hidden_states=tuple(out.hidden_states),
+                                  attention_mask=attention_mask_or_ones(inputs))
 
     def __call__(self, batch: dict[str, Any]) -> EncoderOutput:
         return self.forward(batch)[1]
@@ -136,7 +120,7 @@ class _LoopView(ReadOnlyView):
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's events; a hook's stop and evaluation requests act on the Trainer."""
+    """Runs the criterion's hooks at the Trainer's events."""
 
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer
@@ -167,8 +151,7 @@ def _epoch(state) -> int:
 
 
 class IStarTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training loss is a registered criterion (``istar``, ``cosreg``,
-    ``cross_entropy`` or a third-party one) with ``criterion_args`` as its config fields."""
+    """A ``transformers.Trainer`` whose training loss is a registered criterion with ``criterion_args`` as config."""
 
     def __init__(self, *args, criterion: str = "istar", criterion_args: Optional[dict[str, Any]] = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,16 +1,7 @@
-"""I-STAR inside sentence-transformers: :class:`IStarLoss` wraps any of its losses, :class:`IsotropyEvaluator`
-measures the embeddings' isotropy (and STS Spearman, from the same embeddings) in its trainer.
-
-    model = SentenceTransformer("all-MiniLM-L6-v2")
-    loss = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.2, shrinkage_sentences=train_sentences)
-    evaluator = IsotropyEvaluator(dev["sentence1"], dev["sentence2"], dev["score"], name="stsb-dev")
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
-                                         evaluator=evaluator, callbacks=[loss.callback()])
-
-The loss is ``loss(features, labels) + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` over the token embeddings of
-every transformer layer (docs/sentence_embeddings.md); it returns both terms (``task``, ``istar``) for the trainer
-to log. Needs ``pip install 'istar_plugin[st]'``.
-"""
+"""I-STAR inside sentence-transformers: :class:`IStarLoss` wraps any of its losses (``loss(features, labels) + lam *
+(1 - IsoScore*(cloud, zeta, Sigma_S))`` over every layer's token embeddings, both terms returned for the trainer to
+log); :class:`IsotropyEvaluator` measures the embeddings' isotropy and STS Spearman. Usage:
+docs/sentence_embeddings.md. Needs ``pip install 'istar_plugin[st]'``."""
 from __future__ import annotations
 
 import logging
@@ -31,8 +22,6 @@ from ..models.token_cloud import num_layers, token_cloud
 from ..posthoc import parse_transform
 
 logger = logging.getLogger(__name__)
-
-__all__ = ["IStarLoss", "IsotropyEvaluator", "POINTS"]
 
 POINTS = ("tokens", "sentence")
 EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformity")
@@ -100,8 +89,7 @@ class IStarLoss(nn.Module):
 
     @torch.no_grad()
     def refresh_shrinkage(self) -> Tensor:
-        """Sigma_S (kept as ``shrinkage_cov``) from a no-grad, eval-mode pass over a seeded sample of
-        ``shrinkage_sentences``, pooled over the ranks."""
+        """Sigma_S (kept as ``shrinkage_cov``) from a pass over a seeded sample of ``shrinkage_sentences``."""
         import torch.distributed as dist
 
         distributed = dist.is_available() and dist.is_initialized()
@@ -160,8 +148,8 @@ class _ShrinkageCallback(TrainerCallback):
 
 
 class IsotropyEvaluator(SentenceEvaluator):
-    """Isotropy of a model's sentence embeddings (and, given ``scores``, the STS Spearman x 100 of the pairs), raw
-    and after each of ``transforms`` fitted on ``fit_sentences``; logged as ``eval_{name}_{measure}``."""
+    """Isotropy of a model's sentence embeddings (and, given ``scores``, the pairs' STS Spearman x 100), raw and after
+    each of ``transforms`` fitted on ``fit_sentences``."""
 
     def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
                  scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,

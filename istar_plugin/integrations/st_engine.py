@@ -1,8 +1,6 @@
 """Engine ``sentence_transformers``: a bi-encoder fine-tuned by sentence-transformers' own trainer (STS-B pairs,
 ``CosineSimilarityLoss``, wrapped in :class:`~istar_plugin.integrations.st.IStarLoss` for ``criterion=istar``) as an
-``istar-run`` run with its run directory (docs/design: the sentence-transformers engine's run directory).
-
-    istar-run engine=sentence_transformers recipe=stsb_st criterion=istar criterion.lam=-1 data.dir=../shared/data/stsb
+``istar-run`` run with its run directory.
 
 >>> eval_transforms(384, 4000), eval_transforms(32, 4000), eval_transforms(384, 119)
 (('center', 'whiten:256'), ('center', 'whiten:21'), ('center',))
@@ -36,16 +34,13 @@ from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.signals import StopSignal, stopped
-from .st_engine_setup import CRITERIA, SentenceTransformersSetup
-
-__all__ = ["SentenceTransformersEngine", "eval_transforms", "CRITERIA"]
+from .st_engine_setup import SentenceTransformersSetup
 
 FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are fitted on (ten times MiniLM's width)
 
 
 def eval_transforms(width: int, fit_sentences: int) -> tuple[str, ...]:
-    """The post-hoc transforms every run is also evaluated after: centring, and whitening to two thirds of the width
-    (at most 256) when four times as many sentences as kept dimensions fit it."""
+    """The post-hoc transforms every run is also evaluated after: centring, and whitening where enough sentences fit."""
     k = min(256, 2 * width // 3)
     return ("center", f"whiten:{k}") if fit_sentences >= 4 * k else ("center",)
 
@@ -76,8 +71,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
 
     def fit(self) -> dict[str, Any]:
-        """Train and evaluate (or return this run's earlier results); ``results.json`` either way, ``failed`` when
-        training or evaluation raises."""
+        """Train and evaluate (or return this run's earlier results); ``results.json`` either way."""
         started = time.perf_counter()
         try:
             finished = self.run_dir.finished(self.cfg, self.total_steps)  # another config's results: refused
@@ -164,7 +158,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         cfg = self.cfg
         first, second = _columns(self.eval)
         references = [e["label"] for e in self.eval]
-        fit = _sample(list(dict.fromkeys(sum(_columns(self.train), []))), FIT_SENTENCES, cfg.seed)
+        fit = list(dict.fromkeys(sum(_columns(self.train), [])))
+        if len(fit) > FIT_SENTENCES:  # a seeded sample, in their order
+            keep = torch.randperm(len(fit), generator=torch.Generator().manual_seed(cfg.seed))[:FIT_SENTENCES]
+            fit = [fit[i] for i in sorted(keep.tolist())]
         width = model.get_embedding_dimension()
         evaluator = evaluator_class(first, second, references, name="eval", batch_size=cfg.eval_batch_size or 64,
                                     transforms=eval_transforms(width, len(fit)), fit_sentences=fit)
@@ -177,16 +174,15 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
             write_predictions(self.output_dir, cfg.task, step, cosine, references)
-        task = self.task
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return ResultsRecord(
             status="finished", task=cfg.task, model=cfg.model.name, criterion=criterion, seed=cfg.seed, step=step,
             epoch=epoch, metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-            main_metric=task.main_metric, label_names=tuple(task.label_names),
+            main_metric=self.task.main_metric, label_names=tuple(self.task.label_names),
             trainable_parameters=trainable, history=(final,), eval_isoscore_star=pooled,
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
-            top_level_metrics=tuple(task.metric_names),
+            top_level_metrics=tuple(self.task.metric_names),
             extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
                    "precision": self.precision})
 
@@ -214,16 +210,7 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
 
 
 def _columns(examples: list) -> tuple[list, list]:
-    """The pairs' first and second sentences."""
     return [e["text"] for e in examples], [e["text_pair"] for e in examples]
-
-
-def _sample(sentences: list, count: int, seed: int) -> list:
-    """At most ``count`` of ``sentences``, a seeded sample in their order."""
-    if len(sentences) <= count:
-        return sentences
-    keep = sorted(torch.randperm(len(sentences), generator=torch.Generator().manual_seed(seed))[:count].tolist())
-    return [sentences[i] for i in keep]
 
 
 class _LogsCallback(TrainerCallback):

@@ -1,6 +1,5 @@
 """The engine ``sentence_transformers`` (:mod:`.st_engine`), declared without importing torch, with what it refuses
-before anything loads: other criterions, tasks without similarity scores, ``init_from``, ``patience`` and LoRA
-(it trains every weight; ``model.lora.*`` would have no effect).
+before anything loads.
 
 >>> from istar_plugin.config import compose
 >>> compose(["engine=sentence_transformers", "task=stsb", "model.lora.r=8"])
@@ -18,8 +17,6 @@ from ..errors import ConfigError
 from ..models.config import LoraSettings
 from ..registry import ENGINES, TASKS
 from ..training.engine_setup import EngineSetup
-
-__all__ = ["CRITERIA", "SentenceTransformersSetup"]
 
 CRITERIA = ("cross_entropy", "istar")
 

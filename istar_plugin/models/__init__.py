@@ -1,9 +1,6 @@
 """Model adapters: a Hugging Face encoder or decoder behind one surface (a forward pass on a batch, the token
-cloud of every layer with padding excluded, the head's input), registered as ``model.adapter`` names.
-
-Importing this package declares the built-in adapter ``hf_auto`` (:class:`HFEncoder`) without importing torch
-(composing reads the class's :func:`~istar_plugin.registry.outline`); the public names below load :mod:`.encoder`
-the first time one is asked for.
+cloud of every layer with padding excluded, the head's input), registered as ``model.adapter`` names. Importing it
+declares ``hf_auto`` (:class:`HFEncoder`) without importing torch; the names below load :mod:`.encoder` on first use.
 
 >>> from istar_plugin.models import ModelConfig
 >>> ModelConfig().name_or_path  # the packaged all-MiniLM-L6-v2, found without the hub
@@ -18,7 +15,7 @@ from .config import ModelConfig
 __all__ = ["EncoderOutput", "HFEncoder", "ModelConfig", "padded_token_cloud", "resolve_model_path", "restoring_weights",
            "token_cloud"]
 
-MODELS.declare("hf_auto", "istar_plugin.models.encoder:HFEncoder", ModelConfig)  # composing reads its outline
+MODELS.declare("hf_auto", "istar_plugin.models.encoder:HFEncoder", ModelConfig)
 
 
 def __getattr__(name: str) -> Any:

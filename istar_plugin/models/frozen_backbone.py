@@ -1,8 +1,5 @@
-"""A frozen backbone's work done once: the representation its task head reads, per example, computed on first
-sight and looked up after.
-
-Keyed by each example's real tokens, in memory up to ``memory_limit`` bytes, then in an unnamed file in
-``spill_dir`` (docs/design: the frozen-backbone cache).
+"""A frozen backbone's work done once: the representation its task head reads, per example, keyed by the example's
+real tokens, in memory up to ``memory_limit`` bytes, then in an unnamed file in ``spill_dir``.
 
 >>> import torch
 >>> cache = FrozenBackboneCache()
@@ -13,10 +10,6 @@ Keyed by each example's real tokens, in memory up to ``memory_limit`` bytes, the
 >>> cache.store(keys[:1], torch.ones(1, 4))
 >>> cache.missing(keys), cache.lookup(keys).shape, len(cache)
 ([], torch.Size([2, 4]), 1)
->>> small = FrozenBackboneCache(memory_limit=32)  # two 4-dim vectors fit in memory; a third spills all to disk
->>> small.store([b"a", b"b", b"c"], torch.arange(12.).reshape(3, 4))
->>> small.on_disk, small.lookup([b"c", b"a"]).tolist()
-(True, [[8.0, 9.0, 10.0, 11.0], [0.0, 1.0, 2.0, 3.0]])
 """
 from __future__ import annotations
 
@@ -28,8 +21,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["FrozenBackboneCache", "cache_if_frozen", "CACHED_LINE", "MEMORY_LIMIT"]
-
 MEMORY_LIMIT = 2 << 30  # bytes of vectors a cache holds in memory before it moves them to a file
 
 CACHED_LINE = ("frozen backbone: its outputs are computed once per example and cached; it runs without dropout "
@@ -37,8 +28,7 @@ CACHED_LINE = ("frozen backbone: its outputs are computed once per example and c
 
 
 class FrozenBackboneCache:
-    """Per-example representations of a frozen backbone, keyed by the example's real tokens; in memory up to
-    ``memory_limit`` bytes, then all in an unnamed temporary file in ``spill_dir``."""
+    """Per-example representations of a frozen backbone, keyed by the example's real tokens."""
 
     def __init__(self, memory_limit: Optional[int] = None, spill_dir: Optional[str | PathLike] = None) -> None:
         self.memory_limit = MEMORY_LIMIT if memory_limit is None else memory_limit
@@ -109,6 +99,5 @@ class FrozenBackboneCache:
 
 
 def cache_if_frozen(model, frozen_dropout: bool, spill_dir: Optional[str | PathLike] = None) -> bool:
-    """Switch on ``model``'s frozen-backbone cache (when it has one, nothing in its backbone trains and
-    ``frozen_dropout`` is off), spilling to ``spill_dir`` when large; whether it is on."""
+    """Switch on ``model``'s frozen-backbone cache where it can and ``frozen_dropout`` is off; whether it is on."""
     return not frozen_dropout and hasattr(model, "cache_frozen_backbone") and model.cache_frozen_backbone(spill_dir)

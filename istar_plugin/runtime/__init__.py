@@ -1,2 +1,1 @@
-"""What reading or training a model needs below the trainer: the one model builder, its device, precision,
-random streams, batches and ``init_from`` weights."""
+"""Below the trainer: the one model builder, its device, precision, random streams, batches, ``init_from``."""

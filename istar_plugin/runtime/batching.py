@@ -20,8 +20,7 @@ TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "sta
 
 
 def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
-    """Features padded to the longest on ``device``, with the real tokens' flat ``token_positions`` and the
-    ``sequence_lengths`` computed on the host (no host sync)."""
+    """Features padded to the longest on ``device`` with the real tokens' ``token_positions``, ``sequence_lengths``."""
     lengths = [len(f["input_ids"]) for f in features]
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}
@@ -44,12 +43,7 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,
                 lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
-    """This rank's share (every world_size-th) of the epoch's seeded permutation (:func:`length_grouped_order` with
-    ``lengths``), padded by wrapping to equal length on every rank.
-
-    >>> len(epoch_order(5, 0, 0, 0, 2)) == len(epoch_order(5, 0, 0, 1, 2)) == 3
-    True
-    """
+    """This rank's share of the epoch's seeded permutation (length-grouped given ``lengths``), equal on every rank."""
     if lengths is None:
         generator = torch.Generator().manual_seed(seed * 7919 + epoch)
         order = torch.randperm(num_examples, generator=generator).tolist()
@@ -61,16 +55,7 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
 
 
 def length_grouped_order(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[int]:
-    """A seeded permutation whose consecutive ``batch_size`` slices hold sentences of similar length, as
-    transformers' length-grouped sampler makes it (mega-batches of up to 50 batches sorted by length, then shuffled).
-
-    >>> lengths = [(7 * i) % 32 + 1 for i in range(32)]  # 1..32, shuffled
-    >>> def spreads(order):  # longest minus shortest length in each batch of 4
-    ...     batches = [[lengths[i] for i in order[k:k + 4]] for k in range(0, 32, 4)]
-    ...     return [max(batch) - min(batch) for batch in batches]
-    >>> spreads(length_grouped_order(lengths, 4, seed=0, epoch=0)), spreads(epoch_order(32, 0, 0, 0, 1))
-    ([14, 12, 8, 6, 7, 6, 17, 16], [21, 26, 19, 18, 25, 29, 21, 23])
-    """
+    """A seeded permutation whose ``batch_size`` slices hold similar lengths, as transformers' length grouping."""
     generator = torch.Generator().manual_seed(seed * 7919 + epoch)
     order = torch.randperm(len(lengths), generator=generator).tolist()
     mega = batch_size * max(1, min(50, len(lengths) // (4 * batch_size)))

@@ -1,11 +1,6 @@
 """The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
 mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights, or the
-``SentenceTransformer`` of ``engine=sentence_transformers``. The trainer, ``istar-analyze``, ``istar-embed``,
-``istar-export`` and the sentence-transformers engine build every model here.
-
->>> Built._fields
-('model', 'criterion')
-"""
+``SentenceTransformer`` of ``engine=sentence_transformers``: every caller builds its model here."""
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +17,6 @@ from ..models.st_padding_free import make_padding_free
 from ..registry import CRITERIONS, MODELS
 from .init_from import load_weights, resolve as resolve_init_from
 
-__all__ = ["Built", "build_model", "load_weights"]
-
 
 class Built(NamedTuple):
     """The model adapter and the criterion that adapted it."""
@@ -33,10 +26,7 @@ class Built(NamedTuple):
 
 
 def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool = False, device=None) -> Built:
-    """The run's model and criterion, as the run trained them. ``state``: a checkpoint's ``model`` tensors, loaded
-    after the criterion's changes (``init_from`` then gives the architecture alone); ``quiet``: weights follow from a
-    checkpoint (no "newly initialised" line); ``device``: where a ``SentenceTransformer`` is placed (an adapter is
-    placed by its caller). A model that cannot be loaded is one :class:`ModelError` line."""
+    """The run's model and criterion, as the run trained them; ``state``: a checkpoint's ``model`` tensors."""
     model_cfg = config_module.model_config(cfg)
     if cfg.get("engine", "istar") == "sentence_transformers":
         return Built(_sentence_transformer(cfg, model_cfg.name_or_path, device), None)
@@ -65,8 +55,7 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
 
 
 def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
-    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow; as an
-    adapter does, it says so in ``padding_free`` and ``padding_free_line``."""
+    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model_path(name_or_path), device=None if device is None else str(device))

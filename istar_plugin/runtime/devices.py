@@ -17,12 +17,7 @@ def available_devices() -> list[str]:
 
 
 def pick_device(requested: str, local_rank: int = 0) -> torch.device:
-    """The device ``requested`` (``auto`` and ``cuda``: this process's GPU, ``cuda:LOCAL_RANK``, if any); one this
-    machine does not have is a :class:`ConfigError` naming the ones it has.
-
-    >>> pick_device("cpu", local_rank=3)
-    device(type='cpu')
-    """
+    """The device ``requested`` (``auto`` and ``cuda``: this process's GPU, ``cuda:LOCAL_RANK``, if any)."""
     if requested == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
@@ -34,7 +29,6 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
 
 
 def _why_missing(device: torch.device) -> str | None:
-    """Why this machine cannot run on ``device``; None when it can."""
     if device.type == "cuda":
         if torch.version.cuda is None:
             return f"this torch build ({torch.__version__}) has no CUDA support"
