@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_search_files import refused, write_search
 
 from istar_plugin.cli import tune as cli
-from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, load, read_search
+from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, check, load, parse, read_search
 from istar_plugin.launch.study import claim_trial, open_search, sample
 from istar_plugin.launch.tune import final_grid, unfinished
 
