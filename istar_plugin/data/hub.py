@@ -1,6 +1,4 @@
-"""Rows of a Hugging Face Hub dataset split, through ``datasets.load_dataset`` (needs network or a warm HF cache).
-
-The loader is a parameter so that offline code and tests can stand in for the hub:
+"""Rows of a Hugging Face Hub dataset split, through ``datasets.load_dataset`` or a stand-in loader.
 
 >>> fake = lambda dataset_id, config, split: [{"sentence": "fine", "label": 1}]
 >>> list(read_hub_split(HubDataset("nyu-mll/glue", "sst2"), "train", loader=fake))
@@ -14,8 +12,7 @@ from dataclasses import dataclass
 
 from .readers import Located
 
-HubLoader = Callable[..., Iterable[dict]]
-"""``loader(dataset_id, config_name, split=split)`` -> rows as dicts (``datasets.load_dataset`` fits)."""
+HubLoader = Callable[..., Iterable[dict]]  # loader(dataset_id, config_name, split=split) -> rows as dicts
 
 
 @dataclass(frozen=True)

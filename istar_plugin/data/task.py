@@ -1,5 +1,5 @@
-"""What a task is: where its text fields, labels and splits sit in each source, how it encodes examples
-for a model, and how predictions become metrics. The registered tasks are in :mod:`.tasks`.
+"""What a task is: where its fields, labels and splits sit in each source, how it encodes examples, how
+predictions become metrics. The registered tasks are in :mod:`.tasks`.
 
 >>> task = get_task("rte", DataConfig(dir="/data/rte"))
 >>> task.kind, task.num_labels, task.text_fields, task.main_metric
@@ -28,9 +28,7 @@ from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive, seeded_split
 from .readers import DataError, Located, file_suffix, read_jsonl, read_parquet, read_tsv
 
-HELD_OUT = "held_out"
-"""``data.eval_split=held_out``: the run is evaluated on the share of its training set ``data.validation_split`` holds
-out, and never reads the evaluation split (``istar-tune``'s trials)."""
+HELD_OUT = "held_out"  # data.eval_split=held_out: evaluate on the training share data.validation_split holds out
 SPLITS = ("train", "eval")
 
 
@@ -48,13 +46,8 @@ class Columns:
 
 
 class Task:
-    """What every task shares: its config, split naming, data sources, caps and metric names.
-
-    ``load("train")`` reads the train split; ``load("eval")`` reads ``cfg.eval_split`` or the task's
-    ``eval_split``. Split names are the hub's (``validation``, ``validation_matched``, ``test``, ...);
-    ``files`` maps each to candidate paths inside ``cfg.dir`` (a ``.gz`` twin is accepted too),
-    ``packaged_files`` to a file of ``packaged_archive``.
-    """
+    """What every task shares: config, split naming, sources, caps and metric names; ``files`` maps a hub split
+    name to candidate paths inside ``cfg.dir`` (or their ``.gz``), ``packaged_files`` to a file of the archive."""
 
     name: ClassVar[str]
     kind: ClassVar[str]
@@ -192,12 +185,8 @@ class Task:
 
 
 class TextTask(Task):
-    """Classification or regression of one text or a text pair.
-
-    ``hub_columns`` locate the fields in hub rows and HF parquet shards; ``table_columns`` in the original
-    TSV / JSON-lines files, whose headerless variants name their columns in ``headerless_columns``.
-    Raw labels may be label names or ids; ``dropped_labels`` mark records without a gold label.
-    """
+    """Classification or regression of one text or a text pair; ``hub_columns`` locate the fields in hub rows and
+    parquet shards, ``table_columns`` in TSV / JSON-lines files (``headerless_columns`` when they have no header)."""
 
     kind: ClassVar[str] = "classification"
     hub_columns: ClassVar[Columns | None] = None
@@ -239,7 +228,14 @@ class TextTask(Task):
         if raw in self.dropped_labels:
             return None
         if self.kind == "regression":
-            return self._parse_score(located, raw)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                value = float("nan")
+            low, high = self.label_range
+            if not low <= value <= high:
+                raise DataError(f"{located}: score {raw!r} of {self.name} must be a number in [{low}, {high}]")
+            return value
         if isinstance(raw, str) and raw.strip() in self.label_names:
             return self.label_names.index(raw.strip())
         label_id = int(raw) if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw) else raw
@@ -247,16 +243,6 @@ class TextTask(Task):
             return label_id
         choices = ", ".join(f"{i}={name}" for i, name in enumerate(self.label_names))
         raise DataError(f"{located}: label {raw!r} is not in the label set of {self.name} ({choices})")
-
-    def _parse_score(self, located: str, raw: Any) -> float:
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = float("nan")
-        low, high = self.label_range
-        if not low <= value <= high:
-            raise DataError(f"{located}: score {raw!r} of {self.name} must be a number in [{low}, {high}]")
-        return value
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Token ids truncated to ``cfg.max_length`` (unpadded) and ``labels``, one feature per example."""
@@ -280,16 +266,8 @@ class TextTask(Task):
 
 
 def check_validation_split(split: float, train_count: int, counted: str) -> None:
-    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none of ``train_count`` training
-    examples, or all of them; ``counted`` says whose examples they are.
-
-    >>> check_validation_split(0.25, 16, "in train.tsv")
-    >>> check_validation_split(0.01, 16, "in train.tsv")  # doctest: +NORMALIZE_WHITESPACE
-    Traceback (most recent call last):
-    ...
-    istar_plugin.errors.ConfigError: data.validation_split=0.01 holds out none of the 16 training examples in
-    train.tsv (round(0.01 x 16) = 0); the smallest split that holds one out is 0.032
-    """
+    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none or all of ``train_count``
+    examples; ``counted`` says whose examples they are."""
     held_out = round(split * train_count)
     if 0 < held_out < train_count:
         return
@@ -306,8 +284,8 @@ def check_validation_split(split: float, train_count: int, counted: str) -> None
 
 
 def working_split(train_count: int, smallest: bool) -> float:
-    """The smallest (or largest) validation split that holds out at least one of ``train_count`` (>= 2) examples
-    and leaves at least one, to two significant digits of its distance from 0 (or 1).
+    """The smallest (or largest) validation split that holds out one or more of ``train_count`` (>= 2) examples and
+    leaves one or more, to two significant digits of its distance from 0 (or 1).
 
     >>> working_split(16, smallest=True), working_split(16, smallest=False), working_split(1000, smallest=True)
     (0.032, 0.968, 0.00051)
@@ -325,14 +303,7 @@ CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_leng
 
 
 def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
-    """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens: the
-    same first tokens, without tokenizing a megabyte-long field whole.
-
-    >>> class Words:  # a stand-in tokenizer: one token per word
-    ...     def __call__(self, text, add_special_tokens=True): return {"input_ids": text.split()}
-    >>> len(clip_text("word " * 100_000, Words(), 16)), clip_text("short text", Words(), 16)
-    (509, 'short text')
-    """
+    """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens."""
     budget = CHARACTERS_PER_TOKEN * max_length
     while len(text) > budget:
         space = text.rfind(" ", 0, budget)
@@ -370,11 +341,5 @@ def register_task(name: str):
 
 
 def get_task(name: str, cfg: DataConfig | None = None, **kwargs: Any) -> Task:
-    """The task registered as ``name``; unknown names raise KeyError listing the known ones.
-
-    >>> get_task("sst2").label_names
-    ('negative', 'positive')
-    """
+    """The task registered as ``name``; unknown names raise KeyError listing the known ones."""
     return TASKS.build(name, cfg, **kwargs)
-
-

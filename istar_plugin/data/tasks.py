@@ -1,11 +1,8 @@
-"""The benchmark tasks, registered by name: GLUE (SST-2, QNLI, RTE, WNLI, MRPC, QQP, CoLA, STS-B, MNLI), SST-5,
-SNLI, the packaged movie snippets and SQuAD v1.1, each with its text fields, labels, splits and metrics; and
-language modelling on any texts (``lm``, :mod:`.language_modeling`).
+"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets and SQuAD v1.1, with
+their text fields, labels, splits and metrics; and language modelling on any texts (``lm``).
 
 >>> get_task("stsb").metric_names
 ('pearson', 'spearman', 'combined_score')
->>> get_task("sst2").label_names
-('negative', 'positive')
 """
 
 from __future__ import annotations
@@ -160,8 +157,7 @@ class SST5(TextTask):
 
 @register_task("snli")
 class SNLI(TextTask):
-    """Pairs without a gold label (``-``, or -1 on the hub) are dropped. Packaged: train = a 100,000-pair
-    subset of SNLI train, eval = the SNLI test set (the default eval split for every source)."""
+    """Pairs without a gold label are dropped; packaged: a 100,000-pair train subset and the test set."""
 
     label_names = _NLI_LABELS
     eval_split = "test"
@@ -180,8 +176,7 @@ class SNLI(TextTask):
 
 @register_task("movie_snippets")
 class MovieSnippets(TextTask):
-    """Rotten Tomatoes snippets rated by crowd workers (Hutto & Gilbert 2014): positive when the mean
-    valence is above 0, negative below, zeros dropped; a fixed split by ``cfg.split_seed``."""
+    """Rotten Tomatoes snippets (Hutto & Gilbert 2014): positive when the mean valence is above 0, zeros dropped."""
 
     VALIDATION_FRACTION = 0.1
     label_names = ("negative", "positive")
@@ -223,7 +218,7 @@ class SQuAD(Task):
         squad.check_window_settings(cfg.max_length, cfg.doc_stride)
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """The longest question of either split must leave its windows more than ``doc_stride`` context tokens."""
+        """Refuse settings whose windows leave the longest question no more than ``doc_stride`` context tokens."""
         questions = [(f"{self.source_of(split)}, question {example['id']}", example["question"])
                      for split, examples in splits.items() for example in examples]
         squad.check_question_room(questions, tokenizer(), self.cfg.max_length, self.cfg.doc_stride)
@@ -247,10 +242,8 @@ class SQuAD(Task):
         return example
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
-        """Windows of ``cfg.max_length`` tokens, ``cfg.doc_stride`` apart: with answer positions when
-        ``train``, else with ``example_id`` and ``offset_mapping`` for :meth:`postprocess`."""
-        prepare = squad.train_features if train else squad.eval_features
-        return prepare(examples, tokenizer, self.cfg.max_length, self.cfg.doc_stride)
+        """Windows of ``cfg.max_length`` tokens, ``cfg.doc_stride`` apart (:func:`.squad.features`)."""
+        return squad.features(examples, tokenizer, self.cfg.max_length, self.cfg.doc_stride, train)
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """``outputs = (start_logits, end_logits)`` per feature -> (answer texts, gold answer lists) per example."""
