@@ -1,14 +1,7 @@
-"""Spectrum control (Wang et al. 2019, as compared by Ding et al.): pull the singular values of the
-word-embedding matrix W towards a decaying target, ``lam * sum_k (sigma_k - target_k)^2``.
-
-Targets: ``polynomial`` ``c1 * k^gamma`` (decays for gamma < 0), ``exponential`` ``c1 * exp(-c2 * k^gamma)``
-(decays for c2 > 0 and gamma > 0); k = 1..d counts the singular values from the largest.
-
-Singular values come from the d x d Gram matrix each step (``docs/architecture.md``, Design decisions).
+"""Spectrum control (Wang et al. 2019): pull the singular values of the word-embedding matrix towards a decaying
+target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d).
 
 >>> import torch
->>> spectrum_targets("polynomial", 3, c1=2.0, c2=0.0, gamma=-1.0).tolist()
-[2.0, 1.0, 0.6666666666666666]
 >>> w = torch.diag(torch.tensor([3.0, 1.0])).requires_grad_()
 >>> penalty, sigma = spectrum_penalty(w, torch.tensor([1.0, 1.0]))
 >>> round(penalty.item(), 4), [round(s, 4) for s in sigma.tolist()]  # (3 - 1)^2 + 0
@@ -33,9 +26,7 @@ DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
 @dataclass
 class SpectrumConfig:
-    """The paper gives no constants; these defaults were chosen by measurement on MiniLM: W with exactly these
-    target singular values has I1 0.994 (``benchmarks/spectrum_formulation.py``), the 0.99-1.00 the paper
-    reports under spectrum control; ``lam`` 1e-3 makes the penalty about 50x MiniLM's initial task loss."""
+    """Defaults measured on MiniLM (``benchmarks/spectrum_formulation.py``); the paper gives no constants."""
 
     decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
                          "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
@@ -46,7 +37,6 @@ class SpectrumConfig:
     gamma: Optional[float] = setting(None, help="polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)")
 
     penalised_weights = WORD_EMBEDDINGS
-    """The weights the penalty reads directly (see :attr:`CosRegConfig.penalised_weights`)."""
 
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")
@@ -72,8 +62,7 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
 
 
 def singular_values(matrix: Tensor) -> Tensor:
-    """Singular values of ``matrix`` (n x d, n >= d), largest first, differentiable: sqrt of the eigenvalues
-    (float64) of the Gram matrix (float32)."""
+    """Singular values of ``matrix`` (n x d, n >= d), largest first, from the eigenvalues of its Gram matrix."""
     import torch
 
     single = matrix.float()
@@ -93,10 +82,7 @@ def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 
 @CRITERIONS.register("spectrum", SpectrumConfig)
 class SpectrumCriterion(CrossEntropyCriterion):
-    """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values.
-
-    Logs the penalty and the largest and smallest singular value.
-    """
+    """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values."""
 
     @classmethod
     def check_setup(cls, cfg: SpectrumConfig, adapter: type, kind: str) -> None:
@@ -110,7 +96,6 @@ class SpectrumCriterion(CrossEntropyCriterion):
         cfg = self.cfg
         targets = spectrum_targets(cfg.decay, min(matrix.shape), cfg.c1, cfg.c2, cfg.gamma)
         penalty, sigma = spectrum_penalty(matrix, targets)
-        loss = base + cfg.lam * penalty
         stats = {"task_loss": base.detach(), "penalty": (cfg.lam * penalty).detach(),
                  "sigma_max": sigma[0].float(), "sigma_min": sigma[-1].float()}
-        return CriterionOutput(loss, stats)
+        return CriterionOutput(base + cfg.lam * penalty, stats)
