@@ -1,10 +1,5 @@
 """Training objectives, one module per method family, each declaring its config dataclass and criterion class
-together (``@CRITERIONS.register(name, Config)``) and importing torch only when a loss is computed.
-
->>> from istar_plugin.registry import CRITERIONS
->>> CRITERIONS.get("istar").config_cls is IStarConfig
-True
-"""
+together (``@CRITERIONS.register(name, Config)``) and importing torch only when a loss is computed."""
 from importlib import import_module
 from typing import Any
 

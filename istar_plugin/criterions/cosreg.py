@@ -1,10 +1,5 @@
 """CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine similarity, of the batch's
-last-layer token states (``hidden``) or of the word-embedding matrix's rows (``embeddings``).
-
->>> import torch
->>> round(embedding_cosine(torch.ones(4, 3)).item(), 4)  # 12 ordered pairs / 4^2
-0.75
-"""
+last-layer token states (``hidden``) or of the word-embedding matrix's rows (``embeddings``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

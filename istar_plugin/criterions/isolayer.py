@@ -47,17 +47,9 @@ class IsoLayerConfig:
         check_fields(self, "criterion.")
 
 
-def balanced_joint_loss(
-    task: Tensor,
-    isotropy: Tensor,
-    means: Optional[tuple[float, float]],
-    step: int,
-    alpha: float = 0.5,
-    smoothing: float = 0.15,
-    update: str = "after",
-    detach_means: bool = True,
-    eps: float = 1e-12,
-) -> tuple[Tensor, tuple[float, float]]:
+def balanced_joint_loss(task: Tensor, isotropy: Tensor, means: Optional[tuple[float, float]], step: int,
+                        alpha: float = 0.5, smoothing: float = 0.15, update: str = "after", detach_means: bool = True,
+                        eps: float = 1e-12) -> tuple[Tensor, tuple[float, float]]:
     """``alpha * Lhat_1 + (1 - alpha) * Lhat_2``, ``Lhat_i = L_i * mean(Lbar) / Lbar_i``; returns (loss, updated means).
 
     ``means``: (Lbar_1, Lbar_2) before this batch (None: this batch's losses), updated by ``s / (1 + step)``.

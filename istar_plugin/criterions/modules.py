@@ -1,11 +1,5 @@
 """The torch pieces the criterions build on, imported when first used: the Glow flow, the word-embedding cosine's
-autograd function and the Isotropy Layer's balance state.
-
->>> flow = Glow(4, depth=2, width=8).double()
->>> h = torch.randn(5, 4, dtype=torch.float64)
->>> torch.allclose(flow(h), h)  # identity at initialisation
-True
-"""
+autograd function and the Isotropy Layer's balance state."""
 from __future__ import annotations
 
 import math

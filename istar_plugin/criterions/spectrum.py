@@ -1,12 +1,5 @@
 """Spectrum control (Wang et al. 2019): pull the singular values of the word-embedding matrix towards a decaying
-target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d).
-
->>> import torch
->>> w = torch.diag(torch.tensor([3.0, 1.0])).requires_grad_()
->>> penalty, sigma = spectrum_penalty(w, torch.tensor([1.0, 1.0]))
->>> round(penalty.item(), 4), [round(s, 4) for s in sigma.tolist()]  # (3 - 1)^2 + 0
-(4.0, [3.0, 1.0])
-"""
+target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

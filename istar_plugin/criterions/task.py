@@ -27,21 +27,13 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
     import torch
     import torch.nn.functional as F
 
-    if packing is not None:
-        return _packed_next_token_nll(logits, packing.pack(input_ids)[0], packing)
-    predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
-    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
-    return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
-
-
-def _packed_next_token_nll(logits: Tensor, tokens: Tensor, packing: Packing) -> tuple[Tensor, Tensor]:
-    """:func:`next_token_nll` of packed logits: a token predicts the next one of its own sequence only."""
-    import torch
-    import torch.nn.functional as F
-
-    rows = packing.rows
+    if packing is None:
+        predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
+        nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+        return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
+    rows = packing.rows  # a token predicts the next one of its own sequence only
     predicted = rows[1:] == rows[:-1]
-    nll = F.cross_entropy(logits[:-1].float(), tokens[1:], reduction="none")
+    nll = F.cross_entropy(logits[:-1].float(), packing.pack(input_ids)[0][1:], reduction="none")
     sequences = packing.cu_seq_lens.shape[0] - 1
     return (nll.new_zeros(sequences).index_add(0, rows[:-1], torch.where(predicted, nll, 0.0)),
             rows.new_zeros(sequences).index_add(0, rows[:-1], predicted.long()))
@@ -77,28 +69,7 @@ class CrossEntropyConfig:
 
 class Criterion:
     """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``; ``adapt(model)``
-    may insert modules before the head or freeze parameters, once, before a checkpoint is restored.
-
-    >>> import torch
-    >>> from types import SimpleNamespace
-    >>> class Scaled(Criterion):  # a third-party criterion that trains one inserted d x d layer only
-    ...     def adapt(self, model):
-    ...         self.layer = torch.nn.Linear(model.hidden_size, model.hidden_size)
-    ...         model.insert_before_head("scaled", self.layer)
-    ...         model.requires_grad_(False), self.layer.requires_grad_(True)
-    ...     def __call__(self, model, output, batch):
-    ...         return CriterionOutput(task_loss(self.kind, output, batch) + output.inserted["scaled"].square().mean())
-    >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
-    >>> model = HFEncoder(ModelConfig(), "classification")
-    >>> criterion = Scaled(None, "classification")
-    >>> criterion.adapt(model)
-    >>> [name for name, p in model.named_parameters() if p.requires_grad]
-    ['inserted.scaled.weight', 'inserted.scaled.bias']
-    >>> batch = dict(model.tokenizer(["fine", "awful"], padding=True, return_tensors="pt"), labels=torch.tensor([1, 0]))
-    >>> criterion(model, model(batch), batch).loss.backward()
-    >>> model.inserted.scaled.weight.grad.shape, model.model.classifier.weight.grad
-    (torch.Size([384, 384]), None)
-    """
+    may insert modules before the head or freeze parameters, once, before a checkpoint is restored."""
 
     needs_init_from = False  # True: the criterion trains a fine-tuned model (init_from= is required)
 

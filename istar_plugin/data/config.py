@@ -1,10 +1,4 @@
-"""The ``data`` section of a run config: where a task's examples come from and how they are cut.
-
->>> DataConfig(source="web")
-Traceback (most recent call last):
-...
-ValueError: data.source 'web' is not supported; choose one of: files, hub, packaged
-"""
+"""The ``data`` section of a run config: where a task's examples come from and how they are cut."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from .config import DataConfig
 from .hub import HubDataset, read_hub_split
 from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
-from .task import Task, TextTask, clip_text, get_task, register_task, text_value
+from .task import Task, TextTask, encode_texts, get_task, register_task, text_value
 
 TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
 
@@ -50,10 +50,6 @@ class LanguageModeling(Task):
             raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {task.kind}; name a classification or "
                               "regression task (its texts are single sentences or pairs)")
         return task
-
-    @property
-    def main_metric(self) -> str:
-        return "perplexity"
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -105,12 +101,7 @@ class LanguageModeling(Task):
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Token ids (with the tokenizer's special tokens) cut at ``cfg.max_length``, one feature per text."""
-        if not examples:
-            return []
-        length = self.cfg.max_length
-        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples],
-                            truncation=True, max_length=length)
-        return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
+        return encode_texts(examples, tokenizer, self.cfg.max_length, ("text",))
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
         """Drop, in place and with one warning, the texts of fewer than two tokens once encoded (they predict none);

@@ -1,10 +1,5 @@
 """SQuAD v1.1 for extractive QA: windowed features from a fast tokenizer, answer spans as token positions,
-and decoding of start/end logits back to answer text through the offset mapping.
-
->>> offsets = [None, None, (0, 3), (4, 9), (10, 12), (12, 13), None]  # [CLS] Who? [SEP] Ada wrote it . [SEP]
->>> answer_token_span(offsets, start_char=4, end_char=12)
-(3, 4)
-"""
+and decoding of start/end logits back to answer text through the offset mapping."""
 
 from __future__ import annotations
 

