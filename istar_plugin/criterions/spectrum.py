@@ -54,21 +54,14 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
     raise ValueError(f"decay {decay!r} unknown; choose one of: {', '.join(DECAYS)}")
 
 
-def singular_values(matrix: Tensor) -> Tensor:
-    """Singular values of ``matrix`` (n x d, n >= d), largest first, from the eigenvalues of its Gram matrix."""
-    import torch
-
-    single = matrix.float()
-    gram = (single.T @ single).to(torch.float64)
-    return torch.linalg.eigvalsh(gram).flip(0).clamp_min(1e-12).sqrt()
-
-
 def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix``; returns (penalty, sigma)."""
+    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d), largest first, from
+    the eigenvalues of its Gram matrix; returns (penalty, sigma)."""
     import torch
 
     with torch.autocast(device_type=matrix.device.type, enabled=False):
-        sigma = singular_values(matrix)
+        single = matrix.float()
+        sigma = torch.linalg.eigvalsh((single.T @ single).to(torch.float64)).flip(0).clamp_min(1e-12).sqrt()
         penalty = (sigma - targets.to(sigma)).square().sum()
     return penalty.float(), sigma.detach()
 

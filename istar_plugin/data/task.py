@@ -122,20 +122,21 @@ class Task:
 
     def examples(self, split: str, split_name: str) -> Iterator[dict]:
         """All examples of a split, in source order, bad records raising :class:`DataError`."""
-        for located, record in self.records(split, split_name):
+        hub = self.cfg.source == "hub"
+        records = self.read_hub(split_name) if hub else self.read_file(self.source_file(split, split_name))
+        for located, record in records:
             example = self.to_example(located, record)
             if example is not None:
                 yield example
 
-    def records(self, split: str, split_name: str) -> Iterator[Located]:
-        """Raw records of a split from the configured source."""
-        if self.cfg.source == "hub":
-            return self.read_hub(split_name)
-        return self.read_file(self.source_file(split, split_name))
-
     def source_file(self, split: str, split_name: str) -> Path:
         """The file a split is read from: the packaged one, or :meth:`data_file`."""
-        return self.packaged_path(split_name) if self.cfg.source == "packaged" else self.data_file(split, split_name)
+        if self.cfg.source != "packaged":
+            return self.data_file(split, split_name)
+        if split_name not in self.packaged_files:
+            raise ConfigError(f"{self.name}: the packaged source has no split {split_name!r}; "
+                              f"choose one of: {', '.join(self.packaged_files)}")
+        return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
 
     def data_file(self, split: str, split_name: str) -> Path:
         """``cfg.train_file`` / ``cfg.eval_file`` (relative to ``cfg.dir``), else the first default that exists."""
@@ -157,12 +158,6 @@ class Task:
         tried_names = ", ".join(str(path.relative_to(folder)) for path in tried)
         raise DataError(f"{self.name}: no {split_name} file in {folder}; tried {tried_names}; or name it with "
                         f"data.{split}_file")
-
-    def packaged_path(self, split_name: str) -> Path:
-        if split_name not in self.packaged_files:
-            raise ConfigError(f"{self.name}: the packaged source has no split {split_name!r}; "
-                              f"choose one of: {', '.join(self.packaged_files)}")
-        return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
 
     def read_hub(self, split_name: str) -> Iterator[Located]:
         return read_hub_split(self.hub, split_name, self.hub_loader)
