@@ -1,11 +1,5 @@
 """The Isotropy Layer: stage 2 of a two-stage method, one d x d layer inserted before a fine-tuned run's frozen head
-and trained alone on the task loss and ``-log IsoScore`` of its outputs, balanced by running means.
-
->>> import torch
->>> loss, means = balanced_joint_loss(torch.tensor(0.7), torch.tensor(3.0), None, step=0)
->>> round(loss.item(), 4), [round(m, 4) for m in means]  # first batch: both terms scaled to (0.7 + 3) / 2
-(1.85, [0.7, 3.0])
-"""
+and trained alone on the task loss and ``-log IsoScore`` of its outputs, balanced by running means."""
 from __future__ import annotations
 
 from dataclasses import dataclass

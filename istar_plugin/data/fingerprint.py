@@ -1,11 +1,5 @@
 """What a run read: for each split, its source and a SHA-256 of its examples as loaded, so that a run resumed onto
-changed data is refused.
-
->>> a = [{"text": "a fine film", "label": 1}]
->>> changed_splits({"train": split_fingerprint(a, "train.tsv")},
-...                {"train": split_fingerprint([{"text": "a fine film", "label": 0}], "train.tsv")})
-['train (train.tsv: 1 examples then, 1 now, their content differs)']
-"""
+changed data is refused."""
 from __future__ import annotations
 
 import hashlib

@@ -118,10 +118,8 @@ def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_log
         best_score, best_text = -np.inf, ""
         for index in windows[example["id"]]:
             offsets = features[index]["offset_mapping"]
-            score, span = _best_span(
-                offsets, _row(start_logits[index], len(offsets), index), _row(end_logits[index], len(offsets), index),
-                n_best, max_answer_length,
-            )  # fmt: skip
+            starts, ends = (_row(logits[index], len(offsets), index) for logits in (start_logits, end_logits))
+            score, span = _best_span(offsets, starts, ends, n_best, max_answer_length)
             if span is not None and score > best_score:
                 best_score, best_text = score, example["context"][offsets[span[0]][0] : offsets[span[1]][1]]
         answers.append(best_text)
