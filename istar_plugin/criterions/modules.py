@@ -70,28 +70,24 @@ class AffineCoupling(nn.Module):
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 
-    def _split(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def _halves(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(kept half, changed half, log scale, shift)."""
         if self.flip:
             changed, kept = x.split([x.shape[1] - self.kept, self.kept], dim=1)
         else:
             kept, changed = x.split([self.kept, x.shape[1] - self.kept], dim=1)
-        return kept, changed
+        raw_scale, shift = self.net(kept).chunk(2, dim=1)
+        return kept, changed, torch.tanh(raw_scale), shift
 
     def _join(self, kept: Tensor, changed: Tensor) -> Tensor:
         return torch.cat([changed, kept] if self.flip else [kept, changed], dim=1)
 
-    def _scale_shift(self, kept: Tensor) -> tuple[Tensor, Tensor]:
-        raw_scale, shift = self.net(kept).chunk(2, dim=1)
-        return torch.tanh(raw_scale), shift
-
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        kept, changed = self._split(x)
-        log_scale, shift = self._scale_shift(kept)
+        kept, changed, log_scale, shift = self._halves(x)
         return self._join(kept, changed * log_scale.exp() + shift), log_scale.sum(dim=1)
 
     def inverse(self, y: Tensor) -> Tensor:
-        kept, changed = self._split(y)
-        log_scale, shift = self._scale_shift(kept)
+        kept, changed, log_scale, shift = self._halves(y)
         return self._join(kept, (changed - shift) * (-log_scale).exp())
 
 

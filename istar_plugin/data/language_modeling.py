@@ -1,13 +1,5 @@
 """Language modelling (task ``lm``): next-token prediction on texts from files (``.txt`` lines, ``.jsonl`` text
-fields), a hub data set's ``text`` column or a classification task's texts, scored by held-out perplexity.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> _ = (folder / "train.txt").write_text("a first line\\n\\nand a second one\\n")
->>> task = LanguageModeling(DataConfig(dir=str(folder), train_file="train.txt", eval_file="train.txt"))
->>> task.kind, task.main_metric, [example["text"] for example in task.load("train")]
-('language_modeling', 'perplexity', ['a first line', 'and a second one'])
-"""
+fields), a hub data set's ``text`` column or a classification task's texts, scored by held-out perplexity."""
 from __future__ import annotations
 
 import warnings
