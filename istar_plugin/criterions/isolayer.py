@@ -45,9 +45,7 @@ def balanced_joint_loss(task: Tensor, isotropy: Tensor, means: Optional[tuple[fl
                         alpha: float = 0.5, smoothing: float = 0.15, update: str = "after", detach_means: bool = True,
                         eps: float = 1e-12) -> tuple[Tensor, tuple[float, float]]:
     """``alpha * Lhat_1 + (1 - alpha) * Lhat_2``, ``Lhat_i = L_i * mean(Lbar) / Lbar_i``; returns (loss, updated means).
-
-    ``means``: (Lbar_1, Lbar_2) before this batch (None: this batch's losses), updated by ``s / (1 + step)``.
-    """
+    ``means``: (Lbar_1, Lbar_2) before this batch (None: this batch's losses), updated by ``s / (1 + step)``."""
     losses = (task, isotropy)
     current = tuple(float(loss.detach()) for loss in losses)
     old = current if means is None else means

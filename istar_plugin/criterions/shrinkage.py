@@ -37,11 +37,8 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 @torch.no_grad()
 def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch: int, train_mode: bool = False,
                                   cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
-    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks.
-
-    ``cloud(model, output)``: the (n, d) points instead of the ``layers``' token states; after a stop request no
-    further batch is read (the statistics are then partial).
-    """
+    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks;
+    ``cloud(model, output)``: the (n, d) points instead of the ``layers``' token states."""
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)
     indices = shrinkage_shard(len(run.train_features), run.seed, epoch, run.rank, run.world_size)

@@ -118,7 +118,12 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
         shutil.rmtree(download_dir)
         (staging / COMPLETE_MARKER).write_text(json.dumps({"requirement": archive.requirement,
                                                            "sha256": archive.sha256}, indent=1))
-        _publish(staging, target)
+        try:  # atomic; if another process got there first, its copy is kept
+            os.rename(staging, target)
+        except OSError as error:
+            if not (target / COMPLETE_MARKER).is_file():
+                raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it "
+                                        "and retry") from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
@@ -146,16 +151,6 @@ def _copy_member(archive: PackagedArchive, tarball: IO[bytes], chain: Sequence[s
             shutil.copyfileobj(inner, out)
         else:
             _copy_member(archive, inner, chain[1:], out)
-
-
-def _publish(staging: Path, target: Path) -> None:
-    """Atomically move ``staging`` to ``target``; if another process got there first, keep its copy."""
-    try:
-        os.rename(staging, target)
-    except OSError as error:
-        if not (target / COMPLETE_MARKER).is_file():
-            raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and "
-                                    "retry") from error
 
 
 T = TypeVar("T")
