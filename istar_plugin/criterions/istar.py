@@ -81,7 +81,7 @@ class IStarCriterion(CrossEntropyCriterion):
 
         base = task_loss(self.kind, output, batch)
         cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
-        pooled = self.cfg.distributed_cloud == "pooled"
-        loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, pooled)
-        stats = {"task_loss": base.detach(), "penalty": (loss - base).detach(), "isoscore_star": score.detach()}
-        return CriterionOutput(loss, stats)
+        loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam,
+                                 pooled=self.cfg.distributed_cloud == "pooled")
+        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(),
+                                      "isoscore_star": score.detach()})

