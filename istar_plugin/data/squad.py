@@ -10,24 +10,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .readers import DataError
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
 ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
 Offsets = Sequence[tuple[int, int] | None]  # per token: its (start, end) characters in the context, or None
-
-
-def check_example(located: str, example: dict) -> None:
-    """Raise :class:`DataError` unless every gold answer is non-empty and sits in the context at its offset."""
-    answers = example["answers"]
-    if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
-        raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
-    context = example["context"]
-    for text, start in zip(answers["text"], answers["answer_start"]):
-        if not text or context[start : start + len(text)] != text:
-            raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
 
 
 def check_window_settings(max_length: int, doc_stride: int) -> None:

@@ -220,15 +220,16 @@ class SQuAD(Task):
         missing = [key for key in ("id", "question", "context", "answers") if key not in record]
         if missing:
             raise DataError(f"{located}: missing field(s) {', '.join(missing)}")
-        answers = record["answers"]
-        example = {
-            "id": str(record["id"]),
-            "question": text_value(located, record["question"]),
-            "context": text_value(located, record["context"], strip=False),
-            "answers": {"text": list(answers["text"]), "answer_start": [int(s) for s in answers["answer_start"]]},
-        }
-        squad.check_example(located, example)
-        return example
+        question = text_value(located, record["question"])
+        context = text_value(located, record["context"], strip=False)
+        answers = {"text": list(record["answers"]["text"]),
+                   "answer_start": [int(s) for s in record["answers"]["answer_start"]]}
+        if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
+            raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
+        for text, start in zip(answers["text"], answers["answer_start"]):
+            if not text or context[start : start + len(text)] != text:
+                raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
+        return {"id": str(record["id"]), "question": question, "context": context, "answers": answers}
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Windows of ``cfg.max_length`` tokens, ``cfg.doc_stride`` apart (:func:`.squad.features`)."""
