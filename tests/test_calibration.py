@@ -16,6 +16,7 @@ from istar_plugin.criterions import (
     Glow,
     SpectrumConfig,
     SpectrumCriterion,
+    cosreg_loss,
     embedding_cosine,
     spectrum_penalty,
     spectrum_targets,
@@ -39,6 +40,11 @@ def _classification(seed=0):
 
 
 # ----------------------------------------------------------------------------- CosReg on the embeddings
+def test_cosreg_loss_adds_lam_times_the_mean_cosine():
+    total, cosine = cosreg_loss(torch.tensor(0.5), torch.ones(4, 3), lam=2.0)  # identical directions: cosine 1
+    assert (round(total.item(), 4), round(cosine.item(), 4)) == (2.5, 1.0)
+
+
 def test_embedding_cosine_is_the_pairwise_mean_over_v_squared():
     matrix = torch.randn(50, 7, dtype=torch.float64)
     units = torch.nn.functional.normalize(matrix, dim=1)

@@ -91,7 +91,7 @@ def test_the_window_rule_is_the_tokenizers_own(shared_data):
     questions = [(example["id"], example["question"]) for example in examples]
     for max_length, doc_stride in ((64, 43), (22, 1)):
         squad.check_question_room(questions, tokenizer, max_length, doc_stride)
-        assert squad.train_features(examples, tokenizer, max_length, doc_stride)
+        assert squad.features(examples, tokenizer, max_length, doc_stride, train=True)
         with pytest.raises(ConfigError, match="56beace93aeaaa14008c91e2"):
             squad.check_question_room(questions, tokenizer, max_length - 1, doc_stride)
 
@@ -140,6 +140,11 @@ def test_the_splits_named_are_the_limits_of_the_seeded_split(count):
         beyond = round(split + (-1 if smallest else 1) * 10 ** -decimals, decimals)
         with pytest.raises(ConfigError):
             check_validation_split(beyond, count, "in t.tsv")
+
+
+def test_the_splits_named_have_two_significant_digits():
+    assert working_split(16, smallest=True) == 0.032 and working_split(16, smallest=False) == 0.968
+    assert working_split(1000, smallest=True) == 0.00051
 
 
 # ------------------------------------------------------------------------------------------ the flow's size

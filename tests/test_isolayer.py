@@ -1,5 +1,6 @@
 """The Isotropy Layer: init_from, the balanced joint loss, early stopping, head-input isotropy and refusals."""
 import json
+import math
 import shutil
 
 import pytest
@@ -186,6 +187,7 @@ def test_balanced_loss_means_are_running_averages_and_ratios_are_constants(losse
 def test_log_zero_is_guarded():
     loss, score = isotropy_loss(torch.zeros(8, 4, requires_grad=True))
     assert score.item() == 0 and torch.isfinite(loss)
+    assert loss.item() == pytest.approx(-math.log(1e-12))
 
 
 def test_grid_stage_two_cells_start_from_their_stage_one_cell(tmp_path):

@@ -19,6 +19,7 @@ from istar_plugin.data.language_modeling import LanguageModeling
 from istar_plugin.data.tasks import get_task
 from istar_plugin.errors import ConfigError
 from istar_plugin.metrics import better_sign, compute, perplexity
+from istar_plugin.models.packing import Packing
 from istar_plugin.reports.records.cells import Record
 from istar_plugin.reports.records.settings import best_settings
 from istar_plugin.reports.comparisons.paired import paired_difference
@@ -117,6 +118,9 @@ def test_uniform_predictions_have_the_vocabulary_size_as_perplexity(lengths, voc
     ids = torch.randint(vocabulary, mask.shape)
     nll, count = next_token_nll(torch.zeros(len(lengths), width, vocabulary), ids, mask)
     assert count.tolist() == [n - 1 for n in lengths]
+    packed_nll, packed_count = next_token_nll(torch.zeros(sum(lengths), vocabulary), ids, mask, Packing.of(mask))
+    torch.testing.assert_close(packed_nll, nll)  # packed: a token predicts the next one of its own sequence only
+    assert packed_count.tolist() == count.tolist()
     if sum(lengths) > len(lengths):
         assert perplexity(nll.tolist(), count.tolist()) == pytest.approx(vocabulary, rel=1e-5)
     else:  # one-token texts: nothing was predicted

@@ -1,12 +1,5 @@
-"""Training objectives, one module per method family: each declares its criterion once, its config dataclass,
-compose-time checks and class registered together (``@CRITERIONS.register(name, Config)``), importing torch only
-when a loss is computed: ``cross_entropy`` (:mod:`.task`), ``cosreg`` (:mod:`.cosreg`), ``istar`` (:mod:`.istar`),
-``spectrum`` (:mod:`.spectrum`), ``flow`` (:mod:`.flow`) and ``isolayer`` (:mod:`.isolayer`).
-
->>> from istar_plugin.registry import CRITERIONS
->>> CRITERIONS.get("istar").config_cls is IStarConfig
-True
-"""
+"""Training objectives, one module per method family, each declaring its config dataclass and criterion class
+together (``@CRITERIONS.register(name, Config)``) and importing torch only when a loss is computed."""
 from importlib import import_module
 from typing import Any
 

@@ -1,17 +1,5 @@
-"""CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine similarity.
-
-Two targets, both called CosReg in the literature: ``hidden`` (the I-STAR paper's: the batch's last-layer
-token states, mean over pairs i != j) and ``embeddings`` (Gao et al. / Ding et al.: the rows of the word-
-embedding matrix, ``(1/|V|^2) sum_{i != j} w^_i . w^_j``, in O(|V| d), never |V| x |V|).
-
->>> import torch
->>> tokens = torch.ones(4, 3)  # identical directions: mean cosine 1
->>> total, cosine = cosreg_loss(torch.tensor(0.5), tokens, lam=2.0)
->>> round(total.item(), 4), round(cosine.item(), 4)
-(2.5, 1.0)
->>> round(embedding_cosine(torch.ones(4, 3)).item(), 4)  # 12 ordered pairs / 4^2
-0.75
-"""
+"""CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine similarity, of the batch's
+last-layer token states (``hidden``) or of the word-embedding matrix's rows (``embeddings``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +13,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 TARGETS = ("hidden", "embeddings")
-WORD_EMBEDDINGS = "the word-embedding matrix"
-"""What a penalty on the embedding weights names as its ``penalised_weights`` (LoRA freezes them)."""
+WORD_EMBEDDINGS = "the word-embedding matrix"  # the penalised_weights of a penalty on the embedding weights
 
 
 @dataclass
@@ -45,7 +32,7 @@ class CosRegConfig:
 
 
 def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Tensor, Tensor]:
-    """CosReg (Gao et al. 2019): ``loss + lam * mean cosine over pairs i != j``; returns (total, mean cosine)."""
+    """``loss + lam * mean cosine over pairs i != j``; returns (total, mean cosine)."""
     import torch
 
     from ..isotropy import average_cosine_similarity
@@ -56,11 +43,7 @@ def cosreg_loss(loss: Tensor, last_layer_tokens: Tensor, lam: float) -> tuple[Te
 
 
 def embedding_cosine(matrix: Tensor) -> Tensor:
-    """``(1/|V|^2) sum_{i != j} cos(w_i, w_j)`` over the rows of ``matrix`` (Gao et al.'s normalisation).
-
-    O(|V| d) and memory-lean: the unit rows are never materialised (``sum_i w^_i = W^T (1/||w_i||)``), and the
-    gradient is written in one pass. Zero rows count as cosine 0 with every other row.
-    """
+    """``(1/|V|^2) sum_{i != j} cos(w_i, w_j)`` over the rows of ``matrix`` in O(|V| d); zero rows count as 0."""
     import torch
 
     from .modules import EmbeddingCosine
@@ -71,8 +54,7 @@ def embedding_cosine(matrix: Tensor) -> Tensor:
 
 @CRITERIONS.register("cosreg", CosRegConfig)
 class CosRegCriterion(CrossEntropyCriterion):
-    """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states (padding excluded)
-    or, with ``target=embeddings``, of the rows of the word-embedding matrix."""
+    """Task loss plus ``lam`` times the mean pairwise cosine of last-layer token states or word-embedding rows."""
 
     @classmethod
     def check_setup(cls, cfg: CosRegConfig, adapter: type, kind: str) -> None:

@@ -1,10 +1,8 @@
-"""Flow calibration (Li et al.'s BERT-flow, as compared by Ding et al.): a Glow-type invertible flow
-``h = f(z)``, ``z ~ N(0, I)``, on the representation the task head consumes; the head sees ``z = f^-1(h)``.
+"""Flow calibration (Li et al.'s BERT-flow): a Glow-type flow ``h = f(z)``, ``z ~ N(0, I)``, before the task head,
+which sees ``z = f^-1(h)``; the loss adds ``beta * NLL(h) / d`` computed on the detached h.
 
-Loss: ``task loss + beta * NLL(h) / d``, the negative log-likelihood of h under the flow in nats per
-dimension, computed on ``h.detach()`` so it trains the flow alone (else the encoder would shrink h to raise
-its likelihood); the task loss trains encoder, flow and head through z. The flow
-(:class:`~.modules.Glow`) starts as the identity, so training starts from the plain model.
+>>> decimal_size(17_501_184), decimal_size(6.4e20)
+('17.5 MB', '640000.0 PB')
 """
 from __future__ import annotations
 
@@ -37,14 +35,8 @@ BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two
 
 
 def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
-    """The bytes a flow of ``depth`` steps with couplings ``width`` wide takes on ``dim``-dimensional vectors while it
-    trains: each parameter with its gradient and AdamW's two moments, and the buffers (float32 each). Per step:
-    actnorm (2d), the LU linear map (2d^2 + d parameters, d^2 + d buffers) and a coupling network
-    (kept -> width -> width -> 2 x changed, with biases), its halves alternating.
-
-    >>> flow_memory_bytes(384, depth=2, width=256) / 1e6  # the default flow on MiniLM
-    17.501184
-    """
+    """The bytes a training flow takes on ``dim``-dimensional vectors: its parameters with their gradients and AdamW's
+    two moments, and its buffers (float32)."""
     def coupling(kept: int) -> int:
         return (kept + 1) * width + (width + 1) * width + (width + 1) * 2 * (dim - kept)
 
@@ -55,7 +47,7 @@ def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
 
 
 def physical_memory_bytes() -> Optional[int]:
-    """This machine's physical memory (its pages times their size), None where the system does not say."""
+    """This machine's physical memory, None where the system does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no os.sysconf (Windows) or no such name
@@ -63,11 +55,7 @@ def physical_memory_bytes() -> Optional[int]:
 
 
 def decimal_size(count: float) -> str:
-    """A byte count in decimal units.
-
-    >>> decimal_size(17_501_184), decimal_size(25_276_502_016), decimal_size(6.4e20)
-    ('17.5 MB', '25.3 GB', '640000.0 PB')
-    """
+    """A byte count in decimal units."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if count < 1000:
             return f"{count:.1f} {unit}"
@@ -77,8 +65,7 @@ def decimal_size(count: float) -> str:
 
 @CRITERIONS.register("flow", FlowConfig)
 class FlowCriterion(CrossEntropyCriterion):
-    """Inserts a :class:`~.modules.Glow` flow before the head (the head sees z); loss = task loss + ``beta`` *
-    NLL(h)/d, the NLL on the detached representation. Logs the NLL per dimension."""
+    """Inserts a :class:`~.modules.Glow` flow before the head; loss = task loss + ``beta`` * NLL(h) / d."""
 
     @classmethod
     def check_hidden_size(cls, cfg: FlowConfig, hidden_size: int) -> None:

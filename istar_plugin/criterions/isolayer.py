@@ -1,25 +1,5 @@
-"""The Isotropy Layer (section B of the comparison papers): one d x d layer before a frozen, fine-tuned head.
-
-Stage 2 of a two-stage method: start from a fine-tuned run (``init_from=RUN_DIR``), freeze the encoder
-and the head, insert a linear d -> d layer between the representation the head consumes and the head
-(:meth:`~istar_plugin.models.HFEncoder.insert_before_head`) and train that layer alone on the joint loss
-``L1`` = the task loss through the frozen head and ``L2 = -log IsoScore(Y)``, Y the batch's layer outputs,
-balanced by running means (:func:`balanced_joint_loss`).
-
-The choices the paper leaves open are settings (``docs/architecture.md``, Design decisions).
-
-Classification and regression tasks (L1 is then the mean squared error); extractive QA is refused (its
-head reads every token, there is no single representation to transform).
-
->>> import torch
->>> task, iso = torch.tensor(0.7), torch.tensor(3.0)
->>> loss, means = balanced_joint_loss(task, iso, None, step=0)  # first batch: both terms scaled to (0.7 + 3) / 2
->>> round(loss.item(), 4), [round(m, 4) for m in means]
-(1.85, [0.7, 3.0])
->>> loss, means = balanced_joint_loss(torch.tensor(1.4), iso, means, step=1)
->>> round(loss.item(), 4), [round(m, 4) for m in means]  # Lhat_1 = 1.4 * 1.85 / 0.7: L1 doubled, its term doubles
-(2.775, [0.7525, 3.0])
-"""
+"""The Isotropy Layer: stage 2 of a two-stage method, one d x d layer inserted before a fine-tuned run's frozen head
+and trained alone on the task loss and ``-log IsoScore`` of its outputs, balanced by running means."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,23 +41,11 @@ class IsoLayerConfig:
         check_fields(self, "criterion.")
 
 
-def balanced_joint_loss(
-    task: Tensor,
-    isotropy: Tensor,
-    means: Optional[tuple[float, float]],
-    step: int,
-    alpha: float = 0.5,
-    smoothing: float = 0.15,
-    update: str = "after",
-    detach_means: bool = True,
-    eps: float = 1e-12,
-) -> tuple[Tensor, tuple[float, float]]:
-    """The paper's moving-average balancing of two losses; returns (loss, updated means).
-
-    ``means`` (Lbar_1, Lbar_2) before this batch (None: start at this batch's losses); ``step`` is k.
-    Update: ``Lbar_i <- L_i * s/(1+k) + Lbar_i * (1 - s/(1+k))``; normalisation ``Lhat_i = L_i * Lbar / Lbar_i``
-    with ``Lbar = (Lbar_1 + Lbar_2) / 2``; loss ``alpha * Lhat_1 + (1 - alpha) * Lhat_2``.
-    """
+def balanced_joint_loss(task: Tensor, isotropy: Tensor, means: Optional[tuple[float, float]], step: int,
+                        alpha: float = 0.5, smoothing: float = 0.15, update: str = "after", detach_means: bool = True,
+                        eps: float = 1e-12) -> tuple[Tensor, tuple[float, float]]:
+    """``alpha * Lhat_1 + (1 - alpha) * Lhat_2``, ``Lhat_i = L_i * mean(Lbar) / Lbar_i``; returns (loss, updated means).
+    ``means``: (Lbar_1, Lbar_2) before this batch (None: this batch's losses), updated by ``s / (1 + step)``."""
     losses = (task, isotropy)
     current = tuple(float(loss.detach()) for loss in losses)
     old = current if means is None else means
@@ -97,13 +65,7 @@ def balanced_joint_loss(
 
 def isotropy_loss(points: Tensor, shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
                   eps: float = 1e-12) -> tuple[Tensor, Tensor]:
-    """``-log(max(IsoScore*(points, zeta, Sigma_S), eps))`` (zeta 0: IsoScore); returns (loss, score).
-
-    >>> import torch
-    >>> loss, score = isotropy_loss(torch.ones(4, 3))  # identical points: IsoScore 0, log guarded
-    >>> round(loss.item(), 2), score.item()
-    (27.63, 0.0)
-    """
+    """``-log(max(IsoScore*(points, zeta, Sigma_S), eps))`` (zeta 0: IsoScore); returns (loss, score)."""
     import torch
 
     from ..isotropy import isoscore_star
@@ -116,7 +78,7 @@ def isotropy_loss(points: Tensor, shrinkage_cov: Optional[Tensor] = None, zeta: 
 class IsoLayerCriterion(Criterion):
     """Freeze the model, insert the identity-initialised Isotropy Layer before the head, train it on the joint loss."""
 
-    needs_init_from = True  # config time: a pretrained encoder with a fresh head is no stage 1
+    needs_init_from = True
 
     @classmethod
     def check_setup(cls, cfg, adapter: type, kind: str) -> None:
@@ -126,7 +88,6 @@ class IsoLayerCriterion(Criterion):
         if not hasattr(adapter, "insert_before_head"):
             raise ValueError(f"criterion isolayer needs a model adapter with insert_before_head; {adapter.__name__} "
                              "has none")
-
 
     def __init__(self, cfg: IsoLayerConfig, kind: str):
         super().__init__(cfg, kind)
@@ -155,7 +116,7 @@ class IsoLayerCriterion(Criterion):
         return [BalanceState(self), *([ShrinkageHook(self)] if self.cfg.zeta > 0 else [])]
 
     def shrinkage_cloud(self, model, output) -> list[Tensor]:
-        """The points Sigma_S is estimated from: the layer's outputs (used by the ShrinkageHook)."""
+        """The points Sigma_S is estimated from: the layer's outputs."""
         return [output.inserted[LAYER_NAME]]
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:

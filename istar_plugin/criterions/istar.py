@@ -44,36 +44,19 @@ class IStarConfig:
                              "embeddings), or be null for every transformer layer")
 
 
-def istar_loss(
-    loss: Tensor,
-    cloud: Sequence[Tensor],
-    shrinkage_cov: Optional[Tensor],
-    zeta: float,
-    lam: float,
-    pooled: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """I-STAR: ``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))``; returns (total, IsoScore*).
-
-    The score is computed in float32 outside autocast.
-
-    ``pooled``: under torch.distributed, score the union of every rank's cloud (the single-GPU semantics
-    of the paper at the same global batch) instead of this rank's alone.
-    """
+def istar_loss(loss: Tensor, cloud: Sequence[Tensor], shrinkage_cov: Optional[Tensor], zeta: float, lam: float,
+               pooled: bool = False) -> tuple[Tensor, Tensor]:
+    """``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` in float32; returns (total, IsoScore*).
+    ``pooled``: under torch.distributed, score the union of every rank's cloud."""
     from ..isotropy import isoscore_star, pooled_isoscore_star
 
-    score_fn = pooled_isoscore_star if pooled else isoscore_star
-    score = score_fn([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
+    score = (pooled_isoscore_star if pooled else isoscore_star)([chunk.float() for chunk in cloud], shrinkage_cov, zeta)
     return loss + lam * (1.0 - score), score
 
 
 @CRITERIONS.register("istar", IStarConfig)
 class IStarCriterion(CrossEntropyCriterion):
-    """I-STAR: task loss plus ``lam * (1 - IsoScore*)`` of the all-layer token cloud, shrunk towards Sigma_S.
-
-    ``padding="include"`` scores every position of the padded batch (and estimates Sigma_S from them), as the
-    official code does; the default scores real tokens only. Sigma_S (``shrinkage_cov``) is kept current by the
-    :class:`~istar_plugin.hooks.ShrinkageHook` this criterion hands the trainer: before training and after every epoch.
-    """
+    """Task loss plus ``lam * (1 - IsoScore*)`` of the all-layer token cloud, shrunk towards Sigma_S."""
 
     def __init__(self, cfg: IStarConfig, kind: str):
         super().__init__(cfg, kind)
@@ -98,7 +81,7 @@ class IStarCriterion(CrossEntropyCriterion):
 
         base = task_loss(self.kind, output, batch)
         cloud = padded_token_cloud(model, output, self.cfg.layers, self.cfg.padding == "include")
-        pooled = self.cfg.distributed_cloud == "pooled"
-        loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam, pooled)
-        stats = {"task_loss": base.detach(), "penalty": (loss - base).detach(), "isoscore_star": score.detach()}
-        return CriterionOutput(loss, stats)
+        loss, score = istar_loss(base, cloud, self.shrinkage_cov, self.cfg.zeta, self.cfg.lam,
+                                 pooled=self.cfg.distributed_cloud == "pooled")
+        return CriterionOutput(loss, {"task_loss": base.detach(), "penalty": (loss - base).detach(),
+                                      "isoscore_star": score.detach()})

@@ -1,15 +1,5 @@
-"""The torch pieces the criterions build on, imported the first time a criterion uses them: the Glow flow
-(:mod:`.flow`), the word-embedding cosine's autograd function (:mod:`.cosreg`) and the Isotropy Layer's balance
-state (:mod:`.isolayer`).
-
->>> flow = Glow(4, depth=2, width=8).double()
->>> h = torch.randn(5, 4, dtype=torch.float64)
->>> z, logdet = flow.encode(h)
->>> torch.allclose(z, h), logdet.abs().max().item()  # identity at initialisation
-(True, 0.0)
->>> torch.allclose(flow.nll(h), standard_normal_nll(h))
-True
-"""
+"""The torch pieces the criterions build on, imported when first used: the Glow flow, the word-embedding cosine's
+autograd function and the Isotropy Layer's balance state."""
 from __future__ import annotations
 
 import math
@@ -44,11 +34,7 @@ class ActNorm(nn.Module):
 
 
 class LULinear(nn.Module):
-    """``y = x W^T`` with ``W = P L (U + diag(sign * exp(log_s)))``: log|det W| = sum(log_s) in O(d).
-
-    P (a fixed permutation) is the identity, L unit lower triangular, U strictly upper triangular; W starts
-    as the identity (the coupling halves alternate instead of being shuffled).
-    """
+    """``y = x W^T`` with ``W = L (U + diag(sign * exp(log_s)))``, L unit lower and U strictly upper triangular."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -72,8 +58,7 @@ class LULinear(nn.Module):
 
 
 class AffineCoupling(nn.Module):
-    """One half of x passes unchanged and conditions ``scale, shift`` of the other half:
-    ``y_b = x_b * exp(tanh(s(x_a))) + t(x_a)``. The last layer starts at zero (identity)."""
+    """``y_b = x_b * exp(tanh(s(x_a))) + t(x_a)``: one half of x passes unchanged and conditions the other."""
 
     def __init__(self, dim: int, width: int, flip: bool):
         super().__init__()
@@ -85,37 +70,29 @@ class AffineCoupling(nn.Module):
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 
-    def _split(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def _halves(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(kept half, changed half, log scale, shift)."""
         if self.flip:
             changed, kept = x.split([x.shape[1] - self.kept, self.kept], dim=1)
         else:
             kept, changed = x.split([self.kept, x.shape[1] - self.kept], dim=1)
-        return kept, changed
+        raw_scale, shift = self.net(kept).chunk(2, dim=1)
+        return kept, changed, torch.tanh(raw_scale), shift
 
     def _join(self, kept: Tensor, changed: Tensor) -> Tensor:
         return torch.cat([changed, kept] if self.flip else [kept, changed], dim=1)
 
-    def _scale_shift(self, kept: Tensor) -> tuple[Tensor, Tensor]:
-        raw_scale, shift = self.net(kept).chunk(2, dim=1)
-        return torch.tanh(raw_scale), shift
-
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        kept, changed = self._split(x)
-        log_scale, shift = self._scale_shift(kept)
+        kept, changed, log_scale, shift = self._halves(x)
         return self._join(kept, changed * log_scale.exp() + shift), log_scale.sum(dim=1)
 
     def inverse(self, y: Tensor) -> Tensor:
-        kept, changed = self._split(y)
-        log_scale, shift = self._scale_shift(kept)
+        kept, changed, log_scale, shift = self._halves(y)
         return self._join(kept, (changed - shift) * (-log_scale).exp())
 
 
 class Glow(nn.Module):
-    """``depth`` steps of (actnorm, LU linear, affine coupling with ``width`` hidden units) on d-dim vectors.
-
-    ``encode(h)`` gives ``z = f^-1(h)`` and ``log|det dz/dh|`` per row; ``decode(z)`` gives h back;
-    ``forward(h)`` is z alone (what the head sees when inserted before it).
-    """
+    """``depth`` steps of (actnorm, LU linear, affine coupling); ``encode(h)`` is ``(z, log|det dz/dh|)``."""
 
     def __init__(self, dim: int, depth: int = 2, width: int = 256):
         super().__init__()
@@ -151,8 +128,7 @@ class Glow(nn.Module):
 
 
 class EmbeddingCosine(torch.autograd.Function):
-    """value = (||s||^2 - #nonzero rows) / n^2 with s = sum_i w_i / ||w_i||;
-    d value / d w_i = (2 / n^2) (s - (w^_i . s) w^_i) / ||w_i||."""
+    """``(||s||^2 - #nonzero rows) / n^2`` with ``s = sum_i w_i / ||w_i||``, its gradient in one pass."""
 
     @staticmethod
     def forward(ctx, matrix: Tensor) -> Tensor:

@@ -1,7 +1,5 @@
-"""Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept
-current and identical on every rank by the :class:`ShrinkageHook` that I-STAR (and the Isotropy Layer) hand
-the training loop. A stop signal during the pass (``run.stop_requested``) ends it at the next batch, Sigma_S left
-uncomputed: the loop stops with a checkpoint, and the resumed run computes it afresh.
+"""Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept current
+and identical on every rank by the :class:`ShrinkageHook` that I-STAR and the Isotropy Layer hand the training loop.
 
 >>> [points_quota(250_000, rank, 3) for rank in range(3)]
 [83334, 83333, 83333]
@@ -21,8 +19,7 @@ from ..models.token_cloud import stream_token_statistics
 
 
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
-    """This rank's slice of a seeded permutation of the training set: disjoint across ranks, whose union (the
-    permutation) does not depend on the number of ranks.
+    """This rank's slice of a seeded permutation of the training set (disjoint across ranks).
 
     >>> sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2))
     [0, 1, 2, 3, 4, 5]
@@ -33,25 +30,15 @@ def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_s
 
 
 def points_quota(total: int, rank: int, world_size: int) -> int:
-    """Points this rank collects so that the ranks' quotas add up to ``total`` whatever the world size.
-
-    >>> [points_quota(10, r, 3) for r in range(3)]
-    [4, 3, 3]
-    """
+    """Points this rank collects so that the ranks' quotas add up to ``total``."""
     return total // world_size + (1 if rank < total % world_size else 0)
 
 
 @torch.no_grad()
 def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch: int, train_mode: bool = False,
                                   cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
-    """No-grad pass over a seeded sample of the training data, pooled over ranks: Sigma_S's sufficient statistics.
-
-    Every rank takes a disjoint slice of the sample and stops at its quota of token vectors (rows of the
-    selected layers' clouds, padding-free unless ``include_padding``, or of ``cloud(model, output)`` when
-    given: a list of (n, d) tensors); one all-reduce pools the statistics, so each rank returns the same
-    accumulator. Nothing but O(d^2) statistics is kept. ``run``: the loop's :class:`~istar_plugin.hooks.RunView`;
-    once it reports a stop request, no further batch is read (the statistics are then partial: not for use).
-    """
+    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks;
+    ``cloud(model, output)``: the (n, d) points instead of the ``layers``' token states."""
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)
     indices = shrinkage_shard(len(run.train_features), run.seed, epoch, run.rank, run.world_size)
@@ -74,11 +61,7 @@ def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch
 
 
 class ShrinkageHook(Hook):
-    """Computes Sigma_S for an I-STAR criterion before training and after every epoch (i.e. at the start of
-    each epoch that lacks a current one), in eval mode by default as the official code does.
-
-    The criterion provides ``cfg.shrinkage_points``, ``cfg.shrinkage_mode`` and either ``cfg.layers`` (the
-    token cloud's layers) or a ``shrinkage_cloud(model, output)`` method naming its own points."""
+    """Computes the criterion's Sigma_S at the start of each epoch that lacks a current one."""
 
     def __init__(self, criterion):
         self.criterion = criterion
@@ -106,23 +89,16 @@ class ShrinkageHook(Hook):
         self.epoch_computed, self.points_used = epoch, accumulator.count
         seconds = time.perf_counter() - started
         score = isoscore_from_cov(covariance).item()
-        run.log(
-            {"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
-            step=run.step,
-        )
+        run.log({"sigma_s/points": accumulator.count, "sigma_s/seconds": seconds, "sigma_s/isoscore": score},
+                step=run.step)
         run.say(f"Sigma_S (epoch {epoch}): {accumulator.count} points in {seconds:.1f} s, "
                 f"its IsoScore {score_text(score)}")
 
     def state_dict(self) -> dict[str, Any]:
         cov = self.criterion.shrinkage_cov
-        return {
-            "epoch_computed": self.epoch_computed,
-            "points_used": self.points_used,
-            "shrinkage_cov": None if cov is None else cov.detach().cpu(),
-        }
+        return {"epoch_computed": self.epoch_computed, "points_used": self.points_used,
+                "shrinkage_cov": None if cov is None else cov.detach().cpu()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epoch_computed = state["epoch_computed"]
-        self.points_used = state["points_used"]
-        cov = state["shrinkage_cov"]
-        self.criterion.shrinkage_cov = cov
+        self.epoch_computed, self.points_used = state["epoch_computed"], state["points_used"]
+        self.criterion.shrinkage_cov = state["shrinkage_cov"]

@@ -1,19 +1,5 @@
-"""Spectrum control (Wang et al. 2019, as compared by Ding et al.): pull the singular values of the
-word-embedding matrix W towards a decaying target, ``lam * sum_k (sigma_k - target_k)^2``.
-
-Targets: ``polynomial`` ``c1 * k^gamma`` (decays for gamma < 0), ``exponential`` ``c1 * exp(-c2 * k^gamma)``
-(decays for c2 > 0 and gamma > 0); k = 1..d counts the singular values from the largest.
-
-Singular values come from the d x d Gram matrix each step (``docs/architecture.md``, Design decisions).
-
->>> import torch
->>> spectrum_targets("polynomial", 3, c1=2.0, c2=0.0, gamma=-1.0).tolist()
-[2.0, 1.0, 0.6666666666666666]
->>> w = torch.diag(torch.tensor([3.0, 1.0])).requires_grad_()
->>> penalty, sigma = spectrum_penalty(w, torch.tensor([1.0, 1.0]))
->>> round(penalty.item(), 4), [round(s, 4) for s in sigma.tolist()]  # (3 - 1)^2 + 0
-(4.0, [3.0, 1.0])
-"""
+"""Spectrum control (Wang et al. 2019): pull the singular values of the word-embedding matrix towards a decaying
+target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,9 +19,7 @@ DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
 @dataclass
 class SpectrumConfig:
-    """The paper gives no constants; these defaults were chosen by measurement on MiniLM: W with exactly these
-    target singular values has I1 0.994 (``benchmarks/spectrum_formulation.py``), the 0.99-1.00 the paper
-    reports under spectrum control; ``lam`` 1e-3 makes the penalty about 50x MiniLM's initial task loss."""
+    """Defaults measured on MiniLM (``benchmarks/spectrum_formulation.py``); the paper gives no constants."""
 
     decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
                          "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
@@ -46,7 +30,6 @@ class SpectrumConfig:
     gamma: Optional[float] = setting(None, help="polynomial: < 0 (default -0.5); exponential: > 0 (default 0.5)")
 
     penalised_weights = WORD_EMBEDDINGS
-    """The weights the penalty reads directly (see :attr:`CosRegConfig.penalised_weights`)."""
 
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")
@@ -71,32 +54,21 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
     raise ValueError(f"decay {decay!r} unknown; choose one of: {', '.join(DECAYS)}")
 
 
-def singular_values(matrix: Tensor) -> Tensor:
-    """Singular values of ``matrix`` (n x d, n >= d), largest first, differentiable: sqrt of the eigenvalues
-    (float64) of the Gram matrix (float32)."""
-    import torch
-
-    single = matrix.float()
-    gram = (single.T @ single).to(torch.float64)
-    return torch.linalg.eigvalsh(gram).flip(0).clamp_min(1e-12).sqrt()
-
-
 def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix``; returns (penalty, sigma)."""
+    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d), largest first, from
+    the eigenvalues of its Gram matrix; returns (penalty, sigma)."""
     import torch
 
     with torch.autocast(device_type=matrix.device.type, enabled=False):
-        sigma = singular_values(matrix)
+        single = matrix.float()
+        sigma = torch.linalg.eigvalsh((single.T @ single).to(torch.float64)).flip(0).clamp_min(1e-12).sqrt()
         penalty = (sigma - targets.to(sigma)).square().sum()
     return penalty.float(), sigma.detach()
 
 
 @CRITERIONS.register("spectrum", SpectrumConfig)
 class SpectrumCriterion(CrossEntropyCriterion):
-    """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values.
-
-    Logs the penalty and the largest and smallest singular value.
-    """
+    """Task loss plus ``lam * sum_k (sigma_k - target_k)^2`` over the word-embedding matrix's singular values."""
 
     @classmethod
     def check_setup(cls, cfg: SpectrumConfig, adapter: type, kind: str) -> None:
@@ -110,7 +82,6 @@ class SpectrumCriterion(CrossEntropyCriterion):
         cfg = self.cfg
         targets = spectrum_targets(cfg.decay, min(matrix.shape), cfg.c1, cfg.c2, cfg.gamma)
         penalty, sigma = spectrum_penalty(matrix, targets)
-        loss = base + cfg.lam * penalty
         stats = {"task_loss": base.detach(), "penalty": (cfg.lam * penalty).detach(),
                  "sigma_max": sigma[0].float(), "sigma_min": sigma[-1].float()}
-        return CriterionOutput(loss, stats)
+        return CriterionOutput(base + cfg.lam * penalty, stats)

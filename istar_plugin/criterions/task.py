@@ -1,9 +1,4 @@
-"""The task loss alone (cross-entropy, mean squared error, start/end cross-entropy or next-token cross-entropy),
-the :class:`Criterion` base class and the baseline criterion ``cross_entropy``.
-
-Like every criterion module, it imports torch only when a loss is computed: registering and composing read the
-classes alone.
-"""
+"""The task loss of each task kind, the :class:`Criterion` base class and the baseline criterion ``cross_entropy``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,57 +22,26 @@ class CriterionOutput:
 
 def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
                    packing: Optional[Packing] = None) -> tuple[Tensor, Tensor]:
-    """Per sequence: the summed negative log-likelihood (float32, nats) of each real token given the ones before
-    it, and how many tokens were predicted (padding is neither predicted nor a context). ``packing``: the logits
-    are a padding-free forward's, (tokens, vocabulary) in its packed row; each token predicts the next one of its
-    own sequence only.
-
-    >>> import torch
-    >>> from istar_plugin.models.packing import Packing
-    >>> logits = torch.zeros(2, 3, 4)  # uniform over 4 tokens: each predicted token costs log 4
-    >>> ids, mask = torch.tensor([[1, 2, 3], [1, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]])
-    >>> nll, count = next_token_nll(logits, ids, mask)
-    >>> [round(v, 4) for v in (nll / count).tolist()], count.tolist()
-    ([1.3863, 1.3863], [2, 1])
-    >>> packing = Packing.of(mask)
-    >>> packed_nll, packed_count = next_token_nll(torch.zeros(5, 4), ids, mask, packing)  # 5 real tokens
-    >>> torch.equal(packed_nll, nll), packed_count.tolist()
-    (True, [2, 1])
-    """
+    """Per sequence: the summed NLL (float32, nats) of each real token given the ones before it, and how many
+    tokens were predicted. ``packing``: the logits are a padding-free forward's (tokens, vocabulary)."""
     import torch
     import torch.nn.functional as F
 
-    if packing is not None:
-        return _packed_next_token_nll(logits, packing.pack(input_ids)[0], packing)
-    predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
-    nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
-    return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
-
-
-def _packed_next_token_nll(logits: Tensor, tokens: Tensor, packing: Packing) -> tuple[Tensor, Tensor]:
-    """:func:`next_token_nll` of packed (tokens, vocabulary) logits: a token predicts the next one in the row when
-    both belong to the same sequence (never across a boundary), summed per sequence."""
-    import torch
-    import torch.nn.functional as F
-
-    rows = packing.rows
+    if packing is None:
+        predicted = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
+        nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+        return torch.where(predicted, nll, 0.0).sum(dim=1), predicted.sum(dim=1)
+    rows = packing.rows  # a token predicts the next one of its own sequence only
     predicted = rows[1:] == rows[:-1]
-    nll = F.cross_entropy(logits[:-1].float(), tokens[1:], reduction="none")
+    nll = F.cross_entropy(logits[:-1].float(), packing.pack(input_ids)[0][1:], reduction="none")
     sequences = packing.cu_seq_lens.shape[0] - 1
     return (nll.new_zeros(sequences).index_add(0, rows[:-1], torch.where(predicted, nll, 0.0)),
             rows.new_zeros(sequences).index_add(0, rows[:-1], predicted.long()))
 
 
 def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
-    """Cross-entropy (classification), mean squared error (regression), mean start/end cross-entropy (QA) or the
-    mean next-token cross-entropy over the batch's predicted tokens (language modelling).
-
-    >>> import torch
-    >>> from types import SimpleNamespace
-    >>> out = SimpleNamespace(logits=torch.tensor([[0.0, 0.0]]))
-    >>> round(task_loss("classification", out, {"labels": torch.tensor([1])}).item(), 4)  # log 2
-    0.6931
-    """
+    """Cross-entropy (classification), mean squared error (regression), mean start/end cross-entropy (QA) or
+    mean next-token cross-entropy (language modelling)."""
     import torch.nn.functional as F
 
     if kind == "classification":
@@ -104,36 +68,8 @@ class CrossEntropyConfig:
 
 
 class Criterion:
-    """Base class of criterions: no hooks, no change to the model, any model and task accepted.
-
-    A criterion is called as ``criterion(model, output, batch) -> CriterionOutput``: ``model`` is the (unwrapped)
-    adapter, ``output`` its :class:`~istar_plugin.models.EncoderOutput`, ``batch`` the tensors. Its class methods
-    ``check_setup`` and ``check_hidden_size`` (and ``needs_init_from``) are what composing a config asks of it
-    before any model loads.
-
-    ``adapt(model)`` changes the model once, before a checkpoint is restored: it inserts modules before the head
-    (saved and restored with the model) or freezes parameters (the optimizer gets those still requiring gradients).
-
-    >>> import torch
-    >>> from types import SimpleNamespace
-    >>> class Scaled(Criterion):  # a third-party criterion that trains one inserted d x d layer only
-    ...     def adapt(self, model):
-    ...         self.layer = torch.nn.Linear(model.hidden_size, model.hidden_size)
-    ...         model.insert_before_head("scaled", self.layer)
-    ...         model.requires_grad_(False), self.layer.requires_grad_(True)
-    ...     def __call__(self, model, output, batch):
-    ...         return CriterionOutput(task_loss(self.kind, output, batch) + output.inserted["scaled"].square().mean())
-    >>> from istar_plugin.models.encoder import HFEncoder, ModelConfig
-    >>> model = HFEncoder(ModelConfig(), "classification")
-    >>> criterion = Scaled(None, "classification")
-    >>> criterion.adapt(model)
-    >>> [name for name, p in model.named_parameters() if p.requires_grad]
-    ['inserted.scaled.weight', 'inserted.scaled.bias']
-    >>> batch = dict(model.tokenizer(["fine", "awful"], padding=True, return_tensors="pt"), labels=torch.tensor([1, 0]))
-    >>> criterion(model, model(batch), batch).loss.backward()
-    >>> model.inserted.scaled.weight.grad.shape, model.model.classifier.weight.grad
-    (torch.Size([384, 384]), None)
-    """
+    """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``; ``adapt(model)``
+    may insert modules before the head or freeze parameters, once, before a checkpoint is restored."""
 
     needs_init_from = False  # True: the criterion trains a fine-tuned model (init_from= is required)
 
@@ -142,20 +78,17 @@ class Criterion:
 
     @classmethod
     def check_setup(cls, cfg, adapter: type, kind: str) -> None:
-        """Raise ValueError (one line, naming the value and the choices) if ``cfg`` cannot run with this model
-        adapter class and task kind."""
+        """Raise ValueError (one line) if ``cfg`` cannot run with this model adapter class and task kind."""
 
     @classmethod
     def check_hidden_size(cls, cfg, hidden_size: int) -> None:
-        """Raise ValueError (one line) if ``cfg`` cannot run on a model of this hidden size (called when the
-        model's config is on this machine)."""
+        """Raise ValueError (one line) if ``cfg`` cannot run on a model of this hidden size."""
 
     def hooks(self) -> list:
         return []
 
     def constant_penalty(self) -> Optional[str]:
-        """Why this criterion adds nothing to learn from with these settings (a constant penalty), else None; the
-        trainer says it at the start. By default: a ``lam`` of 0."""
+        """Why this criterion's penalty is a constant with these settings (by default: ``lam`` 0), else None."""
         if getattr(self.cfg, "lam", None) == 0:
             return "criterion.lam=0: the penalty is 0, so the run trains on the task loss alone"
         return None
@@ -174,5 +107,3 @@ class CrossEntropyCriterion(Criterion):
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         loss = task_loss(self.kind, output, batch)
         return CriterionOutput(loss, {"task_loss": loss.detach()})
-
-

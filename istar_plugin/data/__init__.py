@@ -1,5 +1,4 @@
-"""The data layer behind :mod:`istar_plugin.data.tasks`: the ``data`` config, file-layout readers, the hub and
-packaged sources, and SQuAD feature preparation."""
+"""The data layer: the ``data`` config, the tasks (:mod:`.tasks`), their readers, sources and SQuAD features."""
 from .config import DataConfig
 from .readers import DataError
 

@@ -1,12 +1,4 @@
-"""The ``data`` section of a run config: where a task's examples come from and how they are cut.
-
->>> DataConfig(source="files", dir="/data/sst2", max_train_samples=100).max_train_samples
-100
->>> DataConfig(source="web")
-Traceback (most recent call last):
-...
-ValueError: data.source 'web' is not supported; choose one of: files, hub, packaged
-"""
+"""The ``data`` section of a run config: where a task's examples come from and how they are cut."""
 
 from __future__ import annotations
 
@@ -20,15 +12,12 @@ from ..settings import check_fields, setting
 SOURCES = ("files", "hub", "packaged")
 CACHE_ENV_VAR = "ISTAR_CACHE"
 _POSITIVE_OR_NONE = "{key} must be a positive integer or None, got {value!r}"
-MAX_TOKENS = 2 ** 24
-"""The most tokens ``data.max_length`` and ``data.doc_stride`` may name (no model reads 16 million at once); a model's
-own positions refuse less, from its config."""
+MAX_TOKENS = 2 ** 24  # the most tokens data.max_length and data.doc_stride may name; a model's positions refuse less
 
 
 @dataclass
 class DataConfig:
-    """Data source and preprocessing limits of one task (each field's ``help`` says what it does); ``max_*_samples``
-    keep the first N examples in source order, after the task dropped records without a gold label."""
+    """Data source and preprocessing limits of one task (each field's ``help`` says what it does)."""
 
     source: str = setting("files", help="where the examples come from", choices=SOURCES,
                           refused="{key} {value!r} is not supported; choose one of: {choices}")
@@ -62,10 +51,6 @@ class DataConfig:
         check_fields(self, "data.")
 
     def resolved_cache_dir(self) -> Path:
-        """``cache_dir``, else ``$ISTAR_CACHE``, else ``~/.cache/istar_plugin``.
-
-        >>> DataConfig(cache_dir="/tmp/c").resolved_cache_dir()
-        PosixPath('/tmp/c')
-        """
+        """``cache_dir``, else ``$ISTAR_CACHE``, else ``~/.cache/istar_plugin``."""
         chosen = self.cache_dir or os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "istar_plugin"
         return Path(chosen).expanduser()

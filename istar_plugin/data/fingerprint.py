@@ -1,13 +1,5 @@
-"""What a run read: for each split, where it came from and a SHA-256 of its examples as loaded (not of the file), so
-that a run resumed onto changed data is refused, naming the split and its file, as a changed config is.
-
->>> a = [{"text": "a fine film", "label": 1}]
->>> split_fingerprint(a, "data/train.tsv") == split_fingerprint([dict(a[0])], "data/train.tsv")
-True
->>> changed_splits({"train": split_fingerprint(a, "train.tsv")},
-...                {"train": split_fingerprint([{"text": "a fine film", "label": 0}], "train.tsv")})
-['train (train.tsv: 1 examples then, 1 now, their content differs)']
-"""
+"""What a run read: for each split, its source and a SHA-256 of its examples as loaded, so that a run resumed onto
+changed data is refused."""
 from __future__ import annotations
 
 import hashlib
@@ -16,12 +8,9 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["split_fingerprint", "changed_splits"]
-
 
 def split_fingerprint(examples: Sequence[dict], source: str) -> dict[str, Any]:
-    """``source`` (a file path or a hub name), ``examples`` (how many) and their ``sha256``; a file's ``size`` and
-    ``mtime`` too."""
+    """``source``, the number of ``examples`` and their ``sha256``; a file's ``size`` and ``mtime`` too."""
     digest = hashlib.sha256()
     for example in examples:
         digest.update(json.dumps(example, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8"))
@@ -34,8 +23,7 @@ def split_fingerprint(examples: Sequence[dict], source: str) -> dict[str, Any]:
 
 
 def changed_splits(saved: dict[str, dict], current: dict[str, dict]) -> list[str]:
-    """One phrase per split whose examples differ between ``saved`` and ``current`` (splits of one side only are not
-    compared)."""
+    """One phrase per split of both ``saved`` and ``current`` whose examples differ."""
     changed = []
     for split in sorted(set(saved) & set(current)):
         then, now = saved[split], current[split]

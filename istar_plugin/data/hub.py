@@ -1,11 +1,4 @@
-"""Rows of a Hugging Face Hub dataset split, through ``datasets.load_dataset`` (needs network or a warm HF cache).
-
-The loader is a parameter so that offline code and tests can stand in for the hub:
-
->>> fake = lambda dataset_id, config, split: [{"sentence": "fine", "label": 1}]
->>> list(read_hub_split(HubDataset("nyu-mll/glue", "sst2"), "train", loader=fake))
-[('nyu-mll/glue[sst2] train, row 1', {'sentence': 'fine', 'label': 1})]
-"""
+"""Rows of a Hugging Face Hub dataset split, through ``datasets.load_dataset`` or a stand-in loader."""
 
 from __future__ import annotations
 
@@ -14,8 +7,7 @@ from dataclasses import dataclass
 
 from .readers import Located
 
-HubLoader = Callable[..., Iterable[dict]]
-"""``loader(dataset_id, config_name, split=split)`` -> rows as dicts (``datasets.load_dataset`` fits)."""
+HubLoader = Callable[..., Iterable[dict]]  # loader(dataset_id, config_name, split=split) -> rows as dicts
 
 
 @dataclass(frozen=True)
@@ -31,13 +23,9 @@ class HubDataset:
 
 def read_hub_split(dataset: HubDataset, split: str, loader: HubLoader | None = None) -> Iterator[Located]:
     """Rows of one split, each tagged ``"<dataset>[<config>] <split>, row N"``."""
-    rows = (loader or load_dataset)(dataset.dataset_id, dataset.config, split=split)
-    for number, row in enumerate(rows, start=1):
+    if loader is None:
+        import datasets
+
+        loader = datasets.load_dataset
+    for number, row in enumerate(loader(dataset.dataset_id, dataset.config, split=split), start=1):
         yield f"{dataset} {split}, row {number}", dict(row)
-
-
-def load_dataset(dataset_id: str, config: str | None, split: str) -> Iterable[dict]:
-    """``datasets.load_dataset`` (imported only when the hub is really used)."""
-    import datasets
-
-    return datasets.load_dataset(dataset_id, config, split=split)

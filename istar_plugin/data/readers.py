@@ -1,8 +1,5 @@
-"""Readers for the original file layouts of the benchmarks: GLUE-style TSV, HF parquet shards, JSON lines,
-Penn-treebank sentiment trees, fastText-labelled lines and SQuAD JSON. A ``.gz`` suffix is read through gzip.
-
-Every reader yields records tagged with where they came from (``"path, line N"``); malformed input raises
-:class:`DataError` naming the file and line.
+"""Readers for the benchmarks' original file layouts (TSV, parquet, JSON lines, PTB trees, fastText lines, SQuAD
+JSON, each also ``.gz``): records tagged ``"path, line N"``; malformed input raises :class:`DataError`.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
@@ -26,16 +23,11 @@ from ..storage.reading import reading
 
 logger = logging.getLogger(__name__)
 
-Located = tuple[str, dict]
-"""A record and where it came from, e.g. ``("data/dev.tsv, line 7", {"sentence": ..., "label": "1"})``."""
+Located = tuple[str, dict]  # a record and where it came from: ("data/dev.tsv, line 7", {...})
 
 
 def where(path: Path | str, line: int, unit: str = "line") -> str:
-    """How records are located in messages: the file and the 1-based line (or row).
-
-    >>> where("a/dev.tsv", 3)
-    'a/dev.tsv, line 3'
-    """
+    """How records are located in messages: ``"a/dev.tsv, line 3"``."""
     return f"{path}, {unit} {line}"
 
 
@@ -48,15 +40,11 @@ def open_text(path: Path | str) -> IO[str]:
     """Open a UTF-8 text file (a byte-order mark is dropped; lines end only at ``\\n``), through gzip for ``.gz``."""
     path = Path(path)
     with reading(path, "data file"):
-        _check_found(path)
+        if not path.is_file():
+            raise DataError(f"data file not found: {path}")
         if path.suffix == ".gz":
             return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
         return open(path, encoding="utf-8-sig", newline="\n")
-
-
-def _check_found(path: Path) -> None:
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
@@ -71,9 +59,8 @@ def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
 
 def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequence[str] | None = None,
              skip_malformed: bool = False) -> Iterator[Located]:
-    """Rows of a tab-separated file as dicts, without quoting rules (as GLUE's files are written). The first line is
-    the header when it names every ``required`` column, else ``headerless_columns`` name them. A row with the wrong
-    number of fields raises, or with ``skip_malformed`` is dropped with a warning (GLUE's QQP has one)."""
+    """Rows of a tab-separated file as dicts, unquoted; the first line is the header if it names every ``required``
+    column, else ``headerless_columns`` name them; ``skip_malformed`` drops rows of the wrong width with a warning."""
     columns: list[str] | None = None
     for number, line in numbered_lines(path):
         if not line.strip():
@@ -116,9 +103,7 @@ def read_parquet(path: Path | str) -> Iterator[Located]:
     import pyarrow.parquet
 
     path = Path(path)
-    with reading(path, "data file"):
-        _check_found(path)
-        open(path, "rb").close()  # a file that cannot be opened is refused as such, not as malformed parquet
+    open_text(path).close()  # a file that cannot be opened is refused as such, not as malformed parquet
     try:
         source = pyarrow.BufferReader(gzip.decompress(path.read_bytes())) if path.suffix == ".gz" else path
         table = pyarrow.parquet.read_table(source)
@@ -135,9 +120,7 @@ _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
 
 
 def tree_sentence(tree: str) -> tuple[str, str] | None:
-    """(sentence, root label) of one labelled PTB tree, or None when the line is not such a tree.
-
-    Bracket tokens (``-LRB-``) and backslash escapes (``\\/``) are undone, as pytreebank does.
+    """(sentence, root label) of one labelled PTB tree, escapes undone as pytreebank does; None if it is none.
 
     >>> tree_sentence("(3 (2 It) (4 (3 works) (2 \\\\/) (2 -LRB-ok-RRB-)))")
     ('It works / (ok)', '3')
@@ -156,10 +139,7 @@ _FASTTEXT_LINE = re.compile(r"__label__(\S+)\s+(.*)")
 
 
 def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
-    """Labelled sentences from SST-style files: PTB trees (``(3 (2 It) ...)``, label = root) or fastText
-    lines (``__label__4<TAB>It ...``, label as written). Records are ``{"text": ..., "label": ..., "format": ...}``
-    with format ``"ptb"`` or ``"fasttext"``; a file must use one format throughout.
-    """
+    """``{"text", "label", "format"}`` records of an SST file, all PTB trees (``"ptb"``) or all fastText lines."""
     file_format = None
     for number, line in numbered_lines(path):
         if not line.strip():

