@@ -1,18 +1,5 @@
-"""What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new, empty,
-or carries the toolkit's marker for that kind of folder (:data:`KINDS`); anything else is refused in one
-:class:`~istar_plugin.errors.RunDirError` line.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> check_writable(folder / "new", EXPORT_MARKER, "--out")         # new: fine
->>> _ = (folder / "notes.txt").write_text("mine")
->>> check_writable(folder, EXPORT_MARKER, "--out")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.errors.RunDirError: --out .../...: exists and holds files istar_plugin did not write (notes.txt); ...
->>> _ = mark(folder / "export", EXPORT_MARKER, run="runs/x", step=3)
->>> check_writable(folder / "export", EXPORT_MARKER, "--out")      # an export we wrote: may be replaced
-"""
+"""What the toolkit wrote: a command writes only into a folder that is new, empty, or carries the toolkit's marker
+for that kind of folder (:data:`KINDS`); anything else is refused in one RunDirError line."""
 from __future__ import annotations
 
 import json
@@ -44,9 +31,7 @@ IGNORED = frozenset({LOCK_NAME})
 def owned(directory: str | os.PathLike, marker: str) -> bool:
     """Whether ``directory`` carries ``marker``, or is that kind of folder by its files (:data:`LEGACY`)."""
     directory = Path(directory)
-    if (directory / marker).is_file():
-        return True
-    return LEGACY[marker](directory)
+    return (directory / marker).is_file() or LEGACY[marker](directory)
 
 
 LEGACY = {
@@ -65,8 +50,7 @@ LEGACY = {
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:
-    """Refuse ``directory`` unless it is new, empty (but for a lock), or ``owned`` with ``marker``; ``what`` names it
-    in the message (``output_dir``, ``--out``)."""
+    """Refuse ``directory`` unless it is new, empty (but for a lock) or ``owned`` with ``marker``."""
     directory = Path(directory)
     if not directory.exists():
         return
@@ -84,7 +68,6 @@ def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None
 
 
 def _a(kind: str) -> str:
-    """``kind`` with its indefinite article: ``a grid directory``, ``an archive of grid records``."""
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
