@@ -1,13 +1,4 @@
-"""Atomic writes: a file is replaced whole or not at all (a temporary beside it, fsync'ed and renamed onto it).
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> _ = atomic_write_json(run / "config.json", {"lr": 2e-5, "seed": 1})
->>> (run / "config.json").read_text()
-'{\\n  "lr": 2e-05,\\n  "seed": 1\\n}\\n'
->>> sorted(path.name for path in run.iterdir())
-['config.json']
-"""
+"""Atomic writes: a file is replaced whole or not at all (a temporary beside it, fsync'ed and renamed onto it)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,12 +1,5 @@
 """Checkpoints that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified before
-loading; :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``.
-
->>> import tempfile
->>> checkpoints = Checkpoints(tempfile.mkdtemp(), keep_last=1)
->>> _ = checkpoints.save({"step": 10}, step=10); _ = checkpoints.save({"step": 20}, step=20)
->>> checkpoints.latest().name, checkpoints.load_latest()["step"]
-('step_00000020.pt', 20)
-"""
+loading; :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``."""
 from __future__ import annotations
 
 import hashlib
@@ -142,8 +135,7 @@ class Checkpoints:
         raise CheckpointError(f"{path}: damaged ({reason})")
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
-        """The newest intact checkpoint's state, or None; a damaged one is renamed ``NAME.damaged`` with a warning.
-        None intact: a CheckpointError listing each one's problem."""
+        """The newest intact checkpoint's state, or None; a damaged one is renamed ``NAME.damaged`` with a warning."""
         damaged = []
         for path in reversed(self.paths().values()):
             state, reason = _load(path, map_location)

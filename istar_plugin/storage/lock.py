@@ -110,10 +110,8 @@ class RunDirLock:
             os.close(self._descriptor)
             self._descriptor = None
         if self._created_directory:
-            try:
-                self.directory.rmdir()  # only when nothing was written into it
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # only when nothing was written into it
+                self.directory.rmdir()
 
     def __enter__(self) -> "RunDirLock":
         return self.acquire()

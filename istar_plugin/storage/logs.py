@@ -14,8 +14,7 @@ from .atomic import PathLike, write_failure
 
 
 class MetricsLog:
-    """A JSON-lines file (``path``, or ``path/metrics.jsonl`` for a directory), each record durable (fsync'ed) once
-    appended; a line a crash cut short is skipped by :meth:`records` and dropped before the next append."""
+    """A JSON-lines file (``path``, or ``path/metrics.jsonl``), each record durable (fsync'ed) once appended."""
 
     FILENAME = "metrics.jsonl"
 
@@ -100,15 +99,13 @@ def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional
 
 
 def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> list[dict[str, Any]]:
-    """The records of the JSON-lines file ``path``, [] when it does not exist; a last line cut short is left out.
+    """The records of the JSON-lines file ``path`` ([] when missing; a last line cut short left out).
     ``strict``: a damaged line is a ValueError and an unreadable file an OSError; else they give no records."""
     path = Path(path)
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError:
-        if strict:
+    except OSError as error:
+        if strict and not isinstance(error, FileNotFoundError):
             raise
         return []
     complete, _, tail = data.rpartition(b"\n")
@@ -125,16 +122,12 @@ class TensorBoardLog:
     def __init__(self, directory: PathLike, enabled: bool = True):
         self.directory = Path(directory)
         self._writer = None
-        self._enabled = enabled
+        self.enabled = enabled
         self._purge_step: Optional[int] = None
 
     def purge_from(self, step: int) -> None:
         """Hide the events of ``step`` and later that an earlier attempt wrote."""
         self._purge_step = step
-
-    @property
-    def enabled(self) -> bool:
-        return self._enabled
 
     def _open(self):
         if self._writer is None:
@@ -145,7 +138,7 @@ class TensorBoardLog:
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
         """Log every numeric value as ``prefix/name`` (or ``name``); other values are skipped."""
-        if not self._enabled:
+        if not self.enabled:
             return
         prefix = prefix.rstrip("/")
         for name, value in values.items():
@@ -155,7 +148,7 @@ class TensorBoardLog:
 
     def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
         """The run's config as text (tag ``config``) and as hyperparameters against the scalar tags ``metrics``."""
-        if not self._enabled:
+        if not self.enabled:
             return
         import yaml
         from torch.utils.tensorboard.summary import hparams
@@ -174,7 +167,7 @@ class TensorBoardLog:
 
     def close(self) -> None:
         """Flush and close the event file; later calls log nothing."""
-        self._enabled = False
+        self.enabled = False
         if self._writer is not None:
             self._writer.close()
             self._writer = None

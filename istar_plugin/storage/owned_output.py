@@ -1,6 +1,5 @@
-"""An output folder holding one invocation's files (``istar-embed --out``, ``istar-analyze --out``): new, empty or
-written by the same kind of command, locked while written; its marker lists the files written and whether all are
-there, and reuse removes only those."""
+"""An output folder holding one invocation's files (``istar-embed --out``, ``istar-analyze --out``); its marker lists
+the files written, and reuse removes only those."""
 from __future__ import annotations
 
 import json

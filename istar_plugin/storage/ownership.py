@@ -31,7 +31,7 @@ IGNORED = frozenset({LOCK_NAME})
 def owned(directory: str | os.PathLike, marker: str) -> bool:
     """Whether ``directory`` carries ``marker``, or is that kind of folder by its files (:data:`LEGACY`)."""
     directory = Path(directory)
-    return (directory / marker).is_file() or LEGACY[marker](directory)
+    return (directory / marker).is_file() or (marker in LEGACY and LEGACY[marker](directory))
 
 
 LEGACY = {
@@ -42,11 +42,8 @@ LEGACY = {
                                                                   for cell in d.iterdir()),
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
-    EMBED_MARKER: lambda d: False,  # newer than the markers
-    ARCHIVE_MARKER: lambda d: False,
-    SEARCH_MARKER: lambda d: False,
 }
-"""How each kind of folder is recognised without its marker (written by a version without markers)."""
+"""How the kinds older than the markers are recognised without one."""
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:

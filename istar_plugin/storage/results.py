@@ -149,8 +149,7 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
 
 def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
                     embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
-    """The record of a finished run from its evaluations (``history``, the last one final); ``task_metrics``: the
-    main metric, the label names and the task's metric names; ``hooked``: what hooks add."""
+    """The record of a finished run from its evaluations (``history``, the last one final) and what hooks add."""
     final, hooked = history[-1], dict(hooked)
     main_metric, label_names, metric_names = task_metrics
     ev = final.get("cls_explained_variance")
