@@ -1,14 +1,5 @@
 """An exclusive lock on a run directory (``flock(2)`` on ``RUN_DIR/.lock``, never waited for): a second process is
-refused at once, naming the holder's host and pid; :func:`waiting_lock` serialises short writes of a shared file.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp()) / "run"
->>> with RunDirLock(run):
-...     sorted(path.name for path in run.iterdir())
-['.lock']
->>> run.exists(), holder(run)  # created by the lock, left empty: removed again
-(False, None)
-"""
+refused at once, naming the holder's host and pid; :func:`waiting_lock` serialises short writes of a shared file."""
 from __future__ import annotations
 
 import contextlib

@@ -38,8 +38,7 @@ LEGACY = {
     RUN_MARKER: lambda d: (d / "cell.yaml").is_file() or all((d / name).is_file()
                                                              for name in ("config.yaml", "metrics.jsonl")),
     EXPORT_MARKER: lambda d: (d.name == "model" or d.name.startswith("model_step_")) and owned(d.parent, RUN_MARKER),
-    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file()
-                                                                  for cell in d.iterdir()),
+    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((c / "cell.yaml").is_file() for c in d.iterdir()),
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
 }

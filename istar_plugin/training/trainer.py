@@ -92,11 +92,10 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}
-        self.evaluator = Evaluator(
-            self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate, autocast=self.autocast,
-            batch_size=self.eval_batch_size, rank=self.rank, world_size=self.world_size, device=self.device,
-            sort_by_length=cfg.data.sort_eval_by_length, show_progress=self.show_progress,
-        )
+        self.evaluator = Evaluator(self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate,
+                                   autocast=self.autocast, batch_size=self.eval_batch_size, rank=self.rank,
+                                   world_size=self.world_size, device=self.device,
+                                   sort_by_length=cfg.data.sort_eval_by_length, show_progress=self.show_progress)
         self.control = TrainingControl()
         self.run_view = TrainerView(self)
         self.dispatch = HookDispatcher(self.hooks, self.run_view)
