@@ -1,14 +1,4 @@
-"""Atomic writes: a file is replaced whole or not at all (a temporary ``.NAME.XXXXXXXX.tmp`` beside it, fsync'ed and
-renamed onto it), so a crash never leaves a half-written file behind.
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp())
->>> _ = atomic_write_json(run / "config.json", {"lr": 2e-5, "seed": 1})
->>> (run / "config.json").read_text()
-'{\\n  "lr": 2e-05,\\n  "seed": 1\\n}\\n'
->>> sorted(path.name for path in run.iterdir())
-['config.json']
-"""
+"""Atomic writes: a file is replaced whole or not at all (a temporary beside it, fsync'ed and renamed onto it)."""
 from __future__ import annotations
 
 import contextlib
@@ -27,12 +17,10 @@ PathLike = str | os.PathLike
 
 
 STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
-"""What a full disk, a quota, a file-size limit, missing permissions or a failing device raise on a write."""
 
 
 def write_failure(path: PathLike, error: BaseException) -> Optional[RunDirError]:
-    """The one-line error for a write to ``path`` that the storage refused, also when a writer wrapped the OSError
-    (torch.save raises a RuntimeError from it; safetensors names it as ``os error N``); None for anything else."""
+    """The one-line error for a write to ``path`` the storage refused (also wrapped by a writer); else None."""
     number = _storage_errno(error)
     if number is None:
         return None
@@ -56,13 +44,11 @@ OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 @contextlib.contextmanager
 def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
-    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it. A write
-    the storage refuses (no space, a quota, no permission) is one :class:`~istar_plugin.errors.RunDirError` line."""
+    """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
-        # os.open with mode 0o666 respects the umask (tempfile would make the target owner-only).
-        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # respects the umask
         try:
             with os.fdopen(descriptor, "wb") as handle:
                 yield handle
@@ -81,7 +67,6 @@ def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
 
 
 def _fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (POSIX); a no-op where directories cannot be opened (Windows)."""
     try:
         descriptor = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -105,13 +90,13 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: PathLike, obj: Any, allow_nan: bool = True) -> Path:
-    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys, trailing newline) atomically; returns the path.
-    ``allow_nan=False``: standard JSON only (a NaN or infinity is a ValueError, and nothing is written)."""
+    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys) atomically; returns the path.
+    ``allow_nan=False``: a NaN or infinity is a ValueError, and nothing is written."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=allow_nan) + "\n")
 
 
 def atomic_torch_save(obj: Any, path: PathLike) -> Path:
-    """``torch.save(obj, path)``, atomically (argument order as torch.save); returns the path."""
+    """``torch.save(obj, path)``, atomically; returns the path."""
     import torch
 
     with atomic_file(path) as handle:
@@ -128,12 +113,11 @@ def sha256_of(path: PathLike) -> str:
     return sha256.hexdigest()
 
 
-TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")  # the temporaries of atomic_file
+TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
 
 
 def remove_stale_temporaries(directory: Path) -> list[Path]:
-    """Delete the atomic-write temp files in ``directory`` (call only while holding the run's lock); returns them."""
-    directory = Path(directory)
+    """Delete the atomic-write temp files in ``directory`` (only while holding the run's lock); returns them."""
     if not directory.is_dir():
         return []
     stale = [path for path in directory.iterdir() if TEMPORARY.fullmatch(path.name) and path.is_file()]

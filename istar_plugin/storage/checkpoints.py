@@ -1,19 +1,5 @@
-"""Checkpoints of a run that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified
-before loading. :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``.
-
->>> import tempfile
->>> directory = Path(tempfile.mkdtemp())
->>> path = save_verified({"step": 3}, directory / "step_3.pt")
->>> problem(path) is None, (directory / "step_3.pt.sha256").read_text().endswith("  step_3.pt\\n")
-(True, True)
->>> data = bytearray(path.read_bytes()); data[40] ^= 0xFF; _ = path.write_bytes(bytes(data))
->>> problem(path)
-'its SHA-256 does not match step_3.pt.sha256 (damaged bytes)'
->>> checkpoints = Checkpoints(directory, keep_last=1)
->>> _ = checkpoints.save({"step": 10}, step=10); _ = checkpoints.save({"step": 20}, step=20)
->>> checkpoints.latest().name, checkpoints.load_latest()["step"]
-('step_00000020.pt', 20)
-"""
+"""Checkpoints that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified before
+loading; :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``."""
 from __future__ import annotations
 
 import hashlib
@@ -29,11 +15,10 @@ import torch
 from ..errors import CheckpointError
 from .atomic import PathLike, atomic_file, atomic_write_text, sha256_of
 
-DIGEST_SUFFIX = ".sha256"
 
 
 class _HashingWriter(io.RawIOBase):
-    """A write-only file that hashes what passes through it on the way to ``handle``."""
+    """A write-only file that hashes what it passes on to ``handle``."""
 
     def __init__(self, handle):
         self.handle, self.sha256 = handle, hashlib.sha256()
@@ -48,7 +33,7 @@ class _HashingWriter(io.RawIOBase):
 
 
 def digest_path(path: Path) -> Path:
-    return path.with_name(path.name + DIGEST_SUFFIX)
+    return path.with_name(path.name + ".sha256")
 
 
 def save_verified(obj: Any, path: Path) -> Path:
@@ -67,8 +52,7 @@ def save_verified(obj: Any, path: Path) -> Path:
 
 
 def problem(path: Path) -> Optional[str]:
-    """Why ``path`` cannot be trusted, or None when its bytes match its recorded SHA-256 (or it is non-empty and has
-    no ``.sha256``)."""
+    """Why ``path`` cannot be trusted, or None when its bytes match its SHA-256 (or it has none and is not empty)."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -86,7 +70,6 @@ def problem(path: Path) -> Optional[str]:
 
 
 def _load(path: Path, map_location: Any) -> tuple[Any, Optional[str]]:
-    """(the state, None) of an intact checkpoint (full unpickling: it holds RNG states), else (None, its problem)."""
     reason = problem(path)
     if reason is None:
         try:
@@ -108,8 +91,7 @@ class Checkpoints:
         self.keep_last = keep_last
 
     def save(self, state: dict[str, Any], step: int) -> Path:
-        """Write ``state`` as the checkpoint of ``step`` with its SHA-256 beside it, then delete all but the
-        ``keep_last`` highest steps."""
+        """Write ``state`` as the checkpoint of ``step``, then delete all but the ``keep_last`` highest steps."""
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"checkpoint step must be an integer >= 0, got {step!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -142,8 +124,7 @@ class Checkpoints:
         return max(self.paths().items(), default=(None, None))[1]
 
     def load_step(self, step: int, map_location: Any = "cpu") -> dict[str, Any]:
-        """The state of the checkpoint of ``step``, read only: a missing or damaged one is a
-        :class:`~istar_plugin.errors.CheckpointError` (nothing is renamed; resuming is :meth:`load_latest`'s job)."""
+        """The state of the checkpoint of ``step``; a missing or damaged one is a CheckpointError (nothing renamed)."""
         path = self.paths().get(step)
         if path is None:
             raise CheckpointError(f"{self.directory}: no checkpoint of step {step}; steps: "
@@ -154,9 +135,7 @@ class Checkpoints:
         raise CheckpointError(f"{path}: damaged ({reason})")
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
-        """The newest intact checkpoint's state, or None when there is none; a damaged one is renamed to
-        ``NAME.damaged`` with a warning and the next newest tried (none intact: a
-        :class:`~istar_plugin.errors.CheckpointError` listing each one's problem)."""
+        """The newest intact checkpoint's state, or None; a damaged one is renamed ``NAME.damaged`` with a warning."""
         damaged = []
         for path in reversed(self.paths().values()):
             state, reason = _load(path, map_location)

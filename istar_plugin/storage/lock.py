@@ -1,17 +1,5 @@
-"""An exclusive lock on a run directory (``flock(2)`` on ``RUN_DIR/.lock``, never waited for), so that two processes
-never train into the same one: a second is refused at once, naming the holder's host and pid. :func:`holder` says who
-holds a lock; :func:`waiting_lock` serialises short read-modify-writes of a shared file (a grid's manifest).
-
->>> import tempfile
->>> run = Path(tempfile.mkdtemp()) / "run"
->>> with RunDirLock(run):
-...     sorted(path.name for path in run.iterdir())
-['.lock']
->>> run.exists()  # created by the lock, left empty: removed again
-False
->>> holder(run) is None  # nobody holds it
-True
-"""
+"""An exclusive lock on a run directory (``flock(2)`` on ``RUN_DIR/.lock``, never waited for): a second process is
+refused at once, naming the holder's host and pid; :func:`waiting_lock` serialises short writes of a shared file."""
 from __future__ import annotations
 
 import contextlib
@@ -76,7 +64,6 @@ class RunDirLock:
         return self
 
     def _lock(self) -> Optional[int]:
-        """The descriptor of the locked file, which is the file at ``self.path`` (not one unlinked meanwhile)."""
         while True:
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
             try:
@@ -114,10 +101,8 @@ class RunDirLock:
             os.close(self._descriptor)
             self._descriptor = None
         if self._created_directory:
-            try:
-                self.directory.rmdir()  # only when nothing was written into it
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # only when nothing was written into it
+                self.directory.rmdir()
 
     def __enter__(self) -> "RunDirLock":
         return self.acquire()
@@ -132,8 +117,7 @@ def held_here(directory: str | os.PathLike) -> bool:
 
 
 def holder(directory: str | os.PathLike) -> Optional[str]:
-    """``host H, pid P, since T`` of the other process holding ``directory``'s lock, None when none does (or this
-    process holds it)."""
+    """``host H, pid P, since T`` of another process holding ``directory``'s lock, else None."""
     if os.path.realpath(directory) in _HELD:
         return None
     try:
@@ -154,13 +138,7 @@ def holder(directory: str | os.PathLike) -> Optional[str]:
 
 @contextlib.contextmanager
 def waiting_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created and kept), waiting for it.
-
-    >>> import tempfile
-    >>> with waiting_lock(Path(tempfile.mkdtemp()) / ".manifest.lock"):
-    ...     "held"
-    'held'
-    """
+    """Hold an exclusive lock on the file ``path`` (created and kept), waiting for it."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:

@@ -1,5 +1,5 @@
-"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line) and TensorBoard event files, and the one
-reader of a JSON-lines record (``metrics.jsonl``, ``attempts.jsonl``): :func:`read_records`."""
+"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line), TensorBoard event files, and the one reader of
+a JSON-lines record: :func:`read_records`."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,7 @@ from .atomic import PathLike, write_failure
 
 
 class MetricsLog:
-    """A JSON-lines file (``path``, or ``path/metrics.jsonl`` for a directory), each record durable (fsync'ed) once
-    appended; a line a crash cut short is skipped by :meth:`records` and dropped before the next append."""
+    """A JSON-lines file (``path``, or ``path/metrics.jsonl``), each record durable (fsync'ed) once appended."""
 
     FILENAME = "metrics.jsonl"
 
@@ -44,16 +43,15 @@ class MetricsLog:
         return written
 
     def records(self) -> list[dict[str, Any]]:
-        """All complete records in file order (:func:`read_records`, strict); [] when the file does not exist yet."""
+        """All complete records in file order (:func:`read_records`, strict)."""
         return read_records(self.path, warn=True)
 
     def size(self) -> int:
-        """The file's length in bytes (0 before the first record): where a checkpoint's records end."""
+        """The file's length in bytes (0 before the first record)."""
         return self.path.stat().st_size if self.path.exists() else 0
 
     def truncate(self, size: Optional[int]) -> None:
-        """Drop what was appended after the file was ``size`` bytes long (None: keep all), e.g. the records of steps
-        that a run resumed from an earlier checkpoint repeats."""
+        """Drop what was appended after the file was ``size`` bytes long (None: keep all)."""
         if size is None or self.size() <= size:
             return
         self.close()
@@ -73,7 +71,7 @@ class MetricsLog:
         self.close()
 
     def _open_for_append(self) -> BinaryIO:
-        """Open in append mode, first cutting off a partial last line so new records start on a line of their own."""
+        """Open in append mode, first cutting off a partial last line."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             data = self.path.read_bytes()
@@ -87,8 +85,7 @@ class MetricsLog:
 
 
 def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional[dict[str, Any]]]:
-    """One record per non-blank line of JSON-lines ``text``; a line that is not JSON is a ValueError naming ``where``
-    and the line when ``strict``, else None in its place."""
+    """One record per non-blank line of ``text``; a line that is not JSON is a ValueError when ``strict``, else None."""
     records: list[Optional[dict[str, Any]]] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
@@ -102,16 +99,13 @@ def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional
 
 
 def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> list[dict[str, Any]]:
-    """The records of the JSON-lines file ``path`` in file order, [] when it does not exist. A last line without its
-    newline (an interrupted write) is left out (with a warning when ``warn``). ``strict``: a damaged line is a
-    ValueError and an unreadable file an OSError; else they give no records."""
+    """The records of the JSON-lines file ``path`` ([] when missing; a last line cut short left out).
+    ``strict``: a damaged line is a ValueError and an unreadable file an OSError; else they give no records."""
     path = Path(path)
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError:
-        if strict:
+    except OSError as error:
+        if strict and not isinstance(error, FileNotFoundError):
             raise
         return []
     complete, _, tail = data.rpartition(b"\n")
@@ -123,36 +117,28 @@ def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> lis
 
 
 class TensorBoardLog:
-    """Scalars for TensorBoard in ``directory``, its event file created with the first scalar; every method is a
-    no-op when ``enabled`` is False (non-zero ranks)."""
+    """Scalars for TensorBoard in ``directory``, the event file created with the first; a no-op unless ``enabled``."""
 
     def __init__(self, directory: PathLike, enabled: bool = True):
         self.directory = Path(directory)
         self._writer = None
-        self._enabled = enabled
+        self.enabled = enabled
         self._purge_step: Optional[int] = None
 
     def purge_from(self, step: int) -> None:
-        """Hide the events of ``step`` and later that an earlier attempt wrote (a resumed run writes them again)."""
+        """Hide the events of ``step`` and later that an earlier attempt wrote."""
         self._purge_step = step
-
-    @property
-    def enabled(self) -> bool:
-        return self._enabled
 
     def _open(self):
         if self._writer is None:
-            from torch.utils.tensorboard import (
-                SummaryWriter,  # imported only where it is used: it loads tensorboard
-            )
+            from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(self.directory), purge_step=self._purge_step)
         return self._writer
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
-        """Log every numeric value as ``prefix/name`` (or ``name``); strings, bools, None, tensors of >1 element are
-        skipped."""
-        if not self._enabled:
+        """Log every numeric value as ``prefix/name`` (or ``name``); other values are skipped."""
+        if not self.enabled:
             return
         prefix = prefix.rstrip("/")
         for name, value in values.items():
@@ -161,9 +147,8 @@ class TensorBoardLog:
                 self._open().add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
 
     def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
-        """The run's resolved config as text (tab TEXT, tag ``config``) and as hyperparameters (tab HPARAMS,
-        dotted keys) against the scalar tags ``metrics``, in the run's own event file."""
-        if not self._enabled:
+        """The run's config as text (tag ``config``) and as hyperparameters against the scalar tags ``metrics``."""
+        if not self.enabled:
             return
         import yaml
         from torch.utils.tensorboard.summary import hparams
@@ -182,14 +167,13 @@ class TensorBoardLog:
 
     def close(self) -> None:
         """Flush and close the event file; later calls log nothing."""
-        self._enabled = False
+        self.enabled = False
         if self._writer is not None:
             self._writer.close()
             self._writer = None
 
 
 def _as_number(value: Any) -> Optional[float]:
-    """``value`` as a float if it is a real number or a one-element tensor, else None."""
     if hasattr(value, "numel") and hasattr(value, "is_complex"):  # a tensor, without importing torch
         return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -1,25 +1,5 @@
-"""An output folder that holds one invocation's files: ``istar-embed --out`` and ``istar-analyze --out``.
-
-The folder must be new, empty or one this kind of command wrote (:mod:`.ownership`), and is locked while a command
-writes into it (:mod:`.lock`). Its marker lists the files the command wrote (``files``) and whether they are all there
-(``complete``); on reuse only those files are removed: a file the command did not write is never touched.
-
->>> import json, tempfile
->>> from istar_plugin.storage.ownership import EMBED_MARKER
->>> out = Path(tempfile.mkdtemp()) / "out"
->>> with OwnedOutput(out, EMBED_MARKER) as folder:
-...     removed = folder.replace([out / "a.json", out / "sub" / "b.pt"])
-...     for path in (out / "a.json", out / "sub" / "b.pt"):
-...         path.parent.mkdir(exist_ok=True); _ = path.write_text("x")
-...     _ = folder.finish(model="m")
->>> _ = (out / "notes.txt").write_text("the user's")
->>> with OwnedOutput(out, EMBED_MARKER) as folder:   # the second use writes a.json alone
-...     removed = folder.replace([out / "a.json"])
-...     _ = (out / "a.json").write_text("y")
-...     _ = folder.finish(model="m")
->>> sorted(path.name for path in out.iterdir()), json.loads((out / EMBED_MARKER).read_text())["files"]
-(['.istar-embed', 'a.json', 'notes.txt'], ['a.json'])
-"""
+"""An output folder holding one invocation's files (``istar-embed --out``, ``istar-analyze --out``); its marker lists
+the files written, and reuse removes only those."""
 from __future__ import annotations
 
 import json
@@ -31,9 +11,6 @@ from ..errors import RunDirError
 from .lock import RunDirLock
 from .ownership import IGNORED, check_writable, mark
 
-__all__ = ["OwnedOutput"]
-
-
 class OwnedOutput:
     """``with OwnedOutput(directory, marker, "--out") as folder:`` checks and locks ``directory``;
     ``folder.replace(paths)`` before the first write, ``folder.finish(**details)`` after the last."""
@@ -44,14 +21,14 @@ class OwnedOutput:
         self.planned: list[str] = []
 
     def check(self) -> None:
-        """Refuse a folder this command may not write into (one :class:`~istar_plugin.errors.RunDirError` line)."""
+        """Refuse a folder this command may not write into (one RunDirError line)."""
         check_writable(self.directory, self.marker, self.what)
         if self.earlier_files() is None:
             raise RunDirError(f"{self.what} {self.directory}: written by an older version, which kept no list of its "
                               f"files; choose a new or empty {self.what}, nothing was changed")
 
     def earlier_files(self) -> Optional[list[str]]:
-        """The files the folder's marker lists ([] for a new or empty folder; None when the marker lists none)."""
+        """The files the folder's marker lists ([] for a new or empty folder; None when it lists none)."""
         path = self.directory / self.marker
         if not self.directory.is_dir() or not any(entry.name not in IGNORED for entry in self.directory.iterdir()):
             return []
@@ -81,12 +58,12 @@ class OwnedOutput:
             self.lock = None
 
     def replace(self, paths: Sequence[str | os.PathLike]) -> list[Path]:
-        """Record ``paths`` (inside the folder) as about to be written, then remove the files the earlier marker
-        lists; returns those removed. A path that exists and the marker does not list (the user's) is refused."""
+        """Record ``paths`` as about to be written, then remove the files the earlier marker lists; returns those.
+        A path that exists and the marker does not list (the user's) is refused."""
         self.planned = [self._relative(path) for path in paths]
         earlier = self.earlier_files() or []
         foreign = [name for name in self.planned if name not in earlier and (self.directory / name).exists()]
-        if foreign:  # a file of the user's named like one of ours: never overwritten
+        if foreign:
             raise RunDirError(f"{self.what} {self.directory}: {foreign[0]} is not a file this command wrote; move it "
                               f"or choose another {self.what}, nothing was changed")
         mark(self.directory, self.marker, files=sorted(set(earlier) | set(self.planned)), complete=False)
@@ -112,7 +89,6 @@ class OwnedOutput:
 
 
 def _remove_empty_parents(folder: Path, top: Path) -> None:
-    """Remove ``folder`` and its parents up to (not including) ``top`` while they are empty."""
     while folder != top and top in folder.parents:
         try:
             folder.rmdir()

@@ -1,18 +1,5 @@
-"""What the toolkit wrote, so that it replaces nothing else: a command writes only into a folder that is new, empty,
-or carries the toolkit's marker for that kind of folder (:data:`KINDS`); anything else is refused in one
-:class:`~istar_plugin.errors.RunDirError` line.
-
->>> import tempfile
->>> folder = Path(tempfile.mkdtemp())
->>> check_writable(folder / "new", EXPORT_MARKER, "--out")         # new: fine
->>> _ = (folder / "notes.txt").write_text("mine")
->>> check_writable(folder, EXPORT_MARKER, "--out")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.errors.RunDirError: --out .../...: exists and holds files istar_plugin did not write (notes.txt); ...
->>> _ = mark(folder / "export", EXPORT_MARKER, run="runs/x", step=3)
->>> check_writable(folder / "export", EXPORT_MARKER, "--out")      # an export we wrote: may be replaced
-"""
+"""What the toolkit wrote: a command writes only into a folder that is new, empty, or carries the toolkit's marker
+for that kind of folder (:data:`KINDS`); anything else is refused in one RunDirError line."""
 from __future__ import annotations
 
 import json
@@ -44,29 +31,22 @@ IGNORED = frozenset({LOCK_NAME})
 def owned(directory: str | os.PathLike, marker: str) -> bool:
     """Whether ``directory`` carries ``marker``, or is that kind of folder by its files (:data:`LEGACY`)."""
     directory = Path(directory)
-    if (directory / marker).is_file():
-        return True
-    return LEGACY[marker](directory)
+    return (directory / marker).is_file() or (marker in LEGACY and LEGACY[marker](directory))
 
 
 LEGACY = {
     RUN_MARKER: lambda d: (d / "cell.yaml").is_file() or all((d / name).is_file()
                                                              for name in ("config.yaml", "metrics.jsonl")),
     EXPORT_MARKER: lambda d: (d.name == "model" or d.name.startswith("model_step_")) and owned(d.parent, RUN_MARKER),
-    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((cell / "cell.yaml").is_file()
-                                                                  for cell in d.iterdir()),
+    GRID_MARKER: lambda d: (d / "manifest.json").is_file() or any((c / "cell.yaml").is_file() for c in d.iterdir()),
     REPORT_MARKER: lambda d: (d / "cells.csv").is_file(),
     ANALYSIS_MARKER: lambda d: (d / "figure6.png").is_file(),
-    EMBED_MARKER: lambda d: False,  # newer than the markers
-    ARCHIVE_MARKER: lambda d: False,
-    SEARCH_MARKER: lambda d: False,
 }
-"""How each kind of folder is recognised without its marker (written by a version without markers)."""
+"""How the kinds older than the markers are recognised without one."""
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:
-    """Refuse ``directory`` unless it is new, empty (but for a lock), or ``owned`` with ``marker``; ``what`` names it
-    in the message (``output_dir``, ``--out``)."""
+    """Refuse ``directory`` unless it is new, empty (but for a lock) or ``owned`` with ``marker``."""
     directory = Path(directory)
     if not directory.exists():
         return
@@ -84,7 +64,6 @@ def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None
 
 
 def _a(kind: str) -> str:
-    """``kind`` with its indefinite article: ``a grid directory``, ``an archive of grid records``."""
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 

@@ -1,13 +1,4 @@
-"""A path a user gives, checked against this system's ``NAME_MAX`` and ``PATH_MAX`` when the config is composed: one
-line naming the key, not an ``OSError`` at the path's first use.
-
->>> check_path_length("runs/sst2/istar/seed1", "output_dir=")
->>> check_path_length("/tmp/" + "x" * 300 + "/run", "output_dir=")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: output_dir=/tmp/xxx...xxx/run (309 characters): its component xxx...xxx (300 \
-characters) is longer than the 255 bytes a file name may have on /tmp (NAME_MAX); choose a shorter name
-"""
+"""A path a user gives, checked against this system's ``NAME_MAX`` and ``PATH_MAX`` when the config is composed."""
 from __future__ import annotations
 
 import os
@@ -16,12 +7,8 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..settings import shortened
 
-__all__ = ["check_path_length"]
-
-
 def check_path_length(path: str, what: str) -> None:
-    """Raise :class:`ConfigError` (naming ``what``, e.g. ``output_dir=``) when a component of ``path`` or the whole
-    absolute path is longer than this system allows where the path would be."""
+    """Raise :class:`ConfigError` naming ``what`` (``output_dir=``) when ``path`` or a component is too long here."""
     absolute = os.path.abspath(path)
     anchor = _existing_ancestor(Path(absolute))
     named = f"{what}{shortened(path)}"
@@ -36,7 +23,6 @@ def check_path_length(path: str, what: str) -> None:
 
 
 def _existing_ancestor(path: Path) -> Path:
-    """The nearest folder of ``path`` (itself included) that exists: where its limits are asked."""
     for candidate in (path, *path.parents):
         try:
             if candidate.is_dir():

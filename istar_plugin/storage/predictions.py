@@ -1,6 +1,5 @@
-"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split (in
-its order), which the reports resample for a paired bootstrap; written by :func:`write_predictions`, read by
-:func:`read_predictions` alone."""
+"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split, which
+the reports resample for a paired bootstrap."""
 from __future__ import annotations
 
 import json
@@ -34,8 +33,7 @@ def write_predictions(run_dir: Path, task: str, step: int, predictions: Sequence
 
 
 def read_predictions(run_dir: Path) -> Optional[Predictions]:
-    """The run's predictions, None when it has no ``predictions.json``; a damaged file is a :class:`DataError`
-    (one line naming it)."""
+    """The run's predictions, None when it has none; a damaged file is a one-line :class:`DataError`."""
     path = Path(run_dir) / PREDICTIONS
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

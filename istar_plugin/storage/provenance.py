@@ -1,6 +1,5 @@
 """Where a record was made, stamped into every ``results.json`` under :data:`PROVENANCE`: the host, the CPU and its
-bf16 features (None where they cannot be read), torch, and the code's git commit (``+modified`` when tracked files
-differ; None for an installed wheel).
+bf16 features, torch, and the code's git commit (``+modified`` when tracked files differ).
 
 >>> sorted(machine())
 ['commit', 'cpu', 'cpu_flags', 'host', 'istar_plugin', 'torch']
@@ -18,10 +17,7 @@ from typing import Any, Optional
 
 from .. import __version__
 
-__all__ = ["PROVENANCE", "CPU_FLAGS", "machine", "cpu_of", "code_commit"]
-
 PROVENANCE = "provenance"
-"""The key of ``results.json`` holding :func:`machine`."""
 
 CPU_FLAGS = ("avx512_bf16", "amx_tile", "amx_bf16")
 """The CPU features recorded: with them torch computes bf16 natively, and AMX kernels round differently."""
@@ -53,8 +49,7 @@ def cpu_of(cpuinfo: str) -> tuple[Optional[str], Optional[list[str]]]:
 
 @functools.lru_cache(maxsize=1)
 def code_commit(package: Path = PACKAGE) -> Optional[str]:
-    """The commit of the git checkout holding ``package`` (``+modified`` when a tracked file differs from it);
-    None when ``package`` is not a checkout's own ``istar_plugin/`` or git cannot say."""
+    """The commit of the git checkout holding ``package`` (``+modified`` when a tracked file differs); else None."""
     def git(*arguments: str) -> str:
         return subprocess.run(["git", "--no-optional-locks", "-C", str(package.parent), *arguments], check=True,
                               capture_output=True, text=True, timeout=30).stdout.strip()

@@ -1,7 +1,5 @@
-"""Reading the files a user names (data, recipes and grid files, run records): what the operating system refuses
-becomes one line naming the path, the cause and what to do, raised as the caller's error class.
-
-A missing file is left to the caller (:class:`FileNotFoundError` passes through), which knows where else to look."""
+"""Reading the files a user names: what the operating system refuses becomes one line naming the path, the cause and
+what to do, raised as the caller's error class; a missing file (:class:`FileNotFoundError`) is left to the caller."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +11,6 @@ from typing import Iterator, Optional
 from ..errors import DataError, RunError
 
 CONFIG_FILE_BYTES = 1 << 20
-"""The most a recipe, model preset, grid or profile YAML file may hold (the largest shipped one has a few KB)."""
 
 
 def cannot_read(path: str | os.PathLike, what: str, error: OSError | UnicodeDecodeError) -> str:
@@ -40,11 +37,7 @@ def _cause(path: Path, error: OSError | UnicodeDecodeError) -> str:
 
 
 def blocked_folder(path: str | os.PathLike) -> Optional[Path]:
-    """The outermost existing folder above ``path`` that this process may not search, or None.
-
-    >>> blocked_folder("/no/such/folder/train.tsv") is None
-    True
-    """
+    """The outermost existing folder above ``path`` that this process may not search, or None."""
     for folder in reversed(Path(os.path.abspath(path)).parents):
         if not os.path.isdir(folder):
             return None
@@ -55,8 +48,7 @@ def blocked_folder(path: str | os.PathLike) -> Optional[Path]:
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError) -> Iterator[None]:
-    """Turn an :class:`OSError` (but a missing file) or :class:`UnicodeDecodeError` raised inside the block into
-    ``refusal(cannot_read(path, what, error))``."""
+    """Turn an OSError (but a missing file) or UnicodeDecodeError inside the block into one ``refusal`` line."""
     try:
         yield
     except FileNotFoundError:
@@ -67,8 +59,7 @@ def reading(path: str | os.PathLike, what: str, refusal: type[RunError] = DataEr
 
 def read_bytes(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
                max_bytes: Optional[int] = None) -> bytes:
-    """The bytes of the file ``what`` at ``path``; one ``refusal`` line when it cannot be read or holds more than
-    ``max_bytes`` (checked on the open file before reading)."""
+    """The bytes of the file ``what`` at ``path``; one ``refusal`` line when unreadable or over ``max_bytes``."""
     with reading(path, what, refusal), open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if max_bytes is not None and size > max_bytes:
@@ -79,7 +70,7 @@ def read_bytes(path: str | os.PathLike, what: str, refusal: type[RunError] = Dat
 
 def read_text(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
               max_bytes: Optional[int] = None) -> str:
-    """The UTF-8 text of the file ``what`` at ``path``, refused as by :func:`read_bytes` or when it is not UTF-8."""
+    """The UTF-8 text of the file ``what`` at ``path``, refused as by :func:`read_bytes` or when not UTF-8."""
     data = read_bytes(path, what, refusal, max_bytes)
     with reading(path, what, refusal):
         return data.decode("utf-8")

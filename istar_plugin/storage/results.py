@@ -1,8 +1,6 @@
-"""``results.json``: the typed, versioned record a run leaves behind, written by :func:`write_results` (atomically)
-and read by :func:`read_results` alone, whose :class:`ResultsError` is one line naming the run directory and the
-problem. A file without ``schema_version`` is version 1, read when it holds ``task``, ``model``, ``criterion`` and
-``seed`` (without ``status``: a finished run); keys this module does not know (hooks') are kept in
-:attr:`ResultsRecord.extra` and written back unchanged."""
+"""``results.json``: the typed, versioned record a run leaves behind, written by :func:`write_results` and read by
+:func:`read_results` alone. A file without ``schema_version`` is version 1 (without ``status``: finished); keys this
+module does not know (hooks') are kept in :attr:`ResultsRecord.extra` and written back unchanged."""
 from __future__ import annotations
 
 import json
@@ -17,11 +15,7 @@ from ..errors import DataError, RunDirError, one_line
 from .atomic import atomic_write_json
 from .reading import read_bytes
 
-__all__ = ["SCHEMA_VERSION", "RESULTS", "ResultsError", "ResultsRecord", "failed_record", "read_results",
-           "recorded_precision", "write_results", "record_from_json"]
-
 SCHEMA_VERSION = 2
-"""The version this code writes; 1 is the layout without ``schema_version`` (read when its required fields hold)."""
 
 RESULTS = "results.json"
 STATUSES = ("finished", "failed")
@@ -33,8 +27,7 @@ ALWAYS_WRITTEN = ("step", "epoch", "metrics", "main_metric", "label_names", "ini
 
 
 class ResultsError(DataError):
-    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed:
-    ``RUN_DIR: PROBLEM`` on one line (``problem`` alone is what a report lists beside the cell)."""
+    """``results.json`` is missing, malformed, too new, or records a failed run where a finished one is needed."""
 
     def __init__(self, path: str | os.PathLike, problem: str, missing: bool = False, failed: bool = False):
         self.path, self.problem, self.missing, self.failed = Path(path), one_line(problem), missing, failed
@@ -46,7 +39,7 @@ _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "number": (
 
 
 def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True) -> Any:
-    """``value`` if it is of ``kind`` (or None when ``optional``), else raise the one-line :class:`ResultsError`."""
+    """``value`` if it is of ``kind`` (or None when ``optional``), else raise a :class:`ResultsError`."""
     if value is None and optional:
         return None
     wrong_bool = isinstance(value, bool) and kind in ("int", "number")
@@ -60,8 +53,8 @@ def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True)
 
 @dataclass(frozen=True)
 class ResultsRecord:
-    """Everything ``results.json`` holds (sequences as tuples); ``top_level_metrics``: the metrics whose final values
-    are copied beside ``metrics`` (e.g. ``accuracy``); ``extra``: any other key (a hook's results), kept as is."""
+    """Everything ``results.json`` holds (sequences as tuples); ``top_level_metrics``: the metrics also copied beside
+    ``metrics``; ``extra``: any other key (a hook's results), kept as is."""
 
     status: str
     task: str
@@ -98,19 +91,18 @@ class ResultsRecord:
         return self.status == "finished"
 
     def require_finished(self) -> "ResultsRecord":
-        """This record if the run finished, else raise the failed run's one-line :class:`ResultsError`."""
+        """This record if the run finished, else raise the failed run's :class:`ResultsError`."""
         if not self.finished:
             raise ResultsError(self._where(),
                                f"failed: {self.reason or 'no reason recorded'} ({RESULTS} status: failed)", failed=True)
         return self
 
     def error(self, problem: str) -> ResultsError:
-        """A :class:`ResultsError` about this record (for a reader's own checks, e.g. a report's table metric)."""
+        """A :class:`ResultsError` about this record (for a reader's own checks)."""
         return ResultsError(self._where(), f"{RESULTS}: {problem}")
 
     def check(self, label: str, value: Any, kind: str, optional: bool = False) -> Any:
-        """``value`` (this record's ``label``) if of ``kind`` (str, int, number, bool, dict, list), else the one-line
-        error :func:`read_results` gives for a field of the wrong type."""
+        """``value`` (this record's ``label``) if of ``kind``, else the error :func:`read_results` gives."""
         return _check(self._where(), label, value, kind, optional)
 
     def metric(self, name: str) -> Any:
@@ -120,7 +112,7 @@ class ResultsRecord:
         return getattr(self, name) if name in _OPTIONAL else self.extra.get(name)
 
     def finite_metric(self, name: str, label: Optional[str] = None) -> float:
-        """:meth:`metric` as a float, raising the one-line error when it is missing, not a number or not finite."""
+        """:meth:`metric` as a float; an error when it is missing, not a number or not finite."""
         value = self.check(label or f"metric {name!r}", self.metric(name), "number")
         if not math.isfinite(value):
             raise self.error(f"{label or f'metric {name!r}'} is {value}")
@@ -147,7 +139,6 @@ class ResultsRecord:
 
 _KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
 _OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
-"""The optional fields (``reason`` to ``validation``) -> their kind, in the dataclass's order."""
 _TUPLES = tuple(name for name, kind in _OPTIONAL.items() if kind == "list")
 
 
@@ -158,10 +149,7 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
 
 def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
                     embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
-    """The record of a finished run from its evaluations (``history``, the last one final); ``run`` holds the
-    run's identity, step, epoch, ``init_from``, ``trainable_parameters``, ``data`` (the fingerprint of what it read)
-    and ``precision``; ``task_metrics``: the main metric, the label names and the task's metric names; ``hooked``:
-    what hooks add (``validation`` gets its own field)."""
+    """The record of a finished run from its evaluations (``history``, the last one final) and what hooks add."""
     final, hooked = history[-1], dict(hooked)
     main_metric, label_names, metric_names = task_metrics
     ev = final.get("cls_explained_variance")
@@ -219,16 +207,14 @@ def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRec
 
 def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
                  ) -> Optional[ResultsRecord]:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one); see the module docstring.
-    ``strict=False``: None where ``strict`` raises :class:`ResultsError` (no file, malformed, failed when
-    ``require_finished``); a file this process may not read is a :class:`~istar_plugin.errors.RunDirError` either
-    way."""
+    """The record in ``path`` (a ``results.json``, or a run directory holding one).
+    ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a RunDirError."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS
     try:
         try:
-            text = read_bytes(path, "run record", RunDirError).decode("utf-8")  # permissions: RunDirError, one line
+            text = read_bytes(path, "run record", RunDirError).decode("utf-8")
         except FileNotFoundError:
             raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
         except UnicodeDecodeError as error:
@@ -246,11 +232,11 @@ def read_results(path: str | os.PathLike, require_finished: bool = False, strict
 
 
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
-    """Write ``record`` to ``path`` atomically (a crash leaves the old file or the new one); returns the path."""
+    """Write ``record`` to ``path`` atomically; returns the path."""
     return atomic_write_json(path, record.to_json())
 
 
 def recorded_precision(run_dir: Path) -> Optional[str]:
-    """The precision a run recorded in its ``results.json`` (None when it has no readable one or does not say)."""
+    """The precision a run recorded in its ``results.json``, or None."""
     record = read_results(run_dir, strict=False)
     return None if record is None else record.extra.get("precision")

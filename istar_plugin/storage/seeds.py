@@ -12,10 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-__all__ = ["SeedSummary", "UNDEFINED", "over_seeds", "std_over_seeds", "std_text"]
-
 UNDEFINED = "—"
-"""How a standard deviation over one seed is shown."""
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,4 @@
-"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``).
-
->>> import tempfile
->>> storage = connect(f"journal:{tempfile.mkdtemp()}/study.journal")
->>> type(storage).__name__
-'JournalStorage'
->>> connect("sqlite:////nonexistent-folder/x/study.db")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: cannot open the study's database 'sqlite:////nonexistent-folder/x/study.db': unable ...
-"""
+"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``)."""
 from __future__ import annotations
 
 import logging
@@ -29,8 +19,7 @@ def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
 
 
 def connect(url: str) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url`` (``journal:PATH`` for Optuna's journal file); a database that cannot be reached
-    or a missing driver is one :class:`ConfigError` line naming the URL."""
+    """The study's storage at ``url``; an unreachable database or a missing driver is one ConfigError line."""
     optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
         return storage(url)

@@ -1,11 +1,4 @@
-"""Process-group setup from the environment (torchrun, SLURM via submitit) and small collective helpers.
-
-Single-process runs need nothing: ``init_from_env`` returns rank 0 of 1 without touching torch.distributed.
-
->>> info = init_from_env("cpu")
->>> (info.rank, info.world_size, str(info.device))
-(0, 1, 'cpu')
-"""
+"""Process-group setup from the environment (torchrun, SLURM via submitit) and small collective helpers."""
 from __future__ import annotations
 
 import datetime
@@ -34,11 +27,7 @@ class DistInfo:
 
 
 def init_from_env(requested_device: str = "auto") -> DistInfo:
-    """Join the process group described by ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT``.
-
-    NCCL on GPUs, gloo on CPUs; collectives time out after ``$ISTAR_DIST_TIMEOUT_S`` seconds (default 600)
-    so a rank that died cannot hang the others forever.
-    """
+    """Join the process group the environment describes (``WORLD_SIZE``, ``RANK``, ...); rank 0 of 1 without one."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -61,8 +50,7 @@ def gather_to_all(obj: Any, world_size: int) -> list[Any]:
 
 
 def mean_over_ranks(values: torch.Tensor, world_size: int) -> torch.Tensor:
-    """The element-wise mean of ``values`` over the ranks (every rank passes the same shape); ``values`` when not
-    distributed. Stays on the device: no host sync."""
+    """The element-wise mean of ``values`` over the ranks, on the device (no host sync)."""
     if world_size == 1:
         return values
     totals = values.clone()

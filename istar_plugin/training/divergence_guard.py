@@ -1,18 +1,5 @@
 """Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step: ``observe`` updates
-device tensors only, ``check`` reads them back in one host sync.
-
->>> import torch
->>> guard = NonFiniteGuard(torch.device("cpu"))
->>> guard.observe(1, torch.tensor(0.7), torch.tensor(2.0)); guard.check(also=torch.tensor([0.7]))
-[0.699999988079071]
->>> guard.observe(2, torch.tensor(float("nan")), torch.tensor(float("nan")))
->>> guard.observe(3, torch.tensor(float("nan")), torch.tensor(float("nan")))
->>> guard.check()  # doctest: +NORMALIZE_WHITESPACE
-Traceback (most recent call last):
-...
-istar_plugin.errors.DivergedError: the loss became nan at step 2 (gradient norm nan); stopped,
-no checkpoint written from that step on
-"""
+device tensors only, ``check`` reads them back in one host sync."""
 from __future__ import annotations
 
 from typing import Optional
@@ -27,26 +14,20 @@ _NONE_AS_FLOAT = float(2**62)  # _NONE read back through float64
 
 class NonFiniteGuard:
     """Tracks, on the device, the first optimizer step at which the run counts as diverged.
-
-    ``patience``: consecutive non-finite steps tolerated (the fp16 GradScaler skips them); 0 elsewhere.
-    ``hint``: a function of the failing step's values returning the likely cause (see :func:`likely_cause`).
-    """
+    ``patience``: consecutive non-finite steps tolerated (fp16); ``hint(loss, norm)``: the likely cause."""
 
     def __init__(self, device: torch.device, patience: int = 0, hint=None):
-        self.patience = patience
-        self.hint = hint
+        self.patience, self.hint = patience, hint
         self.first_failed = torch.tensor(_NONE, dtype=torch.int64, device=device)
         self.loss_at_failure = torch.tensor(0.0, device=device)
         self.norm_at_failure = torch.tensor(0.0, device=device)
         self.consecutive = torch.tensor(0, dtype=torch.int64, device=device)
-        self.last_checked_step = 0
 
     def observe(self, step: int, loss: torch.Tensor, grad_norm: Optional[torch.Tensor] = None) -> None:
         """Record optimizer step ``step``'s (detached) loss and gradient norm; device-side only."""
         loss = loss.detach().float()
-        finite = torch.isfinite(loss)
         norm = loss.new_tensor(0.0) if grad_norm is None else grad_norm.detach().float()
-        finite = finite & torch.isfinite(norm)
+        finite = torch.isfinite(loss) & torch.isfinite(norm)
         self.consecutive = torch.where(finite, torch.zeros_like(self.consecutive), self.consecutive + 1)
         newly = (self.consecutive > self.patience) & (self.first_failed == _NONE)
         # the first non-finite step of the run of failures that exhausted the patience
@@ -56,8 +37,7 @@ class NonFiniteGuard:
         self.norm_at_failure = torch.where(newly, norm, self.norm_at_failure)
 
     def check(self, world_size: int = 1, also: Optional[torch.Tensor] = None) -> list[float]:
-        """Raise :class:`DivergedError` if any rank's run has diverged; ``also``: a 1-d device tensor read back in the
-        same transfer, its values returned ([] without it)."""
+        """Raise :class:`DivergedError` if any rank diverged; returns ``also`` (device values read in the same sync)."""
         first = self.first_failed
         if world_size > 1:
             import torch.distributed as dist
@@ -87,13 +67,7 @@ def _finite(value: float) -> bool:
 
 
 def likely_cause(lr: float, precision: str, lam: Optional[float]) -> str:
-    """A short guess at why a run diverged, from the settings that usually cause it.
-
-    >>> likely_cause(1e6, "fp32", None)
-    'optim.lr=1000000.0 is far above fine-tuning rates (1e-5 to 1e-4): lower it'
-    >>> likely_cause(2e-5, "fp16", -1.0)
-    'fp16 overflow the GradScaler could not absorb: use precision=bf16 or fp32'
-    """
+    """A short guess at why a run diverged, from the settings that usually cause it."""
     if lr > 1e-2:
         return f"optim.lr={lr} is far above fine-tuning rates (1e-5 to 1e-4): lower it"
     if precision == "fp16":

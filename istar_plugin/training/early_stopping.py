@@ -1,5 +1,5 @@
-"""Early stopping on the task's main metric, measured on the validation split ``data.validation_split`` holds out of
-the training set; at the end the best parameters are put back and the evaluation split measured again.
+"""Early stopping on the task's main metric over the held-out validation split; at the end the best parameters are
+put back and the evaluation split measured again.
 
 >>> stopper = EarlyStopping(249, "accuracy", patience=2)
 >>> [stopper.observe(value, step) for step, value in enumerate([0.5, 0.6, 0.6, 0.55], start=1)]
@@ -19,8 +19,7 @@ from ..metrics import better_sign
 
 
 class EarlyStopping(Hook):
-    """Follow each epoch's validation score, remember the best trainable parameters, stop after ``patience`` bad
-    epochs; ``examples``: how many the validation split holds (for the record)."""
+    """Follow each epoch's validation score, keep the best trainable parameters, stop after ``patience`` bad epochs."""
 
     def __init__(self, examples: int, metric: str, patience: Optional[int]):
         self.examples, self.metric, self.patience = examples, metric, patience
@@ -32,8 +31,7 @@ class EarlyStopping(Hook):
         self.records: list[dict[str, Any]] = []
 
     def observe(self, value: float, step: int) -> bool:
-        """Record a validation score; True when it improves on the best so far (lower for perplexity, higher for every
-        other metric; a NaN never does)."""
+        """Record a validation score; True when it improves on the best so far (a NaN never does)."""
         improved = not math.isnan(value) and (self.best is None or better_sign(self.metric) * (value - self.best) > 0)
         if improved:
             self.best, self.best_step, self.epochs_without_improvement = value, step, 0
@@ -44,7 +42,7 @@ class EarlyStopping(Hook):
         return improved
 
     def on_fit_start(self, run: RunView) -> None:
-        if self.stopped_early:  # resumed after the epoch that decided to stop: stop again
+        if self.stopped_early:
             run.control.request_stop(self._stop_reason())
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
@@ -60,8 +58,7 @@ class EarlyStopping(Hook):
             run.control.request_stop(self._stop_reason())
 
     def on_fit_end(self, run: RunView) -> None:
-        """Put the best parameters back and ask for the evaluation split to be re-measured, unless they are the
-        current ones."""
+        """Put the best parameters back and ask for the evaluation split to be re-measured, unless they are current."""
         if not self.best_parameters or self.best_step == run.step:
             return
         parameters = dict(run.model.named_parameters())

@@ -1,15 +1,11 @@
 """Evaluation: the task's metrics, IsoScore* of the evaluation token cloud (overall and per layer), the isotropy of
-what the classifier's head sees (one vector per example, as the Isotropy Layer paper reports it) and I1/I2 of the
-word embeddings.
+what the classifier's head sees (one vector per example) and I1/I2 of the word embeddings.
 
 >>> axes = torch.diag(torch.tensor([4., 1, 1, 1, 1, 1, 1, 1]))  # variances 16 : 1 : ... : 1
->>> summary = head_input_isotropy(torch.cat([axes, -axes]))
->>> [round(v, 2) for v in summary["cls_explained_variance"]], summary["cls_isoscore"] < 0.6  # 16/23, 17/23, 18/23
-([0.7, 0.74, 0.78], True)
+>>> [round(v, 2) for v in head_input_isotropy(torch.cat([axes, -axes]))["cls_explained_variance"]]
+[0.7, 0.74, 0.78]
 >>> head_input_isotropy(torch.ones(5, 8))  # a collapsed representation has no principal directions
 {'cls_isoscore': None, 'cls_explained_variance': None}
->>> embedding_isotropy(object())  # a model without word embeddings
-{}
 """
 from __future__ import annotations
 
@@ -33,20 +29,16 @@ EV_COMPONENTS = (1, 2, 3)
 
 
 def head_input_isotropy(points: Tensor) -> dict[str, Any]:
-    """``cls_isoscore`` and ``cls_explained_variance`` ([EV_1, EV_2, EV_3]) of ``points`` (n, d); None when
-    the points have no variance (every example mapped to the same vector: a collapsed representation)."""
+    """``cls_isoscore`` and ``cls_explained_variance`` (EV_1..3) of ``points`` (n, d); None without variance."""
     points = torch.as_tensor(points).detach().to(torch.float64)
     if points.shape[0] < 2 or not bool((points - points[0]).abs().amax() > 0):
         return {"cls_isoscore": None, "cls_explained_variance": None}
     components = [k for k in EV_COMPONENTS if k <= points.shape[1]]
-    return {
-        "cls_isoscore": isoscore(points).item(),
-        "cls_explained_variance": [explained_variance_ratio(points, k).item() for k in components],
-    }
+    return {"cls_isoscore": isoscore(points).item(),
+            "cls_explained_variance": [explained_variance_ratio(points, k).item() for k in components]}
 
 
 def _no_points(model, output) -> list[Tensor]:
-    """No token cloud: the pass keeps the outputs alone."""
     return []
 
 
@@ -60,8 +52,7 @@ def embedding_isotropy(model) -> dict[str, float]:
 
 
 class Evaluator:
-    """Scores the model on the evaluation split (or other features) with the task's metrics and isotropy; each rank
-    takes every ``world_size``-th feature, and the outputs are gathered to every rank."""
+    """Scores the model on the evaluation split (or other features) with the task's metrics and isotropy."""
 
     def __init__(self, task, model, examples: Sequence[dict], features: Sequence[dict], *,
                  collate: Callable[[Sequence[dict]], dict[str, Tensor]], autocast: Callable[[], ContextManager],
@@ -71,14 +62,12 @@ class Evaluator:
         self.collate, self.autocast, self.batch_size = collate, autocast, batch_size
         self.rank, self.world_size, self.device = rank, world_size, device
         self.sort_by_length, self.show_progress = sort_by_length, show_progress
-        self.last_predictions: Optional[tuple[list, list]] = None  # (predictions, references) of the last scoring
-        # a frozen, cached backbone's token clouds never change: their statistics per feature set, from its first pass
+        self.last_predictions: Optional[tuple[list, list]] = None  # (predictions, references)
         self._frozen_layers: dict[int, tuple[Sequence[dict], list[CovarianceAccumulator]]] = {}
 
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
-        """Task metrics and, with ``isotropy``, IsoScore* (zeta = 0, padding excluded) overall and per layer and
-        the head input's IsoScore and EV_1..3; on the evaluation split unless ``examples``/``features`` are given."""
+        """Task metrics and, with ``isotropy``, IsoScore* overall and per layer and the head input's isotropy."""
         examples, features = (self.examples, self.features) if features is None else (examples, features)
         frozen = getattr(self.model, "frozen_cache", None) is not None
         known = self._frozen_layers.get(id(features)) if frozen and isotropy else None
@@ -93,11 +82,7 @@ class Evaluator:
     @torch.no_grad()
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
                 layers: bool = True) -> tuple[dict[str, list], list[CovarianceAccumulator]]:
-        """This rank's share of ``features`` (default: the evaluation split) through the model in eval mode: per
-        feature (by index) its logits (QA: unpadded start/end logits; language modelling: summed next-token NLL and
-        predicted tokens) and head input, and with ``isotropy`` and ``layers`` each layer's token-cloud statistics
-        (without them, a cached frozen backbone runs its head alone). Outputs stay on the device until the pass ends.
-        """
+        """This rank's share of ``features`` through the model: its outputs, head inputs and token-cloud statistics."""
         features = self.features if features is None else features
         model = self.model
         was_training = model.training
@@ -129,7 +114,7 @@ class Evaluator:
 
     def _keep_outputs(self, batch: dict[str, Tensor], output, head_inputs: bool, on_device: dict[str, list],
                       bar) -> None:
-        """One batch's outputs into ``on_device``, left on the device (no host sync per batch)."""
+        """One batch's outputs into ``on_device``, left on the device."""
         if head_inputs and output.head_input is not None:
             on_device["head_input"].append(output.head_input.float())
         if self.task.kind == "extractive_qa":
@@ -145,8 +130,7 @@ class Evaluator:
 
     def finish(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
                examples: Sequence[dict], features: Sequence[dict], reduced: bool = False) -> dict[str, Any]:
-        """Every rank's outputs gathered in feature order and scored; with ``per_layer``, the isotropy too
-        (``reduced``: its statistics already pooled over the ranks)."""
+        """Every rank's outputs gathered in feature order and scored; with ``per_layer``, the isotropy too."""
         if self.world_size > 1 and not reduced:
             for accumulator in per_layer or ():
                 accumulator.all_reduce()
@@ -180,12 +164,9 @@ class Evaluator:
         if head_inputs:  # one vector per example: classification and regression
             ordered_inputs = np.stack([head_inputs[i] for i in range(len(features))])
             metrics.update(head_input_isotropy(torch.from_numpy(ordered_inputs)))
-        result = {
-            **metrics,
-            "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
-            "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
-            **embedding_isotropy(self.model),
-        }
+        result = {**metrics, "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
+                  "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
+                  **embedding_isotropy(self.model)}
         one_class = collapsed(self.task.kind, predictions)
         if one_class is not None:
             result["collapsed"] = one_class

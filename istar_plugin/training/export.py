@@ -1,12 +1,5 @@
 """The fine-tuned model in Hugging Face format (label names in ``id2label``): ``model/`` of a finished run, and
-``istar-export`` for any checkpoint (a failed or unfinished run's only to an explicit ``--out``), with
-:data:`EXPORT_RECORD`.
-
->>> label_maps("classification", ("negative", "positive"))
-({0: 'negative', 1: 'positive'}, {'negative': 0, 'positive': 1})
->>> label_maps("extractive_qa", ())
-(None, None)
-"""
+``istar-export`` for any checkpoint (a failed or unfinished run's only to an explicit ``--out``)."""
 from __future__ import annotations
 
 import os
@@ -30,7 +23,7 @@ from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
-EXPORT_RECORD = "export.json"  # the run, its state then, the step, the checkpoint and whether it is a finished result
+EXPORT_RECORD = "export.json"
 
 
 def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], Optional[dict]]:
@@ -43,8 +36,7 @@ def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], O
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
                  record: Optional[dict[str, Any]] = None, **details: Any) -> Path:
-    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record``, through a temporary
-    sibling, replacing an export of ours only."""
+    """Write ``model`` to ``directory`` with the export marker (``details``) and ``record``, replacing ours only."""
     directory = Path(directory)
     if not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
@@ -55,7 +47,7 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     try:
         try:
             model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
-        except Exception as error:  # a full disk, a quota (OSError, or a writer's own error naming it): one line
+        except Exception as error:
             refused = write_failure(directory, error)
             if refused is None:
                 raise
@@ -83,7 +75,7 @@ def readable_as_umask_allows(directory: Path) -> None:
 
 
 def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
-    """The checkpoint of ``step`` in ``run_dir`` (the latest when None); a clear error naming the ones there."""
+    """The checkpoint of ``step`` in ``run_dir`` (the latest when None)."""
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: not a directory")
     found = Checkpoints(run_dir).paths()
@@ -98,8 +90,7 @@ def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:
 
 
 def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Optional[str | Path] = None) -> Exported:
-    """Export a checkpoint of the run under its lock; ``out`` defaults to ``RUN_DIR/model`` (``model_step_N``) for a
-    finished run only."""
+    """Export a checkpoint of the run under its lock; ``out`` defaults to ``RUN_DIR/model`` for a finished run only."""
     run_dir = Path(run_dir)
     checkpoint_path(run_dir, step)  # a missing run or checkpoint: one line, before anything is locked or loaded
     with RunDirLock(run_dir, role="run", advice="export once it has finished (or stop it)"):
@@ -141,18 +132,14 @@ class Exported:
 
 
 def unfinished_words(state: str) -> str:
-    """How a message says the run is not finished, from its :func:`run_state`.
-
-    >>> unfinished_words("failed: the loss became nan at step 2"), unfinished_words("unfinished")
-    ('failed (the loss became nan at step 2)', 'is unfinished (no results.json yet)')
-    """
+    """How a message says the run is not finished, from its :func:`run_state`."""
     if state.startswith("failed: "):
         return f"failed ({state.removeprefix('failed: ')})"
     return "is unfinished (no results.json yet)" if state == "unfinished" else f"is not finished ({state})"
 
 
 def run_state(run_dir: Path) -> str:
-    """``finished``, ``failed: REASON`` or ``unfinished`` (no results.json yet), from the run's results.json."""
+    """``finished``, ``failed: REASON`` or ``unfinished``, from the run's results.json."""
     try:
         record = read_results(run_dir / RESULTS)
     except ResultsError as error:

@@ -14,17 +14,13 @@ NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
 
 def build_optimizer(model: torch.nn.Module, cfg, total_steps: int):
-    """(AdamW over the trainable parameters, its LambdaLR schedule over ``total_steps``) from ``cfg`` (``optim``)."""
+    """(AdamW over the trainable parameters, its LambdaLR schedule over ``total_steps``) from ``cfg.optim``."""
     decay, plain = [], []
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:
             (plain if name.endswith(NO_DECAY) else decay).append(parameter)
-    optimizer = torch.optim.AdamW(  # fused: one kernel for all parameters, no host sync per parameter
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}],
-        lr=cfg.lr,
-        eps=cfg.adam_eps,
-        fused=True,
-    )
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": plain, "weight_decay": 0.0}], lr=cfg.lr, eps=cfg.adam_eps, fused=True)
     warmup = int(cfg.warmup_ratio * total_steps)
 
     def linear(step: int) -> float:

@@ -4,8 +4,6 @@
 'step 20/300 (7%)  loss 0.6931  penalty -0.4121  batch IsoScore* 0.5881  lr 2.00e-05  0.480 s/step  ETA 2m14s'
 >>> eval_line(0, 300, {"accuracy": 0.49312, "eval_isoscore_star": 0.2191}, "accuracy")
 'eval before training: accuracy 0.4931  eval IsoScore* 0.2191'
->>> criterion_description({"name": "istar", "lam": -1.0, "zeta": 0.2, "shrinkage_points": 250000})
-'istar (lambda -1.0, zeta 0.2)'
 """
 from __future__ import annotations
 
@@ -18,11 +16,7 @@ TRAIN_FIELDS = (("loss", "loss", ".4f"), ("penalty", "penalty", ".4f"), ("isosco
 
 
 def duration(seconds: float) -> str:
-    """``75`` -> ``'1m15s'``; hours when long.
-
-    >>> duration(7322), duration(42.4)
-    ('2h02m', '42s')
-    """
+    """``75`` -> ``'1m15s'``; hours when long."""
     seconds = round(seconds)
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -1,6 +1,5 @@
-"""What a resumed run may change, and the pieces of a restore that do not need the whole trainer: whether a
-finished run's results stand, whether a checkpoint may be continued, the learning rate at the restored step, and
-each rank's random streams."""
+"""Resuming a run: what it may change, whether a finished run's results or a checkpoint may be continued, the
+learning rate at the restored step and each rank's random streams."""
 from __future__ import annotations
 
 import warnings
@@ -23,8 +22,7 @@ RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_d
 
 
 def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ, ignoring those a resumed run may change (logging, placement, max_steps) and
-    keys added since ``saved`` was written that ``current`` holds at their old-behaviour value (``ADDED_KEYS``)."""
+    """Dotted keys whose values differ, but those a resumed run may change and keys added since at their old value."""
     changed = []
     for key in sorted(set(saved) | set(current)):
         name = f"{prefix}{key}"
@@ -40,8 +38,7 @@ def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
 
 def resumable_state(output_dir: Path, checkpoints: Checkpoints, config: dict, fingerprint: dict
                     ) -> Optional[dict[str, Any]]:
-    """The latest checkpoint's state when this run (``config``, data ``fingerprint``) may continue it; None when
-    there is none; refused (:class:`RunDirError`) with ``resume=false``, other settings or other data."""
+    """The latest checkpoint's state when this run may continue it, or None; refused with other settings or data."""
     latest = checkpoints.latest()
     if latest is None:
         return None
@@ -60,25 +57,21 @@ def resumable_state(output_dir: Path, checkpoints: Checkpoints, config: dict, fi
 
 
 def rates_at_restored_step(optimizer: torch.optim.Optimizer, scheduler) -> None:
-    """Set each group's rate to this run's schedule at the restored step (the saved rate ends the saved run's
-    schedule, 0 when it finished; max_steps may have grown since); the same value when nothing changed."""
+    """Set each group's rate to this run's schedule at the restored step (max_steps may have grown since)."""
     for group, base_lr, rate in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
         group["lr"] = base_lr * rate(scheduler.last_epoch)
 
 
 def restore_random_streams(state: dict, rank: int, world_size: int, batches_per_epoch: int, seed: int,
                            output_dir: Path) -> None:
-    """This rank's saved RNG state; a checkpoint of another world size is resumed only at an epoch boundary,
-    with streams reseeded from (seed, step, rank)."""
-    saved_world_size = len(state["rng"])  # one RNG state per rank of the run that saved it
+    """This rank's saved RNG state; another world size's checkpoint resumes only at an epoch boundary, reseeded."""
+    saved_world_size = len(state["rng"])
     if saved_world_size == world_size:
         set_rng_state(state["rng"][rank])
     elif 0 < state["batches_done"] < batches_per_epoch:
-        raise RunDirError(
-            f"{output_dir}: the latest checkpoint (step {state['step']}) was taken mid-epoch by "
-            f"{saved_world_size} rank(s); resume it on {saved_world_size}, not {world_size} (each rank's "
-            "share of the epoch depends on the number of ranks), or from an epoch-end checkpoint"
-        )
+        raise RunDirError(f"{output_dir}: the latest checkpoint (step {state['step']}) was taken mid-epoch by "
+                          f"{saved_world_size} rank(s); resume it on {saved_world_size}, not {world_size} (each rank's "
+                          "share of the epoch depends on the number of ranks), or from an epoch-end checkpoint")
     else:  # an epoch boundary: the next epoch's order is split afresh; only the random streams must be new
         warnings.warn(f"resuming a {saved_world_size}-rank checkpoint on {world_size} rank(s): random "
                       "streams reseeded from (seed, step, rank); not bitwise the run an unchanged world size gives",
@@ -96,9 +89,7 @@ def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
 
 def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[str, Any], total_steps: int
                      ) -> Optional[dict[str, Any]]:
-    """The saved results of a run that finished in ``output_dir`` and whose checkpoints were removed, if this run
-    (``config``, ``total_steps``) is that one; None when there is no such result; a different or longer run, or
-    ``resume=false``, is refused (:class:`RunDirError`)."""
+    """The saved results of this run if it finished in ``output_dir`` (checkpoints removed), else None."""
     results_path = output_dir / RESULTS
     if checkpoints.latest() is not None or not results_path.is_file():
         return None
@@ -109,8 +100,7 @@ def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[st
         raise RunDirError(f"{output_dir} already holds a finished run (results.json) and resume=false; "
                           "choose another output_dir")
     saved_config = OmegaConf.to_container(OmegaConf.load(output_dir / "config.yaml"), resolve=True)
-    changed = config_changes(saved_config, config)
-    if changed:
+    if changed := config_changes(saved_config, config):
         raise RunDirError(f"{output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
                           "choose another output_dir")
     if record.step is None or record.step < total_steps:

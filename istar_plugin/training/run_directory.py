@@ -1,21 +1,5 @@
-"""One run directory's lifecycle, the same for every engine (the ``istar`` trainer and ``sentence_transformers``):
-opened (ownership checked, locked, stale temporaries removed), the finished run's results returned again, the marker
-and ``config.yaml``, the logs cut back to a resumed step, ``results.json`` stamped with its machine, stop signals.
-Other ranks of a distributed run share the object but write nothing.
-
->>> import json, tempfile
->>> from omegaconf import OmegaConf
->>> cfg = OmegaConf.create({"task": "sst2", "criterion": {"name": "istar"}, "seed": 3, "tensorboard": False})
->>> run = RunDirectory(Path(tempfile.mkdtemp()) / "run", is_main=True, tensorboard=False).open()
->>> run.start(cfg)
->>> run.log({"train/loss": 0.5}, step=1)
->>> sorted(path.name for path in run.path.iterdir())
-['.istar-run', '.lock', 'config.yaml', 'metrics.jsonl']
->>> run.clear_logs()  # a restart from the beginning: its steps are logged again
->>> run.metrics.records(), json.loads((run.path / ".istar-run").read_text())["criterion"]
-([], 'istar')
->>> run.close()
-"""
+"""One run directory's lifecycle, the same for every engine: opened and locked, config, logs, ``results.json`` and stop
+signals; other ranks share the object but write nothing."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -34,9 +18,6 @@ from ..storage.results import RESULTS, ResultsRecord, failed_record, write_resul
 from .resume import finished_results
 from .signals import StopSignal
 
-__all__ = ["RunDirectory"]
-
-
 class RunDirectory:
     """``RunDirectory(cfg.output_dir, is_main=..., tensorboard=cfg.tensorboard).open()`` ... ``close()``."""
 
@@ -48,8 +29,7 @@ class RunDirectory:
         self.tensorboard = TensorBoardLog(self.path / "tensorboard", enabled=is_main and bool(tensorboard))
 
     def open(self) -> "RunDirectory":
-        """Refuse a folder of someone else's files, lock the directory (a second run into it is refused at once)
-        and remove the temporaries of atomic writes a kill interrupted; the main process alone."""
+        """Refuse a folder of someone else's files, lock the directory and remove stale temporaries (main process)."""
         if self.is_main:
             check_writable(self.path, RUN_MARKER, "output_dir")
             self.lock = RunDirLock(self.path).acquire()
@@ -59,15 +39,12 @@ class RunDirectory:
 
     def finished(self, cfg: DictConfig, total_steps: int, checkpoints: Optional[Checkpoints] = None
                  ) -> Optional[dict[str, Any]]:
-        """The saved results of the run ``cfg`` when it already finished here (no checkpoint left), else None;
-        a finished run with other settings, a longer one, or ``resume=false`` is refused
-        (:func:`.resume.finished_results`)."""
+        """The saved results of the run ``cfg`` when it already finished here (:func:`.resume.finished_results`)."""
         checkpoints = checkpoints or Checkpoints(self.path)
         return finished_results(self.path, checkpoints, OmegaConf.to_container(cfg, resolve=True), total_steps)
 
     def start(self, cfg: DictConfig, board_metrics: tuple[str, ...] = ()) -> None:
-        """The marker (which task, criterion and seed; kept when there), ``config.yaml``, and with ``board_metrics``
-        the config as TensorBoard text and hyperparameters against those scalar tags."""
+        """The marker, ``config.yaml``, and with ``board_metrics`` the config for TensorBoard against those tags."""
         if not self.is_main:
             return
         if not (self.path / RUN_MARKER).is_file():
@@ -84,26 +61,23 @@ class RunDirectory:
         self.tensorboard.scalars(values, step, prefix=board_prefix)
 
     def metrics_bytes(self) -> Optional[int]:
-        """How long ``metrics.jsonl`` is now (None on other ranks): where a checkpoint taken now has its records end."""
+        """How long ``metrics.jsonl`` is now (None on other ranks)."""
         return self.metrics.size() if self.metrics is not None else None
 
     def restart_logs(self, step: int, metrics_bytes: Optional[int]) -> None:
-        """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``, None: kept;
-        TensorBoard's later events hidden): the restarted run logs those steps again."""
+        """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``)."""
         if self.metrics is not None:
             self.metrics.truncate(metrics_bytes)
         self.tensorboard.purge_from(step + 1)
 
     def clear_logs(self) -> None:
-        """Drop all an earlier attempt logged (``metrics.jsonl`` emptied, its TensorBoard events hidden): the run
-        starts from its beginning."""
+        """Drop all an earlier attempt logged: the run starts from its beginning."""
         if self.metrics is not None:
             self.metrics.truncate(0)
         self.tensorboard.purge_from(0)
 
     def write_results(self, record: ResultsRecord) -> ResultsRecord:
-        """``results.json`` (main process), stamped with :func:`~..storage.provenance.machine`, and the end of the
-        TensorBoard log; returns the record as written (other ranks: as given)."""
+        """Write ``results.json`` stamped with its machine (main process) and end the TensorBoard log; returns it."""
         if self.is_main:
             record = replace(record, extra={**record.extra, PROVENANCE: machine()})
             write_results(self.path / RESULTS, record)
@@ -111,18 +85,17 @@ class RunDirectory:
         return record
 
     def write_failure(self, reason: str, cfg: DictConfig) -> None:
-        """``results.json`` saying the run failed and why, with no metric a reader could take for a result."""
+        """``results.json`` saying the run failed and why."""
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         self.write_results(failed_record(reason, cfg.task, cfg.model.name, criterion, cfg.seed))
 
     @staticmethod
     def stop_signal(world_size: int = 1) -> StopSignal:
-        """The SIGTERM/SIGINT listener of a training loop; a single-process run's alone (under torchrun the launcher
-        tears the group down)."""
+        """The SIGTERM/SIGINT listener of a training loop (a single-process run's alone)."""
         return StopSignal(enabled=world_size == 1)
 
     def close(self) -> None:
-        """Close the logs and release the lock; a no-op on other ranks and when already closed."""
+        """Close the logs and release the lock."""
         if self.metrics is not None:
             self.metrics.close()
         self.tensorboard.close()

@@ -1,9 +1,4 @@
-"""The read-only :class:`~istar_plugin.hooks.RunView` that the ``istar-run`` trainer hands its hooks.
-
->>> from istar_plugin.hooks import RunView
->>> sorted(set(dir(TrainerView)) & {"step", "history", "optimizer", "control"})
-['control', 'step']
-"""
+"""The read-only :class:`~istar_plugin.hooks.RunView` that the ``istar-run`` trainer hands its hooks."""
 from __future__ import annotations
 
 from typing import Any, ContextManager, Optional, Sequence
@@ -14,8 +9,7 @@ from ..hooks import ReadOnlyView
 
 
 class TrainerView(ReadOnlyView):
-    """What a hook may read of a :class:`~istar_plugin.training.trainer.Trainer` (the members of
-    :class:`~istar_plugin.hooks.RunView`): assignment and every other attribute raise ``AttributeError``."""
+    """What a hook may read of a Trainer (the members of RunView); anything else raises ``AttributeError``."""
 
     __slots__ = ("__trainer",)
 

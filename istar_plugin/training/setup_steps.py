@@ -1,13 +1,10 @@
-"""The trainer's setup steps, in the order :class:`~.trainer.Trainer` runs them (data, model, criterion, features,
-optimizer); each returns what it builds.
+"""The trainer's setup steps, in the order the Trainer runs them; each returns what it builds.
 
 >>> from omegaconf import OmegaConf
 >>> cfg = OmegaConf.create({"batch_size": 8, "eval_batch_size": None, "max_steps": 5,
 ...                         "optim": {"grad_accum": 2, "epochs": 3}})
->>> batch_sizes(cfg, world_size=2)
-(4, 8)
->>> schedule_length(cfg, train_count=40, world_size=2, local_batch_size=4)
-Schedule(batches_per_epoch=5, steps_per_epoch=3, total_steps=5)
+>>> batch_sizes(cfg, world_size=2), schedule_length(cfg, train_count=40, world_size=2, local_batch_size=4)
+((4, 8), Schedule(batches_per_epoch=5, steps_per_epoch=3, total_steps=5))
 """
 from __future__ import annotations
 
@@ -59,7 +56,7 @@ def load_data(cfg: DictConfig) -> TaskData:
     """The task's two splits, checked (``check_tokens``) before the model loads."""
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
     train, evaluation = task.load("train"), task.load("eval")
-    check_tokens = getattr(task, "check_tokens", None)  # optional, as for plugin tasks not built on data.task.Task
+    check_tokens = getattr(task, "check_tokens", None)
     if check_tokens is not None:
         check_tokens({"train": train, "eval": evaluation}, lambda: load_tokenizer_of(cfg))
     fingerprint = {split: split_fingerprint(examples, task.source_of(split))
@@ -77,9 +74,8 @@ def load_tokenizer_of(cfg: DictConfig):
 
 
 def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints) -> Built:
-    """The model and criterion (:func:`~istar_plugin.runtime.builder.build_model`), the model's limits checked
-    first."""
-    check_model_limits(cfg, kind=task.kind)  # from the model's config.json: max_length, criterion.layers
+    """The model and criterion, the model's limits checked first."""
+    check_model_limits(cfg, kind=task.kind)
     return build_model(cfg, task, quiet=holds_weights(output_dir, checkpoints))
 
 
@@ -98,7 +94,7 @@ def build_criterion(cfg: DictConfig, built: Built, output_dir: Path) -> Criterio
     model, criterion = built
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     cached = cache_if_frozen(model, cfg.model.get("frozen_dropout", False), output_dir)
-    constant = getattr(criterion, "constant_penalty", None)  # optional, as the criterion protocol's parts are
+    constant = getattr(criterion, "constant_penalty", None)
     return CriterionSetup(criterion, list(criterion.hooks()), trainable, cached, constant() if constant else None)
 
 
@@ -106,7 +102,7 @@ def place_model(model, dist: DistInfo, seed: int):
     """The model on its device, wrapped for DDP when there are several ranks (then each rank's dropout differs)."""
     model.to(dist.device)
     wrapped = wrap_model(model, dist.world_size, dist.device)
-    if dist.world_size > 1:  # same initial weights (DDP broadcasts rank 0's), independent dropout per rank
+    if dist.world_size > 1:
         seed_everything(seed + 1_000_003 * dist.rank)
     return wrapped
 
@@ -127,7 +123,7 @@ class Features:
 def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> Features:
     train_examples, validation, hooks = data.train, [], []
     split = cfg.data.validation_split
-    if split:  # the same held-out examples for every seed and stage (data.split_seed)
+    if split:
         train_examples, validation = seeded_split(train_examples, split, cfg.data.split_seed)
         hooks.append(EarlyStopping(len(validation), task.main_metric, cfg.patience))
     labels = {example.get("label") for example in train_examples} if task.kind == "classification" else ()

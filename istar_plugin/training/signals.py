@@ -1,15 +1,5 @@
 """Stopping on SIGTERM or SIGINT at the next optimizer step's end, with a checkpoint of that step and exit status
-128 + the signal's number; a second signal stops at once (KeyboardInterrupt). Handlers replace default ones only, in
-the main thread.
-
->>> import os, signal
->>> with StopSignal() as stop:
-...     os.kill(os.getpid(), signal.SIGTERM)
-...     stop.received, stop.name
-(15, 'SIGTERM')
->>> signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the default handler is back
-True
-"""
+128 + the signal's number; a second signal stops at once (KeyboardInterrupt)."""
 from __future__ import annotations
 
 import signal
@@ -55,12 +45,7 @@ class StopSignal:
 
 def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Optional[Path],
             output_dir: Path) -> Stopped:
-    """The error that ends a run stopped by signal ``number``; ``checkpoint`` None: an engine that saves none.
-
-    >>> error = stopped(15, 2, 9, 0, None, Path("runs/st"))
-    >>> str(error).split("; ")[0], error.exit_code
-    ('stopped by SIGTERM after step 2 of 9 (epoch 1)', 143)
-    """
+    """The error that ends a run stopped by signal ``number``; ``checkpoint`` None: an engine that saves none."""
     where = f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
     if checkpoint is None:
         return Stopped(where + "this engine saves no checkpoint: run the same command again to start over", number)

@@ -1,18 +1,5 @@
 """One optimizer step over a group of micro-batches: forward under autocast, the loss scaled for accumulation
-(gradients synchronised on the last micro-batch only), clipping, the divergence guard, the schedule's move.
-
->>> import torch
->>> from types import SimpleNamespace
->>> from istar_plugin.training.divergence_guard import NonFiniteGuard
->>> model = torch.nn.Linear(2, 1)
->>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
->>> step = OptimizerStep(model, model, lambda m, out, batch: SimpleNamespace(loss=out.pow(2).mean(), stats={}),
-...                      optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0),
-...                      torch.amp.GradScaler("cpu", enabled=False), NonFiniteGuard(torch.device("cpu")),
-...                      contextlib.nullcontext, torch.device("cpu"), 1, 1.0)
->>> sorted(step([torch.ones(4, 2)], step=1))
-['grad_norm', 'loss', 'lr']
-"""
+(gradients synchronised on the last micro-batch only), clipping, the divergence guard, the schedule's move."""
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +9,7 @@ import torch
 
 
 class OptimizerStep:
-    """Called with one step's micro-batches and its number (from 1), performs the step and returns its statistics:
-    ``loss``, the criterion's ``stats`` and ``grad_norm`` as device tensors, ``lr`` (the rate it used) as a float."""
+    """One step over its micro-batches; returns ``loss``, the criterion's ``stats``, ``grad_norm`` and ``lr``."""
 
     def __init__(self, model: torch.nn.Module, wrapped: torch.nn.Module, criterion, optimizer, scheduler, scaler, guard,
                  autocast: Callable[[], ContextManager], device: torch.device, world_size: int, max_grad_norm: float):
@@ -53,6 +39,6 @@ class OptimizerStep:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        totals["lr"] = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
+        totals["lr"] = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         return totals

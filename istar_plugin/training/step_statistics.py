@@ -1,5 +1,4 @@
-"""The statistics of one logging interval, kept where they live until the interval is logged (``istar-run``'s
-trainer and :class:`istar_plugin.hf.IStarTrainer`)."""
+"""The statistics of one logging interval, kept where they live until the interval is logged."""
 from __future__ import annotations
 
 import time
@@ -11,8 +10,7 @@ from .distributed import mean_over_ranks
 
 
 class IntervalStatistics:
-    """The per-step statistics of one logging interval, summed where they live (device tensors stay on the
-    device); :meth:`means` reads them all at once: the interval's only host-device sync.
+    """The per-step statistics of one logging interval, summed where they live; :meth:`means` reads them at once.
 
     >>> interval = IntervalStatistics()
     >>> interval.add({"loss": torch.tensor(1.0), "lr": 0.1}); interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
@@ -32,8 +30,7 @@ class IntervalStatistics:
 
     def means(self, world_size: int,
               read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
-        """Means over the interval's steps (device statistics also over the ranks); ``read`` brings the stacked device
-        means (None: none) to the host, by default with ``tolist``."""
+        """Means over the interval's steps (device ones also over the ranks); ``read`` brings device means to host."""
         on_device = sorted(name for name, value in self.sums.items() if isinstance(value, torch.Tensor))
         means = {name: value / self.steps for name, value in self.sums.items() if name not in on_device}
         totals = None

@@ -1,12 +1,5 @@
-"""The fine-tuning loop (engine ``istar``): the task, model and criterion the setup steps (:mod:`.setup_steps`)
-build, trained in optimizer steps (:mod:`.step`), evaluated (:mod:`.evaluation`) and checkpointed for an exact
-resume (:mod:`.resume`) inside a :class:`.run_directory.RunDirectory`; hooks see a :class:`.run_view.TrainerView`.
-
->>> from istar_plugin.config import compose
->>> cfg = compose(["recipe=movie_snippets", "max_steps=2", "output_dir=/tmp/doc_run"])  # doctest: +SKIP
->>> Trainer(cfg).fit()["step"]  # doctest: +SKIP
-2
-"""
+"""The fine-tuning loop (engine ``istar``): the task, model and criterion the setup steps build, trained in optimizer
+steps, evaluated and checkpointed for an exact resume inside a run directory; hooks see a read-only view."""
 from __future__ import annotations
 
 import sys
@@ -46,22 +39,20 @@ from .step_statistics import IntervalStatistics
 
 @ENGINES.register("istar")
 class Trainer:
-    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results. The main process
-    holds the run directory's lock from construction to the end of ``fit()`` (or ``close()``)."""
+    """Fine-tunes one model on one task with one criterion; ``fit()`` returns the final results."""
 
     stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
         try:
             self._build(cfg, hooks)
-        except BaseException:  # the run directory's lock is released when building fails after taking it
+        except BaseException:
             if getattr(self, "run_dir", None) is not None:
                 self.close()
             raise
 
     def _build(self, cfg: DictConfig, hooks: Sequence[Hook]) -> None:
         self.cfg = cfg
-        # the run: ranks, the run directory (someone else's folder or a second run refused at once), progress output
         self.dist = init_from_env(cfg.device)
         self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
         self.output_dir = Path(cfg.output_dir)
@@ -71,10 +62,8 @@ class Trainer:
         self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
         self.checkpoints = Checkpoints(self.output_dir, keep_last=cfg.keep_checkpoints or 2)
         seed_everything(cfg.seed)
-        # the data: a bad data file fails here, before the model loads
         data = load_data(cfg)
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
-        # the model with its init_from weights, the criterion's changes to it, its place on the device
         built = load_model(cfg, self.task, self.output_dir, self.checkpoints)
         self.model = built.model
         self._tell(getattr(self.model, "padding_free_line", None))
@@ -84,14 +73,12 @@ class Trainer:
         self.frozen_backbone_cached = criterion.frozen_backbone_cached
         self._warn(criterion.warning)
         self.wrapped = place_model(self.model, self.dist, cfg.seed)
-        # the features: the validation split held out (early stopping), both splits tokenised
         features = encode_features(cfg, self.task, data, self.tokenizer)
         self._warn(features.warning)
         self.train_examples, self.train_features = features.train_examples, features.train
         self.eval_features = features.eval
         self.validation_examples, self.validation_features = features.validation_examples, features.validation
         self.hooks: list[Hook] = [*criterion.hooks, *hooks, *features.hooks]
-        # the optimization: the schedule's length, AdamW and its schedule, precision, the divergence guard
         self.batches_per_epoch, self.steps_per_epoch, self.total_steps = schedule_length(
             cfg, len(self.train_features), self.world_size, self.local_batch_size)
         optimization = build_optimization(cfg, self.model, self.total_steps, self.device)
@@ -100,30 +87,27 @@ class Trainer:
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
-        # the state: step counters, history, the evaluator, the hooks' view and control
         self.step, self.epoch = 0, 0
-        self.batches_done = 0  # micro-batches of the current epoch already consumed
+        self.batches_done = 0  # micro-batches of the current epoch
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
-        self.embedding_before: dict[str, float] = {}  # I1/I2 of the word embeddings before fine-tuning
-        self.evaluator = Evaluator(
-            self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate, autocast=self.autocast,
-            batch_size=self.eval_batch_size, rank=self.rank, world_size=self.world_size, device=self.device,
-            sort_by_length=cfg.data.sort_eval_by_length, show_progress=self.show_progress,
-        )
+        self.embedding_before: dict[str, float] = {}
+        self.evaluator = Evaluator(self.task, self.model, self.eval_examples, self.eval_features, collate=self.collate,
+                                   autocast=self.autocast, batch_size=self.eval_batch_size, rank=self.rank,
+                                   world_size=self.world_size, device=self.device,
+                                   sort_by_length=cfg.data.sort_eval_by_length, show_progress=self.show_progress)
         self.control = TrainingControl()
-        self.run_view = TrainerView(self)  # all that hooks see of this trainer
+        self.run_view = TrainerView(self)
         self.dispatch = HookDispatcher(self.hooks, self.run_view)
 
     is_main = property(lambda self: self.dist.is_main)
 
     def autocast(self):
-        """The forward pass's mixed-precision context (:func:`.precision.autocast` of the run's precision)."""
+        """The forward pass's mixed-precision context."""
         return autocast(self.precision, self.device)
 
-    # ----------------------------------------------------------------- data
     def collate(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        """Pad a list of features to the longest one and move the tensors to the device (:func:`.batching.collate`)."""
+        """Pad a list of features to the longest one and move the tensors to the device."""
         return collate(features, self.tokenizer.pad_token_id or 0, self.device)
 
     def _train_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -134,12 +118,10 @@ class Trainer:
         for start in range(self.batches_done * size, len(order), size):
             yield self.collate([self.train_features[i] for i in order[start : start + size]])
 
-    # ----------------------------------------------------------------- logging
     def log(self, values: dict[str, Any], step: int) -> None:
         self.run_dir.log(values, step)
 
     def _warn(self, problem: Optional[str]) -> None:
-        """A warning about the run's settings, on stderr whatever ``progress`` says."""
         self._tell(problem and f"warning: {problem}")
 
     def _tell(self, line: Optional[str]) -> None:
@@ -148,37 +130,25 @@ class Trainer:
             print(line, file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
-        """A progress line on stderr when stderr is no terminal (bars show progress there); ``even_with_bars``: also
-        on a terminal (a line no bar shows)."""
+        """A progress line on stderr when stderr is no terminal; ``even_with_bars``: also on a terminal."""
         if self.progress_lines or (even_with_bars and self.show_progress):
             print(line, file=sys.stderr, flush=True)
 
     def _log_interval(self, interval: IntervalStatistics) -> None:
-        # the one host sync of the interval: the statistics travel with the divergence guard's state
         means = interval.means(self.world_size, read=lambda totals: self.guard.check(self.world_size, also=totals))
         seconds_per_step = (time.perf_counter() - interval.started) / interval.steps
         self.log({**{f"train/{k}": v for k, v in means.items()}, "train/seconds_per_step": seconds_per_step}, self.step)
         self.say(train_line(self.step, self.total_steps, means, seconds_per_step))
 
-    # ----------------------------------------------------------------- checkpoints
     def state_dict(self, rng_states: Optional[list] = None) -> dict[str, Any]:
         """Everything a resumed run needs; ``rng_states`` holds every rank's RNG state (default: this rank's)."""
-        return {
-            "model": getattr(self.model, "checkpoint_state", self.model.state_dict)(),  # LoRA: trainable tensors alone
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": rng_states or [rng_state()],
-            "step": self.step,
-            "epoch": self.epoch,
-            "batches_done": self.batches_done,
-            "history": self.history,
-            "embedding_before": self.embedding_before,
-            "hooks": self.dispatch.state_dicts(),
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
-            "data": self.data_fingerprint,
-            "metrics_bytes": self.run_dir.metrics_bytes(),
-        }
+        return {"model": getattr(self.model, "checkpoint_state", self.model.state_dict)(),  # LoRA: trainable alone
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(), "rng": rng_states or [rng_state()], "step": self.step,
+                "epoch": self.epoch, "batches_done": self.batches_done, "history": self.history,
+                "embedding_before": self.embedding_before, "hooks": self.dispatch.state_dicts(),
+                "config": OmegaConf.to_container(self.cfg, resolve=True), "data": self.data_fingerprint,
+                "metrics_bytes": self.run_dir.metrics_bytes()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         load_weights(self.model, state["model"])
@@ -192,12 +162,11 @@ class Trainer:
         self.history = state["history"]
         self.embedding_before = state.get("embedding_before", {})
         self.dispatch.load_state_dicts(state["hooks"])
-        # what the interrupted attempt logged after this checkpoint is logged again
         self.run_dir.restart_logs(self.step, state.get("metrics_bytes"))
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
-        rng_states = gather_to_all(rng_state(), self.world_size)  # each rank resumes its own random streams
+        rng_states = gather_to_all(rng_state(), self.world_size)
         if self.dist.is_main:
             self.checkpoints.save(self.state_dict(rng_states), self.step)
         barrier(self.world_size)
@@ -211,7 +180,6 @@ class Trainer:
         self.load_state_dict(state)
         return self.checkpoints.paths()[self.step].name
 
-    # ----------------------------------------------------------------- evaluation
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
         """Task metrics and isotropy on the evaluation split or on ``examples``/``features``."""
@@ -240,13 +208,8 @@ class Trainer:
         if not self.history or self.history[-1]["step"] != self.step:
             self._record_evaluation()
 
-    # ----------------------------------------------------------------- training
     def fit(self) -> dict[str, Any]:
-        """Train (resuming from the latest checkpoint in the run directory, if any) and write ``results.json``.
-
-        A run whose loss or gradient norm becomes non-finite raises :class:`~istar_plugin.errors.DivergedError`
-        after writing ``results.json`` as ``{"status": "failed", "reason": ...}``.
-        """
+        """Train (resuming from the latest checkpoint, if any) and write ``results.json`` (a diverged run's: failed)."""
         try:
             return self._fit()
         except DivergedError as error:
@@ -256,31 +219,22 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
-        """Release the run directory (also done by ``fit()``); a no-op on other ranks and when already closed."""
+        """Release the run directory (also done by ``fit()``)."""
         self.run_dir.close()
 
     def _fit(self) -> dict[str, Any]:
-        finished = self._finished_already()
+        finished = self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
         if finished is not None:
+            self._say_complete(finished["step"])
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
-        if resumed and self._evaluated_to_the_end():  # stopped after its last evaluation: only the results missing
+        if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
             self._say_complete(self.step)
             return self._write_results()
         self._start(resumed)
         with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._train()
         return self._finish()
-
-    def _finished_already(self) -> Optional[dict[str, Any]]:
-        """The saved results of this run when it finished here and its checkpoints were removed, else None."""
-        finished = self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
-        if finished is not None:
-            self._say_complete(finished["step"])
-        return finished
-
-    def _evaluated_to_the_end(self) -> bool:
-        return self.step >= self.total_steps and bool(self.history) and self.history[-1]["step"] == self.step
 
     def _say_complete(self, step: int) -> None:
         self._tell(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion))
@@ -311,8 +265,7 @@ class Trainer:
                       self.checkpoints.paths()[self.step], self.output_dir)
 
     def _start(self, resumed: Optional[str]) -> None:
-        """The run directory's marker and config, a new run's "before" measurements, the hooks' start; ``resumed``:
-        the checkpoint a resumed run continues from."""
+        """The run directory's marker and config, a new run's "before" measurements, the hooks' start."""
         cfg = self.cfg
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
@@ -397,8 +350,7 @@ class Trainer:
                                                                isotropy=False))
 
     def _export_model(self) -> bool:
-        """Whether ``output_dir/model`` was written in Hugging Face format; a model that cannot be saved so keeps its
-        last checkpoint instead."""
+        """Whether ``output_dir/model`` was written (else the last checkpoint is kept)."""
         if not self.dist.is_main:
             return False
         try:
