@@ -87,7 +87,7 @@ class Packing:
         return kwargs if self.attention_groups is None else {**kwargs, "attention_groups": self.attention_groups}
 
 
-GROUP_COST = 1024  # one more attention call, in query-key pairs (docs/design: padding-free batches)
+GROUP_COST = 1024  # one more attention call, in query-key pairs (docs/architecture.md: padding-free batches)
 
 
 def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[list[int]]:
