@@ -140,8 +140,8 @@ def test_resubmitting_a_finished_slurm_grid_from_the_command_line_queues_nothing
 def test_a_job_array_refused_by_sbatch_is_a_clear_error(tmp_path, capsys):
     command = ["-m", "recipe=sst2", "seed=1,2", "slurm=local", "slurm.partition=nope", f"grid_dir={tmp_path}"]
     assert cli.main(command) == 2
-    assert "istar-run: sbatch refused the job array (profile local): sbatch: error: invalid partition specified: nope" \
-        in capsys.readouterr().err
+    assert ("istar-run: error: sbatch refused the job array (profile local): sbatch: error: invalid partition "
+            "specified: nope") in capsys.readouterr().err
     assert read_manifest(tmp_path)["submissions"][-1]["submitted"] == []
 
 
