@@ -211,6 +211,14 @@ def test_figure3_points_take_each_lambdas_best_zeta_and_base_as_lambda_0(collect
     assert (bert[0][1].isoscore_mean, bert[0][1].isoscore_std) == (pytest.approx(0.05), pytest.approx(0.01))
 
 
+def test_figure3_points_leave_out_an_istar_setting_without_a_lambda():
+    istar = istar_cells.Record("rte", "minilm", "istar", None, None, 1, "accuracy", 0.9, 90.0, 0.1, "/g/1")
+    base = replace(istar, method="cross_entropy", score=60.0, path="/g/2")
+    assert istar_figures.figure3_points([istar, base]) == {}
+    with_lam = replace(istar, lam=-1.0, path="/g/3")
+    assert [lam for lam, _ in istar_figures.figure3_points([istar, base, with_lam])["rte"]["minilm"]] == [-1.0, 0.0]
+
+
 @pytest.mark.parametrize("tasks", [("sst2",), ("sst2", "squad")])
 def test_figure3_writes_a_png(collected, tmp_path, tasks):
     records = [record for record in collected[0] if record.task in tasks]

@@ -31,8 +31,8 @@ def _bars(values: Sequence[Optional[float]]) -> list[float]:
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
     """task -> model -> [(lambda, setting)] in lambda order, cross_entropy as lambda 0 unless I-STAR ran it."""
     lam = {"istar": lambda s: s.lam, "cross_entropy": lambda s: 0.0}
-    best = _best(settings(records),
-                 lambda s: (s.task, s.model, s.method, lam[s.method](s)) if s.method in lam else None)
+    best = _best(settings(records), lambda s: (s.task, s.model, s.method, lam[s.method](s))
+                 if s.method in lam and lam[s.method](s) is not None else None)  # an I-STAR cell without a lambda
     per_lambda = {(task, model, lam): setting for (task, model, method, lam), setting
                   in sorted(best.items(), key=lambda item: item[0][2] == "istar")}  # I-STAR's own lambda 0 wins
     with_istar = {task for (task, _, method, _) in best if method == "istar"}  # Base alone is no lambda sweep
