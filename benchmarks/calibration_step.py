@@ -6,7 +6,7 @@ r"""Training step time and peak memory of the isotropy-calibration criterions ag
 Time: one training step (forward, loss, backward, AdamW step) with ``cross_entropy``, ``cosreg``
 (target=embeddings), ``spectrum`` (polynomial) and ``flow`` (default depth and width, inserted before the
 head of a copy of the same model), interleaved on the same batches so machine noise hits them alike;
-median seconds and ratio to ``cross_entropy``. Targets (issue 11): cosreg(embeddings) <= 1.1x,
+median seconds and ratio to ``cross_entropy``. Targets: cosreg(embeddings) <= 1.1x,
 spectrum <= 1.3x, flow <= 1.5x (the paper reports 4.2x per epoch for its flow on GLUE).
 Memory: each criterion again in a fresh process: the peak resident set size (Linux VmHWM, reset through
 /proc/self/clear_refs once the model is loaded) over two steps, and its ratio to ``cross_entropy``'s (CPU

@@ -51,7 +51,7 @@ VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10
 # comparison -> (istar-run's precision, Trainer's bf16 flag, target ratio istar-run / Trainer)
 COMPARISONS = {"fp32": ("fp32", False, 1.0), "bf16": ("bf16", True, 1.0), "defaults": ("auto", False, 1 / 1.5)}
-PADDING_FREE_TARGET = 1 / 1.5  # issue 34: istar-run padding-free (its default), / Trainer at every comparison
+PADDING_FREE_TARGET = 1 / 1.5  # istar-run padding-free (its default), / Trainer at every comparison
 
 
 def runner_args(args, output_dir: str) -> list[str]:

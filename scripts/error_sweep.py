@@ -858,7 +858,7 @@ def cases() -> list[Case]:
         Case("report of a missing directory", ["report", "/nonexistent/grid"]),
         # long input
         Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20)),
-        # someone else's files (issue 24)
+        # someone else's files
         Case("output_dir holds the user's files", [], setup=protected("run", user_folder("run")), check=kept("run")),
         Case("export --out the run itself", ["export", "{run}", "--out", "{run}"],
              setup=protected("run", trained()), check=kept("run", written_is_silent=False)),
@@ -886,7 +886,7 @@ def cases() -> list[Case]:
         Case("grid cells need the hub, offline", ["grid", "{dir}/hub.yaml", "launcher=inline", "grid_dir={dir}/g"],
              setup=files("hub.yaml", "fixed: {recipe: sst2, model: bert, max_steps: 1, data.max_train_samples: 8}\n"
                                       "sweep: {seed: [1]}\n")),
-        # as an ordinary user (issue 37): files and folders it cannot read or write
+        # as an ordinary user: files and folders it cannot read or write
         Case("data file unreadable, as a user", train_file("t.tsv"), as_user=True,
              setup=both(files("t.tsv", SST2_HEADER + "fine\t1\nbad\t0\n"), unreadable("t.tsv"))),
         Case("data folder unreadable, as a user", ["data.dir=FILE:sst2"], as_user=True,
@@ -899,7 +899,7 @@ def cases() -> list[Case]:
              as_user=True, setup=lambda sweep, directory: (sweep.train(directory / "grid"),
                                                           (directory / "grid" / "run" / "results.json").chmod(0)),
              check=report_names_the_unreadable),
-        # settings that interact with another setting or the data's size (issue 37)
+        # settings that interact with another setting or the data's size
         Case("squad doc_stride above max_length", ["data.max_length=64", "data.doc_stride=100"]),
         Case("squad max_length shorter than a question", ["data.max_length=16", "data.doc_stride=4"]),
         Case("validation_split rounds to no example", ["data.validation_split=0.01"]),
@@ -917,7 +917,7 @@ def cases() -> list[Case]:
         Case("CosReg on the word embeddings, which LoRA freezes",
              ["model.lora.r=4", "model.lora.target_modules=[query,value]", "criterion=cosreg",
               "criterion.target=embeddings"]),
-        # istar-embed and the read-only commands (issue 37)
+        # istar-embed and the read-only commands
         Case("embed: constant gold scores", ["embed", "--transforms", "none,center"], setup=stsb_copy("3.0"),
              check=standard_json_with_undefined_statistics),
         Case("embed: a second use of the same --out", ["embed", "--transforms", "none"],
@@ -927,7 +927,7 @@ def cases() -> list[Case]:
         Case("analyze --checkpoints of a run with a damaged checkpoint",
              ["analyze", "{run}", "--checkpoints", "--out", "{dir}/analysis"],
              setup=protected("run", trained(then=truncate)), check=run_untouched_and_fault_named("damaged")),
-        # texts that predict nothing, unpaired predictions, unbounded sizes, tampered records, Sigma_S (issue 37)
+        # texts that predict nothing, unpaired predictions, unbounded sizes, tampered records, Sigma_S
         Case("lm: texts of one token each", ["data.train_file=FILE:one.txt", "data.eval_file=FILE:one.txt"],
              setup=files("one.txt", "a\nb\nc\nd\n")),
         Case("report: a damaged predictions.json", ["report", "{dir}/grid"], expect="warn",
