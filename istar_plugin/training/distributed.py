@@ -1,6 +1,7 @@
 """Process-group setup from the environment (torchrun, SLURM via submitit) and small collective helpers."""
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ def init_from_env(requested_device: str = "auto") -> DistInfo:
             torch.cuda.set_device(device)
         timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
+        atexit.register(_leave_process_group)  # gloo's threads left running at exit abort the process
     return DistInfo(rank, world_size, local_rank, device)
+
+
+def _leave_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def gather_to_all(obj: Any, world_size: int) -> list[Any]:
