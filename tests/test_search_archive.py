@@ -12,7 +12,8 @@ import yaml
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
-from istar_plugin.reports.records import searches, study_file
+from istar_plugin.reports.records import searches
+from istar_plugin.reports.records.archive import trial_record
 from test_search_report import SPEC, TRIALS, build, write_run
 
 ENDED_TRIALS = TRIALS[:5]  # finished, finished, pruned, failed, finished
@@ -76,7 +77,7 @@ def test_an_archive_reports_exactly_as_the_live_search(tmp_path):
         "final/cells.csv", "final/provenance.csv"}
     assert set(archived_report) == set(live_report)  # the figures too
     live, archived = searches.read(root), searches.read(archive)
-    assert [study_file.trial_record(t) for t in archived.trials] == [study_file.trial_record(t) for t in live.trials]
+    assert [trial_record(t) for t in archived.trials] == [trial_record(t) for t in live.trials]
 
 
 def test_the_study_is_kept_as_text_every_trial_as_optuna_recorded_it(tmp_path):
