@@ -35,10 +35,10 @@ from ...errors import ConfigError, RunDirError
 from ...storage.atomic import atomic_write_bytes, atomic_write_text
 from ...storage.lock import RunDirLock
 from ...storage.logs import json_lines
-from ...storage.ownership import ARCHIVE_MARKER, IGNORED, check_writable, mark
+from ...storage.ownership import ARCHIVE_MARKER, GRID_MARKER, IGNORED, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
-from .cells import RECORD_FILES, find_cells
-from .searches import STUDY_FILE, read_record, read_study
+from .cells import RECORD_FILES, collect, find_cells
+from .searches import STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study
 
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
@@ -63,6 +63,7 @@ class _Snapshot:
     files: dict[str, bytes]
     origin: bytes
     status: str
+    task: str
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,12 @@ class Plan:
     directory: Path
     new: tuple[_Snapshot, ...]
     outcomes: tuple[Outcome, ...]
+    tasks: frozenset[str] = frozenset()
 
-    def write(self) -> list[Outcome]:
-        """Write the new cells (and the archive's marker); every cell's outcome, in the order of their names."""
-        if not (self.directory / ARCHIVE_MARKER).is_file():
-            mark(self.directory, ARCHIVE_MARKER)
+    def write(self, **details: Any) -> list[Outcome]:
+        """Write the new cells (and the archive's marker, with ``details``); every cell's outcome, in name order."""
+        if not (self.directory / ARCHIVE_MARKER).is_file() or (details and marked(self.directory) != details):
+            mark(self.directory, ARCHIVE_MARKER, **details)
         outcomes = list(self.outcomes)
         for snapshot in self.new:
             _write(self.directory / snapshot.name, snapshot)
@@ -86,15 +88,82 @@ class Plan:
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
-    return plan(grid, directory).write()
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does, and
+    refuses (RunDirError, nothing written) an archive of a search, of another grid or of other tasks."""
+    planned = plan(grid, directory, whole_grid=True)
+    details = {"grid": grid_name(Path(grid)) or marked(Path(directory)).get("grid"),
+               "tasks": sorted(archived_tasks(Path(directory)) | planned.tasks)}
+    return planned.write(**{key: value for key, value in details.items() if value})
 
 
-def plan(grid: str | os.PathLike, directory: str | os.PathLike,
-         cells: Optional[Callable[[Path], bool]] = None) -> Plan:
+def _check_belongs(grid: Path, directory: Path, tasks: frozenset[str]) -> None:
+    """Refuse (one RunDirError line) an archive in ``directory`` of a search, of another grid or of other tasks."""
+    name, held, held_tasks = grid_name(grid), marked(directory).get("grid"), archived_tasks(directory)
+    shown = f"grid {name or grid.resolve().name} ({_listed(tasks)})"
+    if (directory / RECORD).is_file():
+        raise RunDirError(f"--archive {directory}: is the archive of search {read_search(directory).name}, not of "
+                          f"{shown}; choose a new or empty --archive folder for the grid, nothing was changed")
+    if (held and name and held != name) or (tasks and held_tasks and not tasks & held_tasks):
+        raise RunDirError(f"--archive {directory}: holds {f'grid {held}' if held else 'a grid'} "
+                          f"({_listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
+                          "nothing was changed")
+
+
+def _listed(tasks: frozenset[str]) -> str:
+    return ", ".join(sorted(tasks)) or "no task yet"
+
+
+def left_out(*archives: str | os.PathLike) -> list[str]:
+    """``PATH: reason`` for each record of the archives (of grids, or of one search) that its report leaves out of
+    every table for a reason other than its run having failed: a damaged, edited or duplicate record, or a trial's
+    runs that disagree with its study. A renderer of tables from archives refuses such an archive with these lines."""
+    folders = [Path(folder) for folder in archives]
+    search = read(folders[0]) if len(folders) == 1 and is_search(folders[0]) else None
+    problems = search.final_problems if search else collect(*folders)[1]
+    lines = [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))]
+    return lines + ([f"{search.directory}: {problem_line(row)}" for row in disagreements(search)] if search else [])
+
+
+def _failed(cell: Path) -> bool:
+    """Whether the cell's record is a readable record of a failed run (listed by the report, not damaged)."""
+    results = read_results(cell / RESULTS, strict=False)
+    return results is not None and not results.finished
+
+
+def grid_name(grid: Path) -> Optional[str]:
+    """The grid's name: as an archive's marker or istar-grid's records it, else its folder's (None: an archive that
+    recorded none)."""
+    for marker in (ARCHIVE_MARKER, GRID_MARKER):
+        if (grid / marker).is_file():
+            return marked(grid, marker).get("grid") or (None if marker == ARCHIVE_MARKER else grid.resolve().name)
+    return grid.resolve().name
+
+
+def marked(directory: Path, marker: str = ARCHIVE_MARKER) -> dict[str, Any]:
+    """The details a marker in ``directory`` records (empty without a readable one), its time left out."""
+    try:
+        details = json.loads((Path(directory) / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: value for key, value in details.items() if key != "time"} if isinstance(details, dict) else {}
+
+
+def archived_tasks(directory: Path) -> frozenset[str]:
+    """The tasks an archive holds: as its marker records them, else those of its cells' records."""
+    recorded = marked(directory).get("tasks")
+    if isinstance(recorded, list):
+        return frozenset(map(str, recorded))
+    cells = find_cells(directory) if directory.is_dir() else []
+    return frozenset(results.task for cell in cells
+                     if (results := read_results(cell / RESULTS, strict=False)) is not None)
+
+
+def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[Callable[[Path], bool]] = None,
+         whole_grid: bool = False) -> Plan:
     """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
 
-    RunDirError for foreign files or a different record in ``directory``, ConfigError when it lies inside ``grid``."""
+    RunDirError for foreign files or a different record in ``directory`` (with ``whole_grid``, for an archive of a
+    search, another grid or other tasks too), ConfigError when it lies inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -112,6 +181,9 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
             snapshots.append(_snapshot(cell, name))
         except (ResultsError, RunDirError) as error:
             outcomes[name] = Outcome(name, "skipped", error.problem if isinstance(error, ResultsError) else str(error))
+    tasks = frozenset(snapshot.task for snapshot in snapshots)
+    if whole_grid:
+        _check_belongs(grid, directory, tasks)
     new = []
     conflicts = []
     for snapshot in snapshots:
@@ -128,7 +200,7 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
         raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
                           f"nothing was archived (an archived record is never replaced: remove {directory / name} to "
                           "archive this one)")
-    return Plan(directory, tuple(new), tuple(outcomes.values()))
+    return Plan(directory, tuple(new), tuple(outcomes.values()), tasks)
 
 
 def _snapshot(cell: Path, name: str) -> _Snapshot:
@@ -149,7 +221,7 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
         origin = (json.dumps({"source": f"{socket.gethostname()}:{cell.resolve()}",
                               "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               METRICS: {"records": total, "kept": kept}}, indent=2, sort_keys=True) + "\n").encode()
-    return _Snapshot(name, files, origin, status)
+    return _Snapshot(name, files, origin, status, results.task)
 
 
 def _archived_files(cell: Path) -> dict[str, bytes] | None:
