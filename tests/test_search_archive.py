@@ -13,7 +13,7 @@ import yaml
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
 from istar_plugin.reports.records import searches
-from istar_plugin.reports.records.archive import trial_record
+from istar_plugin.reports.records.archive import left_out, trial_record
 from test_search_report import SPEC, TRIALS, build, write_run
 
 ENDED_TRIALS = TRIALS[:5]  # finished, finished, pruned, failed, finished
@@ -267,3 +267,14 @@ def test_a_docs_marker_renders_a_search_archives_table(tmp_path):
         f"<!-- table: evidence/demo trials.md -->\n{(tmp_path / 'live' / 'trials.md').read_text()}<!-- end table -->"
         f"\n\n<!-- table: evidence/demo chosen.csv -->\n{docs_tables.render_csv(tmp_path / 'live' / 'chosen.csv')}"
         "<!-- end table -->\n")
+
+
+def test_a_search_archives_damaged_records_are_named_as_left_out(tmp_path):
+    archive = tmp_path / "archive"
+    assert istar_report(build(tmp_path / "demo", trials=ENDED_TRIALS), "--archive", archive)[0] == 0
+    assert left_out(archive) == []  # its failed trial's run is the study's failed trial, not a damaged record
+    (archive / "final" / "setting=trial1,seed=2" / "results.json").write_text("{ cut short")
+    (archive / "trials" / "0004" / "seed=1" / "results.json").write_text("[]")
+    final, trial = left_out(archive)
+    assert final.startswith(f"{archive / 'final' / 'setting=trial1,seed=2'}: unreadable results.json")
+    assert trial.startswith(f"{archive}: trial 4: trials/0004/seed=1: ")
