@@ -114,14 +114,15 @@ def _listed(tasks: frozenset[str]) -> str:
 
 
 def left_out(*archives: str | os.PathLike) -> list[str]:
-    """``PATH: reason`` for each record of the archives (of grids, or of one search) that its report leaves out of
+    """``PATH: reason`` for each record of the archives (of grids or of searches) that their report leaves out of
     every table for a reason other than its run having failed: a damaged, edited or duplicate record, or a trial's
     runs that disagree with its study. A renderer of tables from archives refuses such an archive with these lines."""
-    folders = [Path(folder) for folder in archives]
-    search = read(folders[0]) if len(folders) == 1 and is_search(folders[0]) else None
-    problems = search.final_problems if search else collect(*folders)[1]
-    lines = [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))]
-    return lines + ([f"{search.directory}: {problem_line(row)}" for row in disagreements(search)] if search else [])
+    grids = [Path(folder) for folder in archives if not is_search(folder)]
+    problems, disagreeing = list(collect(*grids)[1] if grids else []), []
+    for search in (read(Path(folder)) for folder in archives if is_search(folder)):
+        problems += search.final_problems
+        disagreeing += [f"{search.directory}: {problem_line(row)}" for row in disagreements(search)]
+    return [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))] + disagreeing
 
 
 def _failed(cell: Path) -> bool:
