@@ -690,7 +690,7 @@ def every_trial_failed(search_dir: Path, study) -> None:
 def archived_then(damage: Callable[[Path], None]):
     """``then`` for :func:`opened_search`: the search archived into ``directory/archive``, then ``damage`` to it."""
     def apply(search_dir: Path, study) -> None:
-        from istar_plugin.reports.records.search_archive import archive_search
+        from istar_plugin.reports.records.archive import archive_search
 
         archive_search(search_dir, search_dir.parent / "archive")
         damage(search_dir.parent / "archive")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from istar_plugin.cli import report as report_cli
+from istar_plugin.reports.records.archive import left_out
 from istar_plugin.reports.records.run_extras import cell_provenance
 from istar_plugin.storage.predictions import write_predictions
 from istar_plugin.storage.provenance import machine
@@ -209,6 +210,53 @@ def test_archives_from_two_machines_merge_and_the_report_says_where_each_cell_ra
     code, _, error = report(capsys, clash, "--archive", merged)
     assert code == 4 and "criterion=cross_entropy,seed=3/config.yaml differs" in error  # its output_dir, first
     assert "(and 1 other cells)" in error
+
+
+def test_an_archive_refuses_a_search_another_grid_or_another_task_and_writes_nothing(grid, tmp_path, capsys):
+    from test_search_report import build
+
+    search = tmp_path / "search_archive"
+    assert report(capsys, build(tmp_path / "demo", final={}), "--archive", search)[0] == 0
+    other_task = tmp_path / "sst2" / "grid"  # named as the grid, of another task
+    write_cell(other_task / "criterion=istar,seed=1", "istar", 1, 30)
+    results = json.loads((other_task / "criterion=istar,seed=1" / "results.json").read_text())
+    (other_task / "criterion=istar,seed=1" / "results.json").write_text(json.dumps({**results, "task": "sst2"}))
+    (other_task / "criterion=istar,seed=1" / "config.yaml").write_text("task: sst2\nseed: 1\n")
+    assert report(capsys, other_task, "--archive", tmp_path / "sst2_archive")[0] == 0
+    other_grid = make_grid(tmp_path / "other", seeds=(1,))
+    assert report(capsys, other_grid, "--archive", tmp_path / "other_archive")[0] == 0
+    expected = {
+        search: "is the archive of search demo, not of grid grid (rte); choose a new or empty --archive folder for "
+                "the grid, nothing was changed",
+        tmp_path / "sst2_archive": "holds grid grid (sst2), not grid grid (rte); archive each grid into its own "
+                                   "--archive folder, nothing was changed",
+        tmp_path / "other_archive": "holds grid other (rte), not grid grid (rte); archive each grid into its own "
+                                    "--archive folder, nothing was changed"}
+    for target, reason in expected.items():
+        before = files(target)
+        assert report(capsys, grid, "--archive", target) == (4, "", f"istar-report: error: --archive {target}: "
+                                                                    f"{reason}\n")
+        assert files(target) == before
+    assert report(capsys, grid, "--archive", tmp_path / "archive")[0] == 0
+    write_cell(grid / "criterion=istar,seed=4", "istar", 4, 30)
+    code, printed, _ = report(capsys, grid, "--archive", tmp_path / "archive")  # the same grid adds its new cell
+    assert code == 0 and printed.endswith(f"{grid}: 1 cells archived, 6 archived before, 0 skipped; archive in "
+                                          f"{tmp_path / 'archive'}\n")
+    marker = json.loads((tmp_path / "archive" / ".istar-archive").read_text())
+    assert (marker["grid"], marker["tasks"]) == ("grid", ["rte"])
+
+
+def test_a_damaged_archived_cell_is_named_as_left_out_and_a_failed_one_is_not(grid, tmp_path, capsys):
+    archive = tmp_path / "archive"
+    failed = grid / "criterion=istar,seed=4"
+    failed.mkdir()
+    (failed / "config.yaml").write_text("task: rte\nseed: 4\ncriterion:\n  name: istar\n")
+    write_results(failed / "results.json", failed_record("the loss became nan", "rte", "minilm", CRITERIA["istar"], 4))
+    assert report(capsys, grid, "--archive", archive)[0] == 0
+    assert left_out(archive) == []  # a failed run is a listed problem of its report, not a damaged record
+    (archive / "criterion=istar,seed=2" / "results.json").write_text("{ cut short")
+    (line,) = left_out(archive)
+    assert line.startswith(f"{archive / 'criterion=istar,seed=2'}: unreadable results.json")
 
 
 def test_several_grids_need_a_report_folder(grid, tmp_path, capsys):

@@ -12,7 +12,8 @@ import yaml
 
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
-from istar_plugin.reports.records import searches, study_file
+from istar_plugin.reports.records import searches
+from istar_plugin.reports.records.archive import left_out, trial_record
 from test_search_report import SPEC, TRIALS, build, write_run
 
 ENDED_TRIALS = TRIALS[:5]  # finished, finished, pruned, failed, finished
@@ -76,7 +77,7 @@ def test_an_archive_reports_exactly_as_the_live_search(tmp_path):
         "final/cells.csv", "final/provenance.csv"}
     assert set(archived_report) == set(live_report)  # the figures too
     live, archived = searches.read(root), searches.read(archive)
-    assert [study_file.trial_record(t) for t in archived.trials] == [study_file.trial_record(t) for t in live.trials]
+    assert [trial_record(t) for t in archived.trials] == [trial_record(t) for t in live.trials]
 
 
 def test_the_study_is_kept_as_text_every_trial_as_optuna_recorded_it(tmp_path):
@@ -266,3 +267,14 @@ def test_a_docs_marker_renders_a_search_archives_table(tmp_path):
         f"<!-- table: evidence/demo trials.md -->\n{(tmp_path / 'live' / 'trials.md').read_text()}<!-- end table -->"
         f"\n\n<!-- table: evidence/demo chosen.csv -->\n{docs_tables.render_csv(tmp_path / 'live' / 'chosen.csv')}"
         "<!-- end table -->\n")
+
+
+def test_a_search_archives_damaged_records_are_named_as_left_out(tmp_path):
+    archive = tmp_path / "archive"
+    assert istar_report(build(tmp_path / "demo", trials=ENDED_TRIALS), "--archive", archive)[0] == 0
+    assert left_out(archive) == []  # its failed trial's run is the study's failed trial, not a damaged record
+    (archive / "final" / "setting=trial1,seed=2" / "results.json").write_text("{ cut short")
+    (archive / "trials" / "0004" / "seed=1" / "results.json").write_text("[]")
+    final, trial = left_out(archive)
+    assert final.startswith(f"{archive / 'final' / 'setting=trial1,seed=2'}: unreadable results.json")
+    assert trial.startswith(f"{archive}: trial 4: trials/0004/seed=1: ")

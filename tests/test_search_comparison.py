@@ -8,7 +8,7 @@ import io
 import yaml
 
 from istar_plugin.cli import report as report_cli
-from istar_plugin.reports import docs_tables, search_comparison
+from istar_plugin.reports import docs_tables, search_report
 from istar_plugin.reports.records import searches
 from test_search_report import FINAL, build
 
@@ -45,7 +45,7 @@ def test_two_searches_are_compared_on_what_they_trained_chose_and_scored(tmp_pat
     text = (out / "searches.md").read_text()
     assert text.splitlines()[0].endswith("Their trials run alike but for the values searched.")
     # the progress figure's points: steps trained by the trials that ended, in the order they ended
-    assert search_comparison.progress_points(searches.read(a)) == [(60, 62.0), (120, 72.0), (270, 72.0)]
+    assert search_report.progress_points(searches.read(a)) == [(60, 62.0), (120, 72.0), (270, 72.0)]
 
 
 def test_the_caption_says_what_the_searches_runs_differ_in_beyond_the_values(tmp_path):

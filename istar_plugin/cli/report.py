@@ -132,15 +132,15 @@ def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[s
 
 def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
     """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side."""
-    from ..reports import search_comparison
+    from ..reports import search_report
     from ..reports.records import searches
     from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
-    comparison = search_comparison.compare_searches([searches.read(directory) for directory in search_dirs])
+    comparison = search_report.compare_searches([searches.read(directory) for directory in search_dirs])
     check_writable(out, REPORT_MARKER, "--out")
     mark(out, REPORT_MARKER, searches=" ".join(str(directory.resolve()) for directory in search_dirs))
-    search_comparison.write_report(comparison, out)
-    print("\n".join(search_comparison.summary(comparison)))
+    search_report.write_comparison(comparison, out)
+    print("\n".join(search_report.comparison_summary(comparison)))
     print(f"report in {out}")
     return 0
 
@@ -162,7 +162,7 @@ def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
 
 def archive_search_dir(search_dir: Path, directory: Path) -> int:
     """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run, then the counts."""
-    from ..reports.records.search_archive import archive_search
+    from ..reports.records.archive import archive_search
 
     archived = archive_search(search_dir, directory)
     counts = _print_archived(archived.outcomes)

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from ..errors import RunDirError
 from ..storage.atomic import atomic_write_text
-from . import search_comparison, search_report
+from . import search_report
 from .comparisons.versus_reference import parse_reference
 from .grid_report import TABLES, write_report
 from .paper.istar import PAPER_MODELS
@@ -27,7 +27,7 @@ MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end
 TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
                "in docs/evidence/ regenerates this table.*")
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
-MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_comparison.TABLES)
+MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_report.COMPARISON_TABLES)
 REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
                       | {f"{table.name}.csv" for table in MARKED_TABLES if table.csv_rows is not None}
                       | {embedding_table.TABLE_FILE})
@@ -117,8 +117,8 @@ class ArchiveReports:
         if key not in self._reports:
             folder = Path(self._folder.name) / str(len(self._reports))
             if len(archives) > 1 and all(map(searches.is_search, archives)):
-                comparison = search_comparison.compare_searches([searches.read(archive) for archive in archives])
-                search_comparison.write_report(comparison, folder)
+                comparison = search_report.compare_searches([searches.read(archive) for archive in archives])
+                search_report.write_comparison(comparison, folder)
             elif any(map(searches.is_search, archives)) and len(archives) > 1:
                 raise ValueError(f"{shown}: a search archive is compared with other searches only")
             elif len(archives) == 1 and analyses.is_analysis(archives[0]):

@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ..storage.atomic import atomic_write_bytes
 
@@ -16,12 +16,31 @@ DPI = 130
 
 @dataclass(frozen=True)
 class Figure:
-    """One output figure: ``points(records)`` is what it draws (empty: ``why_not`` says why), ``draw`` draws it."""
+    """One output figure of a report's inputs: ``points(inputs)`` is what it draws (empty: ``why_not``, a text or a
+    function of the inputs, says why), ``draw(inputs, path)`` draws it."""
 
     name: str
     points: Callable[[Any], Any]
     draw: Callable[[Any, Path], Path]
-    why_not: str
+    why_not: Union[str, Callable[[Any], str]]
+
+    def missing(self, inputs: Any) -> Optional[str]:
+        """``NAME not written: WHY`` when the inputs give nothing to draw; None when they do."""
+        if self.points(inputs):
+            return None
+        return f"{self.name} not written: {self.why_not(inputs) if callable(self.why_not) else self.why_not}"
+
+
+def write_figures(figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
+    """Draw each figure the inputs give points to into ``out``; ``NAME not written: WHY`` for each other."""
+    unwritten = []
+    for figure in figures:
+        why = figure.missing(inputs)
+        if why is None:
+            figure.draw(inputs, out / figure.name)
+        else:
+            unwritten.append(why)
+    return unwritten
 
 
 def pyplot():

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 
 from .comparisons import versus_base, versus_reference
 from .comparisons.paired import PairedDifference
-from .figures import Figure
+from .figures import Figure, write_figures
 from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
                       penalised_layers, provenance_table)
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
@@ -99,7 +99,7 @@ FIGURES = (
 
 def unwritten_figures(records: Sequence[Record]) -> list[str]:
     """``NAME not written: WHY`` for each figure the records give nothing to draw."""
-    return [f"{figure.name} not written: {figure.why_not}" for figure in FIGURES if not figure.points(records)]
+    return [why for figure in FIGURES if (why := figure.missing(records)) is not None]
 
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
@@ -111,7 +111,5 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     out.mkdir(parents=True, exist_ok=True)
     grid = Grid(records, paper_model, reference)
     shown = [write_table(table, grid, out) for table in TABLES]
-    for figure in FIGURES:
-        if figure.points(records):
-            figure.draw(records, out / figure.name)
+    write_figures(FIGURES, records, out)
     return "\n".join(text for text in shown if text is not None)

@@ -1,5 +1,16 @@
-"""What ``istar-report SEARCH_DIR`` writes for an ``istar-tune`` search: :data:`TABLES`, :data:`FIGURES` and the
-final grid's report in ``OUT/final``."""
+"""What ``istar-report`` writes for ``istar-tune`` searches: for one, :data:`TABLES`, :data:`FIGURES` and the final
+grid's report in ``OUT/final``; for several of one task side by side, :data:`COMPARISON_TABLES` and its figure.
+
+>>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
+...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
+...          "seeds": 5, "mean": 84.1, "versus_baseline": None, "versus_first": None}]
+>>> print(searches_table(rows, "accuracy", "grid"), end="")  # doctest: +NORMALIZE_WHITESPACE
+| search | sampler, pruner | trials | optimizer steps | trial hours | chosen | held-out accuracy | eval mean (seeds) |
+ Δ vs its baseline | 95% interval | verdict | Δ vs grid's choice | 95% interval | verdict |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| grid | grid, none | 24 finished, 0 pruned, 0 failed | 4896 | 1.6 | trial 7: criterion.lam=-1 | 85.00 | 84.10 (5) |
+ — | — | — | — | — | — |
+"""
 from __future__ import annotations
 
 import importlib.util
@@ -8,17 +19,17 @@ import statistics
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import optuna
 
 from ..config.searches import FAILURE, FINAL, SCORES, VALUES, describe_values
-from ..errors import one_line
+from ..errors import ConfigError, one_line
 from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
-from .figures import save_png, single
+from .figures import Figure, save_png, single, write_figures
 from .grid_report import write_report as write_grid_report
 from .records.cells import Record
 from .records.run_extras import layer_isoscores
@@ -81,9 +92,7 @@ def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     medians = []
     for run in search.runs(number):
         results = read_results(run / RESULTS, require_finished=True, strict=False)
-        if results is None:
-            continue
-        layers = (results.criterion or {}).get("layers")
+        layers = None if results is None else (results.criterion or {}).get("layers")
         scores = layer_isoscores(run, layers) if layers else None
         if scores:
             medians.append(statistics.median(scores))
@@ -238,11 +247,6 @@ def history_points(search: Search) -> dict[str, list]:
     return points
 
 
-def _why_no_history(report: Report) -> Optional[str]:
-    points = history_points(report.search)
-    return None if points["finished"] or points["pruned"] or points["failed"] else "no trial of the study has ended"
-
-
 def _draw_history(report: Report, path: Path) -> Path:
     search = report.search
     points = history_points(search)
@@ -271,15 +275,6 @@ def _draw_importances(report: Report, path: Path) -> Path:
     return save_png(fig, path)
 
 
-@dataclass(frozen=True)
-class SearchFigure:
-    """One output figure: ``why_not(report)`` says why there is nothing to draw (None: ``draw`` draws it)."""
-
-    name: str
-    why_not: Callable[[Report], Optional[str]]
-    draw: Callable[[Report, Path], Path]
-
-
 TABLES = (
     Table("trials", rows=lambda report: trial_rows(report.search), caption=_trials_caption,
           markdown=_trials_markdown, always=True),
@@ -292,27 +287,26 @@ TABLES = (
 )
 
 FIGURES = (
-    SearchFigure("history.png", _why_no_history, _draw_history),
-    SearchFigure("importances.png", lambda report: report.importances if isinstance(report.importances, str)
-                 else None, _draw_importances),
+    Figure("history.png", lambda report: any(history_points(report.search).values()), _draw_history,
+           "no trial of the study has ended"),
+    Figure("importances.png", lambda report: not isinstance(report.importances, str), _draw_importances,
+           lambda report: report.importances),
 )
 
 
-def unwritten_figures(report: Report) -> list[str]:
-    """``NAME not written: WHY`` for each figure the study gives nothing to draw."""
-    return [f"{figure.name} not written: {why}" for figure in FIGURES if (why := figure.why_not(report)) is not None]
+def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
+    """Write each table and figure of ``inputs`` into ``out``; returns why each one absent was not written."""
+    out.mkdir(parents=True, exist_ok=True)
+    absent = [write_table(table, inputs, out) for table in tables]
+    return [line for line in absent if line] + write_figures(figures, inputs, out)
 
 
 def write_report(report: Report, out: Path) -> list[str]:
     """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns what was not."""
-    out.mkdir(parents=True, exist_ok=True)
-    absent = [write_table(table, report, out) for table in TABLES]
-    for figure in FIGURES:
-        if figure.why_not(report) is None:
-            figure.draw(report, out / figure.name)
+    unwritten = write_outputs(TABLES, FIGURES, report, out)
     if report.search.final:
         write_grid_report(report.search.final, out / FINAL, report.paper_model, report.reference)
-    return [line for line in absent if line] + unwritten_figures(report)
+    return unwritten
 
 
 def summary(report: Report) -> list[str]:
@@ -335,9 +329,172 @@ def summary(report: Report) -> list[str]:
     else:
         seeds = f"seed{'s' if len(paired.seeds) > 1 else ''} {', '.join(map(str, paired.seeds))}"
         lines.append(f"final on the evaluation split, {chosen['setting']} - {BASELINE} paired by seed ({seeds}): "
-                     f"{signed(paired.mean)} [{signed(paired.low)}, {signed(paired.high)}] {paired.verdict} "
-                     f"({chosen['metric']} points; resampled {paired.resampled})")
+                     f"{' '.join(paired_cells(paired))} ({chosen['metric']} points; resampled {paired.resampled})")
     if search.final or search.final_problems:
         lines.append(f"final: {len(search.final)} cells finished, {len(search.final_problems)} missing or failed")
         lines += [f"  {Path(path).relative_to(search.directory)}: {reason}" for path, reason in search.final_problems]
+    return lines
+
+
+@dataclass
+class Comparison:
+    """Searches of one task; the first is the one the others' choices are compared with."""
+
+    searches: Sequence[Search]
+
+    @cached_property
+    def labels(self) -> list[str]:
+        """Each search's name, or its directory where names repeat."""
+        names = [search.spec.name for search in self.searches]
+        return [name if names.count(name) == 1 else str(search.directory)
+                for name, search in zip(names, self.searches)]
+
+    @cached_property
+    def rows(self) -> list[dict[str, Any]]:
+        return search_rows(self)
+
+
+def compare_searches(searches: Sequence[Search]) -> Comparison:
+    """The searches as a :class:`Comparison`: at least two, of one task; else one ConfigError line."""
+    if len(searches) < 2:
+        raise ConfigError("comparing searches needs two or more search directories")
+    tasks = sorted({search.task for search in searches})
+    if len(tasks) > 1:
+        raise ConfigError(f"searches of different tasks ({', '.join(tasks)}) are not compared: their choices are "
+                          "scored on different metrics")
+    return Comparison(searches)
+
+
+def trial_steps(search: Search, number: int) -> Optional[int]:
+    """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
+    recorded = (read_results(run, strict=False) for run in search.runs(number))
+    steps = [results.step for results in recorded if results is not None and results.step is not None]
+    return sum(steps) if steps else None
+
+
+def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
+    first: Optional[list[Record]] = None
+    rows = []
+    for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
+        steps = [trial_steps(search, trial.number) for trial in search.trials]
+        chosen = (chosen_rows(search) or [None])[0]
+        runs = [replace(record, variant=f"{label}: {record.variant}")
+                for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
+        if index == 0:
+            first = runs
+        rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner,
+                     "trials": search.counts(), "steps": sum(step for step in steps if step is not None),
+                     "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
+                     "chosen": None if chosen is None else f"trial {search.best.number}",
+                     "values": None if chosen is None else chosen["values"],
+                     "held_out": None if chosen is None else chosen["held_out"],
+                     "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
+                     "versus_baseline": None if chosen is None else chosen["paired"],
+                     "versus_first": None if index == 0 else against_baseline(runs, first or [])})
+    return rows
+
+
+def searches_table(rows: Sequence[dict[str, Any]], metric: str, first: str) -> str:
+    """The searches side by side (:func:`search_rows`) as a Markdown table."""
+    header = ["search", "sampler, pruner", "trials", "optimizer steps", "trial hours", "chosen",
+              f"held-out {metric}", "eval mean (seeds)", "Δ vs its baseline", f"{LEVEL:.0%} interval", "verdict",
+              f"Δ vs {first}'s choice", f"{LEVEL:.0%} interval", "verdict"]
+    return markdown_table(header, [
+        [row["search"], f"{row['sampler']}, {row['pruner']}", row["trials"], str(row["steps"]),
+         shown(row["hours"], ".1f"), "none" if row["chosen"] is None else f"{row['chosen']}: {row['values']}",
+         shown(row["held_out"]), "—" if row["mean"] is None else f"{row['mean']:.2f} ({row['seeds']})",
+         *paired_cells(row["versus_baseline"]), *paired_cells(row["versus_first"])] for row in rows])
+
+
+def _differences(comparison: Comparison) -> str:
+    """What the searches' trial runs differ in beyond the searched values (their ``fixed`` overrides)."""
+    fixed = [dict(argument.partition("=")[::2] for argument in search.spec.fixed) for search in comparison.searches]
+    keys = sorted({key for overrides in fixed for key in overrides
+                   if len({overrides_.get(key) for overrides_ in fixed}) > 1})
+    if not keys:
+        return "Their trials run alike but for the values searched."
+    def values(key: str) -> str:
+        return ", ".join(f"{label} {overrides.get(key, 'unset')}" for label, overrides in zip(comparison.labels, fixed))
+
+    return f"Their trials' runs differ beyond the values searched, in: {'; '.join(f'{k} ({values(k)})' for k in keys)}."
+
+
+def _caption(comparison: Comparison) -> str:
+    search = comparison.searches[0]
+    return (f"Searches of {search.task} compared: each chose on the {search.metric} of the split held out of the "
+            "training set; its choice and its baseline were then trained at its final seeds and scored once on the "
+            "evaluation split (percent). Optimizer steps and trial hours: all its trials' runs, a pruned one's to "
+            f"where it stopped. Δ: paired by seed, with its {LEVEL:.0%} bootstrap interval and verdict at this sample "
+            f"size. {_differences(comparison)}\n\n")
+
+
+def _csv_rows(comparison: Comparison, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    flat = []
+    for row in rows:
+        item = {key: value for key, value in row.items() if not key.startswith("versus_")}
+        for key in ("versus_baseline", "versus_first"):
+            paired = row[key]
+            item.update({f"{key}_{name}": getattr(paired, field, None) for name, field in (
+                ("difference", "mean"), ("low", "low"), ("high", "high"), ("verdict", "verdict"))})
+            item[f"{key}_seeds"] = None if paired is None else len(paired.seeds)
+        flat.append(item)
+    return flat
+
+
+COMPARISON_TABLES = (Table("searches", rows=lambda comparison: comparison.rows, caption=_caption, always=True,
+                markdown=lambda comparison, rows: searches_table(rows, comparison.searches[0].metric,
+                                                                 comparison.labels[0]),
+                csv_rows=_csv_rows),)
+
+
+def progress_points(search: Search) -> list[tuple[int, float]]:
+    """(steps trained so far, best held-out score so far, percent) after each finished trial, as they ended."""
+    trained, best, points = 0, None, []
+    for trial in sorted((trial for trial in search.trials if trial.datetime_complete is not None),
+                        key=lambda trial: trial.datetime_complete):
+        trained += trial_steps(search, trial.number) or 0
+        if STATES[trial.state] == "finished":
+            score = search.percent(trial.value)
+            best = score if search.improves(score, best) else best
+            points.append((trained, best))
+    return points
+
+
+def _draw_progress(comparison: Comparison, path: Path) -> Path:
+    search = comparison.searches[0]
+    fig, ax = single(f"Searches of {search.task}: the best held-out {search.metric} so far", "optimizer steps trained "
+                     "by the search's trials", f"best held-out {search.metric}")
+    for label, each in zip(comparison.labels, comparison.searches):
+        points = progress_points(each)
+        if points:
+            ax.step(*zip(*points), where="post", marker="o", markersize=3, label=label)
+    ax.legend(fontsize=8)
+    return save_png(fig, path)
+
+
+COMPARISON_FIGURES = (Figure("searches.png", lambda comparison: comparison.searches, _draw_progress, ""),)
+
+
+def write_comparison(comparison: Comparison, out: Path) -> None:
+    """``searches.md/.csv`` and ``searches.png`` into ``out``."""
+    write_outputs(COMPARISON_TABLES, COMPARISON_FIGURES, comparison, out)
+
+
+def comparison_summary(comparison: Comparison) -> list[str]:
+    """What ``istar-report`` prints: a line per search."""
+    lines = []
+    for row in comparison.rows:
+        line = (f"{row['search']} (sampler {row['sampler']}, pruner {row['pruner']}; {row['trials']}): "
+                f"{row['steps']} optimizer steps in {row['hours']:.1f} h of trials; ")
+        if row["chosen"] is None:
+            lines.append(line + "chose nothing (no trial finished)")
+            continue
+        line += f"chose {row['chosen']} ({row['values']}), held-out {row['held_out']:.2f}"
+        if row["mean"] is not None:
+            line += f"; eval mean {row['mean']:.2f} over {row['seeds']} seeds"
+        for key, what in (("versus_baseline", "its baseline"), ("versus_first", f"{comparison.labels[0]}'s choice")):
+            if row[key] is not None:
+                line += f"; vs {what} {' '.join(paired_cells(row[key]))}"
+        lines.append(line)
     return lines

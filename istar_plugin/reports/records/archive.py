@@ -1,28 +1,51 @@
-"""Archives of a grid's records, small enough for git, which ``istar-report`` reads exactly as the grid itself:
-each finished or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``."""
+"""Archives small enough for git, which ``istar-report`` reads exactly as what was archived. A grid's: each finished
+or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``. An ``istar-tune``
+search's: ``search.yaml``, its study as ``study.json``, ``progress.log``, and the records of every ended trial's runs
+and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived.
+
+>>> from istar_plugin.reports.records.searches import as_study
+>>> study = as_study({"study": "demo", "directions": ["MAXIMIZE"], "user_attrs": {}, "trials": []})
+>>> study.add_trial(optuna.trial.create_trial(params={"lr": 0.5}, value=0.75, intermediate_values={15: 0.5},
+...     distributions={"lr": optuna.distributions.FloatDistribution(0.1, 1, log=True)}, user_attrs={"scores": {}}))
+>>> record = json.loads(as_text(study_record(study)))
+>>> record["trials"][0]["distributions"]["lr"]
+{'attributes': {'high': 1.0, 'log': True, 'low': 0.1, 'step': None}, 'name': 'FloatDistribution'}
+>>> again = as_study(record)
+>>> again.best_trial.params, again.best_trial.intermediate_values, study_record(again) == record
+({'lr': 0.5}, {15: 0.5}, True)
+"""
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import optuna
+from optuna.distributions import distribution_to_json
+from optuna.trial import FrozenTrial, TrialState
+
+from ...config.searches import FINAL, PROGRESS, RECORD, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import ConfigError, RunDirError
-from ...storage.atomic import atomic_write_bytes
+from ...storage.atomic import atomic_write_bytes, atomic_write_text
 from ...storage.lock import RunDirLock
 from ...storage.logs import json_lines
-from ...storage.ownership import ARCHIVE_MARKER, check_writable, mark
+from ...storage.ownership import ARCHIVE_MARKER, GRID_MARKER, IGNORED, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
-from .cells import RECORD_FILES, find_cells
+from .cells import RECORD_FILES, collect, find_cells
+from .searches import STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study
 
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100
 WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
+ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
+"""The states a trial never leaves: its record is final."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +63,7 @@ class _Snapshot:
     files: dict[str, bytes]
     origin: bytes
     status: str
+    task: str
 
 
 @dataclass(frozen=True)
@@ -49,11 +73,12 @@ class Plan:
     directory: Path
     new: tuple[_Snapshot, ...]
     outcomes: tuple[Outcome, ...]
+    tasks: frozenset[str] = frozenset()
 
-    def write(self) -> list[Outcome]:
-        """Write the new cells (and the archive's marker); every cell's outcome, in the order of their names."""
-        if not (self.directory / ARCHIVE_MARKER).is_file():
-            mark(self.directory, ARCHIVE_MARKER)
+    def write(self, **details: Any) -> list[Outcome]:
+        """Write the new cells (and the archive's marker, with ``details``); every cell's outcome, in name order."""
+        if not (self.directory / ARCHIVE_MARKER).is_file() or (details and marked(self.directory) != details):
+            mark(self.directory, ARCHIVE_MARKER, **details)
         outcomes = list(self.outcomes)
         for snapshot in self.new:
             _write(self.directory / snapshot.name, snapshot)
@@ -63,15 +88,83 @@ class Plan:
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
-    return plan(grid, directory).write()
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does, and
+    refuses (RunDirError, nothing written) an archive of a search, of another grid or of other tasks."""
+    planned = plan(grid, directory, whole_grid=True)
+    details = {"grid": grid_name(Path(grid)) or marked(Path(directory)).get("grid"),
+               "tasks": sorted(archived_tasks(Path(directory)) | planned.tasks)}
+    return planned.write(**{key: value for key, value in details.items() if value})
 
 
-def plan(grid: str | os.PathLike, directory: str | os.PathLike,
-         cells: Optional[Callable[[Path], bool]] = None) -> Plan:
+def _check_belongs(grid: Path, directory: Path, tasks: frozenset[str]) -> None:
+    """Refuse (one RunDirError line) an archive in ``directory`` of a search, of another grid or of other tasks."""
+    name, held, held_tasks = grid_name(grid), marked(directory).get("grid"), archived_tasks(directory)
+    shown = f"grid {name or grid.resolve().name} ({_listed(tasks)})"
+    if (directory / RECORD).is_file():
+        raise RunDirError(f"--archive {directory}: is the archive of search {read_search(directory).name}, not of "
+                          f"{shown}; choose a new or empty --archive folder for the grid, nothing was changed")
+    if (held and name and held != name) or (tasks and held_tasks and not tasks & held_tasks):
+        raise RunDirError(f"--archive {directory}: holds {f'grid {held}' if held else 'a grid'} "
+                          f"({_listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
+                          "nothing was changed")
+
+
+def _listed(tasks: frozenset[str]) -> str:
+    return ", ".join(sorted(tasks)) or "no task yet"
+
+
+def left_out(*archives: str | os.PathLike) -> list[str]:
+    """``PATH: reason`` for each record of the archives (of grids or of searches) that their report leaves out of
+    every table for a reason other than its run having failed: a damaged, edited or duplicate record, or a trial's
+    runs that disagree with its study. A renderer of tables from archives refuses such an archive with these lines."""
+    grids = [Path(folder) for folder in archives if not is_search(folder)]
+    problems, disagreeing = list(collect(*grids)[1] if grids else []), []
+    for search in (read(Path(folder)) for folder in archives if is_search(folder)):
+        problems += search.final_problems
+        disagreeing += [f"{search.directory}: {problem_line(row)}" for row in disagreements(search)]
+    return [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))] + disagreeing
+
+
+def _failed(cell: Path) -> bool:
+    """Whether the cell's record is a readable record of a failed run (listed by the report, not damaged)."""
+    results = read_results(cell / RESULTS, strict=False)
+    return results is not None and not results.finished
+
+
+def grid_name(grid: Path) -> Optional[str]:
+    """The grid's name: as an archive's marker or istar-grid's records it, else its folder's (None: an archive that
+    recorded none)."""
+    for marker in (ARCHIVE_MARKER, GRID_MARKER):
+        if (grid / marker).is_file():
+            return marked(grid, marker).get("grid") or (None if marker == ARCHIVE_MARKER else grid.resolve().name)
+    return grid.resolve().name
+
+
+def marked(directory: Path, marker: str = ARCHIVE_MARKER) -> dict[str, Any]:
+    """The details a marker in ``directory`` records (empty without a readable one), its time left out."""
+    try:
+        details = json.loads((Path(directory) / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: value for key, value in details.items() if key != "time"} if isinstance(details, dict) else {}
+
+
+def archived_tasks(directory: Path) -> frozenset[str]:
+    """The tasks an archive holds: as its marker records them, else those of its cells' records."""
+    recorded = marked(directory).get("tasks")
+    if isinstance(recorded, list):
+        return frozenset(map(str, recorded))
+    cells = find_cells(directory) if directory.is_dir() else []
+    return frozenset(results.task for cell in cells
+                     if (results := read_results(cell / RESULTS, strict=False)) is not None)
+
+
+def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[Callable[[Path], bool]] = None,
+         whole_grid: bool = False) -> Plan:
     """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
 
-    RunDirError for foreign files or a different record in ``directory``, ConfigError when it lies inside ``grid``."""
+    RunDirError for foreign files or a different record in ``directory`` (with ``whole_grid``, for an archive of a
+    search, another grid or other tasks too), ConfigError when it lies inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -89,6 +182,9 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
             snapshots.append(_snapshot(cell, name))
         except (ResultsError, RunDirError) as error:
             outcomes[name] = Outcome(name, "skipped", error.problem if isinstance(error, ResultsError) else str(error))
+    tasks = frozenset(snapshot.task for snapshot in snapshots)
+    if whole_grid:
+        _check_belongs(grid, directory, tasks)
     new = []
     conflicts = []
     for snapshot in snapshots:
@@ -105,7 +201,7 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike,
         raise RunDirError(f"--archive {directory}: {name}/{file} differs from the record archived there{others}; "
                           f"nothing was archived (an archived record is never replaced: remove {directory / name} to "
                           "archive this one)")
-    return Plan(directory, tuple(new), tuple(outcomes.values()))
+    return Plan(directory, tuple(new), tuple(outcomes.values()), tasks)
 
 
 def _snapshot(cell: Path, name: str) -> _Snapshot:
@@ -126,7 +222,7 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
         origin = (json.dumps({"source": f"{socket.gethostname()}:{cell.resolve()}",
                               "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               METRICS: {"records": total, "kept": kept}}, indent=2, sort_keys=True) + "\n").encode()
-    return _Snapshot(name, files, origin, status)
+    return _Snapshot(name, files, origin, status, results.task)
 
 
 def _archived_files(cell: Path) -> dict[str, bytes] | None:
@@ -155,3 +251,101 @@ def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> 
     kept |= {i for i in training if records[i].get("step") in evaluated}
     kept |= {0, len(lines) - 1} if lines else set()
     return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
+
+
+REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
+
+
+@dataclass(frozen=True)
+class Archived:
+    """Each run's outcome (``trials/NNNN/seed=S``, ``final/CELL``), the trials archived and how many had not ended."""
+
+    outcomes: list[Outcome]
+    trials: int
+    not_ended: int
+
+
+def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
+    """Archive the search in ``search_dir`` into ``directory``; RunDirError or ConfigError, archiving nothing."""
+    search_dir, directory = Path(search_dir), Path(directory)
+    if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
+        raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
+    spec = read_search(search_dir)
+    spec_bytes = (search_dir / RECORD).read_bytes()
+    record = json.loads(as_text(study_record(read_study(spec, search_dir, "nothing archived"))))
+    progress = (search_dir / PROGRESS).read_bytes() if (search_dir / PROGRESS).is_file() else None
+    check_writable(directory, ARCHIVE_MARKER, "--archive")
+    differs = _difference(directory, spec, record, progress)
+    if differs is not None:
+        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; {REPLACED}")
+    ended = {trial_dir(search_dir, trial["number"]) for trial in record["trials"] if trial["state"] in ENDED}
+    plans = [(folder, plan(search_dir / folder, directory / folder, cells))
+             for folder, cells in ((TRIALS, lambda cell: cell.parent in ended), (FINAL, None))
+             if (search_dir / folder).is_dir()]
+    if not (directory / ARCHIVE_MARKER).is_file():
+        mark(directory, ARCHIVE_MARKER, search=f"{socket.gethostname()}:{search_dir.resolve()}")
+    if not (directory / RECORD).is_file() or (directory / RECORD).read_bytes() != spec_bytes:  # a new budget
+        atomic_write_bytes(directory / RECORD, spec_bytes)
+    outcomes = [replace(outcome, name=f"{folder}/{outcome.name}") for folder, cells in plans
+                for outcome in cells.write()]
+    if progress is not None:
+        atomic_write_bytes(directory / PROGRESS, progress)
+    atomic_write_text(directory / STUDY_FILE, as_text(record))
+    return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
+
+
+def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:
+    """What of the search differs from the archive in ``directory`` (None: nothing, or no archive yet)."""
+    if not (directory / RECORD).is_file():
+        if directory.is_dir() and any(entry.name not in {*IGNORED, ARCHIVE_MARKER} for entry in directory.iterdir()):
+            raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
+                              "new or empty --archive folder, nothing was changed")
+        return None
+    changed = spec.differences(read_search(directory))
+    if changed:
+        return f"{RECORD} ({', '.join(changed)})"
+    if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
+        return PROGRESS
+    if not (directory / STUDY_FILE).is_file():
+        return None
+    archived = read_record(directory / STUDY_FILE, f"--archive {directory}")
+    if any(archived.get(key) != record[key] for key in ("study", "directions", "user_attrs")):
+        return f"{STUDY_FILE} (the study's name, direction or attributes)"
+    live = {trial["number"]: _canonical(trial) for trial in record["trials"]}
+    for trial in archived["trials"]:
+        number = trial.get("number")
+        if number not in live or (trial.get("state") in ENDED and _canonical(trial) != live[number]):
+            return f"{STUDY_FILE} (trial {number})"
+    return None
+
+
+def _canonical(trial: dict[str, Any]) -> str:
+    """A trial's record as text, compared as text (a NaN equals itself)."""
+    return json.dumps(trial, sort_keys=True)
+
+
+def trial_record(trial: FrozenTrial) -> dict[str, Any]:
+    """One trial as JSON-ready data."""
+    return {"number": trial.number, "state": trial.state.name, "values": trial.values, "params": trial.params,
+            "distributions": {name: json.loads(distribution_to_json(distribution))
+                              for name, distribution in trial.distributions.items()},
+            "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
+            "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
+            "datetime_start": _when(trial.datetime_start), "datetime_complete": _when(trial.datetime_complete)}
+
+
+def study_record(study: optuna.Study) -> dict[str, Any]:
+    """The study as JSON-ready data: its name, directions, user attributes and every trial in number order."""
+    return {"study": study.study_name, "directions": [direction.name for direction in study.directions],
+            "user_attrs": study.user_attrs,
+            "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
+                                                               key=lambda trial: trial.number)]}
+
+
+def as_text(record: dict[str, Any]) -> str:
+    """``study.json``'s text: the record with sorted keys, one value a line."""
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+
+
+def _when(moment: Optional[datetime.datetime]) -> Optional[str]:
+    return None if moment is None else moment.isoformat()

@@ -1,7 +1,9 @@
-"""An ``istar-tune`` search read back (a search directory or an archive of one): its study, its final grid's cells,
-and where the study and the run directories disagree."""
+"""An ``istar-tune`` search read back (a search directory or an archive of one): its study (from its database, or
+an archive's ``study.json``), its final grid's cells, and where the study and the run directories disagree."""
 from __future__ import annotations
 
+import datetime
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -9,16 +11,19 @@ from typing import Any, Optional, Sequence
 
 import optuna
 import sqlalchemy.exc
+from optuna.distributions import json_to_distribution
+from optuna.trial import FrozenTrial, TrialState
 
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import RunDirError, one_line
 from ...metrics import main_metric
 from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
+from ...storage.reading import read_text
 from ...storage.results import RESULTS, ResultsError, read_results
 from ...storage.study_database import storage
 from .cells import Record, as_percent, collect
-from .study_file import STUDY_FILE, load
 
+STUDY_FILE = "study.json"
 STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
           optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
           optuna.trial.TrialState.WAITING: "waiting"}
@@ -172,3 +177,58 @@ def _span(numbers: set[int]) -> str:
 def problem_line(row: dict[str, Any]) -> str:
     """A disagreement as one line (``istar-report`` warns with it)."""
     return ("" if row["trial"] is None else f"trial {row['trial']}: ") + f"{row['path']}: {row['problem']}"
+
+
+def read_record(path: Path, what: str) -> dict[str, Any]:
+    """The record in ``path``; a missing or damaged one is one RunDirError line beginning with ``what``."""
+    if not Path(path).is_file():
+        raise RunDirError(f"{what}: its study record {path} is missing (istar-report SEARCH_DIR --archive writes it "
+                          "last: archive the search again to complete it)")
+    try:
+        record = json.loads(read_text(path, "study record", RunDirError))
+    except ValueError as error:
+        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
+        raise RunDirError(f"{what}: its study record {path} is damaged (no mapping holding a list of trials)")
+    return record
+
+
+def load(path: Path, what: str) -> optuna.Study:
+    """The study recorded in ``path``; a record Optuna cannot rebuild is one RunDirError line too."""
+    try:
+        return as_study(read_record(path, what))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
+
+
+def as_study(record: dict[str, Any]) -> optuna.Study:
+    """The in-memory study a record describes; its trials keep their numbers (a record holds every trial, from 0)."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" on every report
+    try:
+        study = optuna.create_study(study_name=record["study"],
+                                    directions=[direction.lower() for direction in record["directions"]])
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    for key, value in record["user_attrs"].items():
+        study.set_user_attr(key, value)
+    for number, trial in enumerate(sorted(record["trials"], key=lambda trial: trial["number"])):
+        if trial["number"] != number:
+            raise ValueError(f"trial {number} is missing")
+        study.add_trial(_frozen(trial))
+    return study
+
+
+def _frozen(trial: dict[str, Any]) -> FrozenTrial:
+    return FrozenTrial(number=trial["number"], state=TrialState[trial["state"]], value=None, values=trial["values"],
+                       datetime_start=_time(trial["datetime_start"]),
+                       datetime_complete=_time(trial["datetime_complete"]), params=trial["params"],
+                       distributions={name: json_to_distribution(json.dumps(distribution))
+                                      for name, distribution in trial["distributions"].items()},
+                       user_attrs=trial["user_attrs"], system_attrs=trial["system_attrs"],
+                       intermediate_values={int(step): value for step, value in trial["intermediate_values"].items()},
+                       trial_id=trial["number"])
+
+
+def _time(text: Optional[str]) -> Optional[datetime.datetime]:
+    return None if text is None else datetime.datetime.fromisoformat(text)
