@@ -12,7 +12,7 @@ from ...metrics import better_sign
 from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
-from ..records.cells import Record
+from ..records.cells import Record, predictions_problem
 from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
@@ -139,24 +139,11 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
         return None, f"is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')})"
     if scored is None:
         return None, MISSING
-    recorded = _recorded(cell)
     if scored.task != record.task:
         return None, f"is of task {scored.task}, its results.json of {record.task}"
-    if isinstance(recorded.get("step"), int) and scored.step != recorded["step"]:
-        return None, f"is of step {scored.step}, its results.json of step {recorded['step']}"
-    examples = recorded.get("examples")
-    if isinstance(examples, int) and len(scored.references) != examples:
-        return None, f"holds {len(scored.references)} examples, its results.json's evaluation split {examples}"
-    return (scored.predictions, scored.references), ""
-
-
-def _recorded(cell: Path) -> dict[str, Any]:
     results = read_results(cell, strict=False)
-    if results is None:
-        return {}
-    data = results.extra.get("data")
-    evaluation = data.get("eval") if isinstance(data, dict) else None
-    return {"step": results.step, "examples": evaluation.get("examples") if isinstance(evaluation, dict) else None}
+    problem = "" if results is None else predictions_problem(results, scored)
+    return (None, problem) if problem else ((scored.predictions, scored.references), "")
 
 
 POWER = 0.80
