@@ -33,15 +33,15 @@ EXAMPLES = {
 |---|---|---|---|---|---|---|
 | bert | sst2 | I-STAR | -3 | 0.2 | 93.50 ± 0.71 | 2 |
 >>> format_score(Setting("minilm", "sst2", "istar", -1.0, 0.2, "accuracy", (1,), (92.5,), (0.1,)), 1)
-'92.50 ± — (n=1)'
+'92.50 ± — (λ -1, ζ 0.2, n=1)'
 >>> format_score(Setting("bert", "mrpc", "spectrum", None, None, "f1", (1, 2), (81.2, 81.2), (0.1, 0.1),
 ...                      collapsed=2), 2)
 '81.20 ± 0.00 (2 collapsed)'
 >>> format_score(Setting("bert", "sst2", "istar", -5.0, 0.2, "accuracy", (1, 2), (92.5, 93.5), (0.1, 0.1)), 2)
-'93.00 ± 0.71 · paper 92.65 ± 0.18 (+0.35)'
+'93.00 ± 0.71 (λ -5, ζ 0.2) · paper 92.65 ± 0.18 (+0.35)'
 >>> format_score(Setting("minilm", "rte", "istar", -1.0, 0.8, "accuracy", (1, 2), (60.0, 62.0), (0.1, 0.1)), 2,
 ...              paper_model="bert")
-'61.00 ± 1.41 · paper bert 62.53 ± 0.70 (-1.53)'
+'61.00 ± 1.41 (λ -1, ζ 0.8) · paper bert 62.53 ± 0.70 (-1.53)'
 """,
     "istar_plugin.reports.comparisons.versus_base": """
 >>> import json, tempfile

@@ -100,7 +100,7 @@ def test_a_run_whose_predictions_contradict_its_results_is_a_problem_left_out_of
         (row,) = csv.DictReader(handle)
     assert (row["seeds"], row["per_seed"]) == ("1", "+30.00")  # seed 1 alone: seed 2 of I-STAR is left out
     table1 = (tmp_path / "report" / "table1.md").read_text()
-    assert "91.00 ± — (n=1)" in table1 and "92.00" not in table1 and "95.00" not in table1
+    assert "91.00 ± — (λ -1, n=1)" in table1 and "92.00" not in table1 and "95.00" not in table1
     with open(tmp_path / "report" / "cells.csv") as handle:
         assert ISTAR2 not in handle.read()
 

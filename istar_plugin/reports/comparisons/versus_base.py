@@ -23,7 +23,9 @@ COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
 CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
            "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
-           "sample size (n.d.: not distinguishable).\n\n")
+           "sample size (n.d.: not distinguishable). A setting of one seed resamples its examples only (`examples "
+           "only`): its interval holds no seed's variance, so its verdict (marked `one seed: examples only`) says how "
+           "these two runs differ on these examples, not whether another seed would.\n\n")
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -80,16 +82,25 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
     return (same_variant or sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n)))[-1] if bases else None
 
 
-def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``)."""
+def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], metric: Optional[str] = None
+            ) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``) on ``metric`` (default the
+    table metric); None without a common seed, or where a run lacks ``metric``."""
+    metric = metric or setting.metric
     method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
-    pairing = pair_outcomes(setting.task, setting.metric, method_runs, base_runs)
-    paired = paired_difference(
-        setting.task, setting.metric, pairing.method, pairing.base,
-        scores=({r.seed: r.score for r in method_runs}, {r.seed: r.score for r in base_runs}))
+    scores = (_scores(method_runs, metric), _scores(base_runs, metric))
+    if any(score is None for side in scores for score in side.values()):
+        return None
+    pairing = pair_outcomes(setting.task, metric, method_runs, base_runs)
+    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=scores)
     if paired is None or not pairing.problems:
         return paired
     return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
+
+
+def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
+    """Seed -> the run's ``metric`` as a percentage (None where the run has none)."""
+    return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
 
 
 MISSING = "is missing"

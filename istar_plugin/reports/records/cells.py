@@ -91,9 +91,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
-            config = read_config(cell)
-            check_against_config(record, config)
-            finished.append((record, as_configured_today(config, recorded_precision(cell))))
+            finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -167,13 +165,14 @@ def _as_written(value: Any) -> str:
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell, its metrics checked against its ``predictions.json`` (:func:`check_predictions`);
-    :class:`CellProblem` says why there is none."""
+    """The record of a finished cell, checked against its ``config.yaml`` (:func:`check_against_config`) and its
+    ``predictions.json`` (:func:`check_predictions`); :class:`CellProblem` says why there is none."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         record = cell_record(results, cell)
     except ResultsError as error:
         raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
+    check_against_config(record, read_config(cell))
     return replace(record, unchecked=check_predictions(results, cell))
 
 
