@@ -89,10 +89,15 @@ def test_only_common_seeds_are_paired_and_unequal_references_fall_back_to_seeds(
     assert (result.low, result.high, result.verdict) == (100.0, 100.0, "undefined (one seed)")
 
 
-def test_one_seed_with_its_examples_resampled_keeps_its_verdict():
+def test_one_seed_with_its_examples_resampled_is_labelled_examples_only_and_decides_nothing_over_seeds():
     references = [0, 1] * 200
     result = paired_difference("rte", "accuracy", {1: (references, references)}, {1: ([0] * 400, references)})
-    assert result.resampled == "seeds and examples" and result.low > 0 and result.verdict == "better"
+    assert result.resampled == "examples only" and result.low > 0
+    assert result.verdict == "better (one seed: examples only)" and not result.decided
+    assert result.text().startswith("+50.00 [+4") and result.text().endswith("] better (one seed: examples only)")
+    two = paired_difference("rte", "accuracy", {1: (references, references), 2: (references, references)},
+                            {1: ([0] * 400, references), 2: ([0] * 400, references)})
+    assert (two.resampled, two.verdict, two.decided) == ("seeds and examples", "better", True)
 
 
 def test_regression_metrics_resample_seeds_only():
@@ -125,4 +130,5 @@ def test_perplexity_pairs_resample_texts_and_a_lower_perplexity_is_better():
                              {1: outcome(base), 2: outcome(base)})
     lower = paired_difference("lm", "perplexity", {1: outcome(better)}, {1: outcome(base)})
     assert same.resampled == "seeds and examples" and same.verdict == "not distinguishable" and same.low < 0 < same.high
-    assert lower.differences[0] == pytest.approx(math.exp(2.9) - math.exp(3.0)) and lower.verdict == "better"
+    assert lower.differences[0] == pytest.approx(math.exp(2.9) - math.exp(3.0)) and lower.verdict == (
+        "better (one seed: examples only)")

@@ -1,9 +1,12 @@
-"""istar-report on records it cannot trust: predictions.json files that cannot be paired with Base's examples (damaged,
-of another length, task or step, other references, missing beside others) make the comparison fall back to the seeds
-alone, saying why once; results.json values that cannot be true (a metric outside its range, a seed or task that
-contradicts config.yaml) are listed as problems, never averaged."""
+"""istar-report on records it cannot trust: predictions.json files that cannot be paired with Base's examples (other
+references, missing beside others) make the comparison fall back to the seeds alone, saying why once; records that
+cannot be true (a metric outside its range, a seed or task that contradicts config.yaml, a predictions.json that is
+damaged, of another task, step or length, or recomputes to other metrics than results.json) are listed as problems,
+never averaged."""
 import csv
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,8 @@ from istar_plugin.cli import report as report_cli
 from istar_plugin.reports.comparisons import versus_base
 from istar_plugin.reports.records.cells import collect
 from istar_plugin.storage.predictions import write_predictions
+
+EVIDENCE = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "replication_glue_minilm"
 
 
 # ----------------------------------------------------------------------------------- predictions that cannot be paired
@@ -38,23 +43,18 @@ def edit_predictions(cell, **changes):
 
 
 ISTAR2 = "recipe=rte,seed=2,criterion=istar"
-TAMPERED = {
-    "damaged": (lambda cell: (cell / "predictions.json").write_text('{"task": "rte"'),
-                "is damaged (unreadable (Expecting ',' delimiter: line 1 column 15 (char 14)))"),
-    "another length": (lambda cell: edit_predictions(cell, predictions=[0] * 80, references=[0, 1] * 40),
-                       "holds 80 examples, its results.json's evaluation split 100"),
-    "other references": (lambda cell: edit_predictions(cell, references=[1, 0] * 50),
+UNPAIRABLE = {
+    "other references": (lambda cell: edit_predictions(cell, references=[1, 0] * 50,
+                                                        predictions=[1, 0] * 46 + [0, 1] * 4),  # 92 right, as recorded
                          "does not match the references of recipe=rte,seed=2,criterion=cross_entropy"),
-    "another task": (lambda cell: edit_predictions(cell, task="sst2"), "is of task sst2, its results.json of rte"),
-    "another step": (lambda cell: edit_predictions(cell, step=4), "is of step 4, its results.json of step 10"),
     "missing beside others": (lambda cell: (cell / "predictions.json").unlink(), "is missing"),
 }
 
 
-@pytest.mark.parametrize("name", list(TAMPERED))
+@pytest.mark.parametrize("name", list(UNPAIRABLE))
 def test_a_comparison_that_cannot_pair_a_runs_examples_says_why_and_the_report_warns_once(name, tmp_path, capsys):
     grid = paired_grid(tmp_path / "grid")
-    tamper, problem = TAMPERED[name]
+    tamper, problem = UNPAIRABLE[name]
     tamper(grid / ISTAR2)
     assert report_cli.main([str(grid), "--out", str(tmp_path / "report")]) == 0
     captured = capsys.readouterr()
@@ -64,6 +64,55 @@ def test_a_comparison_that_cannot_pair_a_runs_examples_says_why_and_the_report_w
         (row,) = csv.DictReader(handle)
     assert row["resampled"] == f"seeds (predictions.json of {ISTAR2} {problem})" and row["verdict"] == "better"
     assert f"| seeds (predictions.json of {ISTAR2} {problem}) |" in captured.out
+
+
+SELF_CONTRADICTING = {
+    "damaged": (lambda cell: (cell / "predictions.json").write_text('{"task": "rte"'),
+                "is damaged (unreadable (Expecting ',' delimiter: line 1 column 15 (char 14))): its results.json "
+                "cannot be checked"),
+    "another length": (lambda cell: edit_predictions(cell, predictions=[0] * 80, references=[0, 1] * 40),
+                       "holds 80 examples, its results.json's evaluation split 100"),
+    "another task": (lambda cell: edit_predictions(cell, task="sst2"), "is of task sst2, its results.json of rte"),
+    "another step": (lambda cell: edit_predictions(cell, step=4),
+                     "is of step 4, its results.json of step 10 (written by another attempt)"),
+    "another attempt's predictions": (
+        lambda cell: edit_predictions(cell, predictions=[0, 1] * 45 + [1, 0] * 5),
+        "gives accuracy 0.9, its results.json 0.92 (one of them was edited, or written by another attempt)"),
+    "an edited accuracy": (lambda cell: tamper_results(cell, accuracy=0.95),
+                           "gives accuracy 0.92, its results.json 0.95 (one of them was edited, or written by another "
+                           "attempt)"),
+}
+
+
+@pytest.mark.parametrize("name", list(SELF_CONTRADICTING))
+def test_a_run_whose_predictions_contradict_its_results_is_a_problem_left_out_of_every_table(name, tmp_path, capsys):
+    grid = paired_grid(tmp_path / "grid")
+    tamper, problem = SELF_CONTRADICTING[name]
+    tamper(grid / ISTAR2)
+    assert report_cli.main([str(grid), "--out", str(tmp_path / "report")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert captured.out.split("metrics recomputed from predictions.json")[1] == (
+        ", agreeing with results.json: 3 of 3 finished cells\n"
+        "missing or failed cells: 1\n"
+        f"  {grid / ISTAR2}: predictions.json {problem}; left out\n")
+    with open(tmp_path / "report" / "versus_base.csv") as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["seeds"], row["per_seed"]) == ("1", "+30.00")  # seed 1 alone: seed 2 of I-STAR is left out
+    table1 = (tmp_path / "report" / "table1.md").read_text()
+    assert "91.00 ± — (λ -1, n=1)" in table1 and "92.00" not in table1 and "95.00" not in table1
+    with open(tmp_path / "report" / "cells.csv") as handle:
+        assert ISTAR2 not in handle.read()
+
+
+def test_a_grid_without_predictions_is_reported_unchecked_cell_by_cell(tmp_path, capsys):
+    grid = paired_grid(tmp_path / "grid", seeds=(1,))
+    (grid / "recipe=rte,seed=1,criterion=istar" / "predictions.json").unlink()
+    assert report_cli.main([str(grid), "--out", str(tmp_path / "report")]) == 0
+    assert capsys.readouterr().out.split("finished cells; report in")[1].split("\n", 1)[1] == (
+        "metrics recomputed from predictions.json, agreeing with results.json: 1 of 2 finished cells\n"
+        f"  {grid / 'recipe=rte,seed=1,criterion=istar'}: not recomputed (no predictions.json)\n"
+        "missing or failed cells: 0\n")
 
 
 def test_matching_predictions_are_resampled_without_a_warning_and_a_grid_without_any_as_before(tmp_path, capsys):
@@ -79,12 +128,13 @@ def test_matching_predictions_are_resampled_without_a_warning_and_a_grid_without
 
 def test_one_pair_of_runs_whose_predictions_cannot_be_paired_keeps_the_undefined_verdict(tmp_path):
     grid = paired_grid(tmp_path / "grid", seeds=(1,))
-    (grid / "recipe=rte,seed=1,criterion=cross_entropy" / "predictions.json").write_text("[]")
+    edit_predictions(grid / "recipe=rte,seed=1,criterion=istar", references=[1, 0] * 50,
+                     predictions=[1, 0] * 45 + [1, 1] + [0, 1] * 4)  # 91 right, as recorded
     (row,) = versus_base.comparisons(collect(grid)[0])
     paired = row["paired"]
     assert paired.verdict == "undefined (one seed)" and paired.resampled == (
-        "seeds (predictions.json of recipe=rte,seed=1,criterion=cross_entropy is damaged (expected an object with "
-        "task, step, predictions, references))")
+        "seeds (predictions.json of recipe=rte,seed=1,criterion=istar does not match the references of "
+        "recipe=rte,seed=1,criterion=cross_entropy)")
 
 
 
@@ -142,3 +192,28 @@ def test_a_metric_outside_its_range_is_named(tmp_path, task, metric, value, boun
     records, problems = collect(tmp_path)
     assert records == [] and problems == [(str(cell), f"results.json: metric {metric!r} is {value}, outside {bound}: "
                                                       f"no {task} run scores that")]
+
+
+# ----------------------------------------------------------------------------- an archive whose record was edited
+def test_an_archive_with_an_edited_results_json_is_refused_cell_by_cell_and_an_unedited_one_is_not(tmp_path, capsys):
+    archive = tmp_path / "archive"
+    for cell in sorted(EVIDENCE.glob("recipe=rte,*")):  # RTE of the archived GLUE replication
+        shutil.copytree(cell, archive / cell.name)
+    assert report_cli.main([str(archive), "--out", str(tmp_path / "unedited")]) == 0
+    cells = len(list(archive.iterdir()))
+    assert capsys.readouterr().out.split(f"{cells} finished cells; report in {tmp_path / 'unedited'}\n")[1] == (
+        f"metrics recomputed from predictions.json, agreeing with results.json: {cells} of {cells} finished cells\n"
+        "missing or failed cells: 0\n")
+    edited = archive / "recipe=rte,seed=2,criterion=istar,lam=-1,padding=include"
+    stored = json.loads((edited / "results.json").read_text())["metrics"]["accuracy"]
+    tamper_results(edited, accuracy=0.75)
+    assert report_cli.main([str(archive), "--out", str(tmp_path / "edited")]) == 0
+    assert capsys.readouterr().out.split("missing or failed cells: ")[1] == (
+        f"1\n  {edited}: predictions.json gives accuracy {stored!r}, its results.json 0.75 (one of them was edited, "
+        "or written by another attempt); left out\n")
+    with open(tmp_path / "edited" / "versus_base.csv") as handle:
+        (row,) = [row for row in csv.DictReader(handle) if (row["method"], row["lam"]) == ("I-STAR", "-1.0")]
+    assert row["seeds"] == "4" and len(row["per_seed"].split()) == 4
+    with open(tmp_path / "edited" / "table1.csv") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["I-STAR lam"], row["I-STAR n"]) == ("-1.0", "4")  # the four unedited seeds

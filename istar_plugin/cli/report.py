@@ -84,7 +84,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
     """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
     from ..reports.comparisons.versus_base import unpaired_predictions
     from ..reports.grid_report import unwritten_figures, write_report
-    from ..reports.records.cells import collect
+    from ..reports.records.cells import collect, recomputed_lines
     from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
     try:
@@ -104,6 +104,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
         for line in unpaired_predictions(records):
             print(f"istar-report: warning: {line}", file=sys.stderr)
         print(f"\n{len(records)} finished cells; report in {out}")
+        print("\n".join(recomputed_lines(records)))
     else:
         print("no cell has finished: no report written")
     print(f"missing or failed cells: {len(problems)}")

@@ -21,6 +21,14 @@ UNDEFINED = "undefined (one seed)"
 EXAMPLES = "seeds and examples"
 """``resampled`` of a comparison that resampled the evaluation examples within each seed."""
 
+EXAMPLES_ONLY = "examples only"
+"""``resampled`` of a one-seed comparison that resampled its evaluation examples: its interval holds no seed's
+variance, so its verdict is marked :data:`ONE_SEED`."""
+
+ONE_SEED = " (one seed: examples only)"
+"""What follows the verdict of an :data:`EXAMPLES_ONLY` comparison: it says how the runs differ on these examples, not
+whether another seed would differ so."""
+
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
 
@@ -32,7 +40,7 @@ class PairedDifference:
     differences: tuple[float, ...]
     low: float
     high: float
-    resampled: str  # EXAMPLES, "seeds", or "seeds (why the examples were not)"
+    resampled: str  # EXAMPLES, EXAMPLES_ONLY (one seed), "seeds", or "seeds (why the examples were not)"
     level: float = LEVEL
     lower_is_better: bool = False  # a perplexity: a negative difference is the better model
 
@@ -42,11 +50,20 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        """``better``, ``worse`` or ``not distinguishable``; ``undefined (one seed)`` for one seeds-only pair."""
-        if self.resampled != EXAMPLES and len(self.seeds) < 2:
+        """``better``, ``worse`` or ``not distinguishable``, followed by :data:`ONE_SEED` for one pair of runs whose
+        examples were resampled; ``undefined (one seed)`` for one pair whose examples were not."""
+        one_seed = len(self.seeds) < 2
+        if one_seed and self.resampled not in (EXAMPLES, EXAMPLES_ONLY):
             return UNDEFINED
         above, below = ("worse", "better") if self.lower_is_better else ("better", "worse")
-        return above if self.low > 0 else below if self.high < 0 else "not distinguishable"
+        decided = above if self.low > 0 else below if self.high < 0 else "not distinguishable"
+        return decided + ONE_SEED if one_seed else decided
+
+    @property
+    def decided(self) -> bool:
+        """Whether the verdict is ``better`` or ``worse`` over seeds: the interval excludes zero and holds at least
+        two seeds' variance."""
+        return self.verdict in ("better", "worse")
 
     def columns(self) -> dict[str, Any]:
         """The comparison's columns in a table's rows: seeds, difference, low, high, verdict, per_seed, resampled."""
@@ -56,7 +73,7 @@ class PairedDifference:
 
     def text(self) -> str:
         """``+1.23 [-0.40, +2.90] better`` (Markdown cells)."""
-        short = {"not distinguishable": "n.d."}.get(self.verdict, self.verdict)
+        short = self.verdict.replace("not distinguishable", "n.d.")
         return f"{signed(self.mean)} [{signed(self.low)}, {signed(self.high)}] {short}"
 
 
@@ -92,7 +109,8 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
         low, high = _seed_bootstrap(differences, rounds, seed)
-    return PairedDifference(tuple(seeds), tuple(differences), low, high, EXAMPLES if examples else "seeds",
+    resampled = (EXAMPLES if len(seeds) > 1 else EXAMPLES_ONLY) if examples else "seeds"
+    return PairedDifference(tuple(seeds), tuple(differences), low, high, resampled,
                             lower_is_better=better_sign(metric) < 0)
 
 

@@ -12,7 +12,7 @@ from ...metrics import better_sign
 from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
-from ..records.cells import Record
+from ..records.cells import Record, predictions_problem
 from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
@@ -23,7 +23,9 @@ COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
 CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
            "(resampling the seeds, and the evaluation examples where `resampled` says so), verdict at this "
-           "sample size (n.d.: not distinguishable).\n\n")
+           "sample size (n.d.: not distinguishable). A setting of one seed resamples its examples only (`examples "
+           "only`): its interval holds no seed's variance, so its verdict (marked `one seed: examples only`) says how "
+           "these two runs differ on these examples, not whether another seed would.\n\n")
 
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -80,16 +82,25 @@ def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Set
     return (same_variant or sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n)))[-1] if bases else None
 
 
-def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]]) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``)."""
+def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], metric: Optional[str] = None
+            ) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``) on ``metric`` (default the
+    table metric); None without a common seed, or where a run lacks ``metric``."""
+    metric = metric or setting.metric
     method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
-    pairing = pair_outcomes(setting.task, setting.metric, method_runs, base_runs)
-    paired = paired_difference(
-        setting.task, setting.metric, pairing.method, pairing.base,
-        scores=({r.seed: r.score for r in method_runs}, {r.seed: r.score for r in base_runs}))
+    scores = (_scores(method_runs, metric), _scores(base_runs, metric))
+    if any(score is None for side in scores for score in side.values()):
+        return None
+    pairing = pair_outcomes(setting.task, metric, method_runs, base_runs)
+    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=scores)
     if paired is None or not pairing.problems:
         return paired
     return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
+
+
+def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
+    """Seed -> the run's ``metric`` as a percentage (None where the run has none)."""
+    return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
 
 
 MISSING = "is missing"
@@ -139,24 +150,11 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
         return None, f"is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')})"
     if scored is None:
         return None, MISSING
-    recorded = _recorded(cell)
     if scored.task != record.task:
         return None, f"is of task {scored.task}, its results.json of {record.task}"
-    if isinstance(recorded.get("step"), int) and scored.step != recorded["step"]:
-        return None, f"is of step {scored.step}, its results.json of step {recorded['step']}"
-    examples = recorded.get("examples")
-    if isinstance(examples, int) and len(scored.references) != examples:
-        return None, f"holds {len(scored.references)} examples, its results.json's evaluation split {examples}"
-    return (scored.predictions, scored.references), ""
-
-
-def _recorded(cell: Path) -> dict[str, Any]:
     results = read_results(cell, strict=False)
-    if results is None:
-        return {}
-    data = results.extra.get("data")
-    evaluation = data.get("eval") if isinstance(data, dict) else None
-    return {"step": results.step, "examples": evaluation.get("examples") if isinstance(evaluation, dict) else None}
+    problem = "" if results is None else predictions_problem(results, scored)
+    return (None, problem) if problem else ((scored.predictions, scored.references), "")
 
 
 POWER = 0.80

@@ -88,7 +88,7 @@ def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict
             continue
         ax.errorbar([lam + dodge], [difference.mean], fmt="none", ecolor=colour, elinewidth=1.1, capsize=3,
                     yerr=[[difference.mean - difference.low], [difference.high - difference.mean]])
-        filled = difference.verdict in ("better", "worse")
+        filled = difference.decided
         ax.plot([lam + dodge], [difference.mean], linestyle="none", marker=marker, markersize=6, color=colour,
                 markerfacecolor=colour if filled else "white", markeredgecolor=colour, zorder=3)
 

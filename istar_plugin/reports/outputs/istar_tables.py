@@ -6,21 +6,30 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary
+from ..comparisons.paired import LEVEL
+from ..comparisons.versus_base import compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
-                                setting_order, setting_row)
+                                records_by_setting, setting_order, setting_row)
 from ..tables import markdown_table, number_text
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
-CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}.\n\n",
-            "validation": f"Table 1, held out: {SELECTIONS['validation']}.\n\n"}
+BOLD = (f"Bold: a row's best mean where it is told apart from every other column: its difference to each, paired by "
+        f"seed as in versus_base.md, has a {LEVEL:.0%} interval that excludes zero over at least two seeds; a best not "
+        "told apart is not bold. λ and ζ: the chosen setting of a method that has them.")
+CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}. {BOLD}\n\n",
+            "validation": f"Table 1, held out: {SELECTIONS['validation']}. {BOLD}\n\n"}
 """Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
+
+DISTINGUISHED = "distinguished best"
+"""A :func:`table1` row's key: metric -> the column whose best is told apart from every other (see :data:`BOLD`)."""
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
-    """Rows model x task: ``model``, ``task``, ``metric`` and per method column its best :class:`Setting` or None."""
+    """Rows model x task: ``model``, ``task``, ``metric``, per method column its best :class:`Setting` or None, and
+    :data:`DISTINGUISHED`."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -28,28 +37,57 @@ def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str,
         row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
                                                **dict.fromkeys(columns)})
         row[display_name(method)] = setting
+    groups = records_by_setting(records)
+    for row in rows.values():
+        row[DISTINGUISHED] = {metric: distinguished_best(row, metric, groups) for metric in row_metrics(row, True)}
     return list(rows.values())
+
+
+def distinguished_best(row: dict[str, Any], metric: str, groups: dict[tuple, list[Record]]) -> Optional[str]:
+    """The column of ``row`` whose mean of ``metric`` is best, when its paired interval against every other column's
+    setting excludes zero over at least two seeds (``groups``: ``records_by_setting``); None otherwise."""
+    ranked = sorted(((better_sign(metric) * summary.mean, column) for column in method_columns([row])
+                     if (summary := metric_summary(row[column], metric)) is not None), reverse=True)
+    if len(ranked) < 2:
+        return None
+    best = ranked[0][1]
+    for _, other in ranked[1:]:
+        paired = compare(row[best], row[other], groups, metric)
+        if paired is None or paired.verdict != "better":
+            return None
+    return best
 
 
 def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The method column titles of :func:`table1` rows."""
-    return [key for key in rows[0] if key not in ("model", "task", "metric")] if rows else []
+    return [key for key in rows[0] if key not in ("model", "task", "metric", DISTINGUISHED)] if rows else []
 
 
 def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[str] = None,
                  paper_model: Optional[str] = None) -> str:
     """``mean ± std`` of ``metric`` (default the table metric) with its marks, then the paper's and our difference."""
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
-    if summary is None:
+    if summary is None or setting is None:
         return "—"
     n = summary.n
-    text = summary.text(".2f") + (f" (n={n})" if n == 1 or n < most_seeds else "")
+    marks = [*setting_marks(setting), *([f"n={n}"] if n == 1 or n < most_seeds else [])]
+    text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
     if paper is None:
         return text
     named = "" if paper[3] == setting.model else f"{paper[3]} "
     return text + f" · paper {named}{paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})"
+
+
+def setting_marks(setting: Setting) -> list[str]:
+    """The setting's lambda and zeta as Table 1 shows them beside its score (none for a method without them).
+
+    >>> setting_marks(Setting("minilm", "sst2", "istar", 0.3, 0.2, "accuracy", (1,), (78.81,), (0.3,)))
+    ['λ +0.3', 'ζ 0.2']
+    """
+    return [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
+            if value is not None]
 
 
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
@@ -65,22 +103,19 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
                     paper_model: Optional[str] = None) -> str:
     """Table 1 as a markdown table, one line per reported metric.
 
-    ``paper_model``: whose paper numbers stand beside a model the paper did not run."""
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run; bold: the row's
+    :data:`DISTINGUISHED` best."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
     lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
     for row in rows:
         for metric in row_metrics(row):
-            summaries = {column: metric_summary(row[column], metric) for column in columns}
-            present = [summary.mean for summary in summaries.values() if summary]
             cells = []
             for column in columns:
                 text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
-                best = max(present) if better_sign(metric) > 0 else min(present)
-                bold = len(present) > 1 and summaries[column] is not None and summaries[column].mean == best
-                cells.append(f"**{text}**" if bold else text)
+                cells.append(f"**{text}**" if row.get(DISTINGUISHED, {}).get(metric) == column else text)
             lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -11,9 +11,11 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
+from ... import metrics as task_metrics
 from ...config import as_configured_today
-from ...errors import RunDirError
+from ...errors import DataError, RunDirError
 from ...storage.logs import flat_keys
+from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
@@ -61,6 +63,7 @@ class Record:
     layers: Optional[tuple[int, ...]] = None
     validation: Optional[float] = None  # best score on data.validation_split (percent; early stopping's), if held out
     seconds: Optional[float] = None  # the cell's wall time, start to finish
+    unchecked: str = ""  # why its metrics were not recomputed from its predictions.json ("" when they were)
 
 
 class CellProblem(Exception):
@@ -88,9 +91,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
-            config = read_config(cell)
-            check_against_config(record, config)
-            finished.append((record, as_configured_today(config, recorded_precision(cell))))
+            finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -164,12 +165,83 @@ def _as_written(value: Any) -> str:
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell; :class:`CellProblem` says why there is none."""
+    """The record of a finished cell, checked against its ``config.yaml`` (:func:`check_against_config`) and its
+    ``predictions.json`` (:func:`check_predictions`); :class:`CellProblem` says why there is none."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
-        return cell_record(results, cell)
+        record = cell_record(results, cell)
     except ResultsError as error:
         raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
+    check_against_config(record, read_config(cell))
+    return replace(record, unchecked=check_predictions(results, cell))
+
+
+RELATIVE_TOLERANCE = 1e-9
+"""How far a metric in ``results.json`` may lie from the same metric recomputed from ``predictions.json``: both are
+:mod:`istar_plugin.metrics` in float64 over the same values (JSON keeps a float exactly), so a few ulps at most."""
+
+ABSOLUTE_TOLERANCE = 1e-12
+"""The same for a metric at zero (a correlation, an MCC), where a relative tolerance allows nothing."""
+
+NO_PREDICTIONS = "no predictions.json"
+""":attr:`Record.unchecked` of a finished cell without ``predictions.json``."""
+
+
+def check_predictions(results: ResultsRecord, cell: Path) -> str:
+    """``""`` when the cell's metrics were recomputed from its ``predictions.json`` and agree, else why they were not
+    (:data:`NO_PREDICTIONS`, or a task :mod:`istar_plugin.metrics` does not score); :class:`CellProblem` when the file
+    is damaged or disagrees with ``results.json``."""
+    try:
+        scored = read_predictions(cell)
+    except DataError as error:
+        raise CellProblem(f"{PREDICTIONS} is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')}): its "
+                          f"{RESULTS} cannot be checked; left out") from None
+    if scored is None:
+        return NO_PREDICTIONS
+    if scored.task not in task_metrics.TASK_SCORERS:
+        return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
+    problem = predictions_problem(results, scored)
+    if problem:
+        raise CellProblem(f"{PREDICTIONS} {problem}; left out")
+    return ""
+
+
+def recomputed_lines(records: Sequence[Record]) -> list[str]:
+    """How many of ``records`` had their metrics recomputed from ``predictions.json`` (and agreed), then each one that
+    was not, with why: what ``istar-report`` prints."""
+    unchecked = [record for record in records if record.unchecked]
+    return [f"metrics recomputed from {PREDICTIONS}, agreeing with {RESULTS}: {len(records) - len(unchecked)} of "
+            f"{len(records)} finished cells", *(f"  {record.path}: not recomputed ({record.unchecked})"
+                                                for record in unchecked)]
+
+
+def predictions_problem(results: ResultsRecord, scored: Predictions) -> str:
+    """What makes ``scored`` (a run's ``predictions.json``) not the predictions its ``results`` were computed from:
+    another task, step or evaluation split, or a metric that recomputes to another value; ``""`` when none."""
+    if scored.task != results.task:
+        return f"is of task {scored.task}, its {RESULTS} of {results.task}"
+    if results.step is not None and scored.step != results.step:
+        return f"is of step {scored.step}, its {RESULTS} of step {results.step} (written by another attempt)"
+    data = results.extra.get("data")
+    evaluation = data.get("eval") if isinstance(data, dict) else None
+    examples = evaluation.get("examples") if isinstance(evaluation, dict) else None
+    if isinstance(examples, int) and len(scored.references) != examples:
+        return f"holds {len(scored.references)} examples, its {RESULTS}'s evaluation split {examples}"
+    if scored.task not in task_metrics.TASK_SCORERS:
+        return ""
+    try:
+        recomputed = task_metrics.compute(scored.task, scored.predictions, scored.references)
+    except (TypeError, ValueError) as error:
+        return f"cannot be scored ({error})"
+    for name, value in recomputed.items():
+        stored = results.metric(name)
+        if not isinstance(stored, numbers.Real) or isinstance(stored, bool) or (math.isnan(stored) and
+                                                                                math.isnan(value)):
+            continue
+        if not math.isclose(stored, value, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE):
+            return (f"gives {name} {value!r}, its {RESULTS} {stored!r} (one of them was edited, or written by another "
+                    "attempt)")
+    return ""
 
 
 def cell_record(results: ResultsRecord, cell: Path) -> Record:
