@@ -163,14 +163,14 @@ def marked_values(text: str, page: str | Path = "page") -> list[tuple[str, str]]
 
 def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
     """A value marker's words: the table's source (as a table marker's), the row's ``(column, text)`` conditions and
-    the column; a ValueError naming the form for anything else.
+    the column (``=TEXT``: the column with no title, a row's label); a ValueError naming the form for anything else.
 
     >>> parse_value("evidence/g versus_base.md | Method=I-STAR; λ=-1 | Δ vs Base")
     ('evidence/g versus_base.md', (('Method', 'I-STAR'), ('λ', '-1')), 'Δ vs Base')
     """
-    parts = [part.strip() for part in source.split("|")]
+    parts = [part.strip().replace("\\|", "|") for part in re.split(r"(?<!\\)\|", source)]  # "\|": a | in a cell
     conditions = [condition.partition("=") for condition in parts[1].split(";")] if len(parts) == 3 else []
-    if len(parts) != 3 or not all(parts) or not all(name.strip() and equals for name, equals, _ in conditions):
+    if len(parts) != 3 or not all(parts) or not all(equals for _, equals, _ in conditions):
         raise ValueError(f"<!-- value: {source} -->: expected SOURCE | COLUMN=TEXT[; COLUMN=TEXT...] | COLUMN, with "
                          "SOURCE as a table marker's and the conditions picking one row of its table")
     parse_marker(parts[0])
