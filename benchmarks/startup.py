@@ -1,13 +1,15 @@
 """Seconds ``istar-run`` takes to answer its quick commands (``--help``, ``--list engines``, ``--cfg``, a refused
 value), each the median of ``--repeats`` fresh processes, and the ratio to the 1.5 s target.
 
-    python benchmarks/startup.py [--repeats 5]
+    python benchmarks/startup.py [--repeats 5] [--csv FILE]
 
 Prints the CPU (from /proc/cpuinfo) and the load average first: others sharing the machine slow every figure.
+``--csv`` also writes the medians with that CPU and load.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import statistics
 import subprocess
@@ -36,12 +38,19 @@ def seconds(arguments: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--csv", type=Path, help="also write the medians to this CSV file")
     args = parser.parse_args()
-    print(f"CPU: {cpu_name()}; load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    cpu, load = cpu_name(), " ".join(f"{load:.2f}" for load in os.getloadavg())
+    print(f"CPU: {cpu}; load average {load}")
+    rows = []
     for arguments in COMMANDS:
         median = statistics.median(seconds(arguments) for _ in range(args.repeats))
         ratio = median / TARGET_SECONDS
         print(f"istar-run {' '.join(arguments):<32} {median:6.2f} s  {ratio:5.2f} x the {TARGET_SECONDS} s target")
+        rows.append([f"istar-run {' '.join(arguments)}", f"{median:.2f}", str(args.repeats), cpu, load])
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([["command", "median s", "repeats", "CPU", "load average"], *rows])
 
 
 if __name__ == "__main__":

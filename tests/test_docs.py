@@ -1,5 +1,6 @@
 """README.md and docs/*.md stay true: every table is its source rendered by istar_plugin.reports.docs_tables (a CSV,
-a report file, or a table istar-report computes afresh from an archive in docs/evidence/), and every ```bash and
+a report file, or a table istar-report computes afresh from an archive in docs/evidence/), every value marked in prose
+is its cell of such a table, and every ```bash and
 ```python block runs verbatim, offline, in a scratch directory laid out like a clone.
 
 Blocks run in page order in one scratch directory per page, so a later block may use what an earlier one wrote
@@ -72,7 +73,7 @@ def marked_lines(text):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_every_marked_table_is_its_source_rendered(page):
+def test_every_marked_table_and_value_is_its_source_rendered(page):
     text = page.read_text()
     with docs_tables.ArchiveReports() as reports:  # an archive's tables: its report, computed afresh
         for source, body in docs_tables.marked_tables(text):
@@ -81,6 +82,12 @@ def test_every_marked_table_is_its_source_rendered(page):
             expected = docs_tables.render_marker(source, page.parent, reports)
             assert body == expected, (
                 f"{page_id(page)}: the table of {source} differs from its source; "
+                f"run python -m istar_plugin.reports.docs_tables docs/ README.md"
+            )
+        for source, value in docs_tables.marked_values(text, page):  # a number quoted in prose: one cell of a table
+            expected = docs_tables.render_value(source, page.parent, reports)
+            assert value == expected, (
+                f"{page_id(page)}: the value of {source} is {expected}, the page says {value}; "
                 f"run python -m istar_plugin.reports.docs_tables docs/ README.md"
             )
         assert docs_tables.render_page(text, page.parent, reports) == text

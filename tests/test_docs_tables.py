@@ -1,12 +1,14 @@
-"""The docs' results tables (reports.docs_tables): a marker renders a table from an archive in docs/evidence/ and
---check shows a changed record, a bad marker is one line that changes nothing, a transcribed table says so under it,
-every results table in the docs has an archive or says it was transcribed, and every archive in docs/evidence/ is one
-the docs show. The archived grid is tests/test_grid_archive.py's synthetic grid."""
+"""The docs' results tables and quoted values (reports.docs_tables): a marker renders a table or one of its cells
+from an archive in docs/evidence/ and --check shows a changed record, a bad marker or markers that do not pair are one
+line that writes no page, a transcribed table says so under it, an archived cell left out of a table is named, every
+results table in the docs has an archive or says it was transcribed, and every archive in docs/evidence/ is one the
+docs show. The archived grid is tests/test_grid_archive.py's synthetic grid."""
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from test_grid_archive import make_grid, report, tables
+from test_grid_archive import make_grid, report, tables, write_cell
 
 from istar_plugin.reports import docs_tables
 from istar_plugin.reports.records.analyses import EMBEDDINGS
@@ -15,7 +17,7 @@ from istar_plugin.storage.ownership import ANALYSIS_MARKER
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "docs" / "evidence"
 NOT_FROM_RUNS = {"criterions.csv", "exit_codes.csv", "run_files.csv", "embedding_measures.csv",
-                 "lora_step_smollm2.csv"}
+                 "lora_step_smollm2.csv", "padding_share_sst2.csv"}
 """docs/results files that are no runs' results: the toolkit's own lists, and a benchmark script's own output."""
 
 
@@ -74,6 +76,117 @@ def test_a_transcribed_table_says_so_under_it(tmp_path):
     assert page.read_text() == ("<!-- table: t.csv transcribed -->\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
                                 f"{docs_tables.TRANSCRIBED}\n<!-- end table -->\n")
     assert docs_tables.TRANSCRIBED.startswith("*Records lost; transcribed:")
+
+
+def cell_of(markdown, method, column):
+    """The ``column`` cell of ``method``'s row in a Markdown table (read independently of the renderer)."""
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].split("|")[1:-1]]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines[2:]]
+    return next(row[header.index(column)] for row in rows if row[header.index("Method")] == method)
+
+
+def test_a_value_marker_renders_one_cell_of_an_archives_table_and_a_changed_record_shows(grid, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    assert report(capsys, grid, "--archive", docs / "evidence" / "rte")[0] == 0
+    assert report(capsys, grid, "--out", tmp_path / "live")[0] == 0
+    page = docs / "page.md"
+    marker = "<!-- value: evidence/rte versus_base.md | Method=I-STAR | Δ vs Base -->"
+    page.write_text(f"I-STAR moved accuracy by {marker}99<!-- end value --> points (`{marker}` shows the form).\n")
+    assert docs_tables.main([str(docs)]) == 0
+    delta = cell_of(tables(tmp_path / "live")["versus_base.md"], "I-STAR", "Δ vs Base")
+    assert delta.startswith(("+", "-")) and delta != "99"
+    assert page.read_text() == (f"I-STAR moved accuracy by {marker}{delta}<!-- end value --> points "
+                                f"(`{marker}` shows the form).\n")
+    assert capsys.readouterr().out == f"{page}: 0 table(s), 1 value(s), rewritten\n"
+    assert docs_tables.main([str(page), "--check"]) == 0
+    capsys.readouterr()
+    cell = docs / "evidence" / "rte" / "criterion=istar,seed=1"
+    shutil.rmtree(cell)
+    write_cell(cell, "istar", 1, 0)  # the seed's record changed: every prediction wrong
+    assert docs_tables.main([str(page), "--check"]) == 1
+    assert capsys.readouterr().out == f"{page}: 0 table(s), 1 value(s), differs\n"
+
+
+@pytest.mark.parametrize("marker, message", [
+    ("evidence/rte versus_base.md | Method=I-STAR", "expected SOURCE | COLUMN=TEXT"),
+    ("evidence/rte versus_base.md | Method | Δ vs Base", "expected SOURCE | COLUMN=TEXT"),
+    ("evidence/rte versus_base.md | Method=Base | Δ vs Base", "0 rows have Method=Base"),
+    ("evidence/rte wall_times.md | Task=rte | cells", "2 rows have Task=rte"),
+    ("evidence/rte versus_base.md | Method=I-STAR | Δ", "0 rows have Method=I-STAR and a column 'Δ'"),
+    ("evidence/rte table9.md | Method=I-STAR | Δ vs Base", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+])
+def test_a_bad_value_marker_is_one_line_and_changes_nothing(grid, tmp_path, capsys, marker, message):
+    assert report(capsys, grid, "--archive", tmp_path / "evidence" / "rte")[0] == 0
+    page = tmp_path / "page.md"
+    text = f"Quoted: <!-- value: {marker} -->1<!-- end value -->.\n"
+    page.write_text(text)
+    assert docs_tables.main([str(page)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("docs_tables: ") and error.count("\n") == 1 and message in error, error
+    assert page.read_text() == text
+
+
+def test_a_column_named_twice_is_picked_by_its_number(tmp_path):
+    (tmp_path / "t.csv").write_text("name,sd,sd\na,1,2\nb,3,4\n")
+    page = ("<!-- value: t.csv | name=b | sd#2 -->x<!-- end value --> "
+            "<!-- value: t.csv | name=a | sd -->x<!-- end value -->")
+    with pytest.raises(ValueError, match="the table has 2 columns 'sd'; name one as sd#1 to sd#2"):
+        docs_tables.render_page(page, tmp_path)
+    assert docs_tables.render_page(page.replace("| sd -->", "| sd#1 -->"), tmp_path) == page.replace(
+        "| sd -->", "| sd#1 -->").replace("-->x<", "-->4<", 1).replace("-->x<", "-->1<", 1)
+
+
+LOST_END = ("Intro.\n\n<!-- table: t.csv -->\nold table\n\nA paragraph.\n\n<!-- table: t.csv -->\n"
+            "<!-- end table -->\nEnd.\n")
+
+
+@pytest.mark.parametrize("text, line, message", [
+    (LOST_END, 3, "<!-- table: t.csv --> has no <!-- end table --> before the next marker (line 8)"),
+    ("<!-- table: t.csv -->\nold\n", 1, "<!-- table: t.csv --> has no <!-- end table --> after it"),
+    ("A\n<!-- end table -->\n", 2, "<!-- end table --> has no <!-- table: ... --> before it"),
+    ("<!-- value: t.csv | a=1 | b -->2<!-- end table -->\n", 1, "ends the value marker of line 1"),
+    ("x <!-- value: t.csv | a=1 | b -->2\n<!-- end value -->\n", 1, "a value's end marker is on the same line"),
+    ("x <!-- table: t.csv -->\n<!-- end table -->\n", 1, "a table marker is a line of its own"),
+])
+def test_markers_that_do_not_pair_are_one_line_and_no_page_is_written(tmp_path, capsys, text, line, message):
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n")
+    good = tmp_path / "a.md"  # rendered first, stale: it is not written either
+    good.write_text("<!-- table: t.csv -->\n<!-- end table -->\n")
+    page = tmp_path / "b.md"
+    page.write_text(text)
+    assert docs_tables.main([str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"docs_tables: {page}, line {line}: ") and message in error and error.count("\n") == 1
+    assert "nothing was written" in error
+    assert page.read_text() == text and good.read_text() == "<!-- table: t.csv -->\n<!-- end table -->\n"
+
+
+def test_markers_in_code_are_shown_not_rendered(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n")
+    page = ("Write `<!-- table: SOURCE -->` and `<!-- end table -->`, or\n\n```text\n<!-- table: t.csv -->\n"
+            "```\n\nand ``<!-- value: t.csv | a=1 | b -->`` then\n`<!-- end value -->`.\n")
+    assert docs_tables.regions(page) == []
+    assert docs_tables.render_page(page, tmp_path) == page
+
+
+def test_an_archived_cell_left_out_of_a_table_is_named_in_one_line(grid, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    assert report(capsys, grid, "--archive", docs / "evidence" / "rte")[0] == 0
+    page = docs / "page.md"
+    page.write_text("<!-- table: evidence/rte versus_base.md -->\n<!-- end table -->\n\n"
+                    "<!-- table: evidence/rte wall_times.md -->\n<!-- end table -->\n")
+    assert docs_tables.main([str(page)]) == 0
+    assert capsys.readouterr().out == f"{page}: 2 table(s), rewritten\n"  # nothing left out: nothing said
+    (docs / "evidence" / "rte" / "criterion=istar,seed=2" / "results.json").write_text("{damaged")
+    assert docs_tables.main([str(page)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{page}: 2 table(s), rewritten"
+    assert [line.split(": ", 3)[:3] for line in lines[1:]] == [
+        [f"{page}, line 1", "evidence/rte versus_base.md", "1 archived cell(s) left out of the table"],
+        [f"{page}, line {4 + page.read_text().splitlines().index('<!-- table: evidence/rte wall_times.md -->') - 3}",
+         "evidence/rte wall_times.md", "1 archived cell(s) left out of the table"]]
+    assert all("criterion=istar,seed=2" in line for line in lines[1:])
 
 
 def docs_markers():

@@ -1,6 +1,8 @@
-"""Render the documentation's tables (``<!-- table: SOURCE -->`` ... ``<!-- end table -->``) from data:
-``python -m istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the
-pages whose tables differ from their sources and exits 1."""
+"""Render the documentation's tables and quoted values from data: ``<!-- table: SOURCE -->`` ...
+``<!-- end table -->`` holds the table SOURCE names, ``<!-- value: SOURCE | ROW | COLUMN -->`` ...
+``<!-- end value -->`` one cell of it (ROW: ``COLUMN=TEXT`` conditions joined by ``;`` that pick one row). ``python -m
+istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the pages that
+differ from their sources and exits 1. A page whose markers do not pair is refused before any page is written."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +25,9 @@ from .records import analyses, searches
 from .records.cells import collect
 from .tables import markdown_table
 
-MARKER = re.compile(r"<!-- table: (?P<source>[^\n]*?) -->\n(?P<body>.*?)<!-- end table -->", re.S)
+TOKEN = re.compile(r"<!-- (?:(?P<kind>table|value):(?P<source>[^\n]*?)|end (?P<end>table|value)) -->")
+CODE = re.compile(r"^```.*?^```[ \t]*$|(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n|\n<!-- ).)+?(?<!`)\1(?!`)", re.S | re.M)
+"""Fenced blocks and code spans: a marker written in them is shown, not rendered."""
 TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
                "in docs/evidence/ regenerates this table.*")
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
@@ -91,9 +95,130 @@ def render_csv(path: str | Path) -> str:
     return markdown_table(rows[0], rows[1:], escape=True)
 
 
-def marked_tables(text: str) -> list[tuple[str, str]]:
-    """(the marker's source as written, current table text) for every marked region of a page."""
-    return [(m.group("source"), m.group("body")) for m in MARKER.finditer(text)]
+@dataclass(frozen=True)
+class Region:
+    """One marked region of a page: its ``kind`` (table or value), its marker's ``source``, the offsets of its body
+    (``start``, ``end``: from just after the start marker, its newline for a table, to the end marker) and the line
+    of its start marker."""
+
+    kind: str
+    source: str
+    start: int
+    end: int
+    line: int
+
+
+def regions(text: str, page: str | Path = "page") -> list[Region]:
+    """Every marked region of a page, in order; a ValueError naming the page, line and marker when markers do not
+    pair (a start without its end, an end without its start, a start inside a region) or a table marker is not a
+    line of its own. Markers in fenced blocks and code spans are shown, not marked."""
+    masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
+    found: list[Region] = []
+    opened: Optional[tuple[re.Match, int]] = None
+    for token in TOKEN.finditer(masked):
+        line = text.count("\n", 0, token.start()) + 1
+        where = f"{page}, line {line}: {text[token.start():token.end()]}"
+        kind = token.group("kind") or token.group("end")
+        if opened is not None:
+            start, start_line = opened
+            started = f"{page}, line {start_line}: {text[start.start():start.end()]}"
+            if token.group("kind"):
+                raise ValueError(f"{started} has no <!-- end {start.group('kind')} --> before the next marker "
+                                 f"(line {line}); nothing was written")
+            if kind != start.group("kind"):
+                raise ValueError(f"{where} ends the {start.group('kind')} marker of line {start_line}; expected "
+                                 f"<!-- end {start.group('kind')} -->; nothing was written")
+            if kind == "value" and line != start_line:
+                raise ValueError(f"{started}: a value's end marker is on the same line; found one on line {line}; "
+                                 "nothing was written")
+            if kind == "table" and not text[:token.start()].endswith("\n"):
+                raise ValueError(f"{where}: an end table marker starts a line; nothing was written")
+            body = start.end() + (kind == "table")
+            found.append(Region(kind, text[start.start("source"):start.end("source")].strip(), body, token.start(),
+                                start_line))
+            opened = None
+        elif token.group("end"):
+            raise ValueError(f"{where} has no <!-- {kind}: ... --> before it; nothing was written")
+        else:
+            if kind == "table" and not ((token.start() == 0 or text[token.start() - 1] == "\n")
+                                        and text[token.end():token.end() + 1] == "\n"):
+                raise ValueError(f"{where}: a table marker is a line of its own; nothing was written")
+            opened = token, line
+    if opened is not None:
+        start, start_line = opened
+        raise ValueError(f"{page}, line {start_line}: {text[start.start():start.end()]} has no "
+                         f"<!-- end {start.group('kind')} --> after it; nothing was written")
+    return found
+
+
+def marked_tables(text: str, page: str | Path = "page") -> list[tuple[str, str]]:
+    """(the marker's source as written, current table text) for every marked table of a page."""
+    return [(region.source, text[region.start:region.end]) for region in regions(text, page) if region.kind == "table"]
+
+
+def marked_values(text: str, page: str | Path = "page") -> list[tuple[str, str]]:
+    """(the marker's source as written, current value) for every marked value of a page."""
+    return [(region.source, text[region.start:region.end]) for region in regions(text, page) if region.kind == "value"]
+
+
+def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    """A value marker's words: the table's source (as a table marker's), the row's ``(column, text)`` conditions and
+    the column (``=TEXT``: the column with no title, a row's label); a ValueError naming the form for anything else.
+
+    >>> parse_value("evidence/g versus_base.md | Method=I-STAR; λ=-1 | Δ vs Base")
+    ('evidence/g versus_base.md', (('Method', 'I-STAR'), ('λ', '-1')), 'Δ vs Base')
+    """
+    parts = [part.strip().replace("\\|", "|") for part in re.split(r"(?<!\\)\|", source)]  # "\|": a | in a cell
+    conditions = [condition.partition("=") for condition in parts[1].split(";")] if len(parts) == 3 else []
+    if len(parts) != 3 or not all(parts) or not all(equals for _, equals, _ in conditions):
+        raise ValueError(f"<!-- value: {source} -->: expected SOURCE | COLUMN=TEXT[; COLUMN=TEXT...] | COLUMN, with "
+                         "SOURCE as a table marker's and the conditions picking one row of its table")
+    parse_marker(parts[0])
+    return parts[0], tuple((name.strip(), text.strip()) for name, _, text in conditions), parts[2]
+
+
+def table_cells(markdown: str) -> list[tuple[list[str], list[list[str]]]]:
+    """(header, rows) of every Markdown table in ``markdown``, cells stripped and unescaped."""
+    tables: list[tuple[list[str], list[list[str]]]] = []
+    lines: list[list[str]] = []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            lines.append([cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+        elif lines:
+            tables.append((lines[0], lines[2:]))
+            lines = []
+    return tables
+
+
+def column(header: list[str], name: str, source: str) -> Optional[int]:
+    """The index of column ``name`` (``NAME#N``: the Nth of that name) in ``header``; None when it has none."""
+    base, _, number = name.rpartition("#") if re.search(r"#\d+$", name) else (name, "", "")
+    indices = [index for index, title in enumerate(header) if title == base]
+    if number:
+        return indices[int(number) - 1] if 0 < int(number) <= len(indices) else None
+    if len(indices) > 1:
+        raise ValueError(f"<!-- value: {source} -->: the table has {len(indices)} columns {base!r}; name one as "
+                         f"{base}#1 to {base}#{len(indices)}")
+    return indices[0] if indices else None
+
+
+def pick_value(markdown: str, source: str) -> str:
+    """The cell a value marker's ``source`` names in its table's Markdown; a ValueError when not exactly one row of
+    one table has it."""
+    _, conditions, wanted = parse_value(source)
+    found: list[str] = []
+    for header, rows in table_cells(markdown):
+        indices = [column(header, name, source) for name, _ in conditions]
+        target = column(header, wanted, source)
+        if target is None or None in indices:
+            continue
+        found += [row[target] for row in rows
+                  if all(row[index] == text for index, (_, text) in zip(indices, conditions))]  # type: ignore[index]
+    if len(found) != 1:
+        where = "; ".join(f"{name}={text}" for name, text in conditions)
+        raise ValueError(f"<!-- value: {source} -->: {len(found)} rows have {where} and a column {wanted!r} "
+                         "(exactly one must)")
+    return found[0]
 
 
 def render_source(path: str | Path) -> str:
@@ -110,6 +235,7 @@ class ArchiveReports:
     def __init__(self) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
         self._reports: dict[tuple, Path] = {}
+        self._left_out: dict[tuple, list[tuple[str, str]]] = {}
 
     def table(self, archives: Sequence[Path], name: str, options: tuple[tuple[str, str], ...] = ()) -> str:
         key = (tuple(archive.resolve() for archive in archives), options)
@@ -131,7 +257,7 @@ class ArchiveReports:
             elif searches.is_search(archives[0]):
                 search_report.write_report(search_report.Report(searches.read(archives[0]), **dict(options)), folder)
             else:
-                records, _ = collect(*archives)
+                records, self._left_out[key[0]] = collect(*archives)
                 if not records:
                     raise ValueError(f"{shown}: no finished cell to report on")
                 write_report(records, folder, **dict(options))
@@ -140,6 +266,14 @@ class ArchiveReports:
         if not path.is_file():
             raise ValueError(f"{shown}: istar-report writes no {name} for its cells")
         return render_source(path)
+
+    def left_out(self, base: str | Path, source: str) -> list[tuple[str, str]]:
+        """(cell, reason) for every cell of the grid archives a table marker's ``source`` names that its report left
+        out (damaged, failed, or a duplicate); nothing for other sources or ones not rendered yet."""
+        marker = parse_marker(source)
+        if marker.table is None:
+            return []
+        return self._left_out.get(tuple((Path(base) / path).resolve() for path in marker.paths), [])
 
     def __enter__(self) -> "ArchiveReports":
         return self
@@ -157,13 +291,24 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
     return f"{table}\n{TRANSCRIBED}\n" if marker.transcribed else table
 
 
-def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None) -> str:
-    """The page with every marked region replaced by its table (paths relative to ``base``)."""
+def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
+    """The cell a value marker's ``source`` names (paths relative to ``base``)."""
+    return pick_value(render_marker(parse_value(source)[0], base, reports), source)
+
+
+def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None,
+                page: str | Path = "page") -> str:
+    """The page with every marked region replaced by its table or value (paths relative to ``base``); a ValueError,
+    before anything is rendered, when its markers do not pair."""
     if reports is None:
         with ArchiveReports() as reports:
-            return render_page(text, base, reports)
-    return MARKER.sub(lambda m: f"<!-- table: {m.group('source')} -->\n"
-                                f"{render_marker(m.group('source'), base, reports)}<!-- end table -->", text)
+            return render_page(text, base, reports, page)
+    parts, done = [], 0
+    for region in regions(text, page):
+        render = render_marker if region.kind == "table" else render_value
+        parts += [text[done:region.start], render(region.source, base, reports)]
+        done = region.end
+    return "".join(parts) + text[done:]
 
 
 def pages(targets: list[str | Path]) -> list[Path]:
@@ -189,23 +334,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def update(targets: list[Path], check: bool) -> int:
-    """Render every marked table of ``targets``; rewrite stale pages unless ``check``; 1 if ``check`` found one."""
-    stale = []
+    """Render every marked table and value of ``targets``; unless ``check``, rewrite the stale pages once every page
+    has rendered (a page refused writes none); 1 if ``check`` found a stale one."""
+    rendered: list[tuple[Path, str, str]] = []
     with ArchiveReports() as reports:
         for page in targets:
             text = page.read_text(encoding="utf-8")
-            rendered = render_page(text, page.parent, reports)
-            if rendered != text:
-                stale.append(page)
-                if not check:
-                    atomic_write_text(page, rendered)
-            count = len(marked_tables(text))
-            if count:
-                state = "differs" if rendered != text else "up to date"
-                if not check and rendered != text:
-                    state = "rewritten"
-                print(f"{page}: {count} table(s), {state}")
-    return 1 if check and stale else 0
+            rendered.append((page, text, render_page(text, page.parent, reports, page)))
+        for page, text, new in rendered:
+            marked = regions(text, page)
+            tables = [region for region in marked if region.kind == "table"]
+            values = len(marked) - len(tables)
+            if not marked:
+                continue
+            if not check and new != text:
+                atomic_write_text(page, new)
+            state = "up to date" if new == text else "differs" if check else "rewritten"
+            print(f"{page}: {len(tables)} table(s), {f'{values} value(s), ' if values else ''}{state}")
+            for region in tables:
+                left_out = reports.left_out(page.parent, region.source)
+                if left_out:
+                    cell, reason = left_out[0]
+                    more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
+                    print(f"{page}, line {region.line}: {region.source}: {len(left_out)} archived cell(s) left out "
+                          f"of the table: {cell}: {' '.join(reason.split())}{more}")
+    return 1 if check and any(new != text for _, text, new in rendered) else 0
 
 
 if __name__ == "__main__":
