@@ -243,6 +243,7 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]
     if pending:
+        check_launcher(options)
         mark(grid_dir, GRID_MARKER, grid=grid.name)
     for item in pending:
         write_snapshot(item.run_dir, item.cfg)
@@ -267,6 +268,14 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
         queued = f" ({len(jobs)} cells were queued before: see {grid_dir / MANIFEST})" if jobs else ""
         raise LaunchError(refused + queued)
     return Launched(statuses, jobs, manifest)
+
+
+def check_launcher(options: LaunchOptions) -> None:
+    """Refuse, before anything is written, a launcher that cannot start here (``slurm`` without ``sbatch``)."""
+    if options.launcher == "slurm" and shutil.which("sbatch") is None:
+        raise LaunchError("launcher=slurm needs SLURM's sbatch, which is not on this machine's PATH: run on a machine "
+                          "of the cluster (e.g. its login node), or choose launcher=local or launcher=inline; nothing "
+                          "was written")
 
 
 def slurm_executor(folder: Path, profile: SlurmProfile, name: str) -> submitit.SlurmExecutor:

@@ -28,6 +28,7 @@ from ..hooks import Hook, RunView
 from ..metrics import main_metric
 from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
+from ..storage.study_database import StudyDatabaseError, database_errors
 from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
 
@@ -88,7 +89,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
                 record = read_results(run_dir / RESULTS, require_finished=True)
                 results = {"validation": record.validation}
                 pruning.pruned_at = (record.extra.get("search_trial") or {}).get("pruned_at_step")
-        except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
+        except (Stopped, StudyDatabaseError):  # the trial stays running in the study, its checkpoint resumable
             raise
         except RunError as error:  # refused, diverged, a damaged checkpoint: one line, recorded as failed
             raise TrialFailed(one_line(error)) from None
@@ -111,11 +112,12 @@ class SearchWorker(submitit.helpers.Checkpointable):
         study = open_search(spec, search_dir_path, worker)
         say = _progress(search_dir_path, worker)
         counts: Counter = Counter()
-        while (claim := claim_trial(study, spec, search_dir_path)) is not None:
-            try:
-                counts[self._run(spec, search_dir_path, study, claim, say)] += 1
-            finally:
-                claim.release()
+        with database_errors(spec.storage_url(search_dir_path)):
+            while (claim := claim_trial(study, spec, search_dir_path)) is not None:
+                try:
+                    counts[self._run(spec, search_dir_path, study, claim, say)] += 1
+                finally:
+                    claim.release()
         say(f"no trial left of {spec.trials}: " + ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
             if counts else f"no trial left of {spec.trials}")
         return dict(counts)
