@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import socket
 from collections import Counter
 from pathlib import Path
@@ -107,6 +109,8 @@ class SearchWorker(submitit.helpers.Checkpointable):
     """``SearchWorker()(search_dir, worker)``: run trials until the budget is spent; returns the outcome counts."""
 
     def __call__(self, search_dir: str, worker: int = 0) -> dict[str, int]:
+        if os.environ.get("SUBMITIT_EXECUTOR") == "local":  # stopped by SIGTERM at a step's end (run_local's stop)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # submitit's own handler ignores it
         search_dir_path = Path(search_dir)
         spec = read_search(search_dir_path)
         study = open_search(spec, search_dir_path, worker)

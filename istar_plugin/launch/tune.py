@@ -72,7 +72,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
             say(f"started {count} local workers (logs in {folder})")
 
     run_local(folder, options.local, SearchWorker(), [(str(i), (str(search_dir), i)) for i in numbers],
-              start, ended, parallelism=count, tasks_per_node=1)
+              start, ended, parallelism=count, stoppable=True, tasks_per_node=1)
     return dict(outcomes)
 
 
