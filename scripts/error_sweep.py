@@ -773,14 +773,15 @@ def training_file_copy(name: str = "t.tsv"):
     return setup
 
 
-def edited(name: str = "t.tsv"):
-    """``then`` for :func:`opened_search`: one label of ``directory/name`` flipped after the search started."""
-    def apply(search_dir: Path, study) -> None:
-        path = search_dir.parent / name
-        rows = path.read_text().splitlines(keepends=True)
-        rows[5] = rows[5][:-2] + ("1\n" if rows[5].endswith("0\n") else "0\n")
-        path.write_text("".join(rows))
-    return apply
+def edited_after_start(sweep: Sweep, directory: Path) -> None:
+    """A search on a copy of SST-2's first rows, started (no trial run), then one label of its file flipped."""
+    training_file_copy()(sweep, directory)
+    search_file(fixed={"data.train_file": str(directory / "t.tsv")})(sweep, directory)
+    _open(directory, "search")
+    rows = (directory / "t.tsv").read_text().splitlines(keepends=True)
+    rows[5] = rows[5][:-2] + ("1\n" if rows[5].endswith("0\n") else "0\n")
+    (directory / "t.tsv").write_text("".join(rows))
+    (directory / "search.hashes.json").write_text(json.dumps(hashes(directory / "search")))
 
 
 def damaged_pages(search_dir: Path, study) -> None:
@@ -840,20 +841,17 @@ def study_cases() -> list[Case]:
     values read by type, signals to a local search."""
     shared = {"storage": "sqlite:///{dir}/shared.db"}
     return [
-        Case("search: storage an in-memory SQLite database", tune("storage=sqlite:///:memory:"), setup=search_file(),
+        Case("search: storage an in-memory SQLite database", tune(), setup=search_file(storage="sqlite:///:memory:"),
              check=refused_leaving_no("search")),
         Case("search: storage with a damaged page", tune("trials=3"), setup=opened_search(damaged_pages),
              check=search_kept()),
-        Case("search: storage read-only to the user", tune(), as_user=True, setup=read_only_study,
+        Case("search: storage read-only, as a user", tune(), as_user=True, setup=read_only_study,
              check=refused_leaving_no("search")),
         Case("search: a second search_dir on the same storage and study name",
              ["tune", "{dir}/s.yaml", "search_dir={dir}/second", "launcher=inline"],
              setup=lambda sweep, directory: (search_file(**shared)(sweep, directory), _open(directory, "search")),
              check=refused_leaving_no("second")),
-        Case("search: extended after its training file changed", tune("trials=3"),
-             setup=both(training_file_copy(), lambda sweep, directory: search_file(
-                 fixed={"data.train_file": str(directory / "t.tsv")})(sweep, directory),
-                 lambda sweep, directory: edited()(_open(directory, "search"), None)),
+        Case("search: extended after its training file changed", tune("trials=3"), setup=edited_after_start,
              check=search_kept()),
         Case("search: log: 'false', a string", tune(),
              setup=search_space(**{"optim.lr": {"low": 1e-5, "high": 1e-4, "log": "false"}}),
