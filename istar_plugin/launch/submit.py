@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -344,6 +345,7 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
         for job in running.values():
             stop(job)
 
+    stoppable = stoppable and threading.current_thread() is threading.main_thread()  # where handlers can be set
     with _signals_handled(handle) if stoppable else contextlib.nullcontext():
         while queue or running:
             while queue and not received and len(running) < (parallelism or local.parallelism):
