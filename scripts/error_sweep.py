@@ -765,6 +765,114 @@ def stopped(process: subprocess.Popen) -> tuple[str, str]:
 
 
 
+def training_file_copy(name: str = "t.tsv"):
+    """A setup copying SST-2's first 17 training rows to ``directory/name`` (a training file the case may edit)."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        rows = (SHARED / "sst2" / "train.tsv").read_text().splitlines(keepends=True)[:17]
+        (directory / name).write_text("".join(rows))
+    return setup
+
+
+def edited_after_start(sweep: Sweep, directory: Path) -> None:
+    """A search on a copy of SST-2's first rows, started (no trial run), then one label of its file flipped."""
+    training_file_copy()(sweep, directory)
+    search_file(fixed={"data.train_file": str(directory / "t.tsv")})(sweep, directory)
+    _open(directory, "search")
+    rows = (directory / "t.tsv").read_text().splitlines(keepends=True)
+    rows[5] = rows[5][:-2] + ("1\n" if rows[5].endswith("0\n") else "0\n")
+    (directory / "t.tsv").write_text("".join(rows))
+    (directory / "search.hashes.json").write_text(json.dumps(hashes(directory / "search")))
+
+
+def damaged_pages(search_dir: Path, study) -> None:
+    """``then`` for :func:`opened_search`: the study database's pages after the first overwritten (its header kept)."""
+    database = search_dir / "study.db"
+    data = bytearray(database.read_bytes())
+    data[4096:] = b"\xa5" * (len(data) - 4096)
+    database.write_bytes(bytes(data))
+
+
+def read_only_study(sweep: Sweep, directory: Path) -> None:
+    """A search file whose storage is a study database root made (mode 0644): read-only to the unprivileged user."""
+    import optuna
+
+    search_file(storage=f"sqlite:///{directory / 'ro.db'}")(sweep, directory)
+    optuna.create_study(study_name="other", storage=f"sqlite:///{directory / 'ro.db'}")
+    (directory / "ro.db").chmod(0o644)
+
+
+def tune_group_signal_case(sweep: Sweep, directory: Path) -> Outcome:
+    """A real ``istar-tune ... launcher=local`` with two workers; Ctrl-C (SIGINT to its process group) once a trial has
+    a checkpoint: one line, exit 130, no traceback (the local executor's included), no worker left running."""
+    search_file(fixed={"max_steps": "5000", "data.max_train_samples": "64", "optim.epochs": "400",
+                       "save_every": "1"}, trials=2)(sweep, directory)
+    command = sweep.command([a.format(dir=directory) for a in tune()][:-1] + ["launcher=local",
+                                                                               "local.parallelism=2"])
+    process = subprocess.Popen(command, cwd=directory, env=sweep.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    saved = directory / "search" / "trials" / "0000" / "seed=1" / "checkpoints"
+    deadline = time.time() + 900
+    while not list(saved.glob("step_*.pt")) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = stopped(process)
+    time.sleep(2)  # the controllers' last words, if any, come after their parent's
+    left = subprocess.run(["pgrep", "-f", f"search_dir={directory}/search"], capture_output=True, text=True).stdout
+    workers = subprocess.run(["pgrep", "-f", f"submitit.local._local {directory}"], capture_output=True,
+                             text=True).stdout.split()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    outcome = Outcome(process.returncode, stdout, stderr, 0)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if TRACEBACK in stdout + stderr:
+        outcome.verdict = "traceback"
+    elif process.returncode == 130 and lines and lines[-1].startswith("istar-tune: error: stopped by SIGINT") \
+            and not workers and not left.strip():
+        outcome.verdict = "clear"
+    else:
+        outcome.verdict = "silent"
+        outcome.note = f"exit {process.returncode}, {len(workers)} workers left ({last_line(stderr)})"
+    return outcome
+
+
+def study_cases() -> list[Case]:
+    """istar-tune's study databases and search files: faults of the database, a study that is not this search's,
+    values read by type, signals to a local search."""
+    shared = {"storage": "sqlite:///{dir}/shared.db"}
+    return [
+        Case("search: storage an in-memory SQLite database", tune(), setup=search_file(storage="sqlite:///:memory:"),
+             check=refused_leaving_no("search")),
+        Case("search: storage with a damaged page", tune("trials=3"), setup=opened_search(damaged_pages),
+             check=search_kept()),
+        Case("search: storage read-only, as a user", tune(), as_user=True, setup=read_only_study,
+             check=refused_leaving_no("search")),
+        Case("search: a second search_dir on the same storage and study name",
+             ["tune", "{dir}/s.yaml", "search_dir={dir}/second", "launcher=inline"],
+             setup=lambda sweep, directory: (search_file(**shared)(sweep, directory), _open(directory, "search")),
+             check=refused_leaving_no("second")),
+        Case("search: extended after its training file changed", tune("trials=3"), setup=edited_after_start,
+             check=search_kept()),
+        Case("search: log: 'false', a string", tune(),
+             setup=search_space(**{"optim.lr": {"low": 1e-5, "high": 1e-4, "log": "false"}}),
+             check=refused_leaving_no("search")),
+        Case("search: Ctrl-C to a local search's process group", []),  # see run_case: real workers, a real signal
+    ]
+
+
+def _open(directory: Path, name: str) -> Path:
+    """Start the search of ``directory/s.yaml`` in ``directory/name`` as istar-tune does (no trial run)."""
+    from istar_plugin.config.searches import load
+    from istar_plugin.launch.study import open_search
+
+    content = json.loads((directory / "s.yaml").read_text())
+    if "storage" in content:
+        content["storage"] = content["storage"].format(dir=directory)
+        (directory / "s.yaml").write_text(json.dumps(content, indent=1))
+    open_search(load(str(directory / "s.yaml")), directory / name)
+    return directory / name
+
+
 # ---------------------------------------------------------------------------------------------- cases
 SST2_HEADER = "sentence\tlabel\n"
 LONG = "a truly long review , " * 1_000  # 22 kB: slow enough (pairs are truncated a token at a time)
@@ -970,7 +1078,7 @@ def cases() -> list[Case]:
         Case("search: seeds=[-1]", tune("seeds=[-1]"), setup=search_file(), check=refused_leaving_no("search")),
         Case("search: final_seeds=x", tune("final_seeds=x"), setup=search_file(), check=refused_leaving_no("search")),
         Case("search: workers=-2", tune("workers=-2"), setup=search_file(), check=refused_leaving_no("search")),
-        Case("search: storage postgresql without its driver", tune("storage=postgresql://nobody@127.0.0.1:9/none"),
+        Case("search: storage postgresql without its driver", tune("storage=postgresql+pg8000://nobody@127.0.0.1:9/none"),
              setup=search_file(), check=refused_leaving_no("search")),
         Case("search: storage sqlite in a missing folder", tune("storage=sqlite:////no/such/dir/x.db"),
              setup=search_file(), check=refused_leaving_no("search")),
@@ -1131,6 +1239,8 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
         return sigma_s_case(sweep, directory)
     if case.name == "search: SIGINT during a trial, then resumed":
         return tune_signal_case(sweep, directory)
+    if case.name == "search: Ctrl-C to a local search's process group":
+        return tune_group_signal_case(sweep, directory)
     limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
     if case.as_user:
         directory.chmod(0o777)  # the unprivileged user writes its run (and $HOME) here
@@ -1191,7 +1301,7 @@ def main() -> int:
     if (args.work.exists() and not (args.work / WORK_MARKER).is_file()
             and (not args.work.is_dir() or any(args.work.iterdir()))):
         parser.error(f"--work {args.work} holds files this sweep did not write; give a new or empty directory")
-    selected = [case for case in cases()
+    selected = [case for case in cases() + study_cases()
                 if not args.only or any(fnmatch.fnmatch(case.name, pattern) for pattern in args.only)]
     unprivileged = None
     if any(case.as_user for case in selected):

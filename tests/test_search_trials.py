@@ -4,6 +4,7 @@ values sampled within their declared range and sign, trials claimed once and a k
 values, evaluation on the held-out share of the training file, the final comparison's cells and when it may run, and
 the dry run's plan and workers' sbatch script."""
 import math
+import re
 
 import optuna
 import pytest
@@ -17,18 +18,26 @@ from istar_plugin.launch.study import claim_trial, open_search, sample
 from istar_plugin.launch.tune import final_grid, unfinished
 
 
-@pytest.mark.parametrize("url, line", [
-    ("postgresql://nobody@127.0.0.1:9/none", "istar-tune: error: storage 'postgresql://nobody@127.0.0.1:9/none' needs "
-                                             "a database driver this Python lacks: pip install psycopg2-binary"),
-    ("sqlite:////nonexistent-folder/x/study.db", "istar-tune: error: cannot open the study's database "
-                                                 "'sqlite:////nonexistent-folder/x/study.db': unable to open database "
-                                                 "file"),
+REACH = ("check that the database server runs and is reachable from this machine, then start the search again "
+         "(finished trials are kept, a stopped trial resumes)")
+
+
+@pytest.mark.parametrize("url, code, line", [
+    ("postgresql+pg8000://me:secret@127.0.0.1:9/none", 2, "istar-tune: error: storage "
+     "'postgresql+pg8000://me:***@127.0.0.1:9/none' needs a database driver this Python lacks: pip install pg8000"),
+    ("postgresql://nobody@127.0.0.1:9/none", 4, "istar-tune: error: cannot open the study's database "
+     "'postgresql://nobody@127.0.0.1:9/none': ...Connection refused...; " + REACH),
+    ("sqlite:////nonexistent-folder/x/study.db", 4, "istar-tune: error: cannot open the study's database "
+     "'sqlite:////nonexistent-folder/x/study.db': unable to open database file; create its folder, or set storage= to "
+     "a database that exists"),
+    ("sqlite:///:memory:", 2, "istar-tune: error: storage 'sqlite:///:memory:' is an in-memory database, which ends "
+     "with its process: a study must outlive it; give a file (sqlite:///PATH) or a server's URL"),
 ])
-def test_an_unreachable_database_is_one_line_and_leaves_nothing_behind(tmp_path, capsys, url, line):
-    pytest.importorskip("sqlalchemy")
+def test_an_unreachable_database_is_one_line_and_leaves_nothing_behind(tmp_path, capsys, url, code, line):
     path = write_search(tmp_path, storage=url)
-    code, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}", "launcher=inline")
-    assert (code, err) == (2, [line])
+    status, err = refused(capsys, path, f"search_dir={tmp_path / 'search'}", "launcher=inline")
+    pattern = ".*".join(re.escape(part) for part in line.split("..."))  # the driver's own words vary by version
+    assert status == code and len(err) == 1 and re.fullmatch(pattern, err[0]), err
     assert not (tmp_path / "search").exists()
 
 

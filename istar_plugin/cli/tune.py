@@ -21,14 +21,26 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..config import available, compose
-from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, describe_values, load, trial_arguments
+from ..config.searches import (
+    FINAL,
+    SEARCHES_SUBDIR,
+    SearchError,
+    SearchSpec,
+    check,
+    describe_values,
+    load,
+    trial_arguments,
+)
 from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..storage.user_paths import expand_home, text_argument
+
+if TYPE_CHECKING:
+    import optuna
 
 TUNE_KEYS = ("search_dir", "workers")
 
@@ -49,17 +61,28 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     check(spec)
     search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
     workers = _workers(options.keys.get("workers"))
-    from ..launch import submit as launch
     from ..launch.study import open_search
-    from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
+    from ..launch.submit import check_launcher
+    from ..launch.tune import describe, worker_count
+    from ..storage.study_database import database_errors
 
     count = worker_count(spec, options, workers)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
+    check_launcher(options)
     if options.launcher != "slurm":  # the hub check istar-run makes, once
         hub_check.check(compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0])))
     study = open_search(spec, search_dir)
+    with database_errors(spec.storage_url(search_dir)):  # the database failing mid-search: one line, resumable
+        return _trials_then_final(name, arguments, spec, study, search_dir, options, count, final_only)
+
+
+def _trials_then_final(name: str, arguments: Sequence[str], spec: SearchSpec, study: optuna.Study, search_dir: Path,
+                       options: profiles.LaunchOptions, count: int, final_only: bool) -> int:
+    from ..launch import submit as launch
+    from ..launch.tune import final_grid, run_workers, unfinished
+
     if not final_only:
         outcomes = run_workers(search_dir, options, count, say=print)
         if options.launcher == "slurm":

@@ -138,6 +138,13 @@ def _number(value: Any, where: str) -> float:
     return value
 
 
+def _flag(spec: Any, field: str, where: str) -> bool:
+    value = spec.get(field, False)
+    if not isinstance(value, bool):  # 'false', a string, is true to bool(): read by type, never by truthiness
+        raise SearchError(f"{where}.{field} must be true or false (unquoted), got {value!r}")
+    return value
+
+
 def _dimension(key: str, spec: Any) -> Dimension:
     where = f"space.{key}"
     if not isinstance(spec, (dict, DictConfig)):
@@ -159,7 +166,7 @@ def _dimension(key: str, spec: Any) -> Dimension:
     if "low" not in spec or "high" not in spec:
         raise SearchError(f"{where} needs low and high (or choices)")
     low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
-    log, integer, sign = bool(spec.get("log", False)), bool(spec.get("int", False)), spec.get("sign", "positive")
+    log, integer, sign = _flag(spec, "log", where), _flag(spec, "int", where), spec.get("sign", "positive")
     if sign not in SIGNS:
         raise SearchError(f"{where}.sign {sign!r} unknown; choose one of: {', '.join(SIGNS)}")
     if not low < high:

@@ -20,16 +20,29 @@ from typing import Any, Optional, Sequence
 import optuna
 import yaml
 
-from ..errors import ConfigError
-from ..config.searches import RECORD, VALUES, SearchError, SearchSpec, read_search, trial_dir
+from ..config import compose
+from ..config.searches import (
+    RECORD,
+    TRIAL_EVALUATION,
+    VALUES,
+    SearchError,
+    SearchSpec,
+    read_search,
+    trial_arguments,
+    trial_dir,
+)
+from ..data.fingerprint import changed_splits
+from ..errors import RunError
 from ..metrics import better_sign, main_metric
 from ..storage.atomic import atomic_write_text
 from ..storage.lock import RunDirInUse, RunDirLock, held_here, waiting_lock
 from ..storage.ownership import SEARCH_MARKER, check_writable, mark
-from ..storage.study_database import connect
+from ..storage.study_database import connect, database_errors, shown
+from ..training.setup_steps import load_data
 
 CLAIM_LOCK = ".claim.lock"
 SIGN, MAGNITUDE = "{} (sign)", "{} (magnitude)"
+BOUND_DIR, BOUND_SEARCH, BOUND_DATA = "search_dir", "search", "data"  # the study's own attributes (:func:`bind`)
 
 
 class _GridSampler(optuna.samplers.GridSampler):
@@ -61,7 +74,8 @@ def _pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
 
 
 def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.Study:
-    """The search's study, created with its directory on the first call; another search's directory is refused."""
+    """The search's study, created with its directory on the first call; another search's directory is refused, and
+    so is a study of another directory, of another search file or of other data (:func:`bind`)."""
     search_dir = Path(search_dir)
     check_writable(search_dir, SEARCH_MARKER, "search_dir")
     recorded = search_dir / RECORD
@@ -71,18 +85,59 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
         if changed:
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
                               f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
+    data = data_fingerprint(spec)
+    fresh = not search_dir.exists()
     search_dir.mkdir(parents=True, exist_ok=True)
+    url = spec.storage_url(search_dir)
     try:
-        storage = connect(spec.storage_url(search_dir))
-    except ConfigError:
-        with contextlib.suppress(OSError):
-            search_dir.rmdir()
+        storage = connect(url)
+        with database_errors(url):
+            direction = "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
+            study = optuna.create_study(study_name=spec.name, storage=storage, load_if_exists=True,
+                                        direction=direction, sampler=_sampler(spec, worker), pruner=_pruner(spec))
+            bind(study, spec, search_dir, data)
+    except RunError:
+        if fresh:
+            with contextlib.suppress(OSError):
+                search_dir.rmdir()
         raise
     mark(search_dir, SEARCH_MARKER, search=spec.name)
     atomic_write_text(recorded, yaml.safe_dump({"name": spec.name, **spec.as_dict()}, sort_keys=False))
-    direction = "maximize" if better_sign(main_metric(spec.task())) > 0 else "minimize"
-    return optuna.create_study(study_name=spec.name, storage=storage, load_if_exists=True,
-                               direction=direction, sampler=_sampler(spec, worker), pruner=_pruner(spec))
+    return study
+
+
+def data_fingerprint(spec: SearchSpec) -> dict[str, Any]:
+    """What a trial reads (its training and held-out splits, as its run loads them), fingerprinted."""
+    values = {d.key: d.corners()[0] for d in spec.space}
+    return load_data(compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION])).fingerprint
+
+
+def bind(study: optuna.Study, spec: SearchSpec, search_dir: Path, data: dict[str, Any]) -> None:
+    """Record in ``study`` its search directory, search and data on the first call; refuse a study recorded with
+    another directory (a database shared by two searches), another search, or data whose content changed."""
+    where = f"study {spec.name} in {shown(spec.storage_url(search_dir))}"
+    mine = {BOUND_DIR: str(Path(search_dir).resolve()), BOUND_SEARCH: _bound_search(spec), BOUND_DATA: data}
+    attrs = study.user_attrs
+    if spec.storage and attrs.get(BOUND_DIR, mine[BOUND_DIR]) != mine[BOUND_DIR]:  # study.db moves with its folder
+        raise SearchError(f"the {where} belongs to the search in {attrs[BOUND_DIR]}: run it there "
+                          f"(search_dir={attrs[BOUND_DIR]}), or give this search a storage= of its own; nothing was "
+                          "changed")
+    before = attrs.get(BOUND_SEARCH, mine[BOUND_SEARCH])
+    if changed := sorted(key for key in set(before) | set(mine[BOUND_SEARCH])
+                         if before.get(key) != mine[BOUND_SEARCH].get(key)):
+        raise SearchError(f"the {where} was made by another search file (differs at {', '.join(changed)}): restore "
+                          "it, or start a new search_dir= with a storage= of its own; nothing was changed")
+    if changed := changed_splits(attrs.get(BOUND_DATA, {}), data):
+        raise SearchError(f"the data of search {spec.name} changed since its first trials: {'; '.join(changed)}; new "
+                          "trials would be scored on other data than the old: restore the data, or search the new "
+                          "data in a new search_dir=")
+    for key, value in mine.items():
+        if key not in attrs:
+            study.set_user_attr(key, value)
+
+
+def _bound_search(spec: SearchSpec) -> dict[str, Any]:
+    return {key: value for key, value in spec.as_dict().items() if key != "trials"}
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
@@ -92,12 +147,13 @@ def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:
         key = dimension.key
         if dimension.choices:
             values[key] = trial.suggest_categorical(key, list(dimension.choices))
-        elif dimension.integer:
-            values[key] = trial.suggest_int(key, int(dimension.low), int(dimension.high), log=dimension.log)
-        elif dimension.sign == "positive":
-            values[key] = trial.suggest_float(key, dimension.low, dimension.high, log=dimension.log)
+            continue
+        suggest = trial.suggest_int if dimension.integer else trial.suggest_float
+        low, high = (int(dimension.low), int(dimension.high)) if dimension.integer else (dimension.low, dimension.high)
+        if dimension.sign == "positive":
+            values[key] = suggest(key, low, high, log=dimension.log)
         else:
-            magnitude = trial.suggest_float(MAGNITUDE.format(key), dimension.low, dimension.high, log=True)
+            magnitude = suggest(MAGNITUDE.format(key), low, high, log=True)
             sign = -1 if dimension.sign == "negative" else trial.suggest_categorical(SIGN.format(key), [-1, 1])
             values[key] = sign * magnitude
     trial.set_user_attr(VALUES, values)

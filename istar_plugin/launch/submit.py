@@ -17,17 +17,20 @@ import multiprocessing
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import submitit
 from omegaconf import DictConfig
 
 from ..config import ConfigError, compose
+from ..errors import Stopped
 from ..storage.atomic import atomic_write_json
 from ..storage.lock import holder, waiting_lock
 from ..storage.ownership import GRID_MARKER, check_writable, mark
@@ -243,6 +246,7 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
     runner = runner or CellRunner()
     pending = [p for p in planned if p.status == "pending"]
     if pending:
+        check_launcher(options)
         mark(grid_dir, GRID_MARKER, grid=grid.name)
     for item in pending:
         write_snapshot(item.run_dir, item.cfg)
@@ -267,6 +271,14 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
         queued = f" ({len(jobs)} cells were queued before: see {grid_dir / MANIFEST})" if jobs else ""
         raise LaunchError(refused + queued)
     return Launched(statuses, jobs, manifest)
+
+
+def check_launcher(options: LaunchOptions) -> None:
+    """Refuse, before anything is written, a launcher that cannot start here (``slurm`` without ``sbatch``)."""
+    if options.launcher == "slurm" and shutil.which("sbatch") is None:
+        raise LaunchError("launcher=slurm needs SLURM's sbatch, which is not on this machine's PATH: run on a machine "
+                          "of the cluster (e.g. its login node), or choose launcher=local or launcher=inline; nothing "
+                          "was written")
 
 
 def slurm_executor(folder: Path, profile: SlurmProfile, name: str) -> submitit.SlurmExecutor:
@@ -314,23 +326,66 @@ def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[s
 
 def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequence[tuple[str, tuple]],
               started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
-              parallelism: Optional[int] = None, **parameters: Any) -> dict[str, str]:
-    """Run each named call of ``runner`` as a local submitit job, ``parallelism`` at a time; returns their job ids."""
+              parallelism: Optional[int] = None, stoppable: bool = False, **parameters: Any) -> dict[str, str]:
+    """Run each named call of ``runner`` as a local submitit job, ``parallelism`` at a time; returns their job ids.
+
+    ``stoppable``: SIGINT or SIGTERM to this process is passed on to the jobs as SIGTERM alone (their controllers and
+    they ignore Ctrl-C's SIGINT to the process group; ``runner`` must stop on SIGTERM), no job starts after it, and
+    once they all ended :class:`Stopped` is raised."""
     executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
     executor.update_parameters(**{**local.executor_parameters(), **parameters})
-    queue, running, jobs = list(calls), {}, {}
-    while queue or running:
-        while queue and len(running) < (parallelism or local.parallelism):
-            name, arguments = queue.pop(0)
-            running[name] = executor.submit(runner, *arguments)
-            jobs[name] = running[name].job_id
-            started(name, running[name])
-        done = [name for name, job in running.items() if job.done()]
-        for name in done:
-            ended(name, running.pop(name))
-        if not done:
-            time.sleep(POLL_S)
+    queue, running, jobs, received = list(calls), {}, {}, []
+
+    def stop(job: submitit.Job) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the job's id is its controller's process id
+            os.kill(int(job.job_id), signal.SIGTERM)
+
+    def handle(number: int, frame: Any) -> None:
+        received.append(number)
+        for job in running.values():
+            stop(job)
+
+    stoppable = stoppable and threading.current_thread() is threading.main_thread()  # where handlers can be set
+    with _signals_handled(handle) if stoppable else contextlib.nullcontext():
+        while queue or running:
+            while queue and not received and len(running) < (parallelism or local.parallelism):
+                name, arguments = queue.pop(0)
+                with _sigint_ignored() if stoppable else contextlib.nullcontext():
+                    running[name] = executor.submit(runner, *arguments)
+                jobs[name] = running[name].job_id
+                if received:  # a signal while it started
+                    stop(running[name])
+                started(name, running[name])
+            done = [name for name, job in running.items() if job.done()]
+            for name in done:
+                ended(name, running.pop(name))
+            if not done:
+                time.sleep(POLL_S)
+    if received:
+        name = signal.Signals(received[0]).name
+        raise Stopped(f"stopped by {name}: the {len(jobs)} local jobs started ended (each at a step's end, its "
+                      "checkpoint kept) and none was left running; run the same command again to resume", received[0])
     return jobs
+
+
+@contextlib.contextmanager
+def _signals_handled(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, before in previous.items():
+            signal.signal(number, before)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while a process starts: it inherits the ignoring (Python keeps it), so Ctrl-C spares it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,

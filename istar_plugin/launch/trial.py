@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import socket
 from collections import Counter
 from pathlib import Path
@@ -28,6 +30,7 @@ from ..hooks import Hook, RunView
 from ..metrics import main_metric
 from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
+from ..storage.study_database import StudyDatabaseError, database_errors
 from .cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, outcome, write_snapshot
 from .study import Claim, claim_trial, open_search, sample
 
@@ -88,7 +91,7 @@ def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: d
                 record = read_results(run_dir / RESULTS, require_finished=True)
                 results = {"validation": record.validation}
                 pruning.pruned_at = (record.extra.get("search_trial") or {}).get("pruned_at_step")
-        except Stopped:  # a stop signal: the trial stays running in the study, its checkpoint resumable
+        except (Stopped, StudyDatabaseError):  # the trial stays running in the study, its checkpoint resumable
             raise
         except RunError as error:  # refused, diverged, a damaged checkpoint: one line, recorded as failed
             raise TrialFailed(one_line(error)) from None
@@ -106,16 +109,19 @@ class SearchWorker(submitit.helpers.Checkpointable):
     """``SearchWorker()(search_dir, worker)``: run trials until the budget is spent; returns the outcome counts."""
 
     def __call__(self, search_dir: str, worker: int = 0) -> dict[str, int]:
+        if os.environ.get("SUBMITIT_EXECUTOR") == "local":  # stopped by SIGTERM at a step's end (run_local's stop)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # submitit's own handler ignores it
         search_dir_path = Path(search_dir)
         spec = read_search(search_dir_path)
         study = open_search(spec, search_dir_path, worker)
         say = _progress(search_dir_path, worker)
         counts: Counter = Counter()
-        while (claim := claim_trial(study, spec, search_dir_path)) is not None:
-            try:
-                counts[self._run(spec, search_dir_path, study, claim, say)] += 1
-            finally:
-                claim.release()
+        with database_errors(spec.storage_url(search_dir_path)):
+            while (claim := claim_trial(study, spec, search_dir_path)) is not None:
+                try:
+                    counts[self._run(spec, search_dir_path, study, claim, say)] += 1
+                finally:
+                    claim.release()
         say(f"no trial left of {spec.trials}: " + ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
             if counts else f"no trial left of {spec.trials}")
         return dict(counts)

@@ -12,9 +12,18 @@ import submitit
 
 from ..config.searches import FINAL, VALUES, SearchError, SearchSpec, baseline_arguments, trial_arguments
 from ..storage.atomic import atomic_write_json
+from ..storage.lock import waiting_lock
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import SUBMITIT_FOLDER, jobs_import_this_code, now, run_local, sbatch_script, slurm_executor
+from .submit import (
+    SUBMITIT_FOLDER,
+    jobs_import_this_code,
+    now,
+    run_local,
+    sbatch_script,
+    slurm_executor,
+)
+from .study import CLAIM_LOCK
 from .trial import SearchWorker
 
 WORKERS = "workers.json"
@@ -29,15 +38,17 @@ def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) 
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and return their outcomes (inline, local), or queue them as a SLURM array (``{}``)."""
+    """Run ``count`` workers and return their outcomes (inline, local), or queue them as a SLURM array (``{}``);
+    each worker has a number of its own in the search, whichever launcher started it (:func:`reserve_workers`)."""
     folder = search_dir / SUBMITIT_FOLDER
+    numbers = reserve_workers(search_dir, options.launcher, count)
     if options.launcher == "inline":
-        return SearchWorker()(str(search_dir), 0)
+        return SearchWorker()(str(search_dir), numbers[0])
     jobs_import_this_code()
     if options.launcher == "slurm":
         executor = slurm_executor(folder, options.slurm, job_name(search_dir))
-        jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, list(range(count)))
-        _record_workers(search_dir, "slurm", [job.job_id for job in jobs])
+        jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, numbers)
+        _record_jobs(search_dir, numbers, [job.job_id for job in jobs])
         say(f"queued {count} workers as SLURM job {jobs[0].job_id.split('_')[0]}; progress: "
             f"{search_dir / 'progress.log'}")
         return {}
@@ -47,7 +58,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
         error = job.exception()
         if error is not None:
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-            say(f"worker {job.job_id} ended before the budget was spent ({first}); a trial it held is resumed by the "
+            say(f"worker {name} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
         else:
             outcomes.update(job.result())
@@ -57,11 +68,11 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     def start(name: str, job: submitit.Job) -> None:
         started.append(job.job_id)
         if len(started) == count:
-            _record_workers(search_dir, "local", started)
+            _record_jobs(search_dir, numbers, started)
             say(f"started {count} local workers (logs in {folder})")
 
-    run_local(folder, options.local, SearchWorker(), [(str(i), (str(search_dir), i)) for i in range(count)],
-              start, ended, parallelism=count, tasks_per_node=1)
+    run_local(folder, options.local, SearchWorker(), [(str(i), (str(search_dir), i)) for i in numbers],
+              start, ended, parallelism=count, stoppable=True, tasks_per_node=1)
     return dict(outcomes)
 
 
@@ -69,11 +80,24 @@ def job_name(search_dir: Path) -> str:
     return f"istar-tune-{search_dir.name}"[:64]
 
 
-def _record_workers(search_dir: Path, launcher: str, job_ids: list[str]) -> None:
-    path = search_dir / WORKERS
-    starts = json.loads(path.read_text()) if path.is_file() else []
-    starts.append({"time": now(), "launcher": launcher, "job_ids": job_ids})
-    atomic_write_json(path, starts)
+def reserve_workers(search_dir: Path, launcher: str, count: int) -> list[int]:
+    """The next ``count`` worker numbers of the search, recorded in ``workers.json`` with their launcher."""
+    with waiting_lock(search_dir / CLAIM_LOCK):
+        path = search_dir / WORKERS
+        starts = json.loads(path.read_text()) if path.is_file() else []
+        first = max((n + 1 for start in starts for n in start.get("workers", [])), default=0)
+        numbers = list(range(first, first + count))
+        starts.append({"time": now(), "launcher": launcher, "workers": numbers, "job_ids": []})
+        atomic_write_json(path, starts)
+    return numbers
+
+
+def _record_jobs(search_dir: Path, numbers: list[int], job_ids: list[str]) -> None:
+    with waiting_lock(search_dir / CLAIM_LOCK):
+        path = search_dir / WORKERS
+        starts = json.loads(path.read_text())
+        next(start for start in starts if start.get("workers") == numbers)["job_ids"] = job_ids
+        atomic_write_json(path, starts)
 
 
 def unfinished(study: optuna.Study, spec: SearchSpec) -> int:

@@ -1,32 +1,142 @@
-"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``)."""
+"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``), opened
+with connect and statement timeouts; its faults become one :class:`StudyDatabaseError` line naming the URL.
+
+>>> shown("postgresql://me:secret@db.example/studies")
+'postgresql://me:***@db.example/studies'
+"""
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
+from typing import Any, Iterator
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages.journal import JournalFileBackend
+from sqlalchemy.engine import make_url
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RunDirError, RunError, one_line
+
+CONNECT_TIMEOUT_S = 10
+STATEMENT_TIMEOUT_S = 120  # no statement of a study's takes this long; a server that stops answering ends it
+SQLITE_BUSY_TIMEOUT_S = 60  # workers sharing one SQLite file wait this long for each other's writes
+# the pip package of each database module SQLAlchemy imports for a URL's dialect
+PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000", "asyncpg": "asyncpg",
+            "pymysql": "PyMySQL", "MySQLdb": "mysqlclient", "mysql": "mysql-connector-python"}
+ADVICE = (  # (words in the database's own message, what to do), first match wins
+    (("disk is full", "no space left", "disk full"), "free space on its disk, then start the search again (its "
+                                                     "trials are kept)"),
+    (("readonly", "read-only", "permission denied", "access denied"), "make it writable by this user, or set storage= "
+                                                                       "to a database this user can write"),
+    (("malformed", "not a database", "corrupt"), "it is damaged: restore it from a copy, or start a new search_dir"),
+    (("unable to open database file", "no such file or directory"), "create its folder, or set storage= to a "
+                                                                    "database that exists"),
+)
+REACH = ("check that the database server runs and is reachable from this machine, then start the search again "
+         "(finished trials are kept, a stopped trial resumes)")
+
+
+class StudyDatabaseError(RunDirError):
+    """A study's database cannot be opened, read or written: unreachable, full, damaged, read-only or timed out."""
+
+
+def shown(url: str) -> str:
+    """``url`` with its password masked."""
+    with contextlib.suppress(Exception):
+        parsed = make_url(url)
+        if parsed.password is not None:
+            return parsed.render_as_string(hide_password=True)
+    return url
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    """SQLAlchemy engine options: the driver's timeouts (those the URL does not set itself), a pre-ping for servers."""
+    parsed = make_url(url)
+    backend, driver, given = parsed.get_backend_name(), parsed.get_dialect().driver, set(parsed.query)
+    if backend == "sqlite":
+        if (parsed.database in (None, "", ":memory:") or str(parsed.database).startswith("file::memory:")
+                or parsed.query.get("mode") == "memory"):
+            raise ConfigError(f"storage {url!r} is an in-memory database, which ends with its process: a study must "
+                              "outlive it; give a file (sqlite:///PATH) or a server's URL")
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    arguments: dict[str, Any] = {}
+    if driver in ("psycopg", "psycopg2"):
+        arguments = {"connect_timeout": CONNECT_TIMEOUT_S, "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S}s",
+                     "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3,
+                     "tcp_user_timeout": STATEMENT_TIMEOUT_S * 1000}
+    elif driver in ("pymysql", "mysqldb"):
+        arguments = {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S,
+                     "write_timeout": STATEMENT_TIMEOUT_S}
+    return {"pool_pre_ping": True, "connect_args": {k: v for k, v in arguments.items() if k not in given}}
 
 
 def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
-    """Optuna's storage at ``url``, its errors as Optuna raises them; ``create=False`` creates no table."""
+    """Optuna's storage at ``url`` with timeouts, its errors as Optuna's; ``create=False`` creates no table."""
     if url.startswith("journal:"):
         return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
-    return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True} if "sqlite" not in url else {},
-                                      skip_table_creation=not create)
+    try:
+        options = _engine_options(url)
+    except sqlalchemy.exc.ArgumentError as error:
+        raise ConfigError(f"storage {url!r} is no database URL SQLAlchemy reads: {one_line(error)}") from None
+    except ImportError:  # the dialect itself (e.g. a third-party one) is not installed
+        options = {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=options, skip_table_creation=not create)
+
+
+def missing_driver(url: str) -> str:
+    """The pip package of the database module SQLAlchemy needs for ``url`` as written (its dialect's default)."""
+    try:
+        make_url(url).get_dialect().import_dbapi()
+    except ImportError as error:
+        name = (getattr(error, "name", None) or "").split(".")[0]
+        return PACKAGES.get(name, name or "the driver its URL names")
+    except Exception:  # noqa: BLE001 - an unreadable URL: SQLAlchemy's own error says so when it is opened
+        pass
+    return "the driver its URL names"
+
+
+def reason_of(error: BaseException) -> str:
+    """The database's own message behind Optuna's and SQLAlchemy's wrappers, in one line."""
+    cause = error
+    while isinstance(cause, optuna.exceptions.StorageInternalError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return one_line(getattr(cause, "orig", None) or cause)[:300]
+
+
+def advice(reason: str, url: str) -> str:
+    """What to do about a database fault whose message is ``reason``."""
+    lowered = reason.lower()
+    for words, what in ADVICE:
+        if any(word in lowered for word in words):
+            return what
+    local = url.startswith(("sqlite", "journal:"))
+    return "check the database file and its folder, then start the search again" if local else REACH
+
+
+@contextlib.contextmanager
+def database_errors(url: str, doing: str = "use") -> Iterator[None]:
+    """Turn a storage fault raised inside into one :class:`StudyDatabaseError` line naming ``url`` and what to do."""
+    try:
+        yield
+    except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as error:
+        reason = reason_of(error)
+        raise StudyDatabaseError(f"cannot {doing} the study's database {shown(url)!r}: {reason}; "
+                                 f"{advice(reason, url)}") from None
 
 
 def connect(url: str) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url``; an unreachable database or a missing driver is one ConfigError line."""
+    """The study's storage at ``url``; a missing driver, an in-memory or unreachable database is one line."""
     optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
-        return storage(url)
+        with database_errors(url, "open"):
+            return storage(url)
+    except RunError:
+        raise
     except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
-        drivers = {"postgresql": "psycopg2-binary", "mysql": "PyMySQL (with mysql+pymysql://)"}
-        driver = drivers.get(url.split(":")[0].split("+")[0], "the driver its URL names")
-        raise ConfigError(f"storage {url!r} needs a database driver this Python lacks: pip install {driver}") from None
-    except Exception as error:  # SQLAlchemy's many errors: unreachable host, refused login, bad URL
-        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
-        raise ConfigError(f"cannot open the study's database {url!r}: {reason}") from None
+        raise ConfigError(f"storage {shown(url)!r} needs a database driver this Python lacks: pip install "
+                          f"{missing_driver(url)}") from None
+    except (OSError, ValueError, RuntimeError) as error:  # a journal file's folder, a URL the driver refuses
+        reason = one_line(error)[:300]
+        raise StudyDatabaseError(f"cannot open the study's database {shown(url)!r}: {reason}; "
+                                 f"{advice(reason, url)}") from None
