@@ -405,7 +405,8 @@ def test_a_padding_free_run_ends_with_the_padded_runs_metrics_and_is_not_resumed
         assert packed["metrics"][name] == pytest.approx(padded["metrics"][name], rel=RTOL, abs=ATOL), name
     assert packed["metrics"]["eval_isoscore_star_per_layer"] == pytest.approx(
         padded["metrics"]["eval_isoscore_star_per_layer"], rel=RTOL, abs=ATOL)
-    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: model.padding_free\)"):
+    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: model.padding_free True "
+                                          r"then, False now\)"):
         Trainer(run("false", tmp_path / "packed")).fit()
 
 
