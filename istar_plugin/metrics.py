@@ -50,8 +50,9 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
     return covariance / math.sqrt(pred_spread * true_spread)
 
 
-def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Pearson correlation; 0 when either side is constant, NaN when a value is not finite (a diverged model)."""
+def pearson(predictions: Sequence[float], references: Sequence[float]) -> Optional[float]:
+    """Pearson correlation; None (undefined) when either side is constant, NaN when a value is not finite (a diverged
+    model)."""
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
     if not _all_finite(xs, ys):
@@ -61,7 +62,7 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> float:
     dy = [y - mean_y for y in ys]
     scale_x, scale_y = max(map(abs, dx)), max(map(abs, dy))
     if scale_x == 0 or scale_y == 0:
-        return 0.0
+        return None
     dx, dy = [d / scale_x for d in dx], [d / scale_y for d in dy]  # no underflow of tiny spreads when squared
     spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
     return max(-1.0, min(1.0, sum(a * b for a, b in zip(dx, dy)) / spread))
@@ -86,8 +87,8 @@ def average_ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def spearman(predictions: Sequence[float], references: Sequence[float]) -> float:
-    """Spearman rank correlation (Pearson of average ranks); 0 when undefined, NaN for non-finite values."""
+def spearman(predictions: Sequence[float], references: Sequence[float]) -> Optional[float]:
+    """Spearman rank correlation (Pearson of average ranks); None when undefined, NaN for non-finite values."""
     if not _all_finite(predictions, references):
         return math.nan
     return pearson(average_ranks([float(p) for p in predictions]), average_ranks([float(r) for r in references]))
@@ -183,9 +184,11 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
         raise ValueError(f"{task}: no predictions to score")
     if task == "squad":
         _check_squad_inputs(predictions, references)
-    results = {name: float(score(predictions, references)) for name, score in scorers.items()}
+    results = {name: score(predictions, references) for name, score in scorers.items()}
+    results = {name: None if value is None else float(value) for name, value in results.items()}  # None: undefined
     if task in TASKS_WITH_COMBINED_SCORE:
-        results["combined_score"] = sum(results.values()) / len(results)
+        defined = None not in results.values()
+        results["combined_score"] = sum(results.values()) / len(results) if defined else None
     return results
 
 

@@ -1114,7 +1114,32 @@ def cases() -> list[Case]:
              setup=both(search_file(), unreadable("s.yaml"))),
         Case("search: SIGINT during a trial, then resumed", []),  # see run_case: a real istar-tune and a real signal
     ]
-    return c
+    return c + empty_sequence_and_resume_cases()
+
+
+EMPTY_TEXTS = "sentence\tlabel\n" + "".join(f"{text}\t{label}\n" for text, label in (
+    ("", 1), ("a fine film", 1), ("", 0), ("dull and long", 0), ("", 1), ("moving", 1), ("", 0), ("flat", 0)))
+ONLY_EMPTY_TEXTS = "sentence\tlabel\n" + "\t1\n\t0\n" * 4
+
+
+def trains_through(sweep: Sweep, directory: Path, outcome: Outcome) -> str:
+    """What must simply work: ``clear`` when the run finished (exit 0, no traceback)."""
+    return "traceback" if TRACEBACK in outcome.stderr else "clear" if outcome.code == 0 else "silent"
+
+
+def empty_sequence_and_resume_cases() -> list[Case]:
+    """Empty texts in a padding-free decoder (the packaged SmolLM2, whose tokenizer adds no token around a text) in
+    training and evaluation, and a finished run resumed with another batch size."""
+    decoder = ["model.padding_free=true", "max_steps=2", "data.max_train_samples=8", "eval_batch_size=4"]
+    return [
+        Case("empty texts: a padding-free decoder trains and evaluates them",
+             [*decoder, "data.train_file=FILE:t.tsv", "data.eval_file=FILE:t.tsv"],
+             setup=files("t.tsv", EMPTY_TEXTS), check=trains_through),
+        Case("empty texts: an evaluation of empty texts only",
+             [*decoder, "data.train_file=FILE:t.tsv", "data.eval_file=FILE:e.tsv"],
+             setup=both(files("t.tsv", EMPTY_TEXTS), files("e.tsv", ONLY_EMPTY_TEXTS)), check=trains_through),
+        Case("resume a finished run with another batch_size", ["batch_size=8"], setup=trained()),
+    ]
 
 
 def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
@@ -1166,6 +1191,10 @@ def prepare(case: Case, sweep: Sweep, directory: Path) -> list[str]:
         return sweep.base(directory, "save_every=1", "keep_checkpoints=4")
     if case.arguments[:1] == ["embed"]:
         return [a.format(dir=directory) for a in sweep.embed(directory, *case.arguments[1:])]
+    if name.startswith("empty texts:"):  # the packaged SmolLM2 as a classifier
+        arguments = [a for a in sweep.base(directory, *case.arguments) if not a.startswith("model.name_or_path=")]
+        arguments[1] = "model=smollm2"
+        return [a.replace("FILE:", f"{directory}/") for a in arguments]
     if name.startswith("lm:"):  # the packaged SmolLM2: its tokenizer adds no special token; refused before it loads
         arguments = [a for a in sweep.base(directory, *case.arguments) if not a.startswith("model.name_or_path=")]
         arguments[:2] = ["recipe=lm", "model=smollm2"]

@@ -98,6 +98,17 @@ def collective_checks(rank: int, port: int, overrides: list, out_dir: str) -> No
     torch.distributed.destroy_process_group()
 
 
+def cell_worker(rank: int, port: int, run_dir: str, out_dir: str) -> None:
+    """One rank of a two-task grid cell: what ``CellRunner`` returned on it, as JSON."""
+    from istar_plugin.launch.cell import CellRunner
+
+    join(rank, port, timeout_s=30)
+    returned = CellRunner()(run_dir)
+    with open(f"{out_dir}/rank{rank}.json", "w") as file:
+        json.dump({key: value for key, value in returned.items() if key in ("skipped", "step")}, file)
+    torch.distributed.destroy_process_group()
+
+
 class FailAtStep1(Hook):
     """Rank 1 raises after optimizer step 1; with ``stall``, rank 0 then sleeps outside any collective."""
 

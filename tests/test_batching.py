@@ -53,6 +53,9 @@ def test_grouped_batches_of_sst2_carry_a_fraction_of_the_padding(shared_data):
     assert random_share > 0.4 and grouped_share < 0.1
 
 
+BATCH_ROUNDING = 2 * 4 * 64 * 2**-24  # fp32, summed in any order: 2 layers of 4 products, sums of <= 64 terms, K*u each
+
+
 def test_evaluation_sorted_by_length_gives_the_same_results(tiny_bert, shared_data, tmp_path):
     def trainer(sort, eval_batch_size=16):
         return Trainer(compose(tiny_run_arguments(
@@ -71,10 +74,12 @@ def test_evaluation_sorted_by_length_gives_the_same_results(tiny_bert, shared_da
                                                           key=lambda p: p[0])])
         assert sorted(predicted["index"]) == list(range(120))
     # fp32 BERT on CPU: a sentence's logits move in the last bits with the padding and size of its batch, whether
-    # the batches are sorted or merely of another size; the predictions and metrics do not move
+    # the batches are sorted or merely of another size (the CPU's kernels, AVX2 or AVX512, add a matrix product's
+    # terms in an order that depends on its shape); the predictions and metrics do not move
     for name in ("sorted", "unsorted, batches of 8"):
-        np.testing.assert_allclose(logits[name], logits["unsorted"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(logits[name], logits["unsorted"], rtol=BATCH_ROUNDING, atol=BATCH_ROUNDING)
         assert (logits[name].argmax(1) == logits["unsorted"].argmax(1)).all()
     results = {name: run.evaluate() for name, run in runs.items() if name != "unsorted, batches of 8"}
     assert results["sorted"]["accuracy"] == results["unsorted"]["accuracy"]
-    assert results["sorted"]["eval_isoscore_star"] == pytest.approx(results["unsorted"]["eval_isoscore_star"], rel=1e-5)
+    assert results["sorted"]["eval_isoscore_star"] == pytest.approx(results["unsorted"]["eval_isoscore_star"],
+                                                                    rel=BATCH_ROUNDING)

@@ -23,6 +23,8 @@ import torch.multiprocessing as mp
 from istar_plugin.config import compose
 from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
 from istar_plugin.isotropy import CovarianceAccumulator, isoscore_star, pooled_isoscore_star
+from istar_plugin.launch.cell import RUNNING_ELSEWHERE, write_snapshot
+from istar_plugin.storage.lock import RunDirLock
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 
@@ -306,6 +308,19 @@ def test_sigma_s_is_bitwise_the_same_on_both_ranks_and_the_single_process_s_to_r
     # re-estimated after epoch 1 from the trained model: a new matrix, again the same on both ranks
     assert torch.equal(ranks[0][0]["sigma"], ranks[0][1]["sigma"])
     assert not torch.equal(ranks[0][1]["sigma"], ranks[0][2]["sigma"])
+
+
+# ------------------------------------------------------------ a multi-task grid cell's lock
+def test_every_rank_of_a_grid_cell_leaves_it_to_the_invocation_holding_its_lock(tiny_bert, shared_data, tmp_path):
+    """Another invocation (this process) holds the cell's run directory: rank 0 finds its lock taken and every rank
+    leaves the cell, none trains it alone (and waits on a collective rank 0 never joins)."""
+    run_dir = tmp_path / "cell"
+    write_snapshot(run_dir, compose(tiny_overrides(tiny_bert, shared_data, run_dir)))
+    with RunDirLock(run_dir), workers.rendezvous() as port:
+        mp.spawn(workers.cell_worker, args=(port, str(run_dir), str(tmp_path)), nprocs=workers.WORLD_SIZE, join=True)
+    returned = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(workers.WORLD_SIZE)]
+    assert returned == [{"skipped": RUNNING_ELSEWHERE}] * workers.WORLD_SIZE
+    assert not (run_dir / "config.yaml").exists()  # no rank started the run
 
 
 # ------------------------------------------------------------ a real torchrun training run

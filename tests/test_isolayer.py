@@ -256,6 +256,9 @@ def test_init_from_a_hugging_face_folder_builds_the_model_from_it(tiny_bert):
     assert source.checkpoint is None and built.name_or_path == str(tiny_bert) and built.local_files_only
 
 
+BATCH_ROUNDING = 2 * 4 * 64 * 2**-24  # fp32, summed in any order: 2 layers of 4 products, sums of <= 64 terms, K*u each
+
+
 def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_results(stage_one, tiny_bert, shared_data,
                                                                                   tmp_path, capfd, monkeypatch):
     """Stage 2 with the frozen encoder's outputs cached (the default; and spilled to disk, as a large cache is)
@@ -288,12 +291,16 @@ def test_a_frozen_backbone_is_run_once_per_example_and_gives_the_uncached_result
                    for x in (value if isinstance(value, list) else [value])]
             for name, run in runs.items()}
     uncached = final_model_state(tmp_path / "uncached")
+    # the backbone's fp32 outputs, cached or computed at every step, in batches of other shapes: each within
+    # BATCH_ROUNDING of the other at the first step, and each of the 12 steps may add as much again
+    trained = 12 * BATCH_ROUNDING
     for name in ("cached", "spilled"):
-        assert len(losses[name]) == 12 and losses[name] == pytest.approx(losses["uncached"], rel=1e-5)
+        assert len(losses[name]) == 12 and losses[name][0] == pytest.approx(losses["uncached"][0], rel=BATCH_ROUNDING)
+        assert losses[name] == pytest.approx(losses["uncached"], rel=trained)
         torch.testing.assert_close(final_model_state(tmp_path / name)["inserted.isolayer.weight"],
-                                   uncached["inserted.isolayer.weight"], rtol=1e-4, atol=1e-5)
+                                   uncached["inserted.isolayer.weight"], rtol=trained, atol=trained)
         assert [key for key, _ in flat[name]] == [key for key, _ in flat["uncached"]]
-        assert [x for _, x in flat[name]] == pytest.approx([x for _, x in flat["uncached"]], rel=1e-5)
+        assert [x for _, x in flat[name]] == pytest.approx([x for _, x in flat["uncached"]], rel=trained)
     assert losses["spilled"] == losses["cached"]  # the same float32 vectors, from memory or from the file
 
 

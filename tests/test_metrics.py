@@ -50,11 +50,14 @@ def test_hand_computed_correlations_with_ties():
     assert expected == pytest.approx(0.9486832980505138)
 
 
-def test_undefined_correlations_are_zero():
+def test_undefined_correlations_are_none_and_matthews_zero_as_scikit_learn_has_it():
     assert metrics.matthews_correlation([1, 1, 1], [1, 0, 1]) == 0.0
     assert metrics.matthews_correlation([0, 0], [0, 0]) == 0.0
-    assert metrics.pearson([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]) == 0.0
-    assert metrics.spearman([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]) == 0.0
+    assert metrics.pearson([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]) is None
+    assert metrics.spearman([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]) is None
+    # a run's results.json: null, as istar-embed and the sentence-transformers engine write an undefined correlation
+    assert metrics.compute("stsb", [2.5, 2.5, 2.5], [1.0, 2.0, 3.0]) == {"pearson": None, "spearman": None,
+                                                                         "combined_score": None}
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -95,7 +98,7 @@ def test_multiclass_matthews_matches_sklearn(pair):
 def test_correlations_match_scipy(pair):
     predictions, references = pair
     if len(set(predictions)) < 2 or len(set(references)) < 2:
-        assert metrics.pearson(predictions, references) == 0.0
+        assert metrics.pearson(predictions, references) is None
         return
     assert metrics.pearson(predictions, references) == pytest.approx(
         stats.pearsonr(predictions, references)[0], abs=1e-9

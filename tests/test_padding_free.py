@@ -67,9 +67,10 @@ def sentences(shared_data):
     return [text.strip() for text, _ in rows], [int(label) for _, label in rows]
 
 
-def padded_and_packed(name_or_path, sentences, **model_options):
+def padded_and_packed(name_or_path, sentences, empty=(), **model_options):
     """The same batch through the same model padded and padding-free, in eval mode (no dropout), each with its
-    I-STAR loss (zeta 0) backpropagated: {padding_free: (model, output, criterion result, batch)}."""
+    I-STAR loss (zeta 0) backpropagated: {padding_free: (model, output, criterion result, batch)}. ``empty``: the
+    rows whose sequence is empty (no token, not even the special ones)."""
     texts, labels = sentences
     runs, state = {}, None
     for padding_free in (False, True):
@@ -80,7 +81,7 @@ def padded_and_packed(name_or_path, sentences, **model_options):
             state = model.state_dict()
         model.load_state_dict(state)
         encoded = model.tokenizer(texts, truncation=True, max_length=40)
-        features = [{**{key: encoded[key][row] for key in encoded}, "labels": label}
+        features = [{**{key: [] if row in empty else encoded[key][row] for key in encoded}, "labels": label}
                     for row, label in enumerate(labels)]
         batch = collate(features, model.tokenizer.pad_token_id, torch.device("cpu"))
         output = model(batch)
@@ -124,6 +125,55 @@ def assert_same_clouds_and_gradients(padded, padded_out, packed, packed_out):
 def test_each_family_computes_the_same_padded_and_padding_free(family, tiny_models, sentences):
     options = {} if family == "llama" else {"dropout": 0.0}  # the Llama config has no dropout to set
     assert_the_same(padded_and_packed(tiny_models[family], sentences, **options))
+
+
+@pytest.mark.parametrize("family", FAMILIES.split(", "))
+def test_each_family_computes_the_same_padded_and_padding_free_with_empty_sequences(family, tiny_models, sentences):
+    """An empty sequence among others, and a batch of empty sequences alone (an evaluation's last batch of empty
+    texts): the same outputs, losses, clouds and gradients padded and packed."""
+    options = {} if family == "llama" else {"dropout": 0.0}
+    runs = padded_and_packed(tiny_models[family], sentences, empty={2, 5}, **options)
+    assert runs[True][3]["sequence_lengths"][2] == runs[True][3]["sequence_lengths"][5] == 1  # its pad token
+    assert_the_same(runs)
+    texts, labels = sentences
+    alone = padded_and_packed(tiny_models[family], (texts[:3], labels[:3]), empty={0, 1, 2}, **options)
+    (padded, padded_out, padded_result, batch), (packed, packed_out, packed_result, _) = alone[False], alone[True]
+    assert batch["input_ids"].shape == (3, 1) and packed_out.hidden_states[1].shape == (3, packed.hidden_size)
+    torch.testing.assert_close(packed_out.logits, padded_out.logits, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(packed_result.loss, padded_result.loss, atol=ATOL, rtol=RTOL)
+    assert_same_clouds_and_gradients(padded, padded_out, packed, packed_out)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_language_modelling_computes_the_same_padded_and_padding_free_with_empty_texts(family, tiny_models,
+                                                                                       sentences):
+    options = {} if family == "llama" else {"dropout": 0.0}
+    texts = list(sentences[0])
+    texts[1] = texts[4] = ""
+    assert_same_task_outputs(task_padded_and_packed(tiny_models[family], "language_modeling", texts, **options))
+    for padding_free in (False, True):  # a batch of empty texts alone: nothing to predict, a loss of 0
+        model = HFEncoder(ModelConfig(name_or_path=str(tiny_models[family]), padding_free=padding_free, **options),
+                          "language_modeling").eval()
+        batch = collate([{"input_ids": [], "attention_mask": []}] * 2, model.tokenizer.pad_token_id,
+                        torch.device("cpu"))
+        output = model(batch)
+        assert batch["input_ids"].shape == (2, 1) and torch.isfinite(output.logits).all(), padding_free
+        assert task_loss("language_modeling", output, batch).item() == 0.0, padding_free
+
+
+def test_packed_attention_leaves_an_empty_sequence_out_of_every_call():
+    """Packed rows from elsewhere (sentence-transformers' tokenizer) may hold sequences of no token: the attention
+    of the others is the padded batch's at their real positions."""
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 1], [0, 0, 0], [1, 0, 0], [0, 0, 0]])
+    padded = [torch.randn(4, 2, 3, 8) for _ in range(3)]  # query, key, value: (batch, heads, width, head width)
+    expected = torch.nn.functional.scaled_dot_product_attention(*padded, attn_mask=mask.bool().view(4, 1, 1, 3))
+    layout = packing.Packing.of(mask)
+    packed = [layout.pack(tensor.transpose(1, 2)).transpose(1, 2) for tensor in padded]  # (1, heads, tokens, d)
+    for groups in (None, packing.Packing.of(mask, lengths=mask.sum(dim=1).tolist()).attention_groups):
+        out, _ = packing.packed_attention(torch.nn.Module(), *packed, None, cu_seq_lens_q=layout.cu_seq_lens,
+                                          attention_groups=groups)
+        torch.testing.assert_close(layout.unpack(out[0]), expected.transpose(1, 2) * mask[..., None, None])
 
 
 def test_lora_on_a_decoder_computes_the_same_padded_and_padding_free(tiny_models, sentences):
@@ -355,7 +405,8 @@ def test_a_padding_free_run_ends_with_the_padded_runs_metrics_and_is_not_resumed
         assert packed["metrics"][name] == pytest.approx(padded["metrics"][name], rel=RTOL, abs=ATOL), name
     assert packed["metrics"]["eval_isoscore_star_per_layer"] == pytest.approx(
         padded["metrics"]["eval_isoscore_star_per_layer"], rel=RTOL, abs=ATOL)
-    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: model.padding_free\)"):
+    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: model.padding_free True "
+                                          r"then, False now\)"):
         Trainer(run("false", tmp_path / "packed")).fit()
 
 

@@ -95,7 +95,7 @@ def test_a_finished_run_is_returned_again_and_another_config_over_it_refused(res
     engine, run, results = restarted
     again = fit(tiny_config(engine, tiny_bert, shared_data, run, "precision=auto", "seed=4"))
     assert again["step"] == results["step"] == STEPS[engine] and again["metrics"] == results["metrics"]
-    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: seed\)"):
+    with pytest.raises(RunDirError, match=r"holds the results of a different run \(changed: seed 4 then, 5 now\)"):
         fit(tiny_config(engine, tiny_bert, shared_data, run, "precision=auto", "seed=5"))
     assert json.loads((run / "results.json").read_text())["seed"] == 4  # the finished run is kept
 

@@ -151,3 +151,31 @@ def sigma_s_and_losses(run):
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return ([record["sigma_s/points"] for record in records if "sigma_s/points" in record],
             [(record["step"], round(record["train/loss"], 6)) for record in records if "train/loss" in record])
+
+
+# ------------------------------------------------------------------------------ during the step-0 evaluation
+def test_sigterm_during_the_step_0_evaluation_stops_with_its_line_and_the_resumed_run_evaluates_once(
+        tiny_bert, shared_data, tmp_path, monkeypatch):
+    arguments = tiny_run_arguments(tiny_bert, shared_data, "optim.grad_accum=1", "optim.epochs=1",
+                                   "tensorboard=false", "eval_before_training=true")  # 32 examples: 4 steps
+    evaluate = Trainer.evaluate
+
+    def signalled(self, *args, **kwargs):
+        if self.step == 0:
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, signal.SIG_IGN):
+                raise RuntimeError("no handler for SIGTERM during the step-0 evaluation")
+            os.kill(os.getpid(), signal.SIGTERM)  # as from SLURM
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "evaluate", signalled)
+    run = tmp_path / "run"
+    cfg = compose([*arguments, f"output_dir={run}"])
+    with pytest.raises(Stopped) as stopped:
+        Trainer(cfg).fit()
+    assert (str(stopped.value), stopped.value.exit_code) == (
+        f"stopped by SIGTERM after step 0 of 4 (epoch 1); checkpoint step_00000000.pt saved in {run}: run the same "
+        "command again to resume", 143)
+    assert (run / "checkpoints" / "step_00000000.pt").is_file() and not (run / "results.json").exists()
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    results = Trainer(cfg).fit()
+    assert results["step"] == 4 and [record["step"] for record in results["history"]][:2] == [0, 4]

@@ -232,7 +232,7 @@ def test_a_tiny_engine_run_packs_its_batches_and_saves_a_plain_sentence_transfor
         "criterion.lam=-1", "criterion.shrinkage_points=500", "model.padding_free=auto", f"output_dir={run}")) == 0
     assert "padded batches" not in capsys.readouterr().err
     results = json.loads((run / "results.json").read_text())
-    assert results["status"] == "finished" and results["step"] == 2
+    assert results["status"] == "finished" and results["step"] == 2 and results["padding_free"] is True
     assert packed_batches.count(16) == 4  # training packed each step's two columns of 16 sentences
     # the saved model: a plain SentenceTransformer (no istar_plugin in the process), the run's cosines from it
     dev = read_sts(shared_data / "stsb", "dev")
@@ -286,4 +286,5 @@ def test_a_family_without_a_padding_free_forward_runs_padded_under_auto_and_true
     capsys.readouterr()
     assert run_cli.run([*arguments, "model.padding_free=auto"]) == 0
     assert line in capsys.readouterr().err.splitlines()
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["status"] == "finished"
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["status"] == "finished" and results["padding_free"] is False  # what it computed, not auto

@@ -190,7 +190,8 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     other = tiny_config(tiny_bert, shared_data, tmp_path / "run", "criterion=cross_entropy", "max_steps=1",
                         "optim.lr=0.5", kept)
     config_before = (tmp_path / "run" / "config.yaml").read_text()
-    with pytest.raises(RunDirError, match=r"holds a checkpoint of a different run \(changed: optim.lr\)"):
+    with pytest.raises(RunDirError, match=r"holds a checkpoint of a different run \(changed: optim.lr 0.001 then, "
+                                          r"0.5 now\); resume with the same settings"):
         Trainer(other).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
     assert (tmp_path / "run" / "config.yaml").read_text() == config_before  # still the run the checkpoints hold
@@ -199,6 +200,19 @@ def test_a_run_directory_of_another_run_is_refused_not_overwritten(tiny_bert, sh
     with pytest.raises(RunDirError, match=r"already holds a run \(checkpoint step_00000001.pt\) and resume=false"):
         Trainer(fresh).fit()
     assert (tmp_path / "run" / "results.json").read_text() == before
+
+
+def test_a_finished_run_is_not_resumed_with_another_batch_size(tiny_bert, shared_data, tmp_path):
+    """Finished and its checkpoints removed, or its last checkpoint kept: one line naming the key and both values."""
+    for kept in ("keep_checkpoints=null", "keep_checkpoints=1"):
+        run = tmp_path / kept
+        Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=2", kept)).fit()
+        before = (run / "results.json").read_text()
+        with pytest.raises(RunDirError, match=r"holds (the results|a checkpoint) of a different run \(changed: "
+                                              r"batch_size 8 then, 4 now\)"):
+            Trainer(tiny_config(tiny_bert, shared_data, run, "criterion=cross_entropy", "max_steps=2", kept,
+                                "batch_size=4")).fit()
+        assert (run / "results.json").read_text() == before
 
 
 def test_a_finished_run_extended_by_max_steps_trains_on_at_the_new_schedules_rate(tiny_bert, shared_data, tmp_path):

@@ -184,7 +184,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             eval_isoscore_star_per_layer=tuple(per_layer), collapsed=final["collapsed"],
             top_level_metrics=tuple(self.task.metric_names),
             extra={"engine": "sentence_transformers", "sentence_embeddings": embeddings, "data": self.data,
-                   "precision": self.precision})
+                   "precision": self.precision, "padding_free": bool(model.padding_free)})  # as computed
 
 
 @torch.no_grad()

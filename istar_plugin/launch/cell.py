@@ -28,6 +28,7 @@ from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirInUse, RunDirLock
 from ..storage.logs import MetricsLog, flat_keys
 from ..storage.results import RESULTS, read_results, recorded_precision
+from ..training.distributed import from_main, init_from_env
 from ..training.progress import run_summary
 
 SNAPSHOT = "cell.yaml"
@@ -97,19 +98,23 @@ class CellRunner(submitit.helpers.Checkpointable):
             environment = None
         if environment is not None:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
-        is_main = int(os.environ.get("RANK", "0")) == 0
+        ranks = init_from_env(cfg.device)  # every rank of a multi-task cell follows rank 0's lock
         with contextlib.ExitStack() as held:
-            if is_main:  # a second start fails at once
+            skipped = None
+            if ranks.is_main:  # a second start fails at once
                 try:
                     held.enter_context(RunDirLock(run_dir_path))
                 except RunDirInUse as error:  # another invocation runs it: left to that one, neither run nor failed
-                    return {"skipped": RUNNING_ELSEWHERE, "reason": str(error)}
-            if is_finished(run_dir_path, cfg):  # since this invocation planned it
-                return {"skipped": FINISHED_ELSEWHERE}
-            if is_main:
+                    skipped = {"skipped": RUNNING_ELSEWHERE, "reason": str(error)}
+                if skipped is None and is_finished(run_dir_path, cfg):  # since this invocation planned it
+                    skipped = {"skipped": FINISHED_ELSEWHERE}
+            skipped = from_main(skipped, ranks.world_size)
+            if skipped is not None:
+                return skipped
+            if ranks.is_main:
                 self._record(run_dir_path, "start", environment, resume_step=latest_checkpoint_step(run_dir_path))
             results = ENGINES.get(cfg.engine).cls(cfg, hooks=list(self.hooks)).fit()
-            if is_main:
+            if ranks.is_main:
                 self._record(run_dir_path, "finished", environment, step=results["step"])
                 print(run_summary(results), flush=True)  # the cell's log ends with what it trained and scored
         return results

@@ -47,6 +47,8 @@ class TrialPruning(Hook):
             run.control.request_stop(self._reason(float("nan"), self.pruned_at))
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
+        if metrics[self.metric] is None:  # undefined (a correlation of constant predictions): nothing to report
+            return
         value = float(metrics[self.metric])
         self.trial.report(value, self.seed_index * SEED_STRIDE + run.step)
         at_the_end = self.last_seed and run.step >= run.total_steps

@@ -23,7 +23,7 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
-from .padding_free import position_offset
+from .padding_free import padding_index, position_offset
 
 PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
 
@@ -72,10 +72,17 @@ class Packing:
         """(1, tokens): each token's column (+ ``offset``), as a padded batch's positions count."""
         return (self.positions % self.width + offset).unsqueeze(0)
 
-    def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0) -> dict[str, Any]:
-        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model takes them."""
-        packed = {"input_ids": self.pack(inputs["input_ids"]), "position_ids": self.position_ids(position_offset),
-                  **self.attention_kwargs()}
+    def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0,
+                     padding_index: Optional[int] = None) -> dict[str, Any]:
+        """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model takes them;
+        ``padding_index`` (RoBERTa's family): tokens equal to it sit at that position, the others count on from it."""
+        input_ids = self.pack(inputs["input_ids"])
+        packed = {"input_ids": input_ids, "position_ids": self.position_ids(position_offset), **self.attention_kwargs()}
+        if padding_index is not None:  # as the family's own position ids: an empty sequence's pad token among them
+            counted = input_ids[0] != padding_index
+            before = torch.nn.functional.pad(counted.cumsum(0), (1, 0)).index_select(0, self.cu_seq_lens[:-1].long())
+            column = counted.cumsum(0) - before.index_select(0, self.rows)
+            packed["position_ids"] = torch.where(counted, column + padding_index, padding_index).unsqueeze(0)
         if inputs.get("token_type_ids") is not None:
             packed["token_type_ids"] = self.pack(inputs["token_type_ids"])
         return packed
@@ -109,10 +116,13 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
 @functools.lru_cache(maxsize=16)
 def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
                   group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups`: its tokens, their places in its padded block, its lengths, its longest."""
+    """Per group of :func:`length_groups`: its tokens, their places in its padded block, its lengths, its longest;
+    empty sequences (no token, nothing to attend) in no group."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
+    sequences = [index for index, length in enumerate(lengths) if length]
     places = []
-    for group in length_groups(lengths, group_cost):
+    for grouped in length_groups([lengths[index] for index in sequences], group_cost):
+        group = [sequences[index] for index in grouped]
         width = max(lengths[index] for index in group)
         tokens = [token for index in group for token in range(cu_seq_lens[index], cu_seq_lens[index + 1])]
         flat = [slot * width + column for slot, index in enumerate(group) for column in range(lengths[index])]
@@ -167,7 +177,7 @@ def packed_inputs(inputs: Mapping[str, Tensor], config, positions: Optional[Tens
                   lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
     """A padded batch's ``inputs`` as the packed row a model of ``config`` takes, and their packing."""
     packing = Packing.of(inputs["attention_mask"], positions, lengths)
-    return packing.model_inputs(inputs, position_offset(config)), packing
+    return packing.model_inputs(inputs, position_offset(config), padding_index(config)), packing
 
 
 AttentionInterface.register(PACKED_ATTENTION, packed_attention)

@@ -24,6 +24,11 @@ def position_offset(config) -> int:
     return (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
 
 
+def padding_index(config) -> Optional[int]:
+    """RoBERTa's family: the position of its padding token, after which the others count; None elsewhere."""
+    return position_offset(config) - 1 if config.model_type in ROBERTA_FAMILY else None
+
+
 def padding_free_obstacle(model_type: Optional[str], included_padding: bool = False) -> Optional[str]:
     """Why a run of this model family cannot compute padding-free; None when it can (or the family is not known yet)."""
     if model_type is not None and model_type not in PADDING_FREE_FAMILIES:

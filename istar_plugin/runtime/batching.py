@@ -8,6 +8,8 @@ grouped by length) and their collation into padded device tensors.
 ...                 pad_id=0, device=torch.device("cpu"))
 >>> batch["input_ids"].tolist(), batch["token_positions"].tolist(), batch["sequence_lengths"]
 ([[5, 6, 7], [8, 0, 0]], [0, 1, 2, 3], (3, 1))
+>>> collate([{"input_ids": [], "attention_mask": []}], pad_id=2, device=torch.device("cpu"))["input_ids"].tolist()
+[[2]]
 """
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ TENSOR_FIELDS = ("input_ids", "attention_mask", "token_type_ids", "labels", "sta
 
 
 def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, Any]:
-    """Features padded to the longest on ``device`` with the real tokens' ``token_positions``, ``sequence_lengths``."""
+    """Features padded to the longest on ``device`` with the real tokens' ``token_positions``, ``sequence_lengths``;
+    an empty sequence is its pad token (a decoder's end of text), one real token to read in either mode."""
+    features = [feature if len(feature["input_ids"]) else _one_pad_token(feature, pad_id) for feature in features]
     lengths = [len(f["input_ids"]) for f in features]
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}
@@ -39,6 +43,13 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
     if device.type == "cuda":
         batch = {k: v.pin_memory() for k, v in batch.items()}
     return {**{k: v.to(device, non_blocking=True) for k, v in batch.items()}, "sequence_lengths": tuple(lengths)}
+
+
+def _one_pad_token(feature: dict[str, Any], pad_id: int) -> dict[str, Any]:
+    """An empty feature as the one-token sequence of its pad token."""
+    sequence = {"input_ids": [pad_id], "attention_mask": [1], "token_type_ids": [0]}
+    return {**feature, **{name: value for name, value in sequence.items() if feature.get(name) is not None
+                          or name == "input_ids"}}
 
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int,

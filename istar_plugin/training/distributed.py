@@ -56,6 +56,15 @@ def gather_to_all(obj: Any, world_size: int) -> list[Any]:
     return gathered
 
 
+def from_main(obj: Any, world_size: int) -> Any:
+    """Rank 0's ``obj`` on every rank (``obj`` itself when not distributed)."""
+    if world_size == 1:
+        return obj
+    shared = [obj]
+    dist.broadcast_object_list(shared, src=0)
+    return shared[0]
+
+
 def mean_over_ranks(values: torch.Tensor, world_size: int) -> torch.Tensor:
     """The element-wise mean of ``values`` over the ranks, on the device (no host sync)."""
     if world_size == 1:

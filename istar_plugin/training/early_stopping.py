@@ -30,9 +30,10 @@ class EarlyStopping(Hook):
         self.stopped_early = False
         self.records: list[dict[str, Any]] = []
 
-    def observe(self, value: float, step: int) -> bool:
-        """Record a validation score; True when it improves on the best so far (a NaN never does)."""
-        improved = not math.isnan(value) and (self.best is None or better_sign(self.metric) * (value - self.best) > 0)
+    def observe(self, value: Optional[float], step: int) -> bool:
+        """Record a validation score; True when it improves on the best so far (a NaN or None never does)."""
+        improved = value is not None and not math.isnan(value) and (
+            self.best is None or better_sign(self.metric) * (value - self.best) > 0)
         if improved:
             self.best, self.best_step, self.epochs_without_improvement = value, step, 0
         else:
@@ -46,7 +47,7 @@ class EarlyStopping(Hook):
             run.control.request_stop(self._stop_reason())
 
     def on_validation(self, run: RunView, epoch: int, metrics: dict[str, Any]) -> None:
-        value = float(metrics[self.metric])
+        value = None if metrics[self.metric] is None else float(metrics[self.metric])  # None: undefined
         if self.observe(value, run.step):
             self.best_parameters = {name: p.detach().cpu().clone() for name, p in run.model.named_parameters()
                                     if p.requires_grad}

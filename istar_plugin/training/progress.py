@@ -36,7 +36,12 @@ def eval_line(step: int, total: int, result: Mapping[str, Any], main_metric: str
     """The evaluation's main metric and IsoScore*."""
     when = "before training" if step == 0 else f"at step {step}/{total}"
     score = score_text(result["eval_isoscore_star"])
-    return f"eval {when}: {main_metric} {result[main_metric]:.4f}  eval IsoScore* {score}"
+    return f"eval {when}: {main_metric} {metric_text(result[main_metric])}  eval IsoScore* {score}"
+
+
+def metric_text(value: Any) -> str:
+    """A metric for a log line: four decimals, or ``undefined`` (a correlation of a constant prediction: None)."""
+    return "undefined" if value is None else f"{value:.4f}"
 
 
 def complete_line(output_dir, step: int, total_steps: int, criterion: Mapping[str, Any]) -> str:
@@ -67,8 +72,8 @@ def run_summary(results: Mapping[str, Any]) -> str:
     if results.get("initial"):
         initial = results["initial"]
         score = score_text(initial["eval_isoscore_star"])
-        lines.append(f"before fine-tuning: {main} = {initial[main]:.4f}, eval IsoScore* = {score}")
-    lines.append(f"after {results['step']} steps:  {main} = {results['metrics'][main]:.4f}, "
+        lines.append(f"before fine-tuning: {main} = {metric_text(initial[main])}, eval IsoScore* = {score}")
+    lines.append(f"after {results['step']} steps:  {main} = {metric_text(results['metrics'][main])}, "
                  f"eval IsoScore* = {score_text(results['eval_isoscore_star'])}")
     if results.get("collapsed"):
         lines.append("COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")

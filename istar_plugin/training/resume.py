@@ -36,6 +36,17 @@ def config_changes(saved: dict, current: dict, prefix: str = "") -> list[str]:
     return changed
 
 
+def described_changes(saved: dict, current: dict) -> str:
+    """:func:`config_changes` with each key's value then and now: ``batch_size 8 then, 4 now``."""
+    def value(config: dict, name: str) -> Any:
+        for key in name.split("."):
+            config = config.get(key) if isinstance(config, dict) else None
+        return config
+
+    return "; ".join(f"{name} {value(saved, name)} then, {value(current, name)} now"
+                     for name in config_changes(saved, current))
+
+
 def resumable_state(output_dir: Path, checkpoints: Checkpoints, config: dict, fingerprint: dict
                     ) -> Optional[dict[str, Any]]:
     """The latest checkpoint's state when this run may continue it, or None; refused with other settings or data."""
@@ -46,8 +57,8 @@ def resumable_state(output_dir: Path, checkpoints: Checkpoints, config: dict, fi
         raise RunDirError(f"{output_dir} already holds a run (checkpoint {latest.name}) and resume=false; "
                           "resume=true continues it, or choose another output_dir")
     state = checkpoints.load_latest(map_location="cpu")
-    if changed := config_changes(state["config"], config):
-        raise RunDirError(f"{output_dir} holds a checkpoint of a different run (changed: {', '.join(changed)}); "
+    if changed := described_changes(state["config"], config):
+        raise RunDirError(f"{output_dir} holds a checkpoint of a different run (changed: {changed}); "
                           "resume with the same settings or choose another output_dir")
     if changed_data := changed_splits(state.get("data", {}), fingerprint):
         raise RunDirError(f"{output_dir} holds a checkpoint of a run on other data (changed: "
@@ -100,8 +111,8 @@ def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[st
         raise RunDirError(f"{output_dir} already holds a finished run (results.json) and resume=false; "
                           "choose another output_dir")
     saved_config = OmegaConf.to_container(OmegaConf.load(output_dir / "config.yaml"), resolve=True)
-    if changed := config_changes(saved_config, config):
-        raise RunDirError(f"{output_dir} holds the results of a different run (changed: {', '.join(changed)}); "
+    if changed := described_changes(saved_config, config):
+        raise RunDirError(f"{output_dir} holds the results of a different run (changed: {changed}); "
                           "choose another output_dir")
     if record.step is None or record.step < total_steps:
         raise RunDirError(f"{output_dir} holds a run finished at step {record.step} whose checkpoints were "

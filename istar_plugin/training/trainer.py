@@ -231,8 +231,10 @@ class Trainer:
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
             self._say_complete(self.step)
             return self._write_results()
-        self._start(resumed)
         with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
+            self._start(resumed)  # its step-0 evaluation listens too
+            if self.stop_signal.received is not None:
+                self._stop_for_signal()
             self._train()
         return self._finish()
 
