@@ -91,16 +91,20 @@ class _LoopView(ReadOnlyView):
 
     @property
     def train_features(self):
-        """The training set as the model sees it (unused columns removed, as the Trainer's own loader does)."""
+        """The training set as the model sees it: with ``remove_unused_columns`` (the Trainer's argument), only the
+        columns its forward takes and the label columns, as the Trainer's own loader keeps."""
         if self._features is None:
-            dataset = self._trainer.train_dataset
-            if hasattr(dataset, "column_names"):
-                dataset = self._trainer._remove_unused_columns(dataset, "Sigma_S")
+            trainer, dataset = self._trainer, self._trainer.train_dataset
+            if trainer.args.remove_unused_columns and hasattr(dataset, "column_names"):
+                kept = trainer.view.inputs | {*LABEL_KEYS, "label", "label_ids", *trainer.label_names}
+                dataset = dataset.remove_columns([name for name in dataset.column_names if name not in kept])
             object.__setattr__(self, "_features", dataset)
         return self._features
 
     def collate(self, features: Sequence[dict]) -> dict[str, Any]:
-        return self._trainer._prepare_inputs(self._trainer.data_collator(list(features)))
+        """A batch of ``features`` by the Trainer's collator, its tensors on the Trainer's device."""
+        batch = self._trainer.data_collator(list(features))
+        return {key: value.to(self.device) if isinstance(value, Tensor) else value for key, value in batch.items()}
 
     def autocast(self):
         return self._trainer.autocast_smart_context_manager()

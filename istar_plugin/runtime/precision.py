@@ -23,7 +23,8 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        capabilities = torch.cpu.get_capabilities()
+        return any(capabilities.get(flag, False) for flag in ("avx512_bf16", "amx_bf16", "amx_tile"))
     return False
 
 

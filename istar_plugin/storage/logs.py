@@ -157,7 +157,7 @@ class TensorBoardLog:
         self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
         flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value)
                 for key, value in flat_keys(config).items()}
-        writer = self._writer._get_file_writer()
+        writer = self._writer.file_writer  # a SummaryWriter opens its file writer when made
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
             writer.add_summary(summary)
 
