@@ -313,3 +313,24 @@ def test_a_real_grid_archives_into_kilobytes_a_cell_with_where_it_ran(tiny_bert,
     assert report(capsys, tmp_path / "archive", "--out", tmp_path / "archived")[0] == 0
     assert tables(tmp_path / "archived") == tables(tmp_path / "live", replace=[(str(tmp_path / "grid"),
                                                                                 str(tmp_path / "archive"))])
+
+
+def test_a_run_written_before_padding_free_existed_and_one_computing_padded_by_auto_are_one_setting(tmp_path):
+    """The paper's padded cloud (criterion.padding=include) computes padded under model.padding_free=auto, as runs
+    written before the key did: the report keeps their seeds in one setting, and a packed run stays apart."""
+    from istar_plugin.reports.records.cells import collect
+    from istar_plugin.reports.records.settings import settings
+
+    archive = Path(__file__).resolve().parents[1] / "docs/evidence/replication_glue_minilm"
+    older, newer = (f"recipe=rte,seed={seed},criterion=istar,lam=-3,padding=include" for seed in (1, 2))
+    for name in (older, newer):
+        shutil.copytree(archive / name, tmp_path / name)
+    assert "padding_free" not in (tmp_path / older / "config.yaml").read_text()
+    assert "padding_free: auto" in (tmp_path / newer / "config.yaml").read_text()
+    records, problems = collect(tmp_path)
+    assert not problems
+    (one,) = settings(records)
+    assert one.seeds == (1, 2) and one.variant == ""
+    config = tmp_path / newer / "config.yaml"
+    config.write_text(config.read_text().replace("padding: include", "padding: exclude"))
+    assert sorted(len(setting.seeds) for setting in settings(collect(tmp_path)[0])) == [1, 1]

@@ -91,7 +91,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
-            finished.append((record, as_configured_today(read_config(cell), recorded_precision(cell))))
+            finished.append((record, as_computed(as_configured_today(read_config(cell), recorded_precision(cell)))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -137,6 +137,20 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
             continue
         raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
                           "edited, or copied from another run); left out")
+
+
+def as_computed(config: dict[str, Any]) -> dict[str, Any]:
+    """A flat config with ``model.padding_free=auto`` read as what it computes where the config alone decides it:
+    padded (false) beside ``criterion.padding=include``, whose cloud needs the padding.
+
+    >>> as_computed({"model.padding_free": "auto", "criterion.padding": "include"})["model.padding_free"]
+    False
+    >>> as_computed({"model.padding_free": "auto", "criterion.padding": "exclude"})["model.padding_free"]
+    'auto'
+    """
+    if config.get("model.padding_free") == "auto" and config.get("criterion.padding") == "include":
+        return {**config, "model.padding_free": False}
+    return config
 
 
 def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Record]:
