@@ -48,7 +48,9 @@ def test_a_docs_marker_renders_an_archives_table_and_a_changed_record_shows(grid
     results["metrics"]["accuracy"] = 0.5
     (cell / "results.json").write_text(json.dumps(results))
     assert docs_tables.main([str(page), "--check"]) == 1
-    assert capsys.readouterr().out == f"{page}: 3 table(s), differs\n"
+    out = capsys.readouterr().out
+    assert out.startswith(f"{page}: 3 table(s), differs\n")  # the edited cell disagrees with its predictions.json
+    assert out.count("1 archived cell(s) left out of the table") == 3 and "criterion=istar,seed=1" in out
 
 
 @pytest.mark.parametrize("marker, message", [

@@ -102,8 +102,8 @@ def test_figure7_and_figure8_grids_are_the_papers_ablations(tmp_path):
 
 def test_replication_glue_grid_sets_table_2s_zeta_per_task_and_the_papers_schedule():
     grid = load("replication_glue_minilm", ["data.dir=/data/${task}"])
-    assert len(grid.cells) == 42 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
-    assert sum("seed=5" in cell.name for cell in grid.cells) == 6  # Base, CosReg, lambda -1 on each task
+    assert len(grid.cells) == 50 and grid.cells[0].name == "recipe=rte,seed=1,criterion=cross_entropy"
+    assert sum("seed=5" in cell.name for cell in grid.cells) == 10  # Base, CosReg, lambda -1, -3, -0.1 on each task
     configs = {cell.name: compose(list(cell.arguments))
                for cell in grid.cells if "lam=-1," in cell.name and "seed=1" in cell.name}
     rte, mrpc = (configs[f"recipe={task},seed=1,criterion=istar,lam=-1,padding=include"] for task in ("rte", "mrpc"))
