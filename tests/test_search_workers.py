@@ -4,6 +4,7 @@ trial resumes from its checkpoint; Optuna's journal file as the study), pruning 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,14 +140,16 @@ def test_a_pruned_trial_stops_after_its_epoch_and_a_refused_one_is_recorded_fail
 
 
 def test_the_study_records_a_failed_trial_with_its_reason_not_a_score(tiny_bert, shared_data, tmp_path):
-    path = write_search(tmp_path, tiny_bert, shared_data, f"data.dir={tmp_path / 'no_data'}", trials=1)
+    model = shutil.copytree(tiny_bert, tmp_path / "model")
+    path = write_search(tmp_path, str(model), shared_data, "max_steps=1", trials=1)
     spec = load(str(path))
     search_dir = tmp_path / "search"
-    study = open_search(spec, search_dir)
+    study = open_search(spec, search_dir)  # fingerprints the data: a missing data folder is refused here, before
+    (model / "config.json").unlink()  # so the trial fails, on its model
     assert SearchWorker()(str(search_dir)) == {"failed": 1}
     (trial,) = study.trials
     assert trial.state == optuna.trial.TrialState.FAIL and trial.value is None
-    assert str(tmp_path / "no_data") in trial.user_attrs["failure"]
+    assert str(model) in trial.user_attrs["failure"]
     assert claim_trial(study, spec, search_dir) is None
 
 

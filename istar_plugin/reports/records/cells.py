@@ -91,7 +91,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
             record = read_cell(cell)
-            finished.append((record, as_computed(as_configured_today(read_config(cell), recorded_precision(cell)))))
+            finished.append((record, as_configured_today(as_computed(read_config(cell)), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     records: list[Record] = []
@@ -140,16 +140,17 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
 
 
 def as_computed(config: dict[str, Any]) -> dict[str, Any]:
-    """A flat config with ``model.padding_free=auto`` read as what it computes where the config alone decides it:
-    padded (false) beside ``criterion.padding=include``, whose cloud needs the padding.
+    """A flat config written before ``model.padding_free`` existed, with the key a config of today gives the same
+    computation: ``auto`` beside ``criterion.padding=include`` (whose cloud keeps the padding, so ``auto`` computes
+    padded, as those runs did); other older configs are left to :func:`as_configured_today` (padded: false).
 
-    >>> as_computed({"model.padding_free": "auto", "criterion.padding": "include"})["model.padding_free"]
-    False
-    >>> as_computed({"model.padding_free": "auto", "criterion.padding": "exclude"})["model.padding_free"]
+    >>> as_computed({"criterion.padding": "include"})["model.padding_free"]
     'auto'
+    >>> as_computed({"criterion.padding": "exclude"})
+    {'criterion.padding': 'exclude'}
     """
-    if config.get("model.padding_free") == "auto" and config.get("criterion.padding") == "include":
-        return {**config, "model.padding_free": False}
+    if "model.padding_free" not in config and config.get("criterion.padding") == "include":
+        return {**config, "model.padding_free": "auto"}
     return config
 
 
