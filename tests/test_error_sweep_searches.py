@@ -60,8 +60,9 @@ LINES = {  # each case's last line of stderr ({case}: its folder), as the sweep 
                                               "them, then --final",
     "search: --final when every trial failed": "istar-tune: error: no trial of search s finished (2 fail): there is no "
                                                "setting to compare",
-    "search: report of a corrupt study.db": "istar-report: error: search directory {case}/search: cannot read its "
-                                            "study database sqlite:///{case}/search/study.db: file is not a database",
+    "search: report of a corrupt study.db": "istar-report: error: cannot open the study's database "
+                                            "'sqlite:///{case}/search/study.db': file is not a database; it is "
+                                            "damaged: restore it",
     "search: report of a missing study.db": "istar-report: error: search directory {case}/search: its study database "
                                             "{case}/search/study.db is missing (istar-tune writes it when the search "
                                             "starts); no report written",
