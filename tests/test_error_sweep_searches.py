@@ -93,10 +93,15 @@ LINES = {  # each case's last line of stderr ({case}: its folder), as the sweep 
                                                         "their c",
     "search: log: 'false', a string": "istar-tune: error: space.optim.lr.log must be true or false (unquoted), got "
                                       "'false'",
+    # the hanging server's port is the case's own: the line up to it (the sweep checks the rest: a timeout, no password)
+    "search: storage a server that accepts and never answers": "istar-tune: error: cannot open the study's database "
+                                                               "'postgresql://sweep:***@127.0.0.1:",
+    "search: report of a search whose server never answers": "istar-report: error: cannot open the study's database "
+                                                             "'postgresql://sweep:***@127.0.0.1:",
 }
 
 
-@pytest.mark.slow  # 35 cases: a search's refusals in this process, one training run stopped by SIGINT and resumed
+@pytest.mark.slow  # 37 cases: a search's refusals in this process, one training run stopped by SIGINT and resumed
 def test_every_search_case_of_the_sweep_is_refused_in_its_one_line(tmp_path, shared_data):
     names = list(LINES)
     try:
