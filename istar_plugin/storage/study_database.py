@@ -20,7 +20,9 @@ from sqlalchemy.engine import make_url
 from ..errors import ConfigError, RunDirError, RunError, one_line
 
 CONNECT_TIMEOUT_S = 10
-STATEMENT_TIMEOUT_S = 120  # no statement of a study's takes this long; a server that stops answering ends it
+# a running server ends a study's statement after this long, and a connection whose host stops acknowledging is
+# dropped after as long (tcp_user_timeout); a server process that hangs on a live host is ended by neither
+STATEMENT_TIMEOUT_S = 120
 SQLITE_BUSY_TIMEOUT_S = 60  # workers sharing one SQLite file wait this long for each other's writes
 # the pip package of each database module SQLAlchemy imports for a URL's dialect
 PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000", "asyncpg": "asyncpg",
