@@ -18,7 +18,8 @@ as uid 65534 (``setpriv``; the sweep runs as root), where that user may not reac
 - ``clear``: the failure is refused with a non-zero exit and no traceback (for a fault the run should
   survive, e.g. a damaged latest checkpoint beside an intact one: exit 0 with a warning naming it);
 - ``traceback``: a Python traceback was printed;
-- ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed;
+- ``silent``: the bad input was accepted (exit 0 and no warning), or a fault went unnoticed (a case run in a
+  process that gave no line within ``--timeout``: it hangs);
 - ``lost``: files the toolkit did not write were changed or removed (checked file by file);
 - ``broken-setup``: a case run as that user failed before its tool ran (the package not importable there, or the
   switch of user failing), so it says nothing about the tool.
@@ -37,8 +38,10 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -69,6 +72,7 @@ class Case:
     warning: str = ""  # for "recover": a word the warning must contain
     as_user: bool = False  # run as an unprivileged user (uid 65534), in a process: root reads any file
     home: bool = False  # run in a process whose $HOME is the case's ``home/`` and whose cwd is the case directory
+    process: bool = False  # run in a process ended after --timeout seconds: a case whose tool could hang
 
 
 @dataclass
@@ -801,6 +805,67 @@ def read_only_study(sweep: Sweep, directory: Path) -> None:
     (directory / "ro.db").chmod(0o644)
 
 
+class HangingServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers: a database server that hangs."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://sweep:secret@127.0.0.1:{self.listener.getsockname()[1]}/studies"
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.listener.accept()[0])
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the thread's accept()
+        for connection in [self.listener, *self.held]:
+            connection.close()
+
+
+HANGING: dict[Path, HangingServer] = {}
+"""Each hanging-server case's server, by the case's directory: started by its setup, closed by its check."""
+
+
+def hanging_storage(opened: bool):
+    """A setup whose search's storage is a :class:`HangingServer`: in ``s.yaml`` (``opened``: a search started on a
+    SQLite study whose ``search.yaml`` then names the hanging server, as a search on a server that hung later)."""
+    def setup(sweep: Sweep, directory: Path) -> None:
+        server = HANGING[directory] = HangingServer()
+        if not opened:
+            search_file(storage=server.url)(sweep, directory)
+            return
+        search_file(storage=f"sqlite:///{directory / 's.db'}")(sweep, directory)
+        record = _open(directory, "search") / "search.yaml"
+        record.write_text(record.read_text().replace(f"sqlite:///{directory / 's.db'}", server.url))
+        (directory / "search.hashes.json").write_text(json.dumps(hashes(directory / "search")))
+    return setup
+
+
+def hung_up(check: Callable[[Sweep, Path, Outcome], Optional[str]]):
+    """``check`` after closing the case's :class:`HangingServer`: the tool must refuse naming a timeout, the URL's
+    password masked; no line within --timeout is a hang."""
+    def apply(sweep: Sweep, directory: Path, outcome: Outcome) -> Optional[str]:
+        HANGING.pop(directory).close()
+        if outcome.stderr.endswith("[timed out]"):
+            outcome.note = f"no line within {sweep.timeout:.0f} s: it hangs"
+            return "silent"
+        if "secret" in outcome.stderr:
+            outcome.note = "the line shows the URL's password"
+            return "silent"
+        if outcome.code != 0 and "timeout" not in (outcome.stderr.strip().splitlines() or [""])[-1]:
+            outcome.note = f"refused, but not for the server's silence: {last_line(outcome.stderr)}"
+            return "silent"
+        return check(sweep, directory, outcome)
+    return apply
+
+
 def tune_group_signal_case(sweep: Sweep, directory: Path) -> Outcome:
     """A real ``istar-tune ... launcher=local`` with two workers; Ctrl-C (SIGINT to its process group) once a trial has
     a checkpoint: one line, exit 130, no traceback (the local executor's included), no worker left running."""
@@ -837,8 +902,8 @@ def tune_group_signal_case(sweep: Sweep, directory: Path) -> Outcome:
 
 
 def study_cases() -> list[Case]:
-    """istar-tune's study databases and search files: faults of the database, a study that is not this search's,
-    values read by type, signals to a local search."""
+    """istar-tune's study databases and search files: faults of the database (one a server that hangs), a study that
+    is not this search's, values read by type, signals to a local search."""
     shared = {"storage": "sqlite:///{dir}/shared.db"}
     return [
         Case("search: storage an in-memory SQLite database", tune(), setup=search_file(storage="sqlite:///:memory:"),
@@ -857,6 +922,10 @@ def study_cases() -> list[Case]:
              setup=search_space(**{"optim.lr": {"low": 1e-5, "high": 1e-4, "log": "false"}}),
              check=refused_leaving_no("search")),
         Case("search: Ctrl-C to a local search's process group", []),  # see run_case: real workers, a real signal
+        Case("search: storage a server that accepts and never answers", tune(), setup=hanging_storage(opened=False),
+             check=hung_up(refused_leaving_no("search")), process=True),
+        Case("search: report of a search whose server never answers", ["report", "{dir}/search"],
+             setup=hanging_storage(opened=True), check=hung_up(search_kept()), process=True),
     ]
 
 
@@ -965,7 +1034,7 @@ def cases() -> list[Case]:
              setup=files("grid.yaml", "sweep: {seed: [1, 2\n")),
         Case("report of a missing directory", ["report", "/nonexistent/grid"]),
         # long input
-        Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20)),
+        Case("22 kB sentence pair (rte)", [], setup=None, check=tokenises_quickly(20), process=True),
         # someone else's files
         Case("output_dir holds the user's files", [], setup=protected("run", user_folder("run")), check=kept("run")),
         Case("export --out the run itself", ["export", "{run}", "--out", "{run}"],
@@ -1273,7 +1342,7 @@ def run_case(case: Case, sweep: Sweep, directory: Path) -> Outcome:
     limit = 1_000_000 if case.name == "checkpoint write past a file-size limit" else None
     if case.as_user:
         directory.chmod(0o777)  # the unprivileged user writes its run (and $HOME) here
-    outcome = sweep.run(arguments, directory, process=case.name.startswith("22 kB") or limit is not None,
+    outcome = sweep.run(arguments, directory, process=case.process or limit is not None,
                         file_size_limit=limit, as_user=case.as_user, home=directory / "home" if case.home else None)
     outcome.verdict = (case.check(sweep, directory, outcome) if case.check else None) or classify(case, outcome)
     return outcome
@@ -1324,7 +1393,8 @@ def main() -> int:
     parser.add_argument("--code", type=Path, help="a checkout of the package to test instead of this one (PYTHONPATH)")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--only", action="append", help="shell pattern of case names (repeatable: any of them)")
-    parser.add_argument("--timeout", type=float, default=120, help="seconds for the long-text process")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds for a case run in a process (the long text, a server that hangs)")
     parser.add_argument("--json", type=Path, help="write every case's outcome here")
     args = parser.parse_args()
     if (args.work.exists() and not (args.work / WORK_MARKER).is_file()

@@ -1,4 +1,4 @@
-"""``scripts/error_sweep.py`` (the documented sweep of 146 bad inputs and faults, 29 of them istar-tune's and
+"""``scripts/error_sweep.py`` (the documented sweep of 158 bad inputs and faults, 38 of them istar-tune's and
 istar-report's of a search: tests/test_error_sweep_searches.py checks their lines) runs, and every outcome is clear:
 one line and a non-zero exit, or a fault survived with a warning naming it; no traceback, nothing silent. Its 6 cases
 run as uid 65534 run from any clone, one under a 0700 folder too (scripts/unprivileged.py overlays it), and one whose
@@ -41,7 +41,7 @@ def open_work():
     shutil.rmtree(work)
 
 
-@pytest.mark.slow  # 156 cases, most of them an istar-run process
+@pytest.mark.slow  # 158 cases, most of them an istar-run process
 def test_every_bad_input_and_fault_of_the_sweep_is_clear(user_switch, open_work, tmp_path, shared_data):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "error_sweep.py"),
                              "--work", str(open_work / "sweep"), "--json", str(tmp_path / "sweep.json")],
@@ -50,8 +50,8 @@ def test_every_bad_input_and_fault_of_the_sweep_is_clear(user_switch, open_work,
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     unclear = [(case["case"], case["verdict"], case["last_line"])
                for case in sweep["cases"] if case["verdict"] != "clear"]
-    assert sweep["counts"] == {"clear": 156} and unclear == [], unclear
-    assert result.stdout.rstrip().endswith("counts: clear 156 (of 156)")
+    assert sweep["counts"] == {"clear": 158} and unclear == [], unclear
+    assert result.stdout.rstrip().endswith("counts: clear 158 (of 158)")
 
 
 def test_the_permission_cases_refuse_a_work_folder_the_unprivileged_user_cannot_enter(tmp_path):

@@ -60,8 +60,9 @@ LINES = {  # each case's last line of stderr ({case}: its folder), as the sweep 
                                               "them, then --final",
     "search: --final when every trial failed": "istar-tune: error: no trial of search s finished (2 fail): there is no "
                                                "setting to compare",
-    "search: report of a corrupt study.db": "istar-report: error: search directory {case}/search: cannot read its "
-                                            "study database sqlite:///{case}/search/study.db: file is not a database",
+    "search: report of a corrupt study.db": "istar-report: error: cannot open the study's database "
+                                            "'sqlite:///{case}/search/study.db': file is not a database; it is "
+                                            "damaged: restore it",
     "search: report of a missing study.db": "istar-report: error: search directory {case}/search: its study database "
                                             "{case}/search/study.db is missing (istar-tune writes it when the search "
                                             "starts); no report written",
@@ -92,10 +93,15 @@ LINES = {  # each case's last line of stderr ({case}: its folder), as the sweep 
                                                         "their c",
     "search: log: 'false', a string": "istar-tune: error: space.optim.lr.log must be true or false (unquoted), got "
                                       "'false'",
+    # the hanging server's port is the case's own: the line up to it (the sweep checks the rest: a timeout, no password)
+    "search: storage a server that accepts and never answers": "istar-tune: error: cannot open the study's database "
+                                                               "'postgresql://sweep:***@127.0.0.1:",
+    "search: report of a search whose server never answers": "istar-report: error: cannot open the study's database "
+                                                             "'postgresql://sweep:***@127.0.0.1:",
 }
 
 
-@pytest.mark.slow  # 35 cases: a search's refusals in this process, one training run stopped by SIGINT and resumed
+@pytest.mark.slow  # 37 cases: a search's refusals in this process, one training run stopped by SIGINT and resumed
 def test_every_search_case_of_the_sweep_is_refused_in_its_one_line(tmp_path, shared_data):
     names = list(LINES)
     try:

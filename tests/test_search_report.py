@@ -241,11 +241,13 @@ def test_without_a_finished_trial_nothing_is_chosen(tmp_path, capsys):
         ".istar-report", "history.png", "problems.csv", "problems.md", "trials.csv", "trials.md"]
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda db: db.unlink(), "its study database {db} is missing (istar-tune writes it when the search starts)"),
-    (lambda db: db.write_text("garbage"), "cannot read its study database sqlite:///{db}: file is not a database"),
+@pytest.mark.parametrize("damage, line", [
+    (lambda db: db.unlink(), "search directory {root}: its study database {db} is missing (istar-tune writes it when "
+                             "the search starts); no report written"),
+    (lambda db: db.write_text("garbage"), "cannot open the study's database 'sqlite:///{db}': file is not a database; "
+                                          "it is damaged: restore it from a copy, or start a new search_dir"),
 ])
-def test_a_missing_or_unreadable_study_is_one_line_and_nothing_is_written(tmp_path, capsys, damage, reason):
+def test_a_missing_or_unreadable_study_is_one_line_and_nothing_is_written(tmp_path, capsys, damage, line):
     root = build(tmp_path / "demo", trials=TRIALS[:1], final={})
     database = root / "study.db"
     damage(database)
@@ -253,8 +255,7 @@ def test_a_missing_or_unreadable_study_is_one_line_and_nothing_is_written(tmp_pa
     assert report_cli.main([str(root)]) == 4
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.splitlines() == [f"istar-report: error: search directory {root}: "
-                                         f"{reason.format(db=database.resolve())}; no report written"]
+    assert captured.err.splitlines() == [f"istar-report: error: {line.format(root=root, db=database.resolve())}"]
     assert sorted(path.name for path in root.iterdir()) == before
 
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_search_files import refused, write_search
 
+from istar_plugin.cli import report as report_cli
 from istar_plugin.config.searches import Dimension, SearchError, SearchSpec, load
 from istar_plugin.launch.study import BOUND_DATA, BOUND_DIR, open_search, sample
 from istar_plugin.launch.tune import WORKERS, reserve_workers
@@ -104,6 +105,38 @@ def test_a_faulty_sqlite_study_is_one_line_naming_it_and_what_to_do(tmp_path, da
                 study.tell(study.ask(), 1.0)
     assert str(raised.value) == f"cannot use the study's database {url!r}: {reason}; {advice}"
     assert raised.value.exit_code == 4
+
+
+def damaged_pages(database):
+    data = bytearray(database.read_bytes())
+    data[4096:] = b"\xa5" * (len(data) - 4096)  # every page after the first (its header kept)
+    database.write_bytes(bytes(data))
+
+
+def damaged_journal_line(journal):
+    lines = journal.read_text().splitlines(keepends=True)
+    lines[1] = '{"op_code": 2, "study_id"\n'  # a record cut short, records after it
+    journal.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("storage, damage, reason", [
+    (None, lambda db: db.write_bytes(b"no database" * 99), "file is not a database"),
+    (None, damaged_pages, "database disk image is malformed"),
+    ("journal", damaged_journal_line, "its line 2 is damaged (Expecting ':' delimiter at column 26)"),
+])
+def test_istar_report_and_istar_tune_say_the_same_line_of_a_damaged_study(tmp_path, capsys, storage, damage, reason):
+    database = tmp_path / ("s.journal" if storage else "search/study.db")
+    path = write_search(tmp_path, **({"storage": f"journal:{database}"} if storage else {}))
+    open_search(load(str(path)), tmp_path / "search")
+    damage(database)
+    url = f"journal:{database}" if storage else f"sqlite:///{database}"
+    line = (f"error: cannot open the study's database {url!r}: {reason}; it is damaged: restore it from a copy, or "
+            "start a new search_dir")
+    before = sorted(p.name for p in (tmp_path / "search").iterdir())
+    assert refused(capsys, path, f"search_dir={tmp_path / 'search'}", "launcher=inline") == (4, [f"istar-tune: {line}"])
+    assert report_cli.main([str(tmp_path / "search")]) == 4
+    assert capsys.readouterr().err.splitlines() == [f"istar-report: {line}"]
+    assert sorted(p.name for p in (tmp_path / "search").iterdir()) == before
 
 
 def test_a_server_that_accepts_and_never_answers_ends_in_one_line(monkeypatch):

@@ -11,6 +11,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import RunDirError
 from istar_plugin.storage.checkpoints import save_verified
 from istar_plugin.storage.predictions import read_predictions
+from istar_plugin.storage.results import read_results
 from istar_plugin.runtime.batching import epoch_order
 from istar_plugin.training.trainer import Trainer
 
@@ -259,6 +260,19 @@ def test_a_one_class_classifier_is_marked_collapsed(tiny_bert, shared_data, tmp_
     assert saved["collapsed"] is True and saved["history"][0]["collapsed"] is True
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["eval/collapsed"] for r in records if "eval/collapsed" in r] == [True, True]
+
+
+@pytest.mark.parametrize("setting, extra, computed", [
+    ("auto", (), True), ("auto", ("criterion=istar", "criterion.padding=include"), False), ("false", (), False),
+    ("true", (), True)])
+def test_results_json_records_the_padding_free_the_run_computed_not_its_setting(tiny_bert, shared_data, tmp_path,
+                                                                               setting, extra, computed):
+    cfg = tiny_config(tiny_bert, shared_data, tmp_path / "run", "max_steps=1", "eval_before_training=false",
+                      f"model.padding_free={setting}", *extra)
+    Trainer(cfg).fit()
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["padding_free"] is computed
+    assert read_results(tmp_path / "run" / "results.json").extra["padding_free"] is computed
 
 
 def test_istar_padding_include_scores_the_padded_cloud_in_the_penalty_and_sigma_s(tiny_bert, shared_data, tmp_path):

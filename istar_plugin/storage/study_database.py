@@ -7,6 +7,7 @@ with connect and statement timeouts; its faults become one :class:`StudyDatabase
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,7 +20,9 @@ from sqlalchemy.engine import make_url
 from ..errors import ConfigError, RunDirError, RunError, one_line
 
 CONNECT_TIMEOUT_S = 10
-STATEMENT_TIMEOUT_S = 120  # no statement of a study's takes this long; a server that stops answering ends it
+# a running server ends a study's statement after this long, and a connection whose host stops acknowledging is
+# dropped after as long (tcp_user_timeout); a server process that hangs on a live host is ended by neither
+STATEMENT_TIMEOUT_S = 120
 SQLITE_BUSY_TIMEOUT_S = 60  # workers sharing one SQLite file wait this long for each other's writes
 # the pip package of each database module SQLAlchemy imports for a URL's dialect
 PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000", "asyncpg": "asyncpg",
@@ -29,7 +32,8 @@ ADVICE = (  # (words in the database's own message, what to do), first match win
                                                      "trials are kept)"),
     (("readonly", "read-only", "permission denied", "access denied"), "make it writable by this user, or set storage= "
                                                                        "to a database this user can write"),
-    (("malformed", "not a database", "corrupt"), "it is damaged: restore it from a copy, or start a new search_dir"),
+    (("malformed", "not a database", "corrupt", "damaged"), "it is damaged: restore it from a copy, or start a new "
+                                                            "search_dir"),
     (("unable to open database file", "no such file or directory"), "create its folder, or set storage= to a "
                                                                     "database that exists"),
 )
@@ -74,7 +78,9 @@ def _engine_options(url: str) -> dict[str, Any]:
 def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
     """Optuna's storage at ``url`` with timeouts, its errors as Optuna's; ``create=False`` creates no table."""
     if url.startswith("journal:"):
-        return optuna.storages.JournalStorage(JournalFileBackend(str(Path(url[len("journal:"):]).expanduser())))
+        path = Path(url[len("journal:"):]).expanduser()
+        check_journal(path)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
     try:
         options = _engine_options(url)
     except sqlalchemy.exc.ArgumentError as error:
@@ -82,6 +88,22 @@ def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
     except ImportError:  # the dialect itself (e.g. a third-party one) is not installed
         options = {}
     return optuna.storages.RDBStorage(url, engine_kwargs=options, skip_table_creation=not create)
+
+
+def check_journal(path: Path) -> None:
+    """Refuse (ValueError) a journal file holding a complete line that is no JSON record: Optuna replays the journal
+    at every write and would fail there. An unterminated last line may be a write under way, and is left to Optuna."""
+    if not path.is_file():
+        return
+    with path.open("rb") as journal:
+        for number, line in enumerate(journal, start=1):
+            if line.endswith(b"\n"):
+                try:
+                    json.loads(line.rstrip(b"\r\n"))
+                except ValueError as error:  # a JSONDecodeError, or bytes that are no text
+                    decoding = isinstance(error, json.JSONDecodeError)
+                    where = f"{error.msg.removesuffix(' at')} at column {error.colno}" if decoding else one_line(error)
+                    raise ValueError(f"its line {number} is damaged ({where})") from None
 
 
 def missing_driver(url: str) -> str:
@@ -125,12 +147,13 @@ def database_errors(url: str, doing: str = "use") -> Iterator[None]:
                                  f"{advice(reason, url)}") from None
 
 
-def connect(url: str) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url``; a missing driver, an in-memory or unreachable database is one line."""
+def connect(url: str, create: bool = True) -> optuna.storages.BaseStorage:
+    """The study's storage at ``url`` (``create=False``: read, creating no table); a missing driver, an in-memory,
+    damaged or unreachable database is one line."""
     optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
         with database_errors(url, "open"):
-            return storage(url)
+            return storage(url, create)
     except RunError:
         raise
     except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed

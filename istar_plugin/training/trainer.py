@@ -370,6 +370,7 @@ class Trainer:
                "data": self.data_fingerprint, "precision": self.precision}
         task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
         hooked = self.dispatch.results()
+        hooked["padding_free"] = bool(getattr(self.model, "padding_free", False))  # what model.padding_free computed
         if self.control.should_stop:  # a hook ended training early (early stopping, a search's pruner): said and kept
             hooked["stopped"] = {"reason": self.control.stop_reason, "step": self.step, "epoch": self.epoch}
         record = finished_record(run, self.history, task_metrics, self.embedding_before, hooked)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import optuna
-import sqlalchemy.exc
 from optuna.distributions import json_to_distribution
 from optuna.trial import FrozenTrial, TrialState
 
@@ -20,7 +19,7 @@ from ...metrics import main_metric
 from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.reading import read_text
 from ...storage.results import RESULTS, ResultsError, read_results
-from ...storage.study_database import storage
+from ...storage.study_database import connect, database_errors, shown
 from .cells import Record, as_percent, collect
 
 STUDY_FILE = "study.json"
@@ -36,7 +35,8 @@ def is_search(directory: Path) -> bool:
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything; RunDirError ending with ``consequence`` if it cannot be."""
+    """The search's study, read without creating anything. A missing database or study is a RunDirError ending with
+    ``consequence``; a database fault is the StudyDatabaseError line istar-tune prints for it."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -46,16 +46,11 @@ def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report
         raise RunDirError(f"search directory {search_dir}: its study database {local} is missing (istar-tune writes "
                           f"it when the search starts); {consequence}")
     try:
-        return optuna.load_study(study_name=spec.name, storage=storage(url, create=False))
+        with database_errors(url):  # its faults: the line istar-tune prints for them
+            return optuna.load_study(study_name=spec.name, storage=connect(url, create=False))
     except KeyError:
-        raise RunDirError(f"search directory {search_dir}: its study database {url} holds no study named "
+        raise RunDirError(f"search directory {search_dir}: its study database {shown(url)} holds no study named "
                           f"{spec.name}; {consequence}") from None
-    except (optuna.exceptions.OptunaError, sqlalchemy.exc.SQLAlchemyError, ImportError, RuntimeError, ValueError,
-            OSError) as error:
-        cause = error.__cause__ or error  # Optuna's storage errors wrap SQLAlchemy's, which wrap the driver's
-        reason = one_line(getattr(cause, "orig", None) or cause)[:300]
-        raise RunDirError(f"search directory {search_dir}: cannot read its study database {url}: {reason}; "
-                          f"{consequence}") from None
 
 
 @dataclass
