@@ -71,3 +71,22 @@ def assert_same_computation(fp32: Sequence[torch.Tensor], fp64: Sequence[torch.T
     apart = _largest(a32.double() - b32.double())
     assert apart <= tolerance, (f"{label}the fp32 computations differ by {apart:.3g}, more than {ROUNDING_FACTOR} "
                                 f"times their rounding ({tolerance:.3g} allowed)")
+
+
+def cross_entropy_rounding(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """How far an fp32 mean cross-entropy of ``logits`` (tokens, vocabulary) against ``targets`` may lie from the
+    exact one, whatever order its kernels add in: each token's ``log(sum_j exp(z_j - m)) - (z_y - m)`` rounds the
+    differences (``u * range``), the exponentials (``2u`` each, relative) and the sum of V terms (``(V - 1) u``,
+    relative, so as much absolute after the log), the log and the subtraction (``u * nll``); the mean of T of them
+    adds ``T u`` relative. First order in the unit roundoff u; a bound on every CPU, not a measurement.
+
+    >>> import math
+    >>> z = torch.zeros(2, 8, dtype=torch.float64)  # two tokens, uniform over 8: nll log 8, range 0
+    >>> cross_entropy_rounding(z, torch.tensor([0, 3])) == (8 + 3 + 3 * math.log(8)) * 2**-24
+    True
+    """
+    logits = logits.double()
+    nll = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    spread = (logits.amax(dim=-1) - logits.amin(dim=-1)).max().item()
+    tokens, vocabulary = logits.shape
+    return FP32_UNIT_ROUNDOFF * (vocabulary + 3 + spread + (tokens + 1) * nll.max().item())
