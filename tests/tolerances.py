@@ -90,3 +90,14 @@ def cross_entropy_rounding(logits: torch.Tensor, targets: torch.Tensor) -> float
     spread = (logits.amax(dim=-1) - logits.amin(dim=-1)).max().item()
     tokens, vocabulary = logits.shape
     return FP32_UNIT_ROUNDOFF * (vocabulary + 3 + spread + (tokens + 1) * nll.max().item())
+
+
+def relative_rounding(fp32: Sequence[float], fp64: Sequence[float]) -> float:
+    """The largest relative distance of a run's fp32 results ``fp32`` from those of its float64 twin ``fp64`` (the
+    same run with the model in float64), at least one fp32 unit roundoff: how far this CPU's fp32 rounding moved that
+    computation, per unit of magnitude, wherever in the run it was largest.
+
+    >>> relative_rounding([1.0, 2.0 + 2**-21], [1.0, 2.0]) == 2**-22
+    True
+    """
+    return max(FP32_UNIT_ROUNDOFF, *(abs(a - b) / abs(b) for a, b in zip(fp32, fp64, strict=True) if b != 0))
