@@ -11,8 +11,12 @@ Both computations run twice, in float32 and in float64 (``module.double()``). Th
 - the float32 results must agree within :data:`ROUNDING_FACTOR` times the larger of the two fp32 computations'
   measured distances from their float64 twins (at least one fp32 unit roundoff of the magnitude).
 
-Where the two computations can be made the same (the same batches in the same order), tests compare them exactly
-instead and need nothing from here.
+A whole training run cannot be run in float64 beside another process's fp32 run (two torchrun ranks against one
+process): there :func:`relative_rounding` measures the single process's fp32 run against its float64 twin, and the
+ranks' results must lie within :data:`ROUNDING_FACTOR` times that of the single process's. Where a result is an fp32
+cross-entropy by design (the package casts logits to float32 for it), :func:`cross_entropy_rounding` bounds its
+rounding instead. Where the two computations can be made the same (the same batches in the same order), tests
+compare them exactly and need nothing from here.
 
 >>> import torch
 >>> torch.manual_seed(0) and None
