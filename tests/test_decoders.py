@@ -11,6 +11,7 @@ from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.training.trainer import Trainer
 
 from helpers import byte_level_bpe, tiny_run_arguments  # noqa: E402
+from tolerances import assert_same_computation  # noqa: E402
 
 EOS = "<|endoftext|>"
 
@@ -37,10 +38,14 @@ def test_gpt2_classifies_from_the_last_real_token_and_clouds_exclude_padding(tin
     assert model.model.config.resid_pdrop == model.model.config.attn_pdrop == 0.0  # the dropout override reaches GPT-2
     sentences = ["a gripping , beautiful film", "dull", "far too long and far too dull for anyone"]
     batch = dict(tokenizer(sentences, padding=True, return_tensors="pt"))
-    with torch.no_grad():
-        output = model(batch)
-        alone = torch.cat([model(dict(tokenizer([s], return_tensors="pt"))).logits for s in sentences])
-    assert torch.allclose(output.logits, alone, atol=1e-5)  # padding never changes a prediction
+    logits = {}
+    with torch.no_grad():  # padding never changes a prediction: padded and alone, twins in float64 (tolerances.py)
+        for dtype in (torch.float64, torch.float32):
+            model.to(dtype)
+            output = model(batch)
+            alone = torch.cat([model(dict(tokenizer([s], return_tensors="pt"))).logits for s in sentences])
+            logits[dtype] = (output.logits, alone)
+    assert_same_computation(logits[torch.float32], logits[torch.float64], what="padded against alone")
     assert output.representation is None  # not token 0: the head reads the last real token
     with pytest.raises(ValueError, match="cannot insert 'layer' before the head of a decoder \\(gpt2\\)"):
         model.insert_before_head("layer", torch.nn.Identity())

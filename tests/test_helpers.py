@@ -1,5 +1,5 @@
-"""The shared test setup: the helpers' own examples run and print what they say, and a test of the shared data
-skips where the data are absent but fails under CI."""
+"""The shared test setup: the helpers' and the tolerances' own examples run and print what they say, and a test of
+the shared data skips where the data are absent but fails under CI."""
 import doctest
 import os
 import shutil
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import helpers
+import tolerances
 
 TESTS = Path(__file__).resolve().parent
 
@@ -15,6 +16,11 @@ TESTS = Path(__file__).resolve().parent
 def test_helper_examples_run():
     result = doctest.testmod(helpers)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_tolerance_examples_run():
+    result = doctest.testmod(tolerances)
+    assert result.attempted >= 10 and result.failed == 0
 
 
 def test_under_ci_missing_shared_data_fails_instead_of_skipping(tmp_path):

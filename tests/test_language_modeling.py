@@ -26,6 +26,7 @@ from istar_plugin.reports.comparisons.paired import paired_difference
 from istar_plugin.training.early_stopping import EarlyStopping
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
+from tolerances import assert_same_computation, cross_entropy_rounding
 
 
 def lm_task(tmp_path, **settings):
@@ -93,19 +94,38 @@ def test_an_encoder_is_refused_for_language_modelling_before_it_loads(shared_dat
 
 
 def test_next_token_loss_equals_hugging_faces_and_ignores_padding(tiny_llama):
+    """Each text's loss among right-padded others is the one Hugging Face computes for it alone. The padded batch
+    and the text alone run in other shapes, so their fp32 logits differ by rounding: their float64 twins must agree
+    to float64 rounding and the fp32 ones within what rounding gives (tests/tolerances.py); each loss is an fp32
+    cross-entropy of such logits, within :func:`cross_entropy_rounding` of the float64 one."""
     model = AutoModelForCausalLM.from_pretrained(tiny_llama).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
     tokenizer.pad_token = tokenizer.eos_token
     texts = ["a gripping , beautiful film", "dull", "far too long and far too dull for anyone"]
     batch = tokenizer(texts, padding=True, return_tensors="pt")
+    alone = [tokenizer(text, return_tensors="pt")["input_ids"] for text in texts]
+    forwards = {}
     with torch.no_grad():
-        logits = model(**batch).logits
+        for dtype in (torch.float64, torch.float32):
+            model.to(dtype)
+            forwards[dtype] = (model(**batch).logits, [model(input_ids=ids).logits[0] for ids in alone])
+        logits = forwards[torch.float32][0]
         nll, count = next_token_nll(logits, batch["input_ids"], batch["attention_mask"])
-        for row, text in enumerate(texts):
-            alone = tokenizer(text, return_tensors="pt")["input_ids"]
-            reference = model(input_ids=alone, labels=alone).loss  # HF: mean over the text's predicted tokens
-            assert count[row] == alone.shape[1] - 1
-            torch.testing.assert_close(nll[row] / count[row], reference, atol=1e-5, rtol=1e-5)
+        for row, ids in enumerate(alone):
+            real = ids.shape[1]  # right padding: the text's own positions come first
+            assert count[row] == real - 1
+            assert_same_computation([forwards[torch.float32][0][row, :real], forwards[torch.float32][1][row]],
+                                    [forwards[torch.float64][0][row, :real], forwards[torch.float64][1][row]],
+                                    what=texts[row])
+            exact = forwards[torch.float64][1][row]  # the text's logits, to float64 rounding
+            reference = torch.nn.functional.cross_entropy(exact[:-1], ids[0, 1:]).item()
+            allowed = cross_entropy_rounding(exact[:-1], ids[0, 1:])
+            # each fp32 loss: an fp32 cross-entropy of fp32 logits that lie within `moved` of the exact ones, so
+            # every token's NLL (log-sum-exp minus the true token's logit) within twice that besides its rounding
+            for loss, fp32_logits in ((model(input_ids=ids, labels=ids).loss, forwards[torch.float32][1][row]),
+                                      (nll[row] / count[row], logits[row, :real])):  # Hugging Face's; ours, padded
+                moved = (fp32_logits.double() - exact).abs().max().item()
+                assert abs(loss.item() - reference) <= allowed + 2 * moved, (texts[row], loss.item(), reference)
     output = type("Output", (), {"logits": logits, "attention_mask": batch["attention_mask"]})
     pooled = task_loss("language_modeling", output, dict(batch))
     torch.testing.assert_close(pooled, nll.sum() / count.sum())
@@ -191,14 +211,16 @@ def test_lower_perplexity_is_better_in_selection_early_stopping_and_verdicts():
 def test_the_profile_over_a_runs_checkpoints_is_analysed_step_by_step(tiny_llama, shared_data, tmp_path, capsys):
     run = tmp_path / "run"
     results = Trainer(lm_config(tiny_llama, shared_data, run, "model.lora.r=0", "max_steps=6", "save_every=2",
-                                "keep_checkpoints=3", "eval_every=2")).fit()
+                                "keep_checkpoints=3", "eval_every=2",
+                                "data.sort_eval_by_length=false")).fit()  # evaluated in the analysis's batches
     assert analyze([str(run), "--checkpoints", "--out", str(tmp_path / "analysis")]) == 0
     analyses = {step: json.loads((tmp_path / "analysis" / "run" / f"step_{step}" / "analysis.json").read_text())
                 for step in (2, 4, 6)}
     assert [analyses[step]["label"] for step in (2, 4, 6)] == [f"Base step {step}" for step in (2, 4, 6)]
     final = analyses[6]
-    assert final["isoscore_star_per_layer"] == pytest.approx(results["eval_isoscore_star_per_layer"], abs=1e-6)
-    assert final["score"] == results["metrics"]["perplexity"] and final["results_max_abs_difference"] < 1e-6
+    # the same batches through the same weights: the run's own numbers, exactly
+    assert final["isoscore_star_per_layer"] == results["eval_isoscore_star_per_layer"]
+    assert final["score"] == results["metrics"]["perplexity"] and final["results_max_abs_difference"] == 0
     assert analyses[2]["score"] > final["score"]  # perplexity at step 2, read from the run's own evaluation there
     assert analyses[2]["isoscore_star_per_layer"] != final["isoscore_star_per_layer"]
     assert "run at step 2" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The one streaming per-layer statistics pass: LayerStatistics against torch.cov of the concatenated cloud, and its
 callers (the sentence-transformers engine's token IsoScore*, Sigma_S's pass, the evaluation pass) against a direct
-computation on the same batches."""
+computation on one batch of the same sentences: the two compute in other batch shapes, so the model's fp32 states
+differ by rounding, and both run again with the model in float64 (tests/tolerances.py)."""
 import contextlib
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ from istar_plugin.isotropy.streaming import LayerStatistics, stream
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.models.token_cloud import stream_token_statistics, token_cloud
 from istar_plugin.runtime.batching import collate
+from tolerances import assert_same_computation
 
 SENTENCES = ["a short one", "a slightly longer sentence than that", "tokens", "two more words here and there",
              "the last of them", "padding makes these rows uneven in length, which the mask must undo"]
@@ -74,13 +76,28 @@ def direct_clouds(encoder, features):
     return [hidden[mask].double() for hidden in output.hidden_states[1:]]
 
 
+def in_fp32_and_float64(encoder, compute):
+    """``compute()`` with ``encoder`` in float64 and in fp32 (as it is left): {dtype: result}."""
+    results = {}
+    for dtype in (torch.float64, torch.float32):
+        encoder.to(dtype)
+        results[dtype] = compute()
+    return results
+
+
 def test_the_model_pass_is_the_direct_per_layer_isoscore(encoder, features):
     pad = encoder.tokenizer.pad_token_id
-    batches = (collate(features[start : start + 4], pad, torch.device("cpu")) for start in range(0, len(features), 4))
-    statistics = stream_token_statistics(encoder, batches, LayerStatistics(32, encoder.num_layers))
-    clouds = direct_clouds(encoder, features)
-    assert statistics.isoscore_star_per_layer() == pytest.approx([isoscore(c).item() for c in clouds], abs=1e-6)
-    assert statistics.isoscore_star() == pytest.approx(isoscore(torch.cat(clouds)).item(), abs=1e-6)
+
+    def both():
+        batches = (collate(features[start : start + 4], pad, torch.device("cpu"))
+                   for start in range(0, len(features), 4))
+        statistics = stream_token_statistics(encoder, batches, LayerStatistics(32, encoder.num_layers))
+        clouds = direct_clouds(encoder, features)
+        return (torch.tensor([statistics.isoscore_star(), *statistics.isoscore_star_per_layer()]),
+                torch.tensor([isoscore(torch.cat(clouds)).item(), *(isoscore(c).item() for c in clouds)]))
+
+    scores = in_fp32_and_float64(encoder, both)
+    assert_same_computation(scores[torch.float32], scores[torch.float64], what="pooled and per-layer IsoScore*")
 
 
 def test_sigma_s_is_the_covariance_of_the_sampled_tokens(encoder, features):
@@ -88,10 +105,14 @@ def test_sigma_s_is_the_covariance_of_the_sampled_tokens(encoder, features):
                           collate=lambda batch: collate(batch, encoder.tokenizer.pad_token_id, torch.device("cpu")),
                           autocast=contextlib.nullcontext, device=torch.device("cpu"), show_progress=False,
                           stop_requested=False)
-    accumulator = estimate_shrinkage_covariance(run, None, 10**6, epoch=0)
-    union = torch.cat(direct_clouds(encoder, features))
-    assert accumulator.count == union.shape[0]
-    assert torch.allclose(accumulator.covariance(), torch.cov(union.T), atol=1e-5)
+    def both():
+        accumulator = estimate_shrinkage_covariance(run, None, 10**6, epoch=0)
+        union = torch.cat(direct_clouds(encoder, features))
+        assert accumulator.count == union.shape[0]
+        return accumulator.covariance(), torch.cov(union.T)
+
+    covariances = in_fp32_and_float64(encoder, both)
+    assert_same_computation(covariances[torch.float32], covariances[torch.float64], what="Sigma_S")
 
 
 def test_the_sentence_transformers_engine_scores_every_layers_real_tokens(tiny_bert):
@@ -119,8 +140,12 @@ def test_the_evaluator_streams_the_direct_per_layer_clouds(encoder, features):
                           world_size=1, device=torch.device("cpu"), sort_by_length=True, show_progress=False,
                           collate=lambda batch: collate(batch, encoder.tokenizer.pad_token_id, torch.device("cpu")),
                           autocast=contextlib.nullcontext)
-    outputs, per_layer = evaluator.predict()
-    clouds = direct_clouds(encoder, features)
-    assert [a.count for a in per_layer] == [c.shape[0] for c in clouds] and len(outputs["logits"]) == len(features)
-    for accumulator, cloud in zip(per_layer, clouds):
-        assert torch.allclose(accumulator.covariance(), torch.cov(cloud.T), atol=1e-5)
+    def both():
+        outputs, per_layer = evaluator.predict()
+        clouds = direct_clouds(encoder, features)
+        assert [a.count for a in per_layer] == [c.shape[0] for c in clouds] and len(outputs["logits"]) == len(features)
+        return [(accumulator.covariance(), torch.cov(cloud.T)) for accumulator, cloud in zip(per_layer, clouds)]
+
+    covariances = in_fp32_and_float64(encoder, both)
+    for layer, (fp32, fp64) in enumerate(zip(covariances[torch.float32], covariances[torch.float64]), start=1):
+        assert_same_computation(fp32, fp64, what=f"layer {layer}")

@@ -289,4 +289,4 @@ def test_istar_padding_include_scores_the_padded_cloud_in_the_penalty_and_sigma_
     assert first["exclude"]["sigma_s/points"] == first["include"]["sigma_s/points"] == 300
     assert first["exclude"]["sigma_s/isoscore"] != pytest.approx(first["include"]["sigma_s/isoscore"], abs=1e-4)
     assert first["exclude"]["train/isoscore_star"] != pytest.approx(first["include"]["train/isoscore_star"], abs=1e-4)
-    assert first["exclude"]["train/task_loss"] == pytest.approx(first["include"]["train/task_loss"], abs=1e-6)
+    assert first["exclude"]["train/task_loss"] == first["include"]["train/task_loss"]  # the same forward pass
