@@ -2,7 +2,7 @@
 to the machine's matrix-multiply throughput each runs.
 
     python benchmarks/padding_free.py [--tasks sst2 rte mrpc squad lm] [--data-root ../shared/data] [--repeats 5]
-                                      [--model minilm]
+                                      [--model minilm] [--profile]
 
 For each task, at its recipe's settings (``recipes/TASK.yaml``: ``data.max_length``, micro-batches of
 ``batch_size / optim.grad_accum`` sequences, its criterion: I-STAR for SST-2, RTE, MRPC and SQuAD, with SQuAD's
@@ -23,11 +23,17 @@ by (in x out), fp32, on the step's real-token count, in this process with its th
 interleaved, so machine noise hits them alike. The table gives each mode's median seconds per step, their ratio, the
 share of the padded batches' positions that are padding, each mode's median useful GFLOP/s, the reference's median
 GFLOP/s and each mode's share of it (the share of the machine's GEMM throughput a training step reaches).
+
+``--profile`` adds, per task, where a step's time goes: the same steps of both modes once more under
+``torch.profiler``, each operator's own (self) CPU time summed into the classes of :data:`OP_CLASSES` (matrix
+products, attention's batched products, dropout's random numbers, copies and zero fills, ...), in milliseconds per
+step and as shares of the profiled step. The profiler's own cost inflates every class a little, and alike.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import time
@@ -56,6 +62,72 @@ TASK_SETTINGS = {
     "squad": ("data.train_file=dev-v1.1.json",),  # the stored SQuAD data holds its dev split only
     "lm": ("data.text_from=sst2",),
 }
+
+
+OP_CLASSES = (
+    ("matrix products (linear layers, covariance)", ("aten::mm", "aten::addmm", "aten::addmm_", "aten::addmv",
+                                                     "aten::dot", "aten::mv")),
+    ("batched matrix products (attention)", ("aten::bmm", "aten::baddbmm", "aten::_scaled_dot_product")),
+    ("softmax", ("aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
+                 "aten::_log_softmax_backward_data")),
+    ("dropout's random numbers", ("aten::bernoulli", "aten::uniform_", "aten::normal_", "aten::native_dropout")),
+    ("activations", ("aten::gelu", "aten::silu", "aten::tanh", "aten::relu", "aten::threshold_backward")),
+    ("layer norm", ("aten::native_layer_norm", "aten::_fused_rms_norm", "aten::rsqrt")),
+    ("optimizer and clipping", ("aten::_fused_adamw", "aten::_foreach_", "aten::linalg_vector_norm", "aten::clamp")),
+    ("gathers and scatters (packing, embeddings)", ("aten::index", "aten::gather", "aten::scatter",
+                                                    "aten::embedding", "aten::masked_scatter")),
+    ("copies and zero fills", ("aten::copy_", "aten::fill_", "aten::zero_", "aten::cat", "aten::_to_copy")),
+    ("element-wise arithmetic", ("aten::add", "aten::mul", "aten::div", "aten::sub", "aten::rsub", "aten::where",
+                                 "aten::masked_fill", "aten::neg", "aten::sqrt", "aten::pow", "aten::exp",
+                                 "aten::log", "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le",
+                                 "aten::bitwise", "aten::logical", "aten::isneginf", "aten::isinf", "aten::isnan",
+                                 "aten::nan_to_num", "aten::abs", "aten::sign")),
+    ("reductions", ("aten::sum", "aten::mean", "aten::all", "aten::any", "aten::max", "aten::min", "aten::amax",
+                    "aten::amin", "aten::argmax", "aten::cumsum", "aten::nll_loss", "aten::var", "aten::std")),
+)
+"""(class, operator name prefixes): where :func:`op_class` puts a profiled operator; the first match wins, and an
+operator of none (views, allocation, autograd's bookkeeping, the criterion's small operators) is "everything else"."""
+OTHER_OPS = "everything else (views, allocation, autograd)"
+
+
+def op_class(name: str) -> str:
+    """The class of :data:`OP_CLASSES` a profiled operator named ``name`` belongs to.
+
+    >>> op_class("aten::addmm"), op_class("aten::bernoulli_"), op_class("aten::index_select"), op_class("aten::view")
+    ('matrix products (linear layers, covariance)', "dropout's random numbers", \
+'gathers and scatters (packing, embeddings)', 'everything else (views, allocation, autograd)')
+    """
+    for label, prefixes in OP_CLASSES:
+        if any(name == prefix or name.startswith(prefix) for prefix in prefixes):
+            return label
+    return OTHER_OPS
+
+
+def profile_classes(run_step, groups) -> dict[str, float]:
+    """Seconds per step of each :data:`OP_CLASSES` class (self CPU time) over ``run_step(group)`` for ``groups``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for group in groups:
+            run_step(group)
+    seconds: dict[str, float] = {}
+    for event in profiler.key_averages():
+        label = op_class(event.key)
+        seconds[label] = seconds.get(label, 0.0) + event.self_cpu_time_total / 1e6 / len(groups)
+    return seconds
+
+
+def profile_table(task_name: str, seconds: dict[bool, dict[str, float]]) -> list[str]:
+    """The rows of ``--profile``'s table of one task: each class's milliseconds per step and share, in both modes."""
+    totals = {mode: sum(classes.values()) for mode, classes in seconds.items()}
+    labels = [label for label, _ in OP_CLASSES] + [OTHER_OPS]
+    rows = []
+    for label in sorted(labels, key=lambda name: -seconds[True].get(name, 0.0)):
+        cells = [f"{1e3 * seconds[mode].get(label, 0.0):.1f} | {seconds[mode].get(label, 0.0) / totals[mode]:.1%}"
+                 for mode in (False, True)]
+        rows.append(f"| {task_name} | {label} | {cells[0]} | {cells[1]} |")
+    rows.append(f"| {task_name} | profiled step | {1e3 * totals[False]:.1f} | 100% | {1e3 * totals[True]:.1f} | 100% |")
+    return rows
 
 
 def cpu_name() -> str:
@@ -148,9 +220,10 @@ def task_config(task_name: str, data_root: Path, preset: str, padding_free: bool
                     "precision=fp32", f"model.padding_free={padding_free}"])
 
 
-def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) -> str:
+def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int,
+              profiled: bool = False) -> tuple[str, list[str]]:
     """The table row of one task: both modes' medians on the same ``repeats`` steps' batches, and the GEMM
-    reference's."""
+    reference's; with ``profiled``, also the rows of :func:`profile_table` (else none)."""
     preset = TASK_MODELS.get(task_name, model_preset)
     cfg = task_config(task_name, data_root, preset, padding_free=False)
     task = TASKS.build(cfg.task, config_module.data_config(cfg))
@@ -200,10 +273,14 @@ def time_task(task_name: str, data_root: Path, model_preset: str, repeats: int) 
     masks = [batch["attention_mask"] for group in batches[1:] for batch in group]
     share = 1 - sum(int(mask.sum()) for mask in masks) / sum(mask.numel() for mask in masks)
     micro_batch = cfg.batch_size // cfg.optim.grad_accum
+    profile_rows = []
+    if profiled:
+        profile_rows = profile_table(task_name, {mode: profile_classes(functools.partial(step, mode), batches[1:])
+                                                 for mode in (False, True)})
     return (f"| {task_name} | {preset}{' + LoRA' if lora else ''}, {cfg.criterion.name} | "
             f"{cfg.optim.grad_accum} x {micro_batch} x {cfg.data.max_length} | {share:.1%} | "
             f"{padded:.3f} | {packed:.3f} | {packed / padded:.2f} | {useful[False]:.1f} | {useful[True]:.1f} | "
-            f"{gemm:.1f} | {useful[False] / gemm:.0%} | {useful[True] / gemm:.0%} |")
+            f"{gemm:.1f} | {useful[False] / gemm:.0%} | {useful[True] / gemm:.0%} |"), profile_rows
 
 
 def main() -> None:
@@ -213,6 +290,7 @@ def main() -> None:
     parser.add_argument("--model", default="minilm",
                         help="the GLUE tasks' and SQuAD's preset of recipes/model/ (lm trains smollm2 with LoRA)")
     parser.add_argument("--repeats", type=int, default=5, help="steps timed per task and mode (distinct batches)")
+    parser.add_argument("--profile", action="store_true", help="also the table of where a step's time goes")
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}; {torch.get_num_threads()} threads; load average "
           f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; torch {torch.__version__}; fp32; "
@@ -221,8 +299,16 @@ def main() -> None:
           "padding-free s/step | ratio | useful GFLOP/s padded | useful GFLOP/s padding-free | bare GEMM GFLOP/s | "
           "share padded | share padding-free |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    profiles = []
     for task_name in args.tasks:
-        print(time_task(task_name, args.data_root, args.model, args.repeats))
+        row, profile_rows = time_task(task_name, args.data_root, args.model, args.repeats, args.profile)
+        print(row, flush=True)
+        profiles += profile_rows
+    if profiles:
+        print("\nWhere a step's time goes (self CPU time per operator class, under torch.profiler):")
+        print("| task | operator class | padded ms/step | padded share | padding-free ms/step | padding-free share |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(profiles))
 
 
 if __name__ == "__main__":

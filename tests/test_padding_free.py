@@ -176,6 +176,58 @@ def test_packed_attention_leaves_an_empty_sequence_out_of_every_call():
         torch.testing.assert_close(layout.unpack(out[0]), expected.transpose(1, 2) * mask[..., None, None])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_packed_attention_is_each_groups_zero_padded_attention_bit_for_bit_with_dropout(causal):
+    """Each group of the plan computed as a zero-padded block of its own (as a padded batch of those sequences is),
+    with the same dropout draws: the packed attention's outputs and its inputs' gradients are these, bit for bit."""
+    lengths = [37, 5, 0, 120, 64, 64, 1, 17, 99, 3]
+    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for row, length in enumerate(lengths):
+        mask[row, :length] = 1
+    layout = packing.Packing.of(mask, lengths=lengths)
+    plan, tokens = layout.attention_groups, sum(lengths)
+    torch.manual_seed(0)
+    inputs = torch.randn(3, 1, tokens, 4, 8)  # query, key, value as the projections lay them: (1, tokens, heads, d)
+    gradient = torch.randn(1, tokens, 4, 8)
+    module = torch.nn.Module()
+    module.is_causal = causal
+
+    def packed():
+        query, key, value = (tensor.clone().requires_grad_() for tensor in inputs)
+        torch.manual_seed(1)
+        out, _ = packing.packed_attention(module, *(x.transpose(1, 2) for x in (query, key, value)), None,
+                                          dropout=0.2, **layout.attention_kwargs())
+        out.backward(gradient)
+        return out, query.grad, key.grad, value.grad
+
+    def zero_padded():
+        query, key, value = (tensor.clone().requires_grad_() for tensor in inputs)
+        starts, out = layout.cu_seq_lens.tolist(), torch.zeros(1, tokens, 4, 8)
+        row_at = {starts[row]: row for row in range(len(lengths)) if lengths[row]}  # a sequence by its first token
+        torch.manual_seed(1)
+        offset = 0
+        for sequences, width, key_mask in plan.blocks:  # each block's sequences: its slots' first tokens, in order
+            group = [row_at[token] for token in plan.gather[offset : offset + sequences * width : width].tolist()]
+            blocks = []
+            for tensor in (query, key, value):
+                block = torch.zeros(sequences, width, 4, 8)
+                for slot, row in enumerate(group):
+                    block[slot, : lengths[row]] = tensor[0, starts[row] : starts[row] + lengths[row]]
+                blocks.append(block.transpose(1, 2))
+            attend = key_mask
+            if causal:
+                attend = attend & torch.ones(width, width, dtype=torch.bool).tril().view(1, 1, width, width)
+            result = torch.nn.functional.scaled_dot_product_attention(*blocks, attn_mask=attend, dropout_p=0.2)
+            for slot, row in enumerate(group):
+                out[0, starts[row] : starts[row] + lengths[row]] = result[slot].transpose(0, 1)[: lengths[row]]
+            offset += sequences * width
+        out.backward(gradient)
+        return out, query.grad, key.grad, value.grad
+
+    for got, expected in zip(packed(), zero_padded()):
+        assert torch.equal(got, expected)
+
+
 def test_lora_on_a_decoder_computes_the_same_padded_and_padding_free(tiny_models, sentences):
     runs = padded_and_packed(tiny_models["llama"], sentences, lora={"r": 4, "dropout": 0.0})
     assert_the_same(runs)

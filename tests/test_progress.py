@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from helpers import tiny_run_arguments
 
 from istar_plugin.cli.run import main
@@ -27,6 +29,14 @@ def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it
     assert "sst2 with minilm, criterion istar (lambda -1.0, zeta 0.2), seed 42" in text
     results = json.loads((run_dir / "results.json").read_text())
     assert f"after 6 steps:  accuracy = {results['accuracy']:.4f}" in text
+    timed = re.search(r"^time (\d+)s: (.*)$", text, re.M)  # where the run's wall time went, by phase
+    phases = dict(re.findall(r"([a-z ]+) ([\d.]+) s \(\d+%\)(?:, |$)", timed.group(2)))
+    assert set(phases) == {"setup", "training", "evaluation", "hooks", "checkpoints", "model folder", "other"}
+    assert sum(map(float, phases.values())) == pytest.approx(int(timed.group(1)), abs=0.6 + 0.05 * len(phases))
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    times = {key: value for record in logged for key, value in record.items() if key.startswith("time/")}
+    assert set(times) == {f"time/{phase.replace(' ', '_')}" for phase in phases if phase != "other"}
+    assert times["time/training"] > 0 and times["time/hooks"] > 0  # the steps and the Sigma_S pass
 
     checkpoints = {path: path.stat().st_mtime_ns for path in (run_dir / "checkpoints").iterdir()}
     assert main(arguments) == 0

@@ -37,7 +37,7 @@ class Packing:
     first: Tensor
     last: Tensor
     width: int
-    attention_groups: Optional[tuple] = None
+    attention_groups: Optional["AttentionPlan"] = None
 
     @classmethod
     def of(cls, attention_mask: Tensor, positions: Optional[Tensor] = None,
@@ -49,8 +49,7 @@ class Packing:
         first = cu_seq_lens[:-1].long()
         groups = None
         if lengths is not None:
-            groups = tuple(_group_places(tuple(itertools.accumulate(lengths, initial=0)), attention_mask.device,
-                                         GROUP_COST))
+            groups = attention_plan(tuple(itertools.accumulate(lengths, initial=0)), attention_mask.device, GROUP_COST)
         return cls(positions, cu_seq_lens, first, cu_seq_lens[1:].long() - 1, attention_mask.shape[1], groups)
 
     def pack(self, padded: Tensor) -> Tensor:
@@ -113,59 +112,75 @@ def length_groups(lengths: Sequence[int], group_cost: int = GROUP_COST) -> list[
     return groups[::-1]
 
 
+@dataclass(frozen=True)
+class AttentionPlan:
+    """How a packed row's attention runs: its sequences in groups (:func:`length_groups`), each group a zero-padded
+    block of ``sequences x width`` slots. ``gather`` holds each slot's token of the packed row (a padding slot: its
+    group's first token, which the slot's key-padding ``mask`` hides), ``scatter`` each token's slot in the blocks laid
+    end to end; sequences of no token are in no group.
+
+    >>> plan = attention_plan((0, 3, 3, 4), torch.device("cpu"), group_cost=10**9)  # lengths 3, 0, 1: one group
+    >>> plan.gather.tolist(), plan.scatter.tolist(), [(s, w, m.flatten().tolist()) for s, w, m in plan.blocks]
+    ([0, 1, 2, 3, 0, 0], [0, 1, 2, 3], [(2, 3, [True, True, True, True, False, False])])
+    """
+
+    gather: Tensor
+    scatter: Tensor
+    blocks: tuple[tuple[int, int, Tensor], ...]  # (sequences, width, key-padding mask (sequences, 1, 1, width))
+
+    @property
+    def sizes(self) -> list[int]:
+        """Each block's slots, in order."""
+        return [sequences * width for sequences, width, _ in self.blocks]
+
+
 @functools.lru_cache(maxsize=16)
-def _group_places(cu_seq_lens: tuple[int, ...], device: torch.device,
-                  group_cost: int) -> list[tuple[Tensor, Tensor, Tensor, int]]:
-    """Per group of :func:`length_groups`: its tokens, their places in its padded block, its lengths, its longest;
-    empty sequences (no token, nothing to attend) in no group."""
+def attention_plan(cu_seq_lens: tuple[int, ...], device: torch.device, group_cost: int) -> AttentionPlan:
+    """The :class:`AttentionPlan` of a packed row whose sequences end at ``cu_seq_lens`` (planned on the host)."""
     lengths = [end - start for start, end in zip(cu_seq_lens, cu_seq_lens[1:])]
     sequences = [index for index, length in enumerate(lengths) if length]
-    places = []
+    gather, scatter, blocks = [], [0] * cu_seq_lens[-1], []
     for grouped in length_groups([lengths[index] for index in sequences], group_cost):
         group = [sequences[index] for index in grouped]
         width = max(lengths[index] for index in group)
-        tokens = [token for index in group for token in range(cu_seq_lens[index], cu_seq_lens[index + 1])]
-        flat = [slot * width + column for slot, index in enumerate(group) for column in range(lengths[index])]
-        places.append((torch.tensor(tokens, device=device), torch.tensor(flat, device=device),
-                       torch.tensor([lengths[index] for index in group], device=device), width))
-    return places
+        for index in group:
+            start, length = cu_seq_lens[index], lengths[index]
+            for column in range(length):
+                scatter[start + column] = len(gather) + column
+            gather += [*range(start, start + length), *[cu_seq_lens[group[0]]] * (width - length)]
+        mask = torch.arange(width) < torch.tensor([lengths[index] for index in group]).unsqueeze(1)
+        blocks.append((len(group), width, mask.view(len(group), 1, 1, width).to(device)))
+    return AttentionPlan(torch.tensor(gather, dtype=torch.long, device=device),
+                         torch.tensor(scatter, dtype=torch.long, device=device), tuple(blocks))
 
 
 def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value: Tensor,
                      attention_mask: Optional[Tensor], dropout: float = 0.0, scaling: Optional[float] = None,
                      is_causal: Optional[bool] = None, cu_seq_lens_q: Optional[Tensor] = None,
-                     attention_groups: Optional[Sequence] = None, **kwargs) -> tuple[Tensor, None]:
-    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``."""
+                     attention_groups: Optional[AttentionPlan] = None, **kwargs) -> tuple[Tensor, None]:
+    """Attention over packed (1, heads, tokens, width) inputs confined to each sequence of ``cu_seq_lens_q``: each
+    group of :class:`AttentionPlan` one ``scaled_dot_product_attention`` call on its padded block, gathered from the
+    packed row in one index per input and scattered back in one."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
-    outputs, token_order = [], []
-    if attention_groups is None:
-        attention_groups = _group_places(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST)
-    for tokens, flat, lengths, width in attention_groups:
-        column = torch.arange(width, device=query.device)
-        mask = (column < lengths.unsqueeze(1)).view(-1, 1, 1, width)
+    plan = attention_groups or attention_plan(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST)
+    heads, tokens = query.shape[1], query.shape[2]
+    blocks = [packed[0].transpose(0, 1).reshape(tokens, -1).index_select(0, plan.gather).split(plan.sizes)
+              for packed in (query, key, value)]  # (tokens, heads x d): a view where the projection laid it so
+    outputs = []
+    for (sequences, width, mask), *padded in zip(plan.blocks, *blocks):
         if causal:
+            column = torch.arange(width, device=query.device)
             mask = mask & (column.unsqueeze(1) >= column).view(1, 1, width, width)
-        padded = [_padded_group(packed, tokens, flat, lengths.shape[0], width) for packed in (query, key, value)]
+        padded = [block.view(sequences, width, heads, -1).transpose(1, 2) for block in padded]
         out = torch.nn.functional.scaled_dot_product_attention(*padded, attn_mask=mask, dropout_p=dropout,
                                                                scale=scaling)
-        outputs.append(out.transpose(0, 1).reshape(query.shape[1], -1, out.shape[3]).index_select(1, flat))
-        token_order.append(tokens)
-    out, order = torch.cat(outputs, dim=1), torch.cat(token_order)
-    out = torch.empty_like(out).index_copy(1, order, out)  # back in the packed row's order
-    return out.transpose(0, 1).unsqueeze(0), None
-
-
-def _padded_group(packed: Tensor, tokens: Tensor, flat: Tensor, sequences: int, width: int) -> Tensor:
-    """The ``tokens`` of packed values at their ``flat`` places of a zero-padded (sequences, heads, width, d) block."""
-    heads, head_width = packed.shape[1], packed.shape[3]
-    padded = packed.new_zeros(heads, sequences * width, head_width)
-    padded = padded.index_copy(1, flat, packed[0].index_select(1, tokens))
-    return padded.view(heads, sequences, width, head_width).transpose(0, 1)
+        outputs.append(out.transpose(1, 2).reshape(sequences * width, -1))
+    return torch.cat(outputs).index_select(0, plan.scatter).view(1, tokens, heads, -1), None
 
 
 def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[Tensor]:

@@ -25,7 +25,7 @@ from ..runtime.builder import load_weights
 from .distributed import barrier, gather_to_all, init_from_env
 from .evaluation import Evaluator, embedding_isotropy
 from ..runtime.precision import autocast, precision_line
-from .progress import complete_line, eval_line, train_line
+from .progress import PhaseClock, complete_line, eval_line, train_line
 from .resume import rates_at_restored_step, restore_random_streams, resumable_state
 from ..runtime.rng import rng_state, seed_everything
 from .run_directory import RunDirectory
@@ -44,8 +44,10 @@ class Trainer:
     stop_signal = StopSignal()  # no signal; fit() replaces it with one that listens while it trains
 
     def __init__(self, cfg: DictConfig, hooks: Sequence[Hook] = ()):
+        self.clock = PhaseClock()  # this attempt's wall time by phase, said and logged at its end
         try:
-            self._build(cfg, hooks)
+            with self.clock("setup"):
+                self._build(cfg, hooks)
         except BaseException:
             if getattr(self, "run_dir", None) is not None:
                 self.close()
@@ -166,10 +168,11 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
-        rng_states = gather_to_all(rng_state(), self.world_size)
-        if self.dist.is_main:
-            self.checkpoints.save(self.state_dict(rng_states), self.step)
-        barrier(self.world_size)
+        with self.clock("checkpoints"):
+            rng_states = gather_to_all(rng_state(), self.world_size)
+            if self.dist.is_main:
+                self.checkpoints.save(self.state_dict(rng_states), self.step)
+            barrier(self.world_size)
 
     def _restore(self) -> Optional[str]:
         """The name of the checkpoint this run continues from (its state now loaded), None for a new run."""
@@ -190,7 +193,8 @@ class Trainer:
 
     def _record_evaluation(self) -> dict[str, Any]:
         self.guard.check(self.world_size)  # a diverged model's accuracy would look like a result
-        result = self.evaluate()
+        with self.clock("evaluation"):
+            result = self.evaluate()
         self.evaluated_predictions = (self.step, self.evaluator.last_predictions)
         record = {"step": self.step, "epoch": self.epoch, **result}
         self.history.append(record)
@@ -235,7 +239,8 @@ class Trainer:
             self._start(resumed)  # its step-0 evaluation listens too
             if self.stop_signal.received is not None:
                 self._stop_for_signal()
-            self._train()
+            with self.clock("training"):
+                self._train()
         return self._finish()
 
     def _say_complete(self, step: int) -> None:
@@ -246,13 +251,18 @@ class Trainer:
         self.guard.check(self.world_size)
         if self.batches_done:  # max_steps ended training within an epoch: its held-out split is measured once more
             self._validate()
-        self.dispatch.fit_end()
+        with self.clock("hooks"):
+            self.dispatch.fit_end()
         annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
         if annotations is not None:
             self._record_evaluation().update(annotations)
         self._evaluate_unless_done()
         self.save_checkpoint()
-        exported = self._export_model()
+        with self.clock("model folder"):
+            exported = self._export_model()
+        self.log({f"time/{phase.replace(' ', '_')}": seconds for phase, seconds in self.clock.seconds.items()},
+                 self.step)
+        self.say(self.clock.line(), even_with_bars=True)
         results = self._write_results()
         lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
         if self.dist.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
@@ -280,7 +290,8 @@ class Trainer:
             if self.embedding_before:
                 names = {k: f"embedding/{k.removeprefix('embedding_')}_before" for k in self.embedding_before}
                 self.log({names[k]: v for k, v in self.embedding_before.items()}, self.step)
-        self.dispatch.fit_start()
+        with self.clock("hooks"):
+            self.dispatch.fit_start()
         self.say(precision_line(cfg.precision, self.precision, self.device), even_with_bars=True)
         if self.frozen_backbone_cached:
             self.say(CACHED_LINE, even_with_bars=True)
@@ -295,7 +306,8 @@ class Trainer:
         bar = tqdm(total=self.total_steps, initial=self.step, desc="train", unit="step", disable=not self.show_progress)
         interval = IntervalStatistics()
         while self.step < self.total_steps and self.epoch < self.cfg.optim.epochs and not self.control.should_stop:
-            self.dispatch.epoch_start(self.epoch)
+            with self.clock("hooks"):
+                self.dispatch.epoch_start(self.epoch)
             if self.stop_signal.received is not None:  # e.g. during the Sigma_S pass, which then ends early
                 self._stop_for_signal()
             for group in self._step_groups(self.epoch):
@@ -327,7 +339,8 @@ class Trainer:
         if self.step % cfg.log_every == 0 or self.step == self.total_steps:
             self._log_interval(interval)
             interval = IntervalStatistics()
-        self.dispatch.step_end(self.step, stats)
+        with self.clock("hooks"):
+            self.dispatch.step_end(self.step, stats)
         if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
             self._record_evaluation()
         if cfg.save_every and self.step % cfg.save_every == 0:
@@ -338,7 +351,8 @@ class Trainer:
 
     def _end_epoch(self) -> None:
         """The hooks' epoch end and validation, then (unless the run is over) an evaluation and a checkpoint."""
-        self.dispatch.epoch_end(self.epoch)
+        with self.clock("hooks"):
+            self.dispatch.epoch_end(self.epoch)
         self._validate()
         self.epoch, self.batches_done = self.epoch + 1, 0
         if self.step < self.total_steps:
@@ -348,8 +362,9 @@ class Trainer:
     def _validate(self) -> None:
         """The held-out validation split's metrics to the hooks (``on_validation``), when there is one."""
         if self.validation_features:
-            self.dispatch.validation(self.epoch, self.evaluate(self.validation_examples, self.validation_features,
-                                                               isotropy=False))
+            with self.clock("evaluation"):
+                metrics = self.evaluate(self.validation_examples, self.validation_features, isotropy=False)
+            self.dispatch.validation(self.epoch, metrics)
 
     def _export_model(self) -> bool:
         """Whether ``output_dir/model`` was written (else the last checkpoint is kept)."""
