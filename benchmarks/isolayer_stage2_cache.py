@@ -1,7 +1,7 @@
 """The Isotropy Layer's stage 2 with the frozen encoder's outputs cached against computed at every step.
 
     python benchmarks/isolayer_stage2_cache.py [--rounds 2] [--samples 1600] [--epochs 3] [--threads 2] [--patience 1]
-        [--spilled]
+        [--spilled] [--csv FILE]
 
 The job is a stage-2 cell of ``recipes/grids/isolayer_minilm.yaml`` on RTE (``../shared/data/rte`` or
 ISTAR_SHARED_DATA): the packaged MiniLM, ``--samples`` training pairs of which 30% validate (early stopping,
@@ -12,7 +12,8 @@ cross-entropy run (20 steps: stage 2's cost does not depend on how good stage 1 
 alternating which goes first; the script prints each one's median cell wall time (construction to results) and
 seconds per optimizer step, their ratios (target: the cell at least 10x faster), and both runs' accuracy.
 ``--spilled`` adds a third variant, the cache moved to its file on disk from the first vector (as a cache beyond
-``frozen_backbone.MEMORY_LIMIT`` is), and its cost over the in-memory cache.
+``frozen_backbone.MEMORY_LIMIT`` is), and its cost over the in-memory cache. ``--csv`` also writes a row per variant
+(medians, accuracy of each round, ratios to the cached variant).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 from istar_plugin.config import compose
 from istar_plugin.models import frozen_backbone
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--patience", type=int, default=1, help="early stopping's patience; 0: none")
     parser.add_argument("--spilled", action="store_true", help="also the cache on disk from its first vector")
+    add_csv_option(parser)
     args = parser.parse_args()
     in_memory = frozen_backbone.MEMORY_LIMIT
     torch.set_num_threads(args.threads)
@@ -87,6 +90,13 @@ def main() -> None:
     if args.spilled:
         print(f"  spilled / cached (in memory): cell {median['spilled']['wall'] / median['cached']['wall']:.3f}, "
               f"step {median['spilled']['per_step'] / median['cached']['per_step']:.3f}")
+    write_csv(args.csv, ["variant", "median cell s", "median s/step", "accuracy x100 per round", "cell x cached",
+                         "step x cached"],
+              [[name, f"{median[name]['wall']:.1f}", f"{median[name]['per_step']:.4f}",
+                " ".join(f"{100 * run['accuracy']:.2f}" for run in runs[name]),
+                f"{median[name]['wall'] / median['cached']['wall']:.3f}",
+                f"{median[name]['per_step'] / median['cached']['per_step']:.3f}"]
+               for name in ("uncached", *variants[:1], *variants[2:])])
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 (a) the official IsoScore* (torch.cov, float64 svdvals of the shrunk matrix, its normalisation formula) and
 (b) the bare lower bound ``(X^T X).sum()``.
 
-    python benchmarks/isoscore_star.py [--runs 7]
+    python benchmarks/isoscore_star.py [--runs 7] [--csv FILE]
 
 Times are medians over ``--runs`` interleaved rounds after one warm-up round. Peak memory is measured in a
 fresh process per variant (Linux): the peak resident set (VmHWM, reset once the inputs exist) above the
 resident set with the inputs allocated, also in units of one point cloud (n * d float32), so copies of the
-cloud show up as whole numbers. The point gradient itself is one cloud in every variant.
+cloud show up as whole numbers. The point gradient itself is one cloud in every variant. ``--csv`` also writes the
+table, a row per size.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import sys
 import time
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 from istar_plugin.isotropy import isoscore_star
 
@@ -112,6 +114,7 @@ def check_agreement():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed rounds per size (after one warm-up round)")
+    add_csv_option(parser)
     parser.add_argument("--memory", nargs=3, metavar=("VARIANT", "D", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory:
@@ -127,7 +130,7 @@ def main():
               f"{'official/ours':>13} | {'peak MB (clouds): ours':>22} {'official':>15} {'bare':>15}")
     print(header)
     print("-" * len(header))
-    verdicts = []
+    verdicts, rows = [], []
     for d, n in SIZES:
         ms = median_ms(d, n, args.runs)
         cloud_mb = n * d * 4 / 2**20
@@ -137,7 +140,13 @@ def main():
         verdicts.append(ratio <= 1.2 and speedup > 1)
         print(f"{d:>4} {n:>6} | {ms['ours']:8.1f} {ms['official']:11.1f} {ms['bare']:8.1f} | {ratio:9.2f} "
               f"{speedup:13.1f} | {cells[0]:>22} {cells[1]:>15} {cells[2]:>15}")
+        rows.append([d, n, *(f"{ms[name]:.1f}" for name in VARIANTS), f"{ratio:.2f}", f"{speedup:.1f}",
+                     *(f"{memory[name]:.1f}" for name in VARIANTS),
+                     *(f"{memory[name] / cloud_mb:.1f}" for name in VARIANTS)])
     print(f"one point cloud = n * d * 4 bytes; targets met at every size: {all(verdicts)}")
+    write_csv(args.csv, ["d", "n", *(f"{name} ms" for name in VARIANTS), "ours/bare", "official/ours",
+                         *(f"{name} peak MB" for name in VARIANTS), *(f"{name} peak clouds" for name in VARIANTS)],
+              rows)
 
 
 if __name__ == "__main__":

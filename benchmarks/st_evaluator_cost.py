@@ -1,11 +1,12 @@
 """IsotropyEvaluator against a plain STS evaluation (sentence-transformers' EmbeddingSimilarityEvaluator), time.
 
-    python benchmarks/st_evaluator_cost.py [--pairs 1500] [--repeats 3] [--threads 2]
+    python benchmarks/st_evaluator_cost.py [--pairs 1500] [--repeats 3] [--threads 2] [--csv FILE]
 
 The packaged MiniLM, STS-B dev pairs from ../shared/data/stsb (or ISTAR_SHARED_DATA). Both evaluators encode the
 same sentences once and score Spearman of cosine similarity; IsotropyEvaluator also computes IsoScore, average
 cosine, EV_1, RankMe and uniformity of the embeddings. They alternate ``--repeats`` times; the script prints each
-one's median seconds, their ratio (target <= 1.2x) and that both report the same Spearman.
+one's median seconds, their ratio (target <= 1.2x) and that both report the same Spearman; ``--csv`` also writes
+them, a row per evaluator.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from csv_table import add_csv_option, write_csv
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1500)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    add_csv_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dev = read_sts(DATA / "stsb", "dev")
@@ -52,6 +55,11 @@ def main() -> None:
     print(f"Spearman x100: plain {100 * results['plain']['sts_spearman_cosine']:.2f}, "
           f"IsotropyEvaluator {results['isotropy']['sts_spearman']:.2f}; "
           f"IsoScore {results['isotropy']['sts_isoscore']:.4f}")
+    write_csv(args.csv, ["evaluator", "pairs", "repeats", "median s", "x plain", "Spearman x100", "IsoScore"],
+              [["EmbeddingSimilarityEvaluator", len(first), args.repeats, f"{plain_s:.2f}", "1.000",
+                f"{100 * results['plain']['sts_spearman_cosine']:.2f}", ""],
+               ["IsotropyEvaluator", len(first), args.repeats, f"{ours_s:.2f}", f"{ours_s / plain_s:.3f}",
+                f"{results['isotropy']['sts_spearman']:.2f}", f"{results['isotropy']['sts_isoscore']:.4f}"]])
 
 
 if __name__ == "__main__":

@@ -9,13 +9,14 @@ Prints the CPU (from /proc/cpuinfo) and the load average first: others sharing t
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from csv_table import add_csv_option, write_csv
 
 TARGET_SECONDS = 1.5
 COMMANDS = (["--help"], ["--list", "engines"], ["recipe=movie_snippets", "--cfg"], ["batch_size=0"])
@@ -38,7 +39,7 @@ def seconds(arguments: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--csv", type=Path, help="also write the medians to this CSV file")
+    add_csv_option(parser)
     args = parser.parse_args()
     cpu, load = cpu_name(), " ".join(f"{load:.2f}" for load in os.getloadavg())
     print(f"CPU: {cpu}; load average {load}")
@@ -48,9 +49,7 @@ def main() -> None:
         ratio = median / TARGET_SECONDS
         print(f"istar-run {' '.join(arguments):<32} {median:6.2f} s  {ratio:5.2f} x the {TARGET_SECONDS} s target")
         rows.append([f"istar-run {' '.join(arguments)}", f"{median:.2f}", str(args.repeats), cpu, load])
-    if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows([["command", "median s", "repeats", "CPU", "load average"], *rows])
+    write_csv(args.csv, ["command", "median s", "repeats", "CPU", "load average"], rows)
 
 
 if __name__ == "__main__":

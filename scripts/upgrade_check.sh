@@ -10,6 +10,12 @@
 #   bash scripts/upgrade_check.sh -P transformers==5.0.0 tests/test_hf.py    one package moved, a subset
 #   bash scripts/upgrade_check.sh --venv /tmp/check tests/test_hf.py        reuse an environment between checks
 #
+# The lane runs in one process, as long as the fast lane takes there; the tests that read the real data find it as
+# in any test run (../shared/data, or ISTAR_SHARED_DATA). On a machine shared with other jobs, keep it to one core
+# and its output in a file:
+#
+#   ISTAR_SHARED_DATA=/path/to/data taskset -c 0 bash scripts/upgrade_check.sh > /tmp/upgrade_check.log 2>&1
+#
 # Exit code: 0 when the lane passed on the candidate, 1 when it failed, 2 for a bad argument.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +27,7 @@ while [ $# -gt 0 ]; do
         --venv) [ $# -ge 2 ] || { echo "--venv needs a folder; $usage" >&2; exit 2; }; venv="$2"; shift ;;
         -P) [[ "${2:-}" == *==* ]] || { echo "-P needs PACKAGE==VERSION, got '${2:-}'; $usage" >&2; exit 2; }
             pins+=("$2"); shift ;;
-        -h|--help) echo "$usage"; exit 0 ;;
+        -h|--help) echo "$usage"; sed -n '2,/^$/s/^# \{0,1\}//p' scripts/upgrade_check.sh; exit 0 ;;
         -*) echo "unknown option $1; $usage" >&2; exit 2 ;;
         *) targets+=("$1") ;;
     esac

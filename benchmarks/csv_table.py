@@ -1,0 +1,33 @@
+"""The benchmarks' ``--csv FILE`` option: the table a script prints, also written as a CSV file.
+
+A script under ``benchmarks/`` imports it as a sibling module (``from csv_table import add_csv_option, write_csv``):
+``python benchmarks/NAME.py`` puts ``benchmarks/`` first on ``sys.path``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+
+def add_csv_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--csv FILE`` (``args.csv``: a :class:`~pathlib.Path`, None when not given) to ``parser``."""
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table it prints to this CSV file")
+
+
+def write_csv(path: Optional[Path], header: Sequence[str], rows: Iterable[Sequence[Any]],
+              part: Optional[str] = None) -> None:
+    """Write ``header`` and ``rows`` (cells as printed: text, or numbers ``str`` writes) to ``path``; nothing when
+    ``path`` is None. A script that prints several tables writes its first to ``path`` and each other with its
+    ``part`` name beside it: ``part="targets"`` writes ``timings.csv``'s table to ``timings_targets.csv``."""
+    if path is None:
+        return
+    if part is not None:
+        path = path.with_name(f"{path.stem}_{part}{path.suffix}")
+    table = [list(header), *map(list, rows)]
+    for row in table[1:]:
+        if len(row) != len(table[0]):
+            raise ValueError(f"a row of {len(row)} cells under a header of {len(table[0])}: {row}")
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(table)
