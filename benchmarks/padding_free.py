@@ -2,7 +2,7 @@
 to the machine's matrix-multiply throughput each runs.
 
     python benchmarks/padding_free.py [--tasks sst2 rte mrpc squad lm] [--data-root ../shared/data] [--repeats 5]
-                                      [--model minilm] [--profile]
+                                      [--model minilm] [--profile] [--csv FILE]
 
 For each task, at its recipe's settings (``recipes/TASK.yaml``: ``data.max_length``, micro-batches of
 ``batch_size / optim.grad_accum`` sequences, its criterion: I-STAR for SST-2, RTE, MRPC and SQuAD, with SQuAD's
@@ -28,6 +28,7 @@ GFLOP/s and each mode's share of it (the share of the machine's GEMM throughput 
 ``torch.profiler``, each operator's own (self) CPU time summed into the classes of :data:`OP_CLASSES` (matrix
 products, attention's batched products, dropout's random numbers, copies and zero fills, ...), in milliseconds per
 step and as shares of the profiled step. The profiler's own cost inflates every class a little, and alike.
+``--csv FILE`` writes the table, and the profile's beside it (``FILE_profile.csv``).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from csv_table import add_csv_option, write_csv
 from istar_plugin.cli import set_environment
 
 set_environment()  # before torch: the console scripts' CPU allocator setting
@@ -291,24 +293,39 @@ def main() -> None:
                         help="the GLUE tasks' and SQuAD's preset of recipes/model/ (lm trains smollm2 with LoRA)")
     parser.add_argument("--repeats", type=int, default=5, help="steps timed per task and mode (distinct batches)")
     parser.add_argument("--profile", action="store_true", help="also the table of where a step's time goes")
+    add_csv_option(parser)
     args = parser.parse_args()
     print(f"CPU: {cpu_name()}; {torch.get_num_threads()} threads; load average "
           f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; torch {torch.__version__}; fp32; "
           f"{args.repeats} steps per task and mode and as many bare GEMM passes, interleaved")
-    print("| task | model, criterion | micro-batches x sequences x max_length | padding share | padded s/step | "
-          "padding-free s/step | ratio | useful GFLOP/s padded | useful GFLOP/s padding-free | bare GEMM GFLOP/s | "
-          "share padded | share padding-free |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    profiles = []
+    header = ["task", "model, criterion", "micro-batches x sequences x max_length", "padding share", "padded s/step",
+              "padding-free s/step", "ratio", "useful GFLOP/s padded", "useful GFLOP/s padding-free",
+              "bare GEMM GFLOP/s", "share padded", "share padding-free"]
+    profile_header = ["task", "operator class", "padded ms/step", "padded share", "padding-free ms/step",
+                      "padding-free share"]
+    print(f"| {' | '.join(header)} |\n|{'---|' * len(header)}")
+    rows, profiles = [], []
     for task_name in args.tasks:
         row, profile_rows = time_task(task_name, args.data_root, args.model, args.repeats, args.profile)
         print(row, flush=True)
+        rows.append(row)
         profiles += profile_rows
     if profiles:
         print("\nWhere a step's time goes (self CPU time per operator class, under torch.profiler):")
-        print("| task | operator class | padded ms/step | padded share | padding-free ms/step | padding-free share |")
-        print("|---|---|---|---|---|---|")
+        print(f"| {' | '.join(profile_header)} |\n|{'---|' * len(profile_header)}")
         print("\n".join(profiles))
+    write_csv(args.csv, header, map(cells, rows))
+    if profiles:
+        write_csv(args.csv, profile_header, map(cells, profiles), part="profile")
+
+
+def cells(row: str) -> list[str]:
+    """A printed Markdown row's cells.
+
+    >>> cells("| sst2 | 0.52 |")
+    ['sst2', '0.52']
+    """
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Seconds per optimizer step of ``istar-run`` against ``transformers.Trainer`` on the same plain fine-tuning job.
 
     python benchmarks/runner_vs_trainer.py [--task sst2|rte|mrpc] [--rounds 3] [--samples 480] [--threads 2]
-        [--data-dir ../shared/data/TASK] [--precision all|fp32|bf16|defaults] [--padded]
+        [--data-dir ../shared/data/TASK] [--precision all|fp32|bf16|defaults] [--padded] [--csv FILE]
 
 Needs ``transformers.Trainer``'s dependency accelerate: ``pip install -e '.[benchmarks]'``.
 
@@ -47,6 +47,9 @@ except ImportError:
     pass
 
 import torch  # noqa: E402
+from csv_table import add_csv_option, write_csv  # noqa: E402
+
+from istar_plugin.storage.provenance import machine  # noqa: E402
 
 VARIANTS = ("istar-run", "transformers.Trainer")
 LOG_EVERY = 10
@@ -153,6 +156,7 @@ def main() -> None:
                              "computes on real tokens only, target 1/1.5)")
     parser.add_argument("--baseline-src", help="also time istar-run imported from this source tree")
     parser.add_argument("--probe", choices=VARIANTS, help=argparse.SUPPRESS)
+    add_csv_option(parser)
     args = parser.parse_args()
     args.data_dir = args.data_dir or f"../shared/data/{args.task}"
     torch.set_num_threads(args.threads)
@@ -191,11 +195,17 @@ def main() -> None:
           f"{' (istar-run padded too: model.padding_free=false)' if args.padded else ' (istar-run padding-free)'}"
           f"{', grouped by length' if args.group_by_length else ''}; {steps[variants[0]]} steps; torch "
           f"{torch.__version__}, {args.threads} thread(s); {args.rounds} interleaved rounds, fresh process each; "
-          f"CPU computes bf16 natively: {native_bf16_cpu()}")
+          f"CPU {machine()['cpu']}, computes bf16 natively: {native_bf16_cpu()}; load average "
+          f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     print(f"{'comparison':<10} {'variant':<22} {'precision':<9} {'median s/step':>14}  s/step of each round")
     for (comparison, program), values in runs.items():
         print(f"{comparison:<10} {program:<22} {precisions[comparison, program]:<9} "
               f"{statistics.median(values):>14.3f}  {' '.join(f'{v:.3f}' for v in values)}")
+    write_csv(args.csv, ["task", "comparison", "variant", "precision", "median s/step", "s/step of each round",
+                         "CPU", "threads"],
+              [(args.task, comparison, program, precisions[comparison, program], f"{statistics.median(values):.3f}",
+                " ".join(f"{v:.3f}" for v in values), machine()["cpu"], args.threads)
+               for (comparison, program), values in runs.items()])
     for comparison in comparisons:
         trainer = statistics.median(runs[comparison, "transformers.Trainer"])
         for program in programs[2:]:

@@ -54,16 +54,13 @@ def test_a_row_that_does_not_fit_the_header_is_refused_and_nothing_is_written(tm
     assert not (tmp_path / "t.csv").exists()
 
 
-LEAD_OWNED = {"runner_vs_trainer.py", "padding_free.py"}  # their --csv comes with their own change
-
-
 def calls(path: Path) -> set[str]:
     return {node.func.id for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)}
 
 
 @pytest.mark.parametrize("script", sorted(path.name for path in BENCHMARKS.glob("*.py")
-                                          if path.name != "csv_table.py" and path.name not in LEAD_OWNED))
+                                          if path.name != "csv_table.py"))
 def test_every_benchmark_offers_csv_and_writes_its_table(script):
     source = (BENCHMARKS / script).read_text()
     assert {"add_csv_option", "write_csv"} <= calls(BENCHMARKS / script), f"{script} has no --csv"
