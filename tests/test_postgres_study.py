@@ -1,7 +1,9 @@
 """Searches on a real PostgreSQL server (scripts/local_postgres.sh, started by .ci/run; found through
 ``$ISTAR_TEST_POSTGRES_URL``): two workers in separate processes on one study, one killed with SIGKILL mid-trial and
-restarted (no trial twice, none lost, the database and the run directories agree), and a server stopped mid-search
-(one line naming the database, then the search resumes once the server is back)."""
+restarted (no trial twice, none lost, the database and the run directories agree), a server stopped mid-search and one
+whose processes hang with a study open (one line naming the database, then the search resumes once the server is
+back)."""
+import contextlib
 import os
 import shutil
 import signal
@@ -9,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,8 +21,10 @@ import pytest
 from test_search_workers import assert_study_and_directories_agree, progress, study_of, write_search
 
 from istar_plugin.config.searches import load, trial_dir
+from istar_plugin.errors import exit_code
 from istar_plugin.launch.cell import latest_checkpoint_step
 from istar_plugin.launch.study import open_search
+from istar_plugin.storage import study_database
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +127,8 @@ def test_two_workers_on_one_postgres_study_one_killed_mid_trial_and_restarted(
 
 @pytest.fixture
 def own_server():
-    """A PostgreSQL server of this test's own (stopped and started by it), from scripts/local_postgres.sh; its URL."""
+    """A PostgreSQL server of this test's own (stopped and started by it), from scripts/local_postgres.sh: its URL,
+    the function running the script's actions on it, and its state folder."""
     if not os.environ.get(URL_ENV) or shutil.which("runuser") is None:
         required(f"a PostgreSQL installation (${URL_ENV} is not set)")
     state = Path(tempfile.mkdtemp(prefix="istar-pg-", dir="/tmp"))
@@ -136,7 +142,7 @@ def own_server():
 
     server("start")
     try:
-        yield fresh_database(f"postgresql://postgres@127.0.0.1:{port}/istar_test"), server
+        yield fresh_database(f"postgresql://postgres@127.0.0.1:{port}/istar_test"), server, state
     finally:
         server("stop")
         shutil.rmtree(state, ignore_errors=True)
@@ -144,7 +150,7 @@ def own_server():
 
 def test_a_server_stopped_mid_search_is_one_line_and_the_search_resumes_when_it_is_back(
         tiny_bert, shared_data, tmp_path, own_server):
-    url, server = own_server
+    url, server, _ = own_server
     path = write_search(tmp_path, tiny_bert, shared_data, "optim.epochs=8", "save_every=1", trials=2, pruner="none",
                         storage=url, final_seeds=[1])
     search_dir = tmp_path / "search"
@@ -167,3 +173,59 @@ def test_a_server_stopped_mid_search_is_one_line_and_the_search_resumes_when_it_
     assert again.returncode == 0, again.stderr[-3000:]
     assert "trial 0 resumed" in again.stdout
     assert_study_and_directories_agree(search_dir, 2)
+
+
+def server_processes(state: Path) -> list[int]:
+    """The processes of the server whose state folder is ``state``: its postmaster (``postmaster.pid``) and the
+    postmaster's children."""
+    postmaster = int((state / "data" / "postmaster.pid").read_text().split()[0])
+    children = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(entry.name))
+    return [postmaster, *children]
+
+
+def test_a_server_hanging_with_a_study_open_is_one_line_after_the_statement_timeout_and_the_study_resumes(
+        own_server, monkeypatch):
+    url, _, state = own_server
+    timeout_s = 5
+    monkeypatch.setattr(study_database, "STATEMENT_TIMEOUT_S", timeout_s)
+    study = optuna.create_study(storage=study_database.connect(url), study_name="hung")
+    study.tell(study.ask(), 1.0)  # the study's pool now holds an open connection to the server
+    outcome = {}
+
+    def write():
+        started = time.monotonic()
+        try:
+            with study_database.database_errors(url):
+                study.tell(study.ask(), 2.0)
+        except study_database.StudyDatabaseError as error:
+            outcome["error"] = error
+        outcome["seconds"] = time.monotonic() - started
+
+    processes = server_processes(state)
+    assert len(processes) > 1, processes  # the postmaster and the backends serving the study
+    try:
+        for pid in processes:
+            os.kill(pid, signal.SIGSTOP)
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        # the watchdog cuts the pooled connection after the timeout, the pool's new connection times out connecting
+        writer.join(timeout=timeout_s + study_database.CONNECT_TIMEOUT_S + 30)
+        assert not writer.is_alive(), "the study's write still waits for the hung server"
+    finally:
+        for pid in processes:
+            os.kill(pid, signal.SIGCONT)
+    error = outcome["error"]
+    assert exit_code(error) == 4
+    assert str(error) == (f"cannot use the study's database {url!r}: the server stopped answering (a statement had no "
+                          f"reply within {timeout_s} s); check that the database server runs and is reachable from "
+                          "this machine, then start the search again (finished trials are kept, a stopped trial "
+                          "resumes)")
+    print(f"ended after {outcome['seconds']:.1f} s, exit {exit_code(error)}: {error}")
+    study.tell(study.ask(), 3.0)  # the server answers again: the same storage goes on, with a new connection
+    resumed = optuna.load_study(study_name="hung", storage=study_database.connect(url))
+    assert [(t.state, t.value) for t in resumed.trials] == [(optuna.trial.TrialState.COMPLETE, 1.0),
+                                                            (optuna.trial.TrialState.COMPLETE, 3.0)]

@@ -1,5 +1,7 @@
 """The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``), opened
-with connect and statement timeouts; its faults become one :class:`StudyDatabaseError` line naming the URL.
+with connect and statement timeouts; its faults become one :class:`StudyDatabaseError` line naming the URL. A
+PostgreSQL statement that has no reply within ``STATEMENT_TIMEOUT_S`` (a server whose processes hang while its host
+still acknowledges) has its connection's socket shut down by a watchdog, so the call waiting for it fails.
 
 >>> shown("postgresql://me:secret@db.example/studies")
 'postgresql://me:***@db.example/studies'
@@ -9,19 +11,25 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import optuna
 import sqlalchemy.exc
 from optuna.storages.journal import JournalFileBackend
+import sqlalchemy.event
+import sqlalchemy.pool
 from sqlalchemy.engine import make_url
 
 from ..errors import ConfigError, RunDirError, RunError, one_line
 
 CONNECT_TIMEOUT_S = 10
-# a running server ends a study's statement after this long, and a connection whose host stops acknowledging is
-# dropped after as long (tcp_user_timeout); a server process that hangs on a live host is ended by neither
+# a running server ends a study's statement after this long, a connection whose host stops acknowledging is dropped
+# after as long (tcp_user_timeout), and one whose server hangs on a live host is shut down by the watchdog after as long
 STATEMENT_TIMEOUT_S = 120
 SQLITE_BUSY_TIMEOUT_S = 60  # workers sharing one SQLite file wait this long for each other's writes
 # the pip package of each database module SQLAlchemy imports for a URL's dialect
@@ -37,6 +45,7 @@ ADVICE = (  # (words in the database's own message, what to do), first match win
     (("unable to open database file", "no such file or directory"), "create its folder, or set storage= to a "
                                                                     "database that exists"),
 )
+STALLED = "the server stopped answering (a statement had no reply within {:g} s)"
 REACH = ("check that the database server runs and is reachable from this machine, then start the search again "
          "(finished trials are kept, a stopped trial resumes)")
 
@@ -55,7 +64,8 @@ def shown(url: str) -> str:
 
 
 def _engine_options(url: str) -> dict[str, Any]:
-    """SQLAlchemy engine options: the driver's timeouts (those the URL does not set itself), a pre-ping for servers."""
+    """SQLAlchemy engine options: the driver's timeouts (those the URL does not set itself), a pre-ping for servers
+    (psycopg's by the :class:`Watchdog`)."""
     parsed = make_url(url)
     backend, driver, given = parsed.get_backend_name(), parsed.get_dialect().driver, set(parsed.query)
     if backend == "sqlite":
@@ -72,7 +82,90 @@ def _engine_options(url: str) -> dict[str, Any]:
     elif driver in ("pymysql", "mysqldb"):
         arguments = {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S,
                      "write_timeout": STATEMENT_TIMEOUT_S}
-    return {"pool_pre_ping": True, "connect_args": {k: v for k, v in arguments.items() if k not in given}}
+    # psycopg's connections are pinged by the watchdog's checkout (a pre-ping would come before it, unwatched)
+    return {"pool_pre_ping": driver not in ("psycopg", "psycopg2"),
+            "connect_args": {k: v for k, v in arguments.items() if k not in given}}
+
+
+class Watchdog:
+    """Shuts down the socket of a psycopg connection checked out of a study's pool whose statement has had no reply
+    for ``STATEMENT_TIMEOUT_S``; the blocked call then fails, and :func:`database_errors` names the stall."""
+
+    lock = threading.Lock()
+    armed: dict[int, tuple[float, Any, int]] = {}  # id(DBAPI connection): (deadline, connection, thread using it)
+    stalled: dict[int, float] = {}  # thread whose connection was shut down: the seconds it waited
+    running = False  # its thread started (a forked child starts its own, and forgets its parent's connections)
+
+    @classmethod
+    def watch(cls) -> None:
+        """Watch every pool's psycopg connections (SQLAlchemy's pool and connection events on their classes, so an
+        engine Optuna re-creates, e.g. after unpickling its storage, is watched too)."""
+        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "checkout", cls.checkout)
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", cls.statement)
+        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "checkin", cls.release)
+        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "close", cls.release)
+
+    @staticmethod
+    def watched(connection: Any) -> bool:
+        return type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2")
+
+    @classmethod
+    def arm(cls, connection: Any) -> None:
+        if not cls.watched(connection):
+            return
+        with cls.lock:
+            if not cls.running:
+                cls.running = True
+                threading.Thread(target=cls.run, name="study-database-watchdog", daemon=True).start()
+            cls.armed[id(connection)] = (time.monotonic() + STATEMENT_TIMEOUT_S, connection, threading.get_ident())
+
+    @classmethod
+    def forget(cls) -> None:
+        """In a forked child: no thread, no connection of the parent's (its sockets are shared with the parent)."""
+        cls.lock, cls.armed, cls.stalled, cls.running = threading.Lock(), {}, {}, False
+
+    @classmethod
+    def checkout(cls, connection: Any, record: Any, proxy: Any) -> None:
+        """Arm, then ping the connection (its server may have restarted or hung since it was pooled)."""
+        if not cls.watched(connection):
+            return
+        cls.stalled.pop(threading.get_ident(), None)
+        cls.arm(connection)
+        try:
+            with contextlib.closing(connection.cursor()) as cursor:
+                cursor.execute("SELECT 1")
+            connection.rollback()
+        except Exception as error:  # noqa: BLE001 - any failed ping: SQLAlchemy drops it and connects anew
+            raise sqlalchemy.exc.DisconnectionError(one_line(error)) from error
+
+    @classmethod
+    def statement(cls, connection: Any, *_: Any) -> None:
+        cls.arm(connection.connection.dbapi_connection)
+
+    @classmethod
+    def release(cls, connection: Any, record: Any) -> None:
+        with cls.lock:
+            cls.armed.pop(id(connection), None)
+
+    @classmethod
+    def run(cls) -> None:
+        while True:
+            time.sleep(1)
+            with cls.lock:  # held while shutting down: the pool cannot close (and the OS reuse) the socket meanwhile
+                for key, (deadline, connection, thread) in list(cls.armed.items()):
+                    if time.monotonic() > deadline:
+                        del cls.armed[key]
+                        cls.stalled[thread] = STATEMENT_TIMEOUT_S
+                        with contextlib.suppress(Exception):  # closed meanwhile: nothing waits on it
+                            sock = socket.socket(fileno=connection.fileno())
+                            try:
+                                sock.shutdown(socket.SHUT_RDWR)
+                            finally:
+                                sock.detach()  # the descriptor stays the driver's, which closes it
+
+
+Watchdog.watch()
+os.register_at_fork(after_in_child=Watchdog.forget)
 
 
 def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
@@ -142,7 +235,8 @@ def database_errors(url: str, doing: str = "use") -> Iterator[None]:
     try:
         yield
     except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as error:
-        reason = reason_of(error)
+        waited = Watchdog.stalled.pop(threading.get_ident(), None)
+        reason = reason_of(error) if waited is None else STALLED.format(waited)
         raise StudyDatabaseError(f"cannot {doing} the study's database {shown(url)!r}: {reason}; "
                                  f"{advice(reason, url)}") from None
 
