@@ -57,12 +57,12 @@ def pearson(predictions: Sequence[float], references: Sequence[float]) -> Option
     ys = [float(r) for r in references]
     if not _all_finite(xs, ys):
         return math.nan
+    if len(set(xs)) < 2 or len(set(ys)) < 2:  # the values, not their distances from a rounded mean
+        return None
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     dx = [x - mean_x for x in xs]
     dy = [y - mean_y for y in ys]
     scale_x, scale_y = max(map(abs, dx)), max(map(abs, dy))
-    if scale_x == 0 or scale_y == 0:
-        return None
     dx, dy = [d / scale_x for d in dx], [d / scale_y for d in dy]  # no underflow of tiny spreads when squared
     spread = math.sqrt(sum(d * d for d in dx) * sum(d * d for d in dy))
     return max(-1.0, min(1.0, sum(a * b for a, b in zip(dx, dy)) / spread))

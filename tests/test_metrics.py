@@ -94,6 +94,13 @@ def test_multiclass_matthews_matches_sklearn(pair):
     )
 
 
+def test_a_constant_side_whose_mean_rounds_off_its_value_is_undefined():
+    """Three equal references whose float mean is not their value: the spread is rounding, not variation."""
+    constant = [3.596533681286293] * 3
+    assert sum(constant) / 3 != constant[0]
+    assert metrics.pearson([0.0, 0.0, 0.5], constant) is None and metrics.spearman([0.0, 0.0, 0.5], constant) is None
+
+
 @given(score_pairs)
 def test_correlations_match_scipy(pair):
     predictions, references = pair
