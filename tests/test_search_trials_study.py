@@ -122,6 +122,7 @@ def damaged_journal_line(journal):
 @pytest.mark.parametrize("storage, damage, reason", [
     (None, lambda db: db.write_bytes(b"no database" * 99), "file is not a database"),
     (None, damaged_pages, "database disk image is malformed"),
+    (None, lambda db: db.write_bytes(b""), "it is an empty file, not a database"),  # a new study it would be
     ("journal", damaged_journal_line, "its line 2 is damaged (Expecting ':' delimiter at column 26)"),
 ])
 def test_istar_report_and_istar_tune_say_the_same_line_of_a_damaged_study(tmp_path, capsys, storage, damage, reason):

@@ -73,6 +73,8 @@ def _engine_options(url: str) -> dict[str, Any]:
                 or parsed.query.get("mode") == "memory"):
             raise ConfigError(f"storage {url!r} is an in-memory database, which ends with its process: a study must "
                               "outlive it; give a file (sqlite:///PATH) or a server's URL")
+        if Path(str(parsed.database)).expanduser().is_file() and Path(str(parsed.database)).stat().st_size == 0:
+            raise ValueError("it is an empty file, not a database")  # a study's file holds its tables from creation
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
     arguments: dict[str, Any] = {}
     if driver in ("psycopg", "psycopg2"):
