@@ -12,8 +12,17 @@ from typing import Any, Iterable, Optional, Sequence
 
 
 def add_csv_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--csv FILE`` (``args.csv``: a :class:`~pathlib.Path`, None when not given) to ``parser``."""
-    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table it prints to this CSV file")
+    """Add ``--csv FILE`` (``args.csv``: a :class:`~pathlib.Path`, None when not given) to ``parser``; a FILE whose
+    folder does not exist is refused when the arguments are read, before anything is measured."""
+    parser.add_argument("--csv", type=csv_path, metavar="FILE", help="also write the table it prints to this CSV file")
+
+
+def csv_path(text: str) -> Path:
+    """``--csv``'s FILE, refused (one argparse line) when its folder does not exist."""
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: its folder {str(path.parent)!r} does not exist")
+    return path
 
 
 def write_csv(path: Optional[Path], header: Sequence[str], rows: Iterable[Sequence[Any]],

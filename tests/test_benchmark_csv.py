@@ -80,3 +80,10 @@ def test_a_benchmark_writes_the_rows_it_printed(tmp_path):
     assert len(printed) == len(table) - 1
     for line, row in zip(printed, table[1:]):
         assert line.startswith(row[0]) and f" {row[1]} s " in line and row[2] == "1"
+
+
+def test_a_csv_file_in_a_missing_folder_is_refused_before_anything_is_measured(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "startup.py"), "--csv", str(tmp_path / "no" / "x.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
+    assert done.stderr.splitlines()[-1].endswith("does not exist") and "--csv" in done.stderr.splitlines()[-1]
