@@ -415,7 +415,8 @@ def test_held_out_selection_picks_by_validation_and_is_labelled(tmp_path, capsys
     assert report_cli.main([str(grid), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     optimistic, held_out = (out / "table1.md").read_text(), (out / "table1_heldout.md").read_text()
-    assert "evaluation split, as the paper selects, among its settings with the most seeds: the score is optimistic" in optimistic
+    assert ("evaluation split, as the paper selects, among its settings with the most seeds: the score is "
+            "optimistic") in optimistic
     assert "**85.00 ± 0.00" in optimistic
     assert "validation split held out of the training set" in held_out and "**83.00 ± 0.00" in held_out
     assert held_out in printed
