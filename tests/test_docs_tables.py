@@ -1,7 +1,7 @@
 """The docs' results tables and quoted values (reports.docs_tables): a marker renders a table or one of its cells
 from an archive in docs/evidence/ and --check shows a changed record, a bad marker or markers that do not pair are one
-line that writes no page, a transcribed table says so under it, an archived cell left out of a table is named, every
-results table in the docs has an archive or says it was transcribed, and every archive in docs/evidence/ is one the
+line that writes no page, a transcribed table is refused, an archived cell left out of a table is named, every
+results table in the docs is an archive's or a script's own file, and every archive in docs/evidence/ is one the
 docs show. The archived grid is tests/test_grid_archive.py's synthetic grid."""
 import json
 import shutil
@@ -17,7 +17,7 @@ from istar_plugin.storage.ownership import ANALYSIS_MARKER
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "docs" / "evidence"
 NOT_FROM_RUNS = {"criterions.csv", "exit_codes.csv", "run_files.csv", "embedding_measures.csv",
-                 "lora_step_smollm2.csv", "padding_share_sst2.csv"}
+                 "lora_step_smollm2.csv", "padding_share_sst2.csv", "quick_start.csv", "quick_start_criteria.csv"}
 """docs/results files that are no runs' results: the toolkit's own lists, and a benchmark script's own output."""
 
 
@@ -54,9 +54,9 @@ def test_a_docs_marker_renders_an_archives_table_and_a_changed_record_shows(grid
 
 
 @pytest.mark.parametrize("marker, message", [
-    ("evidence/rte table9.md", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+    ("evidence/rte table9.md", "expected FILE or ARCHIVE TABLE"),
     ("evidence/rte table1.md --paper-model gpt", "--paper-model gpt is not one of albert, bert, distilbert"),
-    ("evidence/rte table1.md --out x", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+    ("evidence/rte table1.md --out x", "expected FILE or ARCHIVE TABLE"),
     ("evidence/none table1.md", "grid directory"),
     ("evidence/rte table3.md", "istar-report writes no table3.md for its cells"),
 ])
@@ -70,14 +70,14 @@ def test_a_bad_archive_marker_is_one_line_and_changes_nothing(grid, tmp_path, ca
     assert page.read_text() == f"<!-- table: {marker} -->\n<!-- end table -->\n"
 
 
-def test_a_transcribed_table_says_so_under_it(tmp_path):
+def test_a_transcribed_table_is_refused_with_one_line_and_the_page_is_left_as_it_was(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("a,b\n1,2\n")
     page = tmp_path / "p.md"
     page.write_text("<!-- table: t.csv transcribed -->\n<!-- end table -->\n")
-    assert docs_tables.main([str(page)]) == 0
-    assert page.read_text() == ("<!-- table: t.csv transcribed -->\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-                                f"{docs_tables.TRANSCRIBED}\n<!-- end table -->\n")
-    assert docs_tables.TRANSCRIBED.startswith("*Records lost; transcribed:")
+    assert docs_tables.main([str(page)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("docs_tables: ") and error.count("\n") == 1 and "a transcribed table is refused" in error
+    assert page.read_text() == "<!-- table: t.csv transcribed -->\n<!-- end table -->\n"
 
 
 def cell_of(markdown, method, column):
@@ -116,7 +116,7 @@ def test_a_value_marker_renders_one_cell_of_an_archives_table_and_a_changed_reco
     ("evidence/rte versus_base.md | Method=Base | Δ vs Base", "0 rows have Method=Base"),
     ("evidence/rte wall_times.md | Task=rte | cells", "2 rows have Task=rte"),
     ("evidence/rte versus_base.md | Method=I-STAR | Δ", "0 rows have Method=I-STAR and a column 'Δ'"),
-    ("evidence/rte table9.md | Method=I-STAR | Δ vs Base", "expected FILE, FILE transcribed, or ARCHIVE TABLE"),
+    ("evidence/rte table9.md | Method=I-STAR | Δ vs Base", "expected FILE or ARCHIVE TABLE"),
 ])
 def test_a_bad_value_marker_is_one_line_and_changes_nothing(grid, tmp_path, capsys, marker, message):
     assert report(capsys, grid, "--archive", tmp_path / "evidence" / "rte")[0] == 0
@@ -197,10 +197,10 @@ def docs_markers():
             for source, _ in docs_tables.marked_tables(page.read_text())]
 
 
-def test_every_results_table_without_an_archive_says_it_was_transcribed():
+def test_every_results_table_is_rendered_from_an_archive_or_a_scripts_own_file():
     untold = [f"{page.name}: {marker.path}" for page, marker in docs_markers()
-              if marker.table is None and not marker.transcribed and Path(marker.path).name not in NOT_FROM_RUNS]
-    assert not untold, f"results tables with neither an archive nor the transcribed mark: {untold}"
+              if marker.table is None and Path(marker.path).name not in NOT_FROM_RUNS]
+    assert not untold, f"results tables that are neither an archive's nor a script's own file: {untold}"
 
 
 def test_every_archive_in_docs_evidence_is_an_archive_the_docs_show():

@@ -28,8 +28,6 @@ from .tables import markdown_table
 TOKEN = re.compile(r"<!-- (?:(?P<kind>table|value):(?P<source>[^\n]*?)|end (?P<end>table|value)) -->")
 CODE = re.compile(r"^```.*?^```[ \t]*$|(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n|\n<!-- ).)+?(?<!`)\1(?!`)", re.S | re.M)
 """Fenced blocks and code spans: a marker written in them is shown, not rendered."""
-TRANSCRIBED = ("*Records lost; transcribed: copied once from the output of runs whose directories are gone; no archive "
-               "in docs/evidence/ regenerates this table.*")
 REPORT_OPTIONS = {"--paper-model": "paper_model", "--reference": "reference"}
 MARKED_TABLES = (*TABLES, *search_report.TABLES, *search_report.COMPARISON_TABLES)
 REPORT_FILES = sorted({f"{table.name}.md" for table in (*MARKED_TABLES, analysis_table.TABLE) if table.markdown}
@@ -44,7 +42,6 @@ class Marker:
     path: str
     table: Optional[str] = None
     options: tuple[tuple[str, str], ...] = ()  # (write_report's argument, value)
-    transcribed: bool = False
 
     @property
     def paths(self) -> list[str]:
@@ -62,10 +59,11 @@ def parse_marker(source: str) -> Marker:
     if len(words) == 1:
         return Marker(words[0])
     if words[1:] == ["transcribed"]:
-        return Marker(words[0], transcribed=True)
+        raise ValueError(f"<!-- table: {source} -->: a transcribed table is refused: a results table is rendered from "
+                         "an archive (istar-report --archive) or from a file a script wrote")
     path, table, *options = words or ("", "")
     if table not in REPORT_FILES or len(options) % 2 or not set(options[::2]) <= set(REPORT_OPTIONS):
-        raise ValueError(f"<!-- table: {source} -->: expected FILE, FILE transcribed, or ARCHIVE TABLE "
+        raise ValueError(f"<!-- table: {source} -->: expected FILE or ARCHIVE TABLE "
                          f"[--paper-model MODEL] [--reference KEY=VALUE] with TABLE one of {', '.join(REPORT_FILES)}")
     given = dict(zip(options[::2], options[1::2]))
     if given.get("--paper-model", "bert") not in PAPER_MODELS:
@@ -287,8 +285,7 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
     marker = parse_marker(source)
     if marker.table is not None:
         return reports.table([Path(base) / path for path in marker.paths], marker.table, marker.options)
-    table = render_source(Path(base) / marker.path)
-    return f"{table}\n{TRANSCRIBED}\n" if marker.transcribed else table
+    return render_source(Path(base) / marker.path)
 
 
 def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
