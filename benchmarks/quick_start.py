@@ -21,7 +21,6 @@ README's expected result and docs/benchmarks.md's wall times are rendered from i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -31,6 +30,9 @@ from pathlib import Path
 
 from csv_table import add_csv_option, write_csv
 from startup import cpu_name
+
+from istar_plugin.storage.logs import read_records
+from istar_plugin.storage.results import read_results
 
 COMMAND = ["recipe=movie_snippets", "criterion=istar"]
 PHASES = ("training", "evaluation", "hooks", "setup", "checkpoints", "model_folder")
@@ -44,6 +46,13 @@ def precisions(text: str) -> list[str]:
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(PRECISIONS)}, comma-separated")
     return chosen
+
+
+def rounds(text: str) -> int:
+    """``--rounds``: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1")
+    return int(text)
 
 
 def printed(value: float, digits: int = 4) -> str:
@@ -68,20 +77,18 @@ def run(precision: str, overrides: str, source: str | None, folder: Path) -> dic
     if done.returncode:
         sys.exit(f"quick start ({precision} {overrides}, {source or 'this tree'}) failed, exit {done.returncode}:\n"
                  f"{done.stderr[-3000:]}")
-    results = json.loads((folder / "run" / "results.json").read_text())
-    if not results.get("initial"):
+    results = read_results(folder / "run", require_finished=True)
+    if not results.initial:
         sys.exit(f"quick start ({precision} {overrides}, {source or 'this tree'}) has no step-0 evaluation")
-    phases = {}
-    with open(folder / "run" / "metrics.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            phases.update({key[5:]: value for key, value in json.loads(line).items() if key.startswith("time/")})
-    main = results["main_metric"]
-    return {"precision": results["precision"], "steps": results["step"],
-            f"{main} before": printed(results["initial"][main]),
-            "eval IsoScore* before": printed(results["initial"]["eval_isoscore_star"]),
-            f"{main} after": printed(results["metrics"][main]),
-            "eval IsoScore* after": printed(results["eval_isoscore_star"]),
-            "collapsed": "yes" if results.get("collapsed") else "no", "wall s": f"{wall:.1f}",
+    phases = {key[5:]: value for record in read_records(folder / "run" / "metrics.jsonl")
+              for key, value in record.items() if key.startswith("time/")}
+    main = results.main_metric
+    return {"precision": results.extra.get("precision", ""), "steps": results.step,
+            f"{main} before": printed(results.initial[main]),
+            "eval IsoScore* before": printed(results.initial["eval_isoscore_star"]),
+            f"{main} after": printed(results.metrics[main]),
+            "eval IsoScore* after": printed(results.eval_isoscore_star),
+            "collapsed": "yes" if results.collapsed else "no", "wall s": f"{wall:.1f}",
             **{f"{phase} s": f"{phases[phase]:.1f}" if phase in phases else "" for phase in PHASES},
             "rest s": f"{wall - sum(phases.values()):.1f}" if phases else ""}
 
@@ -92,7 +99,7 @@ def main() -> None:
                         help=f"comma-separated, from {', '.join(PRECISIONS)} (default auto,fp32)")
     parser.add_argument("--overrides", nargs="+", default=[""], metavar="OVERRIDES",
                         help='each a run with these key=value words added ("": the command as it is, the default)')
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=rounds, default=1)
     parser.add_argument("--baseline-src", help="also run the quick start imported from this source tree")
     add_csv_option(parser)
     args = parser.parse_args()
