@@ -91,7 +91,7 @@ def run_command(prog: str, command: Callable[[], int], show_traceback: bool = Fa
     try:
         return command()
     except RunError as error:
-        if traceback_wanted(show_traceback):
+        if show_traceback or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0"):
             traceback.print_exc()
         print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return error.exit_code
@@ -100,8 +100,3 @@ def run_command(prog: str, command: Callable[[], int], show_traceback: bool = Fa
         return 130
     finally:
         warnings.formatwarning = formatting
-
-
-def traceback_wanted(flag: bool = False) -> bool:
-    """True with ``--traceback`` or a non-empty ``$ISTAR_TRACEBACK`` other than ``0``."""
-    return flag or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")

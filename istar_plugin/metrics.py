@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import string
@@ -51,8 +52,7 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> Optional[float]:
-    """Pearson correlation; None (undefined) when either side is constant, NaN when a value is not finite (a diverged
-    model)."""
+    """Pearson correlation; None (undefined) when either side is constant, NaN when a value is not finite."""
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
     if not _all_finite(xs, ys):
@@ -74,16 +74,13 @@ def _all_finite(*sequences: Sequence[float]) -> bool:
 
 def average_ranks(values: Sequence[float]) -> list[float]:
     """Ranks starting at 1, ties sharing the average of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
     start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
+    for _, tied in itertools.groupby(sorted(range(len(values)), key=lambda i: values[i]), key=lambda i: values[i]):
+        tied = list(tied)
+        for index in tied:
+            ranks[index] = start + (len(tied) + 1) / 2
+        start += len(tied)
     return ranks
 
 
@@ -148,7 +145,6 @@ TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
     "lm": {"perplexity": perplexity, "nll_per_token": nll_per_token},  # predictions: NLL sums; references: token counts
 }
-"""Task name -> its metrics, by result key."""
 
 LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
 """Metrics where a lower value is the better model; every other metric here is better higher."""
@@ -183,7 +179,11 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
     if not references:
         raise ValueError(f"{task}: no predictions to score")
     if task == "squad":
-        _check_squad_inputs(predictions, references)
+        for index, (prediction, golds) in enumerate(zip(predictions, references)):
+            if not isinstance(prediction, str):
+                raise TypeError(f"squad: prediction {index} must be an answer string, got {type(prediction).__name__}")
+            if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
+                raise TypeError(f"squad: reference {index} must be a non-empty list of answer strings, got {golds!r}")
     results = {name: score(predictions, references) for name, score in scorers.items()}
     results = {name: None if value is None else float(value) for name, value in results.items()}  # None: undefined
     if task in TASKS_WITH_COMBINED_SCORE:
@@ -193,11 +193,7 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
 
 
 def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
-    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined.
-
-    >>> collapsed("classification", [1, 1, 1]), collapsed("regression", [0.2, 0.3]), collapsed("extractive_qa", ["a"])
-    (True, False, None)
-    """
+    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined."""
     if kind not in ("classification", "regression"):
         return None
     return len(set(predictions)) <= 1
@@ -209,10 +205,3 @@ def _scorers(task: str) -> dict[str, Scorer]:
     except KeyError:
         raise KeyError(f"no metrics for task {task!r}; known tasks: {', '.join(sorted(TASK_SCORERS))}") from None
 
-
-def _check_squad_inputs(predictions: list, references: list) -> None:
-    for index, (prediction, golds) in enumerate(zip(predictions, references)):
-        if not isinstance(prediction, str):
-            raise TypeError(f"squad: prediction {index} must be an answer string, got {type(prediction).__name__}")
-        if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
-            raise TypeError(f"squad: reference {index} must be a non-empty list of answer strings, got {golds!r}")

@@ -22,15 +22,16 @@ RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of
 
 
 class Transform:
-    """Fitted on points by :meth:`fit`, then applied to points of the same width; ``state_dict()``: its tensors."""
+    """``none`` (the identity) and the base of the others: fitted on points by :meth:`fit`, then applied to points
+    of the same width; ``state_dict()``: its fitted tensors."""
 
-    name: str = ""
+    name: str = "none"
 
     def fit(self, points: Tensor) -> "Transform":
         return self
 
     def __call__(self, points: Tensor) -> Tensor:
-        raise NotImplementedError
+        return points
 
     def state_dict(self) -> dict[str, Tensor]:
         return {}
@@ -38,15 +39,6 @@ class Transform:
     def out_dim(self, dim: int) -> int:
         """The width of the transformed points for inputs of width ``dim``; a ValueError if it cannot apply."""
         return dim
-
-
-class Identity(Transform):
-    """``none``: the embeddings as they are."""
-
-    name = "none"
-
-    def __call__(self, points: Tensor) -> Tensor:
-        return points
 
 
 class Center(Transform):
@@ -58,14 +50,18 @@ class Center(Transform):
     def __init__(self) -> None:
         self.mean: Optional[Tensor] = None
 
-    def _fit_mean(self, points: Tensor) -> Tensor:
+    def fit(self, points: Tensor) -> "Center":
         if points.ndim != 2 or points.shape[0] < 2:
             raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, "
                              f"got shape {tuple(points.shape)}")
         self.out_dim(points.shape[1])
         x = points.detach().to(torch.float64)
         self.mean = x.mean(dim=0)
-        return x - self.mean
+        self._fit_centred(x - self.mean)
+        return self
+
+    def _fit_centred(self, centred: Tensor) -> None:
+        pass
 
     def _centred(self, points: Tensor) -> Tensor:
         if self.mean is None:
@@ -78,18 +74,13 @@ class Center(Transform):
     def state_dict(self) -> dict[str, Tensor]:
         return {name: getattr(self, name) for name in self.fitted}
 
-    def fit(self, points: Tensor) -> "Center":
-        self._fit_mean(points)
-        return self
-
     def __call__(self, points: Tensor) -> Tensor:
         return self._centred(points).to(points.dtype)
 
 
 def _principal_axes(centred: Tensor) -> tuple[Tensor, Tensor]:
     """Eigenvalues (descending) and eigenvectors (columns) of the population covariance of centred rows."""
-    cov = centred.T @ centred / centred.shape[0]
-    values, vectors = torch.linalg.eigh(cov)
+    values, vectors = torch.linalg.eigh(centred.T @ centred / centred.shape[0])
     return values.flip(0), vectors.flip(1)
 
 
@@ -104,8 +95,7 @@ class Whiten(Center):
         self.k, self.name = k, f"whiten:{k}"
         self.matrix: Optional[Tensor] = None
 
-    def fit(self, points: Tensor) -> "Whiten":
-        centred = self._fit_mean(points)
+    def _fit_centred(self, centred: Tensor) -> None:
         values, vectors = _principal_axes(centred)
         kept = values[: self.k]
         if kept[-1] <= RELATIVE_FLOOR * values[0]:
@@ -113,7 +103,6 @@ class Whiten(Center):
             raise ValueError(f"whiten:{self.k}: the fit set ({centred.shape[0]} points) spans only {rank} directions; "
                              f"keep at most {rank} or fit on more points")
         self.matrix = vectors[:, : self.k] / kept.sqrt()
-        return self
 
     def __call__(self, points: Tensor) -> Tensor:
         return (self._centred(points) @ self.matrix.to(points.device)).to(points.dtype)
@@ -134,10 +123,8 @@ class AllButTheTop(Center):
         self.d, self.name = d, f"abtt:{d}"
         self.directions: Optional[Tensor] = None
 
-    def fit(self, points: Tensor) -> "AllButTheTop":
-        centred = self._fit_mean(points)
+    def _fit_centred(self, centred: Tensor) -> None:
         self.directions = _principal_axes(centred)[1][:, : self.d]
-        return self
 
     def __call__(self, points: Tensor) -> Tensor:
         centred = self._centred(points)
@@ -190,7 +177,7 @@ def parse_transform(spec: str) -> Transform:
         return Chain([parse_transform(part) for part in parts])
     kind, _, value = parts[0].partition(":")
     if kind in ("none", "center") and not value:
-        return Identity() if kind == "none" else Center()
+        return Transform() if kind == "none" else Center()
     if kind in ("whiten", "abtt") and value:
         return (Whiten if kind == "whiten" else AllButTheTop)(_count(spec, value))
     raise ValueError(f"unknown transform {spec!r}; choices: {TRANSFORM_CHOICES}")
