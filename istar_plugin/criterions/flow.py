@@ -1,9 +1,5 @@
 """Flow calibration (Li et al.'s BERT-flow): a Glow-type flow ``h = f(z)``, ``z ~ N(0, I)``, before the task head,
-which sees ``z = f^-1(h)``; the loss adds ``beta * NLL(h) / d`` computed on the detached h.
-
->>> decimal_size(17_501_184), decimal_size(6.4e20)
-('17.5 MB', '640000.0 PB')
-"""
+which sees ``z = f^-1(h)``; the loss adds ``beta * NLL(h) / d`` computed on the detached h."""
 from __future__ import annotations
 
 import os
@@ -35,8 +31,7 @@ BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two
 
 
 def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
-    """The bytes a training flow takes on ``dim``-dimensional vectors: its parameters with their gradients and AdamW's
-    two moments, and its buffers (float32)."""
+    """The bytes a training flow on ``dim``-dimensional vectors takes: parameters, gradients, AdamW state, buffers."""
     def coupling(kept: int) -> int:
         return (kept + 1) * width + (width + 1) * width + (width + 1) * 2 * (dim - kept)
 

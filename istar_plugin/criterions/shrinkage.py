@@ -19,11 +19,7 @@ from ..models.token_cloud import stream_token_statistics
 
 
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
-    """This rank's slice of a seeded permutation of the training set (disjoint across ranks).
-
-    >>> sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2))
-    [0, 1, 2, 3, 4, 5]
-    """
+    """This rank's slice of a seeded permutation of the training set (disjoint across ranks)."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     order = torch.randperm(num_examples, generator=generator).tolist()
     return order[rank::world_size]
@@ -37,7 +33,7 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 @torch.no_grad()
 def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch: int, train_mode: bool = False,
                                   cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
-    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks;
+    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks.
     ``cloud(model, output)``: the (n, d) points instead of the ``layers``' token states."""
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)

@@ -55,8 +55,7 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
 
 
 def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d), largest first, from
-    the eigenvalues of its Gram matrix; returns (penalty, sigma)."""
+    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d); (penalty, sigma)."""
     import torch
 
     with torch.autocast(device_type=matrix.device.type, enabled=False):

@@ -40,8 +40,7 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
 
 
 def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
-    """Cross-entropy (classification), mean squared error (regression), mean start/end cross-entropy (QA) or
-    mean next-token cross-entropy (language modelling)."""
+    """The task loss of a task kind: cross-entropy, mean squared error, start/end or next-token cross-entropy."""
     import torch.nn.functional as F
 
     if kind == "classification":

@@ -11,9 +11,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from .config import DataConfig
-from .hub import HubDataset, read_hub_split
 from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
-from .task import Task, TextTask, encode_texts, get_task, register_task, text_value
+from .task import HubDataset, Task, TextTask, encode_texts, get_task, read_hub_split, register_task, text_value
 
 TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
 
@@ -96,8 +95,7 @@ class LanguageModeling(Task):
         return encode_texts(examples, tokenizer, self.cfg.max_length, ("text",))
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """Drop, in place and with one warning, the texts of fewer than two tokens once encoded (they predict none);
-        :class:`DataError` when no text of a split is left."""
+        """Drop, in place and with one warning, the texts of fewer than two tokens (they predict none)."""
         loaded, dropped = tokenizer(), []
         for split, examples in splits.items():
             kept = [example for example, feature in zip(examples, self.encode(examples, loaded))

@@ -59,8 +59,7 @@ def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
 
 def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequence[str] | None = None,
              skip_malformed: bool = False) -> Iterator[Located]:
-    """Rows of a tab-separated file as dicts, unquoted; the first line is the header if it names every ``required``
-    column, else ``headerless_columns`` name them; ``skip_malformed`` drops rows of the wrong width with a warning."""
+    """Rows of a tab-separated file as dicts, under its header or else ``headerless_columns``."""
     columns: list[str] | None = None
     for number, line in numbered_lines(path):
         if not line.strip():
@@ -139,7 +138,7 @@ _FASTTEXT_LINE = re.compile(r"__label__(\S+)\s+(.*)")
 
 
 def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
-    """``{"text", "label", "format"}`` records of an SST file, all PTB trees (``"ptb"``) or all fastText lines."""
+    """``{"text", "label"}`` records of an SST file, all PTB trees or all fastText lines (``__label__1`` read as 0)."""
     file_format = None
     for number, line in numbered_lines(path):
         if not line.strip():
@@ -149,16 +148,14 @@ def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
             expected = file_format or "a PTB tree '(label ...)' or a fastText line '__label__N<TAB>text'"
             raise DataError(f"{where(path, number)}: expected {expected}; found {line[:60]!r}")
         file_format = line_format
-        parsed = tree_sentence(line) if line_format == "ptb" else _fasttext_sentence(line)
+        fasttext = _FASTTEXT_LINE.fullmatch(line)
+        parsed = tree_sentence(line) if line_format == "ptb" else fasttext and fasttext.group(2, 1)
         if parsed is None:
             raise DataError(f"{where(path, number)}: malformed {line_format} line: {line[:60]!r}")
         text, label = parsed
-        yield where(path, number), {"text": text, "label": label, "format": line_format}
-
-
-def _fasttext_sentence(line: str) -> tuple[str, str] | None:
-    match = _FASTTEXT_LINE.fullmatch(line)
-    return None if match is None else (match.group(2), match.group(1))
+        if line_format == "fasttext" and label.isdigit():
+            label = int(label) - 1
+        yield where(path, number), {"text": text, "label": label}
 
 
 def read_squad_json(path: Path | str) -> Iterator[Located]:

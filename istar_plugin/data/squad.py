@@ -27,8 +27,7 @@ def check_window_settings(max_length: int, doc_stride: int) -> None:
 
 
 def check_question_room(questions: Sequence[tuple[str, str]], tokenizer: Any, max_length: int, doc_stride: int) -> None:
-    """Raise :class:`ConfigError` unless every window leaves more than ``doc_stride`` context tokens beside its
-    question; ``questions`` are (where, question text) pairs."""
+    """Refuse settings whose windows leave no more than ``doc_stride`` tokens beside a (where, text) question."""
     if not questions:
         return
     lengths = [len(ids) for ids in tokenizer([question.lstrip() for _, question in questions],
@@ -63,8 +62,7 @@ def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) 
 
 
 def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int, train: bool) -> list[dict]:
-    """One feature per window: with ``train``, the first gold answer's ``start_positions``/``end_positions`` (both at
-    the CLS token when the window does not hold it); else its ``example_id`` and ``offset_mapping``."""
+    """One feature per window: with ``train`` the first answer's token span (CLS if cut), else id and offsets."""
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
     check_window_settings(max_length, doc_stride)
@@ -93,8 +91,7 @@ def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stri
 def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_logits: Sequence[Sequence[float]],
                    end_logits: Sequence[Sequence[float]], n_best: int = N_BEST,
                    max_answer_length: int = MAX_ANSWER_LENGTH) -> list[str]:
-    """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none);
-    logit rows may be longer than their feature (batch padding)."""
+    """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none)."""
     if not len(start_logits) == len(end_logits) == len(features):
         raise ValueError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} "
                          "features")

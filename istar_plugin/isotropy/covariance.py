@@ -145,10 +145,8 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
 
 
 class _PooledScatter(torch.autograd.Function):
-    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; one product forward and one backward.
-
-    The backward all-reduces the gradient (an all-reduce's adjoint); DDP's gradient averaging divides the
-    resulting ``world_size`` factor back out."""
+    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient (DDP's
+    averaging divides the ``world_size`` factor back out)."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]

@@ -33,8 +33,7 @@ UNDEFINED_SUFFIX = "_undefined"
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
                        zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, Any]:
     """The measures ``names`` of the embeddings ``points`` (m, d) in float64, in order; an undefined one is None.
-    With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences;
-    ``isoscore_star`` shrinks toward ``fit_cov`` (d, d) with weight ``zeta``."""
+    With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences."""
     unknown = [name for name in names if name not in MEASURES]
     if unknown:
         raise ValueError(f"unknown embedding measures {unknown}; choices: {', '.join(MEASURES)}")
