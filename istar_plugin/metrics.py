@@ -93,12 +93,8 @@ def spearman(predictions: Sequence[float], references: Sequence[float]) -> Optio
 
 def normalize_answer(text: str) -> str:
     """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, fold whitespace."""
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-_PUNCTUATION = frozenset(string.punctuation)
+    text = text.lower().translate(str.maketrans("", "", string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
 def answer_f1(prediction: str, gold: str) -> float:

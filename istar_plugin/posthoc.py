@@ -164,12 +164,6 @@ class Chain(Transform):
         return dim
 
 
-def _count(spec: str, value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"transform {spec!r}: {value!r} is not a positive whole number; choices: {TRANSFORM_CHOICES}")
-    return int(value)
-
-
 def parse_transform(spec: str) -> Transform:
     """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError."""
     parts = [part.strip() for part in spec.split("+")]
@@ -179,7 +173,10 @@ def parse_transform(spec: str) -> Transform:
     if kind in ("none", "center") and not value:
         return Transform() if kind == "none" else Center()
     if kind in ("whiten", "abtt") and value:
-        return (Whiten if kind == "whiten" else AllButTheTop)(_count(spec, value))
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"transform {spec!r}: {value!r} is not a positive whole number; "
+                             f"choices: {TRANSFORM_CHOICES}")
+        return (Whiten if kind == "whiten" else AllButTheTop)(int(value))
     raise ValueError(f"unknown transform {spec!r}; choices: {TRANSFORM_CHOICES}")
 
 

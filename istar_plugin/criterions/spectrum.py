@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 DECAYS = ("polynomial", "exponential")
-DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
 
 @dataclass
@@ -34,7 +33,7 @@ class SpectrumConfig:
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")
         if self.gamma is None:
-            self.gamma = DEFAULT_GAMMA[self.decay]
+            self.gamma = {"polynomial": -0.5, "exponential": 0.5}[self.decay]
         if self.decay == "polynomial" and not self.gamma < 0:
             raise ValueError(f"criterion.gamma={self.gamma} does not decay: polynomial c1 * k^gamma needs gamma < 0")
         if self.decay == "exponential" and not (self.gamma > 0 and self.c2 > 0):

@@ -42,10 +42,7 @@ def _scatter(chunks: Sequence[Tensor]) -> Tensor:
 
 
 class _CovarianceMoments(torch.autograd.Function):
-    """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
-
-    dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xck dC / (n - 1)`` (the centred points
-    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram."""
+    """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks``, one product each way."""
 
     @staticmethod
     def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
