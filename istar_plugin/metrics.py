@@ -143,15 +143,13 @@ TASK_SCORERS: dict[str, dict[str, Scorer]] = {
 }
 
 LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
-"""Metrics where a lower value is the better model; every other metric here is better higher."""
 
 
 def better_sign(metric: str) -> int:
     """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank."""
     return -1 if metric in LOWER_IS_BETTER else 1
 
-TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
-"""Tasks whose result also carries ``combined_score``, the mean of their metrics."""
+TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})  # their results add the mean of their metrics
 
 
 def metric_names(task: str) -> tuple[str, ...]:

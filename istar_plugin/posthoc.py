@@ -22,8 +22,7 @@ RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of
 
 
 class Transform:
-    """``none`` (the identity) and the base of the others: fitted on points by :meth:`fit`, then applied to points
-    of the same width; ``state_dict()``: its fitted tensors."""
+    """``none``, the identity, and the base of the transforms: :meth:`fit` on points, then called on points as wide."""
 
     name: str = "none"
 
@@ -85,8 +84,7 @@ def _principal_axes(centred: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class Whiten(Center):
-    """``whiten:K``: ``(x - mean) U_K diag(lambda_K)^-1/2``, the fit set's top ``K`` principal axes scaled to unit
-    variance (Su et al. 2021): the fit set's covariance becomes the identity in ``K`` dimensions."""
+    """``whiten:K`` (Su et al. 2021): ``(x - mean) U_K diag(lambda_K)^-1/2``, the top ``K`` axes at unit variance."""
 
     fitted = ("mean", "matrix")
 

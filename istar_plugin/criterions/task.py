@@ -67,8 +67,7 @@ class CrossEntropyConfig:
 
 
 class Criterion:
-    """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``; ``adapt(model)``
-    may insert modules before the head or freeze parameters, once, before a checkpoint is restored."""
+    """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``."""
 
     needs_init_from = False  # True: the criterion trains a fine-tuned model (init_from= is required)
 
@@ -93,7 +92,7 @@ class Criterion:
         return None
 
     def adapt(self, model) -> None:
-        """Change ``model`` (the unwrapped adapter) before training; the default leaves it as it is."""
+        """Change ``model`` (the unwrapped adapter) once, before a checkpoint is restored; by default not at all."""
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         raise NotImplementedError

@@ -48,11 +48,12 @@ def open_text(path: Path | str) -> IO[str]:
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its ``\\n`` / ``\\r\\n``) for every line of a text file."""
+    """(1-based line number, line without its ``\\n`` / ``\\r\\n``) for every non-blank line of a text file."""
     try:
         with open_text(path) as handle:
             for number, line in enumerate(handle, start=1):
-                yield number, line.rstrip("\n").removesuffix("\r")
+                if line.strip():
+                    yield number, line.rstrip("\n").removesuffix("\r")
     except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
         raise DataError(f"{path}: cannot be read as UTF-8 text: {error}") from error
 
@@ -62,8 +63,6 @@ def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequ
     """Rows of a tab-separated file as dicts, under its header or else ``headerless_columns``."""
     columns: list[str] | None = None
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         fields = line.split("\t")
         if columns is None:
             if all(name in fields for name in required):
@@ -85,8 +84,6 @@ def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequ
 def read_jsonl(path: Path | str) -> Iterator[Located]:
     """One JSON object per line (blank lines ignored)."""
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
@@ -119,11 +116,7 @@ _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
 
 
 def tree_sentence(tree: str) -> tuple[str, str] | None:
-    """(sentence, root label) of one labelled PTB tree, escapes undone as pytreebank does; None if it is none.
-
-    >>> tree_sentence("(3 (2 It) (4 (3 works) (2 \\\\/) (2 -LRB-ok-RRB-)))")
-    ('It works / (ok)', '3')
-    """
+    """(sentence, root label) of one labelled PTB tree, escapes undone as pytreebank does; None if it is none."""
     root = _TREE_ROOT.match(tree)
     leaves = _TREE_LEAF.findall(tree)
     if root is None or not leaves or tree.count("(") != tree.count(")"):
@@ -141,8 +134,6 @@ def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
     """``{"text", "label"}`` records of an SST file, all PTB trees or all fastText lines (``__label__1`` read as 0)."""
     file_format = None
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         line_format = "ptb" if line.startswith("(") else "fasttext" if line.startswith("__label__") else None
         if line_format is None or (file_format is not None and line_format != file_format):
             expected = file_format or "a PTB tree '(label ...)' or a fastText line '__label__N<TAB>text'"

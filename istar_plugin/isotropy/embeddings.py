@@ -26,8 +26,7 @@ MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine
             "alignment", "uniformity")
 PAIR_MEASURES = ("spearman", "alignment")
 POSITIVE_SCORE = 4.0
-UNDEFINED_SUFFIX = "_undefined"
-"""``NAME_undefined`` holds why measure ``NAME`` is None."""
+UNDEFINED_SUFFIX = "_undefined"  # NAME_undefined: why measure NAME is None
 
 
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
