@@ -126,8 +126,7 @@ class HookDispatcher:
         if event not in EVENTS:
             raise ValueError(f"unknown hook event {event!r}; events: {', '.join(EVENTS)}")
         for hook in self.hooks:
-            method = getattr(hook, event, None)
-            if method is not None:
+            if (method := getattr(hook, event, None)) is not None:
                 method(self.view, *args)
 
     def __getattr__(self, name: str) -> Callable[..., None]:

@@ -181,8 +181,7 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
     results = {name: score(predictions, references) for name, score in scorers.items()}
     results = {name: None if value is None else float(value) for name, value in results.items()}  # None: undefined
     if task in TASKS_WITH_COMBINED_SCORE:
-        defined = None not in results.values()
-        results["combined_score"] = sum(results.values()) / len(results) if defined else None
+        results["combined_score"] = None if None in results.values() else sum(results.values()) / len(results)
     return results
 
 

@@ -184,7 +184,6 @@ def parse_transforms(text: str) -> list[Transform]:
     if not transforms:
         raise ValueError(f"no transform named in {text!r}; choices: {TRANSFORM_CHOICES}")
     names = [transform.name for transform in transforms]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
         raise ValueError(f"transform {repeated[0]!r} is named twice in {text!r}")
     return transforms

@@ -145,8 +145,7 @@ def refusal(cls: type, values: Mapping[str, Any], prefix: str = "") -> Optional[
 
 def check_fields(instance: Any, prefix: str, error: type[Exception] = ValueError) -> None:
     """Raise ``error`` with :func:`refusal`'s message for the first declared field of ``instance`` not allowed."""
-    problem = refusal(type(instance), vars(instance), prefix)
-    if problem is not None:
+    if (problem := refusal(type(instance), vars(instance), prefix)) is not None:
         raise error(problem)
 
 
@@ -159,8 +158,7 @@ def describe(cls: type, name: str, key: Optional[str] = None) -> str:
     null = " or null" if _nullable(annotation) else ""
     shown = as_written(default) if isinstance(default, bool) else repr(default)
     lines = [f"{key or name}: {kind}{null} = {shown}", f"  {declaration.help}"]
-    allowed = declaration.allowed(False)
-    if allowed != "any":
+    if (allowed := declaration.allowed(False)) != "any":
         lines.append(f"  allowed: {allowed}{null}")
     return "\n".join(lines)
 

@@ -144,8 +144,7 @@ class Task:
         hub = self.cfg.source == "hub"
         records = self.read_hub(split_name) if hub else self.read_file(self.source_file(split, split_name))
         for located, record in records:
-            example = self.to_example(located, record)
-            if example is not None:
+            if (example := self.to_example(located, record)) is not None:
                 yield example
 
     def source_file(self, split: str, split_name: str) -> Path:
@@ -327,8 +326,7 @@ def encode_texts(examples: Sequence[dict], tokenizer: Any, max_length: int, fiel
 def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:
     """Records ``{"text", "text_pair", "label"}`` picked out of source rows by ``columns``."""
     for located, row in rows:
-        missing = [name for name in columns.required if name not in row]
-        if missing:
+        if missing := [name for name in columns.required if name not in row]:
             raise DataError(f"{located}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, row))}")
         yield located, {"text": row[columns.text], "text_pair": row[columns.text_pair] if columns.text_pair else None,
                         "label": row[columns.label]}

@@ -212,8 +212,7 @@ class SQuAD(Task):
         return read_parquet(path) if file_suffix(path) == ".parquet" else read_squad_json(path)
 
     def to_example(self, located: str, record: dict) -> dict:
-        missing = [key for key in ("id", "question", "context", "answers") if key not in record]
-        if missing:
+        if missing := [key for key in ("id", "question", "context", "answers") if key not in record]:
             raise DataError(f"{located}: missing field(s) {', '.join(missing)}")
         question = text_value(located, record["question"])
         context = text_value(located, record["context"], strip=False)

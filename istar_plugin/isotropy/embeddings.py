@@ -33,8 +33,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
                        zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, Any]:
     """The measures ``names`` of the embeddings ``points`` (m, d) in float64, in order; an undefined one is None.
     With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences."""
-    unknown = [name for name in names if name not in MEASURES]
-    if unknown:
+    if unknown := [name for name in names if name not in MEASURES]:
         raise ValueError(f"unknown embedding measures {unknown}; choices: {', '.join(MEASURES)}")
     paired = [name for name in names if name in PAIR_MEASURES]
     if paired and scores is None:
@@ -70,8 +69,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
 
 def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
     """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``."""
-    value = measures.get(name)
-    if value is None:
+    if (value := measures.get(name)) is None:
         return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
     return format(value, spec)
 
