@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+
 def shortened(text: str, limit: int = 60) -> str:
     """``text``, or its start and end with its length when it is longer than ``limit`` characters."""
     if len(text) <= limit:

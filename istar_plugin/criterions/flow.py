@@ -27,9 +27,6 @@ class FlowConfig:
         check_fields(self, "criterion.")
 
 
-BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two moments
-
-
 def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
     """The bytes a training flow on ``dim``-dimensional vectors takes: parameters, gradients, AdamW state, buffers."""
     def coupling(kept: int) -> int:
@@ -38,7 +35,7 @@ def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
     even_steps, odd_steps = (depth + 1) // 2, depth // 2  # the even steps keep the first dim // 2 dimensions
     parameters = depth * (3 * dim + 2 * dim * dim) + even_steps * coupling(dim // 2) + odd_steps * coupling(
         dim - dim // 2)
-    return BYTES_PER_TRAINED_PARAMETER * parameters + 4 * depth * (dim * dim + dim)
+    return 16 * parameters + 4 * depth * (dim * dim + dim)  # a parameter: float32 weight, gradient, AdamW's moments
 
 
 def physical_memory_bytes() -> Optional[int]:

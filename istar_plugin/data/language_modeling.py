@@ -14,8 +14,6 @@ from .config import DataConfig
 from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
 from .task import HubDataset, Task, TextTask, encode_texts, get_task, read_hub_split, register_task, text_value
 
-TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
-
 
 @register_task("lm")
 class LanguageModeling(Task):
@@ -74,7 +72,7 @@ class LanguageModeling(Task):
             return read_jsonl(path)
         if suffix == ".txt":
             return ((where(path, number), {"text": line.rstrip("\r\n")}) for number, line in numbered_lines(path))
-        raise DataError(f"{path}: lm reads {' or '.join(TEXT_FILE_SUFFIXES)} files, "
+        raise DataError(f"{path}: lm reads .txt or .jsonl files, "
                         f"not {suffix or 'a file without suffix'}")
 
     def read_hub(self, split_name: str) -> Iterator[Located]:

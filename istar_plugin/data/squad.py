@@ -11,8 +11,6 @@ import numpy as np
 
 from ..errors import ConfigError
 
-N_BEST = 20
-MAX_ANSWER_LENGTH = 30
 ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
 Offsets = Sequence[tuple[int, int] | None]  # per token: its (start, end) characters in the context, or None
@@ -89,8 +87,8 @@ def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stri
 
 
 def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_logits: Sequence[Sequence[float]],
-                   end_logits: Sequence[Sequence[float]], n_best: int = N_BEST,
-                   max_answer_length: int = MAX_ANSWER_LENGTH) -> list[str]:
+                   end_logits: Sequence[Sequence[float]], n_best: int = 20,
+                   max_answer_length: int = 30) -> list[str]:
     """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none)."""
     if not len(start_logits) == len(end_logits) == len(features):
         raise ValueError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} "

@@ -299,12 +299,9 @@ def working_split(train_count: int, smallest: bool) -> float:
     return round(units * 10.0 ** -decimals, decimals)
 
 
-CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_length token are clipped first
-
-
 def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
     """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens."""
-    budget = CHARACTERS_PER_TOKEN * max_length
+    budget = 32 * max_length  # characters: a text longer than 32 per token is clipped first
     while len(text) > budget:
         space = text.rfind(" ", 0, budget)
         prefix = text[: space if space > budget // 2 else budget]

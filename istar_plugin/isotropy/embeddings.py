@@ -24,7 +24,6 @@ from .measures import (alignment, average_cosine_similarity, explained_variance_
 
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
-PAIR_MEASURES = ("spearman", "alignment")
 POSITIVE_SCORE = 4.0
 UNDEFINED_SUFFIX = "_undefined"  # NAME_undefined: why measure NAME is None
 
@@ -35,7 +34,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
     With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences."""
     if unknown := [name for name in names if name not in MEASURES]:
         raise ValueError(f"unknown embedding measures {unknown}; choices: {', '.join(MEASURES)}")
-    paired = [name for name in names if name in PAIR_MEASURES]
+    paired = [name for name in names if name in ("spearman", "alignment")]
     if paired and scores is None:
         raise ValueError(f"{', '.join(paired)} need gold scores for the pairs")
     points = points.double()
