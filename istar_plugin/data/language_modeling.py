@@ -24,21 +24,18 @@ class LanguageModeling(Task):
 
     def __init__(self, cfg: Optional[DataConfig] = None, hub_loader=None):
         super().__init__(cfg, hub_loader)
-        self.text_task = self._text_task()
-
-    def _text_task(self) -> Optional[TextTask]:
+        self.text_task: Optional[TextTask] = None
         if not self.cfg.text_from:
-            return None
+            return
         if self.cfg.text_from == self.name:
             raise ConfigError("data.text_from=lm names this task itself; name a task whose texts to model, e.g. sst2")
         try:
-            task = get_task(self.cfg.text_from, self.cfg, hub_loader=self.hub_loader)
+            self.text_task = get_task(self.cfg.text_from, self.cfg, hub_loader=self.hub_loader)
         except KeyError as error:
             raise ConfigError(f"data.text_from: {error.args[0]}") from None
-        if not isinstance(task, TextTask):
-            raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {task.kind}; name a classification or "
-                              "regression task (its texts are single sentences or pairs)")
-        return task
+        if not isinstance(self.text_task, TextTask):
+            raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {self.text_task.kind}; name a "
+                              "classification or regression task (its texts are single sentences or pairs)")
 
     @property
     def sources(self) -> tuple[str, ...]:
