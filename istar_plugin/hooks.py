@@ -1,6 +1,5 @@
-"""Trainer hooks: callbacks (:data:`EVENTS`) with their state saved in checkpoints; each gets a read-only
-:class:`RunView` of the run and acts through its :class:`TrainingControl`. ``istar-run``'s trainer and
-``IStarTrainer`` call them through one :class:`HookDispatcher`.
+"""Trainer hooks: callbacks (:data:`EVENTS`) whose state is checkpointed; each reads a :class:`RunView` of the run
+and acts through its :class:`TrainingControl`; istar-run and ``IStarTrainer`` call them by a :class:`HookDispatcher`.
 
 >>> class Count(Hook):
 ...     steps = 0

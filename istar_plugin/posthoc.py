@@ -1,7 +1,6 @@
-"""Post-hoc transforms of embeddings (rows are points), fitted on one set and applied to any other: centring,
-whitening with ``k`` kept dimensions (Su et al. 2021, BERT-whitening) and all-but-the-top with ``D`` removed
-directions (Mu & Viswanath 2018). A spec names one: ``none``, ``center``, ``whiten:K``, ``abtt:D``; ``+`` composes
-them left to right (``center+abtt:2``); a comma-separated list names several to compare.
+"""Post-hoc transforms of embeddings (rows are points), fitted on one set and applied to any other, by spec:
+``none``, ``center``, ``whiten:K`` (Su et al. 2021), ``abtt:D`` (all-but-the-top, Mu & Viswanath 2018); ``+``
+composes them left to right (``center+abtt:2``); a comma-separated list names several to compare.
 
 >>> x = torch.randn(500, 6, dtype=torch.float64) @ torch.randn(6, 6, dtype=torch.float64) + 3
 >>> whiten = parse_transform("whiten:6").fit(x)

@@ -1,5 +1,4 @@
-"""SQuAD v1.1 for extractive QA: windowed features from a fast tokenizer, answer spans as token positions,
-and decoding of start/end logits back to answer text through the offset mapping."""
+"""SQuAD v1.1 features: windows from a fast tokenizer, answers as token spans, logits decoded back to answer text."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a task is: where its fields, labels and splits sit in each source, how it encodes examples, how
-predictions become metrics. The registered tasks are in :mod:`.tasks`.
+"""What a task is: where its fields, labels and splits sit, how it encodes examples and scores predictions.
 
 >>> task = get_task("rte", DataConfig(dir="/data/rte"))
 >>> task.kind, task.num_labels, task.text_fields, task.main_metric

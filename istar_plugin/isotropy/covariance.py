@@ -1,5 +1,5 @@
 """IsoScore and the differentiable IsoScore* of a point cloud, alone, pooled over ranks, or streamed
-(:class:`CovarianceAccumulator`); see :mod:`istar_plugin.isotropy` for the reduction to a participation ratio.
+(:class:`CovarianceAccumulator`); docs/architecture.md derives their reduction to a participation ratio.
 
 >>> round(isoscore(torch.eye(3, dtype=torch.float64)).item(), 2)  # three points, two used directions around their mean
 0.5

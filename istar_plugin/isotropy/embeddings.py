@@ -1,7 +1,6 @@
-"""The measures of a set of sentence embeddings (:data:`MEASURES`), for ``istar-embed`` and the
-sentence-transformers ``IsotropyEvaluator``: ``spearman`` x 100 of the pairs' cosines against gold scores,
-``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A measure the
-data leave undefined is None, with the reason beside it as ``NAME_undefined``: the record stays standard JSON.
+"""The measures of a set of sentence embeddings (:data:`MEASURES`): ``spearman`` x 100 of the pairs' cosines against
+gold scores, ``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A
+measure the data leave undefined is None, with the reason beside it as ``NAME_undefined``.
 
 >>> first = torch.tensor([[1., 0.], [0., 1.], [1., -1.]])
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1

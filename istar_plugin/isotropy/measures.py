@@ -1,6 +1,5 @@
-"""The seed papers' other measures of a point cloud: average cosine, partition-function isotropy (I1, I2),
-explained variance EV_k and TwoNN intrinsic dimension; and of sentence embeddings: alignment and uniformity
-(Wang & Isola 2020) and RankMe, the effective rank (Garrido et al. 2023).
+"""The seed papers' other measures of a point cloud (average cosine, partition-function isotropy, explained variance,
+TwoNN dimension) and of sentence embeddings (alignment, uniformity, RankMe).
 
 >>> round(average_cosine_similarity(torch.eye(3)).item(), 3)  # orthogonal points
 0.0
