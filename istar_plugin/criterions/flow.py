@@ -1,5 +1,4 @@
-"""Flow calibration (Li et al.'s BERT-flow): a Glow-type flow ``h = f(z)``, ``z ~ N(0, I)``, before the task head,
-which sees ``z = f^-1(h)``; the loss adds ``beta * NLL(h) / d`` computed on the detached h."""
+"""Flow calibration (Li et al.'s BERT-flow): a Glow flow before the task head; the loss adds ``beta * NLL(h) / d``."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,4 @@
-"""The torch pieces the criterions build on, imported when first used: the Glow flow, the word-embedding cosine's
-autograd function and the Isotropy Layer's balance state."""
+"""The torch pieces the criterions build on, imported when first used: Glow, EmbeddingCosine and BalanceState."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,4 @@
-"""Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept current
-and identical on every rank by the :class:`ShrinkageHook` that I-STAR and the Isotropy Layer hand the training loop.
+"""Sigma_S, the shrinkage target of IsoScore*, kept current and identical on every rank by the :class:`ShrinkageHook`.
 
 >>> [points_quota(250_000, rank, 3) for rank in range(3)]
 [83334, 83333, 83333]

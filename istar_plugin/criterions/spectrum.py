@@ -1,5 +1,4 @@
-"""Spectrum control (Wang et al. 2019): pull the singular values of the word-embedding matrix towards a decaying
-target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d)."""
+"""Spectrum control (Wang et al. 2019): pull the word-embedding matrix's singular values towards a decaying target."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""Language modelling (task ``lm``): next-token prediction on texts from files (``.txt`` lines, ``.jsonl`` text
-fields), a hub data set's ``text`` column or a classification task's texts, scored by held-out perplexity."""
+"""Language modelling (task ``lm``): next-token prediction on texts of files, the hub or another task; perplexity."""
 from __future__ import annotations
 
 import warnings

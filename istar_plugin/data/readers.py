@@ -1,5 +1,4 @@
-"""Readers for the benchmarks' original file layouts (TSV, parquet, JSON lines, PTB trees, fastText lines, SQuAD
-JSON, each also ``.gz``): records tagged ``"path, line N"``; malformed input raises :class:`DataError`.
+"""Readers of the benchmarks' file layouts (TSV, parquet, JSON lines, PTB, fastText, SQuAD JSON, also ``.gz``).
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"

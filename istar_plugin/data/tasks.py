@@ -1,5 +1,4 @@
-"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets and SQuAD v1.1, with
-their text fields, labels, splits and metrics; and language modelling on any texts (``lm``)."""
+"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets, SQuAD v1.1 and ``lm``."""
 
 from __future__ import annotations
 
