@@ -70,11 +70,10 @@ class ShrinkageHook(Hook):
             return
         cfg = self.criterion.cfg
         started = time.perf_counter()
-        accumulator = estimate_shrinkage_covariance(
-            run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
-            cloud=getattr(self.criterion, "shrinkage_cloud", None),
-            include_padding=getattr(cfg, "padding", "exclude") == "include",
-        )
+        accumulator = estimate_shrinkage_covariance(run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch,
+                                                    train_mode=cfg.shrinkage_mode == "train",
+                                                    cloud=getattr(self.criterion, "shrinkage_cloud", None),
+                                                    include_padding=getattr(cfg, "padding", "exclude") == "include")
         if run.stop_requested:  # the pass ended early: a partial Sigma_S is no estimate; the loop stops now
             return
         if accumulator.count < 2:

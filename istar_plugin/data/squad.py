@@ -115,10 +115,8 @@ def _best_span(offsets: Offsets, starts: np.ndarray, ends: np.ndarray, n_best: i
     top_ends = np.argsort(-ends, kind="stable")[:n_best]
     in_context = np.array([offset is not None for offset in offsets])
     span_tokens = top_ends[None, :] - top_starts[:, None] + 1
-    valid = (
-        in_context[top_starts][:, None] & in_context[top_ends][None, :]
-        & (span_tokens >= 1) & (span_tokens <= max_answer_length)
-    )  # fmt: skip
+    valid = (in_context[top_starts][:, None] & in_context[top_ends][None, :]
+             & (span_tokens >= 1) & (span_tokens <= max_answer_length))
     if not valid.any():
         return -np.inf, None
     scores = np.where(valid, starts[top_starts][:, None] + ends[top_ends][None, :], -np.inf)

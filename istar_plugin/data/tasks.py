@@ -63,11 +63,8 @@ class MRPC(TextTask):
     hub = HubDataset("nyu-mll/glue", "mrpc")
     hub_columns = _GLUE_PAIR
     table_columns = Columns("#1 String", "#2 String", "Quality")
-    files = {
-        "train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
-        "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"),
-        "test": ("msr_paraphrase_test.txt",),
-    }
+    files = {"train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
+             "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"), "test": ("msr_paraphrase_test.txt",)}
 
 
 @register_task("qqp")
@@ -91,10 +88,8 @@ class CoLA(TextTask):
     hub = HubDataset("nyu-mll/glue", "cola")
     hub_columns = table_columns = Columns("sentence")
     headerless_columns = ("source", "label", "author_label", "sentence")
-    files = {
-        "train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
-        "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv"),
-    }
+    files = {"train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
+             "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv")}
 
 
 @register_task("stsb")
