@@ -17,8 +17,6 @@ DECAYS = ("polynomial", "exponential")
 
 @dataclass
 class SpectrumConfig:
-    """Defaults measured on MiniLM (``benchmarks/spectrum_formulation.py``); the paper gives no constants."""
-
     decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
                          "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
     lam: float = setting(1e-3, help="weight of the penalty", refused="{key} must be a finite number, got {value}")
