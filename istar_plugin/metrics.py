@@ -142,12 +142,11 @@ TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     "lm": {"perplexity": perplexity, "nll_per_token": nll_per_token},  # predictions: NLL sums; references: token counts
 }
 
-LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
-
 
 def better_sign(metric: str) -> int:
     """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank."""
-    return -1 if metric in LOWER_IS_BETTER else 1
+    return -1 if metric in ("perplexity", "nll_per_token") else 1
+
 
 TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})  # their results add the mean of their metrics
 
