@@ -186,9 +186,7 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
 
 def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
     """Whether a classifier predicted one class for every example (a regressor one value); None where undefined."""
-    if kind not in ("classification", "regression"):
-        return None
-    return len(set(predictions)) <= 1
+    return len(set(predictions)) <= 1 if kind in ("classification", "regression") else None
 
 
 def _scorers(task: str) -> dict[str, Scorer]:
