@@ -73,9 +73,7 @@ def exit_code(error: BaseException) -> int:
     """The process exit status for ``error``: its class's code, 130 for Ctrl-C, 1 for anything else (a bug)."""
     if isinstance(error, RunError):
         return error.exit_code
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return 1
+    return 130 if isinstance(error, KeyboardInterrupt) else 1
 
 
 def one_line(error: BaseException) -> str:

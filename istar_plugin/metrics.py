@@ -46,9 +46,7 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
     covariance = correct * n - sum(predicted_counts[k] * true_counts[k] for k in labels)
     pred_spread = n * n - sum(predicted_counts[k] ** 2 for k in labels)
     true_spread = n * n - sum(true_counts[k] ** 2 for k in labels)
-    if pred_spread == 0 or true_spread == 0:
-        return 0.0
-    return covariance / math.sqrt(pred_spread * true_spread)
+    return 0.0 if pred_spread == 0 or true_spread == 0 else covariance / math.sqrt(pred_spread * true_spread)
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> Optional[float]:
