@@ -73,9 +73,7 @@ def exit_code(error: BaseException) -> int:
     """The process exit status for ``error``: its class's code, 130 for Ctrl-C, 1 for anything else (a bug)."""
     if isinstance(error, RunError):
         return error.exit_code
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return 1
+    return 130 if isinstance(error, KeyboardInterrupt) else 1
 
 
 def one_line(error: BaseException) -> str:
@@ -91,7 +89,7 @@ def run_command(prog: str, command: Callable[[], int], show_traceback: bool = Fa
     try:
         return command()
     except RunError as error:
-        if traceback_wanted(show_traceback):
+        if show_traceback or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0"):
             traceback.print_exc()
         print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return error.exit_code
@@ -100,8 +98,3 @@ def run_command(prog: str, command: Callable[[], int], show_traceback: bool = Fa
         return 130
     finally:
         warnings.formatwarning = formatting
-
-
-def traceback_wanted(flag: bool = False) -> bool:
-    """True with ``--traceback`` or a non-empty ``$ISTAR_TRACEBACK`` other than ``0``."""
-    return flag or os.environ.get(TRACEBACK_ENV, "0") not in ("", "0")

@@ -1,6 +1,5 @@
-"""Trainer hooks: callbacks (:data:`EVENTS`) with their state saved in checkpoints; each gets a read-only
-:class:`RunView` of the run and acts through its :class:`TrainingControl`. ``istar-run``'s trainer and
-``IStarTrainer`` call them through one :class:`HookDispatcher`.
+"""Trainer hooks: callbacks (:data:`EVENTS`) whose state is checkpointed; each reads a :class:`RunView` of the run
+and acts through its :class:`TrainingControl`; istar-run and ``IStarTrainer`` call them by a :class:`HookDispatcher`.
 
 >>> class Count(Hook):
 ...     steps = 0
@@ -13,8 +12,9 @@
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ContextManager, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -22,13 +22,7 @@ EVENTS = ("on_fit_start", "on_epoch_start", "on_epoch_end", "on_validation", "on
 
 
 class TrainingControl:
-    """What hooks may ask of the loop: stop after the current epoch, or evaluate again after ``on_fit_end``.
-
-    >>> control = TrainingControl()
-    >>> control.request_evaluation(weights_from_step=3)
-    >>> control.take_evaluation_request(), control.take_evaluation_request()
-    ({'weights_from_step': 3}, None)
-    """
+    """What hooks may ask of the loop: stop after the current epoch, or evaluate again after ``on_fit_end``."""
 
     def __init__(self) -> None:
         self.should_stop = False
@@ -131,27 +125,14 @@ class HookDispatcher:
         if event not in EVENTS:
             raise ValueError(f"unknown hook event {event!r}; events: {', '.join(EVENTS)}")
         for hook in self.hooks:
-            method = getattr(hook, event, None)
-            if method is not None:
+            if (method := getattr(hook, event, None)) is not None:
                 method(self.view, *args)
 
-    def fit_start(self) -> None:
-        self.dispatch("on_fit_start")
-
-    def epoch_start(self, epoch: int) -> None:
-        self.dispatch("on_epoch_start", epoch)
-
-    def epoch_end(self, epoch: int) -> None:
-        self.dispatch("on_epoch_end", epoch)
-
-    def validation(self, epoch: int, metrics: dict[str, Any]) -> None:
-        self.dispatch("on_validation", epoch, metrics)
-
-    def step_end(self, step: int, stats: dict[str, Any]) -> None:
-        self.dispatch("on_step_end", step, stats)
-
-    def fit_end(self) -> None:
-        self.dispatch("on_fit_end")
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        """``fit_start()``, ``epoch_end(epoch)``, ...: :meth:`dispatch` of the event ``on_<name>``."""
+        if f"on_{name}" not in EVENTS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return functools.partial(self.dispatch, f"on_{name}")
 
     def results(self) -> dict[str, Any]:
         """What the hooks add to ``results.json``, later hooks' entries over earlier ones'."""

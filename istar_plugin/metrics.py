@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import string
@@ -45,14 +46,11 @@ def matthews_correlation(predictions: Sequence[int], references: Sequence[int]) 
     covariance = correct * n - sum(predicted_counts[k] * true_counts[k] for k in labels)
     pred_spread = n * n - sum(predicted_counts[k] ** 2 for k in labels)
     true_spread = n * n - sum(true_counts[k] ** 2 for k in labels)
-    if pred_spread == 0 or true_spread == 0:
-        return 0.0
-    return covariance / math.sqrt(pred_spread * true_spread)
+    return 0.0 if pred_spread == 0 or true_spread == 0 else covariance / math.sqrt(pred_spread * true_spread)
 
 
 def pearson(predictions: Sequence[float], references: Sequence[float]) -> Optional[float]:
-    """Pearson correlation; None (undefined) when either side is constant, NaN when a value is not finite (a diverged
-    model)."""
+    """Pearson correlation; None (undefined) when either side is constant, NaN when a value is not finite."""
     xs = [float(p) for p in predictions]
     ys = [float(r) for r in references]
     if not _all_finite(xs, ys):
@@ -74,16 +72,13 @@ def _all_finite(*sequences: Sequence[float]) -> bool:
 
 def average_ranks(values: Sequence[float]) -> list[float]:
     """Ranks starting at 1, ties sharing the average of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
     start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
+    for _, tied in itertools.groupby(sorted(range(len(values)), key=lambda i: values[i]), key=lambda i: values[i]):
+        tied = list(tied)
+        for index in tied:
+            ranks[index] = start + (len(tied) + 1) / 2
+        start += len(tied)
     return ranks
 
 
@@ -96,12 +91,8 @@ def spearman(predictions: Sequence[float], references: Sequence[float]) -> Optio
 
 def normalize_answer(text: str) -> str:
     """SQuAD v1.1 answer normalisation: lower-case, drop punctuation and articles, fold whitespace."""
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-_PUNCTUATION = frozenset(string.punctuation)
+    text = text.lower().translate(str.maketrans("", "", string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
 def answer_f1(prediction: str, gold: str) -> float:
@@ -148,18 +139,14 @@ TASK_SCORERS: dict[str, dict[str, Scorer]] = {
     "squad": {"exact_match": squad_exact_match, "f1": squad_f1},
     "lm": {"perplexity": perplexity, "nll_per_token": nll_per_token},  # predictions: NLL sums; references: token counts
 }
-"""Task name -> its metrics, by result key."""
-
-LOWER_IS_BETTER = frozenset({"perplexity", "nll_per_token"})
-"""Metrics where a lower value is the better model; every other metric here is better higher."""
 
 
 def better_sign(metric: str) -> int:
     """+1 when a higher ``metric`` is better, -1 when a lower one is: multiply by it to compare or rank."""
-    return -1 if metric in LOWER_IS_BETTER else 1
+    return -1 if metric in ("perplexity", "nll_per_token") else 1
 
-TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})
-"""Tasks whose result also carries ``combined_score``, the mean of their metrics."""
+
+TASKS_WITH_COMBINED_SCORE = frozenset({"mrpc", "qqp", "stsb"})  # their results add the mean of their metrics
 
 
 def metric_names(task: str) -> tuple[str, ...]:
@@ -183,24 +170,21 @@ def compute(task: str, predictions: Sequence, references: Sequence) -> dict[str,
     if not references:
         raise ValueError(f"{task}: no predictions to score")
     if task == "squad":
-        _check_squad_inputs(predictions, references)
+        for index, (prediction, golds) in enumerate(zip(predictions, references)):
+            if not isinstance(prediction, str):
+                raise TypeError(f"squad: prediction {index} must be an answer string, got {type(prediction).__name__}")
+            if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
+                raise TypeError(f"squad: reference {index} must be a non-empty list of answer strings, got {golds!r}")
     results = {name: score(predictions, references) for name, score in scorers.items()}
     results = {name: None if value is None else float(value) for name, value in results.items()}  # None: undefined
     if task in TASKS_WITH_COMBINED_SCORE:
-        defined = None not in results.values()
-        results["combined_score"] = sum(results.values()) / len(results) if defined else None
+        results["combined_score"] = None if None in results.values() else sum(results.values()) / len(results)
     return results
 
 
 def collapsed(kind: str, predictions: Sequence) -> Optional[bool]:
-    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined.
-
-    >>> collapsed("classification", [1, 1, 1]), collapsed("regression", [0.2, 0.3]), collapsed("extractive_qa", ["a"])
-    (True, False, None)
-    """
-    if kind not in ("classification", "regression"):
-        return None
-    return len(set(predictions)) <= 1
+    """Whether a classifier predicted one class for every example (a regressor one value); None where undefined."""
+    return len(set(predictions)) <= 1 if kind in ("classification", "regression") else None
 
 
 def _scorers(task: str) -> dict[str, Scorer]:
@@ -209,10 +193,3 @@ def _scorers(task: str) -> dict[str, Scorer]:
     except KeyError:
         raise KeyError(f"no metrics for task {task!r}; known tasks: {', '.join(sorted(TASK_SCORERS))}") from None
 
-
-def _check_squad_inputs(predictions: list, references: list) -> None:
-    for index, (prediction, golds) in enumerate(zip(predictions, references)):
-        if not isinstance(prediction, str):
-            raise TypeError(f"squad: prediction {index} must be an answer string, got {type(prediction).__name__}")
-        if isinstance(golds, str) or not golds or not all(isinstance(g, str) for g in golds):
-            raise TypeError(f"squad: reference {index} must be a non-empty list of answer strings, got {golds!r}")

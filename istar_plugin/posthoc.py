@@ -1,7 +1,6 @@
-"""Post-hoc transforms of embeddings (rows are points), fitted on one set and applied to any other: centring,
-whitening with ``k`` kept dimensions (Su et al. 2021, BERT-whitening) and all-but-the-top with ``D`` removed
-directions (Mu & Viswanath 2018). A spec names one: ``none``, ``center``, ``whiten:K``, ``abtt:D``; ``+`` composes
-them left to right (``center+abtt:2``); a comma-separated list names several to compare.
+"""Post-hoc transforms of embeddings (rows are points), fitted on one set and applied to any other, by spec:
+``none``, ``center``, ``whiten:K`` (Su et al. 2021), ``abtt:D`` (all-but-the-top, Mu & Viswanath 2018); ``+``
+composes them left to right (``center+abtt:2``); a comma-separated list names several to compare.
 
 >>> x = torch.randn(500, 6, dtype=torch.float64) @ torch.randn(6, 6, dtype=torch.float64) + 3
 >>> whiten = parse_transform("whiten:6").fit(x)
@@ -22,15 +21,15 @@ RELATIVE_FLOOR = 1e-10  # a kept direction whose variance is below this share of
 
 
 class Transform:
-    """Fitted on points by :meth:`fit`, then applied to points of the same width; ``state_dict()``: its tensors."""
+    """``none``, the identity, and the base of the transforms: :meth:`fit` on points, then called on points as wide."""
 
-    name: str = ""
+    name: str = "none"
 
     def fit(self, points: Tensor) -> "Transform":
         return self
 
     def __call__(self, points: Tensor) -> Tensor:
-        raise NotImplementedError
+        return points
 
     def state_dict(self) -> dict[str, Tensor]:
         return {}
@@ -38,15 +37,6 @@ class Transform:
     def out_dim(self, dim: int) -> int:
         """The width of the transformed points for inputs of width ``dim``; a ValueError if it cannot apply."""
         return dim
-
-
-class Identity(Transform):
-    """``none``: the embeddings as they are."""
-
-    name = "none"
-
-    def __call__(self, points: Tensor) -> Tensor:
-        return points
 
 
 class Center(Transform):
@@ -58,14 +48,18 @@ class Center(Transform):
     def __init__(self) -> None:
         self.mean: Optional[Tensor] = None
 
-    def _fit_mean(self, points: Tensor) -> Tensor:
+    def fit(self, points: Tensor) -> "Center":
         if points.ndim != 2 or points.shape[0] < 2:
             raise ValueError(f"{self.name}: fitting needs at least 2 points as rows of an (n, d) matrix, "
                              f"got shape {tuple(points.shape)}")
         self.out_dim(points.shape[1])
         x = points.detach().to(torch.float64)
         self.mean = x.mean(dim=0)
-        return x - self.mean
+        self._fit_centred(x - self.mean)
+        return self
+
+    def _fit_centred(self, centred: Tensor) -> None:
+        pass
 
     def _centred(self, points: Tensor) -> Tensor:
         if self.mean is None:
@@ -78,24 +72,18 @@ class Center(Transform):
     def state_dict(self) -> dict[str, Tensor]:
         return {name: getattr(self, name) for name in self.fitted}
 
-    def fit(self, points: Tensor) -> "Center":
-        self._fit_mean(points)
-        return self
-
     def __call__(self, points: Tensor) -> Tensor:
         return self._centred(points).to(points.dtype)
 
 
 def _principal_axes(centred: Tensor) -> tuple[Tensor, Tensor]:
     """Eigenvalues (descending) and eigenvectors (columns) of the population covariance of centred rows."""
-    cov = centred.T @ centred / centred.shape[0]
-    values, vectors = torch.linalg.eigh(cov)
+    values, vectors = torch.linalg.eigh(centred.T @ centred / centred.shape[0])
     return values.flip(0), vectors.flip(1)
 
 
 class Whiten(Center):
-    """``whiten:K``: ``(x - mean) U_K diag(lambda_K)^-1/2``, the fit set's top ``K`` principal axes scaled to unit
-    variance (Su et al. 2021): the fit set's covariance becomes the identity in ``K`` dimensions."""
+    """``whiten:K`` (Su et al. 2021): ``(x - mean) U_K diag(lambda_K)^-1/2``, the top ``K`` axes at unit variance."""
 
     fitted = ("mean", "matrix")
 
@@ -104,8 +92,7 @@ class Whiten(Center):
         self.k, self.name = k, f"whiten:{k}"
         self.matrix: Optional[Tensor] = None
 
-    def fit(self, points: Tensor) -> "Whiten":
-        centred = self._fit_mean(points)
+    def _fit_centred(self, centred: Tensor) -> None:
         values, vectors = _principal_axes(centred)
         kept = values[: self.k]
         if kept[-1] <= RELATIVE_FLOOR * values[0]:
@@ -113,7 +100,6 @@ class Whiten(Center):
             raise ValueError(f"whiten:{self.k}: the fit set ({centred.shape[0]} points) spans only {rank} directions; "
                              f"keep at most {rank} or fit on more points")
         self.matrix = vectors[:, : self.k] / kept.sqrt()
-        return self
 
     def __call__(self, points: Tensor) -> Tensor:
         return (self._centred(points) @ self.matrix.to(points.device)).to(points.dtype)
@@ -134,10 +120,8 @@ class AllButTheTop(Center):
         self.d, self.name = d, f"abtt:{d}"
         self.directions: Optional[Tensor] = None
 
-    def fit(self, points: Tensor) -> "AllButTheTop":
-        centred = self._fit_mean(points)
+    def _fit_centred(self, centred: Tensor) -> None:
         self.directions = _principal_axes(centred)[1][:, : self.d]
-        return self
 
     def __call__(self, points: Tensor) -> Tensor:
         centred = self._centred(points)
@@ -177,12 +161,6 @@ class Chain(Transform):
         return dim
 
 
-def _count(spec: str, value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"transform {spec!r}: {value!r} is not a positive whole number; choices: {TRANSFORM_CHOICES}")
-    return int(value)
-
-
 def parse_transform(spec: str) -> Transform:
     """One transform from its spec (``whiten:256``, ``center+abtt:2``); an unknown one is a one-line ValueError."""
     parts = [part.strip() for part in spec.split("+")]
@@ -190,9 +168,12 @@ def parse_transform(spec: str) -> Transform:
         return Chain([parse_transform(part) for part in parts])
     kind, _, value = parts[0].partition(":")
     if kind in ("none", "center") and not value:
-        return Identity() if kind == "none" else Center()
+        return Transform() if kind == "none" else Center()
     if kind in ("whiten", "abtt") and value:
-        return (Whiten if kind == "whiten" else AllButTheTop)(_count(spec, value))
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"transform {spec!r}: {value!r} is not a positive whole number; "
+                             f"choices: {TRANSFORM_CHOICES}")
+        return (Whiten if kind == "whiten" else AllButTheTop)(int(value))
     raise ValueError(f"unknown transform {spec!r}; choices: {TRANSFORM_CHOICES}")
 
 
@@ -202,7 +183,6 @@ def parse_transforms(text: str) -> list[Transform]:
     if not transforms:
         raise ValueError(f"no transform named in {text!r}; choices: {TRANSFORM_CHOICES}")
     names = [transform.name for transform in transforms]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
         raise ValueError(f"transform {repeated[0]!r} is named twice in {text!r}")
     return transforms

@@ -1,13 +1,9 @@
 """Config keys declared once: :func:`setting` gives a dataclass field its default, help, allowed choices or range
-(its annotation gives the type; ``Optional[...]``: null is allowed), and :func:`refusal` checks values against
-those declarations (the one validator of ranges and choices), in the key's own wording if it declares ``refused=``.
+(``Optional[...]``: null is allowed), and :func:`refusal`, the one validator, checks values against them.
 
 >>> @dataclass
 ... class Optim:
-...     lr: float = setting(2e-5, help="peak learning rate", low=0, low_open=True)
 ...     epochs: Optional[int] = setting(None, help="passes over the data", low=1)
->>> refusal(Optim, {"lr": 0.0}, "optim.")
-'optim.lr=0.0 is out of range; allowed: > 0'
 >>> refusal(Optim, {"epochs": 0}, "optim.")
 'optim.epochs=0 is out of range; allowed: >= 1 or null'
 """
@@ -20,11 +16,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-SHOWN = 60
-"""Characters of a long value a refusal shows (its start and its end)."""
 
-
-def shortened(text: str, limit: int = SHOWN) -> str:
+def shortened(text: str, limit: int = 60) -> str:
     """``text``, or its start and end with its length when it is longer than ``limit`` characters."""
     if len(text) <= limit:
         return text
@@ -138,8 +131,7 @@ def _kind(annotation: Any) -> Any:
 
 
 def refusal(cls: type, values: Mapping[str, Any], prefix: str = "") -> Optional[str]:
-    """The first declared key of ``cls`` whose value in ``values`` is not allowed, as a one-line message; else None.
-    Keys missing from ``values`` are not checked; a non-finite number is refused wherever a range is declared."""
+    """The first declared key of ``cls`` whose value in ``values`` is not allowed, as a one-line message; else None."""
     for name, (_, declaration, annotation) in declared(cls).items():
         if name not in values:
             continue
@@ -154,8 +146,7 @@ def refusal(cls: type, values: Mapping[str, Any], prefix: str = "") -> Optional[
 
 def check_fields(instance: Any, prefix: str, error: type[Exception] = ValueError) -> None:
     """Raise ``error`` with :func:`refusal`'s message for the first declared field of ``instance`` not allowed."""
-    problem = refusal(type(instance), vars(instance), prefix)
-    if problem is not None:
+    if (problem := refusal(type(instance), vars(instance), prefix)) is not None:
         raise error(problem)
 
 
@@ -168,15 +159,13 @@ def describe(cls: type, name: str, key: Optional[str] = None) -> str:
     null = " or null" if _nullable(annotation) else ""
     shown = as_written(default) if isinstance(default, bool) else repr(default)
     lines = [f"{key or name}: {kind}{null} = {shown}", f"  {declaration.help}"]
-    allowed = declaration.allowed(False)
-    if allowed != "any":
+    if (allowed := declaration.allowed(False)) != "any":
         lines.append(f"  allowed: {allowed}{null}")
     return "\n".join(lines)
 
 
 def added_keys(cls: type, prefix: str = "") -> dict[str, Any]:
-    """The keys of ``cls`` (nested dataclasses included) marked ``added``, each with the value that does what runs
-    written without it did: ``before`` where its default changed since, else its default."""
+    """The keys of ``cls`` (nested too) marked ``added``, each with the value that does what runs without it did."""
     found = {}
     for name, (field, declaration, _) in declared(cls).items():
         default = default_of(field)

@@ -75,6 +75,9 @@ def test_training_control_keeps_the_first_stop_reason():
     control.request_stop("first")
     control.request_stop("second")
     assert control.should_stop and control.stop_reason == "first"
+    control.request_evaluation(weights_from_step=3)
+    assert control.take_evaluation_request() == {"weights_from_step": 3}
+    assert control.take_evaluation_request() is None
 
 
 def test_a_hook_sees_a_read_only_view_and_stops_training_after_the_epoch(tiny_bert, shared_data, tmp_path):

@@ -153,6 +153,7 @@ def test_the_memory_estimate_counts_the_flows_own_tensors():
         flow = Glow(dim, depth, width)
         elements = [sum(tensor.numel() for tensor in tensors) for tensors in (flow.parameters(), flow.buffers())]
         assert flow_memory_bytes(dim, depth, width) == 16 * elements[0] + 4 * elements[1]
+    assert (decimal_size(17_501_184), decimal_size(6.4e20)) == ("17.5 MB", "640000.0 PB")
 
 
 @pytest.mark.parametrize("overrides, needed", [

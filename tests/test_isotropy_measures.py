@@ -373,5 +373,7 @@ def test_streamed_forms_match_the_point_forms():
     expected = [explained_variance_ratio(points, k).item() for k in range(1, 13)]
     assert curve.tolist() == pytest.approx(expected, abs=1e-12) and curve[-1].item() == pytest.approx(1.0)
     assert bool((curve[1:] >= curve[:-1]).all())
+    diagonal = torch.diag(torch.tensor([1., 6., 3.]))
+    assert explained_variance_curve(diagonal, 3).tolist() == [0.6, 0.9, 1.0]
     streamed = cosine_from_unit_sums(unit_sum, unit_squares, 500).item()
     assert streamed == pytest.approx(average_cosine_similarity(points).item(), abs=1e-12)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
+from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance, shrinkage_shard
 from istar_plugin.isotropy import isoscore
 from istar_plugin.isotropy.streaming import LayerStatistics, stream
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
@@ -98,6 +98,10 @@ def test_the_model_pass_is_the_direct_per_layer_isoscore(encoder, features):
 
     scores = in_fp32_and_float64(encoder, both)
     assert_same_computation(scores[torch.float32], scores[torch.float64], what="pooled and per-layer IsoScore*")
+
+
+def test_sigma_s_samples_disjoint_shards_of_the_training_set():
+    assert sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2)) == [0, 1, 2, 3, 4, 5]
 
 
 def test_sigma_s_is_the_covariance_of_the_sampled_tokens(encoder, features):

@@ -40,6 +40,11 @@ def test_hand_computed_classification_values():
     )
 
 
+def test_collapsed_means_one_predicted_class_or_value():
+    assert metrics.collapsed("classification", [1, 1, 1]) is True
+    assert metrics.collapsed("regression", [0.2, 0.3]) is False and metrics.collapsed("extractive_qa", ["a"]) is None
+
+
 def test_hand_computed_correlations_with_ties():
     assert metrics.average_ranks([3.0, 1.0, 3.0, 2.0, 3.0]) == [4.0, 1.0, 4.0, 2.0, 4.0]
     # x = 1..4, y = 2, 4, 5, 9: deviations (-1.5, -.5, .5, 1.5) and (-3, -1, 0, 4): sxy = 11, sxx = 5, syy = 26

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from istar_plugin.data import DataConfig
+from istar_plugin.data.readers import tree_sentence
 from istar_plugin.data.task import clip_text
 from istar_plugin.data.tasks import get_task
 
@@ -108,6 +109,7 @@ def test_sst5_trees_and_fasttext_lines_agree(shared_data):
         # three train trees write "2 1/2" with a no-break space; otherwise the texts are identical
         assert [" ".join(e["text"].split()) for e in from_trees] == [e["text"] for e in from_fasttext]
     assert any("(" in e["text"] for e in from_trees) and not any("-LRB-" in e["text"] for e in from_trees)
+    assert tree_sentence("(3 (2 It) (4 (3 works) (2 \\/) (2 -LRB-ok-RRB-)))") == ("It works / (ok)", "3")
 
 
 def test_caps_keep_the_first_examples_in_file_order(shared_data):

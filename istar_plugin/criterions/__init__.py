@@ -1,5 +1,4 @@
-"""Training objectives, one module per method family, each declaring its config dataclass and criterion class
-together (``@CRITERIONS.register(name, Config)``) and importing torch only when a loss is computed."""
+"""Training objectives, one module per method family, each importing torch only when a loss is computed."""
 from importlib import import_module
 from typing import Any
 

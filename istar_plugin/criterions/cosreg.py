@@ -1,5 +1,4 @@
-"""CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine similarity, of the batch's
-last-layer token states (``hidden``) or of the word-embedding matrix's rows (``embeddings``)."""
+"""CosReg (Gao et al. 2019): the task loss plus ``lam`` times a mean pairwise cosine, of tokens or embedding rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,9 +1,4 @@
-"""Flow calibration (Li et al.'s BERT-flow): a Glow-type flow ``h = f(z)``, ``z ~ N(0, I)``, before the task head,
-which sees ``z = f^-1(h)``; the loss adds ``beta * NLL(h) / d`` computed on the detached h.
-
->>> decimal_size(17_501_184), decimal_size(6.4e20)
-('17.5 MB', '640000.0 PB')
-"""
+"""Flow calibration (Li et al.'s BERT-flow): a Glow flow before the task head; the loss adds ``beta * NLL(h) / d``."""
 from __future__ import annotations
 
 import os
@@ -31,19 +26,15 @@ class FlowConfig:
         check_fields(self, "criterion.")
 
 
-BYTES_PER_TRAINED_PARAMETER = 16  # float32 weight, its gradient and AdamW's two moments
-
-
 def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
-    """The bytes a training flow takes on ``dim``-dimensional vectors: its parameters with their gradients and AdamW's
-    two moments, and its buffers (float32)."""
+    """The bytes a training flow on ``dim``-dimensional vectors takes: parameters, gradients, AdamW state, buffers."""
     def coupling(kept: int) -> int:
         return (kept + 1) * width + (width + 1) * width + (width + 1) * 2 * (dim - kept)
 
     even_steps, odd_steps = (depth + 1) // 2, depth // 2  # the even steps keep the first dim // 2 dimensions
     parameters = depth * (3 * dim + 2 * dim * dim) + even_steps * coupling(dim // 2) + odd_steps * coupling(
         dim - dim // 2)
-    return BYTES_PER_TRAINED_PARAMETER * parameters + 4 * depth * (dim * dim + dim)
+    return 16 * parameters + 4 * depth * (dim * dim + dim)  # a parameter: float32 weight, gradient, AdamW's moments
 
 
 def physical_memory_bytes() -> Optional[int]:

@@ -1,5 +1,4 @@
-"""The Isotropy Layer: stage 2 of a two-stage method, one d x d layer inserted before a fine-tuned run's frozen head
-and trained alone on the task loss and ``-log IsoScore`` of its outputs, balanced by running means."""
+"""The Isotropy Layer: a d x d layer before a fine-tuned run's frozen head, trained on task loss and -log IsoScore."""
 from __future__ import annotations
 
 from dataclasses import dataclass

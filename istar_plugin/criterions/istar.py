@@ -46,8 +46,7 @@ class IStarConfig:
 
 def istar_loss(loss: Tensor, cloud: Sequence[Tensor], shrinkage_cov: Optional[Tensor], zeta: float, lam: float,
                pooled: bool = False) -> tuple[Tensor, Tensor]:
-    """``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` in float32; returns (total, IsoScore*).
-    ``pooled``: under torch.distributed, score the union of every rank's cloud."""
+    """``loss + lam * (1 - IsoScore*(cloud, zeta, Sigma_S))`` in float32, and IsoScore* (``pooled``: of every rank)."""
     from ..isotropy import isoscore_star, pooled_isoscore_star
 
     score = (pooled_isoscore_star if pooled else isoscore_star)([chunk.float() for chunk in cloud], shrinkage_cov, zeta)

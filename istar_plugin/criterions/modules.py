@@ -1,5 +1,4 @@
-"""The torch pieces the criterions build on, imported when first used: the Glow flow, the word-embedding cosine's
-autograd function and the Isotropy Layer's balance state."""
+"""The torch pieces the criterions build on, imported when first used: Glow, EmbeddingCosine and BalanceState."""
 from __future__ import annotations
 
 import math
@@ -10,12 +9,10 @@ from torch import Tensor, nn
 
 from ..hooks import Hook
 
-LOG_2PI = math.log(2 * math.pi)
-
 
 def standard_normal_nll(x: Tensor) -> Tensor:
     """Per-row negative log-density of x under N(0, I), in nats."""
-    return 0.5 * (x.square().sum(dim=-1) + x.shape[-1] * LOG_2PI)
+    return 0.5 * (x.square().sum(dim=-1) + x.shape[-1] * math.log(2 * math.pi))
 
 
 class ActNorm(nn.Module):

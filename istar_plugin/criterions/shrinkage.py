@@ -1,5 +1,4 @@
-"""Sigma_S, the shrinkage target of IsoScore*: estimated from a no-grad pass over the training data and kept current
-and identical on every rank by the :class:`ShrinkageHook` that I-STAR and the Isotropy Layer hand the training loop.
+"""Sigma_S, the shrinkage target of IsoScore*, kept current and identical on every rank by the :class:`ShrinkageHook`.
 
 >>> [points_quota(250_000, rank, 3) for rank in range(3)]
 [83334, 83333, 83333]
@@ -19,11 +18,7 @@ from ..models.token_cloud import stream_token_statistics
 
 
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
-    """This rank's slice of a seeded permutation of the training set (disjoint across ranks).
-
-    >>> sorted(shrinkage_shard(6, 0, 0, 0, 2) + shrinkage_shard(6, 0, 0, 1, 2))
-    [0, 1, 2, 3, 4, 5]
-    """
+    """This rank's slice of a seeded permutation of the training set (disjoint across ranks)."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     order = torch.randperm(num_examples, generator=generator).tolist()
     return order[rank::world_size]
@@ -37,7 +32,7 @@ def points_quota(total: int, rank: int, world_size: int) -> int:
 @torch.no_grad()
 def estimate_shrinkage_covariance(run: RunView, layers, total_points: int, epoch: int, train_mode: bool = False,
                                   cloud=None, include_padding: bool = False) -> CovarianceAccumulator:
-    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks;
+    """Sigma_S's statistics from a no-grad pass over a seeded sample of the training data, pooled over ranks.
     ``cloud(model, output)``: the (n, d) points instead of the ``layers``' token states."""
     model = run.model
     quota = points_quota(total_points, run.rank, run.world_size)
@@ -75,11 +70,10 @@ class ShrinkageHook(Hook):
             return
         cfg = self.criterion.cfg
         started = time.perf_counter()
-        accumulator = estimate_shrinkage_covariance(
-            run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch, train_mode=cfg.shrinkage_mode == "train",
-            cloud=getattr(self.criterion, "shrinkage_cloud", None),
-            include_padding=getattr(cfg, "padding", "exclude") == "include",
-        )
+        accumulator = estimate_shrinkage_covariance(run, getattr(cfg, "layers", None), cfg.shrinkage_points, epoch,
+                                                    train_mode=cfg.shrinkage_mode == "train",
+                                                    cloud=getattr(self.criterion, "shrinkage_cloud", None),
+                                                    include_padding=getattr(cfg, "padding", "exclude") == "include")
         if run.stop_requested:  # the pass ended early: a partial Sigma_S is no estimate; the loop stops now
             return
         if accumulator.count < 2:

@@ -1,5 +1,4 @@
-"""Spectrum control (Wang et al. 2019): pull the singular values of the word-embedding matrix towards a decaying
-target (``polynomial`` ``c1 * k^gamma`` or ``exponential`` ``c1 * exp(-c2 * k^gamma)``, k = 1..d)."""
+"""Spectrum control (Wang et al. 2019): pull the word-embedding matrix's singular values towards a decaying target."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,13 +13,10 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 DECAYS = ("polynomial", "exponential")
-DEFAULT_GAMMA = {"polynomial": -0.5, "exponential": 0.5}
 
 
 @dataclass
 class SpectrumConfig:
-    """Defaults measured on MiniLM (``benchmarks/spectrum_formulation.py``); the paper gives no constants."""
-
     decay: str = setting("polynomial", help="the targets' decay: polynomial c1 * k^gamma or exponential "
                          "c1 * exp(-c2 * k^gamma)", choices=DECAYS)
     lam: float = setting(1e-3, help="weight of the penalty", refused="{key} must be a finite number, got {value}")
@@ -34,7 +30,7 @@ class SpectrumConfig:
     def __post_init__(self) -> None:
         check_fields(self, "criterion.")
         if self.gamma is None:
-            self.gamma = DEFAULT_GAMMA[self.decay]
+            self.gamma = {"polynomial": -0.5, "exponential": 0.5}[self.decay]
         if self.decay == "polynomial" and not self.gamma < 0:
             raise ValueError(f"criterion.gamma={self.gamma} does not decay: polynomial c1 * k^gamma needs gamma < 0")
         if self.decay == "exponential" and not (self.gamma > 0 and self.c2 > 0):
@@ -55,8 +51,7 @@ def spectrum_targets(decay: str, count: int, c1: float, c2: float, gamma: float)
 
 
 def spectrum_penalty(matrix: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d), largest first, from
-    the eigenvalues of its Gram matrix; returns (penalty, sigma)."""
+    """``sum_k (sigma_k - target_k)^2`` over the singular values of ``matrix`` (n x d, n >= d); (penalty, sigma)."""
     import torch
 
     with torch.autocast(device_type=matrix.device.type, enabled=False):

@@ -40,8 +40,7 @@ def next_token_nll(logits: Tensor, input_ids: Tensor, attention_mask: Tensor,
 
 
 def task_loss(kind: str, output, batch: dict[str, Tensor]) -> Tensor:
-    """Cross-entropy (classification), mean squared error (regression), mean start/end cross-entropy (QA) or
-    mean next-token cross-entropy (language modelling)."""
+    """The task loss of a task kind: cross-entropy, mean squared error, start/end or next-token cross-entropy."""
     import torch.nn.functional as F
 
     if kind == "classification":
@@ -68,8 +67,7 @@ class CrossEntropyConfig:
 
 
 class Criterion:
-    """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``; ``adapt(model)``
-    may insert modules before the head or freeze parameters, once, before a checkpoint is restored."""
+    """Base class of criterions, called as ``criterion(model, output, batch) -> CriterionOutput``."""
 
     needs_init_from = False  # True: the criterion trains a fine-tuned model (init_from= is required)
 
@@ -94,7 +92,7 @@ class Criterion:
         return None
 
     def adapt(self, model) -> None:
-        """Change ``model`` (the unwrapped adapter) before training; the default leaves it as it is."""
+        """Change ``model`` (the unwrapped adapter) once, before a checkpoint is restored; by default not at all."""
 
     def __call__(self, model, output, batch: dict[str, Tensor]) -> CriterionOutput:
         raise NotImplementedError

@@ -9,7 +9,6 @@ from typing import Optional
 
 from ..settings import check_fields, setting
 
-SOURCES = ("files", "hub", "packaged")
 CACHE_ENV_VAR = "ISTAR_CACHE"
 _POSITIVE_OR_NONE = "{key} must be a positive integer or None, got {value!r}"
 MAX_TOKENS = 2 ** 24  # the most tokens data.max_length and data.doc_stride may name; a model's positions refuse less
@@ -19,7 +18,7 @@ MAX_TOKENS = 2 ** 24  # the most tokens data.max_length and data.doc_stride may 
 class DataConfig:
     """Data source and preprocessing limits of one task (each field's ``help`` says what it does)."""
 
-    source: str = setting("files", help="where the examples come from", choices=SOURCES,
+    source: str = setting("files", help="where the examples come from", choices=("files", "hub", "packaged"),
                           refused="{key} {value!r} is not supported; choose one of: {choices}")
     dir: Optional[str] = setting(None, help="source=files: the folder holding the task's files")
     train_file: Optional[str] = setting(None, help="source=files: the training split's file (instead of dir)")

@@ -1,5 +1,4 @@
-"""What a run read: for each split, its source and a SHA-256 of its examples as loaded, so that a run resumed onto
-changed data is refused."""
+"""What a run read: each split's source and a SHA-256 of its examples, so that a run resumed on changed data fails."""
 from __future__ import annotations
 
 import hashlib

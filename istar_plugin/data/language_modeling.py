@@ -1,5 +1,4 @@
-"""Language modelling (task ``lm``): next-token prediction on texts from files (``.txt`` lines, ``.jsonl`` text
-fields), a hub data set's ``text`` column or a classification task's texts, scored by held-out perplexity."""
+"""Language modelling (task ``lm``): next-token prediction on texts of files, the hub or another task; perplexity."""
 from __future__ import annotations
 
 import warnings
@@ -11,11 +10,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from .config import DataConfig
-from .hub import HubDataset, read_hub_split
 from .readers import DataError, Located, file_suffix, numbered_lines, read_jsonl, where
-from .task import Task, TextTask, encode_texts, get_task, register_task, text_value
-
-TEXT_FILE_SUFFIXES = (".txt", ".jsonl")
+from .task import HubDataset, Task, TextTask, encode_texts, get_task, read_hub_split, register_task, text_value
 
 
 @register_task("lm")
@@ -27,21 +23,18 @@ class LanguageModeling(Task):
 
     def __init__(self, cfg: Optional[DataConfig] = None, hub_loader=None):
         super().__init__(cfg, hub_loader)
-        self.text_task = self._text_task()
-
-    def _text_task(self) -> Optional[TextTask]:
+        self.text_task: Optional[TextTask] = None
         if not self.cfg.text_from:
-            return None
+            return
         if self.cfg.text_from == self.name:
             raise ConfigError("data.text_from=lm names this task itself; name a task whose texts to model, e.g. sst2")
         try:
-            task = get_task(self.cfg.text_from, self.cfg, hub_loader=self.hub_loader)
+            self.text_task = get_task(self.cfg.text_from, self.cfg, hub_loader=self.hub_loader)
         except KeyError as error:
             raise ConfigError(f"data.text_from: {error.args[0]}") from None
-        if not isinstance(task, TextTask):
-            raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {task.kind}; name a classification or "
-                              "regression task (its texts are single sentences or pairs)")
-        return task
+        if not isinstance(self.text_task, TextTask):
+            raise ConfigError(f"data.text_from={self.cfg.text_from}: its kind is {self.text_task.kind}; name a "
+                              "classification or regression task (its texts are single sentences or pairs)")
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -75,7 +68,7 @@ class LanguageModeling(Task):
             return read_jsonl(path)
         if suffix == ".txt":
             return ((where(path, number), {"text": line.rstrip("\r\n")}) for number, line in numbered_lines(path))
-        raise DataError(f"{path}: lm reads {' or '.join(TEXT_FILE_SUFFIXES)} files, "
+        raise DataError(f"{path}: lm reads .txt or .jsonl files, "
                         f"not {suffix or 'a file without suffix'}")
 
     def read_hub(self, split_name: str) -> Iterator[Located]:
@@ -96,8 +89,7 @@ class LanguageModeling(Task):
         return encode_texts(examples, tokenizer, self.cfg.max_length, ("text",))
 
     def check_tokens(self, splits: dict[str, list[dict]], tokenizer: Callable[[], Any]) -> None:
-        """Drop, in place and with one warning, the texts of fewer than two tokens once encoded (they predict none);
-        :class:`DataError` when no text of a split is left."""
+        """Drop, in place and with one warning, the texts of fewer than two tokens (they predict none)."""
         loaded, dropped = tokenizer(), []
         for split, examples in splits.items():
             kept = [example for example, feature in zip(examples, self.encode(examples, loaded))

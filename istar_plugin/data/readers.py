@@ -1,5 +1,4 @@
-"""Readers for the benchmarks' original file layouts (TSV, parquet, JSON lines, PTB trees, fastText lines, SQuAD
-JSON, each also ``.gz``): records tagged ``"path, line N"``; malformed input raises :class:`DataError`.
+"""Readers of the benchmarks' file layouts (TSV, parquet, JSON lines, PTB, fastText, SQuAD JSON, also ``.gz``).
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
@@ -48,23 +47,21 @@ def open_text(path: Path | str) -> IO[str]:
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its ``\\n`` / ``\\r\\n``) for every line of a text file."""
+    """(1-based line number, line without its ``\\n`` / ``\\r\\n``) for every non-blank line of a text file."""
     try:
         with open_text(path) as handle:
             for number, line in enumerate(handle, start=1):
-                yield number, line.rstrip("\n").removesuffix("\r")
+                if line.strip():
+                    yield number, line.rstrip("\n").removesuffix("\r")
     except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
         raise DataError(f"{path}: cannot be read as UTF-8 text: {error}") from error
 
 
 def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequence[str] | None = None,
              skip_malformed: bool = False) -> Iterator[Located]:
-    """Rows of a tab-separated file as dicts, unquoted; the first line is the header if it names every ``required``
-    column, else ``headerless_columns`` name them; ``skip_malformed`` drops rows of the wrong width with a warning."""
+    """Rows of a tab-separated file as dicts, under its header or else ``headerless_columns``."""
     columns: list[str] | None = None
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         fields = line.split("\t")
         if columns is None:
             if all(name in fields for name in required):
@@ -86,8 +83,6 @@ def read_tsv(path: Path | str, required: Sequence[str], headerless_columns: Sequ
 def read_jsonl(path: Path | str) -> Iterator[Located]:
     """One JSON object per line (blank lines ignored)."""
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
@@ -120,11 +115,7 @@ _PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
 
 
 def tree_sentence(tree: str) -> tuple[str, str] | None:
-    """(sentence, root label) of one labelled PTB tree, escapes undone as pytreebank does; None if it is none.
-
-    >>> tree_sentence("(3 (2 It) (4 (3 works) (2 \\\\/) (2 -LRB-ok-RRB-)))")
-    ('It works / (ok)', '3')
-    """
+    """(sentence, root label) of one labelled PTB tree, escapes undone as pytreebank does; None if it is none."""
     root = _TREE_ROOT.match(tree)
     leaves = _TREE_LEAF.findall(tree)
     if root is None or not leaves or tree.count("(") != tree.count(")"):
@@ -139,26 +130,22 @@ _FASTTEXT_LINE = re.compile(r"__label__(\S+)\s+(.*)")
 
 
 def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
-    """``{"text", "label", "format"}`` records of an SST file, all PTB trees (``"ptb"``) or all fastText lines."""
+    """``{"text", "label"}`` records of an SST file, all PTB trees or all fastText lines (``__label__1`` read as 0)."""
     file_format = None
     for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
         line_format = "ptb" if line.startswith("(") else "fasttext" if line.startswith("__label__") else None
         if line_format is None or (file_format is not None and line_format != file_format):
             expected = file_format or "a PTB tree '(label ...)' or a fastText line '__label__N<TAB>text'"
             raise DataError(f"{where(path, number)}: expected {expected}; found {line[:60]!r}")
         file_format = line_format
-        parsed = tree_sentence(line) if line_format == "ptb" else _fasttext_sentence(line)
+        fasttext = _FASTTEXT_LINE.fullmatch(line)
+        parsed = tree_sentence(line) if line_format == "ptb" else fasttext and fasttext.group(2, 1)
         if parsed is None:
             raise DataError(f"{where(path, number)}: malformed {line_format} line: {line[:60]!r}")
         text, label = parsed
-        yield where(path, number), {"text": text, "label": label, "format": line_format}
-
-
-def _fasttext_sentence(line: str) -> tuple[str, str] | None:
-    match = _FASTTEXT_LINE.fullmatch(line)
-    return None if match is None else (match.group(2), match.group(1))
+        if line_format == "fasttext" and label.isdigit():
+            label = int(label) - 1
+        yield where(path, number), {"text": text, "label": label}
 
 
 def read_squad_json(path: Path | str) -> Iterator[Located]:

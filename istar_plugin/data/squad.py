@@ -1,5 +1,4 @@
-"""SQuAD v1.1 for extractive QA: windowed features from a fast tokenizer, answer spans as token positions,
-and decoding of start/end logits back to answer text through the offset mapping."""
+"""SQuAD v1.1 features: windows from a fast tokenizer, answers as token spans, logits decoded back to answer text."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ import numpy as np
 
 from ..errors import ConfigError
 
-N_BEST = 20
-MAX_ANSWER_LENGTH = 30
 ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
 Offsets = Sequence[tuple[int, int] | None]  # per token: its (start, end) characters in the context, or None
@@ -27,8 +24,7 @@ def check_window_settings(max_length: int, doc_stride: int) -> None:
 
 
 def check_question_room(questions: Sequence[tuple[str, str]], tokenizer: Any, max_length: int, doc_stride: int) -> None:
-    """Raise :class:`ConfigError` unless every window leaves more than ``doc_stride`` context tokens beside its
-    question; ``questions`` are (where, question text) pairs."""
+    """Refuse settings whose windows leave no more than ``doc_stride`` tokens beside a (where, text) question."""
     if not questions:
         return
     lengths = [len(ids) for ids in tokenizer([question.lstrip() for _, question in questions],
@@ -63,8 +59,7 @@ def answer_token_span(context_offsets: Offsets, start_char: int, end_char: int) 
 
 
 def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stride: int, train: bool) -> list[dict]:
-    """One feature per window: with ``train``, the first gold answer's ``start_positions``/``end_positions`` (both at
-    the CLS token when the window does not hold it); else its ``example_id`` and ``offset_mapping``."""
+    """One feature per window: with ``train`` the first answer's token span (CLS if cut), else id and offsets."""
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"SQuAD features need a fast tokenizer (offset mapping); got {type(tokenizer).__name__}")
     check_window_settings(max_length, doc_stride)
@@ -91,10 +86,9 @@ def features(examples: Sequence[dict], tokenizer: Any, max_length: int, doc_stri
 
 
 def decode_answers(examples: Sequence[dict], features: Sequence[dict], start_logits: Sequence[Sequence[float]],
-                   end_logits: Sequence[Sequence[float]], n_best: int = N_BEST,
-                   max_answer_length: int = MAX_ANSWER_LENGTH) -> list[str]:
-    """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none);
-    logit rows may be longer than their feature (batch padding)."""
+                   end_logits: Sequence[Sequence[float]], n_best: int = 20,
+                   max_answer_length: int = 30) -> list[str]:
+    """The best answer text of each example over its windows (start + end logit of a valid span; ``""`` if none)."""
     if not len(start_logits) == len(end_logits) == len(features):
         raise ValueError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for {len(features)} "
                          "features")
@@ -121,10 +115,8 @@ def _best_span(offsets: Offsets, starts: np.ndarray, ends: np.ndarray, n_best: i
     top_ends = np.argsort(-ends, kind="stable")[:n_best]
     in_context = np.array([offset is not None for offset in offsets])
     span_tokens = top_ends[None, :] - top_starts[:, None] + 1
-    valid = (
-        in_context[top_starts][:, None] & in_context[top_ends][None, :]
-        & (span_tokens >= 1) & (span_tokens <= max_answer_length)
-    )  # fmt: skip
+    valid = (in_context[top_starts][:, None] & in_context[top_ends][None, :]
+             & (span_tokens >= 1) & (span_tokens <= max_answer_length))
     if not valid.any():
         return -np.inf, None
     scores = np.where(valid, starts[top_starts][:, None] + ends[top_ends][None, :], -np.inf)

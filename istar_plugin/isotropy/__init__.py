@@ -1,9 +1,5 @@
 """Isotropy of point clouds (rows are points): IsoScore, differentiable IsoScore*, and the seed papers' measures.
 
-IsoScore* of the shrunk covariance ``S = (1 - zeta) * cov(X) + zeta * Sigma_S`` (Algorithm 1 of Rudman & Eickhoff
-2024) is exactly ``(r**2 - 1) / (d - 1)`` with the participation ratio ``r = trace(S) / ||S||_F``: one matrix
-product, no eigendecomposition, a gradient defined everywhere.
-
 >>> import torch
 >>> points = torch.randn(2000, 8, dtype=torch.float64) * torch.tensor([1., 1, 1, 1, 1, 1, 1, 1e-9]).double()
 >>> round(isoscore(points).item(), 1)  # 7 of 8 dimensions used equally: (7 - 1) / (8 - 1)

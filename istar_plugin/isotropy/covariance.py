@@ -1,5 +1,5 @@
 """IsoScore and the differentiable IsoScore* of a point cloud, alone, pooled over ranks, or streamed
-(:class:`CovarianceAccumulator`); see :mod:`istar_plugin.isotropy` for the reduction to a participation ratio.
+(:class:`CovarianceAccumulator`); docs/architecture.md derives their reduction to a participation ratio.
 
 >>> round(isoscore(torch.eye(3, dtype=torch.float64)).item(), 2)  # three points, two used directions around their mean
 0.5
@@ -42,10 +42,7 @@ def _scatter(chunks: Sequence[Tensor]) -> Tensor:
 
 
 class _CovarianceMoments(torch.autograd.Function):
-    """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks`` (rows are points).
-
-    dLoss/dC is the symmetric ``g0 I + 2 g1 C + g2 A`` and dLoss/dXk = ``2 Xck dC / (n - 1)`` (the centred points
-    sum to zero), one product forward and one backward. A single chunk with n < d and no ``A`` uses the n x n Gram."""
+    """``[trace(C), ||C||_F**2, <C, A>]`` of the covariance ``C`` of the union of ``chunks``, one product each way."""
 
     @staticmethod
     def forward(ctx, other: Optional[Tensor], *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -145,10 +142,8 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
 
 
 class _PooledScatter(torch.autograd.Function):
-    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; one product forward and one backward.
-
-    The backward all-reduces the gradient (an all-reduce's adjoint); DDP's gradient averaging divides the
-    resulting ``world_size`` factor back out."""
+    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient (DDP's
+    averaging divides the ``world_size`` factor back out)."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]

@@ -1,7 +1,6 @@
-"""The measures of a set of sentence embeddings (:data:`MEASURES`), for ``istar-embed`` and the
-sentence-transformers ``IsotropyEvaluator``: ``spearman`` x 100 of the pairs' cosines against gold scores,
-``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A measure the
-data leave undefined is None, with the reason beside it as ``NAME_undefined``: the record stays standard JSON.
+"""The measures of a set of sentence embeddings (:data:`MEASURES`): ``spearman`` x 100 of the pairs' cosines against
+gold scores, ``alignment`` over positive pairs (gold >= :data:`POSITIVE_SCORE`), the others over every sentence. A
+measure the data leave undefined is None, with the reason beside it as ``NAME_undefined``.
 
 >>> first = torch.tensor([[1., 0.], [0., 1.], [1., -1.]])
 >>> second = torch.tensor([[1., 0.], [1., 1.], [-1., 1.]])  # cosines 1, 0.71, -1
@@ -24,21 +23,17 @@ from .measures import (alignment, average_cosine_similarity, explained_variance_
 
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
-PAIR_MEASURES = ("spearman", "alignment")
 POSITIVE_SCORE = 4.0
-UNDEFINED_SUFFIX = "_undefined"
-"""``NAME_undefined`` holds why measure ``NAME`` is None."""
+UNDEFINED_SUFFIX = "_undefined"  # NAME_undefined: why measure NAME is None
 
 
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
                        zeta: float = 0.2, names: Sequence[str] = MEASURES) -> dict[str, Any]:
     """The measures ``names`` of the embeddings ``points`` (m, d) in float64, in order; an undefined one is None.
-    With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences;
-    ``isoscore_star`` shrinks toward ``fit_cov`` (d, d) with weight ``zeta``."""
-    unknown = [name for name in names if name not in MEASURES]
-    if unknown:
+    With ``scores`` (n gold similarities), rows 0..n-1 and n..2n-1 are the pairs' first and second sentences."""
+    if unknown := [name for name in names if name not in MEASURES]:
         raise ValueError(f"unknown embedding measures {unknown}; choices: {', '.join(MEASURES)}")
-    paired = [name for name in names if name in PAIR_MEASURES]
+    paired = [name for name in names if name in ("spearman", "alignment")]
     if paired and scores is None:
         raise ValueError(f"{', '.join(paired)} need gold scores for the pairs")
     points = points.double()
@@ -72,8 +67,7 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
 
 def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
     """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``."""
-    value = measures.get(name)
-    if value is None:
+    if (value := measures.get(name)) is None:
         return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
     return format(value, spec)
 

@@ -1,6 +1,5 @@
-"""The seed papers' other measures of a point cloud: average cosine, partition-function isotropy (I1, I2),
-explained variance EV_k and TwoNN intrinsic dimension; and of sentence embeddings: alignment and uniformity
-(Wang & Isola 2020) and RankMe, the effective rank (Garrido et al. 2023).
+"""The seed papers' other measures of a point cloud (average cosine, partition-function isotropy, explained variance,
+TwoNN dimension) and of sentence embeddings (alignment, uniformity, RankMe).
 
 >>> round(average_cosine_similarity(torch.eye(3)).item(), 3)  # orthogonal points
 0.0
@@ -27,10 +26,8 @@ def cosine_from_unit_sums(unit_sum: Tensor, unit_square_sum: Tensor | float, n: 
 
 
 def partition_isotropy(points: Tensor) -> tuple[Tensor, Tensor]:
-    """Partition-function isotropy ``(I1, I2)`` of Mu et al. (2017) / Wang et al. (2019).
-
-    ``Z(c) = sum_i exp(c . x_i)`` over the eigenvectors ``c`` of ``X^T X`` taken with both signs (independent of the
-    eigen-solver's sign choice); ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``; perfectly isotropic: (1, 0)."""
+    """Partition-function isotropy ``(I1, I2)`` (Mu et al. 2017): ``I1 = min Z / max Z``, ``I2 = std(Z) / mean(Z)``
+    of ``Z(c) = sum_i exp(c . x_i)`` over the eigenvectors ``c`` of ``X^T X`` with both signs; isotropic: (1, 0)."""
     _check_points(points)
     x = points.detach().to(torch.float64)
     directions = torch.linalg.eigh(x.T @ x).eigenvectors
@@ -51,11 +48,7 @@ def explained_variance_ratio(points: Tensor, k: int) -> Tensor:
 
 
 def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
-    """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one.
-
-    >>> explained_variance_curve(torch.diag(torch.tensor([1., 6., 3.])), 3).tolist()
-    [0.6, 0.9, 1.0]
-    """
+    """``[EV_1, ..., EV_k_max]`` of the points whose covariance is ``cov`` (d, d), e.g. a streamed one."""
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
         raise ValueError(f"cov must be a square (d, d) matrix, got shape {tuple(cov.shape)}")
     if not 1 <= k_max <= cov.shape[0]:
@@ -68,11 +61,8 @@ def explained_variance_curve(cov: Tensor, k_max: int) -> Tensor:
 
 @torch.no_grad()
 def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: int = 1024) -> Tensor:
-    """TwoNN intrinsic dimension (Facco et al. 2017) from each point's two nearest-neighbour distances.
-
-    With ``mu = r2 / r1``, ``-log(1 - F(mu)) = d log(mu)``: a least-squares line through the origin over the
-    empirical distribution, dropping the largest ``discard_fraction`` of ``mu`` and duplicate points (r1 = 0).
-    Memory O(chunk_size * n)."""
+    """TwoNN intrinsic dimension (Facco et al. 2017): the slope of ``-log(1 - F(mu))`` over ``log(mu)``, with
+    ``mu = r2 / r1`` of each point's two nearest neighbours, less the largest ``discard_fraction`` and duplicates."""
     _check_points(points, "points")
     if not 0.0 <= discard_fraction < 1.0:
         raise ValueError(f"discard_fraction must lie in [0, 1), got {discard_fraction}")
@@ -118,8 +108,7 @@ def alignment(first: Tensor, second: Tensor, alpha: float = 2.0) -> Tensor:
 
 def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor:
     """Uniformity (Wang & Isola 2020): ``log mean exp(-t ||u_i - u_j||^2)`` over pairs i < j of the L2-normalised
-    rows; lower is more uniform on the sphere (-4 t for antipodal pairs), 0 when all rows share one direction.
-    Memory O(chunk_size * n)."""
+    rows; lower is more uniform on the sphere, 0 when all rows share one direction."""
     _check_points(points)
     n = points.shape[0]
     if n < 2:
