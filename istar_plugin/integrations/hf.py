@@ -91,8 +91,7 @@ class _LoopView(ReadOnlyView):
 
     @property
     def train_features(self):
-        """The training set as the model sees it: with ``remove_unused_columns`` (the Trainer's argument), only the
-        columns its forward takes and the label columns, as the Trainer's own loader keeps."""
+        """The training set as the Trainer's loader keeps it (``remove_unused_columns``: inputs and labels only)."""
         if self._features is None:
             trainer, dataset = self._trainer, self._trainer.train_dataset
             if trainer.args.remove_unused_columns and hasattr(dataset, "column_names"):

@@ -47,9 +47,7 @@ class IStarLoss(nn.Module):
         self.lam, self.zeta, self.points, self.seed = float(lam), float(zeta), points, seed
         self.shrinkage_sentences = list(shrinkage_sentences or ())
         self.shrinkage_points, self.batch_size = shrinkage_points, batch_size
-        self.shrinkage_cov: Optional[Tensor] = None
-        self.refreshes = 0
-        self._callback_in_use = False
+        self.shrinkage_cov, self.refreshes, self._callback_in_use = None, 0, False
         config = transformer_module(model).auto_model.config
         count = num_layers(config)
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
@@ -148,8 +146,7 @@ class _ShrinkageCallback(TrainerCallback):
 
 
 class IsotropyEvaluator(SentenceEvaluator):
-    """Isotropy of a model's sentence embeddings (and, given ``scores``, the pairs' STS Spearman x 100), raw and after
-    each of ``transforms`` fitted on ``fit_sentences``."""
+    """Isotropy (given ``scores``, STS Spearman x 100 too) of sentence embeddings, raw and after each transform."""
 
     def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
                  scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,

@@ -107,8 +107,7 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
 
 def _model_folder(path: Path, label_names: tuple) -> InitSource:
     config = json.loads((path / "config.json").read_text())
-    has_head = any(name.endswith("ForSequenceClassification") for name in config.get("architectures") or ())
-    if not has_head:
+    if not any(name.endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
         return InitSource(path)  # an encoder alone: the task head starts fresh
     id2label = config.get("id2label") or {}
     saved = tuple(id2label[key] for key in sorted(id2label, key=int)) if id2label else ()
