@@ -166,10 +166,9 @@ class IStarTrainer(Trainer):
         if getattr(type(self.criterion), "adapt", Criterion.adapt) is not Criterion.adapt:
             raise TypeError(f"criterion {criterion!r} changes the model (adapt); IStarTrainer runs criterions that "
                             "only compute the loss: use istar-run for it")
-        self.criterion_hooks = list(self.criterion.hooks())
         self.view = HFModelView(self.model, self.kind)
         self.loop = _LoopView(self)
-        self.hooks = HookDispatcher(self.criterion_hooks, self.loop)
+        self.hooks = HookDispatcher(list(self.criterion.hooks()), self.loop)
         self.loss_is_scaled_for_ga = False  # the criterion's loss is a per-batch mean
         self.last_stats: dict[str, Tensor] = {}
         self._interval = IntervalStatistics()

@@ -157,7 +157,6 @@ class IsotropyEvaluator(SentenceEvaluator):
         if transforms and not fit_sentences:
             raise ValueError("transforms are fitted on fit_sentences: pass them (e.g. training sentences)")
         self.sentences = list(sentences1) + list(sentences2 or ())
-        self.pairs = len(sentences1) if scores is not None else 0
         self.scores = list(scores) if scores is not None else None
         self.name, self.batch_size = name, batch_size
         self.transforms = [parse_transform(spec) for spec in transforms]

@@ -195,15 +195,11 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     config = transformer_module(model).auto_model.config
     was, config.output_hidden_states = config.output_hidden_states, True
     statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
-
-    def clouds(batch: list) -> list:
-        output = model(device_features(model, batch))
-        return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
-
     model.eval()
     try:
-        batches = (sentences[start : start + batch_size] for start in range(0, len(sentences), batch_size))
-        stream(statistics, batches, clouds)
+        outputs = (model(device_features(model, sentences[start : start + batch_size]))
+                   for start in range(0, len(sentences), batch_size))
+        stream(statistics, outputs, lambda out: token_cloud(out["all_layer_embeddings"], out["attention_mask"]))
     finally:
         config.output_hidden_states = was
     return statistics.isoscore_star_per_layer(), statistics.isoscore_star()

@@ -31,9 +31,7 @@ def native_bf16(device: torch.device) -> bool:
 def choose_precision(chosen: str, device: torch.device) -> str:
     """The precision a run uses: ``chosen`` (``auto`` or one of :data:`~istar_plugin.config.PRECISIONS`) on a device."""
     if chosen == "auto":
-        if native_bf16(device):
-            return "bf16"
-        return "fp16" if device.type == "cuda" else "fp32"
+        return "bf16" if native_bf16(device) else "fp16" if device.type == "cuda" else "fp32"
     if chosen == "fp16" and device.type == "cpu":
         raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
     if chosen == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
