@@ -45,9 +45,7 @@ class StsPairs:
     scores: list
     source: str
 
-    @property
-    def sentences(self) -> list:
-        return list(self.first) + list(self.second)
+    sentences = property(lambda self: list(self.first) + list(self.second))
 
     def __len__(self) -> int:
         return len(self.scores)

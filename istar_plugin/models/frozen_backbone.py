@@ -42,9 +42,7 @@ class FrozenBackboneCache:
     def __len__(self) -> int:
         return len(self._rows)
 
-    @property
-    def on_disk(self) -> bool:
-        return self._file is not None
+    on_disk = property(lambda self: self._file is not None)
 
     @staticmethod
     def keys(inputs: dict[str, Tensor]) -> list[bytes]:
