@@ -52,12 +52,10 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         raise RunProblem(str(error)) from None
     if latest is None:
         return results.to_json()  # a finished run keeps its final model in model/ (its checkpoints were removed)
-    step = Checkpoints.step_of(latest)
-    if results.step != step:
+    if results.step != Checkpoints.step_of(latest):
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
                          f"{results.step})")
-    damage = problem(latest)
-    if damage is not None:  # an older checkpoint is not the final model: nothing is scored in its place
+    if (damage := problem(latest)) is not None:  # an older checkpoint is not the final model: nothing is scored
         raise RunProblem(f"{run_dir}: its final checkpoint {latest.name} is damaged ({damage}); nothing was read "
                          "from it and the run was left as it was")
     return results.to_json()
@@ -128,8 +126,7 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
 
 def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
     """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one."""
-    packing = getattr(output, "packing", None)
-    if packing is not None:
+    if (packing := getattr(output, "packing", None)) is not None:
         return hidden.index_select(0, packing.last if decoder else packing.first)
     return pool(hidden, output.attention_mask, "last_token") if decoder else hidden[:, 0]
 

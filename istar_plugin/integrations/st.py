@@ -30,6 +30,9 @@ EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformit
 class IStarLoss(nn.Module):
     """``loss`` plus I-STAR's penalty on the embeddings ``loss``'s forward passes produce."""
 
+    citation = ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
+                "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
+
     def __init__(self, model: nn.Module, loss: nn.Module, lam: float = -1.0, zeta: float = 0.2, points: str = "tokens",
                  layers: Optional[Sequence[int]] = None, shrinkage_sentences: Optional[Sequence[str]] = None,
                  shrinkage_points: int = 250_000, batch_size: int = 64, seed: int = 0):
@@ -51,8 +54,7 @@ class IStarLoss(nn.Module):
         config = transformer_module(model).auto_model.config
         count = num_layers(config)
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
-        bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
-        if bad:
+        if bad := [layer for layer in self.layers if not -count - 1 <= layer <= count]:
             raise ValueError(f"layers {bad} are outside the model's hidden states: 0 (embeddings) to {count}")
         if points == "tokens" and self.layers != [count] and self.layers != [-1]:
             config.output_hidden_states = True  # every layer's token embeddings come out as all_layer_embeddings
@@ -118,11 +120,6 @@ class IStarLoss(nn.Module):
     def callback(self) -> TrainerCallback:
         """A trainer callback computing Sigma_S before training and after every epoch (the paper's schedule)."""
         return _ShrinkageCallback(self)
-
-    @property
-    def citation(self) -> str:
-        return ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
-                "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
 
 
 def device_features(model, sentences: list) -> dict:

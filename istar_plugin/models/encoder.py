@@ -186,8 +186,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         cache, hidden_states, packing, states = self.frozen_cache, (), None, None
         if cache is not None and (self.training or not self._hidden_states_wanted):
             keys = cache.keys(inputs)
-            missing = cache.missing(keys)
-            if missing:  # the backbone on them (their packed row when padding-free)
+            if missing := cache.missing(keys):  # the backbone on them (their packed row when padding-free)
                 with torch.no_grad():
                     _, vectors, pooled, _ = self._backbone_on({name: row[missing] for name, row in inputs.items()}, {})
                 cache.store([keys[i] for i in missing], vectors, pooled)

@@ -21,8 +21,7 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     if requested == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
-    missing = _why_missing(device)
-    if missing is not None:
+    if (missing := _why_missing(device)) is not None:
         named = f"device={requested!r}" + ("" if str(device) == requested else f" ({device}, by LOCAL_RANK)")
         raise ConfigError(f"{named} asked for, but {missing}; choose one of: {', '.join(available_devices())}")
     return device

@@ -42,8 +42,7 @@ class InitSource:
         if self.checkpoint is None:
             return  # a model folder was loaded by the model itself
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
-        inserted = inserted_modules(state)
-        if inserted:
+        if inserted := inserted_modules(state):
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
         try:

@@ -23,8 +23,7 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        capabilities = torch.cpu.get_capabilities()
-        return any(capabilities.get(flag, False) for flag in ("avx512_bf16", "amx_bf16", "amx_tile"))
+        return any(torch.cpu.get_capabilities().get(flag, False) for flag in ("avx512_bf16", "amx_bf16", "amx_tile"))
     return False
 
 
@@ -52,5 +51,4 @@ def autocast(precision: str, device: torch.device) -> ContextManager:
     """The context of a forward pass in ``precision``: no autocast for fp32, else autocast to bf16 or fp16."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
