@@ -39,8 +39,7 @@ class LoadedModel:
     def features(self, split: str) -> list[dict]:
         """The split's encoded features, as the trainer encodes them (``train`` without its validation share)."""
         examples = self.task.load(split)
-        fraction = self.cfg.data.get("validation_split")
-        if split == "train" and fraction:
+        if split == "train" and (fraction := self.cfg.data.get("validation_split")):
             examples, _ = seeded_split(examples, fraction, self.cfg.data.split_seed)
         return self.task.encode(examples, self.tokenizer, train=split == "train")
 

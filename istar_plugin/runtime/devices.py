@@ -33,8 +33,7 @@ def _why_missing(device: torch.device) -> str | None:
             return f"this torch build ({torch.__version__}) has no CUDA support"
         if not torch.cuda.is_available():
             return "CUDA finds no GPU here"
-        count = torch.cuda.device_count()
-        if device.index >= count:
+        if device.index >= (count := torch.cuda.device_count()):
             return f"this machine has {count} CUDA device{'s' if count != 1 else ''} (cuda:0 to cuda:{count - 1})"
     if device.type == "mps" and not torch.backends.mps.is_available():
         if not torch.backends.mps.is_built():

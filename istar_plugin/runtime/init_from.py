@@ -92,8 +92,7 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
                             f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
     if config.task != task:
         raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
-    saved_labels = tuple(results.label_names or label_names)
-    if saved_labels != label_names:
+    if (saved_labels := tuple(results.label_names or label_names)) != label_names:
         raise InitFromError(f"init_from {path}: label set {list(saved_labels)} "
                             f"differs from task {task}'s {list(label_names)}")
     if config.model.name_or_path != name_or_path:
@@ -110,8 +109,7 @@ def _model_folder(path: Path, label_names: tuple) -> InitSource:
         return InitSource(path)  # an encoder alone: the task head starts fresh
     id2label = config.get("id2label") or {}
     saved = tuple(id2label[key] for key in sorted(id2label, key=int)) if id2label else ()
-    count = len(saved) or config.get("num_labels")
-    if count != len(label_names):
+    if (count := len(saved) or config.get("num_labels")) != len(label_names):
         raise InitFromError(f"init_from {path}: a classifier with {count} labels, "
                             f"this task has {len(label_names)} ({', '.join(label_names)})")
     if saved and not all(_GENERIC_LABEL.fullmatch(str(name)) for name in saved) and saved != label_names:
