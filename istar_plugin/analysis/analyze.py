@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from ..config import compose
 from ..isotropy import cosine_from_unit_sums, explained_variance_curve, partition_isotropy, twonn_dimension
@@ -50,12 +52,10 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         raise RunProblem(str(error)) from None
     if latest is None:
         return results.to_json()  # a finished run keeps its final model in model/ (its checkpoints were removed)
-    step = Checkpoints.step_of(latest)
-    if results.step != step:
+    if results.step != Checkpoints.step_of(latest):
         raise RunProblem(f"{run_dir}: latest checkpoint {latest.name} is not the final model (results.json is of step "
                          f"{results.step})")
-    damage = problem(latest)
-    if damage is not None:  # an older checkpoint is not the final model: nothing is scored in its place
+    if (damage := problem(latest)) is not None:  # an older checkpoint is not the final model: nothing is scored
         raise RunProblem(f"{run_dir}: its final checkpoint {latest.name} is damaged ({damage}); nothing was read "
                          "from it and the run was left as it was")
     return results.to_json()
@@ -80,26 +80,21 @@ class Progress:
     def __init__(self, total: int, description: str, stream=None):
         self.total, self.description, self.done, self.started = total, description, 0, time.perf_counter()
         self.stream = stream or sys.stderr
-        self.bar = None
-        if self.stream.isatty():
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc=description, unit="ex", leave=False, file=self.stream)
-        self.next_report = max(1, math.ceil(total / 10))
+        self.every = self.next_report = max(1, math.ceil(total / 10))
+        terminal = self.stream.isatty() and total > 0  # a bar closes when its total is reached
+        self.bar = tqdm(total=total, desc=description, unit="ex", leave=False, file=self.stream) if terminal else None
 
     def update(self, count: int) -> None:
         self.done += count
         if self.bar is not None:
             self.bar.update(count)
+            if self.done >= self.total:
+                self.bar.close()
         elif self.done >= self.next_report or self.done == self.total:
             seconds = time.perf_counter() - self.started
             print(f"  {self.description}: {self.done}/{self.total} examples, {seconds:.0f} s", file=self.stream,
                   flush=True)
-            self.next_report = self.done + max(1, math.ceil(self.total / 10))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+            self.next_report = self.done + self.every
 
 
 def stream_split(loaded: LoadedModel, split: str,
@@ -117,23 +112,21 @@ def stream_features(loaded: LoadedModel, features: Sequence[dict], batch_size: O
     statistics = LayerStatistics(model.hidden_size, model.num_layers, moments=True, device=loaded.device)
     examples: list[list[torch.Tensor]] = [[] for _ in range(model.num_layers)]
     decoder = getattr(model, "is_decoder", False)
-    progress = Progress(len(features), description)
+    progress = Progress(len(features), description).update
 
     def keep(batch, output) -> None:
         for vectors, hidden in zip(examples, output.hidden_states[1:]):
             vectors.append(example_vectors(hidden, output, decoder).float().cpu())
-        progress.update(batch["input_ids"].shape[0])
+        progress(batch["input_ids"].shape[0])
 
     batches = (loaded.collate(features[start : start + batch_size]) for start in range(0, len(features), batch_size))
     stream_token_statistics(model, batches, statistics, autocast=loaded.autocast, on_output=keep)
-    progress.close()
     return statistics, examples
 
 
 def example_vectors(hidden: torch.Tensor, output: Any, decoder: bool) -> torch.Tensor:
     """One layer's vector per example, (batch, d): an encoder's first token, a decoder's last real one."""
-    packing = getattr(output, "packing", None)
-    if packing is not None:
+    if (packing := getattr(output, "packing", None)) is not None:
         return hidden.index_select(0, packing.last if decoder else packing.first)
     return pool(hidden, output.attention_mask, "last_token") if decoder else hidden[:, 0]
 
@@ -274,7 +267,8 @@ def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     return save_png(fig, path)
 
 
-def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path, log: bool = False) -> Path:
+def _per_layer(analyses, path: Path, key: str, title: str, ylabel: str, log: bool = False) -> Path:
+    title = title.format(factor=analyses[0].get("outlier_factor", OUTLIER_FACTOR))
     fig, ax = single(f"{title} ({_context(analyses)})", "layer", ylabel)
     if log:
         ax.set_yscale("log")
@@ -288,28 +282,16 @@ def _per_layer(analyses, key: str, title: str, ylabel: str, path: Path, log: boo
     return save_png(fig, path)
 
 
-def figure5(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Figure 5: TwoNN intrinsic dimension per layer of the [CLS] vectors, one line per run."""
-    return _per_layer(analyses, "twonn_per_layer", "TwoNN dimension per layer ([CLS]; a decoder's last token)",
-                      "TwoNN dimension", path)
-
-
-def figure6(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Figure 6: IsoScore* (zeta 0, padding excluded) of each layer's token cloud, one line per run."""
-    return _per_layer(analyses, "isoscore_star_per_layer", "IsoScore* per layer, tokens, ζ = 0", "IsoScore*", path)
-
-
-def figure_outliers(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """How many outlier dimensions each layer has."""
-    factor = analyses[0].get("outlier_factor", OUTLIER_FACTOR)
-    return _per_layer(analyses, "outlier_dimensions_per_layer", f"Outlier dimensions per layer (> {factor:g}x median)",
-                      "dimensions", path)
-
-
-def figure_massive(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
-    """The largest activation of each layer over its median dimension's (log scale)."""
-    return _per_layer(analyses, "max_activation_ratio_per_layer", "Largest activation over the median, per layer",
-                      "max |activation| / median", path, log=True)
+# Figure 5: TwoNN dimension of the [CLS] vectors; Figure 6: IsoScore* (zeta 0) of the token clouds; then how many
+# outlier dimensions each layer has, and its largest activation over its median dimension's: one line per run each.
+figure5 = partial(_per_layer, key="twonn_per_layer", ylabel="TwoNN dimension",
+                  title="TwoNN dimension per layer ([CLS]; a decoder's last token)")
+figure6 = partial(_per_layer, key="isoscore_star_per_layer", title="IsoScore* per layer, tokens, ζ = 0",
+                  ylabel="IsoScore*")
+figure_outliers = partial(_per_layer, key="outlier_dimensions_per_layer", ylabel="dimensions",
+                          title="Outlier dimensions per layer (> {factor:g}x median)")
+figure_massive = partial(_per_layer, key="max_activation_ratio_per_layer", ylabel="max |activation| / median",
+                         title="Largest activation over the median, per layer", log=True)
 
 
 def output_names(run_dirs: Sequence[Path]) -> list[str]:

@@ -32,19 +32,14 @@ class LoadedModel:
     precision: str
     history: list = field(default_factory=list)  # the evaluations the loaded checkpoint records
 
-    @property
-    def tokenizer(self):
-        return self.model.tokenizer
+    tokenizer = property(lambda self: self.model.tokenizer)
 
-    @property
-    def eval_batch_size(self) -> int:
-        return self.cfg.eval_batch_size or self.cfg.batch_size
+    eval_batch_size = property(lambda self: self.cfg.eval_batch_size or self.cfg.batch_size)
 
     def features(self, split: str) -> list[dict]:
         """The split's encoded features, as the trainer encodes them (``train`` without its validation share)."""
         examples = self.task.load(split)
-        fraction = self.cfg.data.get("validation_split")
-        if split == "train" and fraction:
+        if split == "train" and (fraction := self.cfg.data.get("validation_split")):
             examples, _ = seeded_split(examples, fraction, self.cfg.data.split_seed)
         return self.task.encode(examples, self.tokenizer, train=split == "train")
 
@@ -64,18 +59,13 @@ def load_run(run_dir: Path, step: Optional[int] = None) -> LoadedModel:
     if step is None and checkpoints.latest() is None:  # the Hugging Face folder holds the fine-tuned encoder and head
         cfg.model.name_or_path, cfg.model.local_files_only, cfg.model.revision = str(run_dir / MODEL_DIR), True, None
         cfg.init_from = None  # the folder is the architecture and the weights
-        return _build(cfg, state=None)
+        return load_pretrained(cfg)
     chosen = max(checkpoints.paths()) if step is None else step  # read only: a damaged one is refused, not renamed
-    return _build(cfg, state=checkpoints.load_step(chosen, map_location="cpu"))
+    return load_pretrained(cfg, state=checkpoints.load_step(chosen, map_location="cpu"))
 
 
-def load_pretrained(cfg: DictConfig) -> LoadedModel:
-    """The model ``istar-run`` with ``cfg`` starts from, before any training step (``init_from``'s weights included)."""
-    return _build(cfg, state=None)
-
-
-def _build(cfg: DictConfig, state: Optional[dict]) -> LoadedModel:
-    """The run's model in eval mode on the run's device, with a checkpoint's weights when ``state`` is given."""
+def load_pretrained(cfg: DictConfig, state: Optional[dict] = None) -> LoadedModel:
+    """The model ``istar-run`` with ``cfg`` starts from (``init_from``'s weights included), or a checkpoint's."""
     load_plugins()
     device = pick_device(cfg.device)
     seed_everything(cfg.seed)  # any weight no file supplies starts as it did in the run

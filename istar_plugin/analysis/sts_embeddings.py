@@ -45,9 +45,7 @@ class StsPairs:
     scores: list
     source: str
 
-    @property
-    def sentences(self) -> list:
-        return list(self.first) + list(self.second)
+    sentences = property(lambda self: list(self.first) + list(self.second))
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -66,8 +64,7 @@ def read_sts(sts_dir: str | Path, split: str) -> StsPairs:
 
 def read_corpus(path: str | Path) -> list:
     """Sentences of a text file, one per line (blank lines skipped), for fitting transforms on a corpus."""
-    lines = [line.strip() for line in read_text(path, "fit corpus").splitlines()]
-    sentences = [line for line in lines if line]
+    sentences = [line.strip() for line in read_text(path, "fit corpus").splitlines() if line.strip()]
     if len(sentences) < 2:
         raise ValueError(f"{path}: a fit corpus needs at least 2 non-blank lines, got {len(sentences)}")
     return sentences
@@ -127,22 +124,12 @@ def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:
     """The sentence encoder behind ``source``: a run's final model, a folder, a model preset or a hub name."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path) and not _trained_elsewhere(path):
-        loaded = load_run(path)  # read only: no lock, nothing written
-        model = loaded.model
-        return SentenceEncoder(model.model.base_model, loaded.tokenizer, max_length, source=str(path),
+        model = load_run(path).model  # read only: no lock, nothing written
+        return SentenceEncoder(model.model.base_model, model.tokenizer, max_length, source=str(path),
                                pack=model.pack if getattr(model, "padding_free", False) else None)
     model_path = _model_path(source)
     local = Path(gguf_options(model_path)[0]).is_dir()
     return SentenceEncoder.from_pretrained(model_path, max_length, local_files_only=local)
-
-
-def _encode(encoder: SentenceEncoder, sentences: list, what: str, pooling: str, layers: Sequence[int],
-            batch_size: int) -> dict[int, torch.Tensor]:
-    progress = Progress(len(sentences), what)
-    try:
-        return encoder.encode(sentences, pooling, layers, batch_size, progress=progress.update)
-    finally:
-        progress.close()
 
 
 def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, transforms: Sequence[Transform],
@@ -150,8 +137,10 @@ def evaluate_sts(encoder: SentenceEncoder, sts: StsPairs, fit_sentences: list, t
                  batch_size: int = 64) -> tuple[dict[int, dict[str, dict[str, float]]], dict[int, dict[str, Any]]]:
     """``(results, fitted)``: per hidden-state index and transform, the measures and the fitted tensors."""
     indices = [encoder.layer_index(layer) for layer in layers]
-    evaluated = _encode(encoder, sts.sentences, "STS sentences", pooling, indices, batch_size)
-    fit = _encode(encoder, fit_sentences, "fit sentences", pooling, indices, batch_size)
+    evaluated = encoder.encode(sts.sentences, pooling, indices, batch_size,
+                               progress=Progress(len(sts.sentences), "STS sentences").update)
+    fit = encoder.encode(fit_sentences, pooling, indices, batch_size,
+                         progress=Progress(len(fit_sentences), "fit sentences").update)
     results: dict[int, dict[str, dict[str, float]]] = {}
     fitted: dict[int, dict[str, Any]] = {}
     for index in indices:
@@ -190,27 +179,23 @@ def figure(results: dict[int, dict[str, dict[str, float]]], title: str):
     return fig
 
 
-def _transform_path(out: Path, layer: int, name: str) -> Path:
-    return out / "transforms" / f"layer{layer}" / (name.replace(":", "-") + ".pt")
+def _fitted_tensors(out: Path, fitted: dict) -> dict[Path, dict]:
+    return {out / "transforms" / f"layer{layer}" / (name.replace(":", "-") + ".pt"): state
+            for layer, by_transform in fitted.items() for name, state in by_transform.items() if state}
 
 
 def report_paths(out: Path, fitted: dict) -> list[Path]:
     """The files :func:`write_embedding_report` writes, in the order it writes them (``embeddings.json`` last)."""
-    tensors = [_transform_path(out, layer, name) for layer, by_transform in fitted.items()
-               for name, state in by_transform.items() if state]
-    return [*tensors, out / "embeddings.md", out / "embeddings.png", out / "embeddings.json"]
+    return [*_fitted_tensors(out, fitted), out / "embeddings.md", out / "embeddings.png", out / "embeddings.json"]
 
 
 def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fitted: dict) -> list[Path]:
     """Write :func:`report_paths` and return them."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for layer, by_transform in fitted.items():
-        for name, tensors in by_transform.items():
-            if tensors:
-                path = _transform_path(out, layer, name)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                written.append(atomic_torch_save(tensors, path))
+    for path, tensors in _fitted_tensors(out, fitted).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.append(atomic_torch_save(tensors, path))
     written.append(atomic_write_text(out / "embeddings.md", markdown_table(results)))
     title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}"
     written.append(save_png(figure(results, title), out / "embeddings.png"))

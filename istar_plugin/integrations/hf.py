@@ -43,9 +43,7 @@ class HFModelView(TokenCloudSurface):
         self.model, self.kind = model, kind
         self.inputs = set(inspect.signature(model.forward).parameters) - set(LABEL_KEYS)
 
-    @property
-    def training(self) -> bool:
-        return self.model.training
+    training = property(lambda self: self.model.training)
 
     def train(self, mode: bool = True) -> "HFModelView":
         self.model.train(mode)
@@ -91,8 +89,7 @@ class _LoopView(ReadOnlyView):
 
     @property
     def train_features(self):
-        """The training set as the model sees it: with ``remove_unused_columns`` (the Trainer's argument), only the
-        columns its forward takes and the label columns, as the Trainer's own loader keeps."""
+        """The training set as the Trainer's loader keeps it (``remove_unused_columns``: inputs and labels only)."""
         if self._features is None:
             trainer, dataset = self._trainer, self._trainer.train_dataset
             if trainer.args.remove_unused_columns and hasattr(dataset, "column_names"):
@@ -167,10 +164,9 @@ class IStarTrainer(Trainer):
         if getattr(type(self.criterion), "adapt", Criterion.adapt) is not Criterion.adapt:
             raise TypeError(f"criterion {criterion!r} changes the model (adapt); IStarTrainer runs criterions that "
                             "only compute the loss: use istar-run for it")
-        self.criterion_hooks = list(self.criterion.hooks())
         self.view = HFModelView(self.model, self.kind)
         self.loop = _LoopView(self)
-        self.hooks = HookDispatcher(self.criterion_hooks, self.loop)
+        self.hooks = HookDispatcher(list(self.criterion.hooks()), self.loop)
         self.loss_is_scaled_for_ga = False  # the criterion's loss is a per-batch mean
         self.last_stats: dict[str, Tensor] = {}
         self._interval = IntervalStatistics()

@@ -30,6 +30,9 @@ EVALUATOR_MEASURES = ("isoscore", "average_cosine", "ev_1", "rankme", "uniformit
 class IStarLoss(nn.Module):
     """``loss`` plus I-STAR's penalty on the embeddings ``loss``'s forward passes produce."""
 
+    citation = ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
+                "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
+
     def __init__(self, model: nn.Module, loss: nn.Module, lam: float = -1.0, zeta: float = 0.2, points: str = "tokens",
                  layers: Optional[Sequence[int]] = None, shrinkage_sentences: Optional[Sequence[str]] = None,
                  shrinkage_points: int = 250_000, batch_size: int = 64, seed: int = 0):
@@ -47,14 +50,11 @@ class IStarLoss(nn.Module):
         self.lam, self.zeta, self.points, self.seed = float(lam), float(zeta), points, seed
         self.shrinkage_sentences = list(shrinkage_sentences or ())
         self.shrinkage_points, self.batch_size = shrinkage_points, batch_size
-        self.shrinkage_cov: Optional[Tensor] = None
-        self.refreshes = 0
-        self._callback_in_use = False
+        self.shrinkage_cov, self.refreshes, self._callback_in_use = None, 0, False
         config = transformer_module(model).auto_model.config
         count = num_layers(config)
         self.layers = list(layers) if layers is not None else list(range(1, count + 1))
-        bad = [layer for layer in self.layers if not -count - 1 <= layer <= count]
-        if bad:
+        if bad := [layer for layer in self.layers if not -count - 1 <= layer <= count]:
             raise ValueError(f"layers {bad} are outside the model's hidden states: 0 (embeddings) to {count}")
         if points == "tokens" and self.layers != [count] and self.layers != [-1]:
             config.output_hidden_states = True  # every layer's token embeddings come out as all_layer_embeddings
@@ -121,11 +121,6 @@ class IStarLoss(nn.Module):
         """A trainer callback computing Sigma_S before training and after every epoch (the paper's schedule)."""
         return _ShrinkageCallback(self)
 
-    @property
-    def citation(self) -> str:
-        return ("@inproceedings{rudman2024stable, title={Stable Anisotropic Regularization}, "
-                "author={Rudman, William and Eickhoff, Carsten}, booktitle={ICLR}, year={2024}}")
-
 
 def device_features(model, sentences: list) -> dict:
     """The model's input features for ``sentences``, on its device."""
@@ -148,8 +143,7 @@ class _ShrinkageCallback(TrainerCallback):
 
 
 class IsotropyEvaluator(SentenceEvaluator):
-    """Isotropy of a model's sentence embeddings (and, given ``scores``, the pairs' STS Spearman x 100), raw and after
-    each of ``transforms`` fitted on ``fit_sentences``."""
+    """Isotropy (given ``scores``, STS Spearman x 100 too) of sentence embeddings, raw and after each transform."""
 
     def __init__(self, sentences1: Sequence[str], sentences2: Optional[Sequence[str]] = None,
                  scores: Optional[Sequence[float]] = None, name: str = "isotropy", batch_size: int = 64,
@@ -160,7 +154,6 @@ class IsotropyEvaluator(SentenceEvaluator):
         if transforms and not fit_sentences:
             raise ValueError("transforms are fitted on fit_sentences: pass them (e.g. training sentences)")
         self.sentences = list(sentences1) + list(sentences2 or ())
-        self.pairs = len(sentences1) if scores is not None else 0
         self.scores = list(scores) if scores is not None else None
         self.name, self.batch_size = name, batch_size
         self.transforms = [parse_transform(spec) for spec in transforms]

@@ -111,7 +111,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         first, second = _columns(self.train)
         train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": scaled})
         stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
-        loss, callbacks = CosineSimilarityLoss(model), [_LogsCallback(self.run_dir), _StopCallback(stop_signal)]
+        loss, callbacks = CosineSimilarityLoss(model), [_RunCallback(self.run_dir, stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion
             layers = None if c.get("layers") is None else list(c.layers)
@@ -195,15 +195,11 @@ def token_isoscores(model, sentences: list, batch_size: int) -> tuple[list, floa
     config = transformer_module(model).auto_model.config
     was, config.output_hidden_states = config.output_hidden_states, True
     statistics = LayerStatistics(num_layers=num_layers(config), device="cpu")
-
-    def clouds(batch: list) -> list:
-        output = model(device_features(model, batch))
-        return token_cloud(output["all_layer_embeddings"], output["attention_mask"], None)
-
     model.eval()
     try:
-        batches = (sentences[start : start + batch_size] for start in range(0, len(sentences), batch_size))
-        stream(statistics, batches, clouds)
+        outputs = (model(device_features(model, sentences[start : start + batch_size]))
+                   for start in range(0, len(sentences), batch_size))
+        stream(statistics, outputs, lambda out: token_cloud(out["all_layer_embeddings"], out["attention_mask"]))
     finally:
         config.output_hidden_states = was
     return statistics.isoscore_star_per_layer(), statistics.isoscore_star()
@@ -213,23 +209,16 @@ def _columns(examples: list) -> tuple[list, list]:
     return [e["text"] for e in examples], [e["text_pair"] for e in examples]
 
 
-class _LogsCallback(TrainerCallback):
-    """The trainer's log records in the run directory (``metrics.jsonl``, TensorBoard), as ``istar-run`` writes them."""
+class _RunCallback(TrainerCallback):
+    """The trainer's logs, written as ``istar-run`` writes them; a SIGTERM or SIGINT ends training at the step's end."""
 
-    def __init__(self, run_dir: RunDirectory):
-        self.run_dir = run_dir
+    def __init__(self, run_dir: RunDirectory, stop_signal: StopSignal):
+        self.run_dir, self.stop_signal = run_dir, stop_signal
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:
             values = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             self.run_dir.log(values, state.global_step, board_prefix="train")
-
-
-class _StopCallback(TrainerCallback):
-    """Ends training at the step's end after a SIGTERM or SIGINT."""
-
-    def __init__(self, stop_signal: StopSignal):
-        self.stop_signal = stop_signal
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.stop_signal.received is not None:

@@ -186,21 +186,17 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         cache, hidden_states, packing, states = self.frozen_cache, (), None, None
         if cache is not None and (self.training or not self._hidden_states_wanted):
             keys = cache.keys(inputs)
-            missing = cache.missing(keys)
-            if missing:  # the backbone on them (their packed row when padding-free)
+            if missing := cache.missing(keys):  # the backbone on them (their packed row when padding-free)
                 with torch.no_grad():
-                    rows = {name: tensor[missing] for name, tensor in inputs.items()}
-                    computed = self._backbone_on(rows, {})
-                cache.remember(keys, missing, computed[1], computed[2])
+                    _, vectors, pooled, _ = self._backbone_on({name: row[missing] for name, row in inputs.items()}, {})
+                cache.store([keys[i] for i in missing], vectors, pooled)
             representation, pooled = cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled
         else:
             states, representation, pooled, packing = self._backbone_on(inputs, batch)
             hidden_states = tuple(states.hidden_states) if packing is None else tuple(
                 hidden[0] for hidden in states.hidden_states)
             if cache is not None:  # an evaluation pass fills the cache as it goes
-                keys = cache.keys(inputs)
-                missing = cache.missing(keys)
-                cache.remember(keys, missing, representation[missing], pooled)
+                cache.store(cache.keys(inputs), representation, pooled)
         inserted, current = {}, representation
         for name, module in self.inserted.items():
             current = inserted[name] = module(current)
@@ -246,9 +242,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def cache_frozen_backbone(self, spill_dir: Optional[str | PathLike] = None) -> bool:
         """Cache the backbone's outputs per example if nothing in it trains; whether it does."""
-        if self.kind not in ("classification", "regression") or self.is_decoder:
-            return False
-        if any(parameter.requires_grad for parameter in self.transformer.base_model.parameters()):
+        if (self.kind not in ("classification", "regression") or self.is_decoder
+                or any(parameter.requires_grad for parameter in self.transformer.base_model.parameters())):
             return False
         self.frozen_cache = FrozenBackboneCache(spill_dir=spill_dir)
         self.transformer.base_model.eval()

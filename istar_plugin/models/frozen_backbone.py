@@ -42,9 +42,7 @@ class FrozenBackboneCache:
     def __len__(self) -> int:
         return len(self._rows)
 
-    @property
-    def on_disk(self) -> bool:
-        return self._file is not None
+    on_disk = property(lambda self: self._file is not None)
 
     @staticmethod
     def keys(inputs: dict[str, Tensor]) -> list[bytes]:
@@ -58,7 +56,9 @@ class FrozenBackboneCache:
         """The rows whose representation has not been computed yet."""
         return [i for i, key in enumerate(keys) if key not in self._rows]
 
-    def store(self, keys: list[bytes], vectors: Tensor) -> None:
+    def store(self, keys: list[bytes], vectors: Tensor, pooled: Optional[bool] = None) -> None:
+        """Keep ``vectors`` under ``keys`` (a key already kept keeps its vector); ``pooled``: what the head reads."""
+        self.pooled = self.pooled if pooled is None else pooled
         new = {}
         for key, vector in zip(keys, vectors.detach().float().cpu()):
             if key not in self._rows and key not in new:
@@ -82,11 +82,6 @@ class FrozenBackboneCache:
             self._file.seek(0, 2)
             self._file.write(torch.stack(rows).numpy().astype(np.float32).tobytes())
             self._file.flush()
-
-    def remember(self, keys: list[bytes], missing: list[int], vectors: Tensor, pooled: bool) -> None:
-        """Store ``vectors`` (one per row of ``missing``) under those rows' keys; ``pooled``: what the head reads."""
-        self.store([keys[i] for i in missing], vectors)
-        self.pooled = pooled
 
     def lookup(self, keys: list[bytes]) -> Tensor:
         rows = [self._rows[key] for key in keys]

@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, ContextManager, Iterator, Optional
 
 from safetensors import SafetensorError, safe_open
 from transformers import AutoTokenizer
@@ -54,20 +54,15 @@ def load_pretrained(auto_class, path: str, **kwargs):
     return model
 
 
-@contextlib.contextmanager
-def _no_gguf_bar() -> Iterator[None]:
+def _no_gguf_bar() -> ContextManager:
     """No tqdm bar while transformers dequantises a GGUF file (it ignores its progress-bar setting there)."""
     from functools import partial
+    from unittest import mock
 
     from tqdm.auto import tqdm
     from transformers import modeling_gguf_pytorch_utils as gguf_loading
 
-    drawn = gguf_loading.tqdm
-    gguf_loading.tqdm = partial(tqdm, disable=True)
-    try:
-        yield
-    finally:
-        gguf_loading.tqdm = drawn
+    return mock.patch.object(gguf_loading, "tqdm", partial(tqdm, disable=True))
 
 
 def load_tokenizer(cfg: ModelConfig) -> Any:
@@ -86,24 +81,20 @@ def pad_with_eos(tokenizer) -> None:
 
 def damaged_weights(name_or_path: str, error: SafetensorError, revision: Optional[str] = None) -> ModelError:
     """The error for ``name_or_path`` having met ``error``, naming the first weights file safetensors refuses."""
-    damaged = next((path for path in _weight_files(name_or_path, revision) if _refused(path)), None)
+    if Path(name_or_path).is_dir():
+        files = sorted(Path(name_or_path).glob("*.safetensors"))
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name_or_path, "model.safetensors", revision=revision)
+        files = [Path(cached)] if isinstance(cached, str) else []
+    damaged = next((path for path in files if _refused(path)), None)
     where = f"its weights file {damaged}" if damaged else "its weights (.safetensors)"
     return ModelError(f"model {name_or_path}: {where} is damaged ({' '.join(str(error).split())}); re-download "
                       "the model, or re-export it if istar-export or a run wrote it")
 
 
-def _weight_files(name_or_path: str, revision: Optional[str]) -> list[Path]:
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        return sorted(folder.glob("*.safetensors"))
-    from huggingface_hub import try_to_load_from_cache
-
-    cached = try_to_load_from_cache(name_or_path, "model.safetensors", revision=revision)
-    return [Path(cached)] if isinstance(cached, str) else []
-
-
 def _refused(path: Path) -> bool:
-    """Whether safetensors refuses to open ``path`` (it reads the header and checks the file's length)."""
     try:
         with safe_open(str(path), framework="pt"):
             return False

@@ -23,7 +23,7 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
-from .padding_free import padding_index, position_offset
+from .padding_free import position_offset
 
 PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
 
@@ -67,16 +67,15 @@ class Packing:
         padded = packed.new_zeros(batch * self.width, *packed.shape[1:]).index_copy(0, self.positions, packed)
         return padded.view(batch, self.width, *packed.shape[1:])
 
-    def position_ids(self, offset: int = 0) -> Tensor:
-        """(1, tokens): each token's column (+ ``offset``), as a padded batch's positions count."""
-        return (self.positions % self.width + offset).unsqueeze(0)
+    def position_ids(self) -> Tensor:
+        """(1, tokens): each token's column, as a padded batch's positions count."""
+        return (self.positions % self.width).unsqueeze(0)
 
-    def model_inputs(self, inputs: Mapping[str, Tensor], position_offset: int = 0,
-                     padding_index: Optional[int] = None) -> dict[str, Any]:
+    def model_inputs(self, inputs: Mapping[str, Tensor], padding_index: Optional[int] = None) -> dict[str, Any]:
         """The packed row's inputs, positions and :meth:`attention_kwargs`, as a Hugging Face model takes them;
         ``padding_index`` (RoBERTa's family): tokens equal to it sit at that position, the others count on from it."""
         input_ids = self.pack(inputs["input_ids"])
-        packed = {"input_ids": input_ids, "position_ids": self.position_ids(position_offset), **self.attention_kwargs()}
+        packed = {"input_ids": input_ids, "position_ids": self.position_ids(), **self.attention_kwargs()}
         if padding_index is not None:  # as the family's own position ids: an empty sequence's pad token among them
             counted = input_ids[0] != padding_index
             before = torch.nn.functional.pad(counted.cumsum(0), (1, 0)).index_select(0, self.cu_seq_lens[:-1].long())
@@ -191,8 +190,8 @@ def _packed_mask(attention_mask: Optional[Tensor] = None, **kwargs) -> Optional[
 def packed_inputs(inputs: Mapping[str, Tensor], config, positions: Optional[Tensor] = None,
                   lengths: Optional[Sequence[int]] = None) -> tuple[dict[str, Any], Packing]:
     """A padded batch's ``inputs`` as the packed row a model of ``config`` takes, and their packing."""
-    packing = Packing.of(inputs["attention_mask"], positions, lengths)
-    return packing.model_inputs(inputs, position_offset(config), padding_index(config)), packing
+    packing, offset = Packing.of(inputs["attention_mask"], positions, lengths), position_offset(config)
+    return packing.model_inputs(inputs, offset - 1 if offset else None), packing  # RoBERTa's: after its padding index
 
 
 AttentionInterface.register(PACKED_ATTENTION, packed_attention)

@@ -24,19 +24,6 @@ def position_offset(config) -> int:
     return (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_FAMILY else 0
 
 
-def padding_index(config) -> Optional[int]:
-    """RoBERTa's family: the position of its padding token, after which the others count; None elsewhere."""
-    return position_offset(config) - 1 if config.model_type in ROBERTA_FAMILY else None
-
-
-def padding_free_obstacle(model_type: Optional[str], included_padding: bool = False) -> Optional[str]:
-    """Why a run of this model family cannot compute padding-free; None when it can (or the family is not known yet)."""
-    if model_type is not None and model_type not in PADDING_FREE_FAMILIES:
-        return (f"model family {model_type} has no padding-free forward here; families that have: "
-                f"{', '.join(PADDING_FREE_FAMILIES)}")
-    return INCLUDED_PADDING if included_padding else None
-
-
 def padding_free_choice(setting: Union[bool, str], model_type: Optional[str],
                         included_padding: bool = False) -> tuple[bool, Optional[str]]:
     """(whether batches are packed, the line a run prints when ``auto`` falls back to padded batches)."""
@@ -44,7 +31,10 @@ def padding_free_choice(setting: Union[bool, str], model_type: Optional[str],
         raise ConfigError(f"model.padding_free={setting!r} unknown; choose one of: auto, true, false")
     if setting is False:
         return False, None
-    obstacle = padding_free_obstacle(model_type, included_padding)
+    obstacle = INCLUDED_PADDING if included_padding else None
+    if model_type is not None and model_type not in PADDING_FREE_FAMILIES:
+        obstacle = (f"model family {model_type} has no padding-free forward here; families that have: "
+                    f"{', '.join(PADDING_FREE_FAMILIES)}")
     if obstacle is None:
         return True, None
     if setting is True:

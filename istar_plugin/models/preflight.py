@@ -42,8 +42,7 @@ def model_width(cfg: DictConfig) -> Optional[int]:
 
 
 def _shape(config) -> tuple[Optional[int], int]:
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions:
+    if positions := getattr(config, "max_position_embeddings", None):
         positions -= position_offset(config)
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
     return (int(positions) if positions else None), int(layers)

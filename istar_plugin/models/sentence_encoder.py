@@ -88,8 +88,7 @@ class SentenceEncoder:
                                           first=states[1].float()).cpu())
             if progress is not None:
                 progress(len(batch))
-        restore = torch.empty(len(order), dtype=torch.long)
-        restore[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        restore = torch.tensor(order, dtype=torch.long).argsort()  # the inverse permutation
         return {index: torch.cat(chunks)[restore] for index, chunks in pooled.items()}
 
     def _hidden_states(self, inputs: dict[str, Tensor]) -> tuple[Tensor, ...]:

@@ -20,8 +20,7 @@ from ..isotropy.streaming import LayerStatistics, stream
 def config_value(config: Any, names: Sequence[str]) -> int:
     """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
     for name in names:
-        value = getattr(config, name, None)
-        if value is not None:
+        if (value := getattr(config, name, None)) is not None:
             return int(value)
     raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
 

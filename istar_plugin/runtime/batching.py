@@ -29,7 +29,7 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
     width = max(lengths)
     batch: dict[str, torch.Tensor] = {}
     for name in TENSOR_FIELDS:
-        if name not in features[0] or features[0][name] is None:
+        if features[0].get(name) is None:
             continue
         values = [f[name] for f in features]
         if name in ("input_ids", "attention_mask", "token_type_ids"):
@@ -46,7 +46,6 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
 
 
 def _one_pad_token(feature: dict[str, Any], pad_id: int) -> dict[str, Any]:
-    """An empty feature as the one-token sequence of its pad token."""
     sequence = {"input_ids": [pad_id], "attention_mask": [1], "token_type_ids": [0]}
     return {**feature, **{name: value for name, value in sequence.items() if feature.get(name) is not None
                           or name == "input_ids"}}

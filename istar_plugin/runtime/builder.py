@@ -46,8 +46,7 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
     if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
         model.keep_padding(INCLUDED_PADDING)  # model.padding_free=auto: true is refused at compose time
     criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)
-    adapt = getattr(criterion, "adapt", None)  # the criterion's changes to the model (criterions.Criterion)
-    if adapt is not None:
+    if (adapt := getattr(criterion, "adapt", None)) is not None:  # the criterion's changes to the model
         adapt(model)
     if state is not None:
         load_weights(model, state)

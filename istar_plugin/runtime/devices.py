@@ -21,8 +21,7 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     if requested == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(f"cuda:{local_rank}" if requested == "cuda" else requested)
-    missing = _why_missing(device)
-    if missing is not None:
+    if (missing := _why_missing(device)) is not None:
         named = f"device={requested!r}" + ("" if str(device) == requested else f" ({device}, by LOCAL_RANK)")
         raise ConfigError(f"{named} asked for, but {missing}; choose one of: {', '.join(available_devices())}")
     return device
@@ -34,8 +33,7 @@ def _why_missing(device: torch.device) -> str | None:
             return f"this torch build ({torch.__version__}) has no CUDA support"
         if not torch.cuda.is_available():
             return "CUDA finds no GPU here"
-        count = torch.cuda.device_count()
-        if device.index >= count:
+        if device.index >= (count := torch.cuda.device_count()):
             return f"this machine has {count} CUDA device{'s' if count != 1 else ''} (cuda:0 to cuda:{count - 1})"
     if device.type == "mps" and not torch.backends.mps.is_available():
         if not torch.backends.mps.is_built():

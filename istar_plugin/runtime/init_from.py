@@ -42,8 +42,7 @@ class InitSource:
         if self.checkpoint is None:
             return  # a model folder was loaded by the model itself
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
-        inserted = inserted_modules(state)
-        if inserted:
+        if inserted := inserted_modules(state):
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
         try:
@@ -93,8 +92,7 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
                             f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
     if config.task != task:
         raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
-    saved_labels = tuple(results.label_names or label_names)
-    if saved_labels != label_names:
+    if (saved_labels := tuple(results.label_names or label_names)) != label_names:
         raise InitFromError(f"init_from {path}: label set {list(saved_labels)} "
                             f"differs from task {task}'s {list(label_names)}")
     if config.model.name_or_path != name_or_path:
@@ -107,13 +105,11 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
 
 def _model_folder(path: Path, label_names: tuple) -> InitSource:
     config = json.loads((path / "config.json").read_text())
-    has_head = any(name.endswith("ForSequenceClassification") for name in config.get("architectures") or ())
-    if not has_head:
+    if not any(name.endswith("ForSequenceClassification") for name in config.get("architectures") or ()):
         return InitSource(path)  # an encoder alone: the task head starts fresh
     id2label = config.get("id2label") or {}
     saved = tuple(id2label[key] for key in sorted(id2label, key=int)) if id2label else ()
-    count = len(saved) or config.get("num_labels")
-    if count != len(label_names):
+    if (count := len(saved) or config.get("num_labels")) != len(label_names):
         raise InitFromError(f"init_from {path}: a classifier with {count} labels, "
                             f"this task has {len(label_names)} ({', '.join(label_names)})")
     if saved and not all(_GENERIC_LABEL.fullmatch(str(name)) for name in saved) and saved != label_names:

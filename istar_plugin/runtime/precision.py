@@ -23,17 +23,14 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        capabilities = torch.cpu.get_capabilities()
-        return any(capabilities.get(flag, False) for flag in ("avx512_bf16", "amx_bf16", "amx_tile"))
+        return any(torch.cpu.get_capabilities().get(flag, False) for flag in ("avx512_bf16", "amx_bf16", "amx_tile"))
     return False
 
 
 def choose_precision(chosen: str, device: torch.device) -> str:
     """The precision a run uses: ``chosen`` (``auto`` or one of :data:`~istar_plugin.config.PRECISIONS`) on a device."""
     if chosen == "auto":
-        if native_bf16(device):
-            return "bf16"
-        return "fp16" if device.type == "cuda" else "fp32"
+        return "bf16" if native_bf16(device) else "fp16" if device.type == "cuda" else "fp32"
     if chosen == "fp16" and device.type == "cpu":
         raise ConfigError("precision=fp16 needs a GPU; use fp32 or bf16 on CPU")
     if chosen == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -54,5 +51,4 @@ def autocast(precision: str, device: torch.device) -> ContextManager:
     """The context of a forward pass in ``precision``: no autocast for fp32, else autocast to bf16 or fp16."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
