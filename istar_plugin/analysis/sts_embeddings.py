@@ -45,7 +45,9 @@ class StsPairs:
     scores: list
     source: str
 
-    sentences = property(lambda self: list(self.first) + list(self.second))
+    @property
+    def sentences(self) -> list:
+        return list(self.first) + list(self.second)
 
     def __len__(self) -> int:
         return len(self.scores)

@@ -43,7 +43,9 @@ class HFModelView(TokenCloudSurface):
         self.model, self.kind = model, kind
         self.inputs = set(inspect.signature(model.forward).parameters) - set(LABEL_KEYS)
 
-    training = property(lambda self: self.model.training)
+    @property
+    def training(self) -> bool:
+        return self.model.training
 
     def train(self, mode: bool = True) -> "HFModelView":
         self.model.train(mode)

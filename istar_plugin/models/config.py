@@ -31,7 +31,9 @@ class LoraSettings:
                                                   added=True)
     save_merged: bool = setting(False, help="also save the merged model in model/merged", added=True)
 
-    enabled = property(lambda self: self.r > 0)
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
 
     def check(self) -> None:
         """One-line ConfigErrors for values LoRA cannot take, and for LoRA options set while LoRA is off."""

@@ -42,7 +42,9 @@ class FrozenBackboneCache:
     def __len__(self) -> int:
         return len(self._rows)
 
-    on_disk = property(lambda self: self._file is not None)
+    @property
+    def on_disk(self) -> bool:
+        return self._file is not None
 
     @staticmethod
     def keys(inputs: dict[str, Tensor]) -> list[bytes]:

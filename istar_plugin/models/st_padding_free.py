@@ -35,7 +35,8 @@ class PaddingFreeForward:
         name = self.transformer.module_output_name
         features[name] = packing.unpack(packed[name][0])
         if "all_layer_embeddings" in packed:
-            features[PACKED_HIDDEN_STATES] = states = packed["all_layer_embeddings"]
+            states = packed["all_layer_embeddings"]
+            features[PACKED_HIDDEN_STATES] = states
             features["all_layer_embeddings"] = tuple(packing.unpack(state[0]) for state in states)
         return features
 
