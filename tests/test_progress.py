@@ -8,6 +8,7 @@ import pytest
 from helpers import tiny_run_arguments
 
 from istar_plugin.cli.run import main
+from istar_plugin.training.progress import PhaseClock, run_summary
 
 
 def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(
@@ -45,3 +46,21 @@ def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it
     assert "step " not in again and "eval " not in again  # nothing trained or evaluated again
     assert {path: path.stat().st_mtime_ns for path in (run_dir / "checkpoints").iterdir()} == checkpoints
     assert json.loads((run_dir / "results.json").read_text()) == results
+
+
+def test_the_summary_names_the_run_its_scores_and_a_collapse():
+    summary = run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
+                           "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
+                           "eval_isoscore_star": 0.2012, "collapsed": True})
+    assert summary == ("rte with minilm, criterion cross_entropy, seed 1\n"
+                       "after 70 steps:  accuracy = 0.5271, eval IsoScore* = 0.2012\n"
+                       "COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
+
+
+def test_the_phase_clock_charges_a_nested_phase_to_the_inner_one_only():
+    clock = PhaseClock(now=iter([0.0, 0.0, 3.0, 4.0, 10.0, 12.0]).__next__)
+    with clock("training"):
+        with clock("evaluation"):
+            pass
+    assert clock.seconds == {"training": 9.0, "evaluation": 1.0}
+    assert clock.line() == "time 12s: training 9.0 s (75%), evaluation 1.0 s (8%), other 2.0 s (17%)"

@@ -16,7 +16,6 @@ from ..errors import CheckpointError
 from .atomic import PathLike, atomic_file, atomic_write_text, sha256_of
 
 
-
 class _HashingWriter(io.RawIOBase):
     """A write-only file that hashes what it passes on to ``handle``."""
 

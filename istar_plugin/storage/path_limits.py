@@ -10,7 +10,7 @@ from ..settings import shortened
 def check_path_length(path: str, what: str) -> None:
     """Raise :class:`ConfigError` naming ``what`` (``output_dir=``) when ``path`` or a component is too long here."""
     absolute = os.path.abspath(path)
-    anchor = _existing_ancestor(Path(absolute))
+    anchor = next((folder for folder in (Path(absolute), *Path(absolute).parents) if os.path.isdir(folder)), Path("/"))
     named = f"{what}{shortened(path)}"
     name_max, path_max = _limit(anchor, "PC_NAME_MAX", 255), _limit(anchor, "PC_PATH_MAX", 4096)
     for part in Path(path).parts:
@@ -20,16 +20,6 @@ def check_path_length(path: str, what: str) -> None:
     if len(os.fsencode(absolute)) >= path_max:
         raise ConfigError(f"{named}: the path is longer than the {path_max - 1} bytes this system allows for a path "
                           "(PATH_MAX); choose a shorter one")
-
-
-def _existing_ancestor(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        try:
-            if candidate.is_dir():
-                return candidate
-        except OSError:  # a component too long to look up
-            continue
-    return Path(path.anchor or "/")
 
 
 def _limit(folder: Path, name: str, fallback: int) -> int:

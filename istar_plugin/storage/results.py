@@ -173,9 +173,28 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRecord:
-    """The record held by a decoded ``results.json`` object; :class:`ResultsError` when it is not one."""
-    path = Path(path)
+def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
+                 ) -> Optional[ResultsRecord]:
+    """The record in ``path`` (a ``results.json``, or a run directory holding one).
+    ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a RunDirError."""
+    try:
+        record = _read(Path(path) / RESULTS if Path(path).is_dir() else Path(path))
+        return record.require_finished() if require_finished else record
+    except ResultsError:
+        if strict:
+            raise
+        return None
+
+
+def _read(path: Path) -> ResultsRecord:
+    try:
+        data = json.loads(read_bytes(path, "run record", RunDirError).decode("utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
+    except UnicodeDecodeError as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
+    except ValueError as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
     if not isinstance(data, dict):
         raise ResultsError(path, f"{RESULTS} holds a {type(data).__name__}, not an object")
     version = data.get("schema_version", 1)
@@ -203,32 +222,6 @@ def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRec
     values["top_level_metrics"] = tuple(key for key in unknown if key in metrics and _same(data[key], metrics[key]))
     values["extra"] = {key: data[key] for key in unknown if key not in values["top_level_metrics"]}
     return ResultsRecord(**values, schema_version=version, path=path)
-
-
-def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
-                 ) -> Optional[ResultsRecord]:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one).
-    ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a RunDirError."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULTS
-    try:
-        try:
-            text = read_bytes(path, "run record", RunDirError).decode("utf-8")
-        except FileNotFoundError:
-            raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
-        except UnicodeDecodeError as error:
-            raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
-        try:
-            data = json.loads(text)
-        except ValueError as error:
-            raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
-        record = record_from_json(data, path)
-        return record.require_finished() if require_finished else record
-    except ResultsError:
-        if strict:
-            raise
-        return None
 
 
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:

@@ -68,13 +68,13 @@ class RunDirectory:
         """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``)."""
         if self.metrics is not None:
             self.metrics.truncate(metrics_bytes)
-        self.tensorboard.purge_from(step + 1)
+        self.tensorboard.purge_step = step + 1
 
     def clear_logs(self) -> None:
         """Drop all an earlier attempt logged: the run starts from its beginning."""
         if self.metrics is not None:
             self.metrics.truncate(0)
-        self.tensorboard.purge_from(0)
+        self.tensorboard.purge_step = 0
 
     def write_results(self, record: ResultsRecord) -> ResultsRecord:
         """Write ``results.json`` stamped with its machine (main process) and end the TensorBoard log; returns it."""

@@ -1,6 +1,7 @@
 """The read-only :class:`~istar_plugin.hooks.RunView` that the ``istar-run`` trainer hands its hooks."""
 from __future__ import annotations
 
+import operator
 from typing import Any, ContextManager, Optional, Sequence
 
 import torch
@@ -16,19 +17,8 @@ class TrainerView(ReadOnlyView):
     def __init__(self, trainer) -> None:
         object.__setattr__(self, "_TrainerView__trainer", trainer)
 
-    model = property(lambda self: self.__trainer.model)
-    train_features = property(lambda self: self.__trainer.train_features)
-    eval_batch_size = property(lambda self: self.__trainer.eval_batch_size)
     seed = property(lambda self: self.__trainer.cfg.seed)
-    rank = property(lambda self: self.__trainer.rank)
-    world_size = property(lambda self: self.__trainer.world_size)
-    device = property(lambda self: self.__trainer.device)
-    step = property(lambda self: self.__trainer.step)
-    total_steps = property(lambda self: self.__trainer.total_steps)
     mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
-    show_progress = property(lambda self: self.__trainer.show_progress)
-    output_dir = property(lambda self: self.__trainer.output_dir)
-    control = property(lambda self: self.__trainer.control)
     stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
 
     def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
@@ -46,3 +36,8 @@ class TrainerView(ReadOnlyView):
 
     def say(self, line: str) -> None:
         self.__trainer.say(line)
+
+
+for _name in ("model", "train_features", "eval_batch_size", "rank", "world_size", "device", "step", "total_steps",
+              "show_progress", "output_dir", "control"):  # the trainer's attributes of the same name
+    setattr(TrainerView, _name, property(operator.attrgetter(f"_TrainerView__trainer.{_name}")))

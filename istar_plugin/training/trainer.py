@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from ..errors import DivergedError
 from ..hooks import Hook, HookDispatcher, TrainingControl
-from ..models.frozen_backbone import CACHED_LINE
+from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..registry import ENGINES
 from ..storage.checkpoints import Checkpoints
 from ..storage.predictions import write_predictions
@@ -22,7 +22,7 @@ from ..storage.results import finished_record
 from . import export
 from ..runtime.batching import collate, epoch_order
 from ..runtime.builder import load_weights
-from .distributed import barrier, gather_to_all, init_from_env
+from .distributed import barrier, gather_to_all, init_from_env, wrap_model
 from .evaluation import Evaluator, embedding_isotropy
 from ..runtime.precision import autocast, precision_line
 from .progress import PhaseClock, complete_line, eval_line, train_line
@@ -30,8 +30,7 @@ from .resume import rates_at_restored_step, restore_random_streams, resumable_st
 from ..runtime.rng import rng_state, seed_everything
 from .run_directory import RunDirectory
 from .run_view import TrainerView
-from .setup_steps import (batch_sizes, build_criterion, build_optimization, encode_features, load_data, load_model,
-                          place_model, schedule_length)
+from .setup_steps import batch_sizes, build_optimization, encode_features, load_data, load_model, schedule_length
 from .signals import StopSignal, stopped
 from .step import OptimizerStep
 from .step_statistics import IntervalStatistics
@@ -66,26 +65,26 @@ class Trainer:
         seed_everything(cfg.seed)
         data = load_data(cfg)
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
-        built = load_model(cfg, self.task, self.output_dir, self.checkpoints)
-        self.model = built.model
+        self.model, self.criterion = load_model(cfg, self.task, self.output_dir, self.checkpoints)
         self._tell(getattr(self.model, "padding_free_line", None))
         self.tokenizer = self.model.tokenizer
-        criterion = build_criterion(cfg, built, self.output_dir)
-        self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
-        self.frozen_backbone_cached = criterion.frozen_backbone_cached
-        self._warn(criterion.warning)
-        self.wrapped = place_model(self.model, self.dist, cfg.seed)
-        features = encode_features(cfg, self.task, data, self.tokenizer)
-        self._warn(features.warning)
-        self.train_examples, self.train_features = features.train_examples, features.train
-        self.eval_features = features.eval
-        self.validation_examples, self.validation_features = features.validation_examples, features.validation
-        self.hooks: list[Hook] = [*criterion.hooks, *hooks, *features.hooks]
+        self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.frozen_backbone_cached = cache_if_frozen(self.model, cfg.model.get("frozen_dropout", False),
+                                                      self.output_dir)
+        constant = getattr(self.criterion, "constant_penalty", lambda: None)()  # a penalty that cannot change the model
+        self._tell(constant and f"warning: {constant}")
+        self.model.to(self.device)
+        self.wrapped = wrap_model(self.model, self.world_size, self.device)
+        if self.world_size > 1:  # each rank's dropout differs
+            seed_everything(cfg.seed + 1_000_003 * self.rank)
+        (self.train_examples, self.train_features, self.eval_features, self.validation_examples,
+         self.validation_features, feature_hooks, warning) = encode_features(cfg, self.task, data, self.tokenizer)
+        self._tell(warning and f"warning: {warning}")
+        self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks, *feature_hooks]
         self.batches_per_epoch, self.steps_per_epoch, self.total_steps = schedule_length(
             cfg, len(self.train_features), self.world_size, self.local_batch_size)
-        optimization = build_optimization(cfg, self.model, self.total_steps, self.device)
-        self.optimizer, self.scheduler = optimization.optimizer, optimization.scheduler
-        self.precision, self.scaler, self.guard = optimization.precision, optimization.scaler, optimization.guard
+        self.optimizer, self.scheduler, self.precision, self.scaler, self.guard = build_optimization(
+            cfg, self.model, self.total_steps, self.device)
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
@@ -122,9 +121,6 @@ class Trainer:
 
     def log(self, values: dict[str, Any], step: int) -> None:
         self.run_dir.log(values, step)
-
-    def _warn(self, problem: Optional[str]) -> None:
-        self._tell(problem and f"warning: {problem}")
 
     def _tell(self, line: Optional[str]) -> None:
         """``line`` on stderr from the main process, whatever ``progress`` says (nothing for None)."""
@@ -200,10 +196,9 @@ class Trainer:
         self.history.append(record)
         self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
         scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
-        per_layer = result["eval_isoscore_star_per_layer"]
-        scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(per_layer)})
-        explained = result.get("cls_explained_variance") or ()
-        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(explained, start=1)})
+        per_layer = enumerate(result["eval_isoscore_star_per_layer"], start=1)
+        scalars.update({f"eval/isoscore_star_layer{k}": v for k, v in per_layer})
+        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(result.get("cls_explained_variance") or (), 1)})
         self.log(scalars, self.step)
         return record
 
@@ -229,11 +224,11 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         finished = self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
         if finished is not None:
-            self._say_complete(finished["step"])
+            self._tell(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion))
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            self._say_complete(self.step)
+            self._tell(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion))
             return self._write_results()
         with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._start(resumed)  # its step-0 evaluation listens too
@@ -242,9 +237,6 @@ class Trainer:
             with self.clock("training"):
                 self._train()
         return self._finish()
-
-    def _say_complete(self, step: int) -> None:
-        self._tell(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion))
 
     def _finish(self) -> dict[str, Any]:
         """The hooks' end, the final evaluation, the last checkpoint, ``model/`` and ``results.json``."""
