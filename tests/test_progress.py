@@ -4,11 +4,13 @@ import json
 import re
 
 import pytest
+import torch
 
 from helpers import tiny_run_arguments
 
 from istar_plugin.cli.run import main
 from istar_plugin.training.progress import PhaseClock, run_summary
+from istar_plugin.training.step_statistics import IntervalStatistics
 
 
 def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(
@@ -64,3 +66,11 @@ def test_the_phase_clock_charges_a_nested_phase_to_the_inner_one_only():
             pass
     assert clock.seconds == {"training": 9.0, "evaluation": 1.0}
     assert clock.line() == "time 12s: training 9.0 s (75%), evaluation 1.0 s (8%), other 2.0 s (17%)"
+
+
+def test_an_interval_means_its_steps_statistics_on_device_and_on_host():
+    interval = IntervalStatistics()
+    interval.add({"loss": torch.tensor(1.0), "lr": 0.1})
+    interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
+    means = interval.means(world_size=1)
+    assert (means["loss"], round(means["lr"], 6), interval.steps) == (2.0, 0.2, 2)

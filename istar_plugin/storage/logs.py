@@ -1,5 +1,4 @@
-"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line), TensorBoard event files, and the one reader of
-a JSON-lines record: :func:`read_records`."""
+"""A run's logs: ``metrics.jsonl`` (durable JSON lines, read by :func:`read_records`) and TensorBoard event files."""
 from __future__ import annotations
 
 import json
@@ -159,11 +158,7 @@ class TensorBoardLog:
 
 
 def flat_keys(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys (an empty mapping stays a value).
-
-    >>> flat_keys({"optim": {"lr": 1}, "data": {}})
-    {'optim.lr': 1, 'data': {}}
-    """
+    """Nested mappings as one level of dotted keys (an empty mapping stays a value)."""
     flat: dict[str, Any] = {}
     for key, value in config.items():
         if isinstance(value, Mapping) and value:

@@ -1,5 +1,4 @@
-"""Reading the files a user names: what the operating system refuses becomes one line naming the path, the cause and
-what to do, raised as the caller's error class; a missing file (:class:`FileNotFoundError`) is left to the caller."""
+"""Reading the files a user names: what the OS refuses (but a missing file) is one line in the caller's error class."""
 from __future__ import annotations
 
 import contextlib

@@ -1,9 +1,5 @@
 """The database of an Optuna study (SQLite, any SQLAlchemy URL, or ``journal:PATH``), opened with connect and
-statement timeouts and a watchdog for hung PostgreSQL servers; its faults become one :class:`StudyDatabaseError` line.
-
->>> shown("postgresql://me:secret@db.example/studies")
-'postgresql://me:***@db.example/studies'
-"""
+statement timeouts and a watchdog for a hung PostgreSQL server; a fault becomes one :class:`StudyDatabaseError` line."""
 from __future__ import annotations
 
 import contextlib
@@ -83,8 +79,7 @@ def _engine_options(url: str) -> dict[str, Any]:
 
 
 class Watchdog:
-    """Shuts down the socket of a psycopg connection checked out of a study's pool whose statement has had no reply
-    for ``STATEMENT_TIMEOUT_S``; the blocked call then fails, and :func:`database_errors` names the stall."""
+    """Shuts down the socket of a checked-out psycopg connection with no reply in ``STATEMENT_TIMEOUT_S``."""
 
     lock = threading.Lock()
     armed: dict[int, tuple[float, Any, int]] = {}  # id(DBAPI connection): (deadline, connection, thread using it)
@@ -186,7 +181,6 @@ def missing_driver(url: str) -> str:
 
 
 def _refusal(url: str, doing: str, reason: str) -> StudyDatabaseError:
-    """The one line for a database fault whose message is ``reason``, with what to do about it."""
     lowered = reason.lower()
     local = url.startswith(("sqlite", "journal:"))
     what = next((what for words, what in ADVICE if any(word in lowered for word in words)),
@@ -209,8 +203,7 @@ def database_errors(url: str, doing: str = "use") -> Iterator[None]:
 
 
 def connect(url: str, create: bool = True) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url`` (``create=False``: read, creating no table); a missing driver, an in-memory,
-    damaged or unreachable database is one line."""
+    """The study's storage at ``url`` (``create=False``: creating no table); any fault opening it is one line."""
     optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
         with database_errors(url, "open"):

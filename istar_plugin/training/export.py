@@ -1,5 +1,4 @@
-"""The fine-tuned model in Hugging Face format (label names in ``id2label``): ``model/`` of a finished run, and
-``istar-export`` for any checkpoint (a failed or unfinished run's only to an explicit ``--out``)."""
+"""The fine-tuned model in Hugging Face format: a finished run's ``model/``, and ``istar-export`` for any checkpoint."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,4 @@
-"""Resuming a run: what it may change, whether a finished run's results or a checkpoint may be continued, the
-learning rate at the restored step and each rank's random streams."""
+"""Resuming a run: what it may change, a finished run's results, a checkpoint's state, rates and random streams."""
 from __future__ import annotations
 
 import warnings

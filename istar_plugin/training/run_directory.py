@@ -1,5 +1,4 @@
-"""One run directory's lifecycle, the same for every engine: opened and locked, config, logs, ``results.json`` and stop
-signals; other ranks share the object but write nothing."""
+"""One run directory's lifecycle for every engine: lock, config, logs, ``results.json``; only the main rank writes."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,5 +1,4 @@
-"""Stopping on SIGTERM or SIGINT at the next optimizer step's end, with a checkpoint of that step and exit status
-128 + the signal's number; a second signal stops at once (KeyboardInterrupt)."""
+"""Stopping on SIGTERM or SIGINT at the next step's end with a checkpoint (exit 128 + signal); a second: at once."""
 from __future__ import annotations
 
 import signal
@@ -20,10 +19,6 @@ class StopSignal:
         self.received: Optional[int] = None
         self.enabled = enabled
         self._previous: dict[int, Any] = {}
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.received).name if self.received else ""
 
     def __enter__(self) -> "StopSignal":
         if self.enabled and threading.current_thread() is threading.main_thread():

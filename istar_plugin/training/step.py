@@ -1,5 +1,4 @@
-"""One optimizer step over a group of micro-batches: forward under autocast, the loss scaled for accumulation
-(gradients synchronised on the last micro-batch only), clipping, the divergence guard, the schedule's move."""
+"""One optimizer step over a group of micro-batches (gradients synchronised on the last one only)."""
 from __future__ import annotations
 
 import contextlib

@@ -10,13 +10,7 @@ from .distributed import mean_over_ranks
 
 
 class IntervalStatistics:
-    """The per-step statistics of one logging interval, summed where they live; :meth:`means` reads them at once.
-
-    >>> interval = IntervalStatistics()
-    >>> interval.add({"loss": torch.tensor(1.0), "lr": 0.1}); interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
-    >>> means = interval.means(world_size=1); means["loss"], round(means["lr"], 6), interval.steps
-    (2.0, 0.2, 2)
-    """
+    """The per-step statistics of one logging interval, summed where they live; :meth:`means` reads them at once."""
 
     def __init__(self):
         self.sums: dict[str, Any] = {}

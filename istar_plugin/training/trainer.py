@@ -1,5 +1,4 @@
-"""The fine-tuning loop (engine ``istar``): the task, model and criterion the setup steps build, trained in optimizer
-steps, evaluated and checkpointed for an exact resume inside a run directory; hooks see a read-only view."""
+"""The fine-tuning loop (engine ``istar``): optimizer steps, evaluations and checkpoints for an exact resume."""
 from __future__ import annotations
 
 import sys
@@ -18,7 +17,7 @@ from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..registry import ENGINES
 from ..storage.checkpoints import Checkpoints
 from ..storage.predictions import write_predictions
-from ..storage.results import finished_record
+from ..storage.results import ResultsRecord
 from . import export
 from ..runtime.batching import collate, epoch_order
 from ..runtime.builder import load_weights
@@ -203,7 +202,6 @@ class Trainer:
         return record
 
     def _evaluate_unless_done(self) -> None:
-        """Evaluate now unless this step already was (an ``eval_every`` step that ends an epoch or the run)."""
         if not self.history or self.history[-1]["step"] != self.step:
             self._record_evaluation()
 
@@ -371,16 +369,25 @@ class Trainer:
         return True
 
     def _write_results(self) -> dict[str, Any]:
-        run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
-               "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "epoch": self.epoch,
-               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters,
-               "data": self.data_fingerprint, "precision": self.precision}
-        task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
+        cfg, history, final = self.cfg, self.history, self.history[-1]
         hooked = self.dispatch.results()
         hooked["padding_free"] = bool(getattr(self.model, "padding_free", False))  # what model.padding_free computed
         if self.control.should_stop:  # a hook ended training early (early stopping, a search's pruner): said and kept
             hooked["stopped"] = {"reason": self.control.stop_reason, "step": self.step, "epoch": self.epoch}
-        record = finished_record(run, self.history, task_metrics, self.embedding_before, hooked)
+        explained = final.get("cls_explained_variance")
+        record = ResultsRecord(
+            status="finished", task=cfg.task, model=cfg.model.name, seed=cfg.seed, step=self.step, epoch=self.epoch,
+            criterion=OmegaConf.to_container(cfg.criterion, resolve=True), init_from=cfg.init_from,
+            metrics={k: v for k, v in final.items() if k not in ("step", "epoch")}, main_metric=self.task.main_metric,
+            label_names=tuple(self.task.label_names), trainable_parameters=self.trainable_parameters,
+            initial=history[0] if history[0]["step"] == 0 else None, history=tuple(history),
+            eval_isoscore_star=final["eval_isoscore_star"],
+            eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
+            **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
+            cls_explained_variance=None if explained is None else tuple(explained),
+            **{f"{k}_before": v for k, v in self.embedding_before.items()}, validation=hooked.pop("validation", None),
+            top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
+            extra={**hooked, "data": self.data_fingerprint, "precision": self.precision})
         if self.dist.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
