@@ -70,6 +70,5 @@ def read_bytes(path: str | os.PathLike, what: str, refusal: type[RunError] = Dat
 def read_text(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
               max_bytes: Optional[int] = None) -> str:
     """The UTF-8 text of the file ``what`` at ``path``, refused as by :func:`read_bytes` or when not UTF-8."""
-    data = read_bytes(path, what, refusal, max_bytes)
     with reading(path, what, refusal):
-        return data.decode("utf-8")
+        return read_bytes(path, what, refusal, max_bytes).decode("utf-8")

@@ -134,7 +134,6 @@ class ResultsRecord:
 
 _KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
 _OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
-_TUPLES = tuple(name for name, kind in _OPTIONAL.items() if kind == "list")
 
 
 def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:
@@ -188,7 +187,7 @@ def _read(path: Path) -> ResultsRecord:
     for name, kind in _OPTIONAL.items():
         value = _check(path, name, data.get(name), kind, optional=name not in required)
         if value is not None:
-            values[name] = tuple(value) if name in _TUPLES else value
+            values[name] = tuple(value) if kind == "list" else value
     metrics = values.get("metrics", {})
     known = {"schema_version", "status", "task", "model", "criterion", "seed", *_OPTIONAL}
     unknown = [key for key in data if key not in known]

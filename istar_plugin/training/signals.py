@@ -41,8 +41,7 @@ class StopSignal:
 def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Optional[Path],
             output_dir: Path) -> Stopped:
     """The error that ends a run stopped by signal ``number``; ``checkpoint`` None: an engine that saves none."""
-    where = f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
-    if checkpoint is None:
-        return Stopped(where + "this engine saves no checkpoint: run the same command again to start over", number)
-    return Stopped(where + f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume",
-                   number)
+    then = ("this engine saves no checkpoint: run the same command again to start over" if checkpoint is None
+            else f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume")
+    return Stopped(f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
+                   f"{then}", number)

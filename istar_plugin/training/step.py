@@ -21,8 +21,7 @@ class OptimizerStep:
         norm = None
         for index, batch in enumerate(group):
             sync = index == len(group) - 1 or self.world_size == 1
-            context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
-            with context:
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():
                 with self.autocast():
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
