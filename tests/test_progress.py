@@ -10,7 +10,7 @@ from helpers import tiny_run_arguments
 
 from istar_plugin.cli.run import main
 from istar_plugin.training.progress import PhaseClock, run_summary
-from istar_plugin.training.step_statistics import IntervalStatistics
+from istar_plugin.training.step import IntervalStatistics
 
 
 def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(

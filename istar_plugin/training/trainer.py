@@ -1,18 +1,20 @@
-"""The fine-tuning loop (engine ``istar``): optimizer steps, evaluations and checkpoints for an exact resume."""
+"""The fine-tuning loop (engine ``istar``): optimizer steps, evaluations and checkpoints for an exact resume, and the
+read-only :class:`TrainerView` its hooks see."""
 from __future__ import annotations
 
+import operator
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, ContextManager, Iterator, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from ..errors import DivergedError
-from ..hooks import Hook, HookDispatcher, TrainingControl
+from ..hooks import Hook, HookDispatcher, ReadOnlyView, TrainingControl
 from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..registry import ENGINES
 from ..storage.checkpoints import Checkpoints
@@ -28,11 +30,9 @@ from .progress import PhaseClock, complete_line, eval_line, train_line
 from .resume import rates_at_restored_step, restore_random_streams, resumable_state
 from ..runtime.rng import rng_state, seed_everything
 from .run_directory import RunDirectory
-from .run_view import TrainerView
 from .setup_steps import batch_sizes, build_optimization, encode_features, load_data, load_model, schedule_length
 from .signals import StopSignal, stopped
-from .step import OptimizerStep
-from .step_statistics import IntervalStatistics
+from .step import IntervalStatistics, OptimizerStep
 
 
 @ENGINES.register("istar")
@@ -393,3 +393,37 @@ class Trainer:
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
         return self.run_dir.write_results(record).to_json()
+
+
+class TrainerView(ReadOnlyView):
+    """What a hook may read of a Trainer (the members of RunView); anything else raises ``AttributeError``."""
+
+    __slots__ = ("__trainer",)
+
+    def __init__(self, trainer) -> None:
+        object.__setattr__(self, "_TrainerView__trainer", trainer)
+
+    seed = property(lambda self: self.__trainer.cfg.seed)
+    mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
+    stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
+
+    def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
+        return self.__trainer.collate(features)
+
+    def autocast(self) -> ContextManager:
+        return self.__trainer.autocast()
+
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]:
+        return self.__trainer.evaluate(examples, features, isotropy)
+
+    def log(self, values: dict[str, Any], step: int) -> None:
+        self.__trainer.log(values, step)
+
+    def say(self, line: str) -> None:
+        self.__trainer.say(line)
+
+
+for _name in ("model", "train_features", "eval_batch_size", "rank", "world_size", "device", "step", "total_steps",
+              "show_progress", "output_dir", "control"):  # the trainer's attributes of the same name
+    setattr(TrainerView, _name, property(operator.attrgetter(f"_TrainerView__trainer.{_name}")))
