@@ -1,6 +1,7 @@
 """A run's logs: ``metrics.jsonl`` (durable JSON lines, read by :func:`read_records`) and TensorBoard event files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 import os
@@ -12,7 +13,7 @@ from typing import Any, BinaryIO, Mapping, Optional
 from .atomic import PathLike, write_refusals
 
 
-class MetricsLog:
+class MetricsLog(contextlib.AbstractContextManager):
     """A JSON-lines file (``path``, or ``path/metrics.jsonl``), each record durable (fsync'ed) once appended."""
 
     FILENAME = "metrics.jsonl"
@@ -64,9 +65,6 @@ class MetricsLog:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def __enter__(self) -> "MetricsLog":
-        return self
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()

@@ -2,6 +2,7 @@
 read-only :class:`TrainerView` its hooks see."""
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
 import time
@@ -316,10 +317,7 @@ class Trainer:
     def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
         """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
         batches = self._train_batches(epoch)
-        while self.step < self.total_steps:
-            group = [b for _, b in zip(range(self.cfg.optim.grad_accum), batches)]
-            if not group:
-                return
+        while self.step < self.total_steps and (group := list(itertools.islice(batches, self.cfg.optim.grad_accum))):
             yield group
 
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
