@@ -18,7 +18,7 @@ from istar_plugin.cli import report as report_cli
 from istar_plugin.reports.records.archive import left_out
 from istar_plugin.reports.records.run_extras import cell_provenance
 from istar_plugin.storage.predictions import write_predictions
-from istar_plugin.storage.provenance import machine
+from istar_plugin.storage.provenance import cpu_of, machine
 from istar_plugin.storage.results import ResultsRecord, failed_record, write_results
 
 CRITERIA = {"cross_entropy": {"name": "cross_entropy"}, "istar": {"name": "istar", "lam": -1.0, "zeta": 0.2}}
@@ -334,3 +334,8 @@ def test_a_run_written_before_padding_free_existed_and_one_computing_padded_by_a
     config = tmp_path / newer / "config.yaml"
     config.write_text(config.read_text().replace("padding: include", "padding: exclude"))
     assert sorted(len(setting.seeds) for setting in settings(collect(tmp_path)[0])) == [1, 1]
+
+
+def test_provenance_names_the_machine_and_the_cpu_s_bf16_features():
+    assert sorted(machine()) == ["commit", "cpu", "cpu_flags", "host", "istar_plugin", "torch"]
+    assert cpu_of("model name\t: AMD EPYC 9B14\nflags\t\t: fpu avx512_bf16 sse\n") == ("AMD EPYC 9B14", ["avx512_bf16"])

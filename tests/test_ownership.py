@@ -16,8 +16,7 @@ from istar_plugin.cli.export import main as export_main
 from istar_plugin.cli.run import main as run_main
 from istar_plugin.config import compose
 from istar_plugin.errors import DivergedError, RunDirError
-from istar_plugin.storage.owned_output import OwnedOutput
-from istar_plugin.storage.ownership import ANALYSIS_MARKER, EXPORT_MARKER, RUN_MARKER
+from istar_plugin.storage.ownership import ANALYSIS_MARKER, EXPORT_MARKER, RUN_MARKER, OwnedOutput
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments, two_step_run_arguments
 

@@ -4,10 +4,13 @@ import json
 import re
 
 import pytest
+import torch
 
 from helpers import tiny_run_arguments
 
 from istar_plugin.cli.run import main
+from istar_plugin.training.progress import PhaseClock, run_summary
+from istar_plugin.training.step import IntervalStatistics
 
 
 def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it_is_complete(
@@ -45,3 +48,29 @@ def test_a_run_logged_to_a_file_reports_progress_and_summary_and_a_rerun_says_it
     assert "step " not in again and "eval " not in again  # nothing trained or evaluated again
     assert {path: path.stat().st_mtime_ns for path in (run_dir / "checkpoints").iterdir()} == checkpoints
     assert json.loads((run_dir / "results.json").read_text()) == results
+
+
+def test_the_summary_names_the_run_its_scores_and_a_collapse():
+    summary = run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
+                           "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
+                           "eval_isoscore_star": 0.2012, "collapsed": True})
+    assert summary == ("rte with minilm, criterion cross_entropy, seed 1\n"
+                       "after 70 steps:  accuracy = 0.5271, eval IsoScore* = 0.2012\n"
+                       "COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)")
+
+
+def test_the_phase_clock_charges_a_nested_phase_to_the_inner_one_only():
+    clock = PhaseClock(now=iter([0.0, 0.0, 3.0, 4.0, 10.0, 12.0]).__next__)
+    with clock("training"):
+        with clock("evaluation"):
+            pass
+    assert clock.seconds == {"training": 9.0, "evaluation": 1.0}
+    assert clock.line() == "time 12s: training 9.0 s (75%), evaluation 1.0 s (8%), other 2.0 s (17%)"
+
+
+def test_an_interval_means_its_steps_statistics_on_device_and_on_host():
+    interval = IntervalStatistics()
+    interval.add({"loss": torch.tensor(1.0), "lr": 0.1})
+    interval.add({"loss": torch.tensor(3.0), "lr": 0.3})
+    means = interval.means(world_size=1)
+    assert (means["loss"], round(means["lr"], 6), interval.steps) == (2.0, 0.2, 2)

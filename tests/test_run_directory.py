@@ -18,7 +18,7 @@ from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.storage import atomic as rundir
 from istar_plugin.storage.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_json, atomic_write_text
 from istar_plugin.storage.lock import RunDirLock
-from istar_plugin.storage.logs import MetricsLog, TensorBoardLog
+from istar_plugin.storage.logs import MetricsLog, TensorBoardLog, flat_keys
 from istar_plugin.storage.ownership import RUN_MARKER, mark
 from istar_plugin.runtime.precision import choose_precision
 from istar_plugin.training.trainer import Trainer
@@ -380,3 +380,7 @@ def test_tensorboard_disabled_writes_nothing(tmp_path):
     log.flush()
     log.close()
     assert not (tmp_path / "tb").exists()
+
+
+def test_flat_keys_dots_nested_mappings_and_keeps_an_empty_one():
+    assert flat_keys({"optim": {"lr": 1}, "data": {}}) == {"optim.lr": 1, "data": {}}

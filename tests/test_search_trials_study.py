@@ -191,3 +191,7 @@ def test_two_launchers_of_one_search_number_their_workers_apart(tmp_path):
     assert reserve_workers(tmp_path / "search", "slurm", 3) == [3, 4, 5]
     starts = json.loads((tmp_path / "search" / WORKERS).read_text())
     assert [(s["launcher"], s["workers"]) for s in starts] == [("local", [0, 1]), ("inline", [2]), ("slurm", [3, 4, 5])]
+
+
+def test_a_shown_url_masks_its_password():
+    assert shown("postgresql://me:secret@db.example/studies") == "postgresql://me:***@db.example/studies"

@@ -24,7 +24,7 @@ from ..storage.user_paths import path_argument
 from . import set_environment
 
 if TYPE_CHECKING:
-    from ..storage.owned_output import OwnedOutput
+    from ..storage.ownership import OwnedOutput
 
 SPLITS = tuple(sorted(TASK_SPLITS))
 
@@ -54,8 +54,7 @@ def analyze(args: argparse.Namespace) -> int:
     from ..analysis.analyze import RunProblem, check_run, output_names
     from ..config import compose
     from ..storage.checkpoints import Checkpoints
-    from ..storage.owned_output import OwnedOutput
-    from ..storage.ownership import ANALYSIS_MARKER
+    from ..storage.ownership import ANALYSIS_MARKER, OwnedOutput
 
     base = None
     if args.base:

@@ -78,8 +78,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                            scored_source, write_embedding_report)
     from ..isotropy.embeddings import undefined_text
     from ..posthoc import parse_transforms
-    from ..storage.owned_output import OwnedOutput
-    from ..storage.ownership import EMBED_MARKER
+    from ..storage.ownership import EMBED_MARKER, OwnedOutput
 
     try:
         transforms = parse_transforms(args.transforms)

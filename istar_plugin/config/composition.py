@@ -20,8 +20,7 @@ from ..models.config import ModelConfig
 from ..models.preflight import check_model_limits, model_shape
 from ..registry import CRITERIONS, MODELS, TASKS
 from ..settings import shortened
-from ..storage.path_limits import check_path_length
-from ..storage.user_paths import expand_home
+from ..storage.user_paths import check_path_length, expand_home
 from .overrides import pairs as override_pairs
 from .recipes import available, find_yaml, load_yaml
 from .resolvers import register_resolvers

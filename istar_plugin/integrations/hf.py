@@ -18,7 +18,7 @@ from ..hooks import HookDispatcher, ReadOnlyView, TrainingControl
 from ..models.encoder import EncoderOutput
 from ..models.token_cloud import TokenCloudSurface, attention_mask_or_ones
 from ..registry import CRITERIONS, load_plugins
-from ..training.step_statistics import IntervalStatistics
+from ..training.step import IntervalStatistics
 
 logger = logging.get_logger(__name__)
 

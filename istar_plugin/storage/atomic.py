@@ -14,32 +14,25 @@ from typing import Any, BinaryIO, Iterator, Optional
 from ..errors import RunDirError
 
 PathLike = str | os.PathLike
-
-
 STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
-
-
-def write_failure(path: PathLike, error: BaseException) -> Optional[RunDirError]:
-    """The one-line error for a write to ``path`` the storage refused (also wrapped by a writer); else None."""
-    number = _storage_errno(error)
-    if number is None:
-        return None
-    return RunDirError(f"{path}: cannot be written ({os.strerror(number).lower()}); the file it would have "
-                       "replaced, if any, is unchanged")
-
-
-def _storage_errno(error: Optional[BaseException]) -> Optional[int]:
-    while error is not None:
-        if isinstance(error, OSError) and error.errno in STORAGE_ERRORS:
-            return error.errno
-        named = OS_ERROR.search(str(error))
-        if named and int(named[1]) in STORAGE_ERRORS:
-            return int(named[1])
-        error = error.__cause__ or error.__context__
-    return None
-
-
 OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+@contextlib.contextmanager
+def write_refusals(path: PathLike, errors: tuple[type[BaseException], ...] = (OSError,)) -> Iterator[None]:
+    """Turn ``errors`` by which the storage refused a write to ``path`` (also wrapped by a writer) into one line."""
+    try:
+        yield
+    except errors as error:
+        cause: Optional[BaseException] = error
+        while cause is not None:
+            named = OS_ERROR.search(str(cause))
+            for number in (cause.errno if isinstance(cause, OSError) else None, named and int(named[1])):
+                if number in STORAGE_ERRORS:
+                    raise RunDirError(f"{path}: cannot be written ({os.strerror(number).lower()}); the file it would "
+                                      "have replaced, if any, is unchanged") from None
+            cause = cause.__cause__ or cause.__context__
+        raise
 
 
 @contextlib.contextmanager
@@ -47,7 +40,7 @@ def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
     """Yield a temp file beside ``path``; on success fsync it and rename it onto ``path``, on failure delete it."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
+    with write_refusals(target, (OSError, RuntimeError)):
         descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # respects the umask
         try:
             with os.fdopen(descriptor, "wb") as handle:
@@ -58,17 +51,8 @@ def atomic_file(path: PathLike) -> Iterator[BinaryIO]:
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-    except (OSError, RuntimeError) as error:
-        refused = write_failure(target, error)
-        if refused is None:
-            raise
-        raise refused from None
-    _fsync_directory(target.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
+    try:  # the rename made durable
+        descriptor = os.open(target.parent, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -90,8 +74,7 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: PathLike, obj: Any, allow_nan: bool = True) -> Path:
-    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys) atomically; returns the path.
-    ``allow_nan=False``: a NaN or infinity is a ValueError, and nothing is written."""
+    """Replace ``path`` with ``obj`` as JSON (indent 2, sorted keys) atomically; returns the path."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=allow_nan) + "\n")
 
 
@@ -116,11 +99,8 @@ def sha256_of(path: PathLike) -> str:
 TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
 
 
-def remove_stale_temporaries(directory: Path) -> list[Path]:
-    """Delete the atomic-write temp files in ``directory`` (only while holding the run's lock); returns them."""
-    if not directory.is_dir():
-        return []
-    stale = [path for path in directory.iterdir() if TEMPORARY.fullmatch(path.name) and path.is_file()]
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
+def remove_stale_temporaries(directory: Path) -> None:
+    """Delete the atomic-write temp files in ``directory`` (only while holding the run's lock)."""
+    for path in directory.glob(".*.tmp"):
+        if TEMPORARY.fullmatch(path.name) and path.is_file():
+            path.unlink(missing_ok=True)

@@ -1,5 +1,4 @@
-"""Checkpoints that prove they are intact: a SHA-256 (``sha256sum`` format) written beside each, verified before
-loading; :class:`Checkpoints` keeps the newest ``keep_last`` of ``RUN_DIR/checkpoints/step_XXXXXXXX.pt``."""
+"""Checkpoints with a SHA-256 (``sha256sum`` format) beside each, verified before loading; :class:`Checkpoints`."""
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +13,6 @@ import torch
 
 from ..errors import CheckpointError
 from .atomic import PathLike, atomic_file, atomic_write_text, sha256_of
-
 
 
 class _HashingWriter(io.RawIOBase):
@@ -61,10 +59,7 @@ def problem(path: Path) -> Optional[str]:
     if size == 0:
         return "it is empty (0 bytes)"
     recorded = digest_path(path)
-    if not recorded.is_file():
-        return None
-    expected = recorded.read_text(encoding="utf-8", errors="replace").split()[:1]
-    if expected != [sha256_of(path)]:
+    if recorded.is_file() and recorded.read_text(encoding="utf-8", errors="replace").split()[:1] != [sha256_of(path)]:
         return f"its SHA-256 does not match {recorded.name} (damaged bytes)"
     return None
 
@@ -101,10 +96,7 @@ class Checkpoints:
 
     def paths(self) -> dict[int, Path]:
         """Every checkpoint by step, in increasing order."""
-        if not self.directory.is_dir():
-            return {}
-        matches = ((self.PATTERN.fullmatch(path.name), path) for path in self.directory.iterdir())
-        found = {int(match[1]): path for match, path in matches if match}
+        found = {self.step_of(p): p for p in self.directory.glob("step_*.pt") if self.PATTERN.fullmatch(p.name)}
         return dict(sorted(found.items()))
 
     @classmethod

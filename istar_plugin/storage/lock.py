@@ -1,5 +1,4 @@
-"""An exclusive lock on a run directory (``flock(2)`` on ``RUN_DIR/.lock``, never waited for): a second process is
-refused at once, naming the holder's host and pid; :func:`waiting_lock` serialises short writes of a shared file."""
+"""A run directory's exclusive ``flock`` on ``RUN_DIR/.lock``, refused at once to a second process naming the holder."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,7 @@
-"""A run's logs: ``metrics.jsonl`` (one durable JSON record per line), TensorBoard event files, and the one reader of
-a JSON-lines record: :func:`read_records`."""
+"""A run's logs: ``metrics.jsonl`` (durable JSON lines, read by :func:`read_records`) and TensorBoard event files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import numbers
 import os
@@ -10,10 +10,10 @@ import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping, Optional
 
-from .atomic import PathLike, write_failure
+from .atomic import PathLike, write_refusals
 
 
-class MetricsLog:
+class MetricsLog(contextlib.AbstractContextManager):
     """A JSON-lines file (``path``, or ``path/metrics.jsonl``), each record durable (fsync'ed) once appended."""
 
     FILENAME = "metrics.jsonl"
@@ -29,17 +29,19 @@ class MetricsLog:
             raise ValueError(f"metrics record already has a 'time' key ({record['time']!r}); MetricsLog adds it")
         written = {**record, "time": time.time()}
         line = json.dumps(written, sort_keys=True) + "\n"
-        try:
+        with write_refusals(self.path):  # a part written is cut off by the next append
             if self._file is None:
-                self._file = self._open_for_append()
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                data = self.path.read_bytes() if self.path.exists() else b""
+                keep = data.rfind(b"\n") + 1
+                if keep < len(data):
+                    warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before "
+                                  "appending", stacklevel=2)
+                    self.truncate(keep)
+                self._file = open(self.path, "ab")
             self._file.write(line.encode("utf-8"))
             self._file.flush()
             os.fsync(self._file.fileno())
-        except OSError as error:  # a part written is cut off by the next append
-            refused = write_failure(self.path, error)
-            if refused is None:
-                raise
-            raise refused from None
         return written
 
     def records(self) -> list[dict[str, Any]]:
@@ -64,24 +66,8 @@ class MetricsLog:
             self._file.close()
             self._file = None
 
-    def __enter__(self) -> "MetricsLog":
-        return self
-
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-    def _open_for_append(self) -> BinaryIO:
-        """Open in append mode, first cutting off a partial last line."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            data = self.path.read_bytes()
-            keep = data.rfind(b"\n") + 1
-            if keep < len(data):
-                warnings.warn(f"{self.path}: dropping a truncated last line ({len(data) - keep} bytes) before "
-                              "appending", stacklevel=3)
-                with open(self.path, "r+b") as handle:
-                    handle.truncate(keep)
-        return open(self.path, "ab")
 
 
 def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional[dict[str, Any]]]:
@@ -123,17 +109,13 @@ class TensorBoardLog:
         self.directory = Path(directory)
         self._writer = None
         self.enabled = enabled
-        self._purge_step: Optional[int] = None
-
-    def purge_from(self, step: int) -> None:
-        """Hide the events of ``step`` and later that an earlier attempt wrote."""
-        self._purge_step = step
+        self.purge_step: Optional[int] = None  # hide the events of this step and later that an earlier attempt wrote
 
     def _open(self):
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=str(self.directory), purge_step=self._purge_step)
+            self._writer = SummaryWriter(log_dir=str(self.directory), purge_step=self.purge_step)
         return self._writer
 
     def scalars(self, values: Mapping[str, Any], step: int, prefix: str = "") -> None:
@@ -142,9 +124,10 @@ class TensorBoardLog:
             return
         prefix = prefix.rstrip("/")
         for name, value in values.items():
-            number = _as_number(value)
-            if number is not None:
-                self._open().add_scalar(f"{prefix}/{name}" if prefix else name, number, global_step=step)
+            if hasattr(value, "numel") and hasattr(value, "is_complex"):  # a tensor, without importing torch
+                value = float(value.item()) if value.numel() == 1 and not value.is_complex() else None
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                self._open().add_scalar(f"{prefix}/{name}" if prefix else name, float(value), global_step=step)
 
     def config(self, config: Mapping[str, Any], metrics: list[str]) -> None:
         """The run's config as text (tag ``config``) and as hyperparameters against the scalar tags ``metrics``."""
@@ -157,9 +140,8 @@ class TensorBoardLog:
         self._open().add_text("config", "".join(f"    {line}\n" for line in text.splitlines()), global_step=0)
         flat = {key: value if isinstance(value, (bool, int, float, str)) else str(value)
                 for key, value in flat_keys(config).items()}
-        writer = self._writer.file_writer  # a SummaryWriter opens its file writer when made
         for summary in hparams(flat, dict.fromkeys(metrics, 0.0)):
-            writer.add_summary(summary)
+            self._writer.file_writer.add_summary(summary)  # a SummaryWriter opens its file writer when made
 
     def flush(self) -> None:
         if self._writer is not None:
@@ -173,20 +155,8 @@ class TensorBoardLog:
             self._writer = None
 
 
-def _as_number(value: Any) -> Optional[float]:
-    if hasattr(value, "numel") and hasattr(value, "is_complex"):  # a tensor, without importing torch
-        return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    return float(value)
-
-
 def flat_keys(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys (an empty mapping stays a value).
-
-    >>> flat_keys({"optim": {"lr": 1}, "data": {}})
-    {'optim.lr': 1, 'data': {}}
-    """
+    """Nested mappings as one level of dotted keys (an empty mapping stays a value)."""
     flat: dict[str, Any] = {}
     for key, value in config.items():
         if isinstance(value, Mapping) and value:

@@ -1,5 +1,4 @@
-"""``predictions.json``: a finished run's per-example predictions and gold references on the evaluation split, which
-the reports resample for a paired bootstrap."""
+"""``predictions.json``: a finished run's per-example predictions and references, for a paired bootstrap."""
 from __future__ import annotations
 
 import json

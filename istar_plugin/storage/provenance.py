@@ -1,11 +1,5 @@
 """Where a record was made, stamped into every ``results.json`` under :data:`PROVENANCE`: the host, the CPU and its
-bf16 features, torch, and the code's git commit (``+modified`` when tracked files differ).
-
->>> sorted(machine())
-['commit', 'cpu', 'cpu_flags', 'host', 'istar_plugin', 'torch']
->>> cpu_of("model name\\t: AMD EPYC 9B14\\nflags\\t\\t: fpu avx512_bf16 sse\\n")
-('AMD EPYC 9B14', ['avx512_bf16'])
-"""
+bf16 features, torch, and the code's git commit (``+modified`` when tracked files differ)."""
 from __future__ import annotations
 
 import functools

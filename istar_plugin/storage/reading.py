@@ -1,5 +1,4 @@
-"""Reading the files a user names: what the operating system refuses becomes one line naming the path, the cause and
-what to do, raised as the caller's error class; a missing file (:class:`FileNotFoundError`) is left to the caller."""
+"""Reading the files a user names: what the OS refuses (but a missing file) is one line in the caller's error class."""
 from __future__ import annotations
 
 import contextlib
@@ -71,6 +70,5 @@ def read_bytes(path: str | os.PathLike, what: str, refusal: type[RunError] = Dat
 def read_text(path: str | os.PathLike, what: str, refusal: type[RunError] = DataError,
               max_bytes: Optional[int] = None) -> str:
     """The UTF-8 text of the file ``what`` at ``path``, refused as by :func:`read_bytes` or when not UTF-8."""
-    data = read_bytes(path, what, refusal, max_bytes)
     with reading(path, what, refusal):
-        return data.decode("utf-8")
+        return read_bytes(path, what, refusal, max_bytes).decode("utf-8")

@@ -1,6 +1,5 @@
-"""``results.json``: the typed, versioned record a run leaves behind, written by :func:`write_results` and read by
-:func:`read_results` alone. A file without ``schema_version`` is version 1 (without ``status``: finished); keys this
-module does not know (hooks') are kept in :attr:`ResultsRecord.extra` and written back unchanged."""
+"""``results.json``: the typed, versioned record a run leaves behind (:func:`write_results`, :func:`read_results`); a
+file without ``schema_version`` is version 1, and unknown keys (hooks') are kept in :attr:`ResultsRecord.extra`."""
 from __future__ import annotations
 
 import json
@@ -39,7 +38,6 @@ _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "number": (
 
 
 def _check(path: Path, label: str, value: Any, kind: str, optional: bool = True) -> Any:
-    """``value`` if it is of ``kind`` (or None when ``optional``), else raise a :class:`ResultsError`."""
     if value is None and optional:
         return None
     wrong_bool = isinstance(value, bool) and kind in ("int", "number")
@@ -84,7 +82,7 @@ class ResultsRecord:
     top_level_metrics: tuple = ()
     extra: dict = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
-    path: Optional[Path] = field(default=None, compare=False, repr=False)  # where it was read from
+    path: Path = field(default=Path(RESULTS), compare=False, repr=False)  # where it was read from
 
     @property
     def finished(self) -> bool:
@@ -93,17 +91,17 @@ class ResultsRecord:
     def require_finished(self) -> "ResultsRecord":
         """This record if the run finished, else raise the failed run's :class:`ResultsError`."""
         if not self.finished:
-            raise ResultsError(self._where(),
+            raise ResultsError(self.path,
                                f"failed: {self.reason or 'no reason recorded'} ({RESULTS} status: failed)", failed=True)
         return self
 
     def error(self, problem: str) -> ResultsError:
         """A :class:`ResultsError` about this record (for a reader's own checks)."""
-        return ResultsError(self._where(), f"{RESULTS}: {problem}")
+        return ResultsError(self.path, f"{RESULTS}: {problem}")
 
     def check(self, label: str, value: Any, kind: str, optional: bool = False) -> Any:
         """``value`` (this record's ``label``) if of ``kind``, else the error :func:`read_results` gives."""
-        return _check(self._where(), label, value, kind, optional)
+        return _check(self.path, label, value, kind, optional)
 
     def metric(self, name: str) -> Any:
         """The final value of metric ``name``: from ``metrics``, else a top-level key (older files), else None."""
@@ -133,13 +131,9 @@ class ResultsRecord:
         out.update({name: self.metrics[name] for name in self.top_level_metrics if name in self.metrics})
         return out
 
-    def _where(self) -> Path:
-        return self.path or Path(RESULTS)
-
 
 _KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
 _OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
-_TUPLES = tuple(name for name, kind in _OPTIONAL.items() if kind == "list")
 
 
 def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:
@@ -147,35 +141,32 @@ def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int
     return ResultsRecord("failed", task, model, criterion, seed, reason=reason)
 
 
-def finished_record(run: dict[str, Any], history: list[dict[str, Any]], task_metrics: tuple[str, tuple, tuple],
-                    embedding_before: dict[str, float], hooked: dict[str, Any]) -> ResultsRecord:
-    """The record of a finished run from its evaluations (``history``, the last one final) and what hooks add."""
-    final, hooked = history[-1], dict(hooked)
-    main_metric, label_names, metric_names = task_metrics
-    ev = final.get("cls_explained_variance")
-    return ResultsRecord(
-        status="finished", task=run["task"], model=run["model"], criterion=run["criterion"], seed=run["seed"],
-        step=run["step"], epoch=run["epoch"], metrics={k: v for k, v in final.items() if k not in ("step", "epoch")},
-        main_metric=main_metric, label_names=tuple(label_names), init_from=run["init_from"],
-        trainable_parameters=run["trainable_parameters"], initial=history[0] if history[0]["step"] == 0 else None,
-        history=tuple(history), eval_isoscore_star=final["eval_isoscore_star"],
-        eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
-        **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
-        cls_explained_variance=None if ev is None else tuple(ev),
-        **{f"{k}_before": v for k, v in embedding_before.items()},
-        validation=hooked.pop("validation", None),
-        top_level_metrics=tuple(k for k in final if k in metric_names),
-        extra={**hooked, "data": run["data"], "precision": run["precision"]},
-    )
-
-
 def _same(a: Any, b: Any) -> bool:
     return a is b or a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRecord:
-    """The record held by a decoded ``results.json`` object; :class:`ResultsError` when it is not one."""
-    path = Path(path)
+def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
+                 ) -> Optional[ResultsRecord]:
+    """The record in ``path`` (a ``results.json``, or a run directory holding one).
+    ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a RunDirError."""
+    try:
+        record = _read(Path(path) / RESULTS if Path(path).is_dir() else Path(path))
+        return record.require_finished() if require_finished else record
+    except ResultsError:
+        if strict:
+            raise
+        return None
+
+
+def _read(path: Path) -> ResultsRecord:
+    try:
+        data = json.loads(read_bytes(path, "run record", RunDirError).decode("utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
+    except UnicodeDecodeError as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
+    except ValueError as error:
+        raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
     if not isinstance(data, dict):
         raise ResultsError(path, f"{RESULTS} holds a {type(data).__name__}, not an object")
     version = data.get("schema_version", 1)
@@ -196,39 +187,13 @@ def record_from_json(data: Any, path: str | os.PathLike = RESULTS) -> ResultsRec
     for name, kind in _OPTIONAL.items():
         value = _check(path, name, data.get(name), kind, optional=name not in required)
         if value is not None:
-            values[name] = tuple(value) if name in _TUPLES else value
+            values[name] = tuple(value) if kind == "list" else value
     metrics = values.get("metrics", {})
     known = {"schema_version", "status", "task", "model", "criterion", "seed", *_OPTIONAL}
     unknown = [key for key in data if key not in known]
     values["top_level_metrics"] = tuple(key for key in unknown if key in metrics and _same(data[key], metrics[key]))
     values["extra"] = {key: data[key] for key in unknown if key not in values["top_level_metrics"]}
     return ResultsRecord(**values, schema_version=version, path=path)
-
-
-def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
-                 ) -> Optional[ResultsRecord]:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one).
-    ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a RunDirError."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULTS
-    try:
-        try:
-            text = read_bytes(path, "run record", RunDirError).decode("utf-8")
-        except FileNotFoundError:
-            raise ResultsError(path, f"no {RESULTS} (the run has not finished)", missing=True) from None
-        except UnicodeDecodeError as error:
-            raise ResultsError(path, f"unreadable {RESULTS}: {error}") from None
-        try:
-            data = json.loads(text)
-        except ValueError as error:
-            raise ResultsError(path, f"unreadable {RESULTS}: not JSON ({error})") from None
-        record = record_from_json(data, path)
-        return record.require_finished() if require_finished else record
-    except ResultsError:
-        if strict:
-            raise
-        return None
 
 
 def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:

@@ -1,11 +1,5 @@
-"""The database of an Optuna study: SQLite, any SQLAlchemy URL, or Optuna's journal file (``journal:PATH``), opened
-with connect and statement timeouts; its faults become one :class:`StudyDatabaseError` line naming the URL. A
-PostgreSQL statement that has no reply within ``STATEMENT_TIMEOUT_S`` (a server whose processes hang while its host
-still acknowledges) has its connection's socket shut down by a watchdog, so the call waiting for it fails.
-
->>> shown("postgresql://me:secret@db.example/studies")
-'postgresql://me:***@db.example/studies'
-"""
+"""The database of an Optuna study (SQLite, any SQLAlchemy URL, or ``journal:PATH``), opened with connect and
+statement timeouts and a watchdog for a hung PostgreSQL server; a fault becomes one :class:`StudyDatabaseError` line."""
 from __future__ import annotations
 
 import contextlib
@@ -28,11 +22,8 @@ from sqlalchemy.engine import make_url
 from ..errors import ConfigError, RunDirError, RunError, one_line
 
 CONNECT_TIMEOUT_S = 10
-# a running server ends a study's statement after this long, a connection whose host stops acknowledging is dropped
-# after as long (tcp_user_timeout), and one whose server hangs on a live host is shut down by the watchdog after as long
-STATEMENT_TIMEOUT_S = 120
+STATEMENT_TIMEOUT_S = 120  # for the server, the TCP connection (tcp_user_timeout) and the watchdog alike
 SQLITE_BUSY_TIMEOUT_S = 60  # workers sharing one SQLite file wait this long for each other's writes
-# the pip package of each database module SQLAlchemy imports for a URL's dialect
 PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "pg8000": "pg8000", "asyncpg": "asyncpg",
             "pymysql": "PyMySQL", "MySQLdb": "mysqlclient", "mysql": "mysql-connector-python"}
 ADVICE = (  # (words in the database's own message, what to do), first match wins
@@ -64,8 +55,7 @@ def shown(url: str) -> str:
 
 
 def _engine_options(url: str) -> dict[str, Any]:
-    """SQLAlchemy engine options: the driver's timeouts (those the URL does not set itself), a pre-ping for servers
-    (psycopg's by the :class:`Watchdog`)."""
+    """SQLAlchemy engine options: the driver's timeouts the URL does not set itself, a pre-ping but for psycopg."""
     parsed = make_url(url)
     backend, driver, given = parsed.get_backend_name(), parsed.get_dialect().driver, set(parsed.query)
     if backend == "sqlite":
@@ -84,28 +74,17 @@ def _engine_options(url: str) -> dict[str, Any]:
     elif driver in ("pymysql", "mysqldb"):
         arguments = {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S,
                      "write_timeout": STATEMENT_TIMEOUT_S}
-    # psycopg's connections are pinged by the watchdog's checkout (a pre-ping would come before it, unwatched)
     return {"pool_pre_ping": driver not in ("psycopg", "psycopg2"),
             "connect_args": {k: v for k, v in arguments.items() if k not in given}}
 
 
 class Watchdog:
-    """Shuts down the socket of a psycopg connection checked out of a study's pool whose statement has had no reply
-    for ``STATEMENT_TIMEOUT_S``; the blocked call then fails, and :func:`database_errors` names the stall."""
+    """Shuts down the socket of a checked-out psycopg connection with no reply in ``STATEMENT_TIMEOUT_S``."""
 
     lock = threading.Lock()
     armed: dict[int, tuple[float, Any, int]] = {}  # id(DBAPI connection): (deadline, connection, thread using it)
     stalled: dict[int, float] = {}  # thread whose connection was shut down: the seconds it waited
     running = False  # its thread started (a forked child starts its own, and forgets its parent's connections)
-
-    @classmethod
-    def watch(cls) -> None:
-        """Watch every pool's psycopg connections (SQLAlchemy's pool and connection events on their classes, so an
-        engine Optuna re-creates, e.g. after unpickling its storage, is watched too)."""
-        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "checkout", cls.checkout)
-        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", cls.statement)
-        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "checkin", cls.release)
-        sqlalchemy.event.listen(sqlalchemy.pool.Pool, "close", cls.release)
 
     @staticmethod
     def watched(connection: Any) -> bool:
@@ -166,28 +145,16 @@ class Watchdog:
                                 sock.detach()  # the descriptor stays the driver's, which closes it
 
 
-Watchdog.watch()
+for _target, _event, _listener in ((sqlalchemy.pool.Pool, "checkout", Watchdog.checkout),
+                                   (sqlalchemy.engine.Engine, "before_cursor_execute", Watchdog.statement),
+                                   (sqlalchemy.pool.Pool, "checkin", Watchdog.release),
+                                   (sqlalchemy.pool.Pool, "close", Watchdog.release)):
+    sqlalchemy.event.listen(_target, _event, _listener)  # on the classes: an engine Optuna re-creates is watched too
 os.register_at_fork(after_in_child=Watchdog.forget)
 
 
-def storage(url: str, create: bool = True) -> optuna.storages.BaseStorage:
-    """Optuna's storage at ``url`` with timeouts, its errors as Optuna's; ``create=False`` creates no table."""
-    if url.startswith("journal:"):
-        path = Path(url[len("journal:"):]).expanduser()
-        check_journal(path)
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-    try:
-        options = _engine_options(url)
-    except sqlalchemy.exc.ArgumentError as error:
-        raise ConfigError(f"storage {url!r} is no database URL SQLAlchemy reads: {one_line(error)}") from None
-    except ImportError:  # the dialect itself (e.g. a third-party one) is not installed
-        options = {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=options, skip_table_creation=not create)
-
-
 def check_journal(path: Path) -> None:
-    """Refuse (ValueError) a journal file holding a complete line that is no JSON record: Optuna replays the journal
-    at every write and would fail there. An unterminated last line may be a write under way, and is left to Optuna."""
+    """Refuse (ValueError) a journal with a complete line that is no JSON (an unterminated last line may be a write)."""
     if not path.is_file():
         return
     with path.open("rb") as journal:
@@ -213,22 +180,12 @@ def missing_driver(url: str) -> str:
     return "the driver its URL names"
 
 
-def reason_of(error: BaseException) -> str:
-    """The database's own message behind Optuna's and SQLAlchemy's wrappers, in one line."""
-    cause = error
-    while isinstance(cause, optuna.exceptions.StorageInternalError) and cause.__cause__ is not None:
-        cause = cause.__cause__
-    return one_line(getattr(cause, "orig", None) or cause)[:300]
-
-
-def advice(reason: str, url: str) -> str:
-    """What to do about a database fault whose message is ``reason``."""
+def _refusal(url: str, doing: str, reason: str) -> StudyDatabaseError:
     lowered = reason.lower()
-    for words, what in ADVICE:
-        if any(word in lowered for word in words):
-            return what
     local = url.startswith(("sqlite", "journal:"))
-    return "check the database file and its folder, then start the search again" if local else REACH
+    what = next((what for words, what in ADVICE if any(word in lowered for word in words)),
+                "check the database file and its folder, then start the search again" if local else REACH)
+    return StudyDatabaseError(f"cannot {doing} the study's database {shown(url)!r}: {reason}; {what}")
 
 
 @contextlib.contextmanager
@@ -238,24 +195,33 @@ def database_errors(url: str, doing: str = "use") -> Iterator[None]:
         yield
     except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError) as error:
         waited = Watchdog.stalled.pop(threading.get_ident(), None)
-        reason = reason_of(error) if waited is None else STALLED.format(waited)
-        raise StudyDatabaseError(f"cannot {doing} the study's database {shown(url)!r}: {reason}; "
-                                 f"{advice(reason, url)}") from None
+        cause = error  # the database's own message behind Optuna's and SQLAlchemy's wrappers
+        while isinstance(cause, optuna.exceptions.StorageInternalError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        reason = one_line(getattr(cause, "orig", None) or cause)[:300] if waited is None else STALLED.format(waited)
+        raise _refusal(url, doing, reason) from None
 
 
 def connect(url: str, create: bool = True) -> optuna.storages.BaseStorage:
-    """The study's storage at ``url`` (``create=False``: read, creating no table); a missing driver, an in-memory,
-    damaged or unreachable database is one line."""
+    """The study's storage at ``url`` (``create=False``: creating no table); any fault opening it is one line."""
     optuna.logging.set_verbosity(logging.WARNING)  # a trial's progress is the run's own; Optuna's INFO repeats it
     try:
         with database_errors(url, "open"):
-            return storage(url, create)
+            if url.startswith("journal:"):
+                path = Path(url[len("journal:"):]).expanduser()
+                check_journal(path)
+                return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            try:
+                options = _engine_options(url)
+            except sqlalchemy.exc.ArgumentError as error:
+                raise ConfigError(f"storage {url!r} is no database URL SQLAlchemy reads: {one_line(error)}") from None
+            except ImportError:  # the dialect itself (e.g. a third-party one) is not installed
+                options = {}
+            return optuna.storages.RDBStorage(url, engine_kwargs=options, skip_table_creation=not create)
     except RunError:
         raise
     except ImportError:  # Optuna's "Failed to import DB access module": the URL's driver is not installed
         raise ConfigError(f"storage {shown(url)!r} needs a database driver this Python lacks: pip install "
                           f"{missing_driver(url)}") from None
     except (OSError, ValueError, RuntimeError) as error:  # a journal file's folder, a URL the driver refuses
-        reason = one_line(error)[:300]
-        raise StudyDatabaseError(f"cannot open the study's database {shown(url)!r}: {reason}; "
-                                 f"{advice(reason, url)}") from None
+        raise _refusal(url, "open", one_line(error)[:300]) from None

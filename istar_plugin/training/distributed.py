@@ -19,7 +19,6 @@ TIMEOUT_ENV = "ISTAR_DIST_TIMEOUT_S"
 class DistInfo:
     rank: int
     world_size: int
-    local_rank: int
     device: torch.device
 
     @property
@@ -31,15 +30,14 @@ def init_from_env(requested_device: str = "auto") -> DistInfo:
     """Join the process group the environment describes (``WORLD_SIZE``, ``RANK``, ...); rank 0 of 1 without one."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(requested_device, local_rank)
+    device = pick_device(requested_device, int(os.environ.get("LOCAL_RANK", "0")))
     if world_size > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
         timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
         atexit.register(_leave_process_group)  # gloo's threads left running at exit abort the process
-    return DistInfo(rank, world_size, local_rank, device)
+    return DistInfo(rank, world_size, device)
 
 
 def _leave_process_group() -> None:

@@ -1,7 +1,7 @@
-"""Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step: ``observe`` updates
-device tensors only, ``check`` reads them back in one host sync."""
+"""Stop a run whose loss or gradient norm became NaN or infinite, naming the first such step (one host sync a check)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -51,7 +51,7 @@ class NonFiniteGuard:
         if step >= _NONE_AS_FLOAT:
             return values[3:]
         step = int(step)
-        if _finite(loss):
+        if math.isfinite(loss):
             message = f"the gradient norm became {norm} at step {step} (loss {loss:.4g})"
         else:
             message = f"the loss became {loss} at step {step} (gradient norm {norm})"
@@ -60,10 +60,6 @@ class NonFiniteGuard:
         message += "; stopped, no checkpoint written from that step on"
         cause = self.hint(loss, norm) if self.hint else None
         raise DivergedError(message + (f"; likely cause: {cause}" if cause else ""))
-
-
-def _finite(value: float) -> bool:
-    return value == value and abs(value) != float("inf")
 
 
 def likely_cause(lr: float, precision: str, lam: Optional[float]) -> str:

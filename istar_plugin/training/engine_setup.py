@@ -1,5 +1,4 @@
-"""The built-in engine ``istar`` (the toolkit's Trainer), declared without importing torch, and
-:class:`EngineSetup`, what composing a config asks of any engine before it loads."""
+"""The built-in engine ``istar`` declared without importing torch, and :class:`EngineSetup`, its compose-time half."""
 from __future__ import annotations
 
 from omegaconf import DictConfig

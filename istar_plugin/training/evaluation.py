@@ -10,7 +10,6 @@ what the classifier's head sees (one vector per example) and I1/I2 of the word e
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import numpy as np
@@ -36,10 +35,6 @@ def head_input_isotropy(points: Tensor) -> dict[str, Any]:
     components = [k for k in EV_COMPONENTS if k <= points.shape[1]]
     return {"cls_isoscore": isoscore(points).item(),
             "cls_explained_variance": [explained_variance_ratio(points, k).item() for k in components]}
-
-
-def _no_points(model, output) -> list[Tensor]:
-    return []
 
 
 def embedding_isotropy(model) -> dict[str, float]:
@@ -91,42 +86,34 @@ class Evaluator:
         if self.sort_by_length:
             indices.sort(key=lambda i: len(features[i]["input_ids"]), reverse=True)
         statistics = LayerStatistics(model.hidden_size, model.num_layers, device=self.device)
-        on_device: dict[str, list] = {"logits": [], "start": [], "end": [], "head_input": []}
+        on_device: dict[str, list] = {"logits": [], "head_input": []}  # each batch's, copied to the host at the end
         bar = tqdm(total=len(indices), desc="eval", unit="ex", disable=not self.show_progress, leave=False)
         head_only = getattr(model, "head_only", None) if getattr(model, "frozen_cache", None) is not None else None
         batches = (self.collate([features[i] for i in indices[start : start + self.batch_size]])
                    for start in range(0, len(indices), self.batch_size))
-        keep = functools.partial(self._keep_outputs, head_inputs=isotropy, on_device=on_device, bar=bar)
+
+        def keep(batch: dict[str, Tensor], output) -> None:
+            if isotropy and output.head_input is not None:
+                on_device["head_input"].append(output.head_input.float())
+            if self.task.kind == "extractive_qa":  # (batch, 2, length): the start and end logits
+                on_device["logits"].append(torch.stack([output.start_logits, output.end_logits], dim=1).float())
+            elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
+                nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask,
+                                            getattr(output, "packing", None))
+                on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
+            else:
+                on_device["logits"].append(output.logits.float())
+            bar.update(batch["input_ids"].shape[0])
+
         with head_only() if head_only and not (isotropy and layers) else contextlib.nullcontext():
             stream_token_statistics(model, batches, statistics, autocast=self.autocast, on_output=keep,
-                                    cloud=None if isotropy and layers else _no_points)
+                                    cloud=None if isotropy and layers else (lambda model, output: []))
         bar.close()
         model.train(was_training)
-        outputs: dict[str, list] = {"index": indices, "logits": [], "start": [], "end": [], "head_input": []}
-        for name, parts in on_device.items():
-            for part in parts:  # one device-to-host copy per batch, after the last batch was queued
-                outputs[name].extend(part.cpu().numpy())
+        outputs = {name: [row for part in parts for row in part.cpu().numpy()] for name, parts in on_device.items()}
         if self.task.kind == "extractive_qa":  # each feature's logits without its padding
-            lengths = [len(features[i]["input_ids"]) for i in indices]
-            outputs["start"] = [row[:length] for row, length in zip(outputs["start"], lengths)]
-            outputs["end"] = [row[:length] for row, length in zip(outputs["end"], lengths)]
-        return outputs, statistics.layers
-
-    def _keep_outputs(self, batch: dict[str, Tensor], output, head_inputs: bool, on_device: dict[str, list],
-                      bar) -> None:
-        """One batch's outputs into ``on_device``, left on the device."""
-        if head_inputs and output.head_input is not None:
-            on_device["head_input"].append(output.head_input.float())
-        if self.task.kind == "extractive_qa":
-            on_device["start"].append(output.start_logits.float())
-            on_device["end"].append(output.end_logits.float())
-        elif self.task.kind == "language_modeling":  # per text: its NLL sum and predicted tokens, not the logits
-            nll, count = next_token_nll(output.logits, batch["input_ids"], output.attention_mask,
-                                        getattr(output, "packing", None))
-            on_device["logits"].append(torch.stack([nll, count.to(nll.dtype)], dim=1))
-        else:
-            on_device["logits"].append(output.logits.float())
-        bar.update(batch["input_ids"].shape[0])
+            outputs["logits"] = [row[:, : len(features[i]["input_ids"])] for row, i in zip(outputs["logits"], indices)]
+        return {"index": indices, **outputs}, statistics.layers
 
     def finish(self, outputs: dict[str, list], per_layer: Optional[list[CovarianceAccumulator]],
                examples: Sequence[dict], features: Sequence[dict], reduced: bool = False) -> dict[str, Any]:
@@ -135,23 +122,14 @@ class Evaluator:
             for accumulator in per_layer or ():
                 accumulator.all_reduce()
         gathered = gather_to_all(outputs, self.world_size)
-        by_index: dict[int, tuple] = {}
-        head_inputs: dict[int, np.ndarray] = {}
-        for part in gathered:
-            for position, index in enumerate(part["index"]):
-                if self.task.kind == "extractive_qa":
-                    by_index[index] = (part["start"][position], part["end"][position])
-                else:
-                    by_index[index] = part["logits"][position]
-                if part["head_input"]:
-                    head_inputs[index] = part["head_input"][position]
+        by_index = {index: row for part in gathered for index, row in zip(part["index"], part["logits"])}
+        head_inputs = {index: row for part in gathered for index, row in zip(part["index"], part["head_input"])}
         ordered = [by_index[i] for i in range(len(features))]  # each feature exactly once
         if self.task.kind == "extractive_qa":
-            width = max(len(s) for s, _ in ordered)
-            start = np.full((len(ordered), width), -1e4, dtype=np.float32)
+            start = np.full((len(ordered), max(row.shape[1] for row in ordered)), -1e4, dtype=np.float32)
             end = np.full_like(start, -1e4)
-            for row, (s, e) in enumerate(ordered):
-                start[row, : len(s)], end[row, : len(e)] = s, e
+            for position, row in enumerate(ordered):
+                start[position, : row.shape[1]], end[position, : row.shape[1]] = row
             model_outputs: Any = (start, end)
         else:
             model_outputs = np.stack(ordered)

@@ -1,5 +1,4 @@
-"""The fine-tuned model in Hugging Face format (label names in ``id2label``): ``model/`` of a finished run, and
-``istar-export`` for any checkpoint (a failed or unfinished run's only to an explicit ``--out``)."""
+"""The fine-tuned model in Hugging Face format: a finished run's ``model/``, and ``istar-export`` for any checkpoint."""
 from __future__ import annotations
 
 import os
@@ -17,21 +16,13 @@ from ..registry import TASKS, load_plugins
 from ..runtime.builder import build_model
 from ..runtime.init_from import MODEL_DIR, inserted_modules
 from ..errors import CheckpointError, ConfigError, ModelError
-from ..storage.atomic import atomic_write_json, write_failure
+from ..storage.atomic import atomic_write_json, write_refusals
 from ..storage.checkpoints import Checkpoints, problem
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
 
 EXPORT_RECORD = "export.json"
-
-
-def label_maps(kind: str, label_names: Sequence[str]) -> tuple[Optional[dict], Optional[dict]]:
-    """``(id2label, label2id)`` of a classification or regression head; ``(None, None)`` for other kinds."""
-    if kind not in ("classification", "regression") or not label_names:
-        return None, None
-    id2label = dict(enumerate(label_names))
-    return id2label, {name: index for index, name in id2label.items()}
 
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",
@@ -41,20 +32,21 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     if not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
     check_writable(directory, EXPORT_MARKER, what)
-    id2label, label2id = label_maps(kind, label_names)
+    labelled = kind in ("classification", "regression") and bool(label_names)  # a head with label names
+    id2label = dict(enumerate(label_names)) if labelled else None
+    label2id = {name: index for index, name in enumerate(label_names)} if labelled else None
     temporary = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.tmp")
     previous = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.old")
     try:
-        try:
+        with write_refusals(directory, (Exception,)):
             model.save_pretrained(temporary, id2label=id2label, label2id=label2id)
-        except Exception as error:
-            refused = write_failure(directory, error)
-            if refused is None:
-                raise
-            raise refused from None
         if record is not None:
             atomic_write_json(temporary / EXPORT_RECORD, record)
-        readable_as_umask_allows(temporary)
+        umask = os.umask(0)
+        os.umask(umask)
+        for path in temporary.rglob("*"):  # the mode a plain open gives (safetensors writes files owner-only)
+            if path.is_file():
+                path.chmod(0o666 & ~umask)
         mark(temporary, EXPORT_MARKER, **details)
         if directory.exists():
             directory.rename(previous)
@@ -63,15 +55,6 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return directory
-
-
-def readable_as_umask_allows(directory: Path) -> None:
-    """Give the files under ``directory`` the mode a plain ``open`` would (safetensors writes them owner-only)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    for path in directory.rglob("*"):
-        if path.is_file():
-            path.chmod(0o666 & ~umask)
 
 
 def checkpoint_path(run_dir: Path, step: Optional[int]) -> Path:

@@ -59,15 +59,7 @@ def criterion_description(criterion: Mapping[str, Any]) -> str:
 
 
 def run_summary(results: Mapping[str, Any]) -> str:
-    """The lines printed at the end of a run: what was trained, its scores, a warning when it collapsed.
-
-    >>> print(run_summary({"task": "rte", "model": "minilm", "criterion": {"name": "cross_entropy"}, "seed": 1,
-    ...                    "main_metric": "accuracy", "step": 70, "metrics": {"accuracy": 0.5271},
-    ...                    "eval_isoscore_star": 0.2012, "collapsed": True}))
-    rte with minilm, criterion cross_entropy, seed 1
-    after 70 steps:  accuracy = 0.5271, eval IsoScore* = 0.2012
-    COLLAPSED: every evaluation prediction is one class (the metric is a constant predictor's)
-    """
+    """The lines printed at the end of a run: what was trained, its scores, a warning when it collapsed."""
     main = results["main_metric"]
     lines = [f"{results['task']} with {results['model']}, criterion {criterion_description(results['criterion'])}, "
              f"seed {results['seed']}"]
@@ -83,16 +75,7 @@ def run_summary(results: Mapping[str, Any]) -> str:
 
 
 class PhaseClock:
-    """The wall seconds a run's attempt spends in each of its phases; time in a phase entered inside another counts
-    for the inner one only, and what no phase holds is ``other``.
-
-    >>> clock = PhaseClock(now=iter([0.0, 0.0, 3.0, 4.0, 10.0, 12.0]).__next__)
-    >>> with clock("training"):
-    ...     with clock("evaluation"):
-    ...         pass
-    >>> clock.seconds, clock.line()
-    ({'training': 9.0, 'evaluation': 1.0}, 'time 12s: training 9.0 s (75%), evaluation 1.0 s (8%), other 2.0 s (17%)')
-    """
+    """The wall seconds an attempt spends in each phase (a nested phase's for the inner one only), else ``other``."""
 
     def __init__(self, now=time.perf_counter):
         self.now, self.started = now, now()

@@ -1,5 +1,4 @@
-"""Resuming a run: what it may change, whether a finished run's results or a checkpoint may be continued, the
-learning rate at the restored step and each rank's random streams."""
+"""Resuming a run: what it may change, whether a checkpoint may be continued, its rates and random streams."""
 from __future__ import annotations
 
 import warnings
@@ -7,13 +6,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from omegaconf import OmegaConf
 
 from ..config import ADDED_KEYS
 from ..data.fingerprint import changed_splits
 from ..errors import RunDirError
 from ..storage.checkpoints import Checkpoints
-from ..storage.results import RESULTS, read_results
+from ..storage.results import read_results
 from ..runtime.rng import seed_everything, set_rng_state
 
 RESUMABLE_CHANGES = {"progress", "tensorboard", "log_every", "resume", "output_dir", "device", "eval_every",
@@ -96,26 +94,3 @@ def holds_weights(run_dir: Path, checkpoints: Checkpoints) -> bool:
         return True
     record = read_results(run_dir, strict=False)  # a malformed one: refused by finished_results, one line
     return record is not None and record.finished
-
-
-def finished_results(output_dir: Path, checkpoints: Checkpoints, config: dict[str, Any], total_steps: int
-                     ) -> Optional[dict[str, Any]]:
-    """The saved results of this run if it finished in ``output_dir`` (checkpoints removed), else None."""
-    results_path = output_dir / RESULTS
-    if checkpoints.latest() is not None or not results_path.is_file():
-        return None
-    record = read_results(results_path)  # a malformed or too new file: one ResultsError line
-    if not record.finished:  # a diverged run is trained again, not returned as a result
-        return None
-    if not config["resume"]:
-        raise RunDirError(f"{output_dir} already holds a finished run (results.json) and resume=false; "
-                          "choose another output_dir")
-    saved_config = OmegaConf.to_container(OmegaConf.load(output_dir / "config.yaml"), resolve=True)
-    if changed := described_changes(saved_config, config):
-        raise RunDirError(f"{output_dir} holds the results of a different run (changed: {changed}); "
-                          "choose another output_dir")
-    if record.step is None or record.step < total_steps:
-        raise RunDirError(f"{output_dir} holds a run finished at step {record.step} whose checkpoints were "
-                          f"removed when it finished (keep_checkpoints); it cannot continue to step {total_steps}: "
-                          "choose another output_dir")
-    return record.to_json()

@@ -1,5 +1,4 @@
-"""One run directory's lifecycle, the same for every engine: opened and locked, config, logs, ``results.json`` and stop
-signals; other ranks share the object but write nothing."""
+"""One run directory's lifecycle for every engine: lock, config, logs, ``results.json``; only the main rank writes."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,14 +7,15 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import RunDirError
 from ..storage.atomic import atomic_write_text, remove_stale_temporaries
 from ..storage.checkpoints import Checkpoints
 from ..storage.lock import RunDirLock
 from ..storage.logs import MetricsLog, TensorBoardLog
 from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.provenance import PROVENANCE, machine
-from ..storage.results import RESULTS, ResultsRecord, failed_record, write_results
-from .resume import finished_results
+from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
+from .resume import described_changes
 from .signals import StopSignal
 
 class RunDirectory:
@@ -39,9 +39,25 @@ class RunDirectory:
 
     def finished(self, cfg: DictConfig, total_steps: int, checkpoints: Optional[Checkpoints] = None
                  ) -> Optional[dict[str, Any]]:
-        """The saved results of the run ``cfg`` when it already finished here (:func:`.resume.finished_results`)."""
-        checkpoints = checkpoints or Checkpoints(self.path)
-        return finished_results(self.path, checkpoints, OmegaConf.to_container(cfg, resolve=True), total_steps)
+        """The saved results of the run ``cfg`` if it finished here (its checkpoints removed), else None."""
+        results_path = self.path / RESULTS
+        if (checkpoints or Checkpoints(self.path)).latest() is not None or not results_path.is_file():
+            return None
+        record = read_results(results_path)  # a malformed or too new file: one ResultsError line
+        if not record.finished:  # a diverged run is trained again, not returned as a result
+            return None
+        if not cfg.resume:
+            raise RunDirError(f"{self.path} already holds a finished run (results.json) and resume=false; "
+                              "choose another output_dir")
+        saved_config = OmegaConf.to_container(OmegaConf.load(self.path / "config.yaml"), resolve=True)
+        if changed := described_changes(saved_config, OmegaConf.to_container(cfg, resolve=True)):
+            raise RunDirError(f"{self.path} holds the results of a different run (changed: {changed}); "
+                              "choose another output_dir")
+        if record.step is None or record.step < total_steps:
+            raise RunDirError(f"{self.path} holds a run finished at step {record.step} whose checkpoints were "
+                              f"removed when it finished (keep_checkpoints); it cannot continue to step {total_steps}: "
+                              "choose another output_dir")
+        return record.to_json()
 
     def start(self, cfg: DictConfig, board_metrics: tuple[str, ...] = ()) -> None:
         """The marker, ``config.yaml``, and with ``board_metrics`` the config for TensorBoard against those tags."""
@@ -68,13 +84,13 @@ class RunDirectory:
         """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``)."""
         if self.metrics is not None:
             self.metrics.truncate(metrics_bytes)
-        self.tensorboard.purge_from(step + 1)
+        self.tensorboard.purge_step = step + 1
 
     def clear_logs(self) -> None:
         """Drop all an earlier attempt logged: the run starts from its beginning."""
         if self.metrics is not None:
             self.metrics.truncate(0)
-        self.tensorboard.purge_from(0)
+        self.tensorboard.purge_step = 0
 
     def write_results(self, record: ResultsRecord) -> ResultsRecord:
         """Write ``results.json`` stamped with its machine (main process) and end the TensorBoard log; returns it."""

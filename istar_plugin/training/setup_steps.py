@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import torch
 from omegaconf import DictConfig
@@ -20,15 +20,12 @@ from .. import config as config_module
 from ..data.fingerprint import split_fingerprint
 from ..data.packaged import seeded_split
 from ..errors import ConfigError, ModelError
-from ..models.frozen_backbone import cache_if_frozen
 from ..models.preflight import check_model_limits
 from ..models.loading import load_tokenizer
 from ..registry import TASKS
 from ..runtime.builder import Built, build_model
 from ..runtime.precision import choose_precision
-from ..runtime.rng import seed_everything
 from ..storage.checkpoints import Checkpoints
-from .distributed import DistInfo, wrap_model
 from .divergence_guard import NonFiniteGuard, likely_cause
 from .early_stopping import EarlyStopping
 from .optim import build_optimizer
@@ -79,48 +76,8 @@ def load_model(cfg: DictConfig, task, output_dir: Path, checkpoints: Checkpoints
     return build_model(cfg, task, quiet=holds_weights(output_dir, checkpoints))
 
 
-@dataclass(frozen=True)
-class CriterionSetup:
-    """The criterion (its changes to the model made), its hooks, and what the run reports about the model."""
-
-    criterion: Any
-    hooks: list
-    trainable_parameters: int
-    frozen_backbone_cached: bool
-    warning: Optional[str]  # a penalty that cannot change the model, said at the start
-
-
-def build_criterion(cfg: DictConfig, built: Built, output_dir: Path) -> CriterionSetup:
-    model, criterion = built
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    cached = cache_if_frozen(model, cfg.model.get("frozen_dropout", False), output_dir)
-    constant = getattr(criterion, "constant_penalty", None)
-    return CriterionSetup(criterion, list(criterion.hooks()), trainable, cached, constant() if constant else None)
-
-
-def place_model(model, dist: DistInfo, seed: int):
-    """The model on its device, wrapped for DDP when there are several ranks (then each rank's dropout differs)."""
-    model.to(dist.device)
-    wrapped = wrap_model(model, dist.world_size, dist.device)
-    if dist.world_size > 1:
-        seed_everything(seed + 1_000_003 * dist.rank)
-    return wrapped
-
-
-@dataclass(frozen=True)
-class Features:
-    """The tokenised splits, the validation split held out of the training examples and early stopping on it."""
-
-    train_examples: list
-    train: list
-    eval: list
-    validation_examples: list
-    validation: list
-    hooks: list
-    warning: Optional[str]  # a training set of one class
-
-
-def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> Features:
+def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> tuple:
+    """(train examples, train features, eval features, held-out validation examples and features, hooks, warning)."""
     train_examples, validation, hooks = data.train, [], []
     split = cfg.data.validation_split
     if split:
@@ -129,9 +86,9 @@ def encode_features(cfg: DictConfig, task, data: TaskData, tokenizer) -> Feature
     labels = {example.get("label") for example in train_examples} if task.kind == "classification" else ()
     warning = (f"the training set holds one class only (label {next(iter(labels))}): the classifier can only learn "
                "to predict it") if len(labels) == 1 else None
-    return Features(train_examples, task.encode(train_examples, tokenizer, train=True),
-                    task.encode(data.eval, tokenizer, train=False), validation,
-                    task.encode(validation, tokenizer, train=False) if validation else [], hooks, warning)
+    return (train_examples, task.encode(train_examples, tokenizer, train=True),
+            task.encode(data.eval, tokenizer, train=False), validation,
+            task.encode(validation, tokenizer, train=False) if validation else [], hooks, warning)
 
 
 class Schedule(NamedTuple):
@@ -147,23 +104,13 @@ def schedule_length(cfg: DictConfig, train_count: int, world_size: int, local_ba
     return Schedule(batches, steps, total if cfg.max_steps is None else min(total, cfg.max_steps))
 
 
-@dataclass(frozen=True)
-class Optimization:
+def build_optimization(cfg: DictConfig, model, total_steps: int, device: torch.device) -> tuple:
     """AdamW and its schedule, the precision on the device, fp16's gradient scaler, and the divergence guard."""
-
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    precision: str
-    scaler: torch.amp.GradScaler
-    guard: NonFiniteGuard
-
-
-def build_optimization(cfg: DictConfig, model, total_steps: int, device: torch.device) -> Optimization:
     optimizer, scheduler = build_optimizer(model, cfg.optim, total_steps)
     precision = choose_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     lam = cfg.criterion.get("lam")
     guard = NonFiniteGuard(device, patience=cfg.optim.overflow_patience if precision == "fp16" else 0,
                            hint=lambda loss, norm: likely_cause(cfg.optim.lr, precision, lam))
-    return Optimization(optimizer, scheduler, precision, scaler, guard)
+    return optimizer, scheduler, precision, scaler, guard
 

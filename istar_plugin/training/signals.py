@@ -1,5 +1,4 @@
-"""Stopping on SIGTERM or SIGINT at the next optimizer step's end, with a checkpoint of that step and exit status
-128 + the signal's number; a second signal stops at once (KeyboardInterrupt)."""
+"""Stopping on SIGTERM or SIGINT at the next step's end with a checkpoint (exit 128 + signal); a second: at once."""
 from __future__ import annotations
 
 import signal
@@ -20,10 +19,6 @@ class StopSignal:
         self.received: Optional[int] = None
         self.enabled = enabled
         self._previous: dict[int, Any] = {}
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.received).name if self.received else ""
 
     def __enter__(self) -> "StopSignal":
         if self.enabled and threading.current_thread() is threading.main_thread():
@@ -46,8 +41,7 @@ class StopSignal:
 def stopped(number: int, step: int, total_steps: int, epoch: int, checkpoint: Optional[Path],
             output_dir: Path) -> Stopped:
     """The error that ends a run stopped by signal ``number``; ``checkpoint`` None: an engine that saves none."""
-    where = f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
-    if checkpoint is None:
-        return Stopped(where + "this engine saves no checkpoint: run the same command again to start over", number)
-    return Stopped(where + f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume",
-                   number)
+    then = ("this engine saves no checkpoint: run the same command again to start over" if checkpoint is None
+            else f"checkpoint {checkpoint.name} saved in {output_dir}: run the same command again to resume")
+    return Stopped(f"stopped by {signal.Signals(number).name} after step {step} of {total_steps} (epoch {epoch + 1}); "
+                   f"{then}", number)

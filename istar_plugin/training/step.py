@@ -1,11 +1,14 @@
-"""One optimizer step over a group of micro-batches: forward under autocast, the loss scaled for accumulation
-(gradients synchronised on the last micro-batch only), clipping, the divergence guard, the schedule's move."""
+"""One optimizer step over a group of micro-batches (gradients synchronised on the last one only), and the statistics
+of a logging interval's steps, kept where they live until the interval is logged."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager
+import time
+from typing import Any, Callable, ContextManager, Optional
 
 import torch
+
+from .distributed import mean_over_ranks
 
 
 class OptimizerStep:
@@ -22,8 +25,7 @@ class OptimizerStep:
         norm = None
         for index, batch in enumerate(group):
             sync = index == len(group) - 1 or self.world_size == 1
-            context = contextlib.nullcontext() if sync else self.wrapped.no_sync()
-            with context:
+            with contextlib.nullcontext() if sync else self.wrapped.no_sync():
                 with self.autocast():
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
@@ -42,3 +44,30 @@ class OptimizerStep:
         totals["lr"] = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         return totals
+
+
+class IntervalStatistics:
+    """The per-step statistics of one logging interval, summed where they live; :meth:`means` reads them at once."""
+
+    def __init__(self):
+        self.sums: dict[str, Any] = {}
+        self.steps = 0
+        self.started = time.perf_counter()
+
+    def add(self, stats: dict[str, Any]) -> None:
+        for name, value in stats.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value
+        self.steps += 1
+
+    def means(self, world_size: int,
+              read: Optional[Callable[[Optional[torch.Tensor]], list[float]]] = None) -> dict[str, float]:
+        """Means over the interval's steps (device ones also over the ranks); ``read`` brings device means to host."""
+        on_device = sorted(name for name, value in self.sums.items() if isinstance(value, torch.Tensor))
+        means = {name: value / self.steps for name, value in self.sums.items() if name not in on_device}
+        totals = None
+        if on_device:
+            totals = torch.stack([self.sums[name].to(torch.float64) for name in on_device]) / self.steps
+            totals = mean_over_ranks(totals, world_size)
+        values = read(totals) if read is not None else ([] if totals is None else totals.tolist())
+        means.update(zip(on_device, values))
+        return means

@@ -1,40 +1,39 @@
-"""The fine-tuning loop (engine ``istar``): the task, model and criterion the setup steps build, trained in optimizer
-steps, evaluated and checkpointed for an exact resume inside a run directory; hooks see a read-only view."""
+"""The fine-tuning loop (engine ``istar``): optimizer steps, evaluations and checkpoints for an exact resume, and the
+read-only :class:`TrainerView` its hooks see."""
 from __future__ import annotations
 
+import itertools
+import operator
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, ContextManager, Iterator, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from ..errors import DivergedError
-from ..hooks import Hook, HookDispatcher, TrainingControl
-from ..models.frozen_backbone import CACHED_LINE
+from ..hooks import Hook, HookDispatcher, ReadOnlyView, TrainingControl
+from ..models.frozen_backbone import CACHED_LINE, cache_if_frozen
 from ..registry import ENGINES
 from ..storage.checkpoints import Checkpoints
 from ..storage.predictions import write_predictions
-from ..storage.results import finished_record
+from ..storage.results import ResultsRecord
 from . import export
 from ..runtime.batching import collate, epoch_order
 from ..runtime.builder import load_weights
-from .distributed import barrier, gather_to_all, init_from_env
+from .distributed import barrier, gather_to_all, init_from_env, wrap_model
 from .evaluation import Evaluator, embedding_isotropy
 from ..runtime.precision import autocast, precision_line
 from .progress import PhaseClock, complete_line, eval_line, train_line
 from .resume import rates_at_restored_step, restore_random_streams, resumable_state
 from ..runtime.rng import rng_state, seed_everything
 from .run_directory import RunDirectory
-from .run_view import TrainerView
-from .setup_steps import (batch_sizes, build_criterion, build_optimization, encode_features, load_data, load_model,
-                          place_model, schedule_length)
+from .setup_steps import batch_sizes, build_optimization, encode_features, load_data, load_model, schedule_length
 from .signals import StopSignal, stopped
-from .step import OptimizerStep
-from .step_statistics import IntervalStatistics
+from .step import IntervalStatistics, OptimizerStep
 
 
 @ENGINES.register("istar")
@@ -66,26 +65,26 @@ class Trainer:
         seed_everything(cfg.seed)
         data = load_data(cfg)
         self.task, self.eval_examples, self.data_fingerprint = data.task, data.eval, data.fingerprint
-        built = load_model(cfg, self.task, self.output_dir, self.checkpoints)
-        self.model = built.model
+        self.model, self.criterion = load_model(cfg, self.task, self.output_dir, self.checkpoints)
         self._tell(getattr(self.model, "padding_free_line", None))
         self.tokenizer = self.model.tokenizer
-        criterion = build_criterion(cfg, built, self.output_dir)
-        self.criterion, self.trainable_parameters = criterion.criterion, criterion.trainable_parameters
-        self.frozen_backbone_cached = criterion.frozen_backbone_cached
-        self._warn(criterion.warning)
-        self.wrapped = place_model(self.model, self.dist, cfg.seed)
-        features = encode_features(cfg, self.task, data, self.tokenizer)
-        self._warn(features.warning)
-        self.train_examples, self.train_features = features.train_examples, features.train
-        self.eval_features = features.eval
-        self.validation_examples, self.validation_features = features.validation_examples, features.validation
-        self.hooks: list[Hook] = [*criterion.hooks, *hooks, *features.hooks]
+        self.trainable_parameters = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.frozen_backbone_cached = cache_if_frozen(self.model, cfg.model.get("frozen_dropout", False),
+                                                      self.output_dir)
+        constant = getattr(self.criterion, "constant_penalty", lambda: None)()  # a penalty that cannot change the model
+        self._tell(constant and f"warning: {constant}")
+        self.model.to(self.device)
+        self.wrapped = wrap_model(self.model, self.world_size, self.device)
+        if self.world_size > 1:  # each rank's dropout differs
+            seed_everything(cfg.seed + 1_000_003 * self.rank)
+        (self.train_examples, self.train_features, self.eval_features, self.validation_examples,
+         self.validation_features, feature_hooks, warning) = encode_features(cfg, self.task, data, self.tokenizer)
+        self._tell(warning and f"warning: {warning}")
+        self.hooks: list[Hook] = [*self.criterion.hooks(), *hooks, *feature_hooks]
         self.batches_per_epoch, self.steps_per_epoch, self.total_steps = schedule_length(
             cfg, len(self.train_features), self.world_size, self.local_batch_size)
-        optimization = build_optimization(cfg, self.model, self.total_steps, self.device)
-        self.optimizer, self.scheduler = optimization.optimizer, optimization.scheduler
-        self.precision, self.scaler, self.guard = optimization.precision, optimization.scaler, optimization.guard
+        self.optimizer, self.scheduler, self.precision, self.scaler, self.guard = build_optimization(
+            cfg, self.model, self.total_steps, self.device)
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
@@ -122,9 +121,6 @@ class Trainer:
 
     def log(self, values: dict[str, Any], step: int) -> None:
         self.run_dir.log(values, step)
-
-    def _warn(self, problem: Optional[str]) -> None:
-        self._tell(problem and f"warning: {problem}")
 
     def _tell(self, line: Optional[str]) -> None:
         """``line`` on stderr from the main process, whatever ``progress`` says (nothing for None)."""
@@ -200,15 +196,13 @@ class Trainer:
         self.history.append(record)
         self.say(eval_line(self.step, self.total_steps, result, self.task.main_metric))
         scalars = {f"eval/{k.removeprefix('eval_')}": v for k, v in result.items() if isinstance(v, (int, float))}
-        per_layer = result["eval_isoscore_star_per_layer"]
-        scalars.update({f"eval/isoscore_star_layer{i + 1}": v for i, v in enumerate(per_layer)})
-        explained = result.get("cls_explained_variance") or ()
-        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(explained, start=1)})
+        per_layer = enumerate(result["eval_isoscore_star_per_layer"], start=1)
+        scalars.update({f"eval/isoscore_star_layer{k}": v for k, v in per_layer})
+        scalars.update({f"eval/cls_ev{k}": v for k, v in enumerate(result.get("cls_explained_variance") or (), 1)})
         self.log(scalars, self.step)
         return record
 
     def _evaluate_unless_done(self) -> None:
-        """Evaluate now unless this step already was (an ``eval_every`` step that ends an epoch or the run)."""
         if not self.history or self.history[-1]["step"] != self.step:
             self._record_evaluation()
 
@@ -229,11 +223,11 @@ class Trainer:
     def _fit(self) -> dict[str, Any]:
         finished = self.run_dir.finished(self.cfg, self.total_steps, self.checkpoints)
         if finished is not None:
-            self._say_complete(finished["step"])
+            self._tell(complete_line(self.output_dir, finished["step"], self.total_steps, self.cfg.criterion))
             return finished
         resumed = self._restore()  # first: a refused resume must leave the directory's config.yaml as it was
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
-            self._say_complete(self.step)
+            self._tell(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion))
             return self._write_results()
         with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
             self._start(resumed)  # its step-0 evaluation listens too
@@ -242,9 +236,6 @@ class Trainer:
             with self.clock("training"):
                 self._train()
         return self._finish()
-
-    def _say_complete(self, step: int) -> None:
-        self._tell(complete_line(self.output_dir, step, self.total_steps, self.cfg.criterion))
 
     def _finish(self) -> dict[str, Any]:
         """The hooks' end, the final evaluation, the last checkpoint, ``model/`` and ``results.json``."""
@@ -326,10 +317,7 @@ class Trainer:
     def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
         """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
         batches = self._train_batches(epoch)
-        while self.step < self.total_steps:
-            group = [b for _, b in zip(range(self.cfg.optim.grad_accum), batches)]
-            if not group:
-                return
+        while self.step < self.total_steps and (group := list(itertools.islice(batches, self.cfg.optim.grad_accum))):
             yield group
 
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
@@ -379,18 +367,61 @@ class Trainer:
         return True
 
     def _write_results(self) -> dict[str, Any]:
-        run = {"task": self.cfg.task, "model": self.cfg.model.name, "seed": self.cfg.seed, "step": self.step,
-               "criterion": OmegaConf.to_container(self.cfg.criterion, resolve=True), "epoch": self.epoch,
-               "init_from": self.cfg.init_from, "trainable_parameters": self.trainable_parameters,
-               "data": self.data_fingerprint, "precision": self.precision}
-        task_metrics = (self.task.main_metric, tuple(self.task.label_names), tuple(self.task.metric_names))
+        cfg, history, final = self.cfg, self.history, self.history[-1]
         hooked = self.dispatch.results()
         hooked["padding_free"] = bool(getattr(self.model, "padding_free", False))  # what model.padding_free computed
         if self.control.should_stop:  # a hook ended training early (early stopping, a search's pruner): said and kept
             hooked["stopped"] = {"reason": self.control.stop_reason, "step": self.step, "epoch": self.epoch}
-        record = finished_record(run, self.history, task_metrics, self.embedding_before, hooked)
+        explained = final.get("cls_explained_variance")
+        record = ResultsRecord(
+            status="finished", task=cfg.task, model=cfg.model.name, seed=cfg.seed, step=self.step, epoch=self.epoch,
+            criterion=OmegaConf.to_container(cfg.criterion, resolve=True), init_from=cfg.init_from,
+            metrics={k: v for k, v in final.items() if k not in ("step", "epoch")}, main_metric=self.task.main_metric,
+            label_names=tuple(self.task.label_names), trainable_parameters=self.trainable_parameters,
+            initial=history[0] if history[0]["step"] == 0 else None, history=tuple(history),
+            eval_isoscore_star=final["eval_isoscore_star"],
+            eval_isoscore_star_per_layer=tuple(final["eval_isoscore_star_per_layer"]),
+            **{k: final.get(k) for k in ("embedding_i1", "embedding_i2", "collapsed", "cls_isoscore")},
+            cls_explained_variance=None if explained is None else tuple(explained),
+            **{f"{k}_before": v for k, v in self.embedding_before.items()}, validation=hooked.pop("validation", None),
+            top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
+            extra={**hooked, "data": self.data_fingerprint, "precision": self.precision})
         if self.dist.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
         return self.run_dir.write_results(record).to_json()
+
+
+class TrainerView(ReadOnlyView):
+    """What a hook may read of a Trainer (the members of RunView); anything else raises ``AttributeError``."""
+
+    __slots__ = ("__trainer",)
+
+    def __init__(self, trainer) -> None:
+        object.__setattr__(self, "_TrainerView__trainer", trainer)
+
+    seed = property(lambda self: self.__trainer.cfg.seed)
+    mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
+    stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
+
+    def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
+        return self.__trainer.collate(features)
+
+    def autocast(self) -> ContextManager:
+        return self.__trainer.autocast()
+
+    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
+                 isotropy: bool = True) -> dict[str, Any]:
+        return self.__trainer.evaluate(examples, features, isotropy)
+
+    def log(self, values: dict[str, Any], step: int) -> None:
+        self.__trainer.log(values, step)
+
+    def say(self, line: str) -> None:
+        self.__trainer.say(line)
+
+
+for _name in ("model", "train_features", "eval_batch_size", "rank", "world_size", "device", "step", "total_steps",
+              "show_progress", "output_dir", "control"):  # the trainer's attributes of the same name
+    setattr(TrainerView, _name, property(operator.attrgetter(f"_TrainerView__trainer.{_name}")))
