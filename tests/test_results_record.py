@@ -43,6 +43,14 @@ def test_a_finished_record_round_trips(tmp_path_factory, record):
     assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
 
 
+def test_a_metric_named_as_a_record_key_is_not_copied_over_the_key(tmp_path):
+    record = ResultsRecord("finished", "sst2", "bert", {"name": "istar"}, 1, step=10, epoch=1, main_metric="step",
+                           metrics={"step": 0.25, "accuracy": 0.5}, top_level_metrics=("step", "accuracy"))
+    on_disk = json.loads(write_results(tmp_path / "results.json", record).read_text())
+    assert on_disk["step"] == 10 and on_disk["accuracy"] == 0.5 and on_disk["metrics"]["step"] == 0.25
+    assert read_results(tmp_path) == record and record.top_level_metrics == ("accuracy",)
+
+
 def test_a_failed_record_round_trips_and_holds_only_what_the_trainer_wrote(tmp_path):
     record = failed_record("the loss became nan at step 2", "sst2", "bert", {"name": "istar"}, 3)
     path = write_results(tmp_path / "results.json", record)

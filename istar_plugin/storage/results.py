@@ -84,6 +84,11 @@ class ResultsRecord:
     schema_version: int = SCHEMA_VERSION
     path: Path = field(default=Path(RESULTS), compare=False, repr=False)  # where it was read from
 
+    def __post_init__(self) -> None:
+        # a metric named as a record key (step, collapsed, ...) stays in metrics only: a copy would overwrite the key
+        object.__setattr__(self, "top_level_metrics",
+                           tuple(name for name in self.top_level_metrics if name not in _ON_DISK))
+
     @property
     def finished(self) -> bool:
         return self.status == "finished"
@@ -134,6 +139,7 @@ class ResultsRecord:
 
 _KIND_OF = {"str": "str", "int": "int", "float": "number", "bool": "bool", "dict": "dict", "tuple": "list"}
 _OPTIONAL = {f.name: _KIND_OF[f.type.removeprefix("Optional[").removesuffix("]")] for f in fields(ResultsRecord)[5:-4]}
+_ON_DISK = {"schema_version", "status", "task", "model", "criterion", "seed", *_OPTIONAL}
 
 
 def failed_record(reason: str, task: str, model: str, criterion: dict, seed: int) -> ResultsRecord:
@@ -189,8 +195,7 @@ def _read(path: Path) -> ResultsRecord:
         if value is not None:
             values[name] = tuple(value) if kind == "list" else value
     metrics = values.get("metrics", {})
-    known = {"schema_version", "status", "task", "model", "criterion", "seed", *_OPTIONAL}
-    unknown = [key for key in data if key not in known]
+    unknown = [key for key in data if key not in _ON_DISK]
     values["top_level_metrics"] = tuple(key for key in unknown if key in metrics and _same(data[key], metrics[key]))
     values["extra"] = {key: data[key] for key in unknown if key not in values["top_level_metrics"]}
     return ResultsRecord(**values, schema_version=version, path=path)
