@@ -89,7 +89,9 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     folder = OwnedOutput(args.out, EMBED_MARKER, "--out")
     writing = False
     try:
-        sts = _named("--sts", args.sts, lambda: read_sts(_folder("--sts", args.sts), args.split))
+        if not args.sts.is_dir():
+            raise DataError(f"--sts {args.sts}: no such folder")
+        sts = _named("--sts", args.sts, lambda: read_sts(args.sts, args.split))
         fit = _fit_sentences(args.fit, args.sts, args.fit_max)
         scored = scored_source(args.model)
         with folder:  # refused unless new, empty or an earlier istar-embed's; locked until the report is written
@@ -134,13 +136,6 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     scored_text = "" if scored["run_dir"] is None else f" (finished run, step {scored['step']}, {scored['weights']})"
     print(f"wrote {args.out / 'embeddings.json'}{scored_text} in {time.perf_counter() - started:.0f} s")
     return 0
-
-
-def _folder(option: str, path: Path) -> Path:
-    """``path``, refused in one line unless it is a folder."""
-    if not path.is_dir():
-        raise DataError(f"{option} {path}: no such folder")
-    return path
 
 
 def _named(option: str, value: str | Path, read: Callable[[], Any]) -> Any:

@@ -24,16 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..config import available, compose
-from ..config.searches import (
-    FINAL,
-    SEARCHES_SUBDIR,
-    SearchError,
-    SearchSpec,
-    check,
-    describe_values,
-    load,
-    trial_arguments,
-)
+from ..config.searches import (FINAL, SEARCHES_SUBDIR, SearchError, SearchSpec, check, describe_values, load,
+                               trial_arguments)
 from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
@@ -45,14 +37,6 @@ if TYPE_CHECKING:
 TUNE_KEYS = ("search_dir", "workers")
 
 
-def _workers(text: Optional[str]) -> Optional[int]:
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise SearchError(f"workers must be a positive integer, got {text!r}")
-    return int(text)
-
-
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
     options, rest = profiles.parse(arguments, keys=TUNE_KEYS)
     if options.grid_dir is not None:
@@ -60,13 +44,15 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     spec = load(name, rest)
     check(spec)
     search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    workers = _workers(options.keys.get("workers"))
+    workers = options.keys.get("workers")
+    if workers is not None and (not workers.isdigit() or int(workers) < 1):
+        raise SearchError(f"workers must be a positive integer, got {workers!r}")
     from ..launch.study import open_search
     from ..launch.submit import check_launcher
     from ..launch.tune import describe, worker_count
     from ..storage.study_database import database_errors
 
-    count = worker_count(spec, options, workers)
+    count = worker_count(spec, options, int(workers) if workers else None)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0

@@ -31,17 +31,6 @@ from .validate import validate
 LAYER_INDEX_HIGH = 1024
 
 
-def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
-    groups, rest = {}, []
-    for key, value in override_pairs(arguments):
-        if key in GROUPS:
-            groups[key] = value
-        else:
-            rest.append(f"{key}={value}")
-    return groups, rest
-
-
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, update)
@@ -88,14 +77,6 @@ def _model_node(name: str) -> DictConfig:
     with open_dict(node):
         node.name, node.adapter = name, adapter
     return node
-
-
-def _infer_files_source(overrides: list[str]) -> list[str]:
-    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``."""
-    keys = {override.partition("=")[0] for override in overrides}
-    if keys & set(FILE_KEYS) and "data.source" not in keys:
-        return [*overrides, "data.source=files"]
-    return overrides
 
 
 def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
@@ -148,19 +129,14 @@ def _dotlist(overrides: list[str]) -> DictConfig:
         raise
 
 
-def _expand_paths(cfg: DictConfig) -> None:
-    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once resolved."""
-    for key in PATH_KEYS:
-        value = OmegaConf.select(cfg, key)
-        if isinstance(value, str):
-            OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
-            check_path_length(OmegaConf.select(cfg, key), f"{key}=")
-
-
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     register_resolvers()
-    groups, overrides = split_arguments(arguments)
+    pairs = override_pairs(arguments)
+    groups = {key: value for key, value in pairs if key in GROUPS}  # group=option choices, then key.sub=value
+    overrides = [f"{key}={value}" for key, value in pairs if key not in GROUPS]
+    if {key for key, _ in pairs} & set(FILE_KEYS) and "data.source" not in dict(pairs):  # data.source=files implied
+        overrides.append("data.source=files")
     cfg = OmegaConf.structured(RunConfig)
     recipe: DictConfig = OmegaConf.create({})
     if "recipe" in groups:
@@ -179,7 +155,7 @@ def compose(arguments: list[str]) -> DictConfig:
         cfg.model = _model_node(model_name)
         cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
-    overrides, unbounded_layers = _layer_ranges(_infer_files_source(overrides))
+    overrides, unbounded_layers = _layer_ranges(overrides)
     cfg = _merge(cfg, _dotlist(overrides), "command line")
     if unbounded_layers is not None:
         _refuse_layer_range(cfg, unbounded_layers)
@@ -192,7 +168,10 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
-    _expand_paths(cfg)
+    for key in PATH_KEYS:  # a leading ~ or ~user expanded, once resolved
+        if isinstance(value := OmegaConf.select(cfg, key), str):
+            OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
+            check_path_length(OmegaConf.select(cfg, key), f"{key}=")
     check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg

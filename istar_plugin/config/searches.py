@@ -8,6 +8,7 @@ the ``space`` sampled, seeds, budget, sampler, pruner, and the ``baseline`` comp
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,9 @@ MAX_TRIALS = 100_000
 
 class SearchError(ConfigError):
     """A bad search file, space or search key; the message names the value and the choices."""
+
+
+_fixed = functools.partial(overrides.from_mapping, refusal=SearchError)
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,6 @@ class SearchSpec:
         return changed or (["name"] if other.name != self.name else [])
 
 
-def _fixed(mapping: Any, where: str) -> list[tuple[str, str]]:
-    return overrides.from_mapping(mapping, where, SearchError)
-
-
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
     seeds = value if isinstance(value, (list, tuple, ListConfig)) else [value]
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
@@ -130,19 +130,6 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     if len(set(seeds)) != len(seeds):
         raise SearchError(f"{where} names a seed twice: {list(seeds)}")
     return tuple(seeds)
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SearchError(f"{where} must be a number, got {value!r}")
-    return value
-
-
-def _flag(spec: Any, field: str, where: str) -> bool:
-    value = spec.get(field, False)
-    if not isinstance(value, bool):  # 'false', a string, is true to bool(): read by type, never by truthiness
-        raise SearchError(f"{where}.{field} must be true or false (unquoted), got {value!r}")
-    return value
 
 
 def _dimension(key: str, spec: Any) -> Dimension:
@@ -165,8 +152,14 @@ def _dimension(key: str, spec: Any) -> Dimension:
         return Dimension(key, choices=tuple(values))
     if "low" not in spec or "high" not in spec:
         raise SearchError(f"{where} needs low and high (or choices)")
-    low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
-    log, integer, sign = _flag(spec, "log", where), _flag(spec, "int", where), spec.get("sign", "positive")
+    for field in ("low", "high"):
+        if isinstance(spec[field], bool) or not isinstance(spec[field], (int, float)):
+            raise SearchError(f"{where}.{field} must be a number, got {spec[field]!r}")
+    for field in ("log", "int"):
+        if not isinstance(spec.get(field, False), bool):  # 'false', a string, is true to bool(): read by type
+            raise SearchError(f"{where}.{field} must be true or false (unquoted), got {spec[field]!r}")
+    low, high, log, integer = spec["low"], spec["high"], spec.get("log", False), spec.get("int", False)
+    sign = spec.get("sign", "positive")
     if sign not in SIGNS:
         raise SearchError(f"{where}.sign {sign!r} unknown; choose one of: {', '.join(SIGNS)}")
     if not low < high:
@@ -336,19 +329,16 @@ def check(spec: SearchSpec) -> None:
     if not any(argument.startswith("data.validation_split=") for argument in spec.fixed):
         raise SearchError("a search chooses on data held out of the training set: set data.validation_split "
                           "(e.g. data.validation_split=0.1) in fixed or on the command line")
-    corners = max(len(d.corners()) for d in spec.space)
-    for index in range(corners):
+    runs = []
+    for index in range(max(len(d.corners()) for d in spec.space)):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
         shown = ", ".join(overrides.arguments(values.items()))
-        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})")
-    _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
-
-
-def _compose(arguments: list[str], what: str) -> None:
-    try:
-        cfg = compose(arguments)
-    except ConfigError as error:
-        raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
-    if not cfg.data.validation_split:
-        raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")
+        runs.append(([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})"))
+    for arguments, what in [*runs, (baseline_arguments(spec, spec.final_seeds[0]), "the baseline")]:
+        try:
+            cfg = compose(arguments)
+        except ConfigError as error:
+            raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
+        if not cfg.data.validation_split:
+            raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")
 

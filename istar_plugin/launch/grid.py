@@ -195,11 +195,14 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
                         f"allowed: {', '.join(FILE_KEYS)}")
     fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")
     base = _axes(spec.get("sweep") or OmegaConf.create({}), f"{path}: sweep")
-    variants = spec.get("variants") or [OmegaConf.create({})]
-    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed")
-                 for i, variant in enumerate(variants)]
-    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]")
-              for i, variant in enumerate(variants)]
+    own_fixed, blocks = [], []
+    for i, variant in enumerate(spec.get("variants") or [OmegaConf.create({})]):
+        axes = variant
+        if isinstance(variant, DictConfig):
+            axes = OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
+            variant = variant.get("fixed") or OmegaConf.create({})
+        own_fixed.append(_fixed(variant, f"{path}: variants[{i}].fixed"))
+        blocks.append(base + _axes(axes, f"{path}: variants[{i}]"))
     swept_keys = _key_order(blocks)
 
     keep, extra_axes, cli_fixed = _split_arguments(arguments, swept_keys)
@@ -212,14 +215,6 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
         raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
     return _build(path.stem, fixed, [block for block, _ in kept], path,
                   keys=swept_keys + [key for key, _ in extra_axes], block_fixed=[own for _, own in kept])
-
-
-def _variant_part(variant: Any, fixed: bool) -> Any:
-    if not isinstance(variant, DictConfig):
-        return variant
-    if fixed:
-        return variant.get("fixed") or OmegaConf.create({})
-    return OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
 
 
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:

@@ -13,18 +13,8 @@ import optuna
 import submitit
 
 from ..config import compose
-from ..config.searches import (
-    FAILURE,
-    PROGRESS,
-    SCORES,
-    SEED_STRIDE,
-    TRIAL_EVALUATION,
-    SearchSpec,
-    describe_values,
-    read_search,
-    trial_arguments,
-    trial_dir,
-)
+from ..config.searches import (FAILURE, PROGRESS, SCORES, SEED_STRIDE, TRIAL_EVALUATION, SearchSpec, describe_values,
+                               read_search, trial_arguments, trial_dir)
 from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric

@@ -3,6 +3,7 @@ comparison of the chosen setting with the baseline as an ordinary grid in ``SEAR
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -15,14 +16,7 @@ from ..storage.atomic import atomic_write_json
 from ..storage.lock import waiting_lock
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import (
-    SUBMITIT_FOLDER,
-    jobs_import_this_code,
-    now,
-    run_local,
-    sbatch_script,
-    slurm_executor,
-)
+from .submit import SUBMITIT_FOLDER, now, run_local, sbatch_script, slurm_executor
 from .study import CLAIM_LOCK
 from .trial import SearchWorker
 
@@ -44,7 +38,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     numbers = reserve_workers(search_dir, options.launcher, count)
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), numbers[0])
-    jobs_import_this_code()
+    os.environ["PYTHONSAFEPATH"] = "1"  # the jobs import the package this process runs (inherited by them)
     if options.launcher == "slurm":
         executor = slurm_executor(folder, options.slurm, job_name(search_dir))
         jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, numbers)
