@@ -57,7 +57,6 @@ def analyze(args: argparse.Namespace) -> int:
     from ..storage.owned_output import OwnedOutput
     from ..storage.ownership import ANALYSIS_MARKER
 
-    base = None
     if args.base:
         try:
             compose(args.base)
@@ -65,7 +64,6 @@ def analyze(args: argparse.Namespace) -> int:
             raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
         except RunError as error:
             raise type(error)(f"--base: {one_line(error)}") from None
-        base = args.base
     problems, good = [], []
     for run_dir in args.run_dirs:
         try:
@@ -80,7 +78,7 @@ def analyze(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"istar-analyze: error: {problem}", file=sys.stderr)
         raise
-    if not good and base is None:
+    if not good and not args.base:
         for problem in problems:
             print(f"istar-analyze: error: {problem}", file=sys.stderr)
         return 2
@@ -88,18 +86,17 @@ def analyze(args: argparse.Namespace) -> int:
     jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model
             for run_dir, name in zip(good, names)
             for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]
-    jobs += [(None, _unused("pretrained", names), None)] if base else []
+    jobs += [(None, _unused("pretrained", names), None)] if args.base else []
     try:
         with folder:  # locked: a second istar-analyze on this --out is refused while this one writes
-            return _analyze_all(args, folder, jobs, base, problems)
+            return _analyze_all(args, folder, jobs, problems)
     except KeyboardInterrupt:
         print(f"istar-analyze: interrupted; --out {args.out} holds only the analyses finished before it (its "
               f"{ANALYSIS_MARKER} lists them)", file=sys.stderr)
         return 130
 
 
-def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base: Optional[list],
-                 problems: list[str]) -> int:
+def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, problems: list[str]) -> int:
     """Analyse each job into ``--out``, then draw the figures."""
     from ..analysis.analyze import (CONSISTENCY_TOLERANCE, analyze_base, analyze_run, figure4, figure5, figure6,
                                     figure_massive, figure_outliers)
@@ -113,11 +110,11 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
     planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures] + [summary]
     analyses, written = [], []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
-        what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)
+        what = f"{run_dir}{'' if step is None else f' at step {step}'}" if run_dir else "base: " + " ".join(args.base)
         print(f"[{number}/{len(jobs)}] {what}", file=sys.stderr, flush=True)
         try:
             analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
-                base, args.split, args.batch_size)
+                args.base, args.split, args.batch_size)
         except RunError as error:
             problems.append(f"{run_dir or 'base'}: {one_line(error)}")
             continue

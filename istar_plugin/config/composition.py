@@ -69,10 +69,8 @@ def _model_node(name: str) -> DictConfig:
     elif name in MODELS:
         adapter = name
     else:
-        raise ConfigError(
-            f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
-            f"registered adapters: {', '.join(MODELS.names())}"
-        )
+        raise ConfigError(f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
+                          f"registered adapters: {', '.join(MODELS.names())}")
     MODELS.get(adapter)
     with open_dict(node):
         node.name, node.adapter = name, adapter

@@ -15,14 +15,10 @@ from typing import Any, Optional
 from ..data.config import DataConfig
 from ..settings import setting
 
-GROUPS = ("recipe", "criterion", "model")
-"""Chosen by name on the command line (``recipe=sst2``), not by dotted key."""
-DEFAULT_CRITERION = "cross_entropy"
-"""``criterion=`` when neither the command line nor the recipe's ``defaults:`` chooses one."""
-DEFAULT_MODEL = "minilm"
-"""``model=`` when neither the command line nor the recipe's ``defaults:`` chooses one."""
-DEFAULT_ADAPTER = "hf_auto"
-"""``model.adapter`` of a model preset that names none."""
+GROUPS = ("recipe", "criterion", "model")  # chosen by name on the command line (recipe=sst2), not by dotted key
+DEFAULT_CRITERION = "cross_entropy"  # when neither the command line nor the recipe's defaults: chooses one
+DEFAULT_MODEL = "minilm"  # likewise
+DEFAULT_ADAPTER = "hf_auto"  # model.adapter of a model preset that names none
 FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
 """Read only with ``data.source=files`` (which giving one of them without ``data.source=`` means)."""
 PATH_KEYS = ("output_dir", "init_from", "recipe", *FILE_KEYS, "data.cache_dir", "model.name_or_path")

@@ -116,21 +116,12 @@ def _name(pairs: Sequence[tuple[str, str]], labels: dict[str, str]) -> str:
     return name
 
 
-def _key_order(blocks: list[list[tuple[str, list[str]]]]) -> list[str]:
-    return list(dict.fromkeys(key for block in blocks for key, _ in block))
-
-
-def _build(
-    name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
-    keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
-) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
-
-    ``block_fixed``: each block's own fixed overrides, not in the names."""
-    keys = keys or _key_order(blocks)
+def _build(name: str, fixed: list[tuple[str, str]], blocks: list[tuple[list, list]], keys: list[str],
+           source: Optional[Path] = None) -> Grid:
+    """Cells of every (block, its own fixed overrides) pair's product, named by their swept ``keys`` in that order."""
     labels = _labels(keys)
     cells, seen = [], {}
-    for block, own_fixed in zip(blocks, block_fixed or [[] for _ in blocks]):
+    for block, own_fixed in blocks:
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
@@ -162,7 +153,8 @@ def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -
 def sweep(arguments: Sequence[str]) -> Grid:
     """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
     _, axes, fixed = _split_arguments(arguments)
-    return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
+    keys = list(dict.fromkeys(key for key, _ in axes))
+    return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [(axes, [])], keys)
 
 
 def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
@@ -203,7 +195,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
             variant = variant.get("fixed") or OmegaConf.create({})
         own_fixed.append(_fixed(variant, f"{path}: variants[{i}].fixed"))
         blocks.append(base + _axes(axes, f"{path}: variants[{i}]"))
-    swept_keys = _key_order(blocks)
+    swept_keys = list(dict.fromkeys(key for block in blocks for key, _ in block))
 
     keep, extra_axes, cli_fixed = _split_arguments(arguments, swept_keys)
     fixed = overrides.merge(fixed, cli_fixed)
@@ -213,8 +205,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     if not kept:
         wanted = " and ".join(f"{key} in {values}" for key, values in keep.items())
         raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
-    return _build(path.stem, fixed, [block for block, _ in kept], path,
-                  keys=swept_keys + [key for key, _ in extra_axes], block_fixed=[own for _, own in kept])
+    return _build(path.stem, fixed, kept, swept_keys + [key for key, _ in extra_axes], path)
 
 
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:

@@ -140,28 +140,24 @@ def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
 
 def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
     """The launch options (the caller's own ``keys`` in ``options.keys``) and the rest of ``arguments``."""
-    launcher, profile, grid_dir = None, None, None
-    slurm_overrides, local_overrides, rest, taken = [], [], [], {}
+    named, rest, taken = {}, [], {}
+    dotted: dict[str, list[str]] = {"slurm": [], "local": []}
     for argument in arguments:
         key, sep, value = argument.partition("=")
         if sep and key in keys:
             taken[key] = value
-        elif key == "launcher":
-            launcher = value
-        elif key == "slurm":
-            profile = value
-        elif key == "grid_dir":
-            try:
-                grid_dir = Path(expand_home(value, "grid_dir="))
-            except ConfigError as error:
-                raise LaunchError(str(error)) from None
-        elif key.startswith("slurm."):
-            slurm_overrides.append(argument[len("slurm."):])
-        elif key.startswith("local."):
-            local_overrides.append(argument[len("local."):])
+        elif key in ("launcher", "slurm", "grid_dir"):
+            named[key] = value
+        elif key.partition(".")[0] in dotted and "." in key:
+            dotted[key.partition(".")[0]].append(argument.partition(".")[2])
         else:
             rest.append(argument)
-    launcher = launcher or ("slurm" if profile else "local")
+    try:
+        grid_dir = Path(expand_home(named["grid_dir"], "grid_dir=")) if "grid_dir" in named else None
+    except ConfigError as error:
+        raise LaunchError(str(error)) from None
+    profile, slurm_overrides, local_overrides = named.get("slurm"), dotted["slurm"], dotted["local"]
+    launcher = named.get("launcher") or ("slurm" if profile else "local")
     if launcher not in LAUNCHERS:
         raise LaunchError(f"launcher {launcher!r} unknown; choose one of: {', '.join(LAUNCHERS)}")
     if launcher == "slurm" and not profile:
