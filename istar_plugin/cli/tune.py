@@ -43,7 +43,8 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)
     check(spec)
-    search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
+    default = Path("runs", "searches", spec.name)
+    search_dir = Path(expand_home(options.keys.get("search_dir") or default, "search_dir=")).resolve()
     workers = options.keys.get("workers")
     if workers is not None and (not workers.isdigit() or int(workers) < 1):
         raise SearchError(f"workers must be a positive integer, got {workers!r}")

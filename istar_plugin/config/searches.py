@@ -94,10 +94,6 @@ class SearchSpec:
     description: str = ""
     source: Optional[Path] = None
 
-    def default_dir(self) -> Path:
-        """``runs/searches/NAME``."""
-        return Path("runs", "searches", self.name)
-
     def storage_url(self, search_dir: Path) -> str:
         """The study's database: ``storage``, else SQLite in the search directory (``study.db``)."""
         return self.storage or f"sqlite:///{Path(search_dir).resolve() / 'study.db'}"
@@ -317,8 +313,7 @@ def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
-    """The baseline's arguments: the fixed ones (``criterion.*`` dropped when it names its own criterion), its own, the
-    seed."""
+    """The baseline's arguments: the fixed ones (``criterion.*`` dropped for its own criterion), its own, the seed."""
     own_criterion = any(argument.startswith("criterion=") for argument in spec.baseline)
     fixed = [a for a in spec.fixed if not (own_criterion and a.startswith("criterion."))]
     return [*fixed, *spec.baseline, f"seed={seed}"]

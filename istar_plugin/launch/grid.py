@@ -170,8 +170,7 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply ``arguments``: a swept key's keep only the cells with its values, any other
-    overrides every cell (swept when it lists several values)."""
+    """A grid file's cells; a swept key in ``arguments`` keeps the cells with its values, any other overrides them."""
     path = find_yaml(name, GRIDS_SUBDIR)
     if path is None:
         raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")

@@ -216,7 +216,6 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
            log: Callable[[str], None] = functools.partial(print, flush=True)) -> Launched:
     """Snapshot the pending cells' configs, run or queue them, and write the manifest.
-
     Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it)."""
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
@@ -304,10 +303,7 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
               started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
               parallelism: Optional[int] = None, stoppable: bool = False, **parameters: Any) -> dict[str, str]:
     """Run each named call of ``runner`` as a local submitit job, ``parallelism`` at a time; returns their job ids.
-
-    ``stoppable``: SIGINT or SIGTERM to this process is passed on to the jobs as SIGTERM alone (their controllers and
-    they ignore Ctrl-C's SIGINT to the process group; ``runner`` must stop on SIGTERM), no job starts after it, and
-    once they all ended :class:`Stopped` is raised."""
+    ``stoppable``: SIGINT or SIGTERM is passed on to the jobs as SIGTERM, then :class:`Stopped` raised once they end."""
     executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
     executor.update_parameters(**{**local.executor_parameters(), **parameters})
     queue, running, jobs, received = list(calls), {}, {}, []

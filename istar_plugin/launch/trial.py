@@ -66,7 +66,6 @@ class TrialFailed(Exception):
 
 def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
     """Train the trial's runs as grid cells (one per seed) and return its score.
-
     Raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
     scores = {}
     for index, seed in enumerate(spec.seeds):

@@ -32,8 +32,7 @@ def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) 
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and return their outcomes (inline, local), or queue them as a SLURM array (``{}``);
-    each worker has a number of its own in the search, whichever launcher started it (:func:`reserve_workers`)."""
+    """Run ``count`` workers (numbered by :func:`reserve_workers`) and return their outcomes, or queue them on SLURM."""
     folder = search_dir / SUBMITIT_FOLDER
     numbers = reserve_workers(search_dir, options.launcher, count)
     if options.launcher == "inline":
