@@ -14,6 +14,7 @@ with those arguments starts from (``DIR/pretrained``); ``--checkpoints`` analyse
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -86,7 +87,9 @@ def analyze(args: argparse.Namespace) -> int:
     jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model
             for run_dir, name in zip(good, names)
             for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]
-    jobs += [(None, _unused("pretrained", names), None)] if args.base else []
+    candidates = itertools.chain(["pretrained"], (f"pretrained_{number}" for number in itertools.count(2)))
+    pretrained = next(name for name in candidates if name not in names)  # unless a run's output has the name
+    jobs += [(None, pretrained, None)] if args.base else []
     try:
         with folder:  # locked: a second istar-analyze on this --out is refused while this one writes
             return _analyze_all(args, folder, jobs, problems)
@@ -151,15 +154,6 @@ def _twonn_text(analysis: dict) -> str:
     why = analysis.get("twonn_per_layer_undefined", {})
     return " ".join(f"undefined ({why.get(str(layer), 'not computed')})" if value is None else f"{value:.1f}"
                     for layer, value in enumerate(analysis["twonn_per_layer"], start=1))
-
-
-def _unused(name: str, taken: Sequence[str]) -> str:
-    """``name``, or ``name_2``, ``name_3``, ... when a run's output directory already has it."""
-    candidate, number = name, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{name}_{number}"
-    return candidate
 
 
 if __name__ == "__main__":

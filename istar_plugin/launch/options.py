@@ -63,18 +63,14 @@ class SlurmProfile:
         return self.tasks_per_node or max(1, self.gpus_per_node)
 
     def executor_parameters(self, job_name: str) -> dict[str, Any]:
-        """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``."""
-        parameters: dict[str, Any] = {
-            "job_name": job_name, "nodes": self.nodes, "ntasks_per_node": self.tasks,
-            "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": self.signal_delay_s,
-            "array_parallelism": self.array_parallelism,
-        }
-        optional = {"partition": self.partition, "account": self.account, "qos": self.qos,
-                    "constraint": self.constraint, "mem": self.mem, "gpus_per_node": self.gpus_per_node or None,
-                    "setup": list(self.setup) or None,
-                    "additional_parameters": dict(self.additional_parameters) or None}
-        parameters.update({k: v for k, v in optional.items() if v is not None})
-        return parameters
+        """Keyword arguments for ``submitit.SlurmExecutor.update_parameters`` (the unset ones left out)."""
+        parameters = {"job_name": job_name, "nodes": self.nodes, "ntasks_per_node": self.tasks,
+                      "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": self.signal_delay_s,
+                      "array_parallelism": self.array_parallelism, "partition": self.partition,
+                      "account": self.account, "qos": self.qos, "constraint": self.constraint, "mem": self.mem,
+                      "gpus_per_node": self.gpus_per_node or None, "setup": list(self.setup) or None,
+                      "additional_parameters": dict(self.additional_parameters) or None}
+        return {key: value for key, value in parameters.items() if value is not None}
 
 
 @dataclass
