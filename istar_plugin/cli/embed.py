@@ -129,8 +129,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "is incomplete (no embeddings.json): run the command again to replace it" if writing else
             "was left as it was"), file=sys.stderr)
         return 130
-    last = results[max(results)]
-    for name, measures in last.items():
+    for name, measures in results[max(results)].items():
         print(f"  layer {max(results)} {name:<14} Spearman {undefined_text(measures, 'spearman', '6.2f')}  "
               f"IsoScore {undefined_text(measures, 'isoscore', '.4f')}")
     scored_text = "" if scored["run_dir"] is None else f" (finished run, step {scored['step']}, {scored['weights']})"
@@ -166,8 +165,7 @@ def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
         sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:
         return sentences
-    keep = sorted(random.Random(0).sample(range(len(sentences)), maximum))
-    return [sentences[i] for i in keep]
+    return [sentences[i] for i in sorted(random.Random(0).sample(range(len(sentences)), maximum))]
 
 
 if __name__ == "__main__":

@@ -76,8 +76,7 @@ def _trials_then_final(name: str, arguments: Sequence[str], spec: SearchSpec, st
             print(f"when its trials have ended: istar-tune {name} {' '.join(arguments)} --final")
             return 0
         print("trials: " + (", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())) or "none run now"))
-    left = unfinished(study, spec)
-    if left:
+    if left := unfinished(study, spec):
         raise SearchError(f"{left} of the {spec.trials} trials have not ended (running elsewhere, or their workers "
                           f"stopped): run istar-tune {name} again to resume them, then --final")
     grid = final_grid(spec, study)

@@ -65,8 +65,7 @@ class Dimension:
         if self.choices:
             return list(self.choices)
         low, high = (int(self.low), int(self.high)) if self.integer else (float(self.low), float(self.high))
-        signed = {"positive": [low, high], "negative": [-high, -low], "both": [-high, -low, low, high]}
-        return signed[self.sign]
+        return {"positive": [low, high], "negative": [-high, -low], "both": [-high, -low, low, high]}[self.sign]
 
     def describe(self) -> str:
         """What the dimension spans, in words."""
@@ -133,8 +132,7 @@ def _dimension(key: str, spec: Any) -> Dimension:
     if not isinstance(spec, (dict, DictConfig)):
         raise SearchError(f"{where} must be a mapping ({{low, high[, log, sign, int]}} or {{choices: [...]}}), "
                           f"got {spec!r}")
-    unknown = sorted(set(spec) - set(DIMENSION_KEYS))
-    if unknown:
+    if unknown := sorted(set(spec) - set(DIMENSION_KEYS)):
         raise SearchError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(DIMENSION_KEYS)}")
     if "choices" in spec:
         choices = spec["choices"]
@@ -176,8 +174,7 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     content = dict(OmegaConf.to_container(content) if isinstance(content, DictConfig) else content)
     if not content:
         raise SearchError(f"search file {source or name} is empty; keys: {', '.join(FILE_KEYS)}")
-    unknown = sorted(set(content) - set(FILE_KEYS))
-    if unknown:
+    if unknown := sorted(set(content) - set(FILE_KEYS)):
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
     content = with_base(content, name)
     command_line = []

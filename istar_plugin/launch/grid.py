@@ -111,8 +111,7 @@ def _labels(keys: Sequence[str]) -> dict[str, str]:
 def _name(pairs: Sequence[tuple[str, str]], labels: dict[str, str]) -> str:
     name = ",".join(f"{labels[key]}={UNSAFE.sub('_', value)}" for key, value in pairs) or "default"
     if len(name) > MAX_NAME_LENGTH:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-        name = f"{name[: MAX_NAME_LENGTH - 11]}-{digest}"
+        name = f"{name[: MAX_NAME_LENGTH - 11]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
     return name
 
 
@@ -180,8 +179,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
         raise GridError(f"grid file {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
     if not isinstance(spec, DictConfig):
         raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")
-    unknown = sorted(set(spec.keys()) - set(FILE_KEYS))
-    if unknown:
+    if unknown := sorted(set(spec.keys()) - set(FILE_KEYS)):
         raise GridError(f"grid file {path}: unknown key(s) {', '.join(map(str, unknown))}; "
                         f"allowed: {', '.join(FILE_KEYS)}")
     fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")

@@ -72,8 +72,7 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
     recorded = search_dir / RECORD
     if recorded.is_file():
         before = read_search(search_dir)
-        changed = sorted(spec.differences(before))
-        if changed:
+        if changed := sorted(spec.differences(before)):
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
                               f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
     data = data_fingerprint(spec)

@@ -48,8 +48,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     outcomes: Counter = Counter()
 
     def ended(name: str, job: submitit.Job) -> None:
-        error = job.exception()
-        if error is not None:
+        if (error := job.exception()) is not None:
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
             say(f"worker {name} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
@@ -101,19 +100,15 @@ def unfinished(study: optuna.Study, spec: SearchSpec) -> int:
 
 def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
     """The chosen setting (the best finished trial) and the baseline at ``final_seeds``, as grid cells."""
-    finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not finished:
+    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         counts = Counter(trial.state.name.lower() for trial in study.get_trials(deepcopy=False))
         states = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trial"
         raise SearchError(f"no trial of search {spec.name} finished ({states}): there is no setting to compare")
     best = study.best_trial
-    chosen = f"trial{best.number}"
-    cells = []
-    for seed in spec.final_seeds:
-        cells.append(Cell(f"setting={chosen},seed={seed}", tuple(trial_arguments(spec, best.user_attrs[VALUES], seed)),
-                          (("setting", chosen), ("seed", str(seed)))))
-        cells.append(Cell(f"setting=baseline,seed={seed}", tuple(baseline_arguments(spec, seed)),
-                          (("setting", "baseline"), ("seed", str(seed)))))
+    cells = [Cell(f"setting={setting},seed={seed}", tuple(arguments), (("setting", setting), ("seed", str(seed))))
+             for seed in spec.final_seeds
+             for setting, arguments in ((f"trial{best.number}", trial_arguments(spec, best.user_attrs[VALUES], seed)),
+                                        ("baseline", baseline_arguments(spec, seed)))]
     return Grid(f"{spec.name}-{FINAL}", tuple(cells))
 
 
