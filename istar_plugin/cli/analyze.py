@@ -76,12 +76,10 @@ def analyze(args: argparse.Namespace) -> int:
     try:
         folder.check()
     except RunDirError:
-        for problem in problems:
-            print(f"istar-analyze: error: {problem}", file=sys.stderr)
+        sys.stderr.writelines(f"istar-analyze: error: {problem}\n" for problem in problems)
         raise
     if not good and not args.base:
-        for problem in problems:
-            print(f"istar-analyze: error: {problem}", file=sys.stderr)
+        sys.stderr.writelines(f"istar-analyze: error: {problem}\n" for problem in problems)
         return 2
     names = output_names(good)
     jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model

@@ -72,19 +72,16 @@ def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, update)
     except ConfigKeyError as error:
-        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {_allowed(base, error)}") from None
+        parent = ".".join(_full_key(error).split(".")[:-1])
+        node = OmegaConf.select(base, parent) if parent else base
+        allowed = ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
+        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {allowed}") from None
     except (ValidationError, OmegaConfBaseException) as error:
         raise ConfigError(f"{where}: bad value for {_full_key(error)!r}: {error.msg}") from None
 
 
 def _full_key(error: OmegaConfBaseException) -> str:
     return str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
-
-
-def _allowed(base: DictConfig, error: OmegaConfBaseException) -> str:
-    parent = ".".join(_full_key(error).split(".")[:-1])
-    node = OmegaConf.select(base, parent) if parent else base
-    return ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
 
 
 def _criterion_node(name: str, params: dict) -> DictConfig:
