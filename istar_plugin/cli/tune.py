@@ -34,11 +34,9 @@ from ..storage.user_paths import expand_home, text_argument
 if TYPE_CHECKING:
     import optuna
 
-TUNE_KEYS = ("search_dir", "workers")
-
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
-    options, rest = profiles.parse(arguments, keys=TUNE_KEYS)
+    options, rest = profiles.parse(arguments, keys=("search_dir", "workers"))
     if options.grid_dir is not None:
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)

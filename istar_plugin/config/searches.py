@@ -333,4 +333,3 @@ def check(spec: SearchSpec) -> None:
             raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
         if not cfg.data.validation_split:
             raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")
-

@@ -56,8 +56,7 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
 
 def check(cfg: DictConfig) -> None:
     """Raise :class:`HubUnavailable` when ``cfg`` needs the hub and it cannot be reached."""
-    needed = needed_from_hub(cfg)
-    if not needed:
+    if not (needed := needed_from_hub(cfg)):
         return
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         reason = "HF_HUB_OFFLINE is set"

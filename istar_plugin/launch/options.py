@@ -163,9 +163,6 @@ def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOpt
         raise LaunchError(f"slurm= and slurm.* options need launcher=slurm, not launcher={launcher}")
     if launcher != "local" and local_overrides:
         raise LaunchError(f"local.* options need launcher=local, not launcher={launcher}")
-    options = LaunchOptions(
-        launcher=launcher, grid_dir=grid_dir, profile=profile,
-        slurm=load_profile(profile, slurm_overrides) if profile else None,
-        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"), keys=taken,
-    )
-    return options, rest
+    slurm = load_profile(profile, slurm_overrides) if profile else None
+    local = _typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options")
+    return LaunchOptions(launcher, grid_dir, profile, slurm, local, taken), rest

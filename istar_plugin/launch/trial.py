@@ -105,7 +105,13 @@ class SearchWorker(submitit.helpers.Checkpointable):
         search_dir_path = Path(search_dir)
         spec = read_search(search_dir_path)
         study = open_search(spec, search_dir_path, worker)
-        say = _progress(search_dir_path, worker)
+
+        def say(line: str) -> None:  # printed, and appended, stamped, to progress.log
+            print(line, flush=True)
+            stamp = datetime.datetime.now().isoformat(timespec="seconds")
+            with open(search_dir_path / PROGRESS, "a", encoding="utf-8") as log:
+                log.write(f"{stamp} {socket.gethostname()} worker {worker}: {line}\n")
+
         counts: Counter = Counter()
         with database_errors(spec.storage_url(search_dir_path)):
             while (claim := claim_trial(study, spec, search_dir_path)) is not None:
@@ -142,14 +148,3 @@ class SearchWorker(submitit.helpers.Checkpointable):
         say(f"trial {trial.number} finished: validation score {score:.4f} (best so far {best.value:.4f}, "
             f"trial {best.number})")
         return "finished"
-
-
-def _progress(search_dir: Path, worker: int) -> Callable[[str], None]:
-    """A ``say`` printing a line and appending it, stamped, to ``progress.log``."""
-    def say(line: str) -> None:
-        print(line, flush=True)
-        stamp = datetime.datetime.now().isoformat(timespec="seconds")
-        with open(search_dir / PROGRESS, "a", encoding="utf-8") as log:
-            log.write(f"{stamp} {socket.gethostname()} worker {worker}: {line}\n")
-    return say
-
