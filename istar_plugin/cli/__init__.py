@@ -7,11 +7,7 @@
 """
 import os
 
-ENVIRONMENT = {"THP_MEM_ALLOC_ENABLE": "1"}
-"""What each console script sets before torch is imported, unless the environment sets it (children inherit it)."""
-
 
 def set_environment() -> None:
-    """Set :data:`ENVIRONMENT`'s values the environment does not set."""
-    for key, value in ENVIRONMENT.items():
-        os.environ.setdefault(key, value)
+    """Set, before torch is imported, what the environment does not set (its children inherit it)."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")

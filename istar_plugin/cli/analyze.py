@@ -14,6 +14,7 @@ with those arguments starts from (``DIR/pretrained``); ``--checkpoints`` analyse
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -56,7 +57,6 @@ def analyze(args: argparse.Namespace) -> int:
     from ..storage.checkpoints import Checkpoints
     from ..storage.ownership import ANALYSIS_MARKER, OwnedOutput
 
-    base = None
     if args.base:
         try:
             compose(args.base)
@@ -64,7 +64,6 @@ def analyze(args: argparse.Namespace) -> int:
             raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
         except RunError as error:
             raise type(error)(f"--base: {one_line(error)}") from None
-        base = args.base
     problems, good = [], []
     for run_dir in args.run_dirs:
         try:
@@ -76,29 +75,28 @@ def analyze(args: argparse.Namespace) -> int:
     try:
         folder.check()
     except RunDirError:
-        for problem in problems:
-            print(f"istar-analyze: error: {problem}", file=sys.stderr)
+        sys.stderr.writelines(f"istar-analyze: error: {problem}\n" for problem in problems)
         raise
-    if not good and base is None:
-        for problem in problems:
-            print(f"istar-analyze: error: {problem}", file=sys.stderr)
+    if not good and not args.base:
+        sys.stderr.writelines(f"istar-analyze: error: {problem}\n" for problem in problems)
         return 2
     names = output_names(good)
     jobs = [(run_dir, name if step is None else f"{name}/step_{step}", step)  # no checkpoint kept: the final model
             for run_dir, name in zip(good, names)
             for step in ((list(Checkpoints(run_dir).paths()) or [None]) if args.checkpoints else [None])]
-    jobs += [(None, _unused("pretrained", names), None)] if base else []
+    candidates = itertools.chain(["pretrained"], (f"pretrained_{number}" for number in itertools.count(2)))
+    pretrained = next(name for name in candidates if name not in names)  # unless a run's output has the name
+    jobs += [(None, pretrained, None)] if args.base else []
     try:
         with folder:  # locked: a second istar-analyze on this --out is refused while this one writes
-            return _analyze_all(args, folder, jobs, base, problems)
+            return _analyze_all(args, folder, jobs, problems)
     except KeyboardInterrupt:
         print(f"istar-analyze: interrupted; --out {args.out} holds only the analyses finished before it (its "
               f"{ANALYSIS_MARKER} lists them)", file=sys.stderr)
         return 130
 
 
-def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base: Optional[list],
-                 problems: list[str]) -> int:
+def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, problems: list[str]) -> int:
     """Analyse each job into ``--out``, then draw the figures."""
     from ..analysis.analyze import (CONSISTENCY_TOLERANCE, analyze_base, analyze_run, figure4, figure5, figure6,
                                     figure_massive, figure_outliers)
@@ -112,11 +110,11 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, base
     planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures] + [summary]
     analyses, written = [], []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
-        what = f"{run_dir}" + ("" if step is None else f" at step {step}") if run_dir else "base: " + " ".join(base)
+        what = f"{run_dir}{'' if step is None else f' at step {step}'}" if run_dir else "base: " + " ".join(args.base)
         print(f"[{number}/{len(jobs)}] {what}", file=sys.stderr, flush=True)
         try:
             analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
-                base, args.split, args.batch_size)
+                args.base, args.split, args.batch_size)
         except RunError as error:
             problems.append(f"{run_dir or 'base'}: {one_line(error)}")
             continue
@@ -153,15 +151,6 @@ def _twonn_text(analysis: dict) -> str:
     why = analysis.get("twonn_per_layer_undefined", {})
     return " ".join(f"undefined ({why.get(str(layer), 'not computed')})" if value is None else f"{value:.1f}"
                     for layer, value in enumerate(analysis["twonn_per_layer"], start=1))
-
-
-def _unused(name: str, taken: Sequence[str]) -> str:
-    """``name``, or ``name_2``, ``name_3``, ... when a run's output directory already has it."""
-    candidate, number = name, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{name}_{number}"
-    return candidate
 
 
 if __name__ == "__main__":

@@ -88,7 +88,9 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     folder = OwnedOutput(args.out, EMBED_MARKER, "--out")
     writing = False
     try:
-        sts = _named("--sts", args.sts, lambda: read_sts(_folder("--sts", args.sts), args.split))
+        if not args.sts.is_dir():
+            raise DataError(f"--sts {args.sts}: no such folder")
+        sts = _named("--sts", args.sts, lambda: read_sts(args.sts, args.split))
         fit = _fit_sentences(args.fit, args.sts, args.fit_max)
         scored = scored_source(args.model)
         with folder:  # refused unless new, empty or an earlier istar-embed's; locked until the report is written
@@ -126,20 +128,12 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "is incomplete (no embeddings.json): run the command again to replace it" if writing else
             "was left as it was"), file=sys.stderr)
         return 130
-    last = results[max(results)]
-    for name, measures in last.items():
+    for name, measures in results[max(results)].items():
         print(f"  layer {max(results)} {name:<14} Spearman {undefined_text(measures, 'spearman', '6.2f')}  "
               f"IsoScore {undefined_text(measures, 'isoscore', '.4f')}")
     scored_text = "" if scored["run_dir"] is None else f" (finished run, step {scored['step']}, {scored['weights']})"
     print(f"wrote {args.out / 'embeddings.json'}{scored_text} in {time.perf_counter() - started:.0f} s")
     return 0
-
-
-def _folder(option: str, path: Path) -> Path:
-    """``path``, refused in one line unless it is a folder."""
-    if not path.is_dir():
-        raise DataError(f"{option} {path}: no such folder")
-    return path
 
 
 def _named(option: str, value: str | Path, read: Callable[[], Any]) -> Any:
@@ -170,8 +164,7 @@ def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
         sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:
         return sentences
-    keep = sorted(random.Random(0).sample(range(len(sentences)), maximum))
-    return [sentences[i] for i in keep]
+    return [sentences[i] for i in sorted(random.Random(0).sample(range(len(sentences)), maximum))]
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from ..config import available
@@ -31,6 +30,7 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
     from ..launch import hub_check
     from ..launch import submit as launch
     from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
+    from ..reports.records.cells import CellProblem, read_cell
 
     grid_dir = (options.grid_dir or grid.default_dir()).resolve()
     planned = launch.plan(grid, grid_dir, say=lambda line: print(line, file=sys.stderr, flush=True))
@@ -54,20 +54,14 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
     skipped += statuses.count(FINISHED_ELSEWHERE)
     print(f"{statuses.count('finished')} cells finished, {len(launched.failed)} failed, {skipped} skipped, "
           f"{elsewhere + statuses.count(RUNNING_ELSEWHERE)} {RUNNING_ELSEWHERE}; manifest: {manifest}")
-    for name in launched.failed:
-        print(f"  {name}: {launched.statuses[name]}: {failure_reason(grid_dir / name)}", file=sys.stderr)
+    for name in launched.failed:  # why, in one line: its results.json's reason, else its last checkpoint and log line
+        try:
+            read_cell(grid_dir / name)
+            reason = "finished"
+        except CellProblem as problem:
+            reason = str(problem)
+        print(f"  {name}: {launched.statuses[name]}: {reason}", file=sys.stderr)
     return 1 if launched.failed else 0
-
-
-def failure_reason(run_dir: Path) -> str:
-    """Why a cell did not finish, in one line: its results.json's reason, else its last checkpoint and log line."""
-    from ..reports.records.cells import CellProblem, read_cell
-
-    try:
-        read_cell(run_dir)
-    except CellProblem as problem:
-        return str(problem)
-    return "finished"
 
 
 def _body(args: argparse.Namespace) -> int:

@@ -44,23 +44,16 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
     from ..launch import options as profiles
     from . import grid as grid_cli
 
+    keys = [argument.partition("=")[0] for argument in arguments]
+    if "output_dir" in keys and "grid_dir" in keys:
+        raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
+    arguments = [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument  # its grid directory
+                 for key, argument in zip(keys, arguments)]
     try:
-        arguments = _output_dir_as_grid_dir(arguments)
         options, rest = profiles.parse(arguments)
         return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
     except profiles.LaunchError as error:
         raise ConfigError(str(error)) from None
-
-
-def _output_dir_as_grid_dir(arguments: list[str]) -> list[str]:
-    """``output_dir=DIR`` of a sweep names its grid directory (each cell gets its own run directory inside)."""
-    from ..launch.grid import GridError
-
-    keys = [argument.partition("=")[0] for argument in arguments]
-    if "output_dir" in keys and "grid_dir" in keys:
-        raise GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
-    return [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument
-            for key, argument in zip(keys, arguments)]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

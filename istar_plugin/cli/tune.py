@@ -24,16 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..config import available, compose
-from ..config.searches import (
-    FINAL,
-    SEARCHES_SUBDIR,
-    SearchError,
-    SearchSpec,
-    check,
-    describe_values,
-    load,
-    trial_arguments,
-)
+from ..config.searches import (FINAL, SEARCHES_SUBDIR, SearchError, SearchSpec, check, describe_values, load,
+                               trial_arguments)
 from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
@@ -42,31 +34,24 @@ from ..storage.user_paths import expand_home, text_argument
 if TYPE_CHECKING:
     import optuna
 
-TUNE_KEYS = ("search_dir", "workers")
-
-
-def _workers(text: Optional[str]) -> Optional[int]:
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise SearchError(f"workers must be a positive integer, got {text!r}")
-    return int(text)
-
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
-    options, rest = profiles.parse(arguments, keys=TUNE_KEYS)
+    options, rest = profiles.parse(arguments, keys=("search_dir", "workers"))
     if options.grid_dir is not None:
         raise SearchError("grid_dir= is istar-grid's; istar-tune takes search_dir=DIR")
     spec = load(name, rest)
     check(spec)
-    search_dir = Path(expand_home(options.keys.get("search_dir") or spec.default_dir(), "search_dir=")).resolve()
-    workers = _workers(options.keys.get("workers"))
+    default = Path("runs", "searches", spec.name)
+    search_dir = Path(expand_home(options.keys.get("search_dir") or default, "search_dir=")).resolve()
+    workers = options.keys.get("workers")
+    if workers is not None and (not workers.isdigit() or int(workers) < 1):
+        raise SearchError(f"workers must be a positive integer, got {workers!r}")
     from ..launch.study import open_search
     from ..launch.submit import check_launcher
     from ..launch.tune import describe, worker_count
     from ..storage.study_database import database_errors
 
-    count = worker_count(spec, options, workers)
+    count = worker_count(spec, options, int(workers) if workers else None)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
@@ -89,8 +74,7 @@ def _trials_then_final(name: str, arguments: Sequence[str], spec: SearchSpec, st
             print(f"when its trials have ended: istar-tune {name} {' '.join(arguments)} --final")
             return 0
         print("trials: " + (", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())) or "none run now"))
-    left = unfinished(study, spec)
-    if left:
+    if left := unfinished(study, spec):
         raise SearchError(f"{left} of the {spec.trials} trials have not ended (running elsewhere, or their workers "
                           f"stopped): run istar-tune {name} again to resume them, then --final")
     grid = final_grid(spec, study)

@@ -8,9 +8,8 @@ validation, and the typed views the trainer reads; importing it needs no torch.
 from ..errors import ConfigError
 from .composition import compose
 from .key_help import declared_keys, describe_key, model_choices
-from .older_runs import ADDED_KEYS, as_configured_today
 from .recipes import available, find_yaml, load_yaml
-from .schema import PRECISION_CHOICES, PRECISIONS, OptimConfig, RunConfig
+from .schema import ADDED_KEYS, PRECISION_CHOICES, PRECISIONS, OptimConfig, RunConfig, as_configured_today
 from .views import criterion_config, data_config, model_config, to_yaml
 
 __all__ = ["ConfigError", "compose", "declared_keys", "describe_key", "model_choices", "ADDED_KEYS",

@@ -1,14 +1,18 @@
 """Composing a run config from command-line style arguments: the declared defaults, the recipe, the model preset,
-the recipe's tuned criterion parameters for that model, then the dotted overrides, validated before anything loads.
+the recipe's tuned criterion parameters for that model, then the dotted overrides, validated before anything loads;
+besides OmegaConf's own interpolations, ``${cell:LABEL,VALUE,...}`` (a sibling grid cell's run directory) and
+``${for_task:TASK,VALUE,...}`` (one value per task).
 
->>> compose(["recipe=movie_snippets", "seed"])
-Traceback (most recent call last):
-...
-istar_plugin.errors.ConfigError: argument 'seed' is not of the form key=value
+>>> register_resolvers()
+>>> OmegaConf.create({"task": "rte", "zeta": "${for_task:rte,0.8,mrpc,0.6}"}).zeta
+0.8
+>>> OmegaConf.create({"output_dir": "/g/recipe=rte,criterion=isolayer", "x": "${cell:criterion,cross_entropy}"}).x
+'/g/recipe=rte,criterion=cross_entropy'
 """
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Optional
 
 import yaml
@@ -23,41 +27,60 @@ from ..settings import shortened
 from ..storage.user_paths import check_path_length, expand_home
 from .overrides import pairs as override_pairs
 from .recipes import available, find_yaml, load_yaml
-from .resolvers import register_resolvers
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
 from .validate import validate
 
 LAYER_INDEX_HIGH = 1024
 
 
-def split_arguments(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Separate ``group=option`` choices from ``key.sub=value`` overrides."""
-    groups, rest = {}, []
-    for key, value in override_pairs(arguments):
-        if key in GROUPS:
-            groups[key] = value
-        else:
-            rest.append(f"{key}={value}")
-    return groups, rest
+def sibling_cell(*changes, _root_) -> str:
+    """``${cell:LABEL,VALUE,...}``: the run directory of the sibling grid cell with each LABEL set to VALUE."""
+    run_dir = Path(str(_root_.output_dir))
+    parts = [part.partition("=") for part in run_dir.name.split(",")]
+    if not all(sep for _, sep, _ in parts):
+        raise ConfigError(f"${{cell:...}} names a sibling grid cell, but output_dir {run_dir} is not a grid cell's "
+                          "directory (label=value,...)")
+    named = {label: value for label, _, value in parts}
+    labels, values = changes[::2], changes[1::2]
+    if len(labels) != len(values) or not set(map(str, labels)) <= set(named):
+        raise ConfigError(f"${{cell:{','.join(map(str, changes))}}}: expected LABEL,VALUE pairs with LABEL one of "
+                          f"this cell's ({', '.join(named)})")
+    named.update({str(label): str(value) for label, value in zip(labels, values)})
+    return str(run_dir.parent / ",".join(f"{label}={value}" for label, value in named.items()))
+
+
+def value_for_task(*pairs, _root_) -> Any:
+    """``${for_task:TASK,VALUE,...}``: the VALUE paired with this run's ``task``."""
+    tasks, values = [str(task) for task in pairs[::2]], pairs[1::2]
+    if not tasks or len(tasks) != len(values):
+        raise ConfigError(f"${{for_task:{','.join(map(str, pairs))}}}: expected TASK,VALUE pairs")
+    if str(_root_.task) not in tasks:
+        raise ConfigError(f"${{for_task:...}} has no value for task {_root_.task!r}; it gives: {', '.join(tasks)}")
+    return values[tasks.index(str(_root_.task))]
+
+
+def register_resolvers() -> None:
+    """Make ``${cell:...}`` and ``${for_task:...}`` resolvable; registering again does nothing."""
+    if not OmegaConf.has_resolver("cell"):
+        OmegaConf.register_resolver("cell", sibling_cell, annotation_validation="off")
+    if not OmegaConf.has_resolver("for_task"):
+        OmegaConf.register_resolver("for_task", value_for_task)
 
 
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, update)
     except ConfigKeyError as error:
-        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {_allowed(base, error)}") from None
+        parent = ".".join(_full_key(error).split(".")[:-1])
+        node = OmegaConf.select(base, parent) if parent else base
+        allowed = ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
+        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {allowed}") from None
     except (ValidationError, OmegaConfBaseException) as error:
         raise ConfigError(f"{where}: bad value for {_full_key(error)!r}: {error.msg}") from None
 
 
 def _full_key(error: OmegaConfBaseException) -> str:
     return str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
-
-
-def _allowed(base: DictConfig, error: OmegaConfBaseException) -> str:
-    parent = ".".join(_full_key(error).split(".")[:-1])
-    node = OmegaConf.select(base, parent) if parent else base
-    return ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
 
 
 def _criterion_node(name: str, params: dict) -> DictConfig:
@@ -79,22 +102,12 @@ def _model_node(name: str) -> DictConfig:
     elif name in MODELS:
         adapter = name
     else:
-        raise ConfigError(
-            f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
-            f"registered adapters: {', '.join(MODELS.names())}"
-        )
+        raise ConfigError(f"unknown model {name!r}; presets: {', '.join(available('model')) or '(none)'}; "
+                          f"registered adapters: {', '.join(MODELS.names())}")
     MODELS.get(adapter)
     with open_dict(node):
         node.name, node.adapter = name, adapter
     return node
-
-
-def _infer_files_source(overrides: list[str]) -> list[str]:
-    """``data.dir=`` (or a data file) given without ``data.source=`` means ``data.source=files``."""
-    keys = {override.partition("=")[0] for override in overrides}
-    if keys & set(FILE_KEYS) and "data.source" not in keys:
-        return [*overrides, "data.source=files"]
-    return overrides
 
 
 def _layer_ranges(overrides: list[str]) -> tuple[list[str], Optional[str]]:
@@ -147,19 +160,14 @@ def _dotlist(overrides: list[str]) -> DictConfig:
         raise
 
 
-def _expand_paths(cfg: DictConfig) -> None:
-    """A leading ``~`` or ``~user`` of every path key (:data:`~.schema.PATH_KEYS`) expanded, once resolved."""
-    for key in PATH_KEYS:
-        value = OmegaConf.select(cfg, key)
-        if isinstance(value, str):
-            OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
-            check_path_length(OmegaConf.select(cfg, key), f"{key}=")
-
-
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     register_resolvers()
-    groups, overrides = split_arguments(arguments)
+    pairs = override_pairs(arguments)
+    groups = {key: value for key, value in pairs if key in GROUPS}  # group=option choices, then key.sub=value
+    overrides = [f"{key}={value}" for key, value in pairs if key not in GROUPS]
+    if {key for key, _ in pairs} & set(FILE_KEYS) and "data.source" not in dict(pairs):  # data.source=files implied
+        overrides.append("data.source=files")
     cfg = OmegaConf.structured(RunConfig)
     recipe: DictConfig = OmegaConf.create({})
     if "recipe" in groups:
@@ -178,7 +186,7 @@ def compose(arguments: list[str]) -> DictConfig:
         cfg.model = _model_node(model_name)
         cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
-    overrides, unbounded_layers = _layer_ranges(_infer_files_source(overrides))
+    overrides, unbounded_layers = _layer_ranges(overrides)
     cfg = _merge(cfg, _dotlist(overrides), "command line")
     if unbounded_layers is not None:
         _refuse_layer_range(cfg, unbounded_layers)
@@ -191,7 +199,10 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(error.__cause__, ConfigError):
             raise error.__cause__ from None
         raise ConfigError(f"{error.full_key}: {' '.join(str(error).split())}") from None
-    _expand_paths(cfg)
+    for key in PATH_KEYS:  # a leading ~ or ~user expanded, once resolved
+        if isinstance(value := OmegaConf.select(cfg, key), str):
+            OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
+            check_path_length(OmegaConf.select(cfg, key), f"{key}=")
     check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg

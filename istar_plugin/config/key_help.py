@@ -39,13 +39,12 @@ def model_choices() -> list[str]:
     return [f"{name} (preset)" for name in available("model")] + [f"{name} (adapter)" for name in MODELS.names()]
 
 
-GROUP_DEFAULTS = {"recipe": "none, the declared defaults alone",
-                  "criterion": f"the recipe's defaults.criterion, else {DEFAULT_CRITERION}",
-                  "model": f"the recipe's defaults.model, else {DEFAULT_MODEL}"}
-"""What each group takes when the command line does not choose it."""
-CHOICES: dict[str, Callable[[], list[str]]] = {"recipe": available, "criterion": CRITERIONS.names,
-                                               "model": model_choices}
-"""Each group's choices, looked up when asked (registered plugins included)."""
+GROUP_CHOICES: dict[str, tuple[str, Callable[[], list[str]]]] = {
+    "recipe": ("none, the declared defaults alone", available),
+    "criterion": (f"the recipe's defaults.criterion, else {DEFAULT_CRITERION}", CRITERIONS.names),
+    "model": (f"the recipe's defaults.model, else {DEFAULT_MODEL}", model_choices),
+}
+"""Each group's default when the command line does not choose it, and its choices, looked up when asked."""
 SET_BY_GROUPS: dict[str, tuple[str, Callable[[], list[str]]]] = {
     "criterion.name": ("the criterion chosen with criterion=NAME; its settings are criterion.*", CRITERIONS.names),
     "model.name": ("the model chosen with model=NAME: a preset or a registered adapter", model_choices),
@@ -58,8 +57,9 @@ SET_BY_GROUPS: dict[str, tuple[str, Callable[[], list[str]]]] = {
 def describe_key(key: str) -> str:
     """``istar-run --help KEY``; an unknown key is a :class:`ConfigError` naming close matches."""
     if key in GROUPS:
-        return "\n".join([f"{key}=NAME (default: {GROUP_DEFAULTS[key]})", f"  {declared(RunConfig)[key][1].help}",
-                          f"  choices: {', '.join(CHOICES[key]())}"])
+        default, choices = GROUP_CHOICES[key]
+        return "\n".join([f"{key}=NAME (default: {default})", f"  {declared(RunConfig)[key][1].help}",
+                          f"  choices: {', '.join(choices())}"])
     if key in SET_BY_GROUPS:
         meaning, choices = SET_BY_GROUPS[key]
         return "\n".join([f"{key}: str (set by {key.split('.')[0]}=NAME)", f"  {meaning}",

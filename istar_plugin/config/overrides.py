@@ -12,6 +12,7 @@ written as such arguments, and one merge in which a later override of a key repl
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, ListConfig
@@ -58,10 +59,7 @@ def from_mapping(node: Any, where: str = "overrides", refusal: type[ConfigError]
 
 def merge(*layers: Iterable[tuple[str, str]]) -> Pairs:
     """The layers' overrides in one list, a later layer's value of a key replacing an earlier one in its place."""
-    merged: dict[str, str] = {}
-    for layer in layers:
-        merged.update(layer)
-    return list(merged.items())
+    return list(dict(itertools.chain(*layers)).items())
 
 
 def arguments(overrides: Iterable[tuple[str, str]]) -> list[str]:

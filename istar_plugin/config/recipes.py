@@ -69,8 +69,7 @@ def load_yaml(path: Path, what: str) -> DictConfig:
     try:
         loaded = read_yaml(path, what)
     except (OSError, yaml.YAMLError, OmegaConfBaseException) as error:
-        detail = " ".join(str(error).split())
-        raise ConfigError(f"{what} {path} cannot be read as YAML: {detail}") from None
+        raise ConfigError(f"{what} {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
     if not isinstance(loaded, DictConfig) or not loaded:
         raise ConfigError(f"{what} {path} is empty or not a mapping of keys to values")
     return loaded

@@ -1,8 +1,9 @@
 """What a run config holds: :class:`RunConfig` and :class:`OptimConfig` declare each top-level and ``optim.*`` key
-once, with the choices and defaults the composition needs besides.
+once, with the choices and defaults the composition needs besides; :data:`ADDED_KEYS` and
+:func:`as_configured_today` read a run written before a key existed as a config written today would say it.
 
->>> RunConfig().precision in PRECISION_CHOICES, OptimConfig().lr
-(True, 2e-05)
+>>> RunConfig().precision in PRECISION_CHOICES, OptimConfig().lr, ADDED_KEYS["engine"], ADDED_KEYS["model.lora.r"]
+(True, 2e-05, 'istar', 0)
 >>> bool(DEVICE_PATTERN.fullmatch("cuda:1")), bool(DEVICE_PATTERN.fullmatch("gpu"))
 (True, False)
 """
@@ -13,16 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..data.config import DataConfig
-from ..settings import setting
+from ..models.config import ModelConfig
+from ..settings import added_keys, setting
 
-GROUPS = ("recipe", "criterion", "model")
-"""Chosen by name on the command line (``recipe=sst2``), not by dotted key."""
-DEFAULT_CRITERION = "cross_entropy"
-"""``criterion=`` when neither the command line nor the recipe's ``defaults:`` chooses one."""
-DEFAULT_MODEL = "minilm"
-"""``model=`` when neither the command line nor the recipe's ``defaults:`` chooses one."""
-DEFAULT_ADAPTER = "hf_auto"
-"""``model.adapter`` of a model preset that names none."""
+GROUPS = ("recipe", "criterion", "model")  # chosen by name on the command line (recipe=sst2), not by dotted key
+DEFAULT_CRITERION = "cross_entropy"  # when neither the command line nor the recipe's defaults: chooses one
+DEFAULT_MODEL = "minilm"  # likewise
+DEFAULT_ADAPTER = "hf_auto"  # model.adapter of a model preset that names none
 FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
 """Read only with ``data.source=files`` (which giving one of them without ``data.source=`` means)."""
 PATH_KEYS = ("output_dir", "init_from", "recipe", *FILE_KEYS, "data.cache_dir", "model.name_or_path")
@@ -96,3 +94,15 @@ class RunConfig:
     progress: bool = setting(True, help="tqdm bars on a terminal, else a log line every log_every steps and per "
                              "evaluation")
     tensorboard: bool = setting(True, help="write TensorBoard logs in output_dir/tensorboard")
+
+
+ADDED_KEYS: dict[str, Any] = {**added_keys(RunConfig), **added_keys(ModelConfig, "model.")}
+"""Each key added since older runs were written, at the value that does what those runs did."""
+
+
+def as_configured_today(flat: dict[str, Any], used_precision: Optional[str] = None) -> dict[str, Any]:
+    """A run's flat config as written today: :data:`ADDED_KEYS` it lacks filled in, ``precision=auto`` as used."""
+    today = {**ADDED_KEYS, **flat}
+    if used_precision is not None and today.get("precision") == "auto":
+        today["precision"] = used_precision
+    return today

@@ -8,6 +8,7 @@ the ``space`` sampled, seeds, budget, sampler, pruner, and the ``baseline`` comp
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,9 @@ class SearchError(ConfigError):
     """A bad search file, space or search key; the message names the value and the choices."""
 
 
+_fixed = functools.partial(overrides.from_mapping, refusal=SearchError)
+
+
 @dataclass(frozen=True)
 class Dimension:
     """One config key the search samples: a float or integer range, or a list of choices."""
@@ -61,8 +65,7 @@ class Dimension:
         if self.choices:
             return list(self.choices)
         low, high = (int(self.low), int(self.high)) if self.integer else (float(self.low), float(self.high))
-        signed = {"positive": [low, high], "negative": [-high, -low], "both": [-high, -low, low, high]}
-        return signed[self.sign]
+        return {"positive": [low, high], "negative": [-high, -low], "both": [-high, -low, low, high]}[self.sign]
 
     def describe(self) -> str:
         """What the dimension spans, in words."""
@@ -90,10 +93,6 @@ class SearchSpec:
     description: str = ""
     source: Optional[Path] = None
 
-    def default_dir(self) -> Path:
-        """``runs/searches/NAME``."""
-        return Path("runs", "searches", self.name)
-
     def storage_url(self, search_dir: Path) -> str:
         """The study's database: ``storage``, else SQLite in the search directory (``study.db``)."""
         return self.storage or f"sqlite:///{Path(search_dir).resolve() / 'study.db'}"
@@ -119,10 +118,6 @@ class SearchSpec:
         return changed or (["name"] if other.name != self.name else [])
 
 
-def _fixed(mapping: Any, where: str) -> list[tuple[str, str]]:
-    return overrides.from_mapping(mapping, where, SearchError)
-
-
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
     seeds = value if isinstance(value, (list, tuple, ListConfig)) else [value]
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
@@ -132,26 +127,12 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SearchError(f"{where} must be a number, got {value!r}")
-    return value
-
-
-def _flag(spec: Any, field: str, where: str) -> bool:
-    value = spec.get(field, False)
-    if not isinstance(value, bool):  # 'false', a string, is true to bool(): read by type, never by truthiness
-        raise SearchError(f"{where}.{field} must be true or false (unquoted), got {value!r}")
-    return value
-
-
 def _dimension(key: str, spec: Any) -> Dimension:
     where = f"space.{key}"
     if not isinstance(spec, (dict, DictConfig)):
         raise SearchError(f"{where} must be a mapping ({{low, high[, log, sign, int]}} or {{choices: [...]}}), "
                           f"got {spec!r}")
-    unknown = sorted(set(spec) - set(DIMENSION_KEYS))
-    if unknown:
+    if unknown := sorted(set(spec) - set(DIMENSION_KEYS)):
         raise SearchError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(DIMENSION_KEYS)}")
     if "choices" in spec:
         choices = spec["choices"]
@@ -165,8 +146,14 @@ def _dimension(key: str, spec: Any) -> Dimension:
         return Dimension(key, choices=tuple(values))
     if "low" not in spec or "high" not in spec:
         raise SearchError(f"{where} needs low and high (or choices)")
-    low, high = _number(spec["low"], f"{where}.low"), _number(spec["high"], f"{where}.high")
-    log, integer, sign = _flag(spec, "log", where), _flag(spec, "int", where), spec.get("sign", "positive")
+    for field in ("low", "high"):
+        if isinstance(spec[field], bool) or not isinstance(spec[field], (int, float)):
+            raise SearchError(f"{where}.{field} must be a number, got {spec[field]!r}")
+    for field in ("log", "int"):
+        if not isinstance(spec.get(field, False), bool):  # 'false', a string, is true to bool(): read by type
+            raise SearchError(f"{where}.{field} must be true or false (unquoted), got {spec[field]!r}")
+    low, high, log, integer = spec["low"], spec["high"], spec.get("log", False), spec.get("int", False)
+    sign = spec.get("sign", "positive")
     if sign not in SIGNS:
         raise SearchError(f"{where}.sign {sign!r} unknown; choose one of: {', '.join(SIGNS)}")
     if not low < high:
@@ -187,8 +174,7 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
     content = dict(OmegaConf.to_container(content) if isinstance(content, DictConfig) else content)
     if not content:
         raise SearchError(f"search file {source or name} is empty; keys: {', '.join(FILE_KEYS)}")
-    unknown = sorted(set(content) - set(FILE_KEYS))
-    if unknown:
+    if unknown := sorted(set(content) - set(FILE_KEYS)):
         raise SearchError(f"search file {source or name}: unknown key {unknown[0]!r}; keys: {', '.join(FILE_KEYS)}")
     content = with_base(content, name)
     command_line = []
@@ -324,8 +310,7 @@ def trial_arguments(spec: SearchSpec, values: dict[str, Any], seed: int) -> list
 
 
 def baseline_arguments(spec: SearchSpec, seed: int) -> list[str]:
-    """The baseline's arguments: the fixed ones (``criterion.*`` dropped when it names its own criterion), its own, the
-    seed."""
+    """The baseline's arguments: the fixed ones (``criterion.*`` dropped for its own criterion), its own, the seed."""
     own_criterion = any(argument.startswith("criterion=") for argument in spec.baseline)
     fixed = [a for a in spec.fixed if not (own_criterion and a.startswith("criterion."))]
     return [*fixed, *spec.baseline, f"seed={seed}"]
@@ -336,19 +321,15 @@ def check(spec: SearchSpec) -> None:
     if not any(argument.startswith("data.validation_split=") for argument in spec.fixed):
         raise SearchError("a search chooses on data held out of the training set: set data.validation_split "
                           "(e.g. data.validation_split=0.1) in fixed or on the command line")
-    corners = max(len(d.corners()) for d in spec.space)
-    for index in range(corners):
+    runs = []
+    for index in range(max(len(d.corners()) for d in spec.space)):
         values = {d.key: d.corners()[min(index, len(d.corners()) - 1)] for d in spec.space}
         shown = ", ".join(overrides.arguments(values.items()))
-        _compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})")
-    _compose(baseline_arguments(spec, spec.final_seeds[0]), "the baseline")
-
-
-def _compose(arguments: list[str], what: str) -> None:
-    try:
-        cfg = compose(arguments)
-    except ConfigError as error:
-        raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
-    if not cfg.data.validation_split:
-        raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")
-
+        runs.append(([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION], f"a trial ({shown})"))
+    for arguments, what in [*runs, (baseline_arguments(spec, spec.final_seeds[0]), "the baseline")]:
+        try:
+            cfg = compose(arguments)
+        except ConfigError as error:
+            raise SearchError(f"{what} is refused: {error.args[0] if error.args else error}") from None
+        if not cfg.data.validation_split:
+            raise SearchError(f"{what} holds nothing out (data.validation_split=0): a search chooses on held-out data")

@@ -38,8 +38,7 @@ def non_finite_values(node: Any, prefix: str = "") -> list[str]:
 
 def validate(cfg: DictConfig) -> None:
     """Refuse a config that cannot run, in one :class:`ConfigError` line."""
-    bad = non_finite_values(OmegaConf.to_container(cfg, resolve=True))
-    if bad:
+    if bad := non_finite_values(OmegaConf.to_container(cfg, resolve=True)):
         values = ", ".join(f"{key}={OmegaConf.select(cfg, key.split('[')[0])}" for key in bad)
         raise ConfigError(f"{values}: config values must be finite numbers (no NaN or inf)")
     for cls, values, prefix in ((RunConfig, cfg, ""), (OptimConfig, cfg.optim, "optim."),
@@ -66,12 +65,10 @@ def validate(cfg: DictConfig) -> None:
                               "every parameter (model.lora.r=0) or penalise what LoRA trains (e.g. criterion=cosreg "
                               "criterion.target=hidden)")
         criterion = CRITERIONS.get(cfg.criterion.name).compose_time
-        check_setup = getattr(criterion, "check_setup", None)
-        if check_setup is not None:
+        if (check_setup := getattr(criterion, "check_setup", None)) is not None:
             check_setup(criterion_cfg, MODELS.get(cfg.model.adapter).compose_time,
                         getattr(TASKS.get(cfg.task).compose_time, "kind", None))
-        check_data = getattr(TASKS.get(cfg.task).compose_time, "check_data", None)
-        if check_data is not None:
+        if (check_data := getattr(TASKS.get(cfg.task).compose_time, "check_data", None)) is not None:
             check_data(data_cfg)
     except (TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None

@@ -20,8 +20,7 @@ from ..registry import CRITERIONS, MODELS, TASKS
 
 
 def _without(node: DictConfig, *keys: str) -> dict:
-    values = OmegaConf.to_container(node, resolve=True)
-    return {k: v for k, v in values.items() if k not in keys}
+    return {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k not in keys}
 
 
 def criterion_config(cfg: DictConfig) -> Optional[Any]:

@@ -57,7 +57,6 @@ def load_snapshot(run_dir: Path) -> DictConfig:
 
 def differences(a: DictConfig, b: DictConfig, used_precision: Optional[str] = None) -> list[str]:
     """Dotted keys whose values differ between a run directory's config ``a`` (read as configured today) and ``b``.
-
     ``used_precision``: what ``precision=auto`` resolved to in ``a``'s run."""
     flat_a, flat_b = (flat_keys(OmegaConf.to_container(c, resolve=True)) for c in (a, b))
     flat_a = as_configured_today(flat_a, used_precision if flat_b.get("precision") != "auto" else None)
@@ -83,8 +82,7 @@ def latest_checkpoint_step(run_dir: Path) -> int:
 
 
 class CellRunner(submitit.helpers.Checkpointable):
-    """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` and returns its results; a requeued call
-    resumes from the run directory's checkpoints."""
+    """``CellRunner(hooks)(run_dir)`` trains the cell frozen in ``run_dir`` (resuming its checkpoints); its results."""
 
     def __init__(self, hooks: Sequence[Hook] = ()):
         self.hooks = tuple(hooks)

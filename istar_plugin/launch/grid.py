@@ -111,26 +111,16 @@ def _labels(keys: Sequence[str]) -> dict[str, str]:
 def _name(pairs: Sequence[tuple[str, str]], labels: dict[str, str]) -> str:
     name = ",".join(f"{labels[key]}={UNSAFE.sub('_', value)}" for key, value in pairs) or "default"
     if len(name) > MAX_NAME_LENGTH:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-        name = f"{name[: MAX_NAME_LENGTH - 11]}-{digest}"
+        name = f"{name[: MAX_NAME_LENGTH - 11]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
     return name
 
 
-def _key_order(blocks: list[list[tuple[str, list[str]]]]) -> list[str]:
-    return list(dict.fromkeys(key for block in blocks for key, _ in block))
-
-
-def _build(
-    name: str, fixed: list[tuple[str, str]], blocks: list[list[tuple[str, list[str]]]], source: Optional[Path] = None,
-    keys: Optional[list[str]] = None, block_fixed: Optional[list[list[tuple[str, str]]]] = None,
-) -> Grid:
-    """Cells of every block's product, named by their swept ``keys`` in that order (default: first appearance).
-
-    ``block_fixed``: each block's own fixed overrides, not in the names."""
-    keys = keys or _key_order(blocks)
+def _build(name: str, fixed: list[tuple[str, str]], blocks: list[tuple[list, list]], keys: list[str],
+           source: Optional[Path] = None) -> Grid:
+    """Cells of every (block, its own fixed overrides) pair's product, named by their swept ``keys`` in that order."""
     labels = _labels(keys)
     cells, seen = [], {}
-    for block, own_fixed in zip(blocks, block_fixed or [[] for _ in blocks]):
+    for block, own_fixed in blocks:
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
@@ -162,7 +152,8 @@ def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -
 def sweep(arguments: Sequence[str]) -> Grid:
     """A command-line sweep: ``key=a,b,c`` sweeps a key, ``key=a`` fixes it (named after its fixed arguments)."""
     _, axes, fixed = _split_arguments(arguments)
-    return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [axes])
+    keys = list(dict.fromkeys(key for key, _ in axes))
+    return _build(_name(fixed, _labels([k for k, _ in fixed])), fixed, [(axes, [])], keys)
 
 
 def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
@@ -178,8 +169,7 @@ def _axes(node: Any, where: str) -> list[tuple[str, list[str]]]:
 
 
 def load(name: str, arguments: Sequence[str] = ()) -> Grid:
-    """Read a grid file, then apply ``arguments``: a swept key's keep only the cells with its values, any other
-    overrides every cell (swept when it lists several values)."""
+    """A grid file's cells; a swept key in ``arguments`` keeps the cells with its values, any other overrides them."""
     path = find_yaml(name, GRIDS_SUBDIR)
     if path is None:
         raise GridError(f"unknown grid {name!r}; available: {', '.join(available(GRIDS_SUBDIR)) or '(none)'}")
@@ -189,18 +179,20 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
         raise GridError(f"grid file {path} cannot be read as YAML: {' '.join(str(error).split())}") from None
     if not isinstance(spec, DictConfig):
         raise GridError(f"grid file {path} must be a mapping with keys {', '.join(FILE_KEYS)}")
-    unknown = sorted(set(spec.keys()) - set(FILE_KEYS))
-    if unknown:
+    if unknown := sorted(set(spec.keys()) - set(FILE_KEYS)):
         raise GridError(f"grid file {path}: unknown key(s) {', '.join(map(str, unknown))}; "
                         f"allowed: {', '.join(FILE_KEYS)}")
     fixed = _fixed(spec.get("fixed") or OmegaConf.create({}), f"{path}: fixed")
     base = _axes(spec.get("sweep") or OmegaConf.create({}), f"{path}: sweep")
-    variants = spec.get("variants") or [OmegaConf.create({})]
-    own_fixed = [_fixed(_variant_part(variant, True), f"{path}: variants[{i}].fixed")
-                 for i, variant in enumerate(variants)]
-    blocks = [base + _axes(_variant_part(variant, False), f"{path}: variants[{i}]")
-              for i, variant in enumerate(variants)]
-    swept_keys = _key_order(blocks)
+    own_fixed, blocks = [], []
+    for i, variant in enumerate(spec.get("variants") or [OmegaConf.create({})]):
+        axes = variant
+        if isinstance(variant, DictConfig):
+            axes = OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
+            variant = variant.get("fixed") or OmegaConf.create({})
+        own_fixed.append(_fixed(variant, f"{path}: variants[{i}].fixed"))
+        blocks.append(base + _axes(axes, f"{path}: variants[{i}]"))
+    swept_keys = list(dict.fromkeys(key for block in blocks for key, _ in block))
 
     keep, extra_axes, cli_fixed = _split_arguments(arguments, swept_keys)
     fixed = overrides.merge(fixed, cli_fixed)
@@ -210,16 +202,7 @@ def load(name: str, arguments: Sequence[str] = ()) -> Grid:
     if not kept:
         wanted = " and ".join(f"{key} in {values}" for key, values in keep.items())
         raise GridError(f"grid {path.stem!r} has no cell with {wanted}")
-    return _build(path.stem, fixed, [block for block, _ in kept], path,
-                  keys=swept_keys + [key for key, _ in extra_axes], block_fixed=[own for _, own in kept])
-
-
-def _variant_part(variant: Any, fixed: bool) -> Any:
-    if not isinstance(variant, DictConfig):
-        return variant
-    if fixed:
-        return variant.get("fixed") or OmegaConf.create({})
-    return OmegaConf.create({key: value for key, value in variant.items_ex(resolve=False) if key != "fixed"})
+    return _build(path.stem, fixed, kept, swept_keys + [key for key, _ in extra_axes], path)
 
 
 def _fixed(node: Any, where: str) -> list[tuple[str, str]]:

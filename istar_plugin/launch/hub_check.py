@@ -36,17 +36,6 @@ def hub_model_id(name_or_path: str) -> Optional[str]:
     return name_or_path
 
 
-def hub_unreachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
-    """Why ``endpoint`` cannot be reached (one request, proxies from the environment honoured), or None."""
-    try:
-        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return None
-    except (OSError, ValueError) as error:
-        return str(getattr(error, "reason", None) or error)
-    return None
-
-
 def needed_from_hub(cfg: DictConfig) -> list[str]:
     """What of ``cfg`` would be downloaded: ``model 'ID' (model=NAME)``, ``data set 'ID' (data.source=hub)``."""
     needed = []
@@ -67,17 +56,20 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
 
 def check(cfg: DictConfig) -> None:
     """Raise :class:`HubUnavailable` when ``cfg`` needs the hub and it cannot be reached."""
-    needed = needed_from_hub(cfg)
-    if not needed:
+    if not (needed := needed_from_hub(cfg)):
         return
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         reason = "HF_HUB_OFFLINE is set"
     else:
         from huggingface_hub import constants
 
-        reason = hub_unreachable(constants.ENDPOINT)
-        if reason is None:
+        try:  # one request, proxies from the environment honoured; any HTTP answer means it can be reached
+            urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"),
+                                   timeout=PROBE_TIMEOUT_S).close()
             return
-        reason = f"{constants.ENDPOINT} cannot be reached: {reason}"
+        except urllib.error.HTTPError:
+            return
+        except (OSError, ValueError) as error:
+            reason = f"{constants.ENDPOINT} cannot be reached: {getattr(error, 'reason', None) or error}"
     raise HubUnavailable(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
                          + OFFLINE_WAY.format(task=cfg.task))

@@ -63,18 +63,14 @@ class SlurmProfile:
         return self.tasks_per_node or max(1, self.gpus_per_node)
 
     def executor_parameters(self, job_name: str) -> dict[str, Any]:
-        """Keyword arguments for ``submitit.SlurmExecutor.update_parameters``."""
-        parameters: dict[str, Any] = {
-            "job_name": job_name, "nodes": self.nodes, "ntasks_per_node": self.tasks,
-            "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": self.signal_delay_s,
-            "array_parallelism": self.array_parallelism,
-        }
-        optional = {"partition": self.partition, "account": self.account, "qos": self.qos,
-                    "constraint": self.constraint, "mem": self.mem, "gpus_per_node": self.gpus_per_node or None,
-                    "setup": list(self.setup) or None,
-                    "additional_parameters": dict(self.additional_parameters) or None}
-        parameters.update({k: v for k, v in optional.items() if v is not None})
-        return parameters
+        """Keyword arguments for ``submitit.SlurmExecutor.update_parameters`` (the unset ones left out)."""
+        parameters = {"job_name": job_name, "nodes": self.nodes, "ntasks_per_node": self.tasks,
+                      "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": self.signal_delay_s,
+                      "array_parallelism": self.array_parallelism, "partition": self.partition,
+                      "account": self.account, "qos": self.qos, "constraint": self.constraint, "mem": self.mem,
+                      "gpus_per_node": self.gpus_per_node or None, "setup": list(self.setup) or None,
+                      "additional_parameters": dict(self.additional_parameters) or None}
+        return {key: value for key, value in parameters.items() if value is not None}
 
 
 @dataclass
@@ -140,28 +136,24 @@ def load_profile(name: str, overrides: Sequence[str] = ()) -> SlurmProfile:
 
 def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOptions, list[str]]:
     """The launch options (the caller's own ``keys`` in ``options.keys``) and the rest of ``arguments``."""
-    launcher, profile, grid_dir = None, None, None
-    slurm_overrides, local_overrides, rest, taken = [], [], [], {}
+    named, rest, taken = {}, [], {}
+    dotted: dict[str, list[str]] = {"slurm": [], "local": []}
     for argument in arguments:
         key, sep, value = argument.partition("=")
         if sep and key in keys:
             taken[key] = value
-        elif key == "launcher":
-            launcher = value
-        elif key == "slurm":
-            profile = value
-        elif key == "grid_dir":
-            try:
-                grid_dir = Path(expand_home(value, "grid_dir="))
-            except ConfigError as error:
-                raise LaunchError(str(error)) from None
-        elif key.startswith("slurm."):
-            slurm_overrides.append(argument[len("slurm."):])
-        elif key.startswith("local."):
-            local_overrides.append(argument[len("local."):])
+        elif key in ("launcher", "slurm", "grid_dir"):
+            named[key] = value
+        elif key.partition(".")[0] in dotted and "." in key:
+            dotted[key.partition(".")[0]].append(argument.partition(".")[2])
         else:
             rest.append(argument)
-    launcher = launcher or ("slurm" if profile else "local")
+    try:
+        grid_dir = Path(expand_home(named["grid_dir"], "grid_dir=")) if "grid_dir" in named else None
+    except ConfigError as error:
+        raise LaunchError(str(error)) from None
+    profile, slurm_overrides, local_overrides = named.get("slurm"), dotted["slurm"], dotted["local"]
+    launcher = named.get("launcher") or ("slurm" if profile else "local")
     if launcher not in LAUNCHERS:
         raise LaunchError(f"launcher {launcher!r} unknown; choose one of: {', '.join(LAUNCHERS)}")
     if launcher == "slurm" and not profile:
@@ -171,9 +163,6 @@ def parse(arguments: Sequence[str], keys: Sequence[str] = ()) -> tuple[LaunchOpt
         raise LaunchError(f"slurm= and slurm.* options need launcher=slurm, not launcher={launcher}")
     if launcher != "local" and local_overrides:
         raise LaunchError(f"local.* options need launcher=local, not launcher={launcher}")
-    options = LaunchOptions(
-        launcher=launcher, grid_dir=grid_dir, profile=profile,
-        slurm=load_profile(profile, slurm_overrides) if profile else None,
-        local=_typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options"), keys=taken,
-    )
-    return options, rest
+    slurm = load_profile(profile, slurm_overrides) if profile else None
+    local = _typed(LocalOptions, OmegaConf.from_dotlist(local_overrides), where="local options")
+    return LaunchOptions(launcher, grid_dir, profile, slurm, local, taken), rest

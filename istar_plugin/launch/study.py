@@ -21,16 +21,8 @@ import optuna
 import yaml
 
 from ..config import compose
-from ..config.searches import (
-    RECORD,
-    TRIAL_EVALUATION,
-    VALUES,
-    SearchError,
-    SearchSpec,
-    read_search,
-    trial_arguments,
-    trial_dir,
-)
+from ..config.searches import (RECORD, TRIAL_EVALUATION, VALUES, SearchError, SearchSpec, read_search, trial_arguments,
+                               trial_dir)
 from ..data.fingerprint import changed_splits
 from ..errors import RunError
 from ..metrics import better_sign, main_metric
@@ -74,15 +66,13 @@ def _pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
 
 
 def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.Study:
-    """The search's study, created with its directory on the first call; another search's directory is refused, and
-    so is a study of another directory, of another search file or of other data (:func:`bind`)."""
+    """The search's study, created with its directory on the first call; another search's directory is refused."""
     search_dir = Path(search_dir)
     check_writable(search_dir, SEARCH_MARKER, "search_dir")
     recorded = search_dir / RECORD
     if recorded.is_file():
         before = read_search(search_dir)
-        changed = sorted(spec.differences(before))
-        if changed:
+        if changed := sorted(spec.differences(before)):
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
                               f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
     data = data_fingerprint(spec)
@@ -113,18 +103,17 @@ def data_fingerprint(spec: SearchSpec) -> dict[str, Any]:
 
 
 def bind(study: optuna.Study, spec: SearchSpec, search_dir: Path, data: dict[str, Any]) -> None:
-    """Record in ``study`` its search directory, search and data on the first call; refuse a study recorded with
-    another directory (a database shared by two searches), another search, or data whose content changed."""
+    """Record in ``study`` its search directory, search and data on the first call; refuse another's study."""
     where = f"study {spec.name} in {shown(spec.storage_url(search_dir))}"
-    mine = {BOUND_DIR: str(Path(search_dir).resolve()), BOUND_SEARCH: _bound_search(spec), BOUND_DATA: data}
+    search = {key: value for key, value in spec.as_dict().items() if key != "trials"}
+    mine = {BOUND_DIR: str(Path(search_dir).resolve()), BOUND_SEARCH: search, BOUND_DATA: data}
     attrs = study.user_attrs
     if spec.storage and attrs.get(BOUND_DIR, mine[BOUND_DIR]) != mine[BOUND_DIR]:  # study.db moves with its folder
         raise SearchError(f"the {where} belongs to the search in {attrs[BOUND_DIR]}: run it there "
                           f"(search_dir={attrs[BOUND_DIR]}), or give this search a storage= of its own; nothing was "
                           "changed")
-    before = attrs.get(BOUND_SEARCH, mine[BOUND_SEARCH])
-    if changed := sorted(key for key in set(before) | set(mine[BOUND_SEARCH])
-                         if before.get(key) != mine[BOUND_SEARCH].get(key)):
+    before = attrs.get(BOUND_SEARCH, search)
+    if changed := sorted(key for key in set(before) | set(search) if before.get(key) != search.get(key)):
         raise SearchError(f"the {where} was made by another search file (differs at {', '.join(changed)}): restore "
                           "it, or start a new search_dir= with a storage= of its own; nothing was changed")
     if changed := changed_splits(attrs.get(BOUND_DATA, {}), data):
@@ -134,10 +123,6 @@ def bind(study: optuna.Study, spec: SearchSpec, search_dir: Path, data: dict[str
     for key, value in mine.items():
         if key not in attrs:
             study.set_user_attr(key, value)
-
-
-def _bound_search(spec: SearchSpec) -> dict[str, Any]:
-    return {key: value for key, value in spec.as_dict().items() if key != "trials"}
 
 
 def sample(trial: optuna.Trial, spec: SearchSpec) -> dict[str, Any]:

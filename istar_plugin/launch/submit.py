@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import datetime
+import functools
 import json
 import multiprocessing
 import os
@@ -35,17 +36,8 @@ from ..storage.atomic import atomic_write_json
 from ..storage.lock import holder, waiting_lock
 from ..storage.ownership import GRID_MARKER, check_writable, mark
 from ..storage.results import recorded_precision
-from .cell import (
-    FINISHED_ELSEWHERE,
-    RUNNING_ELSEWHERE,
-    CellRunner,
-    differences,
-    is_finished,
-    latest_checkpoint_step,
-    load_snapshot,
-    outcome,
-    write_snapshot,
-)
+from .cell import (FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, differences, is_finished,
+                   latest_checkpoint_step, load_snapshot, outcome, write_snapshot)
 from .grid import Cell, Grid, GridError, run_arguments
 from .options import LaunchError, LaunchOptions, LocalOptions, SlurmProfile
 
@@ -85,8 +77,8 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
             raise GridError(f"cell {cell.name}: {cfg}")
-        snapshot = run_dir / "cell.yaml"
-        if snapshot.is_file() and (changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
+        if (run_dir / SNAPSHOT).is_file() and (
+                changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
             conflicts.append(f"{run_dir} (differs at {', '.join(changed[:5])})")
             continue
         if is_finished(run_dir, cfg):
@@ -99,10 +91,9 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
             step = latest_checkpoint_step(run_dir)
             planned.append(Planned(cell, run_dir, cfg, "pending", f"resumes from step {step}" if step else ""))
     if conflicts:
-        raise GridError(
-            f"{len(conflicts)} cell directories hold a different config than this submission would give them: "
-            f"{'; '.join(conflicts[:5])}. Delete them, or choose another grid_dir=, to run the new config"
-        )
+        raise GridError(f"{len(conflicts)} cell directories hold a different config than this submission would give "
+                        f"them: {'; '.join(conflicts[:5])}. Delete them, or choose another grid_dir=, to run the new "
+                        "config")
     return planned
 
 
@@ -180,9 +171,7 @@ def job_name(grid: Grid) -> str:
 
 def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) -> str:
     """The sbatch script of one job array of ``count`` cells, exactly as submitit writes it."""
-    from submitit.slurm.slurm import (
-        _make_sbatch_string,  # submitit's own renderer: the dry run shows what is sent
-    )
+    from submitit.slurm.slurm import _make_sbatch_string  # submitit's own renderer: the dry run shows what is sent
 
     command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
     return _make_sbatch_string(command=command, folder=folder, map_count=count if count > 1 else None,
@@ -198,18 +187,15 @@ def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: La
              f"{counts['finished']} finished, {counts['active']} queued or running, {counts['running']} "
              f"{RUNNING_ELSEWHERE}; launcher={options.launcher}"]
     for item in planned:
-        what = {"pending": "run", "finished": "skip (finished)", "active": "skip (active)",
-                "running": "skip (running)"}[item.status]
+        what = "run" if item.status == "pending" else f"skip ({item.status})"
         note = f"  [{item.note}]" if item.note else ""
         lines.append(f"  {what:16} {item.cell.name}  <- {' '.join(item.cell.arguments)}{note}")
     if options.launcher == "slurm" and pending:
         size = options.slurm.max_array_size
-        arrays = -(-len(pending) // size)
-        first = min(len(pending), size)
-        folder = grid_dir.resolve() / SUBMITIT_FOLDER
+        arrays, first = -(-len(pending) // size), min(len(pending), size)
         lines.append(f"sbatch script ({arrays} job array{'s' if arrays > 1 else ''}, the first of {first} cells, "
                      f"profile {options.profile}):")
-        lines.append(sbatch_script(options.slurm, folder, job_name(grid), first))
+        lines.append(sbatch_script(options.slurm, grid_dir.resolve() / SUBMITIT_FOLDER, job_name(grid), first))
     return "\n".join(lines)
 
 
@@ -226,21 +212,10 @@ class Launched:
         return [name for name, status in self.statuses.items() if status.startswith("failed")]
 
 
-def jobs_import_this_code() -> None:
-    """Make the jobs this process starts import the package it runs (``PYTHONSAFEPATH``, inherited by the jobs)."""
-    os.environ["PYTHONSAFEPATH"] = "1"
-
-
-def say_now(line: str) -> None:
-    """Print ``line`` at once, also when stdout is a file or a pipe."""
-    print(line, flush=True)
-
-
 def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions,
            arguments: Sequence[str] = (), runner: Optional[CellRunner] = None,
-           log: Callable[[str], None] = say_now) -> Launched:
+           log: Callable[[str], None] = functools.partial(print, flush=True)) -> Launched:
     """Snapshot the pending cells' configs, run or queue them, and write the manifest.
-
     Raises ``LaunchError`` when sbatch refuses an array (after recording the arrays queued before it)."""
     grid_dir = grid_dir.resolve()
     runner = runner or CellRunner()
@@ -254,8 +229,8 @@ def launch(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: Laun
                   "array_job_ids": [], "submitted": [p.cell.name for p in pending],
                   "skipped": {p.cell.name: p.note or p.status for p in planned if p.status != "pending"}}
     refused = None
-    if options.launcher != "inline":
-        jobs_import_this_code()
+    if options.launcher != "inline":  # the jobs import the package this process runs (inherited by them)
+        os.environ["PYTHONSAFEPATH"] = "1"
     if options.launcher == "slurm":
         jobs, refused = _queue_on_slurm(grid, grid_dir, pending, options, runner)
         submission["array_job_ids"] = sorted({job_id.split("_")[0] for job_id in jobs.values()}, key=int)
@@ -328,10 +303,7 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
               started: Callable[[str, submitit.Job], None], ended: Callable[[str, submitit.Job], None],
               parallelism: Optional[int] = None, stoppable: bool = False, **parameters: Any) -> dict[str, str]:
     """Run each named call of ``runner`` as a local submitit job, ``parallelism`` at a time; returns their job ids.
-
-    ``stoppable``: SIGINT or SIGTERM to this process is passed on to the jobs as SIGTERM alone (their controllers and
-    they ignore Ctrl-C's SIGINT to the process group; ``runner`` must stop on SIGTERM), no job starts after it, and
-    once they all ended :class:`Stopped` is raised."""
+    ``stoppable``: SIGINT or SIGTERM is passed on to the jobs as SIGTERM, then :class:`Stopped` raised once they end."""
     executor = submitit.LocalExecutor(folder=folder, max_num_timeout=local.max_requeues)
     executor.update_parameters(**{**local.executor_parameters(), **parameters})
     queue, running, jobs, received = list(calls), {}, {}, []
@@ -346,11 +318,12 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
             stop(job)
 
     stoppable = stoppable and threading.current_thread() is threading.main_thread()  # where handlers can be set
-    with _signals_handled(handle) if stoppable else contextlib.nullcontext():
+    numbers = (signal.SIGINT, signal.SIGTERM) if stoppable else ()
+    with _signals(handle, *numbers):
         while queue or running:
             while queue and not received and len(running) < (parallelism or local.parallelism):
                 name, arguments = queue.pop(0)
-                with _sigint_ignored() if stoppable else contextlib.nullcontext():
+                with _signals(signal.SIG_IGN, *numbers[:1]):  # Ctrl-C spares the job: it inherits the ignoring
                     running[name] = executor.submit(runner, *arguments)
                 jobs[name] = running[name].job_id
                 if received:  # a signal while it started
@@ -369,23 +342,13 @@ def run_local(folder: Path, local: LocalOptions, runner: Callable, calls: Sequen
 
 
 @contextlib.contextmanager
-def _signals_handled(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+def _signals(handler: Any, *numbers: int) -> Iterator[None]:
+    previous = {number: signal.signal(number, handler) for number in numbers}
     try:
         yield
     finally:
         for number, before in previous.items():
             signal.signal(number, before)
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while a process starts: it inherits the ignoring (Python keeps it), so Ctrl-C spares it."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOptions, runner: CellRunner,

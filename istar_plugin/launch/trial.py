@@ -13,18 +13,8 @@ import optuna
 import submitit
 
 from ..config import compose
-from ..config.searches import (
-    FAILURE,
-    PROGRESS,
-    SCORES,
-    SEED_STRIDE,
-    TRIAL_EVALUATION,
-    SearchSpec,
-    describe_values,
-    read_search,
-    trial_arguments,
-    trial_dir,
-)
+from ..config.searches import (FAILURE, PROGRESS, SCORES, SEED_STRIDE, TRIAL_EVALUATION, SearchSpec, describe_values,
+                               read_search, trial_arguments, trial_dir)
 from ..errors import RunError, Stopped, one_line
 from ..hooks import Hook, RunView
 from ..metrics import main_metric
@@ -76,7 +66,6 @@ class TrialFailed(Exception):
 
 def run_trial(spec: SearchSpec, search_dir: Path, trial: optuna.Trial, values: dict[str, Any]) -> float:
     """Train the trial's runs as grid cells (one per seed) and return its score.
-
     Raises ``optuna.TrialPruned`` when pruned, :class:`TrialFailed` when a run is refused or diverges."""
     scores = {}
     for index, seed in enumerate(spec.seeds):
@@ -116,7 +105,13 @@ class SearchWorker(submitit.helpers.Checkpointable):
         search_dir_path = Path(search_dir)
         spec = read_search(search_dir_path)
         study = open_search(spec, search_dir_path, worker)
-        say = _progress(search_dir_path, worker)
+
+        def say(line: str) -> None:  # printed, and appended, stamped, to progress.log
+            print(line, flush=True)
+            stamp = datetime.datetime.now().isoformat(timespec="seconds")
+            with open(search_dir_path / PROGRESS, "a", encoding="utf-8") as log:
+                log.write(f"{stamp} {socket.gethostname()} worker {worker}: {line}\n")
+
         counts: Counter = Counter()
         with database_errors(spec.storage_url(search_dir_path)):
             while (claim := claim_trial(study, spec, search_dir_path)) is not None:
@@ -153,14 +148,3 @@ class SearchWorker(submitit.helpers.Checkpointable):
         say(f"trial {trial.number} finished: validation score {score:.4f} (best so far {best.value:.4f}, "
             f"trial {best.number})")
         return "finished"
-
-
-def _progress(search_dir: Path, worker: int) -> Callable[[str], None]:
-    """A ``say`` printing a line and appending it, stamped, to ``progress.log``."""
-    def say(line: str) -> None:
-        print(line, flush=True)
-        stamp = datetime.datetime.now().isoformat(timespec="seconds")
-        with open(search_dir / PROGRESS, "a", encoding="utf-8") as log:
-            log.write(f"{stamp} {socket.gethostname()} worker {worker}: {line}\n")
-    return say
-

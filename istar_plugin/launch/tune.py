@@ -3,6 +3,7 @@ comparison of the chosen setting with the baseline as an ordinary grid in ``SEAR
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -15,14 +16,7 @@ from ..storage.atomic import atomic_write_json
 from ..storage.lock import waiting_lock
 from .grid import Cell, Grid
 from .options import LaunchOptions
-from .submit import (
-    SUBMITIT_FOLDER,
-    jobs_import_this_code,
-    now,
-    run_local,
-    sbatch_script,
-    slurm_executor,
-)
+from .submit import SUBMITIT_FOLDER, now, run_local, sbatch_script, slurm_executor
 from .study import CLAIM_LOCK
 from .trial import SearchWorker
 
@@ -38,13 +32,12 @@ def worker_count(spec: SearchSpec, options: LaunchOptions, workers: int | None) 
 
 
 def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Callable[[str], None]) -> dict[str, int]:
-    """Run ``count`` workers and return their outcomes (inline, local), or queue them as a SLURM array (``{}``);
-    each worker has a number of its own in the search, whichever launcher started it (:func:`reserve_workers`)."""
+    """Run ``count`` workers (numbered by :func:`reserve_workers`) and return their outcomes, or queue them on SLURM."""
     folder = search_dir / SUBMITIT_FOLDER
     numbers = reserve_workers(search_dir, options.launcher, count)
     if options.launcher == "inline":
         return SearchWorker()(str(search_dir), numbers[0])
-    jobs_import_this_code()
+    os.environ["PYTHONSAFEPATH"] = "1"  # the jobs import the package this process runs (inherited by them)
     if options.launcher == "slurm":
         executor = slurm_executor(folder, options.slurm, job_name(search_dir))
         jobs = executor.map_array(SearchWorker(), [str(search_dir)] * count, numbers)
@@ -55,8 +48,7 @@ def run_workers(search_dir: Path, options: LaunchOptions, count: int, say: Calla
     outcomes: Counter = Counter()
 
     def ended(name: str, job: submitit.Job) -> None:
-        error = job.exception()
-        if error is not None:
+        if (error := job.exception()) is not None:
             first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
             say(f"worker {name} ended before the budget was spent ({first}); a trial it held is resumed by the "
                 f"next worker to start (log {job.paths.stderr})")
@@ -108,19 +100,15 @@ def unfinished(study: optuna.Study, spec: SearchSpec) -> int:
 
 def final_grid(spec: SearchSpec, study: optuna.Study) -> Grid:
     """The chosen setting (the best finished trial) and the baseline at ``final_seeds``, as grid cells."""
-    finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not finished:
+    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         counts = Counter(trial.state.name.lower() for trial in study.get_trials(deepcopy=False))
         states = ", ".join(f"{n} {state}" for state, n in counts.items()) or "no trial"
         raise SearchError(f"no trial of search {spec.name} finished ({states}): there is no setting to compare")
     best = study.best_trial
-    chosen = f"trial{best.number}"
-    cells = []
-    for seed in spec.final_seeds:
-        cells.append(Cell(f"setting={chosen},seed={seed}", tuple(trial_arguments(spec, best.user_attrs[VALUES], seed)),
-                          (("setting", chosen), ("seed", str(seed)))))
-        cells.append(Cell(f"setting=baseline,seed={seed}", tuple(baseline_arguments(spec, seed)),
-                          (("setting", "baseline"), ("seed", str(seed)))))
+    cells = [Cell(f"setting={setting},seed={seed}", tuple(arguments), (("setting", setting), ("seed", str(seed))))
+             for seed in spec.final_seeds
+             for setting, arguments in ((f"trial{best.number}", trial_arguments(spec, best.user_attrs[VALUES], seed)),
+                                        ("baseline", baseline_arguments(spec, seed)))]
     return Grid(f"{spec.name}-{FINAL}", tuple(cells))
 
 
