@@ -73,8 +73,10 @@ def test_importing_the_library_leaves_the_environment_unchanged():
     assert done.stdout.strip() == "true", done.stderr
 
 
-def test_a_console_script_sets_its_environment_before_torch():
-    probe = ("import os, sys; from istar_plugin.cli.run import main; code = main(['--list', 'criterions']); "
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_console_script_sets_its_environment_before_torch(script):
+    probe = (f"import contextlib, io, os, sys\nfrom istar_plugin.cli.{script} import main\n"
+             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])\n"
              "print(os.environ.get('THP_MEM_ALLOC_ENABLE'), 'torch' in sys.modules)")
     environment = {key: value for key, value in os.environ.items() if key != "THP_MEM_ALLOC_ENABLE"}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environment, timeout=300)

@@ -30,6 +30,7 @@ from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..storage.user_paths import expand_home, text_argument
+from . import set_environment
 
 if TYPE_CHECKING:
     import optuna
@@ -93,6 +94,7 @@ def _trials_then_final(name: str, arguments: Sequence[str], spec: SearchSpec, st
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    set_environment()  # before torch: the cells it starts (local processes, SLURM jobs) inherit it
     parser = argparse.ArgumentParser(prog="istar-tune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("search", nargs="?", type=text_argument, help="a search in recipes/searches/ or a YAML file")
