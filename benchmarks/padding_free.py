@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from csv_table import add_csv_option, write_csv
+from startup import cpu_name
 from istar_plugin.cli import set_environment
 
 set_environment()  # before torch: the console scripts' CPU allocator setting
@@ -130,12 +131,6 @@ def profile_table(task_name: str, seconds: dict[bool, dict[str, float]]) -> list
         rows.append(f"| {task_name} | {label} | {cells[0]} | {cells[1]} |")
     rows.append(f"| {task_name} | profiled step | {1e3 * totals[False]:.1f} | 100% | {1e3 * totals[True]:.1f} | 100% |")
     return rows
-
-
-def cpu_name() -> str:
-    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
-    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
-    return f"{names[0]} x {len(names)}" if names else "unknown CPU"
 
 
 def weight_matmuls(config: Any, gated_ffn: bool, lm_head: bool) -> list[tuple[int, int, int]]:

@@ -17,7 +17,8 @@ from istar_plugin.storage.ownership import ANALYSIS_MARKER
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "docs" / "evidence"
 NOT_FROM_RUNS = {"criterions.csv", "exit_codes.csv", "run_files.csv", "embedding_measures.csv",
-                 "lora_step_smollm2.csv", "padding_share_sst2.csv", "quick_start.csv", "quick_start_criteria.csv"}
+                 "lora_step_smollm2.csv", "padding_share_sst2.csv", "penalty_pull.csv", "quick_start.csv",
+                 "quick_start_criteria.csv"}
 """docs/results files that are no runs' results: the toolkit's own lists, and a benchmark script's own output."""
 
 
