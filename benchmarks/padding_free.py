@@ -51,7 +51,7 @@ import torch  # noqa: E402
 
 from istar_plugin import config as config_module  # noqa: E402
 from istar_plugin.config import compose  # noqa: E402
-from istar_plugin.models.token_cloud import hidden_size, num_layers  # noqa: E402
+from istar_plugin.models.preflight import hidden_size, num_layers  # noqa: E402
 from istar_plugin.registry import CRITERIONS, MODELS, TASKS  # noqa: E402
 from istar_plugin.runtime.batching import collate, epoch_order  # noqa: E402
 from istar_plugin.training.divergence_guard import NonFiniteGuard  # noqa: E402

@@ -23,7 +23,7 @@ from ..errors import ModelError, RunDirError
 from ..isotropy.embeddings import embedding_measures
 from ..models.paths import gguf_options, resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder
-from ..models.token_cloud import hidden_size, num_layers
+from ..models.preflight import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
 from ..storage.ownership import RUN_MARKER

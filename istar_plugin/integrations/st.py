@@ -18,7 +18,8 @@ from ..isotropy import isoscore_from_cov, isoscore_star
 from ..isotropy.embeddings import embedding_measures
 from ..isotropy.streaming import LayerStatistics, stream
 from ..models.st_padding_free import PACKED_HIDDEN_STATES, transformer_module
-from ..models.token_cloud import num_layers, token_cloud
+from ..models.preflight import num_layers
+from ..models.token_cloud import token_cloud
 from ..posthoc import parse_transform
 
 logger = logging.getLogger(__name__)

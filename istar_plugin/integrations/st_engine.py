@@ -24,7 +24,8 @@ from ..errors import ConfigError
 from ..isotropy.streaming import LayerStatistics, stream
 from ..metrics import collapsed, compute
 from ..models.st_padding_free import transformer_module
-from ..models.token_cloud import num_layers, token_cloud
+from ..models.preflight import num_layers
+from ..models.token_cloud import token_cloud
 from ..registry import ENGINES, TASKS
 from ..storage.predictions import write_predictions
 from ..storage.results import ResultsRecord

