@@ -1,16 +1,5 @@
 """What ``istar-report`` writes for ``istar-tune`` searches: for one, :data:`TABLES`, :data:`FIGURES` and the final
-grid's report in ``OUT/final``; for several of one task side by side, :data:`COMPARISON_TABLES` and its figure.
-
->>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
-...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
-...          "seeds": 5, "mean": 84.1, "versus_baseline": None, "versus_first": None}]
->>> print(searches_table(rows, "accuracy", "grid"), end="")  # doctest: +NORMALIZE_WHITESPACE
-| search | sampler, pruner | trials | optimizer steps | trial hours | chosen | held-out accuracy | eval mean (seeds) |
- Δ vs its baseline | 95% interval | verdict | Δ vs grid's choice | 95% interval | verdict |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| grid | grid, none | 24 finished, 0 pruned, 0 failed | 4896 | 1.6 | trial 7: criterion.lam=-1 | 85.00 | 84.10 (5) |
- — | — | — | — | — | — |
-"""
+grid's report in ``OUT/final``; for several of one task side by side, :data:`COMPARISON_TABLES` and its figure."""
 from __future__ import annotations
 
 import importlib.util
@@ -190,20 +179,15 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
     return rows
 
 
-def chosen_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
-    """The chosen setting beside the baseline (:func:`chosen_rows`) as a Markdown table."""
+def _chosen_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     seeds = [key for key in rows[0] if key.startswith("seed=")]
-    header = ["setting", "values", f"held-out {metric}", *(seed.replace("=", " ") for seed in seeds), "mean",
-              "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
-    return markdown_table(header, [
+    header = ["setting", "values", f"held-out {report.search.metric}", *(seed.replace("=", " ") for seed in seeds),
+              "mean", "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
+    text = markdown_table(header, [
         [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], shown(row["held_out"]),
          *(shown(row[seed]) for seed in seeds), shown(row["mean"]),
          *paired_cells(row["paired"]), "—" if row["paired"] is None else row["resampled"]]
         for row in rows])
-
-
-def _chosen_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
-    text = chosen_table(rows, report.search.metric)
     if rows[0]["mean"] is None:
         text += (f"\nfinal/ holds no finished cell of the chosen setting ({rows[0]['setting']}): istar-tune "
                  f"{report.search.spec.name} --final scores it and the baseline on the evaluation split.\n")

@@ -22,12 +22,9 @@ EXAMPLES = "seeds and examples"
 """``resampled`` of a comparison that resampled the evaluation examples within each seed."""
 
 EXAMPLES_ONLY = "examples only"
-"""``resampled`` of a one-seed comparison that resampled its evaluation examples: its interval holds no seed's
-variance, so its verdict is marked :data:`ONE_SEED`."""
+"""``resampled`` of a one-seed comparison that resampled its examples: its verdict is marked :data:`ONE_SEED`."""
 
 ONE_SEED = " (one seed: examples only)"
-"""What follows the verdict of an :data:`EXAMPLES_ONLY` comparison: it says how the runs differ on these examples, not
-whether another seed would differ so."""
 
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
@@ -50,8 +47,7 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        """``better``, ``worse`` or ``not distinguishable``, followed by :data:`ONE_SEED` for one pair of runs whose
-        examples were resampled; ``undefined (one seed)`` for one pair whose examples were not."""
+        """``better``, ``worse`` or ``not distinguishable`` (:data:`ONE_SEED` marked), or :data:`UNDEFINED`."""
         one_seed = len(self.seeds) < 2
         if one_seed and self.resampled not in (EXAMPLES, EXAMPLES_ONLY):
             return UNDEFINED
@@ -61,8 +57,7 @@ class PairedDifference:
 
     @property
     def decided(self) -> bool:
-        """Whether the verdict is ``better`` or ``worse`` over seeds: the interval excludes zero and holds at least
-        two seeds' variance."""
+        """Whether the verdict is ``better`` or ``worse`` over at least two seeds."""
         return self.verdict in ("better", "worse")
 
     def columns(self) -> dict[str, Any]:
@@ -90,7 +85,6 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
                       scores: Optional[tuple[dict[int, float], dict[int, float]]] = None, rounds: int = ROUNDS,
                       seed: int = 0) -> Optional[PairedDifference]:
     """The paired comparison of ``method`` and ``base`` runs (seed -> outcome) on their common seeds; None without.
-
     ``scores`` (seed -> percentage, method then Base): resampled alone where the examples cannot be."""
     seeds = sorted(set(method) & set(base))
     if not seeds:
@@ -108,7 +102,8 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
         if scores is None:
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
-        low, high = _seed_bootstrap(differences, rounds, seed)
+        drawn = np.random.default_rng(seed).integers(len(differences), size=(rounds, len(differences)))
+        low, high = _interval(np.asarray(differences)[drawn].mean(axis=1), LEVEL)
     resampled = (EXAMPLES if len(seeds) > 1 else EXAMPLES_ONLY) if examples else "seeds"
     return PairedDifference(tuple(seeds), tuple(differences), low, high, resampled,
                             lower_is_better=better_sign(metric) < 0)
@@ -126,13 +121,7 @@ def resamples_examples(task: str, metric: str) -> bool:
 def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                            seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)``, resampling seeds, then examples.
-
-    ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`.
-
-    >>> refs = [0, 1, 2, 3] * 25
-    >>> hierarchical_bootstrap([(refs, refs, refs)], "accuracy", rounds=50)  # identical runs differ by nothing
-    (0.0, 0.0)
-    """
+    ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`."""
     rng = np.random.default_rng(seed)
     drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
     differences = np.zeros(drawn.shape)
@@ -153,13 +142,7 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                      seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of a :data:`POOLED_METRICS` difference, resampling seeds, then texts.
-
-    ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text.
-
-    >>> texts = ([2.0, 4.0, 6.0], [2.0, 4.0, 6.0], [1, 2, 3])
-    >>> pooled_bootstrap([texts], "perplexity", rounds=50)  # identical runs differ by nothing
-    (0.0, 0.0)
-    """
+    ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text."""
     rng = np.random.default_rng(seed)
     drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
     differences = np.zeros(drawn.shape)
@@ -203,12 +186,6 @@ CONFUSION_METRICS: dict[str, Callable[[np.ndarray, Optional[int]], np.ndarray]] 
 POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "perplexity": lambda nll, tokens: np.exp(nll / tokens), "nll_per_token": lambda nll, tokens: nll / tokens}
 """Language-model metrics pooled over texts, from the resampled texts' summed NLL and token count (batched)."""
-
-
-def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(differences), size=(rounds, len(differences)))
-    return _interval(np.asarray(differences)[drawn].mean(axis=1), level)
 
 
 def _interval(values: np.ndarray, level: float) -> tuple[float, float]:

@@ -56,9 +56,15 @@ def unpaired_predictions(records: Sequence[Record]) -> list[str]:
 
 
 def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
-    all_settings = settings(records)
-    pairs = [(setting, _base_for(setting, all_settings)) for setting in all_settings if setting.method != BASE]
-    return [(setting, base) for setting, base in pairs if base is not None]
+    """Each non-Base setting with its Base: of its variant, else the best of its model and task."""
+    all_settings, pairs = settings(records), []
+    for setting in all_settings:
+        bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
+        if setting.method != BASE and bases:
+            same_variant = [s for s in bases if s.variant == setting.variant]
+            ranked = sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n))
+            pairs.append((setting, (same_variant or ranked)[-1]))
+    return pairs
 
 
 def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) -> Optional[PairedDifference]:
@@ -74,12 +80,6 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
                                     signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]",
                                     row["verdict"], row["per_seed"], row["collapsed"], row["resampled"]]
                                    for row in rows))
-
-
-def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
-    bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
-    same_variant = [s for s in bases if s.variant == setting.variant]
-    return (same_variant or sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n)))[-1] if bases else None
 
 
 def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], metric: Optional[str] = None
@@ -99,7 +99,6 @@ def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], 
 
 
 def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
-    """Seed -> the run's ``metric`` as a percentage (None where the run has none)."""
     return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
 
 
@@ -171,21 +170,8 @@ POWER_CAPTION = ("What the grid could detect: each setting's interval half-width
            "estimate the spread loosely.\n\n")
 
 
-def half_width(paired: PairedDifference) -> float:
-    """Half the width of the paired interval, in the metric's points.
-
-    >>> half_width(PairedDifference((1, 2, 3), (-1.0, 0.5, 1.0), -1.0, 1.4, "seeds and examples"))
-    1.2
-    """
-    return (paired.high - paired.low) / 2
-
-
 def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
-    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``.
-
-    >>> seeds_to_decide(1.0, 5, 1.0), seeds_to_decide(1.0, 5, 0.29), seeds_to_decide(0.3, 5, 1.23)
-    (11, 122, 2)
-    """
+    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``."""
     if effect == 0 or width <= 0 or seeds < 2:
         return None
     return max(2, math.ceil(seeds * (width * (_Z_LEVEL + _Z_POWER) / (_Z_LEVEL * abs(effect))) ** 2))
@@ -206,7 +192,7 @@ def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     table = []
     for row in comparisons:
         paired, setting = row["paired"], row["setting"]
-        width = half_width(paired)
+        width = (paired.high - paired.low) / 2
         common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"]}
         gains = paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]
         for model, gain in gains:

@@ -70,7 +70,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     if summary is None or setting is None:
         return "—"
     n = summary.n
-    marks = [*setting_marks(setting), *([f"n={n}"] if n == 1 or n < most_seeds else [])]
+    marks = [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
+             if value is not None] + ([f"n={n}"] if n == 1 or n < most_seeds else [])
     text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
@@ -78,16 +79,6 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
         return text
     named = "" if paper[3] == setting.model else f"{paper[3]} "
     return text + f" · paper {named}{paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})"
-
-
-def setting_marks(setting: Setting) -> list[str]:
-    """The setting's lambda and zeta as Table 1 shows them beside its score (none for a method without them).
-
-    >>> setting_marks(Setting("minilm", "sst2", "istar", 0.3, 0.2, "accuracy", (1,), (78.81,), (0.3,)))
-    ['λ +0.3', 'ζ 0.2']
-    """
-    return [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
-            if value is not None]
 
 
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
@@ -101,13 +92,11 @@ def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
 
 def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None,
                     paper_model: Optional[str] = None) -> str:
-    """Table 1 as a markdown table, one line per reported metric.
-
-    ``paper_model``: whose paper numbers stand beside a model the paper did not run; bold: the row's
-    :data:`DISTINGUISHED` best."""
+    """Table 1 as a markdown table, one line per reported metric, the row's :data:`DISTINGUISHED` best in bold.
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
-    lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
+    lines = []
     for row in rows:
         for metric in row_metrics(row):
             cells = []
@@ -116,8 +105,8 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
                 cells.append(f"**{text}**" if row.get(DISTINGUISHED, {}).get(metric) == column else text)
-            lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            lines.append([row["model"], row["task"], metric, *cells])
+    return markdown_table(["Model", "Task", "Metric", *columns], lines)
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:

@@ -1,19 +1,7 @@
 """Archives small enough for git, which ``istar-report`` reads exactly as what was archived. A grid's: each finished
 or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``. An ``istar-tune``
 search's: ``search.yaml``, its study as ``study.json``, ``progress.log``, and the records of every ended trial's runs
-and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived.
-
->>> from istar_plugin.reports.records.searches import as_study
->>> study = as_study({"study": "demo", "directions": ["MAXIMIZE"], "user_attrs": {}, "trials": []})
->>> study.add_trial(optuna.trial.create_trial(params={"lr": 0.5}, value=0.75, intermediate_values={15: 0.5},
-...     distributions={"lr": optuna.distributions.FloatDistribution(0.1, 1, log=True)}, user_attrs={"scores": {}}))
->>> record = json.loads(as_text(study_record(study)))
->>> record["trials"][0]["distributions"]["lr"]
-{'attributes': {'high': 1.0, 'log': True, 'low': 0.1, 'step': None}, 'name': 'FloatDistribution'}
->>> again = as_study(record)
->>> again.best_trial.params, again.best_trial.intermediate_values, study_record(again) == record
-({'lr': 0.5}, {15: 0.5}, True)
-"""
+and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived."""
 from __future__ import annotations
 
 import datetime
@@ -81,15 +69,19 @@ class Plan:
             mark(self.directory, ARCHIVE_MARKER, **details)
         outcomes = list(self.outcomes)
         for snapshot in self.new:
-            _write(self.directory / snapshot.name, snapshot)
+            cell = self.directory / snapshot.name
+            cell.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(cell / ORIGIN, snapshot.origin)
+            for file in WRITE_ORDER:
+                if file in snapshot.files:
+                    atomic_write_bytes(cell / file, snapshot.files[file])
             size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
             outcomes.append(Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB"))
         return sorted(outcomes, key=lambda outcome: outcome.name)
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does, and
-    refuses (RunDirError, nothing written) an archive of a search, of another grid or of other tasks."""
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
     planned = plan(grid, directory, whole_grid=True)
     details = {"grid": grid_name(Path(grid)) or marked(Path(directory)).get("grid"),
                "tasks": sorted(archived_tasks(Path(directory)) | planned.tasks)}
@@ -97,7 +89,6 @@ def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outco
 
 
 def _check_belongs(grid: Path, directory: Path, tasks: frozenset[str]) -> None:
-    """Refuse (one RunDirError line) an archive in ``directory`` of a search, of another grid or of other tasks."""
     name, held, held_tasks = grid_name(grid), marked(directory).get("grid"), archived_tasks(directory)
     shown = f"grid {name or grid.resolve().name} ({_listed(tasks)})"
     if (directory / RECORD).is_file():
@@ -114,9 +105,8 @@ def _listed(tasks: frozenset[str]) -> str:
 
 
 def left_out(*archives: str | os.PathLike) -> list[str]:
-    """``PATH: reason`` for each record of the archives (of grids or of searches) that their report leaves out of
-    every table for a reason other than its run having failed: a damaged, edited or duplicate record, or a trial's
-    runs that disagree with its study. A renderer of tables from archives refuses such an archive with these lines."""
+    """``PATH: reason`` for each record of the archives (of grids or of searches) their report leaves out, but for
+    failed runs: a damaged, edited or duplicate record, or a trial's runs that disagree with its study."""
     grids = [Path(folder) for folder in archives if not is_search(folder)]
     problems, disagreeing = list(collect(*grids)[1] if grids else []), []
     for search in (read(Path(folder)) for folder in archives if is_search(folder)):
@@ -126,14 +116,12 @@ def left_out(*archives: str | os.PathLike) -> list[str]:
 
 
 def _failed(cell: Path) -> bool:
-    """Whether the cell's record is a readable record of a failed run (listed by the report, not damaged)."""
     results = read_results(cell / RESULTS, strict=False)
     return results is not None and not results.finished
 
 
 def grid_name(grid: Path) -> Optional[str]:
-    """The grid's name: as an archive's marker or istar-grid's records it, else its folder's (None: an archive that
-    recorded none)."""
+    """The grid's name as an archive's marker or istar-grid records it, else its folder's (None: an unnamed archive)."""
     for marker in (ARCHIVE_MARKER, GRID_MARKER):
         if (grid / marker).is_file():
             return marked(grid, marker).get("grid") or (None if marker == ARCHIVE_MARKER else grid.resolve().name)
@@ -162,9 +150,7 @@ def archived_tasks(directory: Path) -> frozenset[str]:
 def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[Callable[[Path], bool]] = None,
          whole_grid: bool = False) -> Plan:
     """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
-
-    RunDirError for foreign files or a different record in ``directory`` (with ``whole_grid``, for an archive of a
-    search, another grid or other tasks too), ConfigError when it lies inside ``grid``."""
+    RunDirError for foreign files or another record there (``whole_grid``: or grid); ConfigError inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -185,10 +171,9 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
     tasks = frozenset(snapshot.task for snapshot in snapshots)
     if whole_grid:
         _check_belongs(grid, directory, tasks)
-    new = []
-    conflicts = []
+    new, conflicts = [], []
     for snapshot in snapshots:
-        archived = _archived_files(directory / snapshot.name)
+        archived = _record_files(directory / snapshot.name)
         if archived is None:
             new.append(snapshot)
         elif archived == snapshot.files:
@@ -205,13 +190,12 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
 
 
 def _snapshot(cell: Path, name: str) -> _Snapshot:
-    """The cell's record as bytes, read under its run lock; raises ResultsError or RunDirError saying why not."""
     read_results(cell / RESULTS)  # before the lock: a missing or malformed record's line, as every command gives it
     with RunDirLock(cell, role="cell", advice="archive it once its run ends"):
         results = read_results(cell / RESULTS)
-        files = {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
+        files = _record_files(cell)
         origin = (cell / ORIGIN).read_bytes() if (cell / ORIGIN).is_file() else None
-    if "config.yaml" not in files:
+    if files is None:
         raise RunDirError("no config.yaml beside results.json")
     status = "finished" if results.finished else f"failed: {' '.join(str(results.reason).split())}"
     if origin is None:  # a grid's cell, not an archive's: its metrics log summarised, where it came from noted
@@ -225,19 +209,10 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
     return _Snapshot(name, files, origin, status, results.task)
 
 
-def _archived_files(cell: Path) -> dict[str, bytes] | None:
-    """The record archived in ``cell``; None when there is none yet (or only the part an interrupted archive wrote)."""
+def _record_files(cell: Path) -> dict[str, bytes] | None:
     if not (cell / "config.yaml").is_file():
         return None
     return {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
-
-
-def _write(cell: Path, snapshot: _Snapshot) -> None:
-    cell.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(cell / ORIGIN, snapshot.origin)
-    for file in WRITE_ORDER:
-        if file in snapshot.files:
-            atomic_write_bytes(cell / file, snapshot.files[file])
 
 
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
@@ -295,7 +270,6 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
 
 
 def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:
-    """What of the search differs from the archive in ``directory`` (None: nothing, or no archive yet)."""
     if not (directory / RECORD).is_file():
         if directory.is_dir() and any(entry.name not in {*IGNORED, ARCHIVE_MARKER} for entry in directory.iterdir()):
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "

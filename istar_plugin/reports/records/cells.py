@@ -94,7 +94,6 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
             finished.append((record, as_configured_today(as_computed(read_config(cell)), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
-    records: list[Record] = []
     first_of: dict[Key, Record] = {}
     for record in with_variants(finished):
         key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
@@ -103,8 +102,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
             problems.append((record.path, reason))
             continue
         first_of[key] = record
-        records.append(record)
-    return records, problems
+    return list(first_of.values()), problems
 
 
 def find_cells(grid: Path) -> list[Path]:
@@ -132,23 +130,14 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
     recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
                 "criterion.lam": record.lam, "criterion.zeta": record.zeta}
     for key, value in recorded.items():
-        configured = config.get(key)
-        if key not in config or configured == value or (value is None and configured is None):
-            continue
-        raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
-                          "edited, or copied from another run); left out")
+        if key in config and config[key] != value:
+            raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {config[key]!r} (one of them "
+                              "was edited, or copied from another run); left out")
 
 
 def as_computed(config: dict[str, Any]) -> dict[str, Any]:
-    """A flat config written before ``model.padding_free`` existed, with the key a config of today gives the same
-    computation: ``auto`` beside ``criterion.padding=include`` (whose cloud keeps the padding, so ``auto`` computes
-    padded, as those runs did); other older configs are left to :func:`as_configured_today` (padded: false).
-
-    >>> as_computed({"criterion.padding": "include"})["model.padding_free"]
-    'auto'
-    >>> as_computed({"criterion.padding": "exclude"})
-    {'criterion.padding': 'exclude'}
-    """
+    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include`` (computing
+    padded, as those runs did); other older configs are left to :func:`as_configured_today`."""
     if "model.padding_free" not in config and config.get("criterion.padding") == "include":
         return {**config, "model.padding_free": "auto"}
     return config
@@ -171,17 +160,11 @@ def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Rec
 
 
 def _as_written(value: Any) -> str:
-    """A config value as the command line writes it (``true``, not Python's ``True``).
-
-    >>> _as_written(True), _as_written(1e-05), _as_written("fp32")
-    ('true', '1e-05', 'fp32')
-    """
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell, checked against its ``config.yaml`` (:func:`check_against_config`) and its
-    ``predictions.json`` (:func:`check_predictions`); :class:`CellProblem` says why there is none."""
+    """The record of a finished cell, checked against its config and predictions; else :class:`CellProblem`."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         record = cell_record(results, cell)
@@ -191,21 +174,15 @@ def read_cell(cell: Path) -> Record:
     return replace(record, unchecked=check_predictions(results, cell))
 
 
-RELATIVE_TOLERANCE = 1e-9
-"""How far a metric in ``results.json`` may lie from the same metric recomputed from ``predictions.json``: both are
-:mod:`istar_plugin.metrics` in float64 over the same values (JSON keeps a float exactly), so a few ulps at most."""
-
-ABSOLUTE_TOLERANCE = 1e-12
-"""The same for a metric at zero (a correlation, an MCC), where a relative tolerance allows nothing."""
+RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
+"""How far a metric in ``results.json`` may lie from the same recomputed from ``predictions.json`` (a few ulps)."""
 
 NO_PREDICTIONS = "no predictions.json"
-""":attr:`Record.unchecked` of a finished cell without ``predictions.json``."""
 
 
 def check_predictions(results: ResultsRecord, cell: Path) -> str:
-    """``""`` when the cell's metrics were recomputed from its ``predictions.json`` and agree, else why they were not
-    (:data:`NO_PREDICTIONS`, or a task :mod:`istar_plugin.metrics` does not score); :class:`CellProblem` when the file
-    is damaged or disagrees with ``results.json``."""
+    """``""`` when the metrics recomputed from ``predictions.json`` agree, else why none were recomputed;
+    :class:`CellProblem` when the file is damaged or disagrees with ``results.json``."""
     try:
         scored = read_predictions(cell)
     except DataError as error:
@@ -222,8 +199,7 @@ def check_predictions(results: ResultsRecord, cell: Path) -> str:
 
 
 def recomputed_lines(records: Sequence[Record]) -> list[str]:
-    """How many of ``records`` had their metrics recomputed from ``predictions.json`` (and agreed), then each one that
-    was not, with why: what ``istar-report`` prints."""
+    """What ``istar-report`` prints of how many records' metrics were recomputed, and why each other one was not."""
     unchecked = [record for record in records if record.unchecked]
     return [f"metrics recomputed from {PREDICTIONS}, agreeing with {RESULTS}: {len(records) - len(unchecked)} of "
             f"{len(records)} finished cells", *(f"  {record.path}: not recomputed ({record.unchecked})"
@@ -231,8 +207,7 @@ def recomputed_lines(records: Sequence[Record]) -> list[str]:
 
 
 def predictions_problem(results: ResultsRecord, scored: Predictions) -> str:
-    """What makes ``scored`` (a run's ``predictions.json``) not the predictions its ``results`` were computed from:
-    another task, step or evaluation split, or a metric that recomputes to another value; ``""`` when none."""
+    """Why ``scored`` is not the predictions ``results`` were computed from (task, step, split, metric); else ``""``."""
     if scored.task != results.task:
         return f"is of task {scored.task}, its {RESULTS} of {results.task}"
     if results.step is not None and scored.step != results.step:
@@ -288,11 +263,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
 
 
 def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
-    """The values ``metric`` of ``task`` can take as stored, None when unknown.
-
-    >>> metric_range("sst2", "accuracy"), metric_range("squad", "f1"), metric_range("my_task", "bleu")
-    ((0.0, 1.0), (0.0, 100.0), None)
-    """
+    """The values ``metric`` of ``task`` can take as stored, None when unknown."""
     if task == "squad" and metric in SHOWN_AS_STORED["squad"]:
         return 0.0, 100.0
     return METRIC_RANGES.get(metric)
