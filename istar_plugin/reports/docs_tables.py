@@ -45,11 +45,7 @@ class Marker:
 
     @property
     def paths(self) -> list[str]:
-        """The archives or file the marker names (``ARCHIVE+ARCHIVE``: several).
-
-        >>> parse_marker("evidence/a+evidence/b searches.md").paths
-        ['evidence/a', 'evidence/b']
-        """
+        """The archives or file the marker names (``ARCHIVE+ARCHIVE``: several)."""
         return self.path.split("+")
 
 
@@ -95,9 +91,7 @@ def render_csv(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Region:
-    """One marked region of a page: its ``kind`` (table or value), its marker's ``source``, the offsets of its body
-    (``start``, ``end``: from just after the start marker, its newline for a table, to the end marker) and the line
-    of its start marker."""
+    """One marked region of a page: ``kind`` (table or value), ``source``, its body's offsets and its marker's line."""
 
     kind: str
     source: str
@@ -107,9 +101,8 @@ class Region:
 
 
 def regions(text: str, page: str | Path = "page") -> list[Region]:
-    """Every marked region of a page, in order; a ValueError naming the page, line and marker when markers do not
-    pair (a start without its end, an end without its start, a start inside a region) or a table marker is not a
-    line of its own. Markers in fenced blocks and code spans are shown, not marked."""
+    """Every marked region of a page, in order (none in code); a ValueError naming the page, line and marker when
+    markers do not pair or a table marker is not a line of its own."""
     masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
     found: list[Region] = []
     opened: Optional[tuple[re.Match, int]] = None
@@ -160,12 +153,8 @@ def marked_values(text: str, page: str | Path = "page") -> list[tuple[str, str]]
 
 
 def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    """A value marker's words: the table's source (as a table marker's), the row's ``(column, text)`` conditions and
-    the column (``=TEXT``: the column with no title, a row's label); a ValueError naming the form for anything else.
-
-    >>> parse_value("evidence/g versus_base.md | Method=I-STAR; λ=-1 | Δ vs Base")
-    ('evidence/g versus_base.md', (('Method', 'I-STAR'), ('λ', '-1')), 'Δ vs Base')
-    """
+    """A value marker's words: the table's source, the row's ``(column, text)`` conditions and the column; a
+    ValueError naming the form for anything else."""
     parts = [part.strip().replace("\\|", "|") for part in re.split(r"(?<!\\)\|", source)]  # "\|": a | in a cell
     conditions = [condition.partition("=") for condition in parts[1].split(";")] if len(parts) == 3 else []
     if len(parts) != 3 or not all(parts) or not all(equals for _, equals, _ in conditions):
@@ -201,8 +190,7 @@ def column(header: list[str], name: str, source: str) -> Optional[int]:
 
 
 def pick_value(markdown: str, source: str) -> str:
-    """The cell a value marker's ``source`` names in its table's Markdown; a ValueError when not exactly one row of
-    one table has it."""
+    """The cell a value marker's ``source`` names in its table's Markdown; a ValueError unless one row has it."""
     _, conditions, wanted = parse_value(source)
     found: list[str] = []
     for header, rows in table_cells(markdown):
@@ -266,8 +254,7 @@ class ArchiveReports:
         return render_source(path)
 
     def left_out(self, base: str | Path, source: str) -> list[tuple[str, str]]:
-        """(cell, reason) for every cell of the grid archives a table marker's ``source`` names that its report left
-        out (damaged, failed, or a duplicate); nothing for other sources or ones not rendered yet."""
+        """(cell, reason) for every cell of the archives a rendered table marker names that its report left out."""
         marker = parse_marker(source)
         if marker.table is None:
             return []
@@ -295,8 +282,7 @@ def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
 
 def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None,
                 page: str | Path = "page") -> str:
-    """The page with every marked region replaced by its table or value (paths relative to ``base``); a ValueError,
-    before anything is rendered, when its markers do not pair."""
+    """The page with every marked region replaced by its table or value (paths relative to ``base``)."""
     if reports is None:
         with ArchiveReports() as reports:
             return render_page(text, base, reports, page)
@@ -331,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def update(targets: list[Path], check: bool) -> int:
-    """Render every marked table and value of ``targets``; unless ``check``, rewrite the stale pages once every page
-    has rendered (a page refused writes none); 1 if ``check`` found a stale one."""
+    """Render every marked table and value of ``targets``; rewrite the stale pages once all rendered, unless ``check``
+    (then 1 if one is stale)."""
     rendered: list[tuple[Path, str, str]] = []
     with ArchiveReports() as reports:
         for page in targets:

@@ -29,7 +29,6 @@ from .tables import Table, markdown_table, write_table
 BASELINE = "baseline"
 """The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
 FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
-IMPORTANCE_SEED = 0
 
 
 @dataclass
@@ -56,7 +55,7 @@ class Report:
             return f"fewer than 2 trials finished ({finished})"
         if importlib.util.find_spec("sklearn") is None:
             return "Optuna's fANOVA needs scikit-learn: pip install scikit-learn"
-        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
         try:
             shares = optuna.importance.get_param_importances(self.search.study, evaluator=evaluator)
         except RuntimeError as error:  # "zero total variance": the finished trials' settings or scores are all alike
@@ -457,12 +456,10 @@ def _draw_progress(comparison: Comparison, path: Path) -> Path:
     return save_png(fig, path)
 
 
-COMPARISON_FIGURES = (Figure("searches.png", lambda comparison: comparison.searches, _draw_progress, ""),)
-
-
 def write_comparison(comparison: Comparison, out: Path) -> None:
     """``searches.md/.csv`` and ``searches.png`` into ``out``."""
-    write_outputs(COMPARISON_TABLES, COMPARISON_FIGURES, comparison, out)
+    figure = Figure("searches.png", lambda comparison: comparison.searches, _draw_progress, "")
+    write_outputs(COMPARISON_TABLES, (figure,), comparison, out)
 
 
 def comparison_summary(comparison: Comparison) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
 from ..paper import paper_rows
+from ..records.settings import method_rank
 from ..tables import markdown_table
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
@@ -24,12 +25,6 @@ PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models a
     "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
     "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
 }
-
-
-def paper_table() -> dict[tuple[str, str], dict[str, float]]:
-    """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
-    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
-            for row in paper_rows("ding_calibration_glue.csv")}
 
 
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
@@ -55,11 +50,7 @@ class Run:
 
 
 def calibration_method(criterion: dict[str, Any]) -> str:
-    """The paper's name for a criterion configuration.
-
-    >>> calibration_method({"name": "spectrum", "decay": "exponential"}), calibration_method({"name": "cosreg"})
-    ('Spec-Exp', 'CosReg (hidden)')
-    """
+    """The paper's name for a criterion configuration."""
     name = criterion.get("name")
     if name == "cosreg":
         return "CosReg" if criterion.get("target") == "embeddings" else "CosReg (hidden)"
@@ -101,12 +92,8 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     for run in runs:
         grouped.setdefault((run.model, run.method), {}).setdefault(run.task, []).append(run)
     return [{"model": model, "method": method, "tasks": tasks}
-            for (model, method), tasks in sorted(grouped.items(), key=lambda item: (item[0][0], _rank(item[0][1])))]
-
-
-def _rank(method: str) -> tuple[int, str]:
-    """The paper's order of methods first (``METHOD_ORDER``), any other after them by name."""
-    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+            for (model, method), tasks in sorted(grouped.items(),
+                                                 key=lambda item: (item[0][0], method_rank(item[0][1], METHOD_ORDER)))]
 
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
@@ -128,7 +115,8 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
 
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 1 layout: rows model x method, columns the GLUE tasks; ours, [the paper's]."""
-    papers = paper_table()
+    papers = {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
+              for row in paper_rows("ding_calibration_glue.csv")}  # the paper's mean, NaN where its run collapsed
     return markdown_table(("Model", "Method", *PAPER_METRIC), ([row["model"], row["method"], *(
         score_cell(row["tasks"].get(task, []), papers.get((row["model"], row["method"]), {}).get(task)
                    if task in row["tasks"] else None) for task in PAPER_METRIC)] for row in rows))

@@ -10,18 +10,10 @@ from typing import Any, Optional, Sequence
 
 from ...storage.results import read_results
 from ...storage.seeds import std_over_seeds, std_text
-from ..paper import DATA, paper_rows
+from ..paper import paper_rows
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
 from ..tables import markdown_table
-
-TABLE3_FILE = DATA / "isolayer_table3.csv"
-
-
-def paper_numbers(path: Path = TABLE3_FILE) -> dict[tuple[str, str, str], dict[str, str]]:
-    """(model, task, stage) -> the paper's row of ``isolayer_table3.csv``."""
-    return {(row["model"], row["task"], row["stage"]): row for row in paper_rows(path)}
-
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
@@ -49,9 +41,7 @@ class Run:
 
 
 def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run.
-
-    ``metrics``: task -> the metric to report; default the run's main metric."""
+    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished."""
     results = read_results(Path(cell), require_finished=True, strict=False)
     if results is None:
         return None
@@ -69,7 +59,7 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
-    paper = paper_numbers()
+    paper = {(row["model"], row["task"], row["stage"]): row for row in paper_rows("isolayer_table3.csv")}
     paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
     runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
     groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}

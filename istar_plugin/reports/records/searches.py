@@ -23,9 +23,8 @@ from ...storage.study_database import connect, database_errors, shown
 from .cells import Record, as_percent, collect
 
 STUDY_FILE = "study.json"
-STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
-          optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
-          optuna.trial.TrialState.WAITING: "waiting"}
+STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
+          TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
 
 
 def is_search(directory: Path) -> bool:
@@ -35,8 +34,8 @@ def is_search(directory: Path) -> bool:
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything. A missing database or study is a RunDirError ending with
-    ``consequence``; a database fault is the StudyDatabaseError line istar-tune prints for it."""
+    """The search's study, read without creating anything; a missing database or study is a RunDirError ending with
+    ``consequence``."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -65,7 +64,7 @@ class Search:
     final_problems: Sequence[tuple[str, str]] = ()
 
     @cached_property
-    def trials(self) -> list[optuna.trial.FrozenTrial]:
+    def trials(self) -> list[FrozenTrial]:
         return sorted(self.study.get_trials(deepcopy=False), key=lambda trial: trial.number)
 
     @property
@@ -78,7 +77,7 @@ class Search:
         return self.study.direction == optuna.study.StudyDirection.MAXIMIZE
 
     @cached_property
-    def best(self) -> Optional[optuna.trial.FrozenTrial]:
+    def best(self) -> Optional[FrozenTrial]:
         """The chosen trial: the study's best finished one, as ``istar-tune --final`` chose it."""
         return self.study.best_trial if self.in_state("finished") else None
 
@@ -92,17 +91,17 @@ class Search:
         return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
                 ] if folder.is_dir() else []
 
-    def wall_seconds(self, trial: optuna.trial.FrozenTrial) -> Optional[float]:
+    def wall_seconds(self, trial: FrozenTrial) -> Optional[float]:
         """How long an ended trial ran, start to end; None for one that has not."""
-        if trial.datetime_start is None or trial.datetime_complete is None:
-            return None
-        return (trial.datetime_complete - trial.datetime_start).total_seconds()
+        if trial.datetime_start and trial.datetime_complete:
+            return (trial.datetime_complete - trial.datetime_start).total_seconds()
+        return None
 
     def improves(self, score: float, best: Optional[float]) -> bool:
         """Whether ``score`` is better than ``best`` (None: there is none yet)."""
         return best is None or (score > best if self.maximize else score < best)
 
-    def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
+    def in_state(self, state: str) -> list[FrozenTrial]:
         return [trial for trial in self.trials if STATES[trial.state] == state]
 
     def counts(self) -> str:
@@ -115,13 +114,12 @@ def read(search_dir: Path) -> Search:
     """The search in ``search_dir``: its record, its study (:func:`read_study`) and its final grid's cells."""
     search_dir = Path(search_dir)
     spec = read_search(search_dir)
-    study = read_study(spec, search_dir)
-    task = spec.task()
+    study, task = read_study(spec, search_dir), spec.task()
     final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
     return Search(spec, search_dir, study, task, final, problems)
 
 
-def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
+def pruned_at(trial: FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
     """``(seed, optimizer step)`` of a trial's last reported validation score: where a pruned trial stopped."""
     if not trial.intermediate_values:
         return None

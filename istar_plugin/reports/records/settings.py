@@ -43,10 +43,6 @@ class Setting:
     def n(self) -> int:
         return len(self.scores)
 
-    def metric_scores(self, metric: str) -> Optional[tuple[float, ...]]:
-        """Per-seed percentages of ``metric`` (the table metric or one of ``others``); None if not every seed has it."""
-        return self.scores if metric == self.metric else dict(self.others).get(metric)
-
     def metric_names(self) -> list[str]:
         """The table metric, then the others every seed has."""
         return [self.metric, *(name for name, _ in self.others)]
@@ -70,11 +66,11 @@ class Setting:
 
 def method_order(methods: Iterable[str]) -> list[str]:
     """Base, CosReg, I-STAR first, then any other criterion by name."""
-    return sorted(set(methods), key=_method_rank)
+    return sorted(set(methods), key=method_rank)
 
 
-def _method_rank(method: str) -> tuple[int, str]:
-    known = list(METHOD_NAMES)
+def method_rank(method: str, known: Sequence[str] = tuple(METHOD_NAMES)) -> tuple[int, str]:
+    """Where ``method`` stands: the ``known`` ones in their order, any other after them by name."""
     return (known.index(method) if method in known else len(known), method)
 
 
@@ -127,7 +123,7 @@ def setting_row(setting: Setting) -> dict[str, Any]:
 
 def setting_order(setting: Setting) -> tuple:
     none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
-    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam),
+    return (setting.model, setting.task, method_rank(setting.method), none_first(setting.lam),
             none_first(setting.zeta), setting.variant)
 
 
@@ -141,23 +137,19 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared).
-
-    Only the settings with the most seeds of their (model, task, method) compete: a mean over fewer seeds is noisier, so
-    ranking it beside fuller ones would favour it by chance. ``selection="validation"``: the best mean held-out
-    validation score, among settings whose every seed has one."""
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared), among those
+    with the most seeds; ``selection="validation"``: by the mean held-out validation score."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
     for setting in settings(records):
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
-    by = (lambda s: (better_sign(s.metric) * s.mean, s.n)) if selection == "eval" else (
-        lambda s: (better_sign(s.metric) * s.validation_mean, s.n))
+    score = "mean" if selection == "eval" else "validation_mean"
     best = {}
     for key, group in candidates.items():
         full = [setting for setting in group if setting.n == max(other.n for other in group)]
-        best[key] = (max(full, key=by), len(full))
+        best[key] = (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
     return best
 
 
@@ -168,5 +160,7 @@ def has_validation(records: Sequence[Record]) -> bool:
 
 def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
     """``metric`` over the setting's seeds; None where it has no such metric."""
-    scores = None if setting is None else setting.metric_scores(metric)
+    if setting is None:
+        return None
+    scores = setting.scores if metric == setting.metric else dict(setting.others).get(metric)
     return over_seeds(scores) if scores else None
