@@ -25,8 +25,6 @@ PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models a
     "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
     "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
 }
-
-
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
 TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
                   f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
@@ -81,9 +79,7 @@ def uses_calibration(runs: Sequence[Run]) -> bool:
 
 
 def _summary(values: Sequence[float], digits: int) -> str:
-    if not values:
-        return "—"
-    return over_seeds(values).text(f".{digits}f")
+    return over_seeds(values).text(f".{digits}f") if values else "—"
 
 
 def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -98,9 +94,8 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
     """``mean ± std``, ``(k/n collapsed)`` when any run collapsed, and ``[paper]`` where the paper has the cell."""
-    if not runs:
-        text = "—"
-    else:
+    text = "—"
+    if runs:
         scores = [run.score for run in runs if run.score is not None]
         text = _summary(scores, 2) if scores else "NaN"
         if len(scores) < len(runs):
@@ -126,8 +121,7 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
     lines = []
     for row in rows:
-        ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
-        paper_i1, paper_i2 = ranges or ("—", "—")
+        paper_i1, paper_i2 = (PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None) or ("—", "—")
         for task in PAPER_METRIC:
             runs = row["tasks"].get(task)
             if not runs:

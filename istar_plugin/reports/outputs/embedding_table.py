@@ -43,13 +43,13 @@ GRID_CAPTION = ("Sentence embeddings of the evaluation split, raw and after post
 
 def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
-    measured = [(record, sentence_embeddings(Path(record.path))) for record in records]
-    measured = [(record, embeddings) for record, embeddings in measured if embeddings]
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
-    for record, embeddings in measured:
-        settings.setdefault(setting_key(record), {})[record.seed] = embeddings
-        tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
+    for record in records:
+        embeddings = sentence_embeddings(Path(record.path))
+        if embeddings:
+            settings.setdefault(setting_key(record), {})[record.seed] = embeddings
+            tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []
     for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
         model, task, method, lam, zeta, variant = key

@@ -1,5 +1,4 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
-
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names."""
 from __future__ import annotations
 
@@ -49,12 +48,10 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
     value = results.metrics.get(metric)
     if not isinstance(metric, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    ev = results.cls_explained_variance
-    init = results.init_from
     return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
-               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
-               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
-               results.criterion, results.collapsed)
+               as_percent(results.task, metric, value), tuple(results.cls_explained_variance or ()) or None,
+               results.cls_isoscore, results.trainable_parameters, wall_seconds(cell),
+               Path(results.init_from).resolve() if results.init_from else None, results.criterion, results.collapsed)
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
@@ -99,9 +96,7 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def _median_std(values: Sequence[float]) -> str:
-    if not values:
-        return "–"
-    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})"
+    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})" if values else "–"
 
 
 def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:

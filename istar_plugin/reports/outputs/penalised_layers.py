@@ -30,9 +30,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         layers = penalised.get((setting.model, setting.task))
         if layers is None:
             continue
-        runs = groups[setting_key(setting)]
-        per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
-        per_seed = [scores for scores in per_seed if scores is not None]
+        per_seed = [scores for run in groups[setting_key(setting)]
+                    if (scores := layer_isoscores(Path(run.path), layers)) is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]
