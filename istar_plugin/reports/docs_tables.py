@@ -215,11 +215,11 @@ def render_source(path: str | Path) -> str:
     return render_csv(path)
 
 
-class ArchiveReports:
+class ArchiveReports(tempfile.TemporaryDirectory):
     """The ``istar-report`` outputs of archives, each written once into a temporary folder."""
 
     def __init__(self) -> None:
-        self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
+        super().__init__(prefix="docs_tables_")
         self._reports: dict[tuple, Path] = {}
         self._left_out: dict[tuple, list[tuple[str, str]]] = {}
 
@@ -227,7 +227,7 @@ class ArchiveReports:
         key = (tuple(archive.resolve() for archive in archives), options)
         shown = "+".join(map(str, archives))
         if key not in self._reports:
-            folder = Path(self._folder.name) / str(len(self._reports))
+            folder = Path(self.name) / str(len(self._reports))
             if len(archives) > 1 and all(map(searches.is_search, archives)):
                 comparison = search_report.compare_searches([searches.read(archive) for archive in archives])
                 search_report.write_comparison(comparison, folder)
@@ -262,9 +262,6 @@ class ArchiveReports:
 
     def __enter__(self) -> "ArchiveReports":
         return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._folder.cleanup()
 
 
 def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str:

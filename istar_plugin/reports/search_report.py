@@ -357,24 +357,22 @@ def trial_steps(search: Search, number: int) -> Optional[int]:
 
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
     """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
-    first: Optional[list[Record]] = None
+    first: list[Record] = []
     rows = []
     for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
-        steps = [trial_steps(search, trial.number) for trial in search.trials]
         chosen = (chosen_rows(search) or [None])[0]
         runs = [replace(record, variant=f"{label}: {record.variant}")
                 for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
-        if index == 0:
-            first = runs
-        rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner,
-                     "trials": search.counts(), "steps": sum(step for step in steps if step is not None),
+        first = runs if index == 0 else first
+        rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
+                     search.counts(), "steps": sum(trial_steps(search, trial.number) or 0 for trial in search.trials),
                      "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
                      "chosen": None if chosen is None else f"trial {search.best.number}",
                      "values": None if chosen is None else chosen["values"],
                      "held_out": None if chosen is None else chosen["held_out"],
                      "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
                      "versus_baseline": None if chosen is None else chosen["paired"],
-                     "versus_first": None if index == 0 else against_baseline(runs, first or [])})
+                     "versus_first": None if index == 0 else against_baseline(runs, first)})
     return rows
 
 

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
-from ..records.settings import Setting, records_by_setting, setting_row, settings
+from ..records.settings import records_by_setting, setting_row, settings
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
@@ -42,7 +42,8 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         paired = None if match is None else compare(setting, match, groups)
         if paired is None:
             continue
-        iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
+        ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
+        iso_differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
         iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
         score_std = std_over_seeds(match.scores)
         rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
@@ -82,10 +83,6 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def _variant(text: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in text.split()) if text else {}
-
-
-def _by_seed(setting: Setting) -> dict[int, float]:
-    return dict(zip(setting.seeds, setting.isoscores))
 
 
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:

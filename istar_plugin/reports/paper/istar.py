@@ -5,9 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from . import DATA, paper_rows
-
-TABLE1_FILE = DATA / "istar_table1.csv"
+from . import paper_rows
 
 PAPER_METRICS = {
     "sst2": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",), "mrpc": ("accuracy",), "qqp": ("accuracy",),
@@ -31,7 +29,7 @@ def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:
 def paper_table1() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """``(model, method, task, metric) -> (mean, std)`` in the paper's names (``BERT``, ``istar``, ``sst2``, ``f1``)."""
     return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
-            for row in paper_rows(TABLE1_FILE)}
+            for row in paper_rows("istar_table1.csv")}
 
 
 def paper_result(model: str, criterion: str, task: str, metric: str) -> Optional[tuple[float, float]]:

@@ -39,14 +39,10 @@ def is_embedding_report(folder: str | Path) -> bool:
 
 
 def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
-    """``results[layer][transform]`` of ``embeddings.json``'s ``per_layer`` in ``embeddings.md``'s order (ascending
-    int layers, transforms in ``transform_order``); ValueError if the folder holds no ``embeddings.json``."""
+    """``results[layer][transform]`` of ``embeddings.json`` in ``embeddings.md``'s order; ValueError without one."""
     path = Path(folder) / EMBEDDINGS
     if not path.is_file():
         raise ValueError(f"{folder}: no {EMBEDDINGS}: not a folder istar-embed wrote")
     record = json.loads(path.read_text(encoding="utf-8"))
-    results = {}
-    for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0])):
-        order = record.get("transform_order", list(by_transform))
-        results[int(layer)] = {name: by_transform[name] for name in order}
-    return results
+    return {int(layer): {name: by_transform[name] for name in record.get("transform_order", list(by_transform))}
+            for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0]))}
