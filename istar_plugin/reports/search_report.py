@@ -23,11 +23,10 @@ from .grid_report import write_report as write_grid_report
 from .records.cells import Record
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
-from .records.settings import records_by_setting, settings
+from .records.settings import settings
 from .tables import Table, markdown_table, write_table
 
-BASELINE = "baseline"
-"""The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
+BASELINE = "baseline"  # the final grid's baseline setting (cells setting=baseline,seed=S; a trial's setting=trialN)
 FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
 
 
@@ -148,7 +147,7 @@ def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) ->
     if not runs or not baseline_runs:
         return None
     (setting,), (baseline,) = settings(runs), settings(baseline_runs)
-    return compare(setting, baseline, records_by_setting([*runs, *baseline_runs]))
+    return compare(setting, baseline)
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:

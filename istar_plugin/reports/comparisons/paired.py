@@ -11,18 +11,15 @@ import numpy as np
 from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
-ROUNDS = 2000
-"""Bootstrap rounds; the generator is seeded, so a report is reproducible."""
+ROUNDS = 2000  # bootstrap rounds; the generator is seeded, so a report is reproducible
 
 LEVEL = 0.95
 
 UNDEFINED = "undefined (one seed)"
 
-EXAMPLES = "seeds and examples"
-"""``resampled`` of a comparison that resampled the evaluation examples within each seed."""
+EXAMPLES = "seeds and examples"  # ``resampled`` of a comparison that resampled the examples within each seed
 
-EXAMPLES_ONLY = "examples only"
-"""``resampled`` of a one-seed comparison that resampled its examples: its verdict is marked :data:`ONE_SEED`."""
+EXAMPLES_ONLY = "examples only"  # ``resampled`` of one seed's comparison, its verdict marked ONE_SEED
 
 ONE_SEED = " (one seed: examples only)"
 

@@ -13,7 +13,7 @@ from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
-from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
+from ..records.settings import Setting, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
@@ -30,10 +30,9 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
-    groups = records_by_setting(records)
     rows = []
     for setting, base in _against_base(records):
-        paired = compare(setting, base, groups)
+        paired = compare(setting, base)
         if paired is None:
             continue
         rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
@@ -46,9 +45,9 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def unpaired_predictions(records: Sequence[Record]) -> list[str]:
     """One line per run whose ``predictions.json`` a comparison with Base could not pair, each run once."""
-    groups, lines = records_by_setting(records), {}
+    lines: dict[str, str] = {}
     for setting, base in _against_base(records):
-        pairing = pair_outcomes(setting.task, setting.metric, groups[setting_key(setting)], groups[setting_key(base)])
+        pairing = pair_outcomes(setting.task, setting.metric, setting.records, base.records)
         for path, problem in pairing.problems:
             lines.setdefault(path, f"{Path(path) / PREDICTIONS} {problem}: compared with Base by its seed alone, not "
                                    "its examples")
@@ -82,12 +81,11 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
                                    for row in rows))
 
 
-def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], metric: Optional[str] = None
-            ) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``) on ``metric`` (default the
-    table metric); None without a common seed, or where a run lacks ``metric``."""
+def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None without a common
+    seed, or where a run lacks ``metric``."""
     metric = metric or setting.metric
-    method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
+    method_runs, base_runs = setting.records, base.records
     scores = (_scores(method_runs, metric), _scores(base_runs, metric))
     if any(score is None for side in scores for score in side.values()):
         return None
@@ -102,8 +100,7 @@ def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
     return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
 
 
-MISSING = "is missing"
-"""The problem of a run without ``predictions.json``: one only beside runs that have one (else an older grid)."""
+MISSING = "is missing"  # a run without predictions.json: a problem only beside runs that have one
 
 
 @dataclass(frozen=True)
@@ -156,8 +153,7 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
     return (None, problem) if problem else ((scored.predictions, scored.references), "")
 
 
-POWER = 0.80
-"""The chance of deciding an effect that :func:`seeds_to_decide` plans for."""
+POWER = 0.80  # the chance of deciding an effect that seeds_to_decide plans for
 
 _Z_LEVEL, _Z_POWER = 1.959964, 0.841621  # standard normal quantiles at 0.975 and at POWER
 

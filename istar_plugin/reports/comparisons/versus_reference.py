@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
-from ..records.settings import records_by_setting, setting_row, settings
+from ..records.settings import setting_row, settings
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
@@ -29,7 +29,7 @@ def parse_reference(text: str) -> tuple[str, str]:
 def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any]]:
     """One row per setting with ``KEY`` at another value and a reference setting sharing a seed with it."""
     key, value = parse_reference(reference)
-    all_settings, groups = settings(records), records_by_setting(records)
+    all_settings = settings(records)
     rows = []
     for setting in all_settings:
         swept = _variant(setting.variant)
@@ -39,7 +39,7 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         match = next((s for s in all_settings if _variant(s.variant) == target
                       and (s.model, s.task, s.method, s.lam, s.zeta) == (setting.model, setting.task, setting.method,
                                                                           setting.lam, setting.zeta)), None)
-        paired = None if match is None else compare(setting, match, groups)
+        paired = None if match is None else compare(setting, match)
         if paired is None:
             continue
         ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))

@@ -14,8 +14,7 @@ CAPTION = ("What istar-analyze measured of each model, a column each (the number
            "encoder's [CLS], a decoder's last real token); the last layer's EV_1 and average cosine of its tokens and "
            "its mean |mean activation| over dimensions; the dimensions whose mean |activation| exceeds 10x the "
            "layer's median (outlier dimensions); I1/I2 of the input word embeddings.\n\n")
-ORDER = {None: 0, "cross_entropy": 1, "cosreg": 2, "istar": 3}
-"""Columns: the pretrained model, Base, CosReg, I-STAR (by lambda), then any other criterion."""
+ORDER = {None: 0, "cross_entropy": 1, "cosreg": 2, "istar": 3}  # the pretrained model, Base, CosReg, I-STAR, others
 
 
 def column_order(analyses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

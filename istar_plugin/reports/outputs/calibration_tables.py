@@ -19,8 +19,7 @@ PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation"
 """Ding et al.'s metric for each GLUE task, in their column order."""
 
 PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
-PAPER_MODELS = ("bert", "roberta", "distilbert")
-"""Our model presets that are the paper's models (its ranges are shown for these alone)."""
+PAPER_MODELS = ("bert", "roberta", "distilbert")  # our presets that are the paper's (its ranges shown for these)
 PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
     "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
     "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),

@@ -15,8 +15,7 @@ from ..records.run_extras import sentence_embeddings
 from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
-TABLE_FILE = "embeddings.md"
-"""The file of ``istar-embed``'s ``--out`` folder that holds :func:`markdown_table`."""
+TABLE_FILE = "embeddings.md"  # istar-embed's file of markdown_table in its --out folder
 TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),
                  ("i1", ".3f"), ("ev_1", ".3f"), ("rankme", ".1f"), ("alignment", ".3f"), ("uniformity", ".3f"))
 """The markdown table's measures after its layer and transform columns, and their formats."""

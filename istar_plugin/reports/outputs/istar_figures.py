@@ -106,8 +106,7 @@ def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, m
                     fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))
 
 
-MIN_ZETAS = 3
-"""Fewer zetas than this on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it."""
+MIN_ZETAS = 3  # fewer zetas on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it
 
 
 def figure7_points(records: Sequence[Record]) -> dict[str, dict[tuple[str, float], list[tuple[float, Setting]]]]:

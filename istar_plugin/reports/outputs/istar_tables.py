@@ -11,7 +11,7 @@ from ..comparisons.versus_base import compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
-                                records_by_setting, setting_order, setting_row)
+                                setting_order, setting_row)
 from ..tables import markdown_table, number_text
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
@@ -23,8 +23,7 @@ CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}. {BOLD}\n\n",
             "validation": f"Table 1, held out: {SELECTIONS['validation']}. {BOLD}\n\n"}
 """Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
 
-DISTINGUISHED = "distinguished best"
-"""A :func:`table1` row's key: metric -> the column whose best is told apart from every other (see :data:`BOLD`)."""
+DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column whose best is told apart (BOLD)
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
@@ -37,22 +36,21 @@ def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str,
         row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
                                                **dict.fromkeys(columns)})
         row[display_name(method)] = setting
-    groups = records_by_setting(records)
     for row in rows.values():
-        row[DISTINGUISHED] = {metric: distinguished_best(row, metric, groups) for metric in row_metrics(row, True)}
+        row[DISTINGUISHED] = {metric: distinguished_best(row, metric) for metric in row_metrics(row, True)}
     return list(rows.values())
 
 
-def distinguished_best(row: dict[str, Any], metric: str, groups: dict[tuple, list[Record]]) -> Optional[str]:
+def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
     """The column of ``row`` whose mean of ``metric`` is best, when its paired interval against every other column's
-    setting excludes zero over at least two seeds (``groups``: ``records_by_setting``); None otherwise."""
+    setting excludes zero over at least two seeds; None otherwise."""
     ranked = sorted(((better_sign(metric) * summary.mean, column) for column in method_columns([row])
                      if (summary := metric_summary(row[column], metric)) is not None), reverse=True)
     if len(ranked) < 2:
         return None
     best = ranked[0][1]
     for _, other in ranked[1:]:
-        paired = compare(row[best], row[other], groups, metric)
+        paired = compare(row[best], row[other], metric)
         if paired is None or paired.verdict != "better":
             return None
     return best

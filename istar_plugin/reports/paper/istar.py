@@ -13,11 +13,9 @@ PAPER_METRICS = {
 }
 """Task -> the metrics the paper's Table 1 reports, the first one being the one settings are selected on."""
 
-PAPER_MODELS = {"albert": "ALBERT", "bert": "BERT", "distilbert": "DistilBERT"}
-"""Model preset (``recipes/model/``) -> the paper's name for the same checkpoint."""
+PAPER_MODELS = {"albert": "ALBERT", "bert": "BERT", "distilbert": "DistilBERT"}  # our model preset -> the paper's
 
-PAPER_METHODS = {"cross_entropy": "base", "cosreg": "cosreg", "istar": "istar"}
-"""Criterion name -> the paper's method name."""
+PAPER_METHODS = {"cross_entropy": "base", "cosreg": "cosreg", "istar": "istar"}  # criterion -> the paper's method
 
 
 def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:

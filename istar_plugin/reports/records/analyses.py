@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-ANALYSIS = "analysis.json"
-"""The file ``istar-analyze`` writes per analysed model."""
+ANALYSIS = "analysis.json"  # what istar-analyze writes per analysed model
 
 
 def analysis_files(folder: str | Path) -> list[Path]:
@@ -29,8 +28,7 @@ def read_analyses(folder: str | Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in paths]
 
 
-EMBEDDINGS = "embeddings.json"
-"""The file ``istar-embed`` writes last into its ``--out`` folder."""
+EMBEDDINGS = "embeddings.json"  # what istar-embed writes last into its --out folder
 
 
 def is_embedding_report(folder: str | Path) -> bool:

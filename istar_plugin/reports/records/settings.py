@@ -3,15 +3,14 @@ the methods' names and order, and each method's best setting."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
-METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
-"""Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
+METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}  # others keep their name, after
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,7 @@ class Setting:
     collapsed: int = 0  # how many of its seeds collapsed to one predicted class
     others: tuple[tuple[str, tuple[float, ...]], ...] = ()  # other metrics every seed has: name -> per-seed scores
     validations: tuple[Optional[float], ...] = ()  # per seed: best score on the held-out validation split, if any
+    records: tuple[Record, ...] = field(default=(), compare=False, repr=False)  # its runs, in seed order
 
     @property
     def validation_mean(self) -> Optional[float]:
@@ -80,9 +80,11 @@ def display_name(method: str) -> str:
 
 def settings(records: Sequence[Record]) -> list[Setting]:
     """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in sorted(records, key=lambda record: record.seed):
+        groups.setdefault(setting_key(record), []).append(record)
     result = []
-    for (model, task, method, lam, zeta, variant), group in records_by_setting(records).items():
-        group.sort(key=lambda record: record.seed)
+    for (model, task, method, lam, zeta, variant), group in groups.items():
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
             raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric "
@@ -98,16 +100,9 @@ def settings(records: Sequence[Record]) -> list[Setting]:
             collapsed=sum(record.collapsed for record in group),
             others=tuple((name, tuple(other[name] for other in others)) for name in common),
             validations=tuple(record.validation for record in group),
+            records=tuple(group),
         ))
     return sorted(result, key=setting_order)
-
-
-def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
-    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
-    groups: dict[tuple, list[Record]] = {}
-    for record in records:
-        groups.setdefault(setting_key(record), []).append(record)
-    return groups
 
 
 def setting_key(item: Record | Setting) -> tuple:
