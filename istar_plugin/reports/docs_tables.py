@@ -153,8 +153,7 @@ def marked_values(text: str, page: str | Path = "page") -> list[tuple[str, str]]
 
 
 def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    """A value marker's words: the table's source, the row's ``(column, text)`` conditions and the column; a
-    ValueError naming the form for anything else."""
+    """A value marker's words: the table's source, the row's ``(column, text)`` conditions and the column."""
     parts = [part.strip().replace("\\|", "|") for part in re.split(r"(?<!\\)\|", source)]  # "\|": a | in a cell
     conditions = [condition.partition("=") for condition in parts[1].split(";")] if len(parts) == 3 else []
     if len(parts) != 3 or not all(parts) or not all(equals for _, equals, _ in conditions):
@@ -314,8 +313,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def update(targets: list[Path], check: bool) -> int:
-    """Render every marked table and value of ``targets``; rewrite the stale pages once all rendered, unless ``check``
-    (then 1 if one is stale)."""
+    """Render every marked region of ``targets``, then rewrite the stale pages; ``check``: 1 if one is stale instead."""
     rendered: list[tuple[Path, str, str]] = []
     with ArchiveReports() as reports:
         for page in targets:

@@ -1,5 +1,4 @@
-"""A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
-interval and a verdict at this sample size."""
+"""A method against Base, paired by seed: the difference per seed, its mean, a bootstrap interval and a verdict."""
 from __future__ import annotations
 
 import statistics

@@ -1,5 +1,4 @@
-"""Every setting against Base on the same model and task, paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``,
-the intervals Table 1 and Figure 3 show, and what each comparison could detect (``power.md``, :func:`power_rows`)."""
+"""Every setting against Base on its model and task, paired by seed (``versus_base.md``), and power (``power.md``)."""
 from __future__ import annotations
 
 import math
@@ -82,8 +81,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None without a common
-    seed, or where a run lacks ``metric``."""
+    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None where unpaired."""
     metric = metric or setting.metric
     method_runs, base_runs = setting.records, base.records
     scores = (_scores(method_runs, metric), _scores(base_runs, metric))

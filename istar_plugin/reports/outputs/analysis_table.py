@@ -1,5 +1,4 @@
-"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model: the numbers behind the
-I-STAR paper's Figures 4 to 6 and the last layer's isotropy measures."""
+"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model."""
 from __future__ import annotations
 
 import statistics

@@ -1,5 +1,4 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside
-theirs: per model, calibration method and task, mean ± std over seeds in the paper's metric."""
+"""Ding et al.'s isotropy-calibration Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs."""
 from __future__ import annotations
 
 import math

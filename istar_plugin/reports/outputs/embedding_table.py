@@ -1,5 +1,4 @@
-"""The sentence-embedding tables: ``istar-embed``'s (``embeddings.md``, one row per layer and transform) and a
-grid's (``sentence_embeddings.md``, per setting and transform, each against Base *raw* paired by seed)."""
+"""The sentence-embedding tables: ``istar-embed``'s ``embeddings.md`` and a grid's ``sentence_embeddings.md``."""
 from __future__ import annotations
 
 import statistics

@@ -28,7 +28,6 @@ class Run:
     model: str
     task: str
     metric: str
-    seed: int
     score: float
     ev: Optional[tuple[float, ...]]
     isoscore: Optional[float]
@@ -48,10 +47,10 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
     value = results.metrics.get(metric)
     if not isinstance(metric, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
-               as_percent(results.task, metric, value), tuple(results.cls_explained_variance or ()) or None,
-               results.cls_isoscore, results.trainable_parameters, wall_seconds(cell),
-               Path(results.init_from).resolve() if results.init_from else None, results.criterion, results.collapsed)
+    return Run(Path(cell).resolve(), results.model, results.task, metric, as_percent(results.task, metric, value),
+               tuple(results.cls_explained_variance or ()) or None, results.cls_isoscore, results.trainable_parameters,
+               wall_seconds(cell), Path(results.init_from).resolve() if results.init_from else None, results.criterion,
+               results.collapsed)
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:

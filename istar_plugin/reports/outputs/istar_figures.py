@@ -1,5 +1,4 @@
-"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it:
-eval IsoScore* against the score per lambda, the score against zeta, and I-STAR on one layer."""
+"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,4 @@
-"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting,
-mean ± std over seeds, beside the paper's numbers; and the hyperparameters each best setting has."""
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records, beside the paper's numbers."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -27,8 +26,7 @@ DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
-    """Rows model x task: ``model``, ``task``, ``metric``, per method column its best :class:`Setting` or None, and
-    :data:`DISTINGUISHED`."""
+    """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -42,8 +40,7 @@ def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str,
 
 
 def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
-    """The column of ``row`` whose mean of ``metric`` is best, when its paired interval against every other column's
-    setting excludes zero over at least two seeds; None otherwise."""
+    """The column of ``row`` whose mean of ``metric`` is best when told apart from every other (:data:`BOLD`)."""
     ranked = sorted(((better_sign(metric) * summary.mean, column) for column in method_columns([row])
                      if (summary := metric_summary(row[column], metric)) is not None), reverse=True)
     if len(ranked) < 2:
@@ -151,8 +148,7 @@ def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
                      ) -> Optional[tuple[float, float, float, str]]:
-    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this cell (or
-    ``paper_model``'s)."""
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper (or ``paper_model``) has it."""
     ours = metric_summary(setting, metric)
     if ours is None or setting is None:
         return None

@@ -1,5 +1,4 @@
-"""Did the penalty move the layers it acts on? ``penalised_layers.md``/``.csv``: per setting, the median and range
-over the penalised layers of their eval IsoScore*, averaged over seeds."""
+"""``penalised_layers.md``/``.csv``: per setting, the median and range of its penalised layers' eval IsoScore*."""
 from __future__ import annotations
 
 import statistics

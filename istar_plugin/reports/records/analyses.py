@@ -1,5 +1,4 @@
-"""What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of an ``--out`` folder and
-``istar-embed``'s ``embeddings.json``; a copy of such a folder kept in git is read exactly as the folder itself."""
+"""What ``istar-analyze`` and ``istar-embed`` wrote, read back from their ``--out`` folder (or a copy kept in git)."""
 from __future__ import annotations
 
 import json

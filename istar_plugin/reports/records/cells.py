@@ -1,5 +1,4 @@
-"""The cells of a grid (or of an archive of one) and what each finished one gives the tables: one :class:`Record` per
-cell, or the one-line reason it gives none."""
+"""A grid's cells (or an archive's) and the :class:`Record` each finished one gives the tables, or why it gives none."""
 from __future__ import annotations
 
 import math
@@ -80,8 +79,7 @@ def as_percent(task: str, metric: str, value: float) -> float:
 
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under the ``grid_dirs`` (read as one grid) and ``(path, reason)`` for every other
-    cell."""
+    """One record per finished cell under the ``grid_dirs`` (one grid), and ``(path, reason)`` for every other cell."""
     grids = [Path(grid_dir) for grid_dir in grid_dirs]
     for grid in grids:
         if not grid.is_dir():
@@ -148,15 +146,11 @@ def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Rec
     groups: dict[Key, list[dict[str, Any]]] = {}
     for record, config in finished:
         groups.setdefault((record.model, record.task, record.method), []).append(config)
-    swept: dict[Key, list[str]] = {}
-    for key, configs in groups.items():
-        names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
-        swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
-    return [
-        replace(record, variant=" ".join(f"{name}={_as_written(config.get(name))}"
-                                         for name in swept[record.model, record.task, record.method]))
-        for record, config in finished
-    ]
+    swept = {key: [name for name in sorted({name for config in configs for name in config} - NOT_A_SETTING)
+                   if len({repr(config.get(name)) for config in configs}) > 1] for key, configs in groups.items()}
+    return [replace(record, variant=" ".join(f"{name}={_as_written(config.get(name))}"
+                                             for name in swept[record.model, record.task, record.method]))
+            for record, config in finished]
 
 
 def _as_written(value: Any) -> str:

@@ -1,5 +1,4 @@
-"""An ``istar-tune`` search read back (a search directory or an archive of one): its study (from its database, or
-an archive's ``study.json``), its final grid's cells, and where the study and the run directories disagree."""
+"""An ``istar-tune`` search read back (a search directory or an archive of one): study, final cells, problems."""
 from __future__ import annotations
 
 import datetime
@@ -34,8 +33,7 @@ def is_search(directory: Path) -> bool:
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything; a missing database or study is a RunDirError ending with
-    ``consequence``."""
+    """The search's study, read without creating anything; RunDirError ending with ``consequence`` when missing."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)

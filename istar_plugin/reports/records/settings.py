@@ -1,5 +1,4 @@
-"""A grid's records grouped into settings (one :class:`Setting` per model, task, method, lambda, zeta and variant),
-the methods' names and order, and each method's best setting."""
+"""A grid's records grouped into settings (:class:`Setting`), the methods' names and order, each method's best."""
 from __future__ import annotations
 
 import statistics
