@@ -27,7 +27,6 @@ from .records.settings import settings
 from .tables import Table, markdown_table, write_table
 
 BASELINE = "baseline"  # the final grid's baseline setting (cells setting=baseline,seed=S; a trial's setting=trialN)
-FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
 
 
 @dataclass
@@ -137,7 +136,7 @@ def final_runs(search: Search) -> dict[str, list[Record]]:
     runs: dict[str, list[Record]] = {}
     for record in search.final:
         setting = dict(part.partition("=")[::2] for part in Path(record.path).name.split(",")).get("setting", "")
-        if FINAL_SETTING.fullmatch(setting):
+        if re.fullmatch(r"trial\d+|baseline", setting):
             runs.setdefault(setting, []).append(replace(record, variant=setting))
     return runs
 
@@ -347,11 +346,10 @@ def compare_searches(searches: Sequence[Search]) -> Comparison:
     return Comparison(searches)
 
 
-def trial_steps(search: Search, number: int) -> Optional[int]:
-    """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
-    recorded = (read_results(run, strict=False) for run in search.runs(number))
-    steps = [results.step for results in recorded if results is not None and results.step is not None]
-    return sum(steps) if steps else None
+def trial_steps(search: Search, number: int) -> int:
+    """The optimizer steps the trial's runs recorded training (a stopped run's to where it stopped)."""
+    return sum(results.step for run in search.runs(number)
+               if (results := read_results(run, strict=False)) is not None and results.step is not None)
 
 
 def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
@@ -364,7 +362,7 @@ def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
                 for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
         first = runs if index == 0 else first
         rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
-                     search.counts(), "steps": sum(trial_steps(search, trial.number) or 0 for trial in search.trials),
+                     search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
                      "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
                      "chosen": None if chosen is None else f"trial {search.best.number}",
                      "values": None if chosen is None else chosen["values"],
@@ -433,7 +431,7 @@ def progress_points(search: Search) -> list[tuple[int, float]]:
     trained, best, points = 0, None, []
     for trial in sorted((trial for trial in search.trials if trial.datetime_complete is not None),
                         key=lambda trial: trial.datetime_complete):
-        trained += trial_steps(search, trial.number) or 0
+        trained += trial_steps(search, trial.number)
         if STATES[trial.state] == "finished":
             score = search.percent(trial.value)
             best = score if search.improves(score, best) else best

@@ -29,8 +29,7 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
                 by_step.setdefault(step, []).append(evaluation)
         if len(by_step) < 2:
             continue
-        for step in sorted(by_step):
-            evaluated = by_step[step]
+        for step, evaluated in sorted(by_step.items()):
             scores = [as_percent(setting.task, setting.metric, value)
                       for value in _values(evaluated, f"eval/{setting.metric}")]
             row = {**setting_row(setting), "metric": setting.metric, "step": step, "seeds": len(evaluated),

@@ -78,8 +78,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
 
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
     """The metrics a Table 1 row is shown in: the paper's for its task, and with ``everything`` every other one."""
-    settings_ = [row[column] for column in method_columns([row]) if row[column] is not None]
-    available = [name for setting in settings_ for name in setting.metric_names()]
+    available = [name for column in method_columns([row]) if row[column] is not None
+                 for name in row[column].metric_names()]
     reported = [name for name in reported_metrics(row["task"], row["metric"]) if name in available]
     others = sorted(set(available) - set(reported)) if everything else []
     return reported + others
@@ -127,13 +127,10 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
 
 def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
     """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
-    rows = []
-    for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0])):
-        if setting.lam is None and setting.zeta is None and not setting.variant:
-            continue
-        rows.append({**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
-                     "settings_compared": compared})
-    return rows
+    return [{**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
+             "settings_compared": compared}
+            for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0]))
+            if setting.lam is not None or setting.zeta is not None or setting.variant]
 
 
 def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:

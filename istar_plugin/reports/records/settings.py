@@ -34,9 +34,7 @@ class Setting:
     @property
     def validation_mean(self) -> Optional[float]:
         """Mean validation score over seeds; None unless every seed held a validation split out."""
-        if not self.validations or any(v is None for v in self.validations):
-            return None
-        return statistics.fmean(self.validations)
+        return statistics.fmean(self.validations) if self.validations and None not in self.validations else None
 
     @property
     def n(self) -> int:
