@@ -246,14 +246,11 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         task, results.model, results.check("criterion.name", criterion.get("name"), "str"),
         None if lam is None else float(lam), None if zeta is None else float(zeta), results.seed, metric, value,
         as_percent(task, metric, value), results.finite_metric("eval_isoscore_star", "eval_isoscore_star"), str(cell),
-        collapsed=results.collapsed is True,
+        collapsed=results.collapsed is True, layers=None if layers is None else tuple(layers),
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
                             and finite_number(number))),
-        layers=None if layers is None else tuple(layers),
-        validation=_validation_score(results),
-        seconds=wall_seconds(cell),
-    )
+        validation=_validation_score(results), seconds=wall_seconds(cell))
 
 
 def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:

@@ -89,16 +89,11 @@ def settings(records: Sequence[Record]) -> list[Setting]:
         others = [dict(record.others) for record in group]
         common = [name for name in others[0] if all(name in other for other in others)]
         result.append(Setting(
-            model, task, method, lam, zeta, metrics.pop(),
-            seeds=tuple(record.seed for record in group),
-            scores=tuple(record.score for record in group),
-            isoscores=tuple(record.isoscore_star for record in group),
-            variant=variant,
-            collapsed=sum(record.collapsed for record in group),
+            model, task, method, lam, zeta, metrics.pop(), seeds=tuple(record.seed for record in group),
+            scores=tuple(record.score for record in group), isoscores=tuple(record.isoscore_star for record in group),
+            variant=variant, collapsed=sum(record.collapsed for record in group),
             others=tuple((name, tuple(other[name] for other in others)) for name in common),
-            validations=tuple(record.validation for record in group),
-            records=tuple(group),
-        ))
+            validations=tuple(record.validation for record in group), records=tuple(group)))
     return sorted(result, key=setting_order)
 
 
