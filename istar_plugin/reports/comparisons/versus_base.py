@@ -173,12 +173,9 @@ def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
 
 def paper_gains(method: str, task: str, metric: str) -> list[tuple[str, float]]:
     """``(paper model, method minus Base)`` for each model of the I-STAR paper's Table 1 that reports both."""
-    gains = []
-    for model in PAPER_MODELS:
-        ours, base = paper_result(model, method, task, metric), paper_result(model, "cross_entropy", task, metric)
-        if ours is not None and base is not None:
-            gains.append((model, round(ours[0] - base[0], 2)))
-    return gains
+    found = [(model, paper_result(model, method, task, metric), paper_result(model, BASE, task, metric))
+             for model in PAPER_MODELS]
+    return [(model, round(ours[0] - base[0], 2)) for model, ours, base in found if ours and base]
 
 
 def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -188,11 +185,9 @@ def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         paired, setting = row["paired"], row["setting"]
         width = (paired.high - paired.low) / 2
         common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"]}
-        gains = paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]
-        for model, gain in gains:
-            table.append(common | {"paper_model": model, "paper_gain": gain,
-                                   "seeds_to_decide": None if gain is None else seeds_to_decide(width, row["seeds"],
-                                                                                                gain)})
+        for model, gain in paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]:
+            needed = None if gain is None else seeds_to_decide(width, row["seeds"], gain)
+            table.append(common | {"paper_model": model, "paper_gain": gain, "seeds_to_decide": needed})
     return table
 
 

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
-from ..records.settings import setting_row, settings
+from ..records.settings import setting_key, setting_row, settings
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
@@ -35,9 +35,8 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         if key not in swept or swept[key] == value:
             continue
         target = {**swept, key: value}
-        match = next((s for s in all_settings if _variant(s.variant) == target
-                      and (s.model, s.task, s.method, s.lam, s.zeta) == (setting.model, setting.task, setting.method,
-                                                                          setting.lam, setting.zeta)), None)
+        match = next((s for s in all_settings
+                      if _variant(s.variant) == target and setting_key(s)[:5] == setting_key(setting)[:5]), None)
         paired = None if match is None else compare(setting, match)
         if paired is None:
             continue

@@ -20,8 +20,7 @@ def column_order(analyses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The analyses in column order: by criterion (:data:`ORDER`), lambda, seed and step."""
     def key(analysis: dict[str, Any]) -> tuple:
         criterion = analysis.get("criterion") or {}
-        name = criterion.get("name")
-        lam = criterion.get("lam")
+        name, lam = criterion.get("name"), criterion.get("lam")
         return (ORDER.get(name, len(ORDER)), str(name), lam if isinstance(lam, (int, float)) else 0.0,
                 analysis.get("seed") or 0, analysis.get("step") or 0, str(analysis.get("label")))
     return sorted(analyses, key=key)

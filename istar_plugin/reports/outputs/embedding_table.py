@@ -65,8 +65,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
                         "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none")
                         else paired.text(),
                         "isoscore": over_seeds(value["isoscore"] for value in values.values()).text(".4f"),
-                        "average_cosine":
-                            f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}",
+                        "average_cosine": f"{statistics.fmean(v['average_cosine'] for v in values.values()):.3f}",
                         "token_isoscore_star": over_seeds(tokens[key]).text(".4f") if transform == "none" else "—"})
     return out
 
