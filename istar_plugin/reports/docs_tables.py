@@ -76,10 +76,9 @@ def read_csv(path: str | Path) -> list[list[str]]:
         rows = [row for row in csv.reader(handle) if row]
     if not rows:
         raise ValueError(f"{path} is empty: a table needs at least a header row")
-    width = len(rows[0])
     for number, row in enumerate(rows[1:], start=2):
-        if len(row) != width:
-            raise ValueError(f"{path}, row {number}: {len(row)} cells, the header has {width}")
+        if len(row) != len(rows[0]):
+            raise ValueError(f"{path}, row {number}: {len(row)} cells, the header has {len(rows[0])}")
     return rows
 
 

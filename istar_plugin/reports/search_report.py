@@ -68,9 +68,8 @@ def shown(value: Any, spec: str = ".2f") -> str:
 
 def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
     """A paired difference's mean, interval and verdict as table cells (dashes for none)."""
-    if paired is None:
-        return ["—"] * 3
-    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
+    return ["—"] * 3 if paired is None else [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]",
+                                              paired.verdict]
 
 
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:

@@ -116,8 +116,7 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 summary = metric_summary(setting, metric)
                 paper = paper_comparison(setting, metric, paper_model)
                 values = {"mean": summary and summary.mean, "std": summary and summary.std, "n": summary and summary.n,
-                          **{name: None if setting is None else getattr(setting, name)
-                             for name in ("lam", "zeta", "variant")},
+                          **{name: getattr(setting, name, None) for name in ("lam", "zeta", "variant")},
                           "paper mean": paper and paper[0], "paper std": paper and paper[1],
                           "difference": paper and paper[2], "paper model": paper and paper[3]}
                 out.update({f"{column} {name}": value for name, value in values.items()})
