@@ -331,7 +331,24 @@ class Comparison:
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
-        return search_rows(self)
+        """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
+        first: list[Record] = []
+        rows = []
+        for index, (label, search) in enumerate(zip(self.labels, self.searches)):
+            chosen = (chosen_rows(search) or [None])[0]
+            runs = [replace(record, variant=f"{label}: {record.variant}")
+                    for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
+            first = runs if index == 0 else first
+            rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
+                         search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
+                         "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
+                         "chosen": None if chosen is None else f"trial {search.best.number}",
+                         "values": None if chosen is None else chosen["values"],
+                         "held_out": None if chosen is None else chosen["held_out"],
+                         "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
+                         "versus_baseline": None if chosen is None else chosen["paired"],
+                         "versus_first": None if index == 0 else against_baseline(runs, first)})
+        return rows
 
 
 def compare_searches(searches: Sequence[Search]) -> Comparison:
@@ -351,29 +368,8 @@ def trial_steps(search: Search, number: int) -> int:
                if (results := read_results(run, strict=False)) is not None and results.step is not None)
 
 
-def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
-    first: list[Record] = []
-    rows = []
-    for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
-        chosen = (chosen_rows(search) or [None])[0]
-        runs = [replace(record, variant=f"{label}: {record.variant}")
-                for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
-        first = runs if index == 0 else first
-        rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
-                     search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
-                     "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
-                     "chosen": None if chosen is None else f"trial {search.best.number}",
-                     "values": None if chosen is None else chosen["values"],
-                     "held_out": None if chosen is None else chosen["held_out"],
-                     "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
-                     "versus_baseline": None if chosen is None else chosen["paired"],
-                     "versus_first": None if index == 0 else against_baseline(runs, first)})
-    return rows
-
-
 def searches_table(rows: Sequence[dict[str, Any]], metric: str, first: str) -> str:
-    """The searches side by side (:func:`search_rows`) as a Markdown table."""
+    """The searches side by side (:attr:`Comparison.rows`) as a Markdown table."""
     header = ["search", "sampler, pruner", "trials", "optimizer steps", "trial hours", "chosen",
               f"held-out {metric}", "eval mean (seeds)", "Δ vs its baseline", f"{LEVEL:.0%} interval", "verdict",
               f"Δ vs {first}'s choice", f"{LEVEL:.0%} interval", "verdict"]

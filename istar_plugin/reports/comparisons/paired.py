@@ -98,8 +98,7 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
         if scores is None:
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
-        drawn = np.random.default_rng(seed).integers(len(differences), size=(rounds, len(differences)))
-        low, high = _interval(np.asarray(differences)[drawn].mean(axis=1), LEVEL)
+        low, high = _bootstrap([(d,) for d in differences], lambda rng, d, size: d, rounds, seed, LEVEL)
     resampled = (EXAMPLES if len(seeds) > 1 else EXAMPLES_ONLY) if examples else "seeds"
     return PairedDifference(tuple(seeds), tuple(differences), low, high, resampled,
                             lower_is_better=better_sign(metric) < 0)
@@ -118,38 +117,43 @@ def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]],
                            seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)``, resampling seeds, then examples.
     ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`."""
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
-    differences = np.zeros(drawn.shape)
-    for index, (method, base, references) in enumerate(pairs):
+    def draw(rng: np.random.Generator, method: Sequence, base: Sequence, references: Sequence, size: int) -> np.ndarray:
         labels = sorted(set(method) | set(base) | set(references))
         code = {label: i for i, label in enumerate(labels)}
         k = len(labels)
         triples = [(code[m] * k + code[b]) * k + code[r] for m, b, r in zip(method, base, references)]
         shares = np.bincount(triples, minlength=k ** 3) / len(triples)
-        where = drawn == index
-        counts = rng.multinomial(len(triples), shares, size=int(where.sum())).reshape(-1, k, k, k)
-        score = CONFUSION_METRICS[metric]
-        positive = code.get(1)
-        differences[where] = score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
-    return _interval(differences.mean(axis=1), level)
+        counts = rng.multinomial(len(triples), shares, size=size).reshape(-1, k, k, k)
+        score, positive = CONFUSION_METRICS[metric], code.get(1)
+        return score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
+
+    return _bootstrap(pairs, draw, rounds, seed, level)
 
 
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                      seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of a :data:`POOLED_METRICS` difference, resampling seeds, then texts.
     ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text."""
+    def draw(rng: np.random.Generator, method: Sequence, base: Sequence, tokens: Sequence, size: int) -> np.ndarray:
+        weights = rng.multinomial(len(tokens), np.full(len(tokens), 1 / len(tokens)), size=size)
+        total = weights @ np.asarray(tokens, dtype=float)
+        return POOLED_METRICS[metric](weights @ np.asarray(method, dtype=float), total) - POOLED_METRICS[metric](
+            weights @ np.asarray(base, dtype=float), total)
+
+    return _bootstrap(pairs, draw, rounds, seed, level)
+
+
+def _bootstrap(pairs: Sequence[tuple], draw: Callable[..., np.ndarray], rounds: int, seed: int,
+               level: float) -> tuple[float, float]:
+    """The percentile interval of the mean over resampled seeds of ``draw(rng, *pair, size)``, each seed's draws."""
     rng = np.random.default_rng(seed)
     drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
     differences = np.zeros(drawn.shape)
-    pooled = POOLED_METRICS[metric]
-    for index, (method, base, tokens) in enumerate(pairs):
+    for index, pair in enumerate(pairs):
         where = drawn == index
-        weights = rng.multinomial(len(tokens), np.full(len(tokens), 1 / len(tokens)), size=int(where.sum()))
-        total = weights @ np.asarray(tokens, dtype=float)
-        differences[where] = pooled(weights @ np.asarray(method, dtype=float), total) - pooled(
-            weights @ np.asarray(base, dtype=float), total)
-    return _interval(differences.mean(axis=1), level)
+        differences[where] = draw(rng, *pair, int(where.sum()))
+    means, tail = differences.mean(axis=1), (1 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
 def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
@@ -182,8 +186,3 @@ CONFUSION_METRICS: dict[str, Callable[[np.ndarray, Optional[int]], np.ndarray]] 
 POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "perplexity": lambda nll, tokens: np.exp(nll / tokens), "nll_per_token": lambda nll, tokens: nll / tokens}
 """Language-model metrics pooled over texts, from the resampled texts' summed NLL and token count (batched)."""
-
-
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1 - level) / 2
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

@@ -4,7 +4,6 @@ search's: ``search.yaml``, its study as ``study.json``, ``progress.log``, and th
 and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived."""
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -285,17 +284,12 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
     archived = read_record(directory / STUDY_FILE, f"--archive {directory}")
     if any(archived.get(key) != record[key] for key in ("study", "directions", "user_attrs")):
         return f"{STUDY_FILE} (the study's name, direction or attributes)"
-    live = {trial["number"]: _canonical(trial) for trial in record["trials"]}
+    live = {trial["number"]: json.dumps(trial, sort_keys=True) for trial in record["trials"]}  # text: NaN == NaN
     for trial in archived["trials"]:
         number = trial.get("number")
-        if number not in live or (trial.get("state") in ENDED and _canonical(trial) != live[number]):
+        if number not in live or (trial.get("state") in ENDED and json.dumps(trial, sort_keys=True) != live[number]):
             return f"{STUDY_FILE} (trial {number})"
     return None
-
-
-def _canonical(trial: dict[str, Any]) -> str:
-    """A trial's record as text, compared as text (a NaN equals itself)."""
-    return json.dumps(trial, sort_keys=True)
 
 
 def trial_record(trial: FrozenTrial) -> dict[str, Any]:
@@ -305,7 +299,9 @@ def trial_record(trial: FrozenTrial) -> dict[str, Any]:
                               for name, distribution in trial.distributions.items()},
             "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
             "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
-            "datetime_start": _when(trial.datetime_start), "datetime_complete": _when(trial.datetime_complete)}
+            **{key: None if moment is None else moment.isoformat()
+               for key, moment in (("datetime_start", trial.datetime_start),
+                                   ("datetime_complete", trial.datetime_complete))}}
 
 
 def study_record(study: optuna.Study) -> dict[str, Any]:
@@ -319,7 +315,3 @@ def study_record(study: optuna.Study) -> dict[str, Any]:
 def as_text(record: dict[str, Any]) -> str:
     """``study.json``'s text: the record with sorted keys, one value a line."""
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
-
-
-def _when(moment: Optional[datetime.datetime]) -> Optional[str]:
-    return None if moment is None else moment.isoformat()

@@ -171,8 +171,6 @@ def read_cell(cell: Path) -> Record:
 RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
 """How far a metric in ``results.json`` may lie from the same recomputed from ``predictions.json`` (a few ulps)."""
 
-NO_PREDICTIONS = "no predictions.json"
-
 
 def check_predictions(results: ResultsRecord, cell: Path) -> str:
     """``""`` when the metrics recomputed from ``predictions.json`` agree, else why none were recomputed;
@@ -183,7 +181,7 @@ def check_predictions(results: ResultsRecord, cell: Path) -> str:
         raise CellProblem(f"{PREDICTIONS} is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')}): its "
                           f"{RESULTS} cannot be checked; left out") from None
     if scored is None:
-        return NO_PREDICTIONS
+        return f"no {PREDICTIONS}"
     if scored.task not in task_metrics.TASK_SCORERS:
         return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
     problem = predictions_problem(results, scored)
@@ -234,7 +232,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     metric = reported_metrics(task, results.check("main_metric", results.main_metric, "str"))[0]
     value = results.finite_metric(metric)
     for name, number in (*results.metrics.items(), ("eval_isoscore_star", results.eval_isoscore_star)):
-        low, high = metric_range(task, name) or (-math.inf, math.inf)
+        as_stored = task == "squad" and name in SHOWN_AS_STORED["squad"]  # SQuAD's are percentages
+        low, high = (0.0, 100.0) if as_stored else METRIC_RANGES.get(name, (-math.inf, math.inf))
         if finite_number(number) and not low <= number <= high:
             raise results.error(f"metric {name!r} is {number}, outside [{low:g}, {high:g}]: no {task} run scores that")
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
@@ -242,6 +241,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
     lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True)
                  for key in ("lam", "zeta"))
+    best, held_out = ((results.validation or {}).get(key) for key in ("best", "metric"))
+    validation = as_percent(task, held_out, float(best)) if isinstance(held_out, str) and finite_number(best) else None
     return Record(
         task, results.model, results.check("criterion.name", criterion.get("name"), "str"),
         None if lam is None else float(lam), None if zeta is None else float(zeta), results.seed, metric, value,
@@ -250,20 +251,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
                             and finite_number(number))),
-        validation=_validation_score(results), seconds=wall_seconds(cell))
-
-
-def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
-    """The values ``metric`` of ``task`` can take as stored, None when unknown."""
-    if task == "squad" and metric in SHOWN_AS_STORED["squad"]:
-        return 0.0, 100.0
-    return METRIC_RANGES.get(metric)
-
-
-def _validation_score(results: ResultsRecord) -> Optional[float]:
-    validation = results.validation or {}
-    best, metric = validation.get("best"), validation.get("metric")
-    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and finite_number(best) else None
+        validation=validation, seconds=wall_seconds(cell))
 
 
 def finite_number(value: Any) -> bool:

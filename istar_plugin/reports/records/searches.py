@@ -212,14 +212,10 @@ def as_study(record: dict[str, Any]) -> optuna.Study:
 
 def _frozen(trial: dict[str, Any]) -> FrozenTrial:
     return FrozenTrial(number=trial["number"], state=TrialState[trial["state"]], value=None, values=trial["values"],
-                       datetime_start=_time(trial["datetime_start"]),
-                       datetime_complete=_time(trial["datetime_complete"]), params=trial["params"],
+                       **{key: None if trial[key] is None else datetime.datetime.fromisoformat(trial[key])
+                          for key in ("datetime_start", "datetime_complete")}, params=trial["params"],
                        distributions={name: json_to_distribution(json.dumps(distribution))
                                       for name, distribution in trial["distributions"].items()},
                        user_attrs=trial["user_attrs"], system_attrs=trial["system_attrs"],
                        intermediate_values={int(step): value for step, value in trial["intermediate_values"].items()},
                        trial_id=trial["number"])
-
-
-def _time(text: Optional[str]) -> Optional[datetime.datetime]:
-    return None if text is None else datetime.datetime.fromisoformat(text)
