@@ -104,40 +104,37 @@ def regions(text: str, page: str | Path = "page") -> list[Region]:
     markers do not pair or a table marker is not a line of its own."""
     masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
     found: list[Region] = []
-    opened: Optional[tuple[re.Match, int]] = None
+    start, start_line, opening = None, 0, ""
     for token in TOKEN.finditer(masked):
         line = text.count("\n", 0, token.start()) + 1
         where = f"{page}, line {line}: {text[token.start():token.end()]}"
         kind = token.group("kind") or token.group("end")
-        if opened is not None:
-            start, start_line = opened
-            started = f"{page}, line {start_line}: {text[start.start():start.end()]}"
-            if token.group("kind"):
-                raise ValueError(f"{started} has no <!-- end {start.group('kind')} --> before the next marker "
-                                 f"(line {line}); nothing was written")
-            if kind != start.group("kind"):
-                raise ValueError(f"{where} ends the {start.group('kind')} marker of line {start_line}; expected "
-                                 f"<!-- end {start.group('kind')} -->; nothing was written")
-            if kind == "value" and line != start_line:
-                raise ValueError(f"{started}: a value's end marker is on the same line; found one on line {line}; "
-                                 "nothing was written")
-            if kind == "table" and not text[:token.start()].endswith("\n"):
-                raise ValueError(f"{where}: an end table marker starts a line; nothing was written")
-            body = start.end() + (kind == "table")
-            found.append(Region(kind, text[start.start("source"):start.end("source")].strip(), body, token.start(),
-                                start_line))
-            opened = None
-        elif token.group("end"):
-            raise ValueError(f"{where} has no <!-- {kind}: ... --> before it; nothing was written")
-        else:
-            if kind == "table" and not ((token.start() == 0 or text[token.start() - 1] == "\n")
+        if start is None:
+            if token.group("end"):
+                raise ValueError(f"{where} has no <!-- {kind}: ... --> before it; nothing was written")
+            if kind == "table" and not (text[token.start() - 1:token.start()] in ("", "\n")
                                         and text[token.end():token.end() + 1] == "\n"):
                 raise ValueError(f"{where}: a table marker is a line of its own; nothing was written")
-            opened = token, line
-    if opened is not None:
-        start, start_line = opened
-        raise ValueError(f"{page}, line {start_line}: {text[start.start():start.end()]} has no "
-                         f"<!-- end {start.group('kind')} --> after it; nothing was written")
+            start, start_line, opening = token, line, kind
+            continue
+        started = f"{page}, line {start_line}: {text[start.start():start.end()]}"
+        if token.group("kind"):
+            raise ValueError(f"{started} has no <!-- end {opening} --> before the next marker (line {line}); nothing "
+                             "was written")
+        if kind != opening:
+            raise ValueError(f"{where} ends the {opening} marker of line {start_line}; expected "
+                             f"<!-- end {opening} -->; nothing was written")
+        if kind == "value" and line != start_line:
+            raise ValueError(f"{started}: a value's end marker is on the same line; found one on line {line}; nothing "
+                             "was written")
+        if kind == "table" and text[token.start() - 1] != "\n":
+            raise ValueError(f"{where}: an end table marker starts a line; nothing was written")
+        found.append(Region(kind, text[start.start("source"):start.end("source")].strip(),
+                            start.end() + (kind == "table"), token.start(), start_line))
+        start = None
+    if start is not None:
+        raise ValueError(f"{page}, line {start_line}: {text[start.start():start.end()]} has no <!-- end {opening} --> "
+                         "after it; nothing was written")
     return found
 
 

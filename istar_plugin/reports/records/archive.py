@@ -89,18 +89,15 @@ def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outco
 
 def _check_belongs(grid: Path, directory: Path, tasks: frozenset[str]) -> None:
     name, held, held_tasks = grid_name(grid), marked(directory).get("grid"), archived_tasks(directory)
-    shown = f"grid {name or grid.resolve().name} ({_listed(tasks)})"
+    listed = lambda tasks: ", ".join(sorted(tasks)) or "no task yet"  # noqa: E731
+    shown = f"grid {name or grid.resolve().name} ({listed(tasks)})"
     if (directory / RECORD).is_file():
         raise RunDirError(f"--archive {directory}: is the archive of search {read_search(directory).name}, not of "
                           f"{shown}; choose a new or empty --archive folder for the grid, nothing was changed")
     if (held and name and held != name) or (tasks and held_tasks and not tasks & held_tasks):
         raise RunDirError(f"--archive {directory}: holds {f'grid {held}' if held else 'a grid'} "
-                          f"({_listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
+                          f"({listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
                           "nothing was changed")
-
-
-def _listed(tasks: frozenset[str]) -> str:
-    return ", ".join(sorted(tasks)) or "no task yet"
 
 
 def left_out(*archives: str | os.PathLike) -> list[str]:
@@ -111,12 +108,8 @@ def left_out(*archives: str | os.PathLike) -> list[str]:
     for search in (read(Path(folder)) for folder in archives if is_search(folder)):
         problems += search.final_problems
         disagreeing += [f"{search.directory}: {problem_line(row)}" for row in disagreements(search)]
-    return [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))] + disagreeing
-
-
-def _failed(cell: Path) -> bool:
-    results = read_results(cell / RESULTS, strict=False)
-    return results is not None and not results.finished
+    return [f"{path}: {reason}" for path, reason in problems  # a failed run is no problem of the archive
+            if (results := read_results(Path(path) / RESULTS, strict=False)) is None or results.finished] + disagreeing
 
 
 def grid_name(grid: Path) -> Optional[str]:

@@ -185,28 +185,23 @@ def read_record(path: Path, what: str) -> dict[str, Any]:
 
 
 def load(path: Path, what: str) -> optuna.Study:
-    """The study recorded in ``path``; a record Optuna cannot rebuild is one RunDirError line too."""
-    try:
-        return as_study(read_record(path, what))
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
-
-
-def as_study(record: dict[str, Any]) -> optuna.Study:
-    """The in-memory study a record describes; its trials keep their numbers (a record holds every trial, from 0)."""
-    verbosity = optuna.logging.get_verbosity()
+    """The in-memory study recorded in ``path``, its trials keeping their numbers; a missing, damaged or incomplete
+    record (one Optuna cannot rebuild) is one RunDirError line."""
+    record, verbosity = read_record(path, what), optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" on every report
     try:
         study = optuna.create_study(study_name=record["study"],
                                     directions=[direction.lower() for direction in record["directions"]])
+        for key, value in record["user_attrs"].items():
+            study.set_user_attr(key, value)
+        for number, trial in enumerate(sorted(record["trials"], key=lambda trial: trial["number"])):
+            if trial["number"] != number:
+                raise ValueError(f"trial {number} is missing")
+            study.add_trial(_frozen(trial))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
     finally:
         optuna.logging.set_verbosity(verbosity)
-    for key, value in record["user_attrs"].items():
-        study.set_user_attr(key, value)
-    for number, trial in enumerate(sorted(record["trials"], key=lambda trial: trial["number"])):
-        if trial["number"] != number:
-            raise ValueError(f"trial {number} is missing")
-        study.add_trial(_frozen(trial))
     return study
 
 
