@@ -288,10 +288,8 @@ def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] =
 
 def pages(targets: list[str | Path]) -> list[Path]:
     """Markdown files named, or found (recursively) in the directories named."""
-    found: list[Path] = []
-    for target in map(Path, targets):
-        found += sorted(target.rglob("*.md")) if target.is_dir() else [target]
-    return found
+    return [page for target in map(Path, targets)
+            for page in (sorted(target.rglob("*.md")) if target.is_dir() else [target])]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -335,18 +335,16 @@ class Comparison:
         first: list[Record] = []
         rows = []
         for index, (label, search) in enumerate(zip(self.labels, self.searches)):
-            chosen = (chosen_rows(search) or [None])[0]
+            chosen = (chosen_rows(search) or [{}])[0]
             runs = [replace(record, variant=f"{label}: {record.variant}")
-                    for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
+                    for record in final_runs(search).get(chosen.get("setting"), [])]
             first = runs if index == 0 else first
             rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
                          search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
                          "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
-                         "chosen": None if chosen is None else f"trial {search.best.number}",
-                         "values": None if chosen is None else chosen["values"],
-                         "held_out": None if chosen is None else chosen["held_out"],
-                         "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
-                         "versus_baseline": None if chosen is None else chosen["paired"],
+                         "chosen": f"trial {search.best.number}" if chosen else None, "values": chosen.get("values"),
+                         "held_out": chosen.get("held_out"), "seeds": len(runs) or None, "mean": chosen.get("mean"),
+                         "versus_baseline": chosen.get("paired"),
                          "versus_first": None if index == 0 else against_baseline(runs, first)})
         return rows
 

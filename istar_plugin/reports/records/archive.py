@@ -239,7 +239,8 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
     spec = read_search(search_dir)
     spec_bytes = (search_dir / RECORD).read_bytes()
-    record = json.loads(as_text(study_record(read_study(spec, search_dir, "nothing archived"))))
+    text = study_text(read_study(spec, search_dir, "nothing archived"))
+    record = json.loads(text)
     progress = (search_dir / PROGRESS).read_bytes() if (search_dir / PROGRESS).is_file() else None
     check_writable(directory, ARCHIVE_MARKER, "--archive")
     differs = _difference(directory, spec, record, progress)
@@ -257,7 +258,7 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
                 for outcome in cells.write()]
     if progress is not None:
         atomic_write_bytes(directory / PROGRESS, progress)
-    atomic_write_text(directory / STUDY_FILE, as_text(record))
+    atomic_write_text(directory / STUDY_FILE, text)
     return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
 
 
@@ -297,14 +298,10 @@ def trial_record(trial: FrozenTrial) -> dict[str, Any]:
                                    ("datetime_complete", trial.datetime_complete))}}
 
 
-def study_record(study: optuna.Study) -> dict[str, Any]:
-    """The study as JSON-ready data: its name, directions, user attributes and every trial in number order."""
-    return {"study": study.study_name, "directions": [direction.name for direction in study.directions],
-            "user_attrs": study.user_attrs,
-            "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
-                                                               key=lambda trial: trial.number)]}
-
-
-def as_text(record: dict[str, Any]) -> str:
-    """``study.json``'s text: the record with sorted keys, one value a line."""
-    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+def study_text(study: optuna.Study) -> str:
+    """``study.json``'s text: the study's name, directions, user attributes and every trial in number order."""
+    return json.dumps({"study": study.study_name, "directions": [direction.name for direction in study.directions],
+                       "user_attrs": study.user_attrs,
+                       "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
+                                                                          key=lambda trial: trial.number)]},
+                      indent=1, sort_keys=True) + "\n"
