@@ -101,8 +101,13 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
                  reference: Optional[str] = None) -> str:
     """Write every output file into ``out``; returns what to print. ``paper_model``: whose paper numbers stand beside
     a model the paper did not run; ``reference``: a swept ``key=value`` every other value of it is compared with."""
-    out.mkdir(parents=True, exist_ok=True)
-    grid = Grid(records, paper_model, reference)
-    shown = [write_table(table, grid, out) for table in TABLES]
+    shown = write_outputs(TABLES, (), Grid(records, paper_model, reference), out)
     write_figures(FIGURES, records, out)
-    return "\n".join(text for text in shown if text is not None)
+    return "\n".join(shown)
+
+
+def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
+    """Write each table and figure of ``inputs`` into ``out``; returns what each printed or why it was not written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [write_table(table, inputs, out) for table in tables]
+    return [line for line in written if line] + write_figures(figures, inputs, out)

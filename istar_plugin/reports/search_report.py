@@ -18,13 +18,13 @@ from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
-from .figures import Figure, save_png, single, write_figures
-from .grid_report import write_report as write_grid_report
+from .figures import Figure, save_png, single
+from .grid_report import write_outputs, write_report as write_grid_report
 from .records.cells import Record
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import settings
-from .tables import Table, markdown_table, write_table
+from .tables import Table, markdown_table
 
 BASELINE = "baseline"  # the final grid's baseline setting (cells setting=baseline,seed=S; a trial's setting=trialN)
 
@@ -272,13 +272,6 @@ FIGURES = (
     Figure("importances.png", lambda report: not isinstance(report.importances, str), _draw_importances,
            lambda report: report.importances),
 )
-
-
-def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
-    """Write each table and figure of ``inputs`` into ``out``; returns why each one absent was not written."""
-    out.mkdir(parents=True, exist_ok=True)
-    absent = [write_table(table, inputs, out) for table in tables]
-    return [line for line in absent if line] + write_figures(figures, inputs, out)
 
 
 def write_report(report: Report, out: Path) -> list[str]:
