@@ -220,9 +220,6 @@ def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> 
     return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
 
 
-REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
-
-
 @dataclass(frozen=True)
 class Archived:
     """Each run's outcome (``trials/NNNN/seed=S``, ``final/CELL``), the trials archived and how many had not ended."""
@@ -243,9 +240,9 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
     record = json.loads(text)
     progress = (search_dir / PROGRESS).read_bytes() if (search_dir / PROGRESS).is_file() else None
     check_writable(directory, ARCHIVE_MARKER, "--archive")
-    differs = _difference(directory, spec, record, progress)
-    if differs is not None:
-        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; {REPLACED}")
+    if (differs := _difference(directory, spec, record, progress)) is not None:
+        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; nothing was "
+                          "archived (an archived record is never replaced: choose a new --archive folder for this one)")
     ended = {trial_dir(search_dir, trial["number"]) for trial in record["trials"] if trial["state"] in ENDED}
     plans = [(folder, plan(search_dir / folder, directory / folder, cells))
              for folder, cells in ((TRIALS, lambda cell: cell.parent in ended), (FINAL, None))
