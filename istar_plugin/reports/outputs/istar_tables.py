@@ -11,7 +11,7 @@ from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
                                 setting_order, setting_row)
-from ..tables import markdown_table, number_text
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
@@ -134,12 +134,10 @@ def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
-    other = any(row["variant"] for row in rows)
-    titles = ["Model", "Task", "Method", "λ", "ζ", *(["other"] if other else []), "mean ± std", "settings compared"]
-    return markdown_table(titles, ([row["model"], row["task"], row["method"], number_text(row["lam"]),
-                                    number_text(row["zeta"]), *([row["variant"] or "—"] if other else []),
-                                    SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
-                                    row["settings_compared"]] for row in rows))
+    shown = 6 if any(row["variant"] for row in rows) else 5
+    return markdown_table([*SETTING_HEADER[:shown], "mean ± std", "settings compared"], ([
+        *setting_cells(row)[:shown], SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
+        row["settings_compared"]] for row in rows))
 
 
 def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
