@@ -11,17 +11,11 @@ from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
 ROUNDS = 2000  # bootstrap rounds; the generator is seeded, so a report is reproducible
-
 LEVEL = 0.95
-
 UNDEFINED = "undefined (one seed)"
-
 EXAMPLES = "seeds and examples"  # ``resampled`` of a comparison that resampled the examples within each seed
-
 EXAMPLES_ONLY = "examples only"  # ``resampled`` of one seed's comparison, its verdict marked ONE_SEED
-
 ONE_SEED = " (one seed: examples only)"
-
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
 

@@ -17,7 +17,6 @@ from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
 BASE = "cross_entropy"
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
 CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
@@ -152,9 +151,7 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
 
 
 POWER = 0.80  # the chance of deciding an effect that seeds_to_decide plans for
-
 _Z_LEVEL, _Z_POWER = 1.959964, 0.841621  # standard normal quantiles at 0.975 and at POWER
-
 POWER_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "half_width",
            "verdict", "paper_model", "paper_gain", "seeds_to_decide")
 POWER_CAPTION = ("What the grid could detect: each setting's interval half-width against Base (the smallest effect its "

@@ -13,7 +13,6 @@ PAPER_METRICS = {
 """Task -> the metrics the paper's Table 1 reports, the first one being the one settings are selected on."""
 
 PAPER_MODELS = {"albert": "ALBERT", "bert": "BERT", "distilbert": "DistilBERT"}  # our model preset -> the paper's
-
 PAPER_METHODS = {"cross_entropy": "base", "cosreg": "cosreg", "istar": "istar"}  # criterion -> the paper's method
 
 

@@ -25,9 +25,7 @@ SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
-
 CELL_FILES = ("config.yaml", "cell.yaml")
-
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a finished cell; an archive keeps exactly these."""
 
