@@ -378,10 +378,9 @@ def _differences(comparison: Comparison) -> str:
                    if len({overrides_.get(key) for overrides_ in fixed}) > 1})
     if not keys:
         return "Their trials run alike but for the values searched."
-    def values(key: str) -> str:
-        return ", ".join(f"{label} {overrides.get(key, 'unset')}" for label, overrides in zip(comparison.labels, fixed))
-
-    return f"Their trials' runs differ beyond the values searched, in: {'; '.join(f'{k} ({values(k)})' for k in keys)}."
+    differing = [f"{key} (" + ", ".join(f"{label} {overrides.get(key, 'unset')}"
+                                         for label, overrides in zip(comparison.labels, fixed)) + ")" for key in keys]
+    return f"Their trials' runs differ beyond the values searched, in: {'; '.join(differing)}."
 
 
 def _caption(comparison: Comparison) -> str:

@@ -80,7 +80,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _variant(text: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in text.split()) if text else {}
+    return dict(part.split("=", 1) for part in text.split())
 
 
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:

@@ -13,9 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import optuna
-from optuna.distributions import distribution_to_json
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from ...config.searches import FINAL, PROGRESS, RECORD, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import ConfigError, RunDirError
@@ -25,7 +23,8 @@ from ...storage.logs import json_lines
 from ...storage.ownership import ARCHIVE_MARKER, GRID_MARKER, IGNORED, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, collect, find_cells
-from .searches import STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study
+from .searches import (STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study,
+                       study_text)
 
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
@@ -281,24 +280,3 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
         if number not in live or (trial.get("state") in ENDED and json.dumps(trial, sort_keys=True) != live[number]):
             return f"{STUDY_FILE} (trial {number})"
     return None
-
-
-def trial_record(trial: FrozenTrial) -> dict[str, Any]:
-    """One trial as JSON-ready data."""
-    return {"number": trial.number, "state": trial.state.name, "values": trial.values, "params": trial.params,
-            "distributions": {name: json.loads(distribution_to_json(distribution))
-                              for name, distribution in trial.distributions.items()},
-            "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
-            "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
-            **{key: None if moment is None else moment.isoformat()
-               for key, moment in (("datetime_start", trial.datetime_start),
-                                   ("datetime_complete", trial.datetime_complete))}}
-
-
-def study_text(study: optuna.Study) -> str:
-    """``study.json``'s text: the study's name, directions, user attributes and every trial in number order."""
-    return json.dumps({"study": study.study_name, "directions": [direction.name for direction in study.directions],
-                       "user_attrs": study.user_attrs,
-                       "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
-                                                                          key=lambda trial: trial.number)]},
-                      indent=1, sort_keys=True) + "\n"

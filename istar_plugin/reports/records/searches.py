@@ -1,4 +1,5 @@
-"""An ``istar-tune`` search read back (a search directory or an archive of one): study, final cells, problems."""
+"""An ``istar-tune`` search read back (a search directory or an archive of one): study, final cells, problems; and
+``study.json``, the study as an archive keeps it, written and read back."""
 from __future__ import annotations
 
 import datetime
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import optuna
-from optuna.distributions import json_to_distribution
+from optuna.distributions import distribution_to_json, json_to_distribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
@@ -168,6 +169,27 @@ def _span(numbers: set[int]) -> str:
 def problem_line(row: dict[str, Any]) -> str:
     """A disagreement as one line (``istar-report`` warns with it)."""
     return ("" if row["trial"] is None else f"trial {row['trial']}: ") + f"{row['path']}: {row['problem']}"
+
+
+def trial_record(trial: FrozenTrial) -> dict[str, Any]:
+    """One trial as JSON-ready data."""
+    return {"number": trial.number, "state": trial.state.name, "values": trial.values, "params": trial.params,
+            "distributions": {name: json.loads(distribution_to_json(distribution))
+                              for name, distribution in trial.distributions.items()},
+            "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
+            "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
+            **{key: None if moment is None else moment.isoformat()
+               for key, moment in (("datetime_start", trial.datetime_start),
+                                   ("datetime_complete", trial.datetime_complete))}}
+
+
+def study_text(study: optuna.Study) -> str:
+    """``study.json``'s text: the study's name, directions, user attributes and every trial in number order."""
+    return json.dumps({"study": study.study_name, "directions": [direction.name for direction in study.directions],
+                       "user_attrs": study.user_attrs,
+                       "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
+                                                                          key=lambda trial: trial.number)]},
+                      indent=1, sort_keys=True) + "\n"
 
 
 def read_record(path: Path, what: str) -> dict[str, Any]:
