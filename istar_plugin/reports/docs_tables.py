@@ -184,24 +184,6 @@ def column(header: list[str], name: str, source: str) -> Optional[int]:
     return indices[0] if indices else None
 
 
-def pick_value(markdown: str, source: str) -> str:
-    """The cell a value marker's ``source`` names in its table's Markdown; a ValueError unless one row has it."""
-    _, conditions, wanted = parse_value(source)
-    found: list[str] = []
-    for header, rows in table_cells(markdown):
-        indices = [column(header, name, source) for name, _ in conditions]
-        target = column(header, wanted, source)
-        if target is None or None in indices:
-            continue
-        found += [row[target] for row in rows
-                  if all(row[index] == text for index, (_, text) in zip(indices, conditions))]  # type: ignore[index]
-    if len(found) != 1:
-        where = "; ".join(f"{name}={text}" for name, text in conditions)
-        raise ValueError(f"<!-- value: {source} -->: {len(found)} rows have {where} and a column {wanted!r} "
-                         "(exactly one must)")
-    return found[0]
-
-
 def render_source(path: str | Path) -> str:
     """The Markdown of one table file: a CSV rendered, or a ``.md`` file (a table ``istar-report`` wrote) as it is."""
     if Path(path).suffix == ".md":
@@ -268,8 +250,22 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
 
 
 def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
-    """The cell a value marker's ``source`` names (paths relative to ``base``)."""
-    return pick_value(render_marker(parse_value(source)[0], base, reports), source)
+    """The cell a value marker's ``source`` names in its table (paths relative to ``base``); a ValueError unless one
+    row has it."""
+    table, conditions, wanted = parse_value(source)
+    found: list[str] = []
+    for header, rows in table_cells(render_marker(table, base, reports)):
+        indices = [column(header, name, source) for name, _ in conditions]
+        target = column(header, wanted, source)
+        if target is None or None in indices:
+            continue
+        found += [row[target] for row in rows
+                  if all(row[index] == text for index, (_, text) in zip(indices, conditions))]  # type: ignore[index]
+    if len(found) != 1:
+        where = "; ".join(f"{name}={text}" for name, text in conditions)
+        raise ValueError(f"<!-- value: {source} -->: {len(found)} rows have {where} and a column {wanted!r} "
+                         "(exactly one must)")
+    return found[0]
 
 
 def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None,

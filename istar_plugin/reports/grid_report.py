@@ -33,7 +33,8 @@ class Grid:
     def calibration(self) -> list[dict[str, Any]]:
         """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
         runs = calibration_tables.read_runs(Path(record.path) for record in self.records)
-        return calibration_tables.calibration_rows(runs) if calibration_tables.uses_calibration(runs) else []
+        calibrating = any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
+        return calibration_tables.calibration_rows(runs) if calibrating else []
 
 
 def _table1(name: str, selection: str) -> Table:

@@ -71,11 +71,6 @@ def read_runs(cells: Iterable[Path]) -> list[Run]:
     return runs
 
 
-def uses_calibration(runs: Sequence[Run]) -> bool:
-    """Whether any run is one of the calibration methods (the tables are written only then)."""
-    return any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
-
-
 def _summary(values: Sequence[float], digits: int) -> str:
     return over_seeds(values).text(f".{digits}f") if values else "—"
 
