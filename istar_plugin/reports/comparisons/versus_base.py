@@ -82,19 +82,15 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:
     """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None where unpaired."""
     metric = metric or setting.metric
-    method_runs, base_runs = setting.records, base.records
-    scores = (_scores(method_runs, metric), _scores(base_runs, metric))
-    if any(score is None for side in scores for score in side.values()):
+    ours, theirs = ({r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in side.records}
+                    for side in (setting, base))
+    if None in (*ours.values(), *theirs.values()):
         return None
-    pairing = pair_outcomes(setting.task, metric, method_runs, base_runs)
-    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=scores)
+    pairing = pair_outcomes(setting.task, metric, setting.records, base.records)
+    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=(ours, theirs))
     if paired is None or not pairing.problems:
         return paired
     return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
-
-
-def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
-    return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
 
 
 MISSING = "is missing"  # a run without predictions.json: a problem only beside runs that have one

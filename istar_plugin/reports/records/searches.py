@@ -92,9 +92,8 @@ class Search:
 
     def wall_seconds(self, trial: FrozenTrial) -> Optional[float]:
         """How long an ended trial ran, start to end; None for one that has not."""
-        if trial.datetime_start and trial.datetime_complete:
-            return (trial.datetime_complete - trial.datetime_start).total_seconds()
-        return None
+        ended = trial.datetime_start and trial.datetime_complete
+        return (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None
 
     def improves(self, score: float, best: Optional[float]) -> bool:
         """Whether ``score`` is better than ``best`` (None: there is none yet)."""
