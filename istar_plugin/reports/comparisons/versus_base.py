@@ -113,10 +113,7 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
     """The outcomes of two settings' runs, paired by seed, with the problems of the runs on their common seeds."""
     method, base = {r.seed: r for r in method_runs}, {r.seed: r for r in base_runs}
     read = {r.path: read_outcome(r) for r in (*method.values(), *base.values())}
-    if not resamples_examples(task, metric):
-        return Pairing({s: read[r.path][0] for s, r in method.items()}, {s: read[r.path][0] for s, r in base.items()},
-                       ())
-    common = sorted(set(method) & set(base))
+    common = sorted(set(method) & set(base)) if resamples_examples(task, metric) else []  # else no run has problems
     paired = [run for seed in common for run in (method[seed], base[seed])]
     anyone_predicted = any(read[run.path][1] != MISSING for run in paired)
     problems: dict[str, str] = {run.path: read[run.path][1] for run in paired
