@@ -64,9 +64,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None or setting is None:
         return "—"
-    n = summary.n
     marks = [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
-             if value is not None] + ([f"n={n}"] if n == 1 or n < most_seeds else [])
+             if value is not None] + ([f"n={summary.n}"] if summary.n == 1 or summary.n < most_seeds else [])
     text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
