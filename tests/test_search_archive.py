@@ -13,7 +13,8 @@ import yaml
 from istar_plugin.cli import report as report_cli
 from istar_plugin.reports import docs_tables
 from istar_plugin.reports.records import searches
-from istar_plugin.reports.records.archive import left_out, trial_record
+from istar_plugin.reports.records.archive import left_out
+from istar_plugin.reports.records.searches import trial_record
 from test_search_report import SPEC, TRIALS, build, write_run
 
 ENDED_TRIALS = TRIALS[:5]  # finished, finished, pruned, failed, finished

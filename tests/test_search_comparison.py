@@ -22,6 +22,17 @@ def istar_report(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
+def test_the_searches_table_shows_a_search_without_a_comparison_as_dashes():
+    rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
+             "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
+             "seeds": 5, "mean": 84.1, "versus_baseline": None, "versus_first": None}]
+    assert search_report.searches_table(rows, "accuracy", "grid").splitlines() == [
+        "| search | sampler, pruner | trials | optimizer steps | trial hours | chosen | held-out accuracy | eval mean "
+        "(seeds) | Δ vs its baseline | 95% interval | verdict | Δ vs grid's choice | 95% interval | verdict |",
+        "|---" * 14 + "|",
+        "| grid | grid, none | 24 finished, 0 pruned, 0 failed | 4896 | 1.6 | trial 7: criterion.lam=-1 | 85.00 | "
+        "84.10 (5) | — | — | — | — | — | — |"]
+
 def test_two_searches_are_compared_on_what_they_trained_chose_and_scored(tmp_path):
     a, b = build(tmp_path / "a"), build(tmp_path / "b", final=FINAL_B)
     out = tmp_path / "compared"

@@ -45,11 +45,7 @@ class Marker:
 
     @property
     def paths(self) -> list[str]:
-        """The archives or file the marker names (``ARCHIVE+ARCHIVE``: several).
-
-        >>> parse_marker("evidence/a+evidence/b searches.md").paths
-        ['evidence/a', 'evidence/b']
-        """
+        """The archives or file the marker names (``ARCHIVE+ARCHIVE``: several)."""
         return self.path.split("+")
 
 
@@ -80,10 +76,9 @@ def read_csv(path: str | Path) -> list[list[str]]:
         rows = [row for row in csv.reader(handle) if row]
     if not rows:
         raise ValueError(f"{path} is empty: a table needs at least a header row")
-    width = len(rows[0])
     for number, row in enumerate(rows[1:], start=2):
-        if len(row) != width:
-            raise ValueError(f"{path}, row {number}: {len(row)} cells, the header has {width}")
+        if len(row) != len(rows[0]):
+            raise ValueError(f"{path}, row {number}: {len(row)} cells, the header has {len(rows[0])}")
     return rows
 
 
@@ -95,9 +90,7 @@ def render_csv(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Region:
-    """One marked region of a page: its ``kind`` (table or value), its marker's ``source``, the offsets of its body
-    (``start``, ``end``: from just after the start marker, its newline for a table, to the end marker) and the line
-    of its start marker."""
+    """One marked region of a page: ``kind`` (table or value), ``source``, its body's offsets and its marker's line."""
 
     kind: str
     source: str
@@ -107,45 +100,41 @@ class Region:
 
 
 def regions(text: str, page: str | Path = "page") -> list[Region]:
-    """Every marked region of a page, in order; a ValueError naming the page, line and marker when markers do not
-    pair (a start without its end, an end without its start, a start inside a region) or a table marker is not a
-    line of its own. Markers in fenced blocks and code spans are shown, not marked."""
+    """Every marked region of a page, in order (none in code); a ValueError naming the page, line and marker when
+    markers do not pair or a table marker is not a line of its own."""
     masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
     found: list[Region] = []
-    opened: Optional[tuple[re.Match, int]] = None
+    start, start_line, opening = None, 0, ""
     for token in TOKEN.finditer(masked):
         line = text.count("\n", 0, token.start()) + 1
         where = f"{page}, line {line}: {text[token.start():token.end()]}"
         kind = token.group("kind") or token.group("end")
-        if opened is not None:
-            start, start_line = opened
-            started = f"{page}, line {start_line}: {text[start.start():start.end()]}"
-            if token.group("kind"):
-                raise ValueError(f"{started} has no <!-- end {start.group('kind')} --> before the next marker "
-                                 f"(line {line}); nothing was written")
-            if kind != start.group("kind"):
-                raise ValueError(f"{where} ends the {start.group('kind')} marker of line {start_line}; expected "
-                                 f"<!-- end {start.group('kind')} -->; nothing was written")
-            if kind == "value" and line != start_line:
-                raise ValueError(f"{started}: a value's end marker is on the same line; found one on line {line}; "
-                                 "nothing was written")
-            if kind == "table" and not text[:token.start()].endswith("\n"):
-                raise ValueError(f"{where}: an end table marker starts a line; nothing was written")
-            body = start.end() + (kind == "table")
-            found.append(Region(kind, text[start.start("source"):start.end("source")].strip(), body, token.start(),
-                                start_line))
-            opened = None
-        elif token.group("end"):
-            raise ValueError(f"{where} has no <!-- {kind}: ... --> before it; nothing was written")
-        else:
-            if kind == "table" and not ((token.start() == 0 or text[token.start() - 1] == "\n")
+        if start is None:
+            if token.group("end"):
+                raise ValueError(f"{where} has no <!-- {kind}: ... --> before it; nothing was written")
+            if kind == "table" and not (text[token.start() - 1:token.start()] in ("", "\n")
                                         and text[token.end():token.end() + 1] == "\n"):
                 raise ValueError(f"{where}: a table marker is a line of its own; nothing was written")
-            opened = token, line
-    if opened is not None:
-        start, start_line = opened
-        raise ValueError(f"{page}, line {start_line}: {text[start.start():start.end()]} has no "
-                         f"<!-- end {start.group('kind')} --> after it; nothing was written")
+            start, start_line, opening = token, line, kind
+            continue
+        started = f"{page}, line {start_line}: {text[start.start():start.end()]}"
+        if token.group("kind"):
+            raise ValueError(f"{started} has no <!-- end {opening} --> before the next marker (line {line}); nothing "
+                             "was written")
+        if kind != opening:
+            raise ValueError(f"{where} ends the {opening} marker of line {start_line}; expected "
+                             f"<!-- end {opening} -->; nothing was written")
+        if kind == "value" and line != start_line:
+            raise ValueError(f"{started}: a value's end marker is on the same line; found one on line {line}; nothing "
+                             "was written")
+        if kind == "table" and text[token.start() - 1] != "\n":
+            raise ValueError(f"{where}: an end table marker starts a line; nothing was written")
+        found.append(Region(kind, text[start.start("source"):start.end("source")].strip(),
+                            start.end() + (kind == "table"), token.start(), start_line))
+        start = None
+    if start is not None:
+        raise ValueError(f"{page}, line {start_line}: {text[start.start():start.end()]} has no <!-- end {opening} --> "
+                         "after it; nothing was written")
     return found
 
 
@@ -160,12 +149,7 @@ def marked_values(text: str, page: str | Path = "page") -> list[tuple[str, str]]
 
 
 def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    """A value marker's words: the table's source (as a table marker's), the row's ``(column, text)`` conditions and
-    the column (``=TEXT``: the column with no title, a row's label); a ValueError naming the form for anything else.
-
-    >>> parse_value("evidence/g versus_base.md | Method=I-STAR; λ=-1 | Δ vs Base")
-    ('evidence/g versus_base.md', (('Method', 'I-STAR'), ('λ', '-1')), 'Δ vs Base')
-    """
+    """A value marker's words: the table's source, the row's ``(column, text)`` conditions and the column."""
     parts = [part.strip().replace("\\|", "|") for part in re.split(r"(?<!\\)\|", source)]  # "\|": a | in a cell
     conditions = [condition.partition("=") for condition in parts[1].split(";")] if len(parts) == 3 else []
     if len(parts) != 3 or not all(parts) or not all(equals for _, equals, _ in conditions):
@@ -200,25 +184,6 @@ def column(header: list[str], name: str, source: str) -> Optional[int]:
     return indices[0] if indices else None
 
 
-def pick_value(markdown: str, source: str) -> str:
-    """The cell a value marker's ``source`` names in its table's Markdown; a ValueError when not exactly one row of
-    one table has it."""
-    _, conditions, wanted = parse_value(source)
-    found: list[str] = []
-    for header, rows in table_cells(markdown):
-        indices = [column(header, name, source) for name, _ in conditions]
-        target = column(header, wanted, source)
-        if target is None or None in indices:
-            continue
-        found += [row[target] for row in rows
-                  if all(row[index] == text for index, (_, text) in zip(indices, conditions))]  # type: ignore[index]
-    if len(found) != 1:
-        where = "; ".join(f"{name}={text}" for name, text in conditions)
-        raise ValueError(f"<!-- value: {source} -->: {len(found)} rows have {where} and a column {wanted!r} "
-                         "(exactly one must)")
-    return found[0]
-
-
 def render_source(path: str | Path) -> str:
     """The Markdown of one table file: a CSV rendered, or a ``.md`` file (a table ``istar-report`` wrote) as it is."""
     if Path(path).suffix == ".md":
@@ -227,11 +192,11 @@ def render_source(path: str | Path) -> str:
     return render_csv(path)
 
 
-class ArchiveReports:
+class ArchiveReports(tempfile.TemporaryDirectory):
     """The ``istar-report`` outputs of archives, each written once into a temporary folder."""
 
     def __init__(self) -> None:
-        self._folder = tempfile.TemporaryDirectory(prefix="docs_tables_")
+        super().__init__(prefix="docs_tables_")
         self._reports: dict[tuple, Path] = {}
         self._left_out: dict[tuple, list[tuple[str, str]]] = {}
 
@@ -239,7 +204,7 @@ class ArchiveReports:
         key = (tuple(archive.resolve() for archive in archives), options)
         shown = "+".join(map(str, archives))
         if key not in self._reports:
-            folder = Path(self._folder.name) / str(len(self._reports))
+            folder = Path(self.name) / str(len(self._reports))
             if len(archives) > 1 and all(map(searches.is_search, archives)):
                 comparison = search_report.compare_searches([searches.read(archive) for archive in archives])
                 search_report.write_comparison(comparison, folder)
@@ -266,18 +231,12 @@ class ArchiveReports:
         return render_source(path)
 
     def left_out(self, base: str | Path, source: str) -> list[tuple[str, str]]:
-        """(cell, reason) for every cell of the grid archives a table marker's ``source`` names that its report left
-        out (damaged, failed, or a duplicate); nothing for other sources or ones not rendered yet."""
-        marker = parse_marker(source)
-        if marker.table is None:
-            return []
-        return self._left_out.get(tuple((Path(base) / path).resolve() for path in marker.paths), [])
+        """(cell, reason) for every cell of the archives a rendered table marker names that its report left out."""
+        paths = parse_marker(source).paths  # a file's marker: no archive's key
+        return self._left_out.get(tuple((Path(base) / path).resolve() for path in paths), [])
 
     def __enter__(self) -> "ArchiveReports":
         return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._folder.cleanup()
 
 
 def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str:
@@ -289,14 +248,27 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
 
 
 def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
-    """The cell a value marker's ``source`` names (paths relative to ``base``)."""
-    return pick_value(render_marker(parse_value(source)[0], base, reports), source)
+    """The cell a value marker's ``source`` names in its table (paths relative to ``base``); a ValueError unless one
+    row has it."""
+    table, conditions, wanted = parse_value(source)
+    found: list[str] = []
+    for header, rows in table_cells(render_marker(table, base, reports)):
+        indices = [column(header, name, source) for name, _ in conditions]
+        target = column(header, wanted, source)
+        if target is None or None in indices:
+            continue
+        found += [row[target] for row in rows
+                  if all(row[index] == text for index, (_, text) in zip(indices, conditions))]  # type: ignore[index]
+    if len(found) != 1:
+        where = "; ".join(f"{name}={text}" for name, text in conditions)
+        raise ValueError(f"<!-- value: {source} -->: {len(found)} rows have {where} and a column {wanted!r} "
+                         "(exactly one must)")
+    return found[0]
 
 
 def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] = None,
                 page: str | Path = "page") -> str:
-    """The page with every marked region replaced by its table or value (paths relative to ``base``); a ValueError,
-    before anything is rendered, when its markers do not pair."""
+    """The page with every marked region replaced by its table or value (paths relative to ``base``)."""
     if reports is None:
         with ArchiveReports() as reports:
             return render_page(text, base, reports, page)
@@ -310,10 +282,8 @@ def render_page(text: str, base: str | Path, reports: Optional[ArchiveReports] =
 
 def pages(targets: list[str | Path]) -> list[Path]:
     """Markdown files named, or found (recursively) in the directories named."""
-    found: list[Path] = []
-    for target in map(Path, targets):
-        found += sorted(target.rglob("*.md")) if target.is_dir() else [target]
-    return found
+    return [page for target in map(Path, targets)
+            for page in (sorted(target.rglob("*.md")) if target.is_dir() else [target])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def update(targets: list[Path], check: bool) -> int:
-    """Render every marked table and value of ``targets``; unless ``check``, rewrite the stale pages once every page
-    has rendered (a page refused writes none); 1 if ``check`` found a stale one."""
+    """Render every marked region of ``targets``, then rewrite the stale pages; ``check``: 1 if one is stale instead."""
     rendered: list[tuple[Path, str, str]] = []
     with ArchiveReports() as reports:
         for page in targets:

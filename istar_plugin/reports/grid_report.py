@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .comparisons import versus_base, versus_reference
-from .comparisons.paired import PairedDifference
 from .figures import Figure, write_figures
 from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
                       penalised_layers, provenance_table)
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
-from .records.settings import Setting, has_validation
+from .records.settings import has_validation
 from .tables import Table, write_table
 
 
@@ -30,24 +29,21 @@ class Grid:
     def versus_base(self) -> list[dict[str, Any]]:
         return versus_base.comparisons(self.records)
 
-    def interval(self, setting: Setting) -> Optional[PairedDifference]:
-        """The setting's paired difference to Base, shown in Table 1's cells."""
-        return versus_base.comparison_of(self.versus_base, setting)
-
-    def table1(self, selection: str) -> list[dict[str, Any]]:
-        """Table 1 selected as ``selection``; none held out unless some setting scored a validation split."""
-        return table1(self.records, selection) if selection == "eval" or has_validation(self.records) else []
-
     @cached_property
     def calibration(self) -> list[dict[str, Any]]:
         """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
         runs = calibration_tables.read_runs(Path(record.path) for record in self.records)
-        return calibration_tables.calibration_rows(runs) if calibration_tables.uses_calibration(runs) else []
+        calibrating = any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
+        return calibration_tables.calibration_rows(runs) if calibrating else []
 
 
 def _table1(name: str, selection: str) -> Table:
-    return Table(name, rows=lambda grid: grid.table1(selection), caption=CAPTIONS[selection], shown="",
-                 markdown=lambda grid, rows: table1_markdown(rows, grid.interval, grid.paper_model),
+    """Table 1 selected as ``selection``; none held out unless some setting scored a validation split."""
+    return Table(name, caption=CAPTIONS[selection], shown="",
+                 rows=lambda grid: table1(grid.records, selection)
+                 if selection == "eval" or has_validation(grid.records) else [],
+                 markdown=lambda grid, rows: table1_markdown(rows, partial(versus_base.comparison_of, grid.versus_base),
+                                                             grid.paper_model),
                  csv_rows=lambda grid, rows: table1_csv_rows(rows, grid.paper_model), always=selection == "eval")
 
 
@@ -104,12 +100,15 @@ def unwritten_figures(records: Sequence[Record]) -> list[str]:
 
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
                  reference: Optional[str] = None) -> str:
-    """Write every output file into ``out``; returns what to print.
-
-    ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
-    ``key=value`` every other value of that key is compared with."""
-    out.mkdir(parents=True, exist_ok=True)
-    grid = Grid(records, paper_model, reference)
-    shown = [write_table(table, grid, out) for table in TABLES]
+    """Write every output file into ``out``; returns what to print. ``paper_model``: whose paper numbers stand beside
+    a model the paper did not run; ``reference``: a swept ``key=value`` every other value of it is compared with."""
+    shown = write_outputs(TABLES, (), Grid(records, paper_model, reference), out)
     write_figures(FIGURES, records, out)
-    return "\n".join(text for text in shown if text is not None)
+    return "\n".join(shown)
+
+
+def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
+    """Write each table and figure of ``inputs`` into ``out``; returns what each printed or why it was not written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [write_table(table, inputs, out) for table in tables]
+    return [line for line in written if line] + write_figures(figures, inputs, out)

@@ -1,16 +1,5 @@
 """What ``istar-report`` writes for ``istar-tune`` searches: for one, :data:`TABLES`, :data:`FIGURES` and the final
-grid's report in ``OUT/final``; for several of one task side by side, :data:`COMPARISON_TABLES` and its figure.
-
->>> rows = [{"search": "grid", "sampler": "grid", "pruner": "none", "trials": "24 finished, 0 pruned, 0 failed",
-...          "steps": 4896, "hours": 1.62, "chosen": "trial 7", "values": "criterion.lam=-1", "held_out": 85.0,
-...          "seeds": 5, "mean": 84.1, "versus_baseline": None, "versus_first": None}]
->>> print(searches_table(rows, "accuracy", "grid"), end="")  # doctest: +NORMALIZE_WHITESPACE
-| search | sampler, pruner | trials | optimizer steps | trial hours | chosen | held-out accuracy | eval mean (seeds) |
- Δ vs its baseline | 95% interval | verdict | Δ vs grid's choice | 95% interval | verdict |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| grid | grid, none | 24 finished, 0 pruned, 0 failed | 4896 | 1.6 | trial 7: criterion.lam=-1 | 85.00 | 84.10 (5) |
- — | — | — | — | — | — |
-"""
+grid's report in ``OUT/final``; for several of one task side by side, :data:`COMPARISON_TABLES` and its figure."""
 from __future__ import annotations
 
 import importlib.util
@@ -29,18 +18,15 @@ from ..storage.results import RESULTS, read_results
 from ..storage.seeds import over_seeds
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
-from .figures import Figure, save_png, single, write_figures
-from .grid_report import write_report as write_grid_report
+from .figures import Figure, save_png, single
+from .grid_report import write_outputs, write_report as write_grid_report
 from .records.cells import Record
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
-from .records.settings import records_by_setting, settings
-from .tables import Table, markdown_table, write_table
+from .records.settings import settings
+from .tables import Table, markdown_table
 
-BASELINE = "baseline"
-"""The final grid's baseline setting (cells ``setting=baseline,seed=S``); a trial's are ``setting=trialN,seed=S``."""
-FINAL_SETTING = re.compile(r"trial(\d+)|baseline")
-IMPORTANCE_SEED = 0
+BASELINE = "baseline"  # the final grid's baseline setting (cells setting=baseline,seed=S; a trial's setting=trialN)
 
 
 @dataclass
@@ -67,7 +53,7 @@ class Report:
             return f"fewer than 2 trials finished ({finished})"
         if importlib.util.find_spec("sklearn") is None:
             return "Optuna's fANOVA needs scikit-learn: pip install scikit-learn"
-        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=IMPORTANCE_SEED)
+        evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
         try:
             shares = optuna.importance.get_param_importances(self.search.study, evaluator=evaluator)
         except RuntimeError as error:  # "zero total variance": the finished trials' settings or scores are all alike
@@ -82,9 +68,8 @@ def shown(value: Any, spec: str = ".2f") -> str:
 
 def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
     """A paired difference's mean, interval and verdict as table cells (dashes for none)."""
-    if paired is None:
-        return ["—"] * 3
-    return [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]", paired.verdict]
+    return ["—"] * 3 if paired is None else [signed(paired.mean), f"[{signed(paired.low)}, {signed(paired.high)}]",
+                                              paired.verdict]
 
 
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
@@ -150,7 +135,7 @@ def final_runs(search: Search) -> dict[str, list[Record]]:
     runs: dict[str, list[Record]] = {}
     for record in search.final:
         setting = dict(part.partition("=")[::2] for part in Path(record.path).name.split(",")).get("setting", "")
-        if FINAL_SETTING.fullmatch(setting):
+        if re.fullmatch(r"trial\d+|baseline", setting):
             runs.setdefault(setting, []).append(replace(record, variant=setting))
     return runs
 
@@ -160,7 +145,7 @@ def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) ->
     if not runs or not baseline_runs:
         return None
     (setting,), (baseline,) = settings(runs), settings(baseline_runs)
-    return compare(setting, baseline, records_by_setting([*runs, *baseline_runs]))
+    return compare(setting, baseline)
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
@@ -190,20 +175,15 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
     return rows
 
 
-def chosen_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
-    """The chosen setting beside the baseline (:func:`chosen_rows`) as a Markdown table."""
+def _chosen_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
     seeds = [key for key in rows[0] if key.startswith("seed=")]
-    header = ["setting", "values", f"held-out {metric}", *(seed.replace("=", " ") for seed in seeds), "mean",
-              "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
-    return markdown_table(header, [
+    header = ["setting", "values", f"held-out {report.search.metric}", *(seed.replace("=", " ") for seed in seeds),
+              "mean", "Δ vs baseline", f"{LEVEL:.0%} interval", "verdict", "resampled"]
+    text = markdown_table(header, [
         [row["setting"] + (" (chosen)" if row["chosen"] else ""), row["values"], shown(row["held_out"]),
          *(shown(row[seed]) for seed in seeds), shown(row["mean"]),
          *paired_cells(row["paired"]), "—" if row["paired"] is None else row["resampled"]]
         for row in rows])
-
-
-def _chosen_markdown(report: Report, rows: Sequence[dict[str, Any]]) -> str:
-    text = chosen_table(rows, report.search.metric)
     if rows[0]["mean"] is None:
         text += (f"\nfinal/ holds no finished cell of the chosen setting ({rows[0]['setting']}): istar-tune "
                  f"{report.search.spec.name} --final scores it and the baseline on the evaluation split.\n")
@@ -294,13 +274,6 @@ FIGURES = (
 )
 
 
-def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
-    """Write each table and figure of ``inputs`` into ``out``; returns why each one absent was not written."""
-    out.mkdir(parents=True, exist_ok=True)
-    absent = [write_table(table, inputs, out) for table in tables]
-    return [line for line in absent if line] + write_figures(figures, inputs, out)
-
-
 def write_report(report: Report, out: Path) -> list[str]:
     """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns what was not."""
     unwritten = write_outputs(TABLES, FIGURES, report, out)
@@ -351,7 +324,22 @@ class Comparison:
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
-        return search_rows(self)
+        """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
+        first: list[Record] = []
+        rows = []
+        for index, (label, search) in enumerate(zip(self.labels, self.searches)):
+            chosen = (chosen_rows(search) or [{}])[0]
+            runs = [replace(record, variant=f"{label}: {record.variant}")
+                    for record in final_runs(search).get(chosen.get("setting"), [])]
+            first = runs if index == 0 else first
+            rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
+                         search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
+                         "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
+                         "chosen": f"trial {search.best.number}" if chosen else None, "values": chosen.get("values"),
+                         "held_out": chosen.get("held_out"), "seeds": len(runs) or None, "mean": chosen.get("mean"),
+                         "versus_baseline": chosen.get("paired"),
+                         "versus_first": None if index == 0 else against_baseline(runs, first)})
+        return rows
 
 
 def compare_searches(searches: Sequence[Search]) -> Comparison:
@@ -365,38 +353,14 @@ def compare_searches(searches: Sequence[Search]) -> Comparison:
     return Comparison(searches)
 
 
-def trial_steps(search: Search, number: int) -> Optional[int]:
-    """The optimizer steps the trial's runs trained (a stopped run's to where it stopped); None when none recorded."""
-    recorded = (read_results(run, strict=False) for run in search.runs(number))
-    steps = [results.step for results in recorded if results is not None and results.step is not None]
-    return sum(steps) if steps else None
-
-
-def search_rows(comparison: Comparison) -> list[dict[str, Any]]:
-    """One row per search: what it trained, its choice, and the choice against its baseline and the first's."""
-    first: Optional[list[Record]] = None
-    rows = []
-    for index, (label, search) in enumerate(zip(comparison.labels, comparison.searches)):
-        steps = [trial_steps(search, trial.number) for trial in search.trials]
-        chosen = (chosen_rows(search) or [None])[0]
-        runs = [replace(record, variant=f"{label}: {record.variant}")
-                for record in (final_runs(search).get(chosen["setting"], []) if chosen else [])]
-        if index == 0:
-            first = runs
-        rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner,
-                     "trials": search.counts(), "steps": sum(step for step in steps if step is not None),
-                     "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
-                     "chosen": None if chosen is None else f"trial {search.best.number}",
-                     "values": None if chosen is None else chosen["values"],
-                     "held_out": None if chosen is None else chosen["held_out"],
-                     "seeds": len(runs) or None, "mean": None if chosen is None else chosen["mean"],
-                     "versus_baseline": None if chosen is None else chosen["paired"],
-                     "versus_first": None if index == 0 else against_baseline(runs, first or [])})
-    return rows
+def trial_steps(search: Search, number: int) -> int:
+    """The optimizer steps the trial's runs recorded training (a stopped run's to where it stopped)."""
+    return sum(results.step for run in search.runs(number)
+               if (results := read_results(run, strict=False)) is not None and results.step is not None)
 
 
 def searches_table(rows: Sequence[dict[str, Any]], metric: str, first: str) -> str:
-    """The searches side by side (:func:`search_rows`) as a Markdown table."""
+    """The searches side by side (:attr:`Comparison.rows`) as a Markdown table."""
     header = ["search", "sampler, pruner", "trials", "optimizer steps", "trial hours", "chosen",
               f"held-out {metric}", "eval mean (seeds)", "Δ vs its baseline", f"{LEVEL:.0%} interval", "verdict",
               f"Δ vs {first}'s choice", f"{LEVEL:.0%} interval", "verdict"]
@@ -414,10 +378,9 @@ def _differences(comparison: Comparison) -> str:
                    if len({overrides_.get(key) for overrides_ in fixed}) > 1})
     if not keys:
         return "Their trials run alike but for the values searched."
-    def values(key: str) -> str:
-        return ", ".join(f"{label} {overrides.get(key, 'unset')}" for label, overrides in zip(comparison.labels, fixed))
-
-    return f"Their trials' runs differ beyond the values searched, in: {'; '.join(f'{k} ({values(k)})' for k in keys)}."
+    differing = [f"{key} (" + ", ".join(f"{label} {overrides.get(key, 'unset')}"
+                                         for label, overrides in zip(comparison.labels, fixed)) + ")" for key in keys]
+    return f"Their trials' runs differ beyond the values searched, in: {'; '.join(differing)}."
 
 
 def _caption(comparison: Comparison) -> str:
@@ -453,7 +416,7 @@ def progress_points(search: Search) -> list[tuple[int, float]]:
     trained, best, points = 0, None, []
     for trial in sorted((trial for trial in search.trials if trial.datetime_complete is not None),
                         key=lambda trial: trial.datetime_complete):
-        trained += trial_steps(search, trial.number) or 0
+        trained += trial_steps(search, trial.number)
         if STATES[trial.state] == "finished":
             score = search.percent(trial.value)
             best = score if search.improves(score, best) else best
@@ -473,12 +436,10 @@ def _draw_progress(comparison: Comparison, path: Path) -> Path:
     return save_png(fig, path)
 
 
-COMPARISON_FIGURES = (Figure("searches.png", lambda comparison: comparison.searches, _draw_progress, ""),)
-
-
 def write_comparison(comparison: Comparison, out: Path) -> None:
     """``searches.md/.csv`` and ``searches.png`` into ``out``."""
-    write_outputs(COMPARISON_TABLES, COMPARISON_FIGURES, comparison, out)
+    figure = Figure("searches.png", lambda comparison: comparison.searches, _draw_progress, "")
+    write_outputs(COMPARISON_TABLES, (figure,), comparison, out)
 
 
 def comparison_summary(comparison: Comparison) -> list[str]:

@@ -51,14 +51,9 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = 
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator=line_end)
     writer.writeheader()
-    writer.writerows({key: _csv_value(value) for key, value in row.items()} for row in rows)
+    writer.writerows({key: round(value, 10) if isinstance(value, float) else value for key, value in row.items()}
+                     for row in rows)  # None: an empty field
     return buffer.getvalue()
-
-
-def _csv_value(value: Any) -> Any:
-    if value is None:
-        return ""
-    return round(value, 10) if isinstance(value, float) else value
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], escape: bool = False) -> str:

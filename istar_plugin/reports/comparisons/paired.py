@@ -1,5 +1,4 @@
-"""A method against Base, paired by seed: the difference per seed, its mean, a 95% hierarchical percentile bootstrap
-interval and a verdict at this sample size."""
+"""A method against Base, paired by seed: the difference per seed, its mean, a bootstrap interval and a verdict."""
 from __future__ import annotations
 
 import statistics
@@ -11,24 +10,12 @@ import numpy as np
 from ...metrics import TASK_SCORERS, better_sign
 from ..records.cells import as_percent
 
-ROUNDS = 2000
-"""Bootstrap rounds; the generator is seeded, so a report is reproducible."""
-
+ROUNDS = 2000  # bootstrap rounds; the generator is seeded, so a report is reproducible
 LEVEL = 0.95
-
 UNDEFINED = "undefined (one seed)"
-
-EXAMPLES = "seeds and examples"
-"""``resampled`` of a comparison that resampled the evaluation examples within each seed."""
-
-EXAMPLES_ONLY = "examples only"
-"""``resampled`` of a one-seed comparison that resampled its evaluation examples: its interval holds no seed's
-variance, so its verdict is marked :data:`ONE_SEED`."""
-
+EXAMPLES = "seeds and examples"  # ``resampled`` of a comparison that resampled the examples within each seed
+EXAMPLES_ONLY = "examples only"  # ``resampled`` of one seed's comparison, its verdict marked ONE_SEED
 ONE_SEED = " (one seed: examples only)"
-"""What follows the verdict of an :data:`EXAMPLES_ONLY` comparison: it says how the runs differ on these examples, not
-whether another seed would differ so."""
-
 Outcome = tuple[Sequence, Sequence]  # (predictions, references) of one run on the evaluation split
 
 
@@ -50,8 +37,7 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        """``better``, ``worse`` or ``not distinguishable``, followed by :data:`ONE_SEED` for one pair of runs whose
-        examples were resampled; ``undefined (one seed)`` for one pair whose examples were not."""
+        """``better``, ``worse`` or ``not distinguishable`` (:data:`ONE_SEED` marked), or :data:`UNDEFINED`."""
         one_seed = len(self.seeds) < 2
         if one_seed and self.resampled not in (EXAMPLES, EXAMPLES_ONLY):
             return UNDEFINED
@@ -61,8 +47,7 @@ class PairedDifference:
 
     @property
     def decided(self) -> bool:
-        """Whether the verdict is ``better`` or ``worse`` over seeds: the interval excludes zero and holds at least
-        two seeds' variance."""
+        """Whether the verdict is ``better`` or ``worse`` over at least two seeds."""
         return self.verdict in ("better", "worse")
 
     def columns(self) -> dict[str, Any]:
@@ -90,7 +75,6 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
                       scores: Optional[tuple[dict[int, float], dict[int, float]]] = None, rounds: int = ROUNDS,
                       seed: int = 0) -> Optional[PairedDifference]:
     """The paired comparison of ``method`` and ``base`` runs (seed -> outcome) on their common seeds; None without.
-
     ``scores`` (seed -> percentage, method then Base): resampled alone where the examples cannot be."""
     seeds = sorted(set(method) & set(base))
     if not seeds:
@@ -108,7 +92,7 @@ def paired_difference(task: str, metric: str, method: dict[int, Optional[Outcome
         if scores is None:
             return None
         differences = [scores[0][s] - scores[1][s] for s in seeds]
-        low, high = _seed_bootstrap(differences, rounds, seed)
+        low, high = _bootstrap([(d,) for d in differences], lambda rng, d, size: d, rounds, seed, LEVEL)
     resampled = (EXAMPLES if len(seeds) > 1 else EXAMPLES_ONLY) if examples else "seeds"
     return PairedDifference(tuple(seeds), tuple(differences), low, high, resampled,
                             lower_is_better=better_sign(metric) < 0)
@@ -126,51 +110,44 @@ def resamples_examples(task: str, metric: str) -> bool:
 def hierarchical_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                            seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of ``metric(method) - metric(Base)``, resampling seeds, then examples.
-
-    ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`.
-
-    >>> refs = [0, 1, 2, 3] * 25
-    >>> hierarchical_bootstrap([(refs, refs, refs)], "accuracy", rounds=50)  # identical runs differ by nothing
-    (0.0, 0.0)
-    """
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
-    differences = np.zeros(drawn.shape)
-    for index, (method, base, references) in enumerate(pairs):
+    ``pairs``: per seed (method predictions, Base predictions, references); ``metric`` in :data:`CONFUSION_METRICS`."""
+    def draw(rng: np.random.Generator, method: Sequence, base: Sequence, references: Sequence, size: int) -> np.ndarray:
         labels = sorted(set(method) | set(base) | set(references))
         code = {label: i for i, label in enumerate(labels)}
         k = len(labels)
         triples = [(code[m] * k + code[b]) * k + code[r] for m, b, r in zip(method, base, references)]
         shares = np.bincount(triples, minlength=k ** 3) / len(triples)
-        where = drawn == index
-        counts = rng.multinomial(len(triples), shares, size=int(where.sum())).reshape(-1, k, k, k)
-        score = CONFUSION_METRICS[metric]
-        positive = code.get(1)
-        differences[where] = score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
-    return _interval(differences.mean(axis=1), level)
+        counts = rng.multinomial(len(triples), shares, size=size).reshape(-1, k, k, k)
+        score, positive = CONFUSION_METRICS[metric], code.get(1)
+        return score(counts.sum(axis=2), positive) - score(counts.sum(axis=1), positive)
+
+    return _bootstrap(pairs, draw, rounds, seed, level)
 
 
 def pooled_bootstrap(pairs: Sequence[tuple[Sequence, Sequence, Sequence]], metric: str, rounds: int = ROUNDS,
                      seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """Percentile interval of the mean over seeds of a :data:`POOLED_METRICS` difference, resampling seeds, then texts.
+    ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text."""
+    def draw(rng: np.random.Generator, method: Sequence, base: Sequence, tokens: Sequence, size: int) -> np.ndarray:
+        weights = rng.multinomial(len(tokens), np.full(len(tokens), 1 / len(tokens)), size=size)
+        total = weights @ np.asarray(tokens, dtype=float)
+        return POOLED_METRICS[metric](weights @ np.asarray(method, dtype=float), total) - POOLED_METRICS[metric](
+            weights @ np.asarray(base, dtype=float), total)
 
-    ``pairs``: per seed (method NLL sums, Base NLL sums, token counts), one entry per text.
+    return _bootstrap(pairs, draw, rounds, seed, level)
 
-    >>> texts = ([2.0, 4.0, 6.0], [2.0, 4.0, 6.0], [1, 2, 3])
-    >>> pooled_bootstrap([texts], "perplexity", rounds=50)  # identical runs differ by nothing
-    (0.0, 0.0)
-    """
+
+def _bootstrap(pairs: Sequence[tuple], draw: Callable[..., np.ndarray], rounds: int, seed: int,
+               level: float) -> tuple[float, float]:
+    """The percentile interval of the mean over resampled seeds of ``draw(rng, *pair, size)``, each seed's draws."""
     rng = np.random.default_rng(seed)
     drawn = rng.integers(len(pairs), size=(rounds, len(pairs)))
     differences = np.zeros(drawn.shape)
-    pooled = POOLED_METRICS[metric]
-    for index, (method, base, tokens) in enumerate(pairs):
+    for index, pair in enumerate(pairs):
         where = drawn == index
-        weights = rng.multinomial(len(tokens), np.full(len(tokens), 1 / len(tokens)), size=int(where.sum()))
-        total = weights @ np.asarray(tokens, dtype=float)
-        differences[where] = pooled(weights @ np.asarray(method, dtype=float), total) - pooled(
-            weights @ np.asarray(base, dtype=float), total)
-    return _interval(differences.mean(axis=1), level)
+        differences[where] = draw(rng, *pair, int(where.sum()))
+    means, tail = differences.mean(axis=1), (1 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
 def _accuracy(confusion: np.ndarray, positive: Optional[int]) -> np.ndarray:
@@ -203,14 +180,3 @@ CONFUSION_METRICS: dict[str, Callable[[np.ndarray, Optional[int]], np.ndarray]] 
 POOLED_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "perplexity": lambda nll, tokens: np.exp(nll / tokens), "nll_per_token": lambda nll, tokens: nll / tokens}
 """Language-model metrics pooled over texts, from the resampled texts' summed NLL and token count (batched)."""
-
-
-def _seed_bootstrap(differences: Sequence[float], rounds: int, seed: int, level: float = LEVEL) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(differences), size=(rounds, len(differences)))
-    return _interval(np.asarray(differences)[drawn].mean(axis=1), level)
-
-
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1 - level) / 2
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

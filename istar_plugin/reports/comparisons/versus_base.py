@@ -1,5 +1,4 @@
-"""Every setting against Base on the same model and task, paired by seed (:mod:`.paired`): ``versus_base.md``/``.csv``,
-the intervals Table 1 and Figure 3 show, and what each comparison could detect (``power.md``, :func:`power_rows`)."""
+"""Every setting against Base on its model and task, paired by seed (``versus_base.md``), and power (``power.md``)."""
 from __future__ import annotations
 
 import math
@@ -13,12 +12,11 @@ from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
-from ..records.settings import Setting, records_by_setting, setting_key, setting_row, settings
+from ..records.settings import Setting, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
 BASE = "cross_entropy"
-
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "low", "high",
            "verdict", "resampled", "per_seed", "collapsed", "base_variant")
 CAPTION = (f"Every setting against Base, paired by seed: mean difference (points), {LEVEL:.0%} bootstrap interval "
@@ -30,10 +28,9 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
-    groups = records_by_setting(records)
     rows = []
     for setting, base in _against_base(records):
-        paired = compare(setting, base, groups)
+        paired = compare(setting, base)
         if paired is None:
             continue
         rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
@@ -46,9 +43,9 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def unpaired_predictions(records: Sequence[Record]) -> list[str]:
     """One line per run whose ``predictions.json`` a comparison with Base could not pair, each run once."""
-    groups, lines = records_by_setting(records), {}
+    lines: dict[str, str] = {}
     for setting, base in _against_base(records):
-        pairing = pair_outcomes(setting.task, setting.metric, groups[setting_key(setting)], groups[setting_key(base)])
+        pairing = pair_outcomes(setting.task, setting.metric, setting.records, base.records)
         for path, problem in pairing.problems:
             lines.setdefault(path, f"{Path(path) / PREDICTIONS} {problem}: compared with Base by its seed alone, not "
                                    "its examples")
@@ -56,9 +53,15 @@ def unpaired_predictions(records: Sequence[Record]) -> list[str]:
 
 
 def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
-    all_settings = settings(records)
-    pairs = [(setting, _base_for(setting, all_settings)) for setting in all_settings if setting.method != BASE]
-    return [(setting, base) for setting, base in pairs if base is not None]
+    """Each non-Base setting with its Base: of its variant, else the best of its model and task."""
+    all_settings, pairs = settings(records), []
+    for setting in all_settings:
+        bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
+        if setting.method != BASE and bases:
+            same_variant = [s for s in bases if s.variant == setting.variant]
+            ranked = sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n))
+            pairs.append((setting, (same_variant or ranked)[-1]))
+    return pairs
 
 
 def comparison_of(rows: Sequence[dict[str, Any]], setting: Optional[Setting]) -> Optional[PairedDifference]:
@@ -76,35 +79,21 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
                                    for row in rows))
 
 
-def _base_for(setting: Setting, all_settings: Sequence[Setting]) -> Optional[Setting]:
-    bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
-    same_variant = [s for s in bases if s.variant == setting.variant]
-    return (same_variant or sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n)))[-1] if bases else None
-
-
-def compare(setting: Setting, base: Setting, groups: dict[tuple, list[Record]], metric: Optional[str] = None
-            ) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed (``groups``: ``records_by_setting``) on ``metric`` (default the
-    table metric); None without a common seed, or where a run lacks ``metric``."""
+def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None where unpaired."""
     metric = metric or setting.metric
-    method_runs, base_runs = groups[setting_key(setting)], groups[setting_key(base)]
-    scores = (_scores(method_runs, metric), _scores(base_runs, metric))
-    if any(score is None for side in scores for score in side.values()):
+    ours, theirs = ({r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in side.records}
+                    for side in (setting, base))
+    if None in (*ours.values(), *theirs.values()):
         return None
-    pairing = pair_outcomes(setting.task, metric, method_runs, base_runs)
-    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=scores)
+    pairing = pair_outcomes(setting.task, metric, setting.records, base.records)
+    paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=(ours, theirs))
     if paired is None or not pairing.problems:
         return paired
     return replace(paired, resampled=f"seeds ({'; '.join(pairing.reasons())})")
 
 
-def _scores(runs: Sequence[Record], metric: str) -> dict[int, Optional[float]]:
-    """Seed -> the run's ``metric`` as a percentage (None where the run has none)."""
-    return {r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in runs}
-
-
-MISSING = "is missing"
-"""The problem of a run without ``predictions.json``: one only beside runs that have one (else an older grid)."""
+MISSING = "is missing"  # a run without predictions.json: a problem only beside runs that have one
 
 
 @dataclass(frozen=True)
@@ -124,10 +113,7 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
     """The outcomes of two settings' runs, paired by seed, with the problems of the runs on their common seeds."""
     method, base = {r.seed: r for r in method_runs}, {r.seed: r for r in base_runs}
     read = {r.path: read_outcome(r) for r in (*method.values(), *base.values())}
-    if not resamples_examples(task, metric):
-        return Pairing({s: read[r.path][0] for s, r in method.items()}, {s: read[r.path][0] for s, r in base.items()},
-                       ())
-    common = sorted(set(method) & set(base))
+    common = sorted(set(method) & set(base)) if resamples_examples(task, metric) else []  # else no run has problems
     paired = [run for seed in common for run in (method[seed], base[seed])]
     anyone_predicted = any(read[run.path][1] != MISSING for run in paired)
     problems: dict[str, str] = {run.path: read[run.path][1] for run in paired
@@ -157,11 +143,8 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
     return (None, problem) if problem else ((scored.predictions, scored.references), "")
 
 
-POWER = 0.80
-"""The chance of deciding an effect that :func:`seeds_to_decide` plans for."""
-
+POWER = 0.80  # the chance of deciding an effect that seeds_to_decide plans for
 _Z_LEVEL, _Z_POWER = 1.959964, 0.841621  # standard normal quantiles at 0.975 and at POWER
-
 POWER_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "seeds", "difference", "half_width",
            "verdict", "paper_model", "paper_gain", "seeds_to_decide")
 POWER_CAPTION = ("What the grid could detect: each setting's interval half-width against Base (the smallest effect its "
@@ -171,21 +154,8 @@ POWER_CAPTION = ("What the grid could detect: each setting's interval half-width
            "estimate the spread loosely.\n\n")
 
 
-def half_width(paired: PairedDifference) -> float:
-    """Half the width of the paired interval, in the metric's points.
-
-    >>> half_width(PairedDifference((1, 2, 3), (-1.0, 0.5, 1.0), -1.0, 1.4, "seeds and examples"))
-    1.2
-    """
-    return (paired.high - paired.low) / 2
-
-
 def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
-    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``.
-
-    >>> seeds_to_decide(1.0, 5, 1.0), seeds_to_decide(1.0, 5, 0.29), seeds_to_decide(0.3, 5, 1.23)
-    (11, 122, 2)
-    """
+    """Seeds that would decide ``effect`` with :data:`POWER`, from a half-width ``width`` measured on ``seeds``."""
     if effect == 0 or width <= 0 or seeds < 2:
         return None
     return max(2, math.ceil(seeds * (width * (_Z_LEVEL + _Z_POWER) / (_Z_LEVEL * abs(effect))) ** 2))
@@ -193,12 +163,9 @@ def seeds_to_decide(width: float, seeds: int, effect: float) -> Optional[int]:
 
 def paper_gains(method: str, task: str, metric: str) -> list[tuple[str, float]]:
     """``(paper model, method minus Base)`` for each model of the I-STAR paper's Table 1 that reports both."""
-    gains = []
-    for model in PAPER_MODELS:
-        ours, base = paper_result(model, method, task, metric), paper_result(model, "cross_entropy", task, metric)
-        if ours is not None and base is not None:
-            gains.append((model, round(ours[0] - base[0], 2)))
-    return gains
+    found = [(model, paper_result(model, method, task, metric), paper_result(model, BASE, task, metric))
+             for model in PAPER_MODELS]
+    return [(model, round(ours[0] - base[0], 2)) for model, ours, base in found if ours and base]
 
 
 def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -206,13 +173,11 @@ def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     table = []
     for row in comparisons:
         paired, setting = row["paired"], row["setting"]
-        width = half_width(paired)
+        width = (paired.high - paired.low) / 2
         common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"]}
-        gains = paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]
-        for model, gain in gains:
-            table.append(common | {"paper_model": model, "paper_gain": gain,
-                                   "seeds_to_decide": None if gain is None else seeds_to_decide(width, row["seeds"],
-                                                                                                gain)})
+        for model, gain in paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]:
+            needed = None if gain is None else seeds_to_decide(width, row["seeds"], gain)
+            table.append(common | {"paper_model": model, "paper_gain": gain, "seeds_to_decide": needed})
     return table
 
 

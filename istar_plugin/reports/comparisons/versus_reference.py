@@ -1,5 +1,4 @@
-"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``), paired by seed:
-``versus_reference.md``/``.csv``, each setting against the one that differs from it in ``KEY`` alone."""
+"""One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``), paired by seed."""
 from __future__ import annotations
 
 import statistics
@@ -8,7 +7,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import std_over_seeds, std_text
 from ..records.cells import Record
-from ..records.settings import Setting, records_by_setting, setting_row, settings
+from ..records.settings import setting_key, setting_row, settings
 from ..tables import markdown_table, number_text
 from .paired import LEVEL, signed
 from .versus_base import compare
@@ -29,20 +28,20 @@ def parse_reference(text: str) -> tuple[str, str]:
 def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any]]:
     """One row per setting with ``KEY`` at another value and a reference setting sharing a seed with it."""
     key, value = parse_reference(reference)
-    all_settings, groups = settings(records), records_by_setting(records)
+    all_settings = settings(records)
     rows = []
     for setting in all_settings:
         swept = _variant(setting.variant)
         if key not in swept or swept[key] == value:
             continue
         target = {**swept, key: value}
-        match = next((s for s in all_settings if _variant(s.variant) == target
-                      and (s.model, s.task, s.method, s.lam, s.zeta) == (setting.model, setting.task, setting.method,
-                                                                          setting.lam, setting.zeta)), None)
-        paired = None if match is None else compare(setting, match, groups)
+        match = next((s for s in all_settings
+                      if _variant(s.variant) == target and setting_key(s)[:5] == setting_key(setting)[:5]), None)
+        paired = None if match is None else compare(setting, match)
         if paired is None:
             continue
-        iso_differences = [_by_seed(setting)[seed] - _by_seed(match)[seed] for seed in paired.seeds]
+        ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
+        iso_differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
         iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
         score_std = std_over_seeds(match.scores)
         rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
@@ -81,11 +80,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _variant(text: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in text.split()) if text else {}
-
-
-def _by_seed(setting: Setting) -> dict[int, float]:
-    return dict(zip(setting.seeds, setting.isoscores))
+    return dict(part.split("=", 1) for part in text.split())
 
 
 def _within(difference: float, spread: Optional[float]) -> Optional[bool]:

@@ -1,5 +1,4 @@
-"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model: the numbers behind the
-I-STAR paper's Figures 4 to 6 and the last layer's isotropy measures."""
+"""``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model."""
 from __future__ import annotations
 
 import statistics
@@ -14,16 +13,14 @@ CAPTION = ("What istar-analyze measured of each model, a column each (the number
            "encoder's [CLS], a decoder's last real token); the last layer's EV_1 and average cosine of its tokens and "
            "its mean |mean activation| over dimensions; the dimensions whose mean |activation| exceeds 10x the "
            "layer's median (outlier dimensions); I1/I2 of the input word embeddings.\n\n")
-ORDER = {None: 0, "cross_entropy": 1, "cosreg": 2, "istar": 3}
-"""Columns: the pretrained model, Base, CosReg, I-STAR (by lambda), then any other criterion."""
+ORDER = {None: 0, "cross_entropy": 1, "cosreg": 2, "istar": 3}  # the pretrained model, Base, CosReg, I-STAR, others
 
 
 def column_order(analyses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The analyses in column order: by criterion (:data:`ORDER`), lambda, seed and step."""
     def key(analysis: dict[str, Any]) -> tuple:
         criterion = analysis.get("criterion") or {}
-        name = criterion.get("name")
-        lam = criterion.get("lam")
+        name, lam = criterion.get("name"), criterion.get("lam")
         return (ORDER.get(name, len(ORDER)), str(name), lam if isinstance(lam, (int, float)) else 0.0,
                 analysis.get("seed") or 0, analysis.get("step") or 0, str(analysis.get("label")))
     return sorted(analyses, key=key)
@@ -37,36 +34,19 @@ def distinct_labels(analyses: list[dict[str, Any]]) -> None:
             analysis["label"] += f" seed {analysis['seed']}"
 
 
-def _numbers(values: Sequence[Optional[float]], form: str) -> str:
-    return " ".join("—" if value is None else format(value, form) for value in values)
-
-
-def _isoscores(values: Sequence[float]) -> str:
-    """Three decimals; two significant digits below 0.01 (a penalised layer's 0.00031 is not 0.000)."""
-    return " ".join(format(value, ".3f" if abs(value) >= 0.01 or value == 0 else ".2g") for value in values)
-
-
-def _last(values: Optional[Sequence], form: str) -> str:
-    return "—" if not values or values[-1] is None else format(values[-1], form)
-
-
 def _score(analysis: dict[str, Any]) -> str:
-    score = analysis.get("score")
-    shown = "—" if score is None else f"{score:.3f}"
-    return f"{shown} ({analysis.get('examples')}, {analysis.get('step')})"
+    score = "—" if analysis.get("score") is None else f"{analysis['score']:.3f}"
+    return f"{score} ({analysis.get('examples')}, {analysis.get('step')})"
 
 
 def _last_layer(analysis: dict[str, Any]) -> str:
     curves = analysis.get("explained_variance_per_layer") or []
     ev1 = "—" if not curves or not curves[-1] else f"{curves[-1][0]:.3f}"
+    cosines = analysis.get("average_cosine_per_layer")
+    cosine = "—" if not cosines or cosines[-1] is None else f"{cosines[-1]:.3f}"
     activation = analysis.get("mean_activation") or []
     mean_abs = f"{statistics.fmean(abs(v) for v in activation):.3f}" if activation else "—"
-    return f"{ev1}, {_last(analysis.get('average_cosine_per_layer'), '.3f')}, {mean_abs}"
-
-
-def _word_embeddings(analysis: dict[str, Any]) -> str:
-    found = analysis.get("word_embeddings")
-    return "—" if not found else f"{found['I1']:.4f}, {found['I2']:.3g}"
+    return f"{ev1}, {cosine}, {mean_abs}"
 
 
 def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -77,12 +57,15 @@ def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
     metrics = sorted({str(a.get("main_metric")) for a in ordered if a.get("main_metric")}) or ["score"]
     measures = [
         (f"{', '.join(metrics)} ({ordered[0].get('split')}, step)", _score),
-        (f"IsoScore* per layer 1 → {layers}", lambda a: _isoscores(a["isoscore_star_per_layer"])),
-        (f"TwoNN of each example's vector per layer 1 → {layers}", lambda a: _numbers(a["twonn_per_layer"], ".1f")),
+        (f"IsoScore* per layer 1 → {layers}", lambda a: " ".join(  # two digits below 0.01: 0.00031 is not 0.000
+            format(v, ".3f" if abs(v) >= 0.01 or v == 0 else ".2g") for v in a["isoscore_star_per_layer"])),
+        (f"TwoNN of each example's vector per layer 1 → {layers}",
+         lambda a: " ".join("—" if v is None else f"{v:.1f}" for v in a["twonn_per_layer"])),
         ("last layer: EV_1, average cosine, mean |mean activation|", _last_layer),
         (f"outlier dimensions per layer 1 → {layers}",
          lambda a: " ".join(str(len(found)) for found in a.get("outlier_dimensions_per_layer") or ())),
-        ("word embeddings I1, I2", _word_embeddings),
+        ("word embeddings I1, I2", lambda a: "{I1:.4f}, {I2:.3g}".format(**a["word_embeddings"])
+         if a.get("word_embeddings") else "—"),
     ]
     return [["", *(a["label"] for a in ordered)]] + [[name, *(shown(a) for a in ordered)] for name, shown in measures]
 

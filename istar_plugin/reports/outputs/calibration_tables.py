@@ -1,5 +1,4 @@
-"""The isotropy-calibration comparison of Ding et al. as their Table 1 (GLUE) and Table 4 (I1/I2), ours beside
-theirs: per model, calibration method and task, mean ± std over seeds in the paper's metric."""
+"""Ding et al.'s isotropy-calibration Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs."""
 from __future__ import annotations
 
 import math
@@ -10,6 +9,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
 from ..paper import paper_rows
+from ..records.settings import method_rank
 from ..tables import markdown_table
 
 PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation", "rte": "accuracy",
@@ -18,20 +18,11 @@ PAPER_METRIC = {"sst2": "accuracy", "mrpc": "f1", "cola": "matthews_correlation"
 """Ding et al.'s metric for each GLUE task, in their column order."""
 
 PAPER_SOURCE = 'Ding et al., "On Isotropy Calibration of Transformers", GLUE dev, mean of 3 runs'
-PAPER_MODELS = ("bert", "roberta", "distilbert")
-"""Our model presets that are the paper's models (its ranges are shown for these alone)."""
+PAPER_MODELS = ("bert", "roberta", "distilbert")  # our presets that are the paper's (its ranges shown for these)
 PAPER_ISOTROPY = {  # methods.md: the paper states I1/I2 as ranges over models and tasks, not per cell
     "Base": ("0.91-0.95", "0.22-0.41"), "CosReg": ("0.91-0.95", "0.22-0.41"), "Flow": ("0.91-0.95", "0.22-0.41"),
     "Spec-Pol": ("0.99-1.00", "1e-4-0.06"), "Spec-Exp": ("0.99-1.00", "1e-4-0.06"),
 }
-
-
-def paper_table() -> dict[tuple[str, str], dict[str, float]]:
-    """(model preset, method) -> task -> the paper's mean (NaN where its run collapsed)."""
-    return {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
-            for row in paper_rows("ding_calibration_glue.csv")}
-
-
 METHOD_ORDER = ("Base", "CosReg", "Spec-Pol", "Spec-Exp", "Flow", "CosReg (hidden)", "I-STAR")
 TABLE1_CAPTION = ("Isotropy calibration, Table 1 layout: ours mean ± std over seeds (paper's metric, x100); "
                   f"[the paper's mean] where model and task match ({PAPER_SOURCE}).\n\n")
@@ -55,11 +46,7 @@ class Run:
 
 
 def calibration_method(criterion: dict[str, Any]) -> str:
-    """The paper's name for a criterion configuration.
-
-    >>> calibration_method({"name": "spectrum", "decay": "exponential"}), calibration_method({"name": "cosreg"})
-    ('Spec-Exp', 'CosReg (hidden)')
-    """
+    """The paper's name for a criterion configuration."""
     name = criterion.get("name")
     if name == "cosreg":
         return "CosReg" if criterion.get("target") == "embeddings" else "CosReg (hidden)"
@@ -84,15 +71,8 @@ def read_runs(cells: Iterable[Path]) -> list[Run]:
     return runs
 
 
-def uses_calibration(runs: Sequence[Run]) -> bool:
-    """Whether any run is one of the calibration methods (the tables are written only then)."""
-    return any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
-
-
 def _summary(values: Sequence[float], digits: int) -> str:
-    if not values:
-        return "—"
-    return over_seeds(values).text(f".{digits}f")
+    return over_seeds(values).text(f".{digits}f") if values else "—"
 
 
 def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -101,19 +81,14 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     for run in runs:
         grouped.setdefault((run.model, run.method), {}).setdefault(run.task, []).append(run)
     return [{"model": model, "method": method, "tasks": tasks}
-            for (model, method), tasks in sorted(grouped.items(), key=lambda item: (item[0][0], _rank(item[0][1])))]
-
-
-def _rank(method: str) -> tuple[int, str]:
-    """The paper's order of methods first (``METHOD_ORDER``), any other after them by name."""
-    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+            for (model, method), tasks in sorted(grouped.items(),
+                                                 key=lambda item: (item[0][0], method_rank(item[0][1], METHOD_ORDER)))]
 
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
     """``mean ± std``, ``(k/n collapsed)`` when any run collapsed, and ``[paper]`` where the paper has the cell."""
-    if not runs:
-        text = "—"
-    else:
+    text = "—"
+    if runs:
         scores = [run.score for run in runs if run.score is not None]
         text = _summary(scores, 2) if scores else "NaN"
         if len(scores) < len(runs):
@@ -128,7 +103,8 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
 
 def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 1 layout: rows model x method, columns the GLUE tasks; ours, [the paper's]."""
-    papers = paper_table()
+    papers = {(row["model"], row["method"]): {task: float(row[task]) for task in PAPER_METRIC}
+              for row in paper_rows("ding_calibration_glue.csv")}  # the paper's mean, NaN where its run collapsed
     return markdown_table(("Model", "Method", *PAPER_METRIC), ([row["model"], row["method"], *(
         score_cell(row["tasks"].get(task, []), papers.get((row["model"], row["method"]), {}).get(task)
                    if task in row["tasks"] else None) for task in PAPER_METRIC)] for row in rows))
@@ -138,8 +114,7 @@ def table4_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Ding et al.'s Table 4 content: I1/I2 of the word-embedding matrix after fine-tuning (and eval IsoScore*)."""
     lines = []
     for row in rows:
-        ranges = PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None
-        paper_i1, paper_i2 = ranges or ("—", "—")
+        paper_i1, paper_i2 = (PAPER_ISOTROPY.get(row["method"]) if row["model"] in PAPER_MODELS else None) or ("—", "—")
         for task in PAPER_METRIC:
             runs = row["tasks"].get(task)
             if not runs:

@@ -1,5 +1,4 @@
-"""The sentence-embedding tables: ``istar-embed``'s (``embeddings.md``, one row per layer and transform) and a
-grid's (``sentence_embeddings.md``, per setting and transform, each against Base *raw* paired by seed)."""
+"""The sentence-embedding tables: ``istar-embed``'s ``embeddings.md`` and a grid's ``sentence_embeddings.md``."""
 from __future__ import annotations
 
 import statistics
@@ -15,8 +14,7 @@ from ..records.run_extras import sentence_embeddings
 from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
-TABLE_FILE = "embeddings.md"
-"""The file of ``istar-embed``'s ``--out`` folder that holds :func:`markdown_table`."""
+TABLE_FILE = "embeddings.md"  # istar-embed's file of markdown_table in its --out folder
 TABLE_COLUMNS = (("spearman", ".2f"), ("isoscore", ".4f"), ("isoscore_star", ".4f"), ("average_cosine", ".3f"),
                  ("i1", ".3f"), ("ev_1", ".3f"), ("rankme", ".1f"), ("alignment", ".3f"), ("uniformity", ".3f"))
 """The markdown table's measures after its layer and transform columns, and their formats."""
@@ -43,13 +41,13 @@ GRID_CAPTION = ("Sentence embeddings of the evaluation split, raw and after post
 
 def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
-    measured = [(record, sentence_embeddings(Path(record.path))) for record in records]
-    measured = [(record, embeddings) for record, embeddings in measured if embeddings]
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
-    for record, embeddings in measured:
-        settings.setdefault(setting_key(record), {})[record.seed] = embeddings
-        tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
+    for record in records:
+        embeddings = sentence_embeddings(Path(record.path))
+        if embeddings:
+            settings.setdefault(setting_key(record), {})[record.seed] = embeddings
+            tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []
     for key in sorted(settings, key=lambda k: (k[0], k[1], k[2] != BASE, k[2], k[3] or 0, k[4] or 0, k[5])):
         model, task, method, lam, zeta, variant = key
@@ -67,8 +65,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
                         "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none")
                         else paired.text(),
                         "isoscore": over_seeds(value["isoscore"] for value in values.values()).text(".4f"),
-                        "average_cosine":
-                            f"{statistics.fmean(value['average_cosine'] for value in values.values()):.3f}",
+                        "average_cosine": f"{statistics.fmean(v['average_cosine'] for v in values.values()):.3f}",
                         "token_isoscore_star": over_seeds(tokens[key]).text(".4f") if transform == "none" else "—"})
     return out
 

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 from ...storage.seeds import SeedSummary, std_over_seeds
 from ..records.cells import Record, as_percent, finite_number
 from ..records.run_extras import evaluations
-from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..records.settings import setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "metric", "step", "seeds", "score", "score_std",
@@ -21,17 +21,15 @@ MEASURES = {"isoscore_star": "eval/isoscore_star", "embedding_i1": "eval/embeddi
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per evaluated step of each setting whose cells evaluated at two or more steps, in settings order."""
-    groups = records_by_setting(records)
     result = []
     for setting in settings(records):
         by_step: dict[int, list[dict[str, Any]]] = {}
-        for run in groups[setting_key(setting)]:
+        for run in setting.records:
             for step, evaluation in evaluations(Path(run.path)).items():
                 by_step.setdefault(step, []).append(evaluation)
         if len(by_step) < 2:
             continue
-        for step in sorted(by_step):
-            evaluated = by_step[step]
+        for step, evaluated in sorted(by_step.items()):
             scores = [as_percent(setting.task, setting.metric, value)
                       for value in _values(evaluated, f"eval/{setting.metric}")]
             row = {**setting_row(setting), "metric": setting.metric, "step": step, "seeds": len(evaluated),

@@ -1,5 +1,4 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
-
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names."""
 from __future__ import annotations
 
@@ -10,18 +9,10 @@ from typing import Any, Optional, Sequence
 
 from ...storage.results import read_results
 from ...storage.seeds import std_over_seeds, std_text
-from ..paper import DATA, paper_rows
+from ..paper import paper_rows
 from ..records.cells import as_percent
 from ..records.run_extras import wall_seconds
 from ..tables import markdown_table
-
-TABLE3_FILE = DATA / "isolayer_table3.csv"
-
-
-def paper_numbers(path: Path = TABLE3_FILE) -> dict[tuple[str, str, str], dict[str, str]]:
-    """(model, task, stage) -> the paper's row of ``isolayer_table3.csv``."""
-    return {(row["model"], row["task"], row["stage"]): row for row in paper_rows(path)}
-
 
 STAGE_TWO = "isolayer"
 COLUMNS = ("model", "task", "metric", "variant", "seeds", "stage 1", "EV 1", "IsoScore 1", "stage 2", "EV 2",
@@ -37,7 +28,6 @@ class Run:
     model: str
     task: str
     metric: str
-    seed: int
     score: float
     ev: Optional[tuple[float, ...]]
     isoscore: Optional[float]
@@ -49,9 +39,7 @@ class Run:
 
 
 def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record, or None without a readable ``results.json`` of a finished run.
-
-    ``metrics``: task -> the metric to report; default the run's main metric."""
+    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished."""
     results = read_results(Path(cell), require_finished=True, strict=False)
     if results is None:
         return None
@@ -59,17 +47,15 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
     value = results.metrics.get(metric)
     if not isinstance(metric, str) or not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    ev = results.cls_explained_variance
-    init = results.init_from
-    return Run(Path(cell).resolve(), results.model, results.task, metric, results.seed,
-               as_percent(results.task, metric, value), tuple(ev) if ev else None, results.cls_isoscore,
-               results.trainable_parameters, wall_seconds(cell), Path(init).resolve() if init else None,
-               results.criterion, results.collapsed)
+    return Run(Path(cell).resolve(), results.model, results.task, metric, as_percent(results.task, metric, value),
+               tuple(results.cls_explained_variance or ()) or None, results.cls_isoscore, results.trainable_parameters,
+               wall_seconds(cell), Path(results.init_from).resolve() if results.init_from else None, results.criterion,
+               results.collapsed)
 
 
 def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
-    paper = paper_numbers()
+    paper = {(row["model"], row["task"], row["stage"]): row for row in paper_rows("isolayer_table3.csv")}
     paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
     runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
     groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}
@@ -109,9 +95,7 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def _median_std(values: Sequence[float]) -> str:
-    if not values:
-        return "–"
-    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})"
+    return f"{statistics.median(values):.1f} ({std_text(std_over_seeds(values), '.2f')})" if values else "–"
 
 
 def _median_text(values: Sequence[Optional[float]], pattern: str, missing: str = "collapsed") -> str:

@@ -1,7 +1,5 @@
 """Figure 2 of Rudman & Eickhoff (2024): covariance shrinkage makes IsoScore* reliable for small samples.
-
-    python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]
-"""
+``python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]``."""
 from __future__ import annotations
 
 import argparse
@@ -20,50 +18,30 @@ ZETAS = (0.0, 0.2, 0.4, 0.6, 0.8)
 SIZES = tuple(int(round(n)) for n in np.geomspace(16, 50_000, 12))
 
 
-def population_variances(dim: int) -> torch.Tensor:
-    """The diagonal (10, 6, 4, 4, 1, ..., 1) of the population covariance."""
-    variances = torch.ones(dim, dtype=torch.float64)
-    variances[: len(LEADING_VARIANCES)] = torch.tensor(LEADING_VARIANCES, dtype=torch.float64)
-    return variances
-
-
 def sample(variances: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
     """n float32 points from N(0, diag(variances))."""
     return torch.randn(n, len(variances), generator=generator) * variances.sqrt().float()
-
-
-def shrinkage_covariance(variances: torch.Tensor, n: int, generator: torch.Generator,
-                         chunk: int = 5000) -> torch.Tensor:
-    """Sigma_S: the covariance of n fresh points, streamed in chunks through a CovarianceAccumulator."""
-    accumulator = CovarianceAccumulator(len(variances))
-    for start in range(0, n, chunk):
-        accumulator.update(sample(variances, min(chunk, n - start), generator))
-    return accumulator.covariance()
 
 
 @torch.no_grad()
 def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_000) -> tuple[list[dict], float, float]:
     """Rows (zeta, n_points, mean, std) over repeats, the population IsoScore and IsoScore(Sigma_S)."""
     generator = torch.Generator().manual_seed(seed)
-    variances = population_variances(dim)
-    sigma_s = shrinkage_covariance(variances, shrink_points, generator)
+    variances = torch.ones(dim, dtype=torch.float64)  # the population's: diag(10, 6, 4, 4, 1, ..., 1)
+    variances[: len(LEADING_VARIANCES)] = torch.tensor(LEADING_VARIANCES, dtype=torch.float64)
+    accumulator = CovarianceAccumulator(dim)  # Sigma_S: the covariance of fresh points, streamed in chunks
+    for start in range(0, shrink_points, 5000):
+        accumulator.update(sample(variances, min(5000, shrink_points - start), generator))
+    sigma_s = accumulator.covariance()
     scores = np.zeros((len(zetas), len(sizes), repeats))
     for r in range(repeats):
         for j, n in enumerate(sizes):
             points = sample(variances, n, generator)  # one draw scored at every zeta
             for i, zeta in enumerate(zetas):
                 scores[i, j, r] = isoscore_star(points, sigma_s, zeta).item()
-    rows = [
-        {"zeta": zeta, "n_points": n, "mean": scores[i, j].mean(), "std": scores[i, j].std()}
-        for i, zeta in enumerate(zetas)
-        for j, n in enumerate(sizes)
-    ]
+    rows = [{"zeta": zeta, "n_points": n, "mean": scores[i, j].mean(), "std": scores[i, j].std()}
+            for i, zeta in enumerate(zetas) for j, n in enumerate(sizes)]
     return rows, isoscore_from_cov(torch.diag(variances)).item(), isoscore_from_cov(sigma_s).item()
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    flat = [{**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows]
-    atomic_write_text(path, csv_text(flat, ("zeta", "n_points", "mean", "std"), line_end="\r\n"))
 
 
 def plot(rows: list[dict], population: float, shrink_score: float, path: Path, repeats: int) -> None:
@@ -92,15 +70,6 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
     save_png(fig, path)
 
 
-def format_table(rows: list[dict]) -> str:
-    zetas = sorted({row["zeta"] for row in rows})
-    sizes = sorted({row["n_points"] for row in rows})
-    mean = {(row["zeta"], row["n_points"]): row["mean"] for row in rows}
-    lines = ["n_points " + " ".join(f"zeta={zeta:<4g}" for zeta in zetas)]
-    lines += [f"{n:>8} " + " ".join(f"{mean[zeta, n]:>9.4f}" for zeta in zetas) for n in sizes]
-    return "\n".join(lines)
-
-
 def main(argv=None, sizes=SIZES, dim=768, shrink_points=75_000) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for figure2.png and figure2.csv")
@@ -109,12 +78,15 @@ def main(argv=None, sizes=SIZES, dim=768, shrink_points=75_000) -> list[dict]:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows, population, shrink_score = run(sizes, ZETAS, args.repeats, args.seed, dim, shrink_points)
-    write_csv(rows, args.out / "figure2.csv")
+    flat = [{**row, "mean": f"{row['mean']:.6f}", "std": f"{row['std']:.6f}"} for row in rows]
+    atomic_write_text(args.out / "figure2.csv", csv_text(flat, ("zeta", "n_points", "mean", "std"), line_end="\r\n"))
     plot(rows, population, shrink_score, args.out / "figure2.png", args.repeats)
     print(f"population IsoScore of diag(10, 6, 4, 4, 1, ..., 1): {population:.4f}")
     print(f"IsoScore of Sigma_S ({shrink_points} points): {shrink_score:.4f}")
     print("mean IsoScore*(X, zeta, Sigma_S):")
-    print(format_table(rows))
+    mean = {(row["zeta"], row["n_points"]): row["mean"] for row in rows}
+    print("n_points " + " ".join(f"zeta={zeta:<4g}" for zeta in ZETAS))
+    print("\n".join(f"{n:>8} " + " ".join(f"{mean[zeta, n]:>9.4f}" for zeta in ZETAS) for n in sorted({*sizes})))
     return rows
 
 

@@ -1,5 +1,4 @@
-"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it:
-eval IsoScore* against the score per lambda, the score against zeta, and I-STAR on one layer."""
+"""Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it."""
 from __future__ import annotations
 
 import os
@@ -106,8 +105,7 @@ def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, m
                     fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))
 
 
-MIN_ZETAS = 3
-"""Fewer zetas than this on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it."""
+MIN_ZETAS = 3  # fewer zetas on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it
 
 
 def figure7_points(records: Sequence[Record]) -> dict[str, dict[tuple[str, float], list[tuple[float, Setting]]]]:
@@ -149,8 +147,7 @@ def figure7(records: Sequence[Record], path: str | os.PathLike) -> Path:
         for marker, ((model, lam), line) in zip(MARKERS * len(series), series.items()):
             ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=_bars([s.std for _, s in line]),
                         marker=marker, markersize=5, capsize=3, linewidth=1.2, label=f"{model} λ={lam:g}")
-        metric = next(iter(series.values()))[0][1].metric
-        style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{metric} (%)")
+        style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{next(iter(series.values()))[0][1].metric} (%)")
         ax.legend(fontsize=8)
     fig.suptitle("Task performance against ζ (mean ± std over seeds)", fontsize=10)
     return save_png(fig, path)
@@ -175,8 +172,7 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
                 spread = _bars([reference.std])[0]
                 ax.axhspan(reference.mean - spread, reference.mean + spread, color=colour, alpha=0.12)
         ax.set_xticks(layers)
-        metric = panel["layers"][0][1].metric
-        style(ax, f"{model} on {task}", "penalised layer", f"{metric} (%)")
+        style(ax, f"{model} on {task}", "penalised layer", f"{panel['layers'][0][1].metric} (%)")
         ax.legend(fontsize=7)
     fig.suptitle("I-STAR on one layer vs all layers\n(mean ± std over seeds)", fontsize=10)
     return save_png(fig, path)

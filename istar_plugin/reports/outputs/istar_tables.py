@@ -1,5 +1,4 @@
-"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records: per model and task each method's best setting,
-mean ± std over seeds, beside the paper's numbers; and the hyperparameters each best setting has."""
+"""Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records, beside the paper's numbers."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -11,8 +10,8 @@ from ..comparisons.versus_base import compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
-                                records_by_setting, setting_order, setting_row)
-from ..tables import markdown_table, number_text
+                                setting_order, setting_row)
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
 
@@ -23,13 +22,11 @@ CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}. {BOLD}\n\n",
             "validation": f"Table 1, held out: {SELECTIONS['validation']}. {BOLD}\n\n"}
 """Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
 
-DISTINGUISHED = "distinguished best"
-"""A :func:`table1` row's key: metric -> the column whose best is told apart from every other (see :data:`BOLD`)."""
+DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column whose best is told apart (BOLD)
 
 
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
-    """Rows model x task: ``model``, ``task``, ``metric``, per method column its best :class:`Setting` or None, and
-    :data:`DISTINGUISHED`."""
+    """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in method_order(key[2] for key in best)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -37,22 +34,20 @@ def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str,
         row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
                                                **dict.fromkeys(columns)})
         row[display_name(method)] = setting
-    groups = records_by_setting(records)
     for row in rows.values():
-        row[DISTINGUISHED] = {metric: distinguished_best(row, metric, groups) for metric in row_metrics(row, True)}
+        row[DISTINGUISHED] = {metric: distinguished_best(row, metric) for metric in row_metrics(row, True)}
     return list(rows.values())
 
 
-def distinguished_best(row: dict[str, Any], metric: str, groups: dict[tuple, list[Record]]) -> Optional[str]:
-    """The column of ``row`` whose mean of ``metric`` is best, when its paired interval against every other column's
-    setting excludes zero over at least two seeds (``groups``: ``records_by_setting``); None otherwise."""
+def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
+    """The column of ``row`` whose mean of ``metric`` is best when told apart from every other (:data:`BOLD`)."""
     ranked = sorted(((better_sign(metric) * summary.mean, column) for column in method_columns([row])
                      if (summary := metric_summary(row[column], metric)) is not None), reverse=True)
     if len(ranked) < 2:
         return None
     best = ranked[0][1]
     for _, other in ranked[1:]:
-        paired = compare(row[best], row[other], groups, metric)
+        paired = compare(row[best], row[other], metric)
         if paired is None or paired.verdict != "better":
             return None
     return best
@@ -69,8 +64,8 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     summary = metric_summary(setting, metric or (setting.metric if setting else ""))
     if summary is None or setting is None:
         return "—"
-    n = summary.n
-    marks = [*setting_marks(setting), *([f"n={n}"] if n == 1 or n < most_seeds else [])]
+    marks = [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
+             if value is not None] + ([f"n={summary.n}"] if summary.n == 1 or summary.n < most_seeds else [])
     text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
     text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
@@ -80,20 +75,10 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     return text + f" · paper {named}{paper[0]:.2f} ± {paper[1]:.2f} ({paper[2]:+.2f})"
 
 
-def setting_marks(setting: Setting) -> list[str]:
-    """The setting's lambda and zeta as Table 1 shows them beside its score (none for a method without them).
-
-    >>> setting_marks(Setting("minilm", "sst2", "istar", 0.3, 0.2, "accuracy", (1,), (78.81,), (0.3,)))
-    ['λ +0.3', 'ζ 0.2']
-    """
-    return [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
-            if value is not None]
-
-
 def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
     """The metrics a Table 1 row is shown in: the paper's for its task, and with ``everything`` every other one."""
-    settings_ = [row[column] for column in method_columns([row]) if row[column] is not None]
-    available = [name for setting in settings_ for name in setting.metric_names()]
+    available = [name for column in method_columns([row]) if row[column] is not None
+                 for name in row[column].metric_names()]
     reported = [name for name in reported_metrics(row["task"], row["metric"]) if name in available]
     others = sorted(set(available) - set(reported)) if everything else []
     return reported + others
@@ -101,13 +86,11 @@ def row_metrics(row: dict[str, Any], everything: bool = False) -> list[str]:
 
 def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setting], Any] = lambda setting: None,
                     paper_model: Optional[str] = None) -> str:
-    """Table 1 as a markdown table, one line per reported metric.
-
-    ``paper_model``: whose paper numbers stand beside a model the paper did not run; bold: the row's
-    :data:`DISTINGUISHED` best."""
+    """Table 1 as a markdown table, one line per reported metric, the row's :data:`DISTINGUISHED` best in bold.
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run."""
     columns = method_columns(rows)
     most_seeds = max((s.n for row in rows for s in map(row.get, columns) if s), default=0)
-    lines = ["| Model | Task | Metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
+    lines = []
     for row in rows:
         for metric in row_metrics(row):
             cells = []
@@ -116,8 +99,8 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
                 text += f" · Δ {paired.text()}" if paired is not None else ""
                 cells.append(f"**{text}**" if row.get(DISTINGUISHED, {}).get(metric) == column else text)
-            lines.append(f"| {row['model']} | {row['task']} | {metric} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            lines.append([row["model"], row["task"], metric, *cells])
+    return markdown_table(["Model", "Task", "Metric", *columns], lines)
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:
@@ -132,8 +115,7 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
                 summary = metric_summary(setting, metric)
                 paper = paper_comparison(setting, metric, paper_model)
                 values = {"mean": summary and summary.mean, "std": summary and summary.std, "n": summary and summary.n,
-                          **{name: None if setting is None else getattr(setting, name)
-                             for name in ("lam", "zeta", "variant")},
+                          **{name: getattr(setting, name, None) for name in ("lam", "zeta", "variant")},
                           "paper mean": paper and paper[0], "paper std": paper and paper[1],
                           "difference": paper and paper[2], "paper model": paper and paper[3]}
                 out.update({f"{column} {name}": value for name, value in values.items()})
@@ -143,29 +125,23 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
 
 def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
     """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
-    rows = []
-    for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0])):
-        if setting.lam is None and setting.zeta is None and not setting.variant:
-            continue
-        rows.append({**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
-                     "settings_compared": compared})
-    return rows
+    return [{**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
+             "settings_compared": compared}
+            for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0]))
+            if setting.lam is not None or setting.zeta is not None or setting.variant]
 
 
 def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
-    other = any(row["variant"] for row in rows)
-    titles = ["Model", "Task", "Method", "λ", "ζ", *(["other"] if other else []), "mean ± std", "settings compared"]
-    return markdown_table(titles, ([row["model"], row["task"], row["method"], number_text(row["lam"]),
-                                    number_text(row["zeta"]), *([row["variant"] or "—"] if other else []),
-                                    SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
-                                    row["settings_compared"]] for row in rows))
+    shown = 6 if any(row["variant"] for row in rows) else 5
+    return markdown_table([*SETTING_HEADER[:shown], "mean ± std", "settings compared"], ([
+        *setting_cells(row)[:shown], SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
+        row["settings_compared"]] for row in rows))
 
 
 def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optional[str] = None
                      ) -> Optional[tuple[float, float, float, str]]:
-    """``(paper mean, paper std, ours - paper, paper model)`` where the paper's Table 1 has this cell (or
-    ``paper_model``'s)."""
+    """``(paper mean, paper std, ours - paper, paper model)`` where the paper (or ``paper_model``) has it."""
     ours = metric_summary(setting, metric)
     if ours is None or setting is None:
         return None

@@ -1,5 +1,4 @@
-"""Did the penalty move the layers it acts on? ``penalised_layers.md``/``.csv``: per setting, the median and range
-over the penalised layers of their eval IsoScore*, averaged over seeds."""
+"""``penalised_layers.md``/``.csv``: per setting, the median and range of its penalised layers' eval IsoScore*."""
 from __future__ import annotations
 
 import statistics
@@ -8,7 +7,7 @@ from typing import Any, Sequence
 
 from ..records.cells import Record
 from ..records.run_extras import layer_isoscores
-from ..records.settings import records_by_setting, setting_key, setting_row, settings
+from ..records.settings import setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
@@ -24,15 +23,12 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     for record in records:
         if record.method == "istar" and record.layers:
             penalised.setdefault((record.model, record.task), tuple(record.layers))
-    groups = records_by_setting(records)
     result = []
     for setting in settings(records):
         layers = penalised.get((setting.model, setting.task))
         if layers is None:
             continue
-        runs = groups[setting_key(setting)]
-        per_seed = [layer_isoscores(Path(run.path), layers) for run in runs]
-        per_seed = [scores for scores in per_seed if scores is not None]
+        per_seed = [found for run in setting.records if (found := layer_isoscores(Path(run.path), layers)) is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]

@@ -1,5 +1,4 @@
-"""Where and how long a grid's cells ran: ``provenance.md``/``.csv`` (host, CPU, torch, precision, commit) and
-``wall_times.md``/``.csv`` (per model, task, method and variant)."""
+"""Where and how long a grid's cells ran: ``provenance.md``/``.csv`` and ``wall_times.md``/``.csv``."""
 from __future__ import annotations
 
 import statistics
@@ -9,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..records.cells import Record
-from ..records.settings import display_name, method_order
+from ..records.settings import display_name, method_rank
 from ..records.run_extras import Provenance, cell_provenance
 from ..tables import markdown_table
 
@@ -66,8 +65,7 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
     for record in records:
         if record.seconds is not None:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
-    methods = method_order(method for _, _, method, _ in groups)
-    order = sorted(groups, key=lambda key: (key[0], key[1], methods.index(key[2]), key[3]))
+    order = sorted(groups, key=lambda key: (key[0], key[1], method_rank(key[2]), key[3]))
     return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
              "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
              "max s": max(groups[key])}

@@ -1,5 +1,4 @@
-"""Numbers the papers report, as data naming its source (the CSV files in :data:`DATA`): I-STAR's Table 1
-(:mod:`.istar`), Ding et al.'s calibration results and the Isotropy Layer paper's Table 3."""
+"""Numbers the papers report, as data naming its source: the CSV files in :data:`DATA`."""
 import csv
 from pathlib import Path
 

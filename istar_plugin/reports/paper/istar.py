@@ -1,13 +1,10 @@
-"""The I-STAR paper's Table 1 as data (``istar_table1.csv``, copied from Rudman & Eickhoff, ICLR 2024: mean and std
-over 5 seeds, as percentages) and the metrics it reports per task."""
+"""The I-STAR paper's Table 1 as data (``istar_table1.csv``: mean and std over 5 seeds, percent) and its metrics."""
 from __future__ import annotations
 
 import functools
 from typing import Optional
 
-from . import DATA, paper_rows
-
-TABLE1_FILE = DATA / "istar_table1.csv"
+from . import paper_rows
 
 PAPER_METRICS = {
     "sst2": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",), "mrpc": ("accuracy",), "qqp": ("accuracy",),
@@ -15,11 +12,8 @@ PAPER_METRICS = {
 }
 """Task -> the metrics the paper's Table 1 reports, the first one being the one settings are selected on."""
 
-PAPER_MODELS = {"albert": "ALBERT", "bert": "BERT", "distilbert": "DistilBERT"}
-"""Model preset (``recipes/model/``) -> the paper's name for the same checkpoint."""
-
-PAPER_METHODS = {"cross_entropy": "base", "cosreg": "cosreg", "istar": "istar"}
-"""Criterion name -> the paper's method name."""
+PAPER_MODELS = {"albert": "ALBERT", "bert": "BERT", "distilbert": "DistilBERT"}  # our model preset -> the paper's
+PAPER_METHODS = {"cross_entropy": "base", "cosreg": "cosreg", "istar": "istar"}  # criterion -> the paper's method
 
 
 def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:
@@ -31,7 +25,7 @@ def reported_metrics(task: str, main_metric: str) -> tuple[str, ...]:
 def paper_table1() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     """``(model, method, task, metric) -> (mean, std)`` in the paper's names (``BERT``, ``istar``, ``sst2``, ``f1``)."""
     return {(row["model"], row["method"], row["task"], row["metric"]): (float(row["mean"]), float(row["std"]))
-            for row in paper_rows(TABLE1_FILE)}
+            for row in paper_rows("istar_table1.csv")}
 
 
 def paper_result(model: str, criterion: str, task: str, metric: str) -> Optional[tuple[float, float]]:

@@ -1,13 +1,11 @@
-"""What ``istar-analyze`` and ``istar-embed`` wrote, read back: every ``analysis.json`` of an ``--out`` folder and
-``istar-embed``'s ``embeddings.json``; a copy of such a folder kept in git is read exactly as the folder itself."""
+"""What ``istar-analyze`` and ``istar-embed`` wrote, read back from their ``--out`` folder (or a copy kept in git)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-ANALYSIS = "analysis.json"
-"""The file ``istar-analyze`` writes per analysed model."""
+ANALYSIS = "analysis.json"  # what istar-analyze writes per analysed model
 
 
 def analysis_files(folder: str | Path) -> list[Path]:
@@ -29,8 +27,7 @@ def read_analyses(folder: str | Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in paths]
 
 
-EMBEDDINGS = "embeddings.json"
-"""The file ``istar-embed`` writes last into its ``--out`` folder."""
+EMBEDDINGS = "embeddings.json"  # what istar-embed writes last into its --out folder
 
 
 def is_embedding_report(folder: str | Path) -> bool:
@@ -39,14 +36,10 @@ def is_embedding_report(folder: str | Path) -> bool:
 
 
 def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
-    """``results[layer][transform]`` of ``embeddings.json``'s ``per_layer`` in ``embeddings.md``'s order (ascending
-    int layers, transforms in ``transform_order``); ValueError if the folder holds no ``embeddings.json``."""
+    """``results[layer][transform]`` of ``embeddings.json`` in ``embeddings.md``'s order; ValueError without one."""
     path = Path(folder) / EMBEDDINGS
     if not path.is_file():
         raise ValueError(f"{folder}: no {EMBEDDINGS}: not a folder istar-embed wrote")
     record = json.loads(path.read_text(encoding="utf-8"))
-    results = {}
-    for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0])):
-        order = record.get("transform_order", list(by_transform))
-        results[int(layer)] = {name: by_transform[name] for name in order}
-    return results
+    return {int(layer): {name: by_transform[name] for name in record.get("transform_order", list(by_transform))}
+            for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0]))}

@@ -1,22 +1,9 @@
 """Archives small enough for git, which ``istar-report`` reads exactly as what was archived. A grid's: each finished
 or failed cell's :data:`~.cells.RECORD_FILES`, its metrics log summarised, and ``archive.json``. An ``istar-tune``
 search's: ``search.yaml``, its study as ``study.json``, ``progress.log``, and the records of every ended trial's runs
-and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived.
-
->>> from istar_plugin.reports.records.searches import as_study
->>> study = as_study({"study": "demo", "directions": ["MAXIMIZE"], "user_attrs": {}, "trials": []})
->>> study.add_trial(optuna.trial.create_trial(params={"lr": 0.5}, value=0.75, intermediate_values={15: 0.5},
-...     distributions={"lr": optuna.distributions.FloatDistribution(0.1, 1, log=True)}, user_attrs={"scores": {}}))
->>> record = json.loads(as_text(study_record(study)))
->>> record["trials"][0]["distributions"]["lr"]
-{'attributes': {'high': 1.0, 'log': True, 'low': 0.1, 'step': None}, 'name': 'FloatDistribution'}
->>> again = as_study(record)
->>> again.best_trial.params, again.best_trial.intermediate_values, study_record(again) == record
-({'lr': 0.5}, {15: 0.5}, True)
-"""
+and of ``final/``, each kept as a grid's cell. Archiving again adds what ended since and changes nothing archived."""
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -26,9 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import optuna
-from optuna.distributions import distribution_to_json
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from ...config.searches import FINAL, PROGRESS, RECORD, TRIALS, SearchSpec, read_search, trial_dir
 from ...errors import ConfigError, RunDirError
@@ -38,7 +23,8 @@ from ...storage.logs import json_lines
 from ...storage.ownership import ARCHIVE_MARKER, GRID_MARKER, IGNORED, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
 from .cells import RECORD_FILES, collect, find_cells
-from .searches import STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study
+from .searches import (STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study,
+                       study_text)
 
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
@@ -81,15 +67,19 @@ class Plan:
             mark(self.directory, ARCHIVE_MARKER, **details)
         outcomes = list(self.outcomes)
         for snapshot in self.new:
-            _write(self.directory / snapshot.name, snapshot)
+            cell = self.directory / snapshot.name
+            cell.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(cell / ORIGIN, snapshot.origin)
+            for file in WRITE_ORDER:
+                if file in snapshot.files:
+                    atomic_write_bytes(cell / file, snapshot.files[file])
             size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
             outcomes.append(Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB"))
         return sorted(outcomes, key=lambda outcome: outcome.name)
 
 
 def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outcome]:
-    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does, and
-    refuses (RunDirError, nothing written) an archive of a search, of another grid or of other tasks."""
+    """Copy the records of ``grid``'s cells into ``directory``; one outcome per cell. Raises as :func:`plan` does."""
     planned = plan(grid, directory, whole_grid=True)
     details = {"grid": grid_name(Path(grid)) or marked(Path(directory)).get("grid"),
                "tasks": sorted(archived_tasks(Path(directory)) | planned.tasks)}
@@ -97,43 +87,32 @@ def archive(grid: str | os.PathLike, directory: str | os.PathLike) -> list[Outco
 
 
 def _check_belongs(grid: Path, directory: Path, tasks: frozenset[str]) -> None:
-    """Refuse (one RunDirError line) an archive in ``directory`` of a search, of another grid or of other tasks."""
     name, held, held_tasks = grid_name(grid), marked(directory).get("grid"), archived_tasks(directory)
-    shown = f"grid {name or grid.resolve().name} ({_listed(tasks)})"
+    listed = lambda tasks: ", ".join(sorted(tasks)) or "no task yet"  # noqa: E731
+    shown = f"grid {name or grid.resolve().name} ({listed(tasks)})"
     if (directory / RECORD).is_file():
         raise RunDirError(f"--archive {directory}: is the archive of search {read_search(directory).name}, not of "
                           f"{shown}; choose a new or empty --archive folder for the grid, nothing was changed")
     if (held and name and held != name) or (tasks and held_tasks and not tasks & held_tasks):
         raise RunDirError(f"--archive {directory}: holds {f'grid {held}' if held else 'a grid'} "
-                          f"({_listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
+                          f"({listed(held_tasks)}), not {shown}; archive each grid into its own --archive folder, "
                           "nothing was changed")
 
 
-def _listed(tasks: frozenset[str]) -> str:
-    return ", ".join(sorted(tasks)) or "no task yet"
-
-
 def left_out(*archives: str | os.PathLike) -> list[str]:
-    """``PATH: reason`` for each record of the archives (of grids or of searches) that their report leaves out of
-    every table for a reason other than its run having failed: a damaged, edited or duplicate record, or a trial's
-    runs that disagree with its study. A renderer of tables from archives refuses such an archive with these lines."""
+    """``PATH: reason`` for each record of the archives (of grids or of searches) their report leaves out, but for
+    failed runs: a damaged, edited or duplicate record, or a trial's runs that disagree with its study."""
     grids = [Path(folder) for folder in archives if not is_search(folder)]
     problems, disagreeing = list(collect(*grids)[1] if grids else []), []
     for search in (read(Path(folder)) for folder in archives if is_search(folder)):
         problems += search.final_problems
         disagreeing += [f"{search.directory}: {problem_line(row)}" for row in disagreements(search)]
-    return [f"{path}: {reason}" for path, reason in problems if not _failed(Path(path))] + disagreeing
-
-
-def _failed(cell: Path) -> bool:
-    """Whether the cell's record is a readable record of a failed run (listed by the report, not damaged)."""
-    results = read_results(cell / RESULTS, strict=False)
-    return results is not None and not results.finished
+    return [f"{path}: {reason}" for path, reason in problems  # a failed run is no problem of the archive
+            if (results := read_results(Path(path) / RESULTS, strict=False)) is None or results.finished] + disagreeing
 
 
 def grid_name(grid: Path) -> Optional[str]:
-    """The grid's name: as an archive's marker or istar-grid's records it, else its folder's (None: an archive that
-    recorded none)."""
+    """The grid's name as an archive's marker or istar-grid records it, else its folder's (None: an unnamed archive)."""
     for marker in (ARCHIVE_MARKER, GRID_MARKER):
         if (grid / marker).is_file():
             return marked(grid, marker).get("grid") or (None if marker == ARCHIVE_MARKER else grid.resolve().name)
@@ -162,9 +141,7 @@ def archived_tasks(directory: Path) -> frozenset[str]:
 def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[Callable[[Path], bool]] = None,
          whole_grid: bool = False) -> Plan:
     """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
-
-    RunDirError for foreign files or a different record in ``directory`` (with ``whole_grid``, for an archive of a
-    search, another grid or other tasks too), ConfigError when it lies inside ``grid``."""
+    RunDirError for foreign files or another record there (``whole_grid``: or grid); ConfigError inside ``grid``."""
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
@@ -185,10 +162,9 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
     tasks = frozenset(snapshot.task for snapshot in snapshots)
     if whole_grid:
         _check_belongs(grid, directory, tasks)
-    new = []
-    conflicts = []
+    new, conflicts = [], []
     for snapshot in snapshots:
-        archived = _archived_files(directory / snapshot.name)
+        archived = _record_files(directory / snapshot.name)
         if archived is None:
             new.append(snapshot)
         elif archived == snapshot.files:
@@ -205,13 +181,12 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
 
 
 def _snapshot(cell: Path, name: str) -> _Snapshot:
-    """The cell's record as bytes, read under its run lock; raises ResultsError or RunDirError saying why not."""
     read_results(cell / RESULTS)  # before the lock: a missing or malformed record's line, as every command gives it
     with RunDirLock(cell, role="cell", advice="archive it once its run ends"):
         results = read_results(cell / RESULTS)
-        files = {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
+        files = _record_files(cell)
         origin = (cell / ORIGIN).read_bytes() if (cell / ORIGIN).is_file() else None
-    if "config.yaml" not in files:
+    if files is None:
         raise RunDirError("no config.yaml beside results.json")
     status = "finished" if results.finished else f"failed: {' '.join(str(results.reason).split())}"
     if origin is None:  # a grid's cell, not an archive's: its metrics log summarised, where it came from noted
@@ -225,19 +200,10 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
     return _Snapshot(name, files, origin, status, results.task)
 
 
-def _archived_files(cell: Path) -> dict[str, bytes] | None:
-    """The record archived in ``cell``; None when there is none yet (or only the part an interrupted archive wrote)."""
+def _record_files(cell: Path) -> dict[str, bytes] | None:
     if not (cell / "config.yaml").is_file():
         return None
     return {file: (cell / file).read_bytes() for file in RECORD_FILES if (cell / file).is_file()}
-
-
-def _write(cell: Path, snapshot: _Snapshot) -> None:
-    cell.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(cell / ORIGIN, snapshot.origin)
-    for file in WRITE_ORDER:
-        if file in snapshot.files:
-            atomic_write_bytes(cell / file, snapshot.files[file])
 
 
 def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> tuple[str, int, int]:
@@ -251,9 +217,6 @@ def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> 
     kept |= {i for i in training if records[i].get("step") in evaluated}
     kept |= {0, len(lines) - 1} if lines else set()
     return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
-
-
-REPLACED = "nothing was archived (an archived record is never replaced: choose a new --archive folder for this one)"
 
 
 @dataclass(frozen=True)
@@ -272,12 +235,13 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
     spec = read_search(search_dir)
     spec_bytes = (search_dir / RECORD).read_bytes()
-    record = json.loads(as_text(study_record(read_study(spec, search_dir, "nothing archived"))))
+    text = study_text(read_study(spec, search_dir, "nothing archived"))
+    record = json.loads(text)
     progress = (search_dir / PROGRESS).read_bytes() if (search_dir / PROGRESS).is_file() else None
     check_writable(directory, ARCHIVE_MARKER, "--archive")
-    differs = _difference(directory, spec, record, progress)
-    if differs is not None:
-        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; {REPLACED}")
+    if (differs := _difference(directory, spec, record, progress)) is not None:
+        raise RunDirError(f"--archive {directory}: {differs} differs from the record archived there; nothing was "
+                          "archived (an archived record is never replaced: choose a new --archive folder for this one)")
     ended = {trial_dir(search_dir, trial["number"]) for trial in record["trials"] if trial["state"] in ENDED}
     plans = [(folder, plan(search_dir / folder, directory / folder, cells))
              for folder, cells in ((TRIALS, lambda cell: cell.parent in ended), (FINAL, None))
@@ -290,12 +254,11 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
                 for outcome in cells.write()]
     if progress is not None:
         atomic_write_bytes(directory / PROGRESS, progress)
-    atomic_write_text(directory / STUDY_FILE, as_text(record))
+    atomic_write_text(directory / STUDY_FILE, text)
     return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
 
 
 def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:
-    """What of the search differs from the archive in ``directory`` (None: nothing, or no archive yet)."""
     if not (directory / RECORD).is_file():
         if directory.is_dir() and any(entry.name not in {*IGNORED, ARCHIVE_MARKER} for entry in directory.iterdir()):
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
@@ -311,41 +274,9 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
     archived = read_record(directory / STUDY_FILE, f"--archive {directory}")
     if any(archived.get(key) != record[key] for key in ("study", "directions", "user_attrs")):
         return f"{STUDY_FILE} (the study's name, direction or attributes)"
-    live = {trial["number"]: _canonical(trial) for trial in record["trials"]}
+    live = {trial["number"]: json.dumps(trial, sort_keys=True) for trial in record["trials"]}  # text: NaN == NaN
     for trial in archived["trials"]:
         number = trial.get("number")
-        if number not in live or (trial.get("state") in ENDED and _canonical(trial) != live[number]):
+        if number not in live or (trial.get("state") in ENDED and json.dumps(trial, sort_keys=True) != live[number]):
             return f"{STUDY_FILE} (trial {number})"
     return None
-
-
-def _canonical(trial: dict[str, Any]) -> str:
-    """A trial's record as text, compared as text (a NaN equals itself)."""
-    return json.dumps(trial, sort_keys=True)
-
-
-def trial_record(trial: FrozenTrial) -> dict[str, Any]:
-    """One trial as JSON-ready data."""
-    return {"number": trial.number, "state": trial.state.name, "values": trial.values, "params": trial.params,
-            "distributions": {name: json.loads(distribution_to_json(distribution))
-                              for name, distribution in trial.distributions.items()},
-            "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
-            "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
-            "datetime_start": _when(trial.datetime_start), "datetime_complete": _when(trial.datetime_complete)}
-
-
-def study_record(study: optuna.Study) -> dict[str, Any]:
-    """The study as JSON-ready data: its name, directions, user attributes and every trial in number order."""
-    return {"study": study.study_name, "directions": [direction.name for direction in study.directions],
-            "user_attrs": study.user_attrs,
-            "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
-                                                               key=lambda trial: trial.number)]}
-
-
-def as_text(record: dict[str, Any]) -> str:
-    """``study.json``'s text: the record with sorted keys, one value a line."""
-    return json.dumps(record, indent=1, sort_keys=True) + "\n"
-
-
-def _when(moment: Optional[datetime.datetime]) -> Optional[str]:
-    return None if moment is None else moment.isoformat()

@@ -1,5 +1,4 @@
-"""The cells of a grid (or of an archive of one) and what each finished one gives the tables: one :class:`Record` per
-cell, or the one-line reason it gives none."""
+"""A grid's cells (or an archive's) and the :class:`Record` each finished one gives the tables, or why it gives none."""
 from __future__ import annotations
 
 import math
@@ -26,9 +25,7 @@ SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
-
 CELL_FILES = ("config.yaml", "cell.yaml")
-
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a finished cell; an archive keeps exactly these."""
 
@@ -80,8 +77,7 @@ def as_percent(task: str, metric: str, value: float) -> float:
 
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
-    """One record per finished cell under the ``grid_dirs`` (read as one grid) and ``(path, reason)`` for every other
-    cell."""
+    """One record per finished cell under the ``grid_dirs`` (one grid), and ``(path, reason)`` for every other cell."""
     grids = [Path(grid_dir) for grid_dir in grid_dirs]
     for grid in grids:
         if not grid.is_dir():
@@ -94,7 +90,6 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
             finished.append((record, as_configured_today(as_computed(read_config(cell)), recorded_precision(cell))))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
-    records: list[Record] = []
     first_of: dict[Key, Record] = {}
     for record in with_variants(finished):
         key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
@@ -103,8 +98,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
             problems.append((record.path, reason))
             continue
         first_of[key] = record
-        records.append(record)
-    return records, problems
+    return list(first_of.values()), problems
 
 
 def find_cells(grid: Path) -> list[Path]:
@@ -132,23 +126,14 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
     recorded = {"task": record.task, "seed": record.seed, "model.name": record.model, "criterion.name": record.method,
                 "criterion.lam": record.lam, "criterion.zeta": record.zeta}
     for key, value in recorded.items():
-        configured = config.get(key)
-        if key not in config or configured == value or (value is None and configured is None):
-            continue
-        raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {configured!r} (one of them was "
-                          "edited, or copied from another run); left out")
+        if key in config and config[key] != value:
+            raise CellProblem(f"results.json says {key} {value!r}, its config.yaml {key} {config[key]!r} (one of them "
+                              "was edited, or copied from another run); left out")
 
 
 def as_computed(config: dict[str, Any]) -> dict[str, Any]:
-    """A flat config written before ``model.padding_free`` existed, with the key a config of today gives the same
-    computation: ``auto`` beside ``criterion.padding=include`` (whose cloud keeps the padding, so ``auto`` computes
-    padded, as those runs did); other older configs are left to :func:`as_configured_today` (padded: false).
-
-    >>> as_computed({"criterion.padding": "include"})["model.padding_free"]
-    'auto'
-    >>> as_computed({"criterion.padding": "exclude"})
-    {'criterion.padding': 'exclude'}
-    """
+    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include`` (computing
+    padded, as those runs did); other older configs are left to :func:`as_configured_today`."""
     if "model.padding_free" not in config and config.get("criterion.padding") == "include":
         return {**config, "model.padding_free": "auto"}
     return config
@@ -159,29 +144,19 @@ def with_variants(finished: Sequence[tuple[Record, dict[str, Any]]]) -> list[Rec
     groups: dict[Key, list[dict[str, Any]]] = {}
     for record, config in finished:
         groups.setdefault((record.model, record.task, record.method), []).append(config)
-    swept: dict[Key, list[str]] = {}
-    for key, configs in groups.items():
-        names = sorted({name for config in configs for name in config} - NOT_A_SETTING)
-        swept[key] = [name for name in names if len({repr(config.get(name)) for config in configs}) > 1]
-    return [
-        replace(record, variant=" ".join(f"{name}={_as_written(config.get(name))}"
-                                         for name in swept[record.model, record.task, record.method]))
-        for record, config in finished
-    ]
+    swept = {key: [name for name in sorted({name for config in configs for name in config} - NOT_A_SETTING)
+                   if len({repr(config.get(name)) for config in configs}) > 1] for key, configs in groups.items()}
+    return [replace(record, variant=" ".join(f"{name}={_as_written(config.get(name))}"
+                                             for name in swept[record.model, record.task, record.method]))
+            for record, config in finished]
 
 
 def _as_written(value: Any) -> str:
-    """A config value as the command line writes it (``true``, not Python's ``True``).
-
-    >>> _as_written(True), _as_written(1e-05), _as_written("fp32")
-    ('true', '1e-05', 'fp32')
-    """
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_cell(cell: Path) -> Record:
-    """The record of a finished cell, checked against its ``config.yaml`` (:func:`check_against_config`) and its
-    ``predictions.json`` (:func:`check_predictions`); :class:`CellProblem` says why there is none."""
+    """The record of a finished cell, checked against its config and predictions; else :class:`CellProblem`."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         record = cell_record(results, cell)
@@ -191,28 +166,20 @@ def read_cell(cell: Path) -> Record:
     return replace(record, unchecked=check_predictions(results, cell))
 
 
-RELATIVE_TOLERANCE = 1e-9
-"""How far a metric in ``results.json`` may lie from the same metric recomputed from ``predictions.json``: both are
-:mod:`istar_plugin.metrics` in float64 over the same values (JSON keeps a float exactly), so a few ulps at most."""
-
-ABSOLUTE_TOLERANCE = 1e-12
-"""The same for a metric at zero (a correlation, an MCC), where a relative tolerance allows nothing."""
-
-NO_PREDICTIONS = "no predictions.json"
-""":attr:`Record.unchecked` of a finished cell without ``predictions.json``."""
+RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
+"""How far a metric in ``results.json`` may lie from the same recomputed from ``predictions.json`` (a few ulps)."""
 
 
 def check_predictions(results: ResultsRecord, cell: Path) -> str:
-    """``""`` when the cell's metrics were recomputed from its ``predictions.json`` and agree, else why they were not
-    (:data:`NO_PREDICTIONS`, or a task :mod:`istar_plugin.metrics` does not score); :class:`CellProblem` when the file
-    is damaged or disagrees with ``results.json``."""
+    """``""`` when the metrics recomputed from ``predictions.json`` agree, else why none were recomputed;
+    :class:`CellProblem` when the file is damaged or disagrees with ``results.json``."""
     try:
         scored = read_predictions(cell)
     except DataError as error:
         raise CellProblem(f"{PREDICTIONS} is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')}): its "
                           f"{RESULTS} cannot be checked; left out") from None
     if scored is None:
-        return NO_PREDICTIONS
+        return f"no {PREDICTIONS}"
     if scored.task not in task_metrics.TASK_SCORERS:
         return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
     problem = predictions_problem(results, scored)
@@ -222,8 +189,7 @@ def check_predictions(results: ResultsRecord, cell: Path) -> str:
 
 
 def recomputed_lines(records: Sequence[Record]) -> list[str]:
-    """How many of ``records`` had their metrics recomputed from ``predictions.json`` (and agreed), then each one that
-    was not, with why: what ``istar-report`` prints."""
+    """What ``istar-report`` prints of how many records' metrics were recomputed, and why each other one was not."""
     unchecked = [record for record in records if record.unchecked]
     return [f"metrics recomputed from {PREDICTIONS}, agreeing with {RESULTS}: {len(records) - len(unchecked)} of "
             f"{len(records)} finished cells", *(f"  {record.path}: not recomputed ({record.unchecked})"
@@ -231,8 +197,7 @@ def recomputed_lines(records: Sequence[Record]) -> list[str]:
 
 
 def predictions_problem(results: ResultsRecord, scored: Predictions) -> str:
-    """What makes ``scored`` (a run's ``predictions.json``) not the predictions its ``results`` were computed from:
-    another task, step or evaluation split, or a metric that recomputes to another value; ``""`` when none."""
+    """Why ``scored`` is not the predictions ``results`` were computed from (task, step, split, metric); else ``""``."""
     if scored.task != results.task:
         return f"is of task {scored.task}, its {RESULTS} of {results.task}"
     if results.step is not None and scored.step != results.step:
@@ -265,7 +230,8 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
     metric = reported_metrics(task, results.check("main_metric", results.main_metric, "str"))[0]
     value = results.finite_metric(metric)
     for name, number in (*results.metrics.items(), ("eval_isoscore_star", results.eval_isoscore_star)):
-        low, high = metric_range(task, name) or (-math.inf, math.inf)
+        as_stored = task == "squad" and name in SHOWN_AS_STORED["squad"]  # SQuAD's are percentages
+        low, high = (0.0, 100.0) if as_stored else METRIC_RANGES.get(name, (-math.inf, math.inf))
         if finite_number(number) and not low <= number <= high:
             raise results.error(f"metric {name!r} is {number}, outside [{low:g}, {high:g}]: no {task} run scores that")
     layers = results.check("criterion.layers", criterion.get("layers"), "list", optional=True)
@@ -273,35 +239,17 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         raise results.error(f"criterion.layers should be a list of integers or null, is {layers!r}")
     lam, zeta = (results.check(f"criterion.{key}", criterion.get(key), "number", optional=True)
                  for key in ("lam", "zeta"))
+    best, held_out = ((results.validation or {}).get(key) for key in ("best", "metric"))
+    validation = as_percent(task, held_out, float(best)) if isinstance(held_out, str) and finite_number(best) else None
     return Record(
         task, results.model, results.check("criterion.name", criterion.get("name"), "str"),
         None if lam is None else float(lam), None if zeta is None else float(zeta), results.seed, metric, value,
         as_percent(task, metric, value), results.finite_metric("eval_isoscore_star", "eval_isoscore_star"), str(cell),
-        collapsed=results.collapsed is True,
+        collapsed=results.collapsed is True, layers=None if layers is None else tuple(layers),
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
                             and finite_number(number))),
-        layers=None if layers is None else tuple(layers),
-        validation=_validation_score(results),
-        seconds=wall_seconds(cell),
-    )
-
-
-def metric_range(task: str, metric: str) -> Optional[tuple[float, float]]:
-    """The values ``metric`` of ``task`` can take as stored, None when unknown.
-
-    >>> metric_range("sst2", "accuracy"), metric_range("squad", "f1"), metric_range("my_task", "bleu")
-    ((0.0, 1.0), (0.0, 100.0), None)
-    """
-    if task == "squad" and metric in SHOWN_AS_STORED["squad"]:
-        return 0.0, 100.0
-    return METRIC_RANGES.get(metric)
-
-
-def _validation_score(results: ResultsRecord) -> Optional[float]:
-    validation = results.validation or {}
-    best, metric = validation.get("best"), validation.get("metric")
-    return as_percent(results.task, metric, float(best)) if isinstance(metric, str) and finite_number(best) else None
+        validation=validation, seconds=wall_seconds(cell))
 
 
 def finite_number(value: Any) -> bool:

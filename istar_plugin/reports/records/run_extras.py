@@ -1,5 +1,4 @@
-"""What a cell's run directory says beyond its :class:`~.cells.Record`: wall time, where it ran, its evaluations,
-per-layer IsoScore*, sentence-embedding measures, and failure hints; what a cell did not record is None, or empty."""
+"""What a cell's run directory says beyond its :class:`~.cells.Record` (None or empty where it recorded nothing)."""
 from __future__ import annotations
 
 import os

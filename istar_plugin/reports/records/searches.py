@@ -1,5 +1,5 @@
-"""An ``istar-tune`` search read back (a search directory or an archive of one): its study (from its database, or
-an archive's ``study.json``), its final grid's cells, and where the study and the run directories disagree."""
+"""An ``istar-tune`` search read back (a search directory or an archive of one): study, final cells, problems; and
+``study.json``, the study as an archive keeps it, written and read back."""
 from __future__ import annotations
 
 import datetime
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import optuna
-from optuna.distributions import json_to_distribution
+from optuna.distributions import distribution_to_json, json_to_distribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ...config.searches import FINAL, RECORD, SCORES, SEED_STRIDE, TRIALS, SearchSpec, read_search, trial_dir
@@ -23,9 +23,8 @@ from ...storage.study_database import connect, database_errors, shown
 from .cells import Record, as_percent, collect
 
 STUDY_FILE = "study.json"
-STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.PRUNED: "pruned",
-          optuna.trial.TrialState.FAIL: "failed", optuna.trial.TrialState.RUNNING: "running",
-          optuna.trial.TrialState.WAITING: "waiting"}
+STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
+          TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
 
 
 def is_search(directory: Path) -> bool:
@@ -35,8 +34,7 @@ def is_search(directory: Path) -> bool:
 
 
 def read_study(spec: SearchSpec, search_dir: Path, consequence: str = "no report written") -> optuna.Study:
-    """The search's study, read without creating anything. A missing database or study is a RunDirError ending with
-    ``consequence``; a database fault is the StudyDatabaseError line istar-tune prints for it."""
+    """The search's study, read without creating anything; RunDirError ending with ``consequence`` when missing."""
     if (Path(search_dir) / ARCHIVE_MARKER).is_file():
         return load(Path(search_dir) / STUDY_FILE, f"search archive {search_dir}")
     url = spec.storage_url(search_dir)
@@ -65,7 +63,7 @@ class Search:
     final_problems: Sequence[tuple[str, str]] = ()
 
     @cached_property
-    def trials(self) -> list[optuna.trial.FrozenTrial]:
+    def trials(self) -> list[FrozenTrial]:
         return sorted(self.study.get_trials(deepcopy=False), key=lambda trial: trial.number)
 
     @property
@@ -78,7 +76,7 @@ class Search:
         return self.study.direction == optuna.study.StudyDirection.MAXIMIZE
 
     @cached_property
-    def best(self) -> Optional[optuna.trial.FrozenTrial]:
+    def best(self) -> Optional[FrozenTrial]:
         """The chosen trial: the study's best finished one, as ``istar-tune --final`` chose it."""
         return self.study.best_trial if self.in_state("finished") else None
 
@@ -92,17 +90,16 @@ class Search:
         return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
                 ] if folder.is_dir() else []
 
-    def wall_seconds(self, trial: optuna.trial.FrozenTrial) -> Optional[float]:
+    def wall_seconds(self, trial: FrozenTrial) -> Optional[float]:
         """How long an ended trial ran, start to end; None for one that has not."""
-        if trial.datetime_start is None or trial.datetime_complete is None:
-            return None
-        return (trial.datetime_complete - trial.datetime_start).total_seconds()
+        ended = trial.datetime_start and trial.datetime_complete
+        return (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None
 
     def improves(self, score: float, best: Optional[float]) -> bool:
         """Whether ``score`` is better than ``best`` (None: there is none yet)."""
         return best is None or (score > best if self.maximize else score < best)
 
-    def in_state(self, state: str) -> list[optuna.trial.FrozenTrial]:
+    def in_state(self, state: str) -> list[FrozenTrial]:
         return [trial for trial in self.trials if STATES[trial.state] == state]
 
     def counts(self) -> str:
@@ -115,13 +112,12 @@ def read(search_dir: Path) -> Search:
     """The search in ``search_dir``: its record, its study (:func:`read_study`) and its final grid's cells."""
     search_dir = Path(search_dir)
     spec = read_search(search_dir)
-    study = read_study(spec, search_dir)
-    task = spec.task()
+    study, task = read_study(spec, search_dir), spec.task()
     final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
     return Search(spec, search_dir, study, task, final, problems)
 
 
-def pruned_at(trial: optuna.trial.FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
+def pruned_at(trial: FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
     """``(seed, optimizer step)`` of a trial's last reported validation score: where a pruned trial stopped."""
     if not trial.intermediate_values:
         return None
@@ -174,6 +170,27 @@ def problem_line(row: dict[str, Any]) -> str:
     return ("" if row["trial"] is None else f"trial {row['trial']}: ") + f"{row['path']}: {row['problem']}"
 
 
+def trial_record(trial: FrozenTrial) -> dict[str, Any]:
+    """One trial as JSON-ready data."""
+    return {"number": trial.number, "state": trial.state.name, "values": trial.values, "params": trial.params,
+            "distributions": {name: json.loads(distribution_to_json(distribution))
+                              for name, distribution in trial.distributions.items()},
+            "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
+            "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
+            **{key: None if moment is None else moment.isoformat()
+               for key, moment in (("datetime_start", trial.datetime_start),
+                                   ("datetime_complete", trial.datetime_complete))}}
+
+
+def study_text(study: optuna.Study) -> str:
+    """``study.json``'s text: the study's name, directions, user attributes and every trial in number order."""
+    return json.dumps({"study": study.study_name, "directions": [direction.name for direction in study.directions],
+                       "user_attrs": study.user_attrs,
+                       "trials": [trial_record(trial) for trial in sorted(study.get_trials(deepcopy=False),
+                                                                          key=lambda trial: trial.number)]},
+                      indent=1, sort_keys=True) + "\n"
+
+
 def read_record(path: Path, what: str) -> dict[str, Any]:
     """The record in ``path``; a missing or damaged one is one RunDirError line beginning with ``what``."""
     if not Path(path).is_file():
@@ -189,41 +206,32 @@ def read_record(path: Path, what: str) -> dict[str, Any]:
 
 
 def load(path: Path, what: str) -> optuna.Study:
-    """The study recorded in ``path``; a record Optuna cannot rebuild is one RunDirError line too."""
-    try:
-        return as_study(read_record(path, what))
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
-
-
-def as_study(record: dict[str, Any]) -> optuna.Study:
-    """The in-memory study a record describes; its trials keep their numbers (a record holds every trial, from 0)."""
-    verbosity = optuna.logging.get_verbosity()
+    """The in-memory study recorded in ``path``, its trials keeping their numbers; a missing, damaged or incomplete
+    record (one Optuna cannot rebuild) is one RunDirError line."""
+    record, verbosity = read_record(path, what), optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" on every report
     try:
         study = optuna.create_study(study_name=record["study"],
                                     directions=[direction.lower() for direction in record["directions"]])
+        for key, value in record["user_attrs"].items():
+            study.set_user_attr(key, value)
+        for number, trial in enumerate(sorted(record["trials"], key=lambda trial: trial["number"])):
+            if trial["number"] != number:
+                raise ValueError(f"trial {number} is missing")
+            study.add_trial(_frozen(trial))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise RunDirError(f"{what}: its study record {path} is damaged ({one_line(error)[:200]})") from None
     finally:
         optuna.logging.set_verbosity(verbosity)
-    for key, value in record["user_attrs"].items():
-        study.set_user_attr(key, value)
-    for number, trial in enumerate(sorted(record["trials"], key=lambda trial: trial["number"])):
-        if trial["number"] != number:
-            raise ValueError(f"trial {number} is missing")
-        study.add_trial(_frozen(trial))
     return study
 
 
 def _frozen(trial: dict[str, Any]) -> FrozenTrial:
     return FrozenTrial(number=trial["number"], state=TrialState[trial["state"]], value=None, values=trial["values"],
-                       datetime_start=_time(trial["datetime_start"]),
-                       datetime_complete=_time(trial["datetime_complete"]), params=trial["params"],
+                       **{key: None if trial[key] is None else datetime.datetime.fromisoformat(trial[key])
+                          for key in ("datetime_start", "datetime_complete")}, params=trial["params"],
                        distributions={name: json_to_distribution(json.dumps(distribution))
                                       for name, distribution in trial["distributions"].items()},
                        user_attrs=trial["user_attrs"], system_attrs=trial["system_attrs"],
                        intermediate_values={int(step): value for step, value in trial["intermediate_values"].items()},
                        trial_id=trial["number"])
-
-
-def _time(text: Optional[str]) -> Optional[datetime.datetime]:
-    return None if text is None else datetime.datetime.fromisoformat(text)

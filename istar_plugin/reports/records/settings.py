@@ -1,17 +1,15 @@
-"""A grid's records grouped into settings (one :class:`Setting` per model, task, method, lambda, zeta and variant),
-the methods' names and order, and each method's best setting."""
+"""A grid's records grouped into settings (:class:`Setting`), the methods' names and order, each method's best."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
 from .cells import Key, Record
 
-METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}
-"""Criterion name -> column title; other (plugin) criteria keep their own name, after these."""
+METHOD_NAMES = {"cross_entropy": "Base", "cosreg": "CosReg", "istar": "I-STAR"}  # others keep their name, after
 
 
 @dataclass(frozen=True)
@@ -31,21 +29,16 @@ class Setting:
     collapsed: int = 0  # how many of its seeds collapsed to one predicted class
     others: tuple[tuple[str, tuple[float, ...]], ...] = ()  # other metrics every seed has: name -> per-seed scores
     validations: tuple[Optional[float], ...] = ()  # per seed: best score on the held-out validation split, if any
+    records: tuple[Record, ...] = field(default=(), compare=False, repr=False)  # its runs, in seed order
 
     @property
     def validation_mean(self) -> Optional[float]:
         """Mean validation score over seeds; None unless every seed held a validation split out."""
-        if not self.validations or any(v is None for v in self.validations):
-            return None
-        return statistics.fmean(self.validations)
+        return statistics.fmean(self.validations) if self.validations and None not in self.validations else None
 
     @property
     def n(self) -> int:
         return len(self.scores)
-
-    def metric_scores(self, metric: str) -> Optional[tuple[float, ...]]:
-        """Per-seed percentages of ``metric`` (the table metric or one of ``others``); None if not every seed has it."""
-        return self.scores if metric == self.metric else dict(self.others).get(metric)
 
     def metric_names(self) -> list[str]:
         """The table metric, then the others every seed has."""
@@ -70,11 +63,11 @@ class Setting:
 
 def method_order(methods: Iterable[str]) -> list[str]:
     """Base, CosReg, I-STAR first, then any other criterion by name."""
-    return sorted(set(methods), key=_method_rank)
+    return sorted(set(methods), key=method_rank)
 
 
-def _method_rank(method: str) -> tuple[int, str]:
-    known = list(METHOD_NAMES)
+def method_rank(method: str, known: Sequence[str] = tuple(METHOD_NAMES)) -> tuple[int, str]:
+    """Where ``method`` stands: the ``known`` ones in their order, any other after them by name."""
     return (known.index(method) if method in known else len(known), method)
 
 
@@ -84,9 +77,11 @@ def display_name(method: str) -> str:
 
 def settings(records: Sequence[Record]) -> list[Setting]:
     """Records grouped by model, task, method, lam, zeta and variant (seeds in ascending order)."""
+    groups: dict[tuple, list[Record]] = {}
+    for record in sorted(records, key=lambda record: record.seed):
+        groups.setdefault(setting_key(record), []).append(record)
     result = []
-    for (model, task, method, lam, zeta, variant), group in records_by_setting(records).items():
-        group.sort(key=lambda record: record.seed)
+    for (model, task, method, lam, zeta, variant), group in groups.items():
         metrics = {record.metric for record in group}
         if len(metrics) > 1:
             raise ValueError(f"{model}/{task}/{method}: cells disagree on the main metric "
@@ -94,24 +89,12 @@ def settings(records: Sequence[Record]) -> list[Setting]:
         others = [dict(record.others) for record in group]
         common = [name for name in others[0] if all(name in other for other in others)]
         result.append(Setting(
-            model, task, method, lam, zeta, metrics.pop(),
-            seeds=tuple(record.seed for record in group),
-            scores=tuple(record.score for record in group),
-            isoscores=tuple(record.isoscore_star for record in group),
-            variant=variant,
-            collapsed=sum(record.collapsed for record in group),
+            model, task, method, lam, zeta, metrics.pop(), seeds=tuple(record.seed for record in group),
+            scores=tuple(record.score for record in group), isoscores=tuple(record.isoscore_star for record in group),
+            variant=variant, collapsed=sum(record.collapsed for record in group),
             others=tuple((name, tuple(other[name] for other in others)) for name in common),
-            validations=tuple(record.validation for record in group),
-        ))
+            validations=tuple(record.validation for record in group), records=tuple(group)))
     return sorted(result, key=setting_order)
-
-
-def records_by_setting(records: Sequence[Record]) -> dict[tuple, list[Record]]:
-    """The records of each setting, keyed by (model, task, method, lam, zeta, variant)."""
-    groups: dict[tuple, list[Record]] = {}
-    for record in records:
-        groups.setdefault(setting_key(record), []).append(record)
-    return groups
 
 
 def setting_key(item: Record | Setting) -> tuple:
@@ -127,7 +110,7 @@ def setting_row(setting: Setting) -> dict[str, Any]:
 
 def setting_order(setting: Setting) -> tuple:
     none_first = lambda value: (value is not None, value or 0.0)  # noqa: E731
-    return (setting.model, setting.task, _method_rank(setting.method), none_first(setting.lam),
+    return (setting.model, setting.task, method_rank(setting.method), none_first(setting.lam),
             none_first(setting.zeta), setting.variant)
 
 
@@ -141,23 +124,19 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared).
-
-    Only the settings with the most seeds of their (model, task, method) compete: a mean over fewer seeds is noisier, so
-    ranking it beside fuller ones would favour it by chance. ``selection="validation"``: the best mean held-out
-    validation score, among settings whose every seed has one."""
+    """(model, task, method) -> (its setting with the best mean score, how many settings were compared), among those
+    with the most seeds; ``selection="validation"``: by the mean held-out validation score."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
     for setting in settings(records):
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
-    by = (lambda s: (better_sign(s.metric) * s.mean, s.n)) if selection == "eval" else (
-        lambda s: (better_sign(s.metric) * s.validation_mean, s.n))
+    score = "mean" if selection == "eval" else "validation_mean"
     best = {}
     for key, group in candidates.items():
         full = [setting for setting in group if setting.n == max(other.n for other in group)]
-        best[key] = (max(full, key=by), len(full))
+        best[key] = (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
     return best
 
 
@@ -168,5 +147,7 @@ def has_validation(records: Sequence[Record]) -> bool:
 
 def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
     """``metric`` over the setting's seeds; None where it has no such metric."""
-    scores = None if setting is None else setting.metric_scores(metric)
+    if setting is None:
+        return None
+    scores = setting.scores if metric == setting.metric else dict(setting.others).get(metric)
     return over_seeds(scores) if scores else None
