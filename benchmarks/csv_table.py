@@ -1,4 +1,5 @@
-"""The benchmarks' ``--csv FILE`` option: the table a script prints, also written as a CSV file.
+"""The benchmarks' ``--csv FILE`` option (the table a script prints, also written as a CSV file), and
+:func:`at_least_one`, their type for a count given on the command line.
 
 A script under ``benchmarks/`` imports it as a sibling module (``from csv_table import add_csv_option, write_csv``):
 ``python benchmarks/NAME.py`` puts ``benchmarks/`` first on ``sys.path``.
@@ -23,6 +24,14 @@ def csv_path(text: str) -> Path:
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r}: its folder {str(path.parent)!r} does not exist")
     return path
+
+
+def at_least_one(text: str) -> int:
+    """A count given on the command line (``--rounds``, ``--batch``): a whole number of at least 1, else one argparse
+    line naming the value."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1")
+    return int(text)
 
 
 def write_csv(path: Optional[Path], header: Sequence[str], rows: Iterable[Sequence[Any]],

@@ -20,7 +20,7 @@ import shlex
 import sys
 
 import torch
-from csv_table import add_csv_option, write_csv
+from csv_table import add_csv_option, at_least_one, write_csv
 from omegaconf import DictConfig
 from startup import cpu_name
 
@@ -66,7 +66,7 @@ def pull(cfg: DictConfig, batch: int) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch", type=int, default=8, help="training examples in the batch (default 8)")
+    parser.add_argument("--batch", type=at_least_one, default=8, help="training examples in the batch (default 8)")
     parser.add_argument("--setup", action="append", default=[], type=shlex.split, metavar="OVERRIDES",
                         help="one more setup: istar-run overrides in one quoted argument (repeatable)")
     add_csv_option(parser)

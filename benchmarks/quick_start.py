@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from csv_table import add_csv_option, write_csv
+from csv_table import add_csv_option, at_least_one, write_csv
 from startup import cpu_name
 
 from istar_plugin.storage.logs import read_records
@@ -46,13 +46,6 @@ def precisions(text: str) -> list[str]:
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(PRECISIONS)}, comma-separated")
     return chosen
-
-
-def rounds(text: str) -> int:
-    """``--rounds``: a whole number of at least 1."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1")
-    return int(text)
 
 
 def printed(value: float, digits: int = 4) -> str:
@@ -99,7 +92,7 @@ def main() -> None:
                         help=f"comma-separated, from {', '.join(PRECISIONS)} (default auto,fp32)")
     parser.add_argument("--overrides", nargs="+", default=[""], metavar="OVERRIDES",
                         help='each a run with these key=value words added ("": the command as it is, the default)')
-    parser.add_argument("--rounds", type=rounds, default=1)
+    parser.add_argument("--rounds", type=at_least_one, default=1)
     parser.add_argument("--baseline-src", help="also run the quick start imported from this source tree")
     add_csv_option(parser)
     args = parser.parse_args()

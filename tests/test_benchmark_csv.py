@@ -1,8 +1,10 @@
 """The benchmarks' ``--csv FILE``: benchmarks/csv_table.py writes the table a script prints, every script under
 benchmarks/ offers it, and a script's CSV holds the rows it printed."""
+import argparse
 import ast
 import csv
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +89,14 @@ def test_a_csv_file_in_a_missing_folder_is_refused_before_anything_is_measured(t
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
     assert done.stderr.splitlines()[-1].endswith("does not exist") and "--csv" in done.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "x", "1.5", ""])
+def test_a_count_below_one_or_not_whole_is_refused_naming_the_value(text):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{re.escape(repr(text))}: a whole number of at least 1$"):
+        csv_table.at_least_one(text)
+
+
+@given(st.integers(1, 10**6))
+def test_a_whole_count_of_at_least_one_is_taken_as_it_is(count):
+    assert csv_table.at_least_one(str(count)) == count
