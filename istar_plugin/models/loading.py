@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import sys
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from safetensors import SafetensorError, safe_open
 from transformers import AutoTokenizer
@@ -54,15 +54,20 @@ def load_pretrained(auto_class, path: str, **kwargs):
     return model
 
 
-def _no_gguf_bar() -> ContextManager:
+@contextlib.contextmanager
+def _no_gguf_bar() -> Iterator[None]:
     """No tqdm bar while transformers dequantises a GGUF file (it ignores its progress-bar setting there)."""
     from functools import partial
-    from unittest import mock
 
     from tqdm.auto import tqdm
     from transformers import modeling_gguf_pytorch_utils as gguf_loading
 
-    return mock.patch.object(gguf_loading, "tqdm", partial(tqdm, disable=True))
+    drawn = gguf_loading.tqdm
+    gguf_loading.tqdm = partial(tqdm, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loading.tqdm = drawn
 
 
 def load_tokenizer(cfg: ModelConfig) -> Any:
