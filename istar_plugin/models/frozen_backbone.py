@@ -61,13 +61,13 @@ class FrozenBackboneCache:
     def store(self, keys: list[bytes], vectors: Tensor, pooled: Optional[bool] = None) -> None:
         """Keep ``vectors`` under ``keys`` (a key already kept keeps its vector); ``pooled``: what the head reads."""
         self.pooled = self.pooled if pooled is None else pooled
-        new = {}
-        for key, vector in zip(keys, vectors.detach().float().cpu()):
+        new: dict[bytes, int] = {}  # each key not kept yet, at its first row
+        for index, key in enumerate(keys):
             if key not in self._rows and key not in new:
-                new[key] = vector
+                new[key] = index
         if not new:
             return
-        rows = list(new.values())
+        rows = list(vectors.detach()[list(new.values())].float().cpu())  # only the new rows leave the device
         if self._file is None and (len(self._rows) + len(rows)) * rows[0].numel() * 4 > self.memory_limit:
             self._file = tempfile.TemporaryFile(dir=self.spill_dir)  # no name: gone with the process
             self._append(self._in_memory)
