@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
@@ -119,7 +119,7 @@ class SearchSpec:
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
-    seeds = value if isinstance(value, (list, tuple, ListConfig)) else [value]
+    seeds = value if isinstance(value, (list, tuple)) else [value]
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise SearchError(f"{where} must be a list of seeds (integers >= 0), got {value!r}")
     if len(set(seeds)) != len(seeds):
@@ -129,7 +129,7 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
 
 def _dimension(key: str, spec: Any) -> Dimension:
     where = f"space.{key}"
-    if not isinstance(spec, (dict, DictConfig)):
+    if not isinstance(spec, dict):
         raise SearchError(f"{where} must be a mapping ({{low, high[, log, sign, int]}} or {{choices: [...]}}), "
                           f"got {spec!r}")
     if unknown := sorted(set(spec) - set(DIMENSION_KEYS)):
@@ -138,12 +138,11 @@ def _dimension(key: str, spec: Any) -> Dimension:
         choices = spec["choices"]
         if set(spec) != {"choices"}:
             raise SearchError(f"{where}: choices take no other field, got {', '.join(sorted(spec))}")
-        if not isinstance(choices, (list, ListConfig)) or not choices:
+        if not isinstance(choices, list) or not choices:
             raise SearchError(f"{where}.choices must be a non-empty list, got {choices!r}")
-        values = list(OmegaConf.to_container(choices) if isinstance(choices, ListConfig) else choices)
-        if any(isinstance(v, (dict, list)) for v in values) or len({repr(v) for v in values}) != len(values):
-            raise SearchError(f"{where}.choices must be distinct scalars, got {values!r}")
-        return Dimension(key, choices=tuple(values))
+        if any(isinstance(v, (dict, list)) for v in choices) or len({repr(v) for v in choices}) != len(choices):
+            raise SearchError(f"{where}.choices must be distinct scalars, got {choices!r}")
+        return Dimension(key, choices=tuple(choices))
     if "low" not in spec or "high" not in spec:
         raise SearchError(f"{where} needs low and high (or choices)")
     for field in ("low", "high"):
@@ -185,7 +184,7 @@ def parse(content: Any, name: str, source: Optional[Path] = None, arguments: Seq
             command_line.append((key, value))
     fixed = overrides.arguments(overrides.merge(_fixed(content.get("fixed"), "fixed"), command_line))
     space = content.get("space")
-    if not isinstance(space, (dict, DictConfig)) or not space:
+    if not isinstance(space, dict) or not space:
         raise SearchError(f"search file {source or name}: space must map at least one run key to its range or choices")
     trials = content.get("trials", 24)
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
@@ -242,7 +241,6 @@ def yaml_value(text: str) -> Any:
 
 
 def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
-    """(path, content) of the search file ``name`` (in ``recipes/searches/``, or a path to a YAML file)."""
     path = find_yaml(name, SEARCHES_SUBDIR)
     if path is None and name.endswith((".yaml", ".yml")) and Path(name).exists():
         path = Path(name)
@@ -250,7 +248,7 @@ def _read_file(name: str, where: str = "") -> tuple[Path, Any]:
         known = ", ".join(available(SEARCHES_SUBDIR)) or "(none)"
         raise SearchError(f"{where}unknown search {name!r}; searches: {known}")
     try:
-        return path, read_yaml(path, "search file")
+        return path, OmegaConf.to_container(read_yaml(path, "search file"))
     except (OmegaConfBaseException, yaml.YAMLError) as error:
         raise SearchError(f"search file {path} is not valid YAML: {' '.join(str(error).split())}") from None
 
@@ -266,8 +264,7 @@ def with_base(content: dict[str, Any], name: str, chain: Sequence[str] = ()) -> 
     if Path(base).stem in chain:
         raise SearchError(f"search {name}: base {base!r} leads back to itself ({' -> '.join([*chain, base])})")
     _, parent = _read_file(base, where=f"search {name}: base: ")
-    parent = with_base(dict(OmegaConf.to_container(parent) if isinstance(parent, DictConfig) else parent),
-                       Path(base).stem, chain)
+    parent = with_base(dict(parent), Path(base).stem, chain)
     own = {key: value for key, value in content.items() if key != "base"}
     fixed = overrides.merge(_fixed(parent.get("fixed"), f"search {base}: fixed"), _fixed(own.get("fixed"), "fixed"))
     return {**parent, **own, "fixed": dict(fixed)}
