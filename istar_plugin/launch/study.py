@@ -75,7 +75,8 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
         if changed := sorted(spec.differences(before)):
             raise SearchError(f"search_dir {search_dir} holds another search ({before.name}; differs at "
                               f"{', '.join(changed)}); choose another search_dir=, nothing was changed")
-    data = data_fingerprint(spec)
+    corner = {d.key: d.corners()[0] for d in spec.space}  # what a trial reads, as its run loads it
+    data = load_data(compose([*trial_arguments(spec, corner, spec.seeds[0]), TRIAL_EVALUATION])).fingerprint
     fresh = not search_dir.exists()
     search_dir.mkdir(parents=True, exist_ok=True)
     url = spec.storage_url(search_dir)
@@ -94,12 +95,6 @@ def open_search(spec: SearchSpec, search_dir: Path, worker: int = 0) -> optuna.S
     mark(search_dir, SEARCH_MARKER, search=spec.name)
     atomic_write_text(recorded, yaml.safe_dump({"name": spec.name, **spec.as_dict()}, sort_keys=False))
     return study
-
-
-def data_fingerprint(spec: SearchSpec) -> dict[str, Any]:
-    """What a trial reads (its training and held-out splits, as its run loads them), fingerprinted."""
-    values = {d.key: d.corners()[0] for d in spec.space}
-    return load_data(compose([*trial_arguments(spec, values, spec.seeds[0]), TRIAL_EVALUATION])).fingerprint
 
 
 def bind(study: optuna.Study, spec: SearchSpec, search_dir: Path, data: dict[str, Any]) -> None:
