@@ -21,19 +21,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 from ..config import available, compose
-from ..config.searches import (FINAL, SEARCHES_SUBDIR, SearchError, SearchSpec, check, describe_values, load,
-                               trial_arguments)
+from ..config.searches import FINAL, SEARCHES_SUBDIR, SearchError, check, describe_values, load, trial_arguments
 from ..errors import run_command
 from ..launch import hub_check
 from ..launch import options as profiles
 from ..storage.user_paths import expand_home, text_argument
 from . import set_environment
-
-if TYPE_CHECKING:
-    import optuna
 
 
 def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) -> int:
@@ -47,39 +43,31 @@ def run(name: str, arguments: Sequence[str], dry_run: bool, final_only: bool) ->
     workers = options.keys.get("workers")
     if workers is not None and (not workers.isdigit() or int(workers) < 1):
         raise SearchError(f"workers must be a positive integer, got {workers!r}")
+    from ..launch import submit as launch
     from ..launch.study import open_search
-    from ..launch.submit import check_launcher
-    from ..launch.tune import describe, worker_count
+    from ..launch.tune import describe, final_grid, run_workers, unfinished, worker_count
     from ..storage.study_database import database_errors
 
     count = worker_count(spec, options, int(workers) if workers else None)
     if dry_run:
         print(describe(spec, search_dir, options, count))
         return 0
-    check_launcher(options)
+    launch.check_launcher(options)
     if options.launcher != "slurm":  # the hub check istar-run makes, once
         hub_check.check(compose(trial_arguments(spec, {d.key: d.corners()[0] for d in spec.space}, spec.seeds[0])))
     study = open_search(spec, search_dir)
     with database_errors(spec.storage_url(search_dir)):  # the database failing mid-search: one line, resumable
-        return _trials_then_final(name, arguments, spec, study, search_dir, options, count, final_only)
-
-
-def _trials_then_final(name: str, arguments: Sequence[str], spec: SearchSpec, study: optuna.Study, search_dir: Path,
-                       options: profiles.LaunchOptions, count: int, final_only: bool) -> int:
-    from ..launch import submit as launch
-    from ..launch.tune import final_grid, run_workers, unfinished
-
-    if not final_only:
-        outcomes = run_workers(search_dir, options, count, say=print)
-        if options.launcher == "slurm":
-            print(f"when its trials have ended: istar-tune {name} {' '.join(arguments)} --final")
-            return 0
-        print("trials: " + (", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())) or "none run now"))
-    if left := unfinished(study, spec):
-        raise SearchError(f"{left} of the {spec.trials} trials have not ended (running elsewhere, or their workers "
-                          f"stopped): run istar-tune {name} again to resume them, then --final")
-    grid = final_grid(spec, study)
-    best = study.best_trial
+        if not final_only:
+            outcomes = run_workers(search_dir, options, count, say=print)
+            if options.launcher == "slurm":
+                print(f"when its trials have ended: istar-tune {name} {' '.join(arguments)} --final")
+                return 0
+            print("trials: " + (", ".join(f"{n} {what}" for what, n in sorted(outcomes.items())) or "none run now"))
+        if left := unfinished(study, spec):
+            raise SearchError(f"{left} of the {spec.trials} trials have not ended (running elsewhere, or their "
+                              f"workers stopped): run istar-tune {name} again to resume them, then --final")
+        grid = final_grid(spec, study)
+        best = study.best_trial
     print(f"chosen: trial {best.number} ({describe_values(best.user_attrs['values'])}), validation score "
           f"{best.value:.4f}; scoring it and the baseline at seeds {list(spec.final_seeds)} on the evaluation split")
     planned = launch.plan(grid, search_dir / FINAL)
