@@ -86,19 +86,17 @@ class Watchdog:
     stalled: dict[int, float] = {}  # thread whose connection was shut down: the seconds it waited
     running = False  # its thread started (a forked child starts its own, and forgets its parent's connections)
 
-    @staticmethod
-    def watched(connection: Any) -> bool:
-        return type(connection).__module__.split(".")[0] in ("psycopg", "psycopg2")
-
     @classmethod
-    def arm(cls, connection: Any) -> None:
-        if not cls.watched(connection):
-            return
+    def arm(cls, connection: Any) -> bool:
+        """Watch ``connection`` from now on, if it is psycopg's; whether it is."""
+        if type(connection).__module__.split(".")[0] not in ("psycopg", "psycopg2"):
+            return False
         with cls.lock:
             if not cls.running:
                 cls.running = True
                 threading.Thread(target=cls.run, name="study-database-watchdog", daemon=True).start()
             cls.armed[id(connection)] = (time.monotonic() + STATEMENT_TIMEOUT_S, connection, threading.get_ident())
+        return True
 
     @classmethod
     def forget(cls) -> None:
@@ -108,10 +106,9 @@ class Watchdog:
     @classmethod
     def checkout(cls, connection: Any, record: Any, proxy: Any) -> None:
         """Arm, then ping the connection (its server may have restarted or hung since it was pooled)."""
-        if not cls.watched(connection):
+        if not cls.arm(connection):
             return
         cls.stalled.pop(threading.get_ident(), None)
-        cls.arm(connection)
         try:
             with contextlib.closing(connection.cursor()) as cursor:
                 cursor.execute("SELECT 1")
