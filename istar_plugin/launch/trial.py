@@ -140,8 +140,7 @@ class SearchWorker(submitit.helpers.Checkpointable):
             say(f"trial {trial.number} failed: {failure}")
             return "failed"
         except (Stopped, KeyboardInterrupt) as stop:  # left running in the study, resumed by the next worker to start
-            reason = one_line(stop) or "interrupted"
-            say(f"trial {trial.number} stopped ({reason}): the next worker to start resumes it")
+            say(f"trial {trial.number} stopped ({one_line(stop)}): the next worker to start resumes it")
             raise
         study.tell(trial, score)
         best = study.best_trial
