@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib
 import importlib.util
+import pkgutil
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -37,10 +37,7 @@ class Entry:
 
     @property
     def cls(self) -> Any:
-        if isinstance(self.target, str):
-            module, _, attribute = self.target.partition(":")
-            return getattr(importlib.import_module(module), attribute)
-        return self.target
+        return pkgutil.resolve_name(self.target) if isinstance(self.target, str) else self.target
 
     @property
     def compose_time(self) -> Any:
