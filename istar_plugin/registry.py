@@ -175,8 +175,7 @@ _loading = False
 
 
 def load_plugins() -> tuple[str, ...]:
-    """Import every installed entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names.
-    A lookup made while they load sees what has registered so far."""
+    """Import every entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names."""
     global _loading
     if _loaded or _loading:
         return tuple(_loaded)

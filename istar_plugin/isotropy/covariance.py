@@ -142,8 +142,7 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
 
 
 class _PooledScatter(torch.autograd.Function):
-    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient (DDP's
-    averaging divides the ``world_size`` factor back out)."""
+    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -168,8 +167,7 @@ class _PooledScatter(torch.autograd.Function):
 
 def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
                          group=None) -> Tensor:
-    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank: pools counts,
-    sums and the d x d scatter, never the points; gradients flow to each rank's own points."""
+    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
