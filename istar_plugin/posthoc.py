@@ -6,8 +6,6 @@ composes them left to right (``center+abtt:2``); a comma-separated list names se
 >>> whiten = parse_transform("whiten:6").fit(x)
 >>> torch.allclose(torch.cov(whiten(x).T, correction=0), torch.eye(6, dtype=torch.float64), atol=1e-8)
 True
->>> [t.name for t in parse_transforms("none,center,whiten:4,center+abtt:1")]
-['none', 'center', 'whiten:4', 'center+abtt:1']
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib
 import importlib.util
+import pkgutil
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -37,10 +37,7 @@ class Entry:
 
     @property
     def cls(self) -> Any:
-        if isinstance(self.target, str):
-            module, _, attribute = self.target.partition(":")
-            return getattr(importlib.import_module(module), attribute)
-        return self.target
+        return pkgutil.resolve_name(self.target) if isinstance(self.target, str) else self.target
 
     @property
     def compose_time(self) -> Any:
@@ -178,8 +175,7 @@ _loading = False
 
 
 def load_plugins() -> tuple[str, ...]:
-    """Import every installed entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names.
-    A lookup made while they load sees what has registered so far."""
+    """Import every entry point of the ``istar_plugin.<kind>s`` groups (once per process); return their names."""
     global _loading
     if _loaded or _loading:
         return tuple(_loaded)

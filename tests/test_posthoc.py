@@ -102,3 +102,8 @@ def test_transforms_keep_the_input_dtype_and_width_bookkeeping():
         transform = parse_transform(spec).fit(points)
         out = transform(points)
         assert out.dtype == torch.float32 and out.shape[1] == width == transform.out_dim(6)
+
+
+def test_a_transform_is_named_by_its_spec():
+    names = [transform.name for transform in parse_transforms("none,center,whiten:4,center+abtt:1")]
+    assert names == ["none", "center", "whiten:4", "center+abtt:1"]

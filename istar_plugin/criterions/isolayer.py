@@ -98,12 +98,10 @@ class IsoLayerCriterion(Criterion):
     def adapt(self, model) -> None:
         import torch
 
-        size = model.hidden_size
-        self.layer = torch.nn.Linear(size, size, bias=self.cfg.bias)
-        with torch.no_grad():
-            self.layer.weight.copy_(torch.eye(size))
-            if self.layer.bias is not None:
-                self.layer.bias.zero_()
+        self.layer = torch.nn.Linear(model.hidden_size, model.hidden_size, bias=self.cfg.bias)
+        torch.nn.init.eye_(self.layer.weight)
+        if self.layer.bias is not None:
+            torch.nn.init.zeros_(self.layer.bias)
         model.requires_grad_(False)
         model.insert_before_head(LAYER_NAME, self.layer)
         self.layer.requires_grad_(True)

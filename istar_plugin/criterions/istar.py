@@ -57,9 +57,7 @@ def istar_loss(loss: Tensor, cloud: Sequence[Tensor], shrinkage_cov: Optional[Te
 class IStarCriterion(CrossEntropyCriterion):
     """Task loss plus ``lam * (1 - IsoScore*)`` of the all-layer token cloud, shrunk towards Sigma_S."""
 
-    def __init__(self, cfg: IStarConfig, kind: str):
-        super().__init__(cfg, kind)
-        self.shrinkage_cov: Optional[Tensor] = None
+    shrinkage_cov: Optional[Tensor] = None  # set by the ShrinkageHook
 
     def constant_penalty(self) -> Optional[str]:
         if self.cfg.zeta == 1 and self.cfg.lam != 0:

@@ -20,8 +20,7 @@ from ..models.token_cloud import stream_token_statistics
 def shrinkage_shard(num_examples: int, seed: int, epoch: int, rank: int, world_size: int) -> list[int]:
     """This rank's slice of a seeded permutation of the training set (disjoint across ranks)."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    order = torch.randperm(num_examples, generator=generator).tolist()
-    return order[rank::world_size]
+    return torch.randperm(num_examples, generator=generator).tolist()[rank::world_size]
 
 
 def points_quota(total: int, rank: int, world_size: int) -> int:

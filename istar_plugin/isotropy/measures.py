@@ -6,6 +6,8 @@ TwoNN dimension) and of sentence embeddings (alignment, uniformity, RankMe).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -71,14 +73,7 @@ def twonn_dimension(points: Tensor, discard_fraction: float = 0.1, chunk_size: i
     n = x.shape[0]
     if n < 3:
         raise ValueError(f"TwoNN needs at least 3 points, got {n}")
-    squared_norms = x.square().sum(dim=1)
-    nearest = []
-    for start in range(0, n, chunk_size):
-        block = x[start : start + chunk_size]
-        distances = squared_norms[start : start + chunk_size, None] + squared_norms[None, :] - 2 * block @ x.T
-        rows = torch.arange(block.shape[0], device=x.device)
-        distances[rows, rows + start] = float("inf")  # a point is not its own neighbour
-        nearest.append(distances.topk(2, dim=1, largest=False).values.clamp_min(0).sqrt())
+    nearest = [block.topk(2, dim=1, largest=False).values.clamp_min(0).sqrt() for block in _distances(x, chunk_size)]
     r1, r2 = torch.cat(nearest).T
     keep = r1 > 0
     mu = (r2[keep] / r1[keep]).sort().values
@@ -116,16 +111,18 @@ def uniformity(points: Tensor, t: float = 2.0, chunk_size: int = 1024) -> Tensor
     if t <= 0:
         raise ValueError(f"t must be positive, got {t}")
     units = torch.nn.functional.normalize(points.to(_compute_dtype(points)), dim=1)
-    # ||u_i - u_j||^2 = |u_i|^2 + |u_j|^2 - 2 u_i . u_j: one Gram product per block of rows; ordered pairs count twice
-    squares = units.square().sum(dim=1)
-    total = units.new_zeros(())
-    for start in range(0, n, chunk_size):
-        gram = units[start : start + chunk_size] @ units.T
-        block = torch.exp(-t * (squares[start : start + chunk_size, None] + squares[None, :] - 2 * gram).clamp_min(0))
-        rows = torch.arange(block.shape[0], device=units.device)
-        block[rows, rows + start] = 0  # a point is not paired with itself
-        total = total + block.sum()
+    total = sum(torch.exp(-t * block.clamp_min(0)).sum() for block in _distances(units, chunk_size))  # pairs twice
     return torch.log(total / (n * (n - 1)))
+
+
+def _distances(x: Tensor, chunk_size: int) -> Iterator[Tensor]:
+    """Squared distances ``|x_i|^2 + |x_j|^2 - 2 x_i . x_j`` of each block of rows to every row, infinite to itself."""
+    squares = x.square().sum(dim=1)
+    for start in range(0, x.shape[0], chunk_size):
+        block = squares[start : start + chunk_size, None] + squares[None, :] - 2 * x[start : start + chunk_size] @ x.T
+        rows = torch.arange(block.shape[0], device=x.device)
+        block[rows, rows + start] = float("inf")
+        yield block
 
 
 def rankme(points: Tensor, eps: float = 1e-7) -> Tensor:
