@@ -154,10 +154,10 @@ def archive_search_dir(search_dir: Path, directory: Path) -> int:
     """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run, then the counts."""
     from ..reports.records.archive import archive_search
 
-    archived = archive_search(search_dir, directory)
-    counts = _print_archived(archived.outcomes)
-    running = f" ({archived.not_ended} not ended: their runs are archived once they end)" if archived.not_ended else ""
-    print(f"{search_dir}: study.json holds {archived.trials} trials{running}; {counts['archived']} runs archived, "
+    outcomes, trials, not_ended = archive_search(search_dir, directory)
+    counts = _print_archived(outcomes)
+    running = f" ({not_ended} not ended: their runs are archived once they end)" if not_ended else ""
+    print(f"{search_dir}: study.json holds {trials} trials{running}; {counts['archived']} runs archived, "
           f"{counts['unchanged']} archived before, {counts['skipped']} skipped; archive in {directory}")
     return 0
 

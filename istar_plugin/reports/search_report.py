@@ -74,13 +74,9 @@ def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
 
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     """The median eval IsoScore* of the trial's penalised layers, averaged over its finished runs; None without."""
-    medians = []
-    for run in search.runs(number):
-        results = read_results(run / RESULTS, require_finished=True, strict=False)
-        layers = None if results is None else (results.criterion or {}).get("layers")
-        scores = layer_isoscores(run, layers) if layers else None
-        if scores:
-            medians.append(statistics.median(scores))
+    medians = [statistics.median(scores) for run in search.runs(number)
+               if (results := read_results(run / RESULTS, require_finished=True, strict=False)) is not None
+               and (layers := results.criterion.get("layers")) and (scores := layer_isoscores(run, layers))]
     return statistics.fmean(medians) if medians else None
 
 
@@ -95,8 +91,7 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      **{dimension.key: values.get(dimension.key) for dimension in search.spec.space},
                      "held_out": search.percent(trial.value) if state == "finished" else None,
                      **{f"seed={seed}": search.percent(scores.get(str(seed))) for seed in search.spec.seeds},
-                     "pruned_seed": None if stopped is None else stopped[0],
-                     "pruned_step": None if stopped is None else stopped[1],
+                     **dict(zip(("pruned_seed", "pruned_step"), stopped or (None, None))),
                      "failure": trial.user_attrs.get(FAILURE),
                      "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
                      "wall_s": search.wall_seconds(trial),
@@ -142,10 +137,7 @@ def final_runs(search: Search) -> dict[str, list[Record]]:
 
 def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) -> Optional[PairedDifference]:
     """A setting's final runs minus the baseline's, paired by seed (:func:`~.comparisons.versus_base.compare`)."""
-    if not runs or not baseline_runs:
-        return None
-    (setting,), (baseline,) = settings(runs), settings(baseline_runs)
-    return compare(setting, baseline)
+    return compare(*settings(runs), *settings(baseline_runs)) if runs and baseline_runs else None
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
@@ -161,6 +153,7 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
         scores = {record.seed: record.score for record in runs.get(setting, [])}
         trial = trials.get(setting)
         paired = None if setting == BASELINE else against_baseline(runs.get(setting, []), runs.get(BASELINE, []))
+        columns = paired.columns() if paired else {}
         rows.append({"setting": setting, "chosen": setting == chosen,
                      "values": " ".join(search.spec.baseline) if setting == BASELINE else
                      describe_values((trial.user_attrs.get(VALUES) or {}) if trial else {}),
@@ -168,9 +161,8 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
                      "metric": runs[setting][0].metric if setting in runs else None,
                      **{f"seed={seed}": scores.get(seed) for seed in seeds},
                      "mean": over_seeds(scores.values()).mean if scores else None,
-                     "paired_seeds": None if paired is None else len(paired.seeds),
-                     "difference": None if paired is None else paired.mean,
-                     **{key: getattr(paired, key, None) for key in ("low", "high", "verdict", "resampled")},
+                     "paired_seeds": columns.get("seeds"),
+                     **{key: columns.get(key) for key in ("difference", "low", "high", "verdict", "resampled")},
                      "paired": paired})
     return rows
 
@@ -397,10 +389,9 @@ def _csv_rows(comparison: Comparison, rows: Sequence[dict[str, Any]]) -> list[di
     for row in rows:
         item = {key: value for key, value in row.items() if not key.startswith("versus_")}
         for key in ("versus_baseline", "versus_first"):
-            paired = row[key]
-            item.update({f"{key}_{name}": getattr(paired, field, None) for name, field in (
-                ("difference", "mean"), ("low", "low"), ("high", "high"), ("verdict", "verdict"))})
-            item[f"{key}_seeds"] = None if paired is None else len(paired.seeds)
+            columns = row[key].columns() if row[key] else {}
+            item.update({f"{key}_{name}": columns.get(name)
+                         for name in ("difference", "low", "high", "verdict", "seeds")})
         flat.append(item)
     return flat
 

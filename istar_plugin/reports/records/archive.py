@@ -219,17 +219,9 @@ def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> 
     return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
 
 
-@dataclass(frozen=True)
-class Archived:
-    """Each run's outcome (``trials/NNNN/seed=S``, ``final/CELL``), the trials archived and how many had not ended."""
-
-    outcomes: list[Outcome]
-    trials: int
-    not_ended: int
-
-
-def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
-    """Archive the search in ``search_dir`` into ``directory``; RunDirError or ConfigError, archiving nothing."""
+def archive_search(search_dir: str | Path, directory: str | Path) -> tuple[list[Outcome], int, int]:
+    """Archive the search in ``search_dir`` into ``directory``: each run's outcome (``trials/NNNN/seed=S``,
+    ``final/CELL``), the trials archived and how many had not ended; RunDirError or ConfigError, archiving nothing."""
     search_dir, directory = Path(search_dir), Path(directory)
     if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
@@ -255,7 +247,7 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
     if progress is not None:
         atomic_write_bytes(directory / PROGRESS, progress)
     atomic_write_text(directory / STUDY_FILE, text)
-    return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
+    return outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"])
 
 
 def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:

@@ -177,9 +177,8 @@ def trial_record(trial: FrozenTrial) -> dict[str, Any]:
                               for name, distribution in trial.distributions.items()},
             "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
             "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
-            **{key: None if moment is None else moment.isoformat()
-               for key, moment in (("datetime_start", trial.datetime_start),
-                                   ("datetime_complete", trial.datetime_complete))}}
+            **{key: None if (moment := getattr(trial, key)) is None else moment.isoformat()
+               for key in ("datetime_start", "datetime_complete")}}
 
 
 def study_text(study: optuna.Study) -> str:
@@ -206,8 +205,7 @@ def read_record(path: Path, what: str) -> dict[str, Any]:
 
 
 def load(path: Path, what: str) -> optuna.Study:
-    """The in-memory study recorded in ``path``, its trials keeping their numbers; a missing, damaged or incomplete
-    record (one Optuna cannot rebuild) is one RunDirError line."""
+    """The in-memory study recorded in ``path``, its trials keeping their numbers; RunDirError if unreadable."""
     record, verbosity = read_record(path, what), optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" on every report
     try:
