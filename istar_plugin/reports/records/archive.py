@@ -151,9 +151,7 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
     check_writable(directory, ARCHIVE_MARKER, "--archive")
     outcomes: dict[str, Outcome] = {}
     snapshots = []
-    for cell in find_cells(grid):
-        if cells is not None and not cells(cell):
-            continue
+    for cell in filter(cells, find_cells(grid)):  # cells None: every cell
         name = cell.relative_to(grid).as_posix() if cell != grid else grid.resolve().name
         try:
             snapshots.append(_snapshot(cell, name))
