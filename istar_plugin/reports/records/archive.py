@@ -188,9 +188,8 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
         raise RunDirError("no config.yaml beside results.json")
     status = "finished" if results.finished else f"failed: {' '.join(str(results.reason).split())}"
     if origin is None:  # a grid's cell, not an archive's: its metrics log summarised, where it came from noted
-        kept, total = 0, 0
+        text, kept, total = summarised_log(files.get(METRICS, b"").decode("utf-8", errors="replace"))
         if METRICS in files:
-            text, kept, total = summarised_log(files[METRICS].decode("utf-8", errors="replace"))
             files[METRICS] = text.encode("utf-8")
         origin = (json.dumps({"source": f"{socket.gethostname()}:{cell.resolve()}",
                               "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
