@@ -137,7 +137,10 @@ def final_runs(search: Search) -> dict[str, list[Record]]:
 
 def against_baseline(runs: Sequence[Record], baseline_runs: Sequence[Record]) -> Optional[PairedDifference]:
     """A setting's final runs minus the baseline's, paired by seed (:func:`~.comparisons.versus_base.compare`)."""
-    return compare(*settings(runs), *settings(baseline_runs)) if runs and baseline_runs else None
+    if not runs or not baseline_runs:
+        return None
+    (setting,), (baseline,) = settings(runs), settings(baseline_runs)
+    return compare(setting, baseline)
 
 
 def chosen_rows(search: Search) -> list[dict[str, Any]]:
@@ -278,8 +281,7 @@ def summary(report: Report) -> list[str]:
     """What ``istar-report SEARCH_DIR`` prints: trials, the choice, its paired difference to the baseline, problems."""
     search = report.search
     lines = [f"search {search.spec.name}: {len(search.trials)} of {search.spec.trials} trials ({search.counts()})"]
-    running = search.in_state("running")
-    if running:
+    if running := search.in_state("running"):
         lines.append("running: " + ", ".join(f"trial {trial.number} (since {trial.datetime_start:%Y-%m-%d %H:%M})"
                                              for trial in running))
     if not report.chosen:
@@ -420,8 +422,7 @@ def _draw_progress(comparison: Comparison, path: Path) -> Path:
     fig, ax = single(f"Searches of {search.task}: the best held-out {search.metric} so far", "optimizer steps trained "
                      "by the search's trials", f"best held-out {search.metric}")
     for label, each in zip(comparison.labels, comparison.searches):
-        points = progress_points(each)
-        if points:
+        if points := progress_points(each):
             ax.step(*zip(*points), where="post", marker="o", markersize=3, label=label)
     ax.legend(fontsize=8)
     return save_png(fig, path)

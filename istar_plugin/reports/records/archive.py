@@ -30,8 +30,7 @@ ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100
 WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
-ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
-"""The states a trial never leaves: its record is final."""
+ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})  # its record is final
 
 
 @dataclass(frozen=True)
@@ -253,8 +252,7 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
                               "new or empty --archive folder, nothing was changed")
         return None
-    changed = spec.differences(read_search(directory))
-    if changed:
+    if changed := spec.differences(read_search(directory)):
         return f"{RECORD} ({', '.join(changed)})"
     if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
         return PROGRESS
