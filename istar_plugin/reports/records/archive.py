@@ -29,7 +29,6 @@ from .searches import (STUDY_FILE, disagreements, is_search, problem_line, read,
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100
-WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
 ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})  # its record is final
 
 
@@ -69,9 +68,8 @@ class Plan:
             cell = self.directory / snapshot.name
             cell.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(cell / ORIGIN, snapshot.origin)
-            for file in WRITE_ORDER:
-                if file in snapshot.files:
-                    atomic_write_bytes(cell / file, snapshot.files[file])
+            for file, content in sorted(snapshot.files.items(), key=lambda item: item[0] == "config.yaml"):
+                atomic_write_bytes(cell / file, content)  # config.yaml last: then it is a cell
             size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
             outcomes.append(Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB"))
         return sorted(outcomes, key=lambda outcome: outcome.name)
@@ -144,7 +142,7 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
-    if grid.resolve() in (directory.resolve(), *directory.resolve().parents):
+    if directory.resolve().is_relative_to(grid.resolve()):
         raise ConfigError(f"--archive {directory} is inside the grid {grid}: choose a folder outside it (a report on "
                           "the grid would read every cell twice)")
     check_writable(directory, ARCHIVE_MARKER, "--archive")
@@ -219,7 +217,7 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> tuple[list[
     """Archive the search in ``search_dir`` into ``directory``: each run's outcome (``trials/NNNN/seed=S``,
     ``final/CELL``), the trials archived and how many had not ended; RunDirError or ConfigError, archiving nothing."""
     search_dir, directory = Path(search_dir), Path(directory)
-    if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
+    if directory.resolve().is_relative_to(search_dir.resolve()):
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
     spec = read_search(search_dir)
     spec_bytes = (search_dir / RECORD).read_bytes()
