@@ -94,7 +94,7 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      **dict(zip(("pruned_seed", "pruned_step"), stopped or (None, None))),
                      "failure": trial.user_attrs.get(FAILURE),
                      "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
-                     "wall_s": search.wall_seconds(trial),
+                     "wall_s": None if trial.duration is None else trial.duration.total_seconds(),
                      "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
 
@@ -328,7 +328,8 @@ class Comparison:
             first = runs if index == 0 else first
             rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
                          search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
-                         "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
+                         "hours": sum(trial.duration.total_seconds() for trial in search.trials
+                                      if trial.duration) / 3600,
                          "chosen": f"trial {search.best.number}" if chosen else None, "values": chosen.get("values"),
                          "held_out": chosen.get("held_out"), "seeds": len(runs) or None, "mean": chosen.get("mean"),
                          "versus_baseline": chosen.get("paired"),

@@ -90,11 +90,6 @@ class Search:
         return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
                 ] if folder.is_dir() else []
 
-    def wall_seconds(self, trial: FrozenTrial) -> Optional[float]:
-        """How long an ended trial ran, start to end; None for one that has not."""
-        ended = trial.datetime_start and trial.datetime_complete
-        return (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None
-
     def improves(self, score: float, best: Optional[float]) -> bool:
         """Whether ``score`` is better than ``best`` (None: there is none yet)."""
         return best is None or (score > best if self.maximize else score < best)
