@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 
 from ..errors import ConfigError, run_command
 from ..reports.paper.istar import PAPER_MODELS
+from ..storage.ownership import REPORT_MARKER, check_writable, mark
 from ..storage.user_paths import path_argument
 from . import set_environment
 
@@ -64,14 +65,12 @@ def report(args: argparse.Namespace) -> int:
                           f"{search_dirs[0]} [--archive DIR]), or compare it with other searches (istar-report "
                           f"{search_dirs[0]} SEARCH_DIR ... --out DIR)" + (f"; {grid} is no search directory" if grid
                                                                            else ""))
-    if len(search_dirs) > 1:
-        if args.out is None:
-            raise ConfigError("several SEARCH_DIRs are compared: name the report's folder with --out")
-        return compare_search_dirs(search_dirs, args.out)
+    if len(search_dirs) > 1 and args.out is None:
+        raise ConfigError("several SEARCH_DIRs are compared: name the report's folder with --out")
     if search_dirs and args.archive is not None:
         return archive_search_dir(search_dirs[0], args.archive)
     if search_dirs:
-        return report_search(search_dirs[0], args.out, args.paper_model, args.reference)
+        return report_searches(search_dirs, args.out, args.paper_model, args.reference)
     if args.archive is not None:
         return archive_grids(args.grid_dirs, args.archive)
     if args.out is None and len(args.grid_dirs) > 1:
@@ -83,9 +82,8 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
                  reference: Optional[str]) -> int:
     """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
     from ..reports.comparisons.versus_base import unpaired_predictions
-    from ..reports.grid_report import unwritten_figures, write_report
+    from ..reports.grid_report import write_report
     from ..reports.records.cells import collect, recomputed_lines
-    from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
     try:
         records, problems = collect(*grid_dirs)
@@ -99,8 +97,6 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
         check_writable(out, REPORT_MARKER, "--out")
         mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in grid_dirs))
         print(write_report(records, out, paper_model, reference), end="")
-        for line in unwritten_figures(records):
-            print(line)
         for line in unpaired_predictions(records):
             print(f"istar-report: warning: {line}", file=sys.stderr)
         print(f"\n{len(records)} finished cells; report in {out}")
@@ -113,35 +109,28 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
     return 0
 
 
-def report_search(search_dir: Path, out: Optional[Path], paper_model: Optional[str], reference: Optional[str]) -> int:
-    """``istar-report SEARCH_DIR``: the search's report into ``out``, its summary and disagreements printed."""
+def report_searches(search_dirs: Sequence[Path], out: Optional[Path], paper_model: Optional[str] = None,
+                    reference: Optional[str] = None) -> int:
+    """``istar-report SEARCH_DIR``: the search's report into ``out``, its summary and disagreements printed; of several
+    (``SEARCH_A SEARCH_B ... --out DIR``), their choices side by side."""
     from ..reports import search_report
     from ..reports.records import searches
-    from ..storage.ownership import REPORT_MARKER, check_writable, mark
 
-    report = search_report.Report(searches.read(search_dir), paper_model, reference)
-    out = out or search_dir / "report"
+    read = [searches.read(directory) for directory in search_dirs]
+    comparison = search_report.compare_searches(read) if len(read) > 1 else None
+    out = out or search_dirs[0] / "report"
     check_writable(out, REPORT_MARKER, "--out")
-    mark(out, REPORT_MARKER, search=str(search_dir.resolve()))
-    unwritten = search_report.write_report(report, out)
-    print("\n".join(search_report.summary(report) + unwritten))
-    for row in report.disagreements:
-        print(f"istar-report: warning: {searches.problem_line(row)}", file=sys.stderr)
-    print(f"report in {out}")
-    return 0
-
-
-def compare_search_dirs(search_dirs: Sequence[Path], out: Path) -> int:
-    """``istar-report SEARCH_A SEARCH_B ... --out DIR``: the searches' choices side by side."""
-    from ..reports import search_report
-    from ..reports.records import searches
-    from ..storage.ownership import REPORT_MARKER, check_writable, mark
-
-    comparison = search_report.compare_searches([searches.read(directory) for directory in search_dirs])
-    check_writable(out, REPORT_MARKER, "--out")
-    mark(out, REPORT_MARKER, searches=" ".join(str(directory.resolve()) for directory in search_dirs))
-    search_report.write_comparison(comparison, out)
-    print("\n".join(search_report.comparison_summary(comparison)))
+    if comparison is not None:
+        mark(out, REPORT_MARKER, searches=" ".join(str(directory.resolve()) for directory in search_dirs))
+        search_report.write_comparison(comparison, out)
+        print("\n".join(search_report.comparison_summary(comparison)))
+    else:
+        report = search_report.Report(read[0], paper_model, reference)
+        mark(out, REPORT_MARKER, search=str(search_dirs[0].resolve()))
+        unwritten = search_report.write_report(report, out)
+        print("\n".join(search_report.summary(report) + unwritten))
+        for row in report.disagreements:
+            print(f"istar-report: warning: {searches.problem_line(row)}", file=sys.stderr)
     print(f"report in {out}")
     return 0
 
@@ -165,10 +154,10 @@ def archive_search_dir(search_dir: Path, directory: Path) -> int:
     """``SEARCH_DIR --archive DIR``: the search's records into ``directory``, a line per run, then the counts."""
     from ..reports.records.archive import archive_search
 
-    archived = archive_search(search_dir, directory)
-    counts = _print_archived(archived.outcomes)
-    running = f" ({archived.not_ended} not ended: their runs are archived once they end)" if archived.not_ended else ""
-    print(f"{search_dir}: study.json holds {archived.trials} trials{running}; {counts['archived']} runs archived, "
+    outcomes, trials, not_ended = archive_search(search_dir, directory)
+    counts = _print_archived(outcomes)
+    running = f" ({not_ended} not ended: their runs are archived once they end)" if not_ended else ""
+    print(f"{search_dir}: study.json holds {trials} trials{running}; {counts['archived']} runs archived, "
           f"{counts['unchanged']} archived before, {counts['skipped']} skipped; archive in {directory}")
     return 0
 

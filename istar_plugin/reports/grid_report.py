@@ -93,18 +93,13 @@ FIGURES = (
 )
 
 
-def unwritten_figures(records: Sequence[Record]) -> list[str]:
-    """``NAME not written: WHY`` for each figure the records give nothing to draw."""
-    return [why for figure in FIGURES if (why := figure.missing(records)) is not None]
-
-
 def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str] = None,
                  reference: Optional[str] = None) -> str:
-    """Write every output file into ``out``; returns what to print. ``paper_model``: whose paper numbers stand beside
-    a model the paper did not run; ``reference``: a swept ``key=value`` every other value of it is compared with."""
+    """Write every output file into ``out``; returns what to print, ending with each figure not written and why.
+    ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
+    ``key=value`` every other value of it is compared with."""
     shown = write_outputs(TABLES, (), Grid(records, paper_model, reference), out)
-    write_figures(FIGURES, records, out)
-    return "\n".join(shown)
+    return "\n".join(shown) + "".join(f"{why}\n" for why in write_figures(FIGURES, records, out))
 
 
 def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:

@@ -74,13 +74,9 @@ def paired_cells(paired: Optional[PairedDifference]) -> list[str]:
 
 def penalised_isoscore(search: Search, number: int) -> Optional[float]:
     """The median eval IsoScore* of the trial's penalised layers, averaged over its finished runs; None without."""
-    medians = []
-    for run in search.runs(number):
-        results = read_results(run / RESULTS, require_finished=True, strict=False)
-        layers = None if results is None else (results.criterion or {}).get("layers")
-        scores = layer_isoscores(run, layers) if layers else None
-        if scores:
-            medians.append(statistics.median(scores))
+    medians = [statistics.median(scores) for run in search.runs(number)
+               if (results := read_results(run / RESULTS, require_finished=True, strict=False)) is not None
+               and (layers := results.criterion.get("layers")) and (scores := layer_isoscores(run, layers))]
     return statistics.fmean(medians) if medians else None
 
 
@@ -95,11 +91,10 @@ def trial_rows(search: Search) -> list[dict[str, Any]]:
                      **{dimension.key: values.get(dimension.key) for dimension in search.spec.space},
                      "held_out": search.percent(trial.value) if state == "finished" else None,
                      **{f"seed={seed}": search.percent(scores.get(str(seed))) for seed in search.spec.seeds},
-                     "pruned_seed": None if stopped is None else stopped[0],
-                     "pruned_step": None if stopped is None else stopped[1],
+                     **dict(zip(("pruned_seed", "pruned_step"), stopped or (None, None))),
                      "failure": trial.user_attrs.get(FAILURE),
                      "runs": " ".join(str(run.relative_to(search.directory)) for run in search.runs(trial.number)),
-                     "wall_s": search.wall_seconds(trial),
+                     "wall_s": None if trial.duration is None else trial.duration.total_seconds(),
                      "penalised_isoscore": penalised_isoscore(search, trial.number)})
     return rows
 
@@ -161,6 +156,7 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
         scores = {record.seed: record.score for record in runs.get(setting, [])}
         trial = trials.get(setting)
         paired = None if setting == BASELINE else against_baseline(runs.get(setting, []), runs.get(BASELINE, []))
+        columns = paired.columns() if paired else {}
         rows.append({"setting": setting, "chosen": setting == chosen,
                      "values": " ".join(search.spec.baseline) if setting == BASELINE else
                      describe_values((trial.user_attrs.get(VALUES) or {}) if trial else {}),
@@ -168,9 +164,8 @@ def chosen_rows(search: Search) -> list[dict[str, Any]]:
                      "metric": runs[setting][0].metric if setting in runs else None,
                      **{f"seed={seed}": scores.get(seed) for seed in seeds},
                      "mean": over_seeds(scores.values()).mean if scores else None,
-                     "paired_seeds": None if paired is None else len(paired.seeds),
-                     "difference": None if paired is None else paired.mean,
-                     **{key: getattr(paired, key, None) for key in ("low", "high", "verdict", "resampled")},
+                     "paired_seeds": columns.get("seeds"),
+                     **{key: columns.get(key) for key in ("difference", "low", "high", "verdict", "resampled")},
                      "paired": paired})
     return rows
 
@@ -286,8 +281,7 @@ def summary(report: Report) -> list[str]:
     """What ``istar-report SEARCH_DIR`` prints: trials, the choice, its paired difference to the baseline, problems."""
     search = report.search
     lines = [f"search {search.spec.name}: {len(search.trials)} of {search.spec.trials} trials ({search.counts()})"]
-    running = search.in_state("running")
-    if running:
+    if running := search.in_state("running"):
         lines.append("running: " + ", ".join(f"trial {trial.number} (since {trial.datetime_start:%Y-%m-%d %H:%M})"
                                              for trial in running))
     if not report.chosen:
@@ -334,7 +328,8 @@ class Comparison:
             first = runs if index == 0 else first
             rows.append({"search": label, "sampler": search.spec.sampler, "pruner": search.spec.pruner, "trials":
                          search.counts(), "steps": sum(trial_steps(search, trial.number) for trial in search.trials),
-                         "hours": sum(search.wall_seconds(trial) or 0 for trial in search.trials) / 3600,
+                         "hours": sum(trial.duration.total_seconds() for trial in search.trials
+                                      if trial.duration) / 3600,
                          "chosen": f"trial {search.best.number}" if chosen else None, "values": chosen.get("values"),
                          "held_out": chosen.get("held_out"), "seeds": len(runs) or None, "mean": chosen.get("mean"),
                          "versus_baseline": chosen.get("paired"),
@@ -397,10 +392,9 @@ def _csv_rows(comparison: Comparison, rows: Sequence[dict[str, Any]]) -> list[di
     for row in rows:
         item = {key: value for key, value in row.items() if not key.startswith("versus_")}
         for key in ("versus_baseline", "versus_first"):
-            paired = row[key]
-            item.update({f"{key}_{name}": getattr(paired, field, None) for name, field in (
-                ("difference", "mean"), ("low", "low"), ("high", "high"), ("verdict", "verdict"))})
-            item[f"{key}_seeds"] = None if paired is None else len(paired.seeds)
+            columns = row[key].columns() if row[key] else {}
+            item.update({f"{key}_{name}": columns.get(name)
+                         for name in ("difference", "low", "high", "verdict", "seeds")})
         flat.append(item)
     return flat
 
@@ -429,8 +423,7 @@ def _draw_progress(comparison: Comparison, path: Path) -> Path:
     fig, ax = single(f"Searches of {search.task}: the best held-out {search.metric} so far", "optimizer steps trained "
                      "by the search's trials", f"best held-out {search.metric}")
     for label, each in zip(comparison.labels, comparison.searches):
-        points = progress_points(each)
-        if points:
+        if points := progress_points(each):
             ax.step(*zip(*points), where="post", marker="o", markersize=3, label=label)
     ax.legend(fontsize=8)
     return save_png(fig, path)

@@ -29,9 +29,7 @@ from .searches import (STUDY_FILE, disagreements, is_search, problem_line, read,
 ORIGIN = "archive.json"
 METRICS = "metrics.jsonl"
 TRAINING_RECORDS_KEPT = 100
-WRITE_ORDER = sorted(RECORD_FILES, key=lambda name: name == "config.yaml")  # config.yaml last: then it is a cell
-ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})
-"""The states a trial never leaves: its record is final."""
+ENDED = frozenset({TrialState.COMPLETE.name, TrialState.PRUNED.name, TrialState.FAIL.name})  # its record is final
 
 
 @dataclass(frozen=True)
@@ -70,9 +68,8 @@ class Plan:
             cell = self.directory / snapshot.name
             cell.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(cell / ORIGIN, snapshot.origin)
-            for file in WRITE_ORDER:
-                if file in snapshot.files:
-                    atomic_write_bytes(cell / file, snapshot.files[file])
+            for file, content in sorted(snapshot.files.items(), key=lambda item: item[0] == "config.yaml"):
+                atomic_write_bytes(cell / file, content)  # config.yaml last: then it is a cell
             size = sum(map(len, snapshot.files.values())) + len(snapshot.origin)
             outcomes.append(Outcome(snapshot.name, "archived", f"{snapshot.status}, {size / 1000:.1f} kB"))
         return sorted(outcomes, key=lambda outcome: outcome.name)
@@ -145,15 +142,13 @@ def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[
     grid, directory = Path(grid), Path(directory)
     if not grid.is_dir():
         raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
-    if grid.resolve() in (directory.resolve(), *directory.resolve().parents):
+    if directory.resolve().is_relative_to(grid.resolve()):
         raise ConfigError(f"--archive {directory} is inside the grid {grid}: choose a folder outside it (a report on "
                           "the grid would read every cell twice)")
     check_writable(directory, ARCHIVE_MARKER, "--archive")
     outcomes: dict[str, Outcome] = {}
     snapshots = []
-    for cell in find_cells(grid):
-        if cells is not None and not cells(cell):
-            continue
+    for cell in filter(cells, find_cells(grid)):  # cells None: every cell
         name = cell.relative_to(grid).as_posix() if cell != grid else grid.resolve().name
         try:
             snapshots.append(_snapshot(cell, name))
@@ -190,9 +185,8 @@ def _snapshot(cell: Path, name: str) -> _Snapshot:
         raise RunDirError("no config.yaml beside results.json")
     status = "finished" if results.finished else f"failed: {' '.join(str(results.reason).split())}"
     if origin is None:  # a grid's cell, not an archive's: its metrics log summarised, where it came from noted
-        kept, total = 0, 0
+        text, kept, total = summarised_log(files.get(METRICS, b"").decode("utf-8", errors="replace"))
         if METRICS in files:
-            text, kept, total = summarised_log(files[METRICS].decode("utf-8", errors="replace"))
             files[METRICS] = text.encode("utf-8")
         origin = (json.dumps({"source": f"{socket.gethostname()}:{cell.resolve()}",
                               "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -219,19 +213,11 @@ def summarised_log(text: str, training_records: int = TRAINING_RECORDS_KEPT) -> 
     return "".join(lines[i] for i in sorted(kept)), len(kept), len(lines)
 
 
-@dataclass(frozen=True)
-class Archived:
-    """Each run's outcome (``trials/NNNN/seed=S``, ``final/CELL``), the trials archived and how many had not ended."""
-
-    outcomes: list[Outcome]
-    trials: int
-    not_ended: int
-
-
-def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
-    """Archive the search in ``search_dir`` into ``directory``; RunDirError or ConfigError, archiving nothing."""
+def archive_search(search_dir: str | Path, directory: str | Path) -> tuple[list[Outcome], int, int]:
+    """Archive the search in ``search_dir`` into ``directory``: each run's outcome (``trials/NNNN/seed=S``,
+    ``final/CELL``), the trials archived and how many had not ended; RunDirError or ConfigError, archiving nothing."""
     search_dir, directory = Path(search_dir), Path(directory)
-    if search_dir.resolve() in (directory.resolve(), *directory.resolve().parents):
+    if directory.resolve().is_relative_to(search_dir.resolve()):
         raise ConfigError(f"--archive {directory} is inside the search {search_dir}: choose a folder outside it")
     spec = read_search(search_dir)
     spec_bytes = (search_dir / RECORD).read_bytes()
@@ -255,7 +241,7 @@ def archive_search(search_dir: str | Path, directory: str | Path) -> Archived:
     if progress is not None:
         atomic_write_bytes(directory / PROGRESS, progress)
     atomic_write_text(directory / STUDY_FILE, text)
-    return Archived(outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"]))
+    return outcomes, len(record["trials"]), sum(trial["state"] not in ENDED for trial in record["trials"])
 
 
 def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progress: Optional[bytes]) -> Optional[str]:
@@ -264,8 +250,7 @@ def _difference(directory: Path, spec: SearchSpec, record: dict[str, Any], progr
             raise RunDirError(f"--archive {directory}: is an archive of a grid's records, not of a search; choose a "
                               "new or empty --archive folder, nothing was changed")
         return None
-    changed = spec.differences(read_search(directory))
-    if changed:
+    if changed := spec.differences(read_search(directory)):
         return f"{RECORD} ({', '.join(changed)})"
     if (directory / PROGRESS).is_file() and not (progress or b"").startswith((directory / PROGRESS).read_bytes()):
         return PROGRESS

@@ -90,11 +90,6 @@ class Search:
         return [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
                 ] if folder.is_dir() else []
 
-    def wall_seconds(self, trial: FrozenTrial) -> Optional[float]:
-        """How long an ended trial ran, start to end; None for one that has not."""
-        ended = trial.datetime_start and trial.datetime_complete
-        return (trial.datetime_complete - trial.datetime_start).total_seconds() if ended else None
-
     def improves(self, score: float, best: Optional[float]) -> bool:
         """Whether ``score`` is better than ``best`` (None: there is none yet)."""
         return best is None or (score > best if self.maximize else score < best)
@@ -177,9 +172,8 @@ def trial_record(trial: FrozenTrial) -> dict[str, Any]:
                               for name, distribution in trial.distributions.items()},
             "user_attrs": trial.user_attrs, "system_attrs": trial.system_attrs,
             "intermediate_values": {str(step): value for step, value in trial.intermediate_values.items()},
-            **{key: None if moment is None else moment.isoformat()
-               for key, moment in (("datetime_start", trial.datetime_start),
-                                   ("datetime_complete", trial.datetime_complete))}}
+            **{key: None if (moment := getattr(trial, key)) is None else moment.isoformat()
+               for key in ("datetime_start", "datetime_complete")}}
 
 
 def study_text(study: optuna.Study) -> str:
@@ -206,8 +200,7 @@ def read_record(path: Path, what: str) -> dict[str, Any]:
 
 
 def load(path: Path, what: str) -> optuna.Study:
-    """The in-memory study recorded in ``path``, its trials keeping their numbers; a missing, damaged or incomplete
-    record (one Optuna cannot rebuild) is one RunDirError line."""
+    """The in-memory study recorded in ``path``, its trials keeping their numbers; RunDirError if unreadable."""
     record, verbosity = read_record(path, what), optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" on every report
     try:
