@@ -19,7 +19,7 @@ from transformers import AutoConfig
 from ..config import find_yaml, load_yaml
 from ..data.config import DataConfig
 from ..data.task import get_task
-from ..errors import ModelError, RunDirError
+from ..errors import ModelError, RunDirError, one_line
 from ..isotropy.embeddings import embedding_measures
 from ..models.paths import gguf_options, resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder
@@ -117,8 +117,7 @@ def model_shape(source: str) -> tuple[int, int]:
         folder, options = gguf_options(_model_path(source))
         config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
     except (OSError, ValueError) as error:  # no such folder or hub name, no config, not a model's config
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({reason})") from None
+        raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({one_line(error)[:300]})") from None
     return hidden_size(config), num_layers(config)
 
 

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional
 from omegaconf import DictConfig
 
 from .. import config as config_module
-from ..errors import ModelError
+from ..errors import ModelError, one_line
 from ..models.loading import restoring_weights
 from ..models.padding_free import INCLUDED_PADDING
 from ..models.paths import resolve_model_path
@@ -39,8 +39,7 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
         with restoring_weights() if quiet else contextlib.nullcontext():
             model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
     except (OSError, ImportError) as error:
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
+        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {one_line(error)[:300]}") from None
     if source is not None and state is None:
         source.load_into(model)
     if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
