@@ -1,10 +1,5 @@
 """``istar-embed``'s work: STS-B sentence embeddings of each layer, raw and after post-hoc transforms fitted on a
-fit set, measured by :mod:`istar_plugin.isotropy.embeddings`.
-
->>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
->>> sts.sentences, len(sts)
-(['a b', 'c', 'a c', 'd'], 2)
-"""
+fit set, measured by :mod:`istar_plugin.isotropy.embeddings`."""
 from __future__ import annotations
 
 import math
