@@ -111,7 +111,7 @@ class _LoopView(ReadOnlyView):
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
         """The Trainer's own evaluation (``eval_*`` metrics) of ``features`` (default: its ``eval_dataset``)."""
-        return self._trainer.evaluate(eval_dataset=features) if features is not None else self._trainer.evaluate()
+        return self._trainer.evaluate(eval_dataset=features)
 
     def log(self, values: dict[str, Any], step: int) -> None:
         self._trainer.log(dict(values))

@@ -71,9 +71,8 @@ def _pretrained_config(cfg: DictConfig, local_only: bool):
     name = cfg.model.name_or_path
     try:
         folder, options = gguf_options(resolve_model_path(name))
-        config = _plain_config(folder) if not options else None
-        if config is None:
-            config = _transformers_config(folder, options, cfg.model.revision, local_only or cfg.model.local_files_only)
+        config = (None if options else _plain_config(folder)) or _transformers_config(
+            folder, options, cfg.model.revision, local_only or cfg.model.local_files_only)
     except (OSError, ImportError, ValueError, TypeError) as error:
         raise ModelError(f"model {name!r} cannot be loaded: {one_line(error)[:300]}") from None
     return config
