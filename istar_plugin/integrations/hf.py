@@ -67,8 +67,6 @@ class HFModelView(TokenCloudSurface):
 
 
 class _LoopView(ReadOnlyView):
-    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer."""
-
     __slots__ = ("_trainer", "_features", "control")
 
     def __init__(self, trainer: "IStarTrainer"):
@@ -123,8 +121,6 @@ class _LoopView(ReadOnlyView):
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's events."""
-
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer
 

@@ -328,7 +328,6 @@ def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
-    """Extractive QA's start or end logits with the padding at the dtype's lowest value."""
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)

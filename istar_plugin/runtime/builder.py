@@ -53,7 +53,6 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
 
 
 def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
-    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model_path(name_or_path), device=None if device is None else str(device))
