@@ -55,13 +55,9 @@ class SentenceEncoder:
         tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=local_files_only, **options)
         return cls(backbone, tokenizer, max_length, source=path)
 
-    @property
-    def num_layers(self) -> int:
-        return num_layers(self.backbone.config)
-
     def layer_index(self, layer: int) -> int:
         """``layer`` as an index into the hidden states (0..L); out of range is a one-line ValueError."""
-        count = self.num_layers
+        count = num_layers(self.backbone.config)
         if not -count - 1 <= layer <= count:
             raise ValueError(f"layer {layer} is outside the model's hidden states: 0 (embeddings) to {count}, "
                              "or -1 for the last")
