@@ -288,8 +288,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
                 warnings.filterwarnings("ignore", message="Could not find a config file")
                 self.model.save_pretrained(directory)  # with LoRA: the adapter and the head, in peft's format
             if self.lora.enabled and self.lora.save_merged:
-                merged = copy.deepcopy(self.model).merge_and_unload()
-                merged.save_pretrained(Path(directory) / "merged")
+                copy.deepcopy(self.model).merge_and_unload().save_pretrained(Path(directory) / "merged")
                 self.tokenizer.save_pretrained(Path(directory) / "merged")
         finally:
             if bars:
