@@ -1,6 +1,5 @@
-"""The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
-mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights, or the
-``SentenceTransformer`` of ``engine=sentence_transformers``: every caller builds its model here."""
+"""The one model builder, every caller's: a run's model adapter (``init_from``'s weights, its padding mode, the
+criterion's changes, a checkpoint's weights), or the ``SentenceTransformer`` of ``engine=sentence_transformers``."""
 from __future__ import annotations
 
 import contextlib
