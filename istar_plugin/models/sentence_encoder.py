@@ -76,8 +76,7 @@ class SentenceEncoder:
         for start in range(0, len(order), batch_size):
             batch = [sentences[i] for i in order[start : start + batch_size]]
             inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
-                                    return_tensors="pt")
-            inputs = {key: value.to(device) for key, value in inputs.items()}
+                                    return_tensors="pt").to(device)
             states = self._hidden_states(inputs)
             for index in indices:
                 pooled[index].append(pool(states[index].float(), inputs["attention_mask"], pooling,
