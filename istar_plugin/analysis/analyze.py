@@ -250,9 +250,8 @@ def _analysis(loaded: LoadedModel, split: str, batch_size: Optional[int], starte
 
 
 def _context(analyses: Sequence[dict[str, Any]]) -> str:
-    tasks = sorted({str(a["task"]) for a in analyses})
-    models = sorted({str(a["model"]) for a in analyses})
-    return f"{'/'.join(models)} on {'/'.join(tasks)}, {analyses[0]['split']} split"
+    models, tasks = ("/".join(sorted({str(a[key]) for a in analyses})) for key in ("model", "task"))
+    return f"{models} on {tasks}, {analyses[0]['split']} split"
 
 
 def figure4(analyses: Sequence[dict[str, Any]], path: Path) -> Path:

@@ -33,7 +33,6 @@ class LoadedModel:
     history: list = field(default_factory=list)  # the evaluations the loaded checkpoint records
 
     tokenizer = property(lambda self: self.model.tokenizer)
-
     eval_batch_size = property(lambda self: self.cfg.eval_batch_size or self.cfg.batch_size)
 
     def features(self, split: str) -> list[dict]:

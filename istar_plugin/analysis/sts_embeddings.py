@@ -1,10 +1,5 @@
 """``istar-embed``'s work: STS-B sentence embeddings of each layer, raw and after post-hoc transforms fitted on a
-fit set, measured by :mod:`istar_plugin.isotropy.embeddings`.
-
->>> sts = StsPairs(["a b", "c"], ["a c", "d"], [4.5, 0.5], "memory")
->>> sts.sentences, len(sts)
-(['a b', 'c', 'a c', 'd'], 2)
-"""
+fit set, measured by :mod:`istar_plugin.isotropy.embeddings`."""
 from __future__ import annotations
 
 import math
@@ -19,7 +14,7 @@ from transformers import AutoConfig
 from ..config import find_yaml, load_yaml
 from ..data.config import DataConfig
 from ..data.task import get_task
-from ..errors import ModelError, RunDirError
+from ..errors import ModelError, RunDirError, one_line
 from ..isotropy.embeddings import embedding_measures
 from ..models.paths import gguf_options, resolve_model_path
 from ..models.sentence_encoder import SentenceEncoder
@@ -117,8 +112,7 @@ def model_shape(source: str) -> tuple[int, int]:
         folder, options = gguf_options(_model_path(source))
         config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
     except (OSError, ValueError) as error:  # no such folder or hub name, no config, not a model's config
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({reason})") from None
+        raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({one_line(error)[:300]})") from None
     return hidden_size(config), num_layers(config)
 
 

@@ -67,8 +67,6 @@ class HFModelView(TokenCloudSurface):
 
 
 class _LoopView(ReadOnlyView):
-    """A :class:`~istar_plugin.hooks.RunView` of a HF Trainer."""
-
     __slots__ = ("_trainer", "_features", "control")
 
     def __init__(self, trainer: "IStarTrainer"):
@@ -111,7 +109,7 @@ class _LoopView(ReadOnlyView):
     def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
                  isotropy: bool = True) -> dict[str, Any]:
         """The Trainer's own evaluation (``eval_*`` metrics) of ``features`` (default: its ``eval_dataset``)."""
-        return self._trainer.evaluate(eval_dataset=features) if features is not None else self._trainer.evaluate()
+        return self._trainer.evaluate(eval_dataset=features)
 
     def log(self, values: dict[str, Any], step: int) -> None:
         self._trainer.log(dict(values))
@@ -123,8 +121,6 @@ class _LoopView(ReadOnlyView):
 
 
 class _HooksCallback(TrainerCallback):
-    """Runs the criterion's hooks at the Trainer's events."""
-
     def __init__(self, trainer: "IStarTrainer"):
         self.trainer = trainer
 

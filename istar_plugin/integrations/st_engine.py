@@ -115,8 +115,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         loss, callbacks = CosineSimilarityLoss(model), [_RunCallback(self.run_dir, stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion
-            layers = None if c.get("layers") is None else list(c.layers)
-            loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=layers,
+            loss = IStarLoss(model, loss, lam=c.lam, zeta=c.zeta, layers=c.get("layers"),
                              shrinkage_sentences=first + second, shrinkage_points=c.shrinkage_points, seed=cfg.seed)
             callbacks.append(loss.callback())
         trainer = SentenceTransformerTrainer(model=model, args=self._arguments(), train_dataset=train, loss=loss,

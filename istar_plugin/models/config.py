@@ -1,8 +1,4 @@
-"""The ``model`` section of a run config: which pretrained model to load and how, LoRA included (no torch needed).
-
->>> ModelConfig(lora={"r": 8}).lora.enabled
-True
-"""
+"""The ``model`` section of a run config: which pretrained model to load and how, LoRA included (no torch needed)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields

@@ -154,13 +154,13 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if self._accepts_token_type_ids and batch.get("token_type_ids") is not None:
             inputs["token_type_ids"] = batch["token_type_ids"]
         representation, inserted, packing = None, {}, None
-        if self.kind in ("classification", "regression"):
+        if self.kind in ("classification", "regression") and (self.padding_free or not self.is_decoder):
             out, hidden_states, representation, inserted, packing = self._classify(inputs, batch)
         elif self.padding_free:  # the Hugging Face model itself, LoRA's layers in it
             packed, packing = self.pack(inputs, batch.get("token_positions"), batch.get("sequence_lengths"))
             out = _token_outputs_unpacked(self.transformer(**packed, output_hidden_states=True), packing)
             hidden_states = tuple(hidden[0] for hidden in out.hidden_states)
-        else:  # peft's QA wrapper drops token_type_ids: the Hugging Face model itself, LoRA's layers in it
+        else:  # the Hugging Face model itself, LoRA's layers in it (peft's QA wrapper drops token_type_ids)
             out = self.transformer(**inputs, output_hidden_states=True)
             hidden_states = tuple(out.hidden_states or ())
         packed = packing is not None
@@ -180,9 +180,6 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
 
     def _classify(self, inputs: dict[str, Tensor], batch: dict[str, Any]):
         """A sequence head's output, hidden states, representation, inserted outputs and packing."""
-        if self.is_decoder and not self.padding_free:  # the head finds each sequence's last real token itself
-            out = self.transformer(**inputs, output_hidden_states=True)
-            return out, tuple(out.hidden_states or ()), None, {}, None
         cache, hidden_states, packing, states = self.frozen_cache, (), None, None
         if cache is not None and (self.training or not self._hidden_states_wanted):
             keys = cache.keys(inputs)
@@ -193,8 +190,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
             representation, pooled = cache.lookup(keys).to(inputs["input_ids"].device), cache.pooled
         else:
             states, representation, pooled, packing = self._backbone_on(inputs, batch)
-            hidden_states = tuple(states.hidden_states) if packing is None else tuple(
-                hidden[0] for hidden in states.hidden_states)
+            hidden_states = tuple(hidden if packing is None else hidden[0] for hidden in states.hidden_states)
             if cache is not None:  # an evaluation pass fills the cache as it goes
                 cache.store(cache.keys(inputs), representation, pooled)
         inserted, current = {}, representation
@@ -292,8 +288,7 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
                 warnings.filterwarnings("ignore", message="Could not find a config file")
                 self.model.save_pretrained(directory)  # with LoRA: the adapter and the head, in peft's format
             if self.lora.enabled and self.lora.save_merged:
-                merged = copy.deepcopy(self.model).merge_and_unload()
-                merged.save_pretrained(Path(directory) / "merged")
+                copy.deepcopy(self.model).merge_and_unload().save_pretrained(Path(directory) / "merged")
                 self.tokenizer.save_pretrained(Path(directory) / "merged")
         finally:
             if bars:
@@ -332,7 +327,6 @@ def _token_outputs_unpacked(out: Any, packing: Packing) -> Any:
 
 
 def _no_answer_in_padding(span_logits: Optional[Tensor], attention_mask: Tensor) -> Optional[Tensor]:
-    """Extractive QA's start or end logits with the padding at the dtype's lowest value."""
     if span_logits is None:
         return None
     return span_logits.masked_fill(~attention_mask.bool(), torch.finfo(span_logits.dtype).min)

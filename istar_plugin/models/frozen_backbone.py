@@ -61,10 +61,7 @@ class FrozenBackboneCache:
     def store(self, keys: list[bytes], vectors: Tensor, pooled: Optional[bool] = None) -> None:
         """Keep ``vectors`` under ``keys`` (a key already kept keeps its vector); ``pooled``: what the head reads."""
         self.pooled = self.pooled if pooled is None else pooled
-        new: dict[bytes, int] = {}  # each key not kept yet, at its first row
-        for index, key in enumerate(keys):
-            if key not in self._rows and key not in new:
-                new[key] = index
+        new = {key: keys.index(key) for key in dict.fromkeys(keys) if key not in self._rows}  # each at its first row
         if not new:
             return
         rows = list(vectors.detach()[list(new.values())].float().cpu())  # only the new rows leave the device

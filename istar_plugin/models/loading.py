@@ -12,7 +12,7 @@ from safetensors import SafetensorError, safe_open
 from transformers import AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
-from ..errors import ModelError
+from ..errors import ModelError, one_line
 from .config import ModelConfig
 from .paths import gguf_options, resolve_model_path
 
@@ -95,7 +95,7 @@ def damaged_weights(name_or_path: str, error: SafetensorError, revision: Optiona
         files = [Path(cached)] if isinstance(cached, str) else []
     damaged = next((path for path in files if _refused(path)), None)
     where = f"its weights file {damaged}" if damaged else "its weights (.safetensors)"
-    return ModelError(f"model {name_or_path}: {where} is damaged ({' '.join(str(error).split())}); re-download "
+    return ModelError(f"model {name_or_path}: {where} is damaged ({one_line(error)}); re-download "
                       "the model, or re-export it if istar-export or a run wrote it")
 
 

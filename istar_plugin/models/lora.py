@@ -12,7 +12,7 @@ import warnings
 import torch
 from transformers.pytorch_utils import Conv1D
 
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from .config import LoraSettings
 
 _PEFT_TASK_TYPES = {"classification": "SEQ_CLS", "regression": "SEQ_CLS", "extractive_qa": "QUESTION_ANS",
@@ -49,5 +49,5 @@ def with_lora(model: torch.nn.Module, settings: LoraSettings, kind: str) -> torc
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             return get_peft_model(model, config)
     except ValueError as error:  # no default targets for this family
-        raise ConfigError(f"model.lora.target_modules: {' '.join(str(error).split())[:200]}; name them, choices: "
+        raise ConfigError(f"model.lora.target_modules: {one_line(error)[:200]}; name them, choices: "
                           f"{', '.join(lora_target_choices(model))}") from None

@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, one_line
 from .config import DECODER_MODEL_TYPES, LoraSettings
 from .padding_free import padding_free_choice, position_offset
 from .paths import gguf_options, resolve_model_path
@@ -52,11 +52,8 @@ def model_shape(cfg: DictConfig, local_only: bool = False) -> Optional[tuple[int
 
 def model_width(cfg: DictConfig) -> Optional[int]:
     """The hidden size of the run's model when its config is on this machine, else None."""
-    try:
+    with contextlib.suppress(ModelError, ValueError):
         config = _pretrained_config(cfg, local_only=True)
-    except ModelError:
-        return None
-    with contextlib.suppress(ValueError):
         return None if config is None else hidden_size(config)
     return None
 
@@ -74,12 +71,10 @@ def _pretrained_config(cfg: DictConfig, local_only: bool):
     name = cfg.model.name_or_path
     try:
         folder, options = gguf_options(resolve_model_path(name))
-        config = _plain_config(folder) if not options else None
-        if config is None:
-            config = _transformers_config(folder, options, cfg.model.revision, local_only or cfg.model.local_files_only)
+        config = (None if options else _plain_config(folder)) or _transformers_config(
+            folder, options, cfg.model.revision, local_only or cfg.model.local_files_only)
     except (OSError, ImportError, ValueError, TypeError) as error:
-        detail = " ".join(str(error).split())
-        raise ModelError(f"model {name!r} cannot be loaded: {detail[:300]}") from None
+        raise ModelError(f"model {name!r} cannot be loaded: {one_line(error)[:300]}") from None
     return config
 
 
@@ -163,9 +158,8 @@ def check_model_limits(cfg: DictConfig, lenient: bool = False, kind: Optional[st
     if positions and cfg.data.max_length > positions:
         raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the {positions} positions of model {name}; "
                           f"allowed: 8 to {positions}")
-    chosen = cfg.criterion.get("layers")
     count = layers + 1
-    for index in chosen or []:
+    for index in cfg.criterion.get("layers") or []:
         if isinstance(index, bool) or not isinstance(index, int) or not -count <= index < count:
             raise ConfigError(f"criterion.layers: index {index!r} is out of range for model {name} with {layers} "
                               f"layers; allowed: 0 (embeddings) to {layers}, or -{count} to -1 from the end")

@@ -55,13 +55,9 @@ class SentenceEncoder:
         tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=True, local_files_only=local_files_only, **options)
         return cls(backbone, tokenizer, max_length, source=path)
 
-    @property
-    def num_layers(self) -> int:
-        return num_layers(self.backbone.config)
-
     def layer_index(self, layer: int) -> int:
         """``layer`` as an index into the hidden states (0..L); out of range is a one-line ValueError."""
-        count = self.num_layers
+        count = num_layers(self.backbone.config)
         if not -count - 1 <= layer <= count:
             raise ValueError(f"layer {layer} is outside the model's hidden states: 0 (embeddings) to {count}, "
                              "or -1 for the last")
@@ -80,8 +76,7 @@ class SentenceEncoder:
         for start in range(0, len(order), batch_size):
             batch = [sentences[i] for i in order[start : start + batch_size]]
             inputs = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
-                                    return_tensors="pt")
-            inputs = {key: value.to(device) for key, value in inputs.items()}
+                                    return_tensors="pt").to(device)
             states = self._hidden_states(inputs)
             for index in indices:
                 pooled[index].append(pool(states[index].float(), inputs["attention_mask"], pooling,

@@ -45,9 +45,7 @@ def token_cloud(hidden_states: Sequence[Tensor], attention_mask: Optional[Tensor
 
 def padded_token_cloud(model, output, layers: Optional[Sequence[int]], include_padding: bool) -> list[Tensor]:
     """``model.token_cloud(output, layers)``, passing ``include_padding`` only when it is asked for."""
-    if include_padding:
-        return model.token_cloud(output, layers, include_padding=True)
-    return model.token_cloud(output, layers)
+    return model.token_cloud(output, layers, **({"include_padding": True} if include_padding else {}))
 
 
 @torch.no_grad()

@@ -34,11 +34,9 @@ def collate(features: Sequence[dict[str, Any]], pad_id: int, device: torch.devic
         values = [f[name] for f in features]
         if name in ("input_ids", "attention_mask", "token_type_ids"):
             fill = pad_id if name == "input_ids" else 0
-            values = [list(v) + [fill] * (width - len(v)) for v in values]
-            batch[name] = torch.tensor(values, dtype=torch.long)
+            batch[name] = torch.tensor([list(v) + [fill] * (width - len(v)) for v in values], dtype=torch.long)
         else:
-            dtype = torch.float32 if isinstance(values[0], float) else torch.long
-            batch[name] = torch.tensor(values, dtype=dtype)
+            batch[name] = torch.tensor(values, dtype=torch.float32 if isinstance(values[0], float) else torch.long)
     batch["token_positions"] = torch.cat([torch.arange(length) + row * width for row, length in enumerate(lengths)])
     if device.type == "cuda":
         batch = {k: v.pin_memory() for k, v in batch.items()}
@@ -55,8 +53,7 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
                 lengths: Optional[Sequence[int]] = None, batch_size: int = 1) -> list[int]:
     """This rank's share of the epoch's seeded permutation (length-grouped given ``lengths``), equal on every rank."""
     if lengths is None:
-        generator = torch.Generator().manual_seed(seed * 7919 + epoch)
-        order = torch.randperm(num_examples, generator=generator).tolist()
+        order = torch.randperm(num_examples, generator=torch.Generator().manual_seed(seed * 7919 + epoch)).tolist()
     else:
         order = length_grouped_order(lengths, batch_size, seed, epoch)
     per_rank = math.ceil(num_examples / world_size)

@@ -1,6 +1,5 @@
-"""The one model builder: a run config's model adapter with ``init_from``'s architecture and weights, its padding
-mode, the criterion's changes (e.g. a module inserted before the head) and a checkpoint's weights, or the
-``SentenceTransformer`` of ``engine=sentence_transformers``: every caller builds its model here."""
+"""The one model builder, every caller's: a run's model adapter (``init_from``'s weights, its padding mode, the
+criterion's changes, a checkpoint's weights), or the ``SentenceTransformer`` of ``engine=sentence_transformers``."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +8,7 @@ from typing import Any, NamedTuple, Optional
 from omegaconf import DictConfig
 
 from .. import config as config_module
-from ..errors import ModelError
+from ..errors import ModelError, one_line
 from ..models.loading import restoring_weights
 from ..models.padding_free import INCLUDED_PADDING
 from ..models.paths import resolve_model_path
@@ -39,8 +38,7 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
         with restoring_weights() if quiet else contextlib.nullcontext():
             model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
     except (OSError, ImportError) as error:
-        reason = " ".join(str(error).split())[:300]
-        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {reason}") from None
+        raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {one_line(error)[:300]}") from None
     if source is not None and state is None:
         source.load_into(model)
     if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
@@ -54,7 +52,6 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
 
 
 def _sentence_transformer(cfg: DictConfig, name_or_path: str, device):
-    """The pretrained ``SentenceTransformer``, padding-free where ``model.padding_free`` and its family allow."""
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(resolve_model_path(name_or_path), device=None if device is None else str(device))

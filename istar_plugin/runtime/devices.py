@@ -7,11 +7,7 @@ from ..errors import ConfigError
 
 
 def available_devices() -> list[str]:
-    """The ``device=`` values this machine and torch build can run: auto, cpu, each CUDA GPU, mps where it is.
-
-    >>> available_devices()[:2]
-    ['auto', 'cpu']
-    """
+    """The ``device=`` values this machine and torch build can run: auto, cpu, each CUDA GPU, mps where it is."""
     gpus = [f"cuda:{index}" for index in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return ["auto", "cpu", *(["cuda"] if gpus else []), *gpus, *(["mps"] if torch.backends.mps.is_available() else [])]
 

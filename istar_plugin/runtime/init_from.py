@@ -1,6 +1,5 @@
 """``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
-from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line).
-"""
+from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +11,7 @@ from typing import Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from ..storage.checkpoints import Checkpoints
 from ..storage.results import RESULTS, ResultsError, read_results
 
@@ -48,9 +47,8 @@ class InitSource:
         try:
             load_weights(model, state)
         except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
-            detail = " ".join(str(error).split())[:300]
-            raise InitFromError(f"init_from {self.path}: its weights do not fit this model "
-                                f"(a LoRA run starts runs with the same model.lora settings): {detail}") from None
+            raise InitFromError(f"init_from {self.path}: its weights do not fit this model (a LoRA run starts runs "
+                                f"with the same model.lora settings): {one_line(error)[:300]}") from None
 
 
 def load_weights(model, state: dict) -> None:
@@ -89,7 +87,7 @@ def _run_directory(path: Path, task: str, label_names: tuple, name_or_path: str)
         raise InitFromError(f"init_from {path}: the run finished but kept neither {MODEL_DIR}/ nor a checkpoint")
     if latest is not None and Checkpoints.step_of(latest) != results.step:
         raise InitFromError(f"init_from {path}: results.json is from step {results.step} but the latest checkpoint is "
-                            f"{latest.name if latest else 'missing'}: the run was resumed and has not finished")
+                            f"{latest.name}: the run was resumed and has not finished")
     if config.task != task:
         raise InitFromError(f"init_from {path}: a run of task {config.task}, not {task}")
     if (saved_labels := tuple(results.label_names or label_names)) != label_names:
