@@ -9,7 +9,7 @@ from ..comparisons.paired import LEVEL
 from ..comparisons.versus_base import compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
-from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
+from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_rank, metric_summary,
                                 setting_order, setting_row)
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
@@ -28,7 +28,7 @@ DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
     """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED."""
     best = best_settings(records, selection)
-    columns = [display_name(method) for method in method_order(key[2] for key in best)]
+    columns = [display_name(method) for method in sorted({key[2] for key in best}, key=method_rank)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, task, method), (setting, _) in sorted(best.items(), key=lambda item: setting_order(item[1][0])):
         row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
@@ -59,11 +59,6 @@ class Setting:
     @property
     def isoscore_std(self) -> Optional[float]:
         return std_over_seeds(self.isoscores)
-
-
-def method_order(methods: Iterable[str]) -> list[str]:
-    """Base, CosReg, I-STAR first, then any other criterion by name."""
-    return sorted(set(methods), key=method_rank)
 
 
 def method_rank(method: str, known: Sequence[str] = tuple(METHOD_NAMES)) -> tuple[int, str]:
@@ -124,8 +119,7 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared), among those
-    with the most seeds; ``selection="validation"``: by the mean held-out validation score."""
+    """(model, task, method) -> (its best setting by mean ``selection`` score, settings compared), of the most seeds."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
