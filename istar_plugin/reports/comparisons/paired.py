@@ -28,7 +28,6 @@ class PairedDifference:
     low: float
     high: float
     resampled: str  # EXAMPLES, EXAMPLES_ONLY (one seed), "seeds", or "seeds (why the examples were not)"
-    level: float = LEVEL
     lower_is_better: bool = False  # a perplexity: a negative difference is the better model
 
     @property
