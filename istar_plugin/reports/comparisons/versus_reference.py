@@ -5,7 +5,7 @@ import statistics
 from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
-from ...storage.seeds import std_over_seeds, std_text
+from ...storage.seeds import std_text
 from ..records.cells import Record
 from ..records.settings import setting_key, setting_row, settings
 from ..tables import markdown_table, number_text
@@ -42,13 +42,12 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
             continue
         ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
         iso_differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
-        iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
-        score_std = std_over_seeds(match.scores)
+        iso_mean = statistics.fmean(iso_differences)
         rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
-                     "reference_std": score_std, "score_within_spread": _within(paired.mean, score_std),
-                     "isoscore_difference": iso_mean,
+                     "reference_std": match.std, "score_within_spread": _within(paired.mean, match.std),
+                     "isoscore_difference": iso_mean, "isoscore_reference_std": match.isoscore_std,
                      "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
-                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std)})
+                     "isoscore_within_spread": _within(iso_mean, match.isoscore_std)})
     return rows
 
 
