@@ -19,10 +19,8 @@ CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.la
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per setting of every model and task whose I-STAR cells penalise chosen layers (:data:`COLUMNS`)."""
-    penalised: dict[tuple[str, str], tuple[int, ...]] = {}
-    for record in records:
-        if record.method == "istar" and record.layers:
-            penalised.setdefault((record.model, record.task), tuple(record.layers))
+    penalised = {(record.model, record.task): tuple(record.layers) for record in reversed(records)  # the first wins
+                 if record.method == "istar" and record.layers}
     result = []
     for setting in settings(records):
         layers = penalised.get((setting.model, setting.task))
