@@ -93,11 +93,10 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     first_of: dict[Key, Record] = {}
     for record in with_variants(finished):
         key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
-        if key in first_of:
-            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed and config); left out"
-            problems.append((record.path, reason))
-            continue
-        first_of[key] = record
+        first = first_of.setdefault(key, record)
+        if first is not record:
+            problems.append((record.path, f"duplicate of {first.path} (same model/task/method/lam/zeta/seed and "
+                                          "config); left out"))
     return list(first_of.values()), problems
 
 
@@ -132,8 +131,7 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
 
 
 def as_computed(config: dict[str, Any]) -> dict[str, Any]:
-    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include`` (computing
-    padded, as those runs did); other older configs are left to :func:`as_configured_today`."""
+    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include``, as it ran."""
     if "model.padding_free" not in config and config.get("criterion.padding") == "include":
         return {**config, "model.padding_free": "auto"}
     return config
@@ -171,8 +169,7 @@ RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
 
 
 def check_predictions(results: ResultsRecord, cell: Path) -> str:
-    """``""`` when the metrics recomputed from ``predictions.json`` agree, else why none were recomputed;
-    :class:`CellProblem` when the file is damaged or disagrees with ``results.json``."""
+    """``""`` when metrics recomputed from ``predictions.json`` agree, else why none were; or :class:`CellProblem`."""
     try:
         scored = read_predictions(cell)
     except DataError as error:
