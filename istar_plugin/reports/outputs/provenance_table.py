@@ -17,7 +17,6 @@ MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
 COLUMNS = CELL_COLUMNS + MACHINE_COLUMNS
 CAPTION = ("Where the cells ran, as each run recorded it (a run from before these were recorded: the host of its "
            "last attempt and its precision).\n\n")
-UNRECORDED = "not recorded"
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -52,7 +51,7 @@ def _short(commit: str) -> str:
 
 
 def _shown(value: Optional[str], empty: str = "") -> str:
-    return UNRECORDED if value is None else value or empty
+    return "not recorded" if value is None else value or empty
 
 
 WALL_TIMES_COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")

@@ -25,7 +25,6 @@ SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
-CELL_FILES = ("config.yaml", "cell.yaml")
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a finished cell; an archive keeps exactly these."""
 
@@ -103,7 +102,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
 def find_cells(grid: Path) -> list[Path]:
     """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
     cells = [Path(root) for root, _, files in os.walk(grid, onerror=_unlisted)
-             if any(name in files for name in CELL_FILES)]
+             if "config.yaml" in files or "cell.yaml" in files]
     return sorted(cells, key=lambda path: path.parts)
 
 
