@@ -100,8 +100,7 @@ class Region:
 
 
 def regions(text: str, page: str | Path = "page") -> list[Region]:
-    """Every marked region of a page, in order (none in code); a ValueError naming the page, line and marker when
-    markers do not pair or a table marker is not a line of its own."""
+    """Every marked region of a page, in order (none in code); a ValueError naming page, line and a misplaced marker."""
     masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
     found: list[Region] = []
     start, start_line, opening = None, 0, ""
@@ -248,8 +247,7 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
 
 
 def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
-    """The cell a value marker's ``source`` names in its table (paths relative to ``base``); a ValueError unless one
-    row has it."""
+    """The cell a value marker's ``source`` names (paths relative to ``base``); a ValueError unless one row has it."""
     table, conditions, wanted = parse_value(source)
     found: list[str] = []
     for header, rows in table_cells(render_marker(table, base, reports)):
