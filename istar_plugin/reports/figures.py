@@ -1,5 +1,4 @@
 """What every report figure shares: a headless figure (one axis, or panels), one style, a PNG write, :class:`Figure`."""
-from __future__ import annotations
 
 import io
 import math

@@ -1,5 +1,4 @@
 """``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path

@@ -1,5 +1,4 @@
 """The sentence-embedding tables: ``istar-embed``'s ``embeddings.md`` and a grid's ``sentence_embeddings.md``."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path

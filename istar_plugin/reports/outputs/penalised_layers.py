@@ -1,5 +1,4 @@
 """``penalised_layers.md``/``.csv``: per setting, the median and range of its penalised layers' eval IsoScore*."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path

@@ -1,5 +1,4 @@
 """Where and how long a grid's cells ran: ``provenance.md``/``.csv`` and ``wall_times.md``/``.csv``."""
-from __future__ import annotations
 
 import statistics
 from collections import Counter

@@ -1,5 +1,4 @@
 """A grid's records grouped into settings (:class:`Setting`), the methods' names and order, each method's best."""
-from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
