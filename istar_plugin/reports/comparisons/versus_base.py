@@ -33,10 +33,9 @@ def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
         if paired is None:
             continue
         rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
-                     "collapsed": f"{setting.collapsed}/{setting.n}"
-                                  + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
-                     "base_variant": base.variant,
-                     "text": paired.text(), "paired": paired, "setting": setting})
+                     "collapsed": f"{setting.collapsed}/{setting.n}" + (
+                         f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+                     "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting})
     return rows
 
 
@@ -72,10 +71,9 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
     header = (*SETTING_HEADER, "metric", "seeds", "Δ vs Base", "95% interval", "verdict", "per seed", "one class",
               "resampled")
-    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"],
-                                    signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]",
-                                    row["verdict"], row["per_seed"], row["collapsed"], row["resampled"]]
-                                   for row in rows))
+    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"], signed(row["difference"]),
+                                    f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
+                                    row["collapsed"], row["resampled"]] for row in rows))
 
 
 def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:

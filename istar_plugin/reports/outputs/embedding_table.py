@@ -59,8 +59,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
             paired = paired_difference(task, "spearman x100", {s: None for s in spearman}, {s: None for s in base_raw},
                                        scores=(spearman, base_raw))
             out.append({"method": display_name(method), "lam": lam, "zeta": zeta, "transform": transform,
-                        "seeds": len(values),
-                        "spearman": over_seeds(spearman.values()).text(".2f"),
+                        "seeds": len(values), "spearman": over_seeds(spearman.values()).text(".2f"),
                         "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none")
                         else paired.text(),
                         "isoscore": over_seeds(value["isoscore"] for value in values.values()).text(".4f"),
