@@ -79,9 +79,8 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str], dict[str, list[Run]]] = {}
     for run in runs:
         grouped.setdefault((run.model, run.method), {}).setdefault(run.task, []).append(run)
-    return [{"model": model, "method": method, "tasks": tasks}
-            for (model, method), tasks in sorted(grouped.items(),
-                                                 key=lambda item: (item[0][0], method_rank(item[0][1], METHOD_ORDER)))]
+    return [{"model": model, "method": method, "tasks": grouped[model, method]}
+            for model, method in sorted(grouped, key=lambda key: (key[0], method_rank(key[1], METHOD_ORDER)))]
 
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:

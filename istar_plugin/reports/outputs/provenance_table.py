@@ -63,11 +63,10 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
     for record in records:
         if record.seconds is not None:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
-    order = sorted(groups, key=lambda key: (key[0], key[1], method_rank(key[2]), key[3]))
-    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
-             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
-             "max s": max(groups[key])}
-            for key in order for model, task, method, variant in [key]]
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(times),
+             "median s": statistics.median(times), "min s": min(times), "max s": max(times)}
+            for (model, task, method, variant), times in sorted(groups.items(), key=lambda item: (
+                item[0][0], item[0][1], method_rank(item[0][2]), item[0][3]))]
 
 
 def wall_times_markdown(rows: Sequence[dict[str, Any]]) -> str:
