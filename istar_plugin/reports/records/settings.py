@@ -82,12 +82,11 @@ def settings(records: Sequence[Record]) -> list[Setting]:
                              f"({', '.join(sorted(metrics))})")
         others = [dict(record.others) for record in group]
         common = [name for name in others[0] if all(name in other for other in others)]
+        seeds, scores, isoscores, validations = zip(*((r.seed, r.score, r.isoscore_star, r.validation) for r in group))
         result.append(Setting(
-            model, task, method, lam, zeta, metrics.pop(), seeds=tuple(record.seed for record in group),
-            scores=tuple(record.score for record in group), isoscores=tuple(record.isoscore_star for record in group),
-            variant=variant, collapsed=sum(record.collapsed for record in group),
-            others=tuple((name, tuple(other[name] for other in others)) for name in common),
-            validations=tuple(record.validation for record in group), records=tuple(group)))
+            model, task, method, lam, zeta, metrics.pop(), seeds, scores, isoscores, variant, validations=validations,
+            collapsed=sum(record.collapsed for record in group), records=tuple(group),
+            others=tuple((name, tuple(other[name] for other in others)) for name in common)))
     return sorted(result, key=setting_order)
 
 
