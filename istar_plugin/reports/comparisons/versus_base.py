@@ -27,16 +27,11 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
-    rows = []
-    for setting, base in _against_base(records):
-        paired = compare(setting, base)
-        if paired is None:
-            continue
-        rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
-                     "collapsed": f"{setting.collapsed}/{setting.n}" + (
-                         f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
-                     "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting})
-    return rows
+    return [{**setting_row(setting), "metric": setting.metric, **paired.columns(),
+             "collapsed": f"{setting.collapsed}/{setting.n}" + (
+                 f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+             "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting}
+            for setting, base in _against_base(records) if (paired := compare(setting, base)) is not None]
 
 
 def unpaired_predictions(records: Sequence[Record]) -> list[str]:
