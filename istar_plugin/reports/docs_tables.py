@@ -315,8 +315,7 @@ def update(targets: list[Path], check: bool) -> int:
             state = "up to date" if new == text else "differs" if check else "rewritten"
             print(f"{page}: {len(tables)} table(s), {f'{values} value(s), ' if values else ''}{state}")
             for region in tables:
-                left_out = reports.left_out(page.parent, region.source)
-                if left_out:
+                if left_out := reports.left_out(page.parent, region.source):
                     cell, reason = left_out[0]
                     more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
                     print(f"{page}, line {region.line}: {region.source}: {len(left_out)} archived cell(s) left out "

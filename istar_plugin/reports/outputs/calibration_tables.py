@@ -91,8 +91,7 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
         text = _summary(scores, 2) if scores else "NaN"
         if len(scores) < len(runs):
             text += f" ({len(runs) - len(scores)} NaN)"
-        collapsed = sum(run.collapsed for run in runs)
-        if collapsed:
+        if collapsed := sum(run.collapsed for run in runs):
             text += f" ({collapsed}/{len(runs)} collapsed)"
     if paper is not None:
         text += f" [{'NaN' if math.isnan(paper) else f'{paper:.2f}'}]"

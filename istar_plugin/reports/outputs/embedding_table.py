@@ -43,8 +43,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
     for record in records:
-        embeddings = sentence_embeddings(Path(record.path))
-        if embeddings:
+        if embeddings := sentence_embeddings(Path(record.path)):
             settings.setdefault(setting_key(record), {})[record.seed] = embeddings
             tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []

@@ -76,8 +76,7 @@ def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict
                       dodge: float) -> None:
     """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
     for lam, setting in series:
-        difference = versus_base.comparison_of(paired, setting)
-        if difference is None:
+        if (difference := versus_base.comparison_of(paired, setting)) is None:
             continue
         ax.errorbar([lam + dodge], [difference.mean], fmt="none", ecolor=colour, elinewidth=1.1, capsize=3,
                     yerr=[[difference.mean - difference.low], [difference.high - difference.mean]])

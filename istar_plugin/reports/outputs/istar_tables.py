@@ -145,7 +145,6 @@ def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optio
     if ours is None or setting is None:
         return None
     for model in (setting.model, paper_model):
-        paper = None if model is None else paper_result(model, setting.method, setting.task, metric)
-        if paper is not None:
+        if model is not None and (paper := paper_result(model, setting.method, setting.task, metric)) is not None:
             return paper[0], paper[1], ours.mean - paper[0], model
     return None

@@ -22,8 +22,7 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
                  if record.method == "istar" and record.layers}
     result = []
     for setting in settings(records):
-        layers = penalised.get((setting.model, setting.task))
-        if layers is None:
+        if (layers := penalised.get((setting.model, setting.task))) is None:
             continue
         per_seed = [found for run in setting.records if (found := layer_isoscores(Path(run.path), layers)) is not None]
         if not per_seed:

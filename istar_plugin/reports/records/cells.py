@@ -177,8 +177,7 @@ def check_predictions(results: ResultsRecord, cell: Path) -> str:
         return f"no {PREDICTIONS}"
     if scored.task not in task_metrics.TASK_SCORERS:
         return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
-    problem = predictions_problem(results, scored)
-    if problem:
+    if problem := predictions_problem(results, scored):
         raise CellProblem(f"{PREDICTIONS} {problem}; left out")
     return ""
 
