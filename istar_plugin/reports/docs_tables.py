@@ -6,6 +6,7 @@ differ from their sources and exits 1. A page whose markers do not pair is refus
 
 import argparse
 import csv
+import itertools
 import re
 import sys
 import tempfile
@@ -159,15 +160,10 @@ def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
 
 def table_cells(markdown: str) -> list[tuple[list[str], list[list[str]]]]:
     """(header, rows) of every Markdown table in ``markdown``, cells stripped and unescaped."""
-    tables: list[tuple[list[str], list[list[str]]]] = []
-    lines: list[list[str]] = []
-    for line in [*markdown.splitlines(), ""]:
-        if line.startswith("|"):
-            lines.append([cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
-        elif lines:
-            tables.append((lines[0], lines[2:]))
-            lines = []
-    return tables
+    tables = [[[cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in block]
+              for is_table, block in itertools.groupby(markdown.splitlines(), lambda line: line.startswith("|"))
+              if is_table]
+    return [(table[0], table[2:]) for table in tables]
 
 
 def column(header: list[str], name: str, source: str) -> Optional[int]:
