@@ -125,11 +125,9 @@ def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Ke
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
     score = "mean" if selection == "eval" else "validation_mean"
-    best = {}
-    for key, group in candidates.items():
-        full = [setting for setting in group if setting.n == max(other.n for other in group)]
-        best[key] = (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
-    return best
+    fullest = {key: [s for s in group if s.n == max(other.n for other in group)] for key, group in candidates.items()}
+    return {key: (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
+            for key, full in fullest.items()}
 
 
 def has_validation(records: Sequence[Record]) -> bool:
