@@ -59,12 +59,11 @@ def read_runs(cells: Iterable[Path]) -> list[Run]:
     runs = []
     for cell in cells:
         results = read_results(Path(cell), require_finished=True)
-        task = results.task
-        if task not in PAPER_METRIC:
+        if results.task not in PAPER_METRIC:
             continue
-        value = results.metric(PAPER_METRIC[task])
+        value = results.metric(PAPER_METRIC[results.task])
         score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
-        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
+        runs.append(Run(results.model, results.task, calibration_method(results.criterion), results.seed, score,
                         results.collapsed is True, results.embedding_i1, results.embedding_i2,
                         results.eval_isoscore_star))
     return runs
