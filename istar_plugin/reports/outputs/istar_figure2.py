@@ -49,10 +49,8 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
     zetas = sorted({row["zeta"] for row in rows})
     colours = plt.cm.plasma(np.linspace(0, 0.85, len(zetas)))
     for zeta, colour in zip(zetas, colours):
-        own = [row for row in rows if row["zeta"] == zeta]
-        n = np.array([row["n_points"] for row in own])
-        mean = np.array([row["mean"] for row in own])
-        std = np.array([row["std"] for row in own])
+        n, mean, std = (np.array([row[key] for row in rows if row["zeta"] == zeta])
+                        for key in ("n_points", "mean", "std"))
         ax.plot(n, mean, marker="o", markersize=3, color=colour, label=f"$\\zeta$ = {zeta:g}")
         ax.fill_between(n, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
     ax.axhline(population, color="black", linestyle="--", linewidth=1, label=f"population IsoScore = {population:.4f}")
