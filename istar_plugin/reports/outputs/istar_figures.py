@@ -159,8 +159,7 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
                     fmt="o", markersize=5, capsize=3, color="tab:blue", label="I-STAR on one layer")
         for name, colour, line_style, label in (("global", "tab:green", "-", "I-STAR, all layers"),
                                            ("base", "tab:gray", "--", "Base")):
-            reference: Optional[Setting] = panel[name]
-            if reference is not None:
+            if (reference := panel[name]) is not None:
                 ax.axhline(reference.mean, color=colour, linestyle=line_style, linewidth=1.2, label=label)
                 spread = reference.std or 0.0
                 ax.axhspan(reference.mean - spread, reference.mean + spread, color=colour, alpha=0.12)
