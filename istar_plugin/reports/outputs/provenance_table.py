@@ -25,10 +25,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def row(record: Record, provenance: Provenance) -> dict[str, Any]:
     """The CSV row of one cell; ``cpu_flags`` space-separated."""
-    machine = asdict(provenance)
-    if provenance.cpu_flags is not None:
-        machine["cpu_flags"] = " ".join(provenance.cpu_flags)
-    return {**{name: getattr(record, name) for name in CELL_COLUMNS}, **machine}
+    return {**{name: getattr(record, name) for name in CELL_COLUMNS}, **asdict(provenance),
+            "cpu_flags": None if provenance.cpu_flags is None else " ".join(provenance.cpu_flags)}
 
 
 def markdown(cells: Sequence[dict[str, Any]]) -> str:
