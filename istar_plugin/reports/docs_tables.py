@@ -226,8 +226,7 @@ class ArchiveReports(tempfile.TemporaryDirectory):
 
     def left_out(self, base: str | Path, source: str) -> list[tuple[str, str]]:
         """(cell, reason) for every cell of the archives a rendered table marker names that its report left out."""
-        paths = parse_marker(source).paths  # a file's marker: no archive's key
-        return self._left_out.get(tuple((Path(base) / path).resolve() for path in paths), [])
+        return self._left_out.get(tuple((Path(base) / path).resolve() for path in parse_marker(source).paths), [])
 
     def __enter__(self) -> "ArchiveReports":
         return self
