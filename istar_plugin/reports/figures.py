@@ -15,7 +15,7 @@ DPI = 130
 
 @dataclass(frozen=True)
 class Figure:
-    """One output figure: ``draw(inputs, path)`` draws ``points(inputs)``; ``why_not`` (text or function) why none."""
+    """An output figure: ``draw(inputs, path)`` draws ``points(inputs)``; ``why_not`` (text or function): why none."""
 
     name: str
     points: Callable[[Any], Any]
