@@ -26,8 +26,7 @@ def sample(variances: torch.Tensor, n: int, generator: torch.Generator) -> torch
 def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_000) -> tuple[list[dict], float, float]:
     """Rows (zeta, n_points, mean, std) over repeats, the population IsoScore and IsoScore(Sigma_S)."""
     generator = torch.Generator().manual_seed(seed)
-    variances = torch.ones(dim, dtype=torch.float64)  # the population's: diag(10, 6, 4, 4, 1, ..., 1)
-    variances[: len(LEADING_VARIANCES)] = torch.tensor(LEADING_VARIANCES, dtype=torch.float64)
+    variances = torch.tensor(LEADING_VARIANCES + (1.0,) * (dim - len(LEADING_VARIANCES)), dtype=torch.float64)
     accumulator = CovarianceAccumulator(dim)  # Sigma_S: the covariance of fresh points, streamed in chunks
     for start in range(0, shrink_points, 5000):
         accumulator.update(sample(variances, min(5000, shrink_points - start), generator))
