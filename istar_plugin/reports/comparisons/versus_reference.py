@@ -36,8 +36,7 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         target = {**swept, key: value}
         match = next((s for s in all_settings
                       if _variant(s.variant) == target and setting_key(s)[:5] == setting_key(setting)[:5]), None)
-        paired = None if match is None else compare(setting, match)
-        if paired is None:
+        if match is None or (paired := compare(setting, match)) is None:
             continue
         ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
         differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
