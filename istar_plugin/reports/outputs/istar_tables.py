@@ -45,11 +45,8 @@ def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
     if len(ranked) < 2:
         return None
     best = ranked[0][1]
-    for _, other in ranked[1:]:
-        paired = compare(row[best], row[other], metric)
-        if paired is None or paired.verdict != "better":
-            return None
-    return best
+    return best if all((paired := compare(row[best], row[other], metric)) is not None and paired.verdict == "better"
+                       for _, other in ranked[1:]) else None
 
 
 def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
