@@ -3,10 +3,10 @@
 ``<!-- end value -->`` one cell of it (ROW: ``COLUMN=TEXT`` conditions joined by ``;`` that pick one row). ``python -m
 istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the pages that
 differ from their sources and exits 1. A page whose markers do not pair is refused before any page is written."""
-from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import re
 import sys
 import tempfile
@@ -100,8 +100,7 @@ class Region:
 
 
 def regions(text: str, page: str | Path = "page") -> list[Region]:
-    """Every marked region of a page, in order (none in code); a ValueError naming the page, line and marker when
-    markers do not pair or a table marker is not a line of its own."""
+    """Every marked region of a page, in order (none in code); a ValueError naming page, line and a misplaced marker."""
     masked = CODE.sub(lambda code: re.sub(r"[^\n]", " ", code.group()), text)
     found: list[Region] = []
     start, start_line, opening = None, 0, ""
@@ -161,15 +160,10 @@ def parse_value(source: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
 
 def table_cells(markdown: str) -> list[tuple[list[str], list[list[str]]]]:
     """(header, rows) of every Markdown table in ``markdown``, cells stripped and unescaped."""
-    tables: list[tuple[list[str], list[list[str]]]] = []
-    lines: list[list[str]] = []
-    for line in [*markdown.splitlines(), ""]:
-        if line.startswith("|"):
-            lines.append([cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
-        elif lines:
-            tables.append((lines[0], lines[2:]))
-            lines = []
-    return tables
+    tables = [[[cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in block]
+              for is_table, block in itertools.groupby(markdown.splitlines(), lambda line: line.startswith("|"))
+              if is_table]
+    return [(table[0], table[2:]) for table in tables]
 
 
 def column(header: list[str], name: str, source: str) -> Optional[int]:
@@ -232,8 +226,7 @@ class ArchiveReports(tempfile.TemporaryDirectory):
 
     def left_out(self, base: str | Path, source: str) -> list[tuple[str, str]]:
         """(cell, reason) for every cell of the archives a rendered table marker names that its report left out."""
-        paths = parse_marker(source).paths  # a file's marker: no archive's key
-        return self._left_out.get(tuple((Path(base) / path).resolve() for path in paths), [])
+        return self._left_out.get(tuple((Path(base) / path).resolve() for path in parse_marker(source).paths), [])
 
     def __enter__(self) -> "ArchiveReports":
         return self
@@ -248,8 +241,7 @@ def render_marker(source: str, base: str | Path, reports: ArchiveReports) -> str
 
 
 def render_value(source: str, base: str | Path, reports: ArchiveReports) -> str:
-    """The cell a value marker's ``source`` names in its table (paths relative to ``base``); a ValueError unless one
-    row has it."""
+    """The cell a value marker's ``source`` names (paths relative to ``base``); a ValueError unless one row has it."""
     table, conditions, wanted = parse_value(source)
     found: list[str] = []
     for header, rows in table_cells(render_marker(table, base, reports)):
@@ -318,8 +310,7 @@ def update(targets: list[Path], check: bool) -> int:
             state = "up to date" if new == text else "differs" if check else "rewritten"
             print(f"{page}: {len(tables)} table(s), {f'{values} value(s), ' if values else ''}{state}")
             for region in tables:
-                left_out = reports.left_out(page.parent, region.source)
-                if left_out:
+                if left_out := reports.left_out(page.parent, region.source):
                     cell, reason = left_out[0]
                     more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
                     print(f"{page}, line {region.line}: {region.source}: {len(left_out)} archived cell(s) left out "

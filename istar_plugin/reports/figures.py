@@ -1,5 +1,4 @@
 """What every report figure shares: a headless figure (one axis, or panels), one style, a PNG write, :class:`Figure`."""
-from __future__ import annotations
 
 import io
 import math
@@ -16,8 +15,7 @@ DPI = 130
 
 @dataclass(frozen=True)
 class Figure:
-    """One output figure of a report's inputs: ``points(inputs)`` is what it draws (empty: ``why_not``, a text or a
-    function of the inputs, says why), ``draw(inputs, path)`` draws it."""
+    """An output figure: ``draw(inputs, path)`` draws ``points(inputs)``; ``why_not`` (text or function): why none."""
 
     name: str
     points: Callable[[Any], Any]
@@ -33,14 +31,11 @@ class Figure:
 
 def write_figures(figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
     """Draw each figure the inputs give points to into ``out``; ``NAME not written: WHY`` for each other."""
-    unwritten = []
-    for figure in figures:
-        why = figure.missing(inputs)
+    whys = [figure.missing(inputs) for figure in figures]
+    for figure, why in zip(figures, whys):
         if why is None:
             figure.draw(inputs, out / figure.name)
-        else:
-            unwritten.append(why)
-    return unwritten
+    return [why for why in whys if why is not None]
 
 
 def pyplot():

@@ -1,5 +1,4 @@
 """Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written by :func:`write_table`."""
-from __future__ import annotations
 
 import csv
 import io
@@ -39,17 +38,15 @@ def write_table(table: Table, grid: Any, out: Path) -> Optional[str]:
         text = caption + table.markdown(grid, rows)
         atomic_write_text(out / f"{table.name}.md", text)
     if table.csv_rows is not None:
-        flat = table.csv_rows(grid, rows)
-        if table.columns is not None:
-            flat = [{name: row.get(name) for name in table.columns} for row in flat]
-        atomic_write_text(out / f"{table.name}.csv", csv_text(flat, table.columns))
+        atomic_write_text(out / f"{table.name}.csv", csv_text(table.csv_rows(grid, rows), table.columns))
     return None if table.shown is None or text is None else table.shown + text
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Optional[Sequence[str]] = None, line_end: str = "\n") -> str:
-    """Rows as CSV text: None as an empty field, floats to 10 decimals (no 90.40000000000002)."""
+    """Rows as CSV text in ``columns`` (others left out): None as an empty field, floats to 10 decimals."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator=line_end)
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or (rows[0] if rows else [])), lineterminator=line_end,
+                            extrasaction="ignore")
     writer.writeheader()
     writer.writerows({key: round(value, 10) if isinstance(value, float) else value for key, value in row.items()}
                      for row in rows)  # None: an empty field

@@ -1,5 +1,4 @@
 """A method against Base, paired by seed: the difference per seed, its mean, a bootstrap interval and a verdict."""
-from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ class PairedDifference:
     low: float
     high: float
     resampled: str  # EXAMPLES, EXAMPLES_ONLY (one seed), "seeds", or "seeds (why the examples were not)"
-    level: float = LEVEL
     lower_is_better: bool = False  # a perplexity: a negative difference is the better model
 
     @property

@@ -1,5 +1,4 @@
 """Every setting against Base on its model and task, paired by seed (``versus_base.md``), and power (``power.md``)."""
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
@@ -28,17 +27,11 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
-    rows = []
-    for setting, base in _against_base(records):
-        paired = compare(setting, base)
-        if paired is None:
-            continue
-        rows.append({**setting_row(setting), "metric": setting.metric, **paired.columns(),
-                     "collapsed": f"{setting.collapsed}/{setting.n}"
-                                  + (f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
-                     "base_variant": base.variant,
-                     "text": paired.text(), "paired": paired, "setting": setting})
-    return rows
+    return [{**setting_row(setting), "metric": setting.metric, **paired.columns(),
+             "collapsed": f"{setting.collapsed}/{setting.n}" + (
+                 f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
+             "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting}
+            for setting, base in _against_base(records) if (paired := compare(setting, base)) is not None]
 
 
 def unpaired_predictions(records: Sequence[Record]) -> list[str]:
@@ -73,10 +66,9 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
     header = (*SETTING_HEADER, "metric", "seeds", "Δ vs Base", "95% interval", "verdict", "per seed", "one class",
               "resampled")
-    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"],
-                                    signed(row["difference"]), f"[{signed(row['low'])}, {signed(row['high'])}]",
-                                    row["verdict"], row["per_seed"], row["collapsed"], row["resampled"]]
-                                   for row in rows))
+    return markdown_table(header, ([*setting_cells(row), row["metric"], row["seeds"], signed(row["difference"]),
+                                    f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
+                                    row["collapsed"], row["resampled"]] for row in rows))
 
 
 def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:

@@ -1,14 +1,13 @@
 """One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``), paired by seed."""
-from __future__ import annotations
 
 import statistics
 from typing import Any, Optional, Sequence
 
 from ...errors import ConfigError
-from ...storage.seeds import std_over_seeds, std_text
+from ...storage.seeds import std_text
 from ..records.cells import Record
 from ..records.settings import setting_key, setting_row, settings
-from ..tables import markdown_table, number_text
+from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, signed
 from .versus_base import compare
 
@@ -37,18 +36,16 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         target = {**swept, key: value}
         match = next((s for s in all_settings
                       if _variant(s.variant) == target and setting_key(s)[:5] == setting_key(setting)[:5]), None)
-        paired = None if match is None else compare(setting, match)
-        if paired is None:
+        if match is None or (paired := compare(setting, match)) is None:
             continue
         ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
-        iso_differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
-        iso_mean, iso_std = statistics.fmean(iso_differences), std_over_seeds(match.isoscores)
-        score_std = std_over_seeds(match.scores)
+        differences = [ours[seed] - theirs[seed] for seed in paired.seeds]
+        iso_mean = statistics.fmean(differences)
         rows.append({**setting_row(setting), "reference": reference, "metric": setting.metric, **paired.columns(),
-                     "reference_std": score_std, "score_within_spread": _within(paired.mean, score_std),
-                     "isoscore_difference": iso_mean,
-                     "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in iso_differences),
-                     "isoscore_reference_std": iso_std, "isoscore_within_spread": _within(iso_mean, iso_std)})
+                     "reference_std": match.std, "score_within_spread": _within(paired.mean, match.std),
+                     "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in differences),
+                     "isoscore_reference_std": match.isoscore_std,
+                     "isoscore_within_spread": _within(iso_mean, match.isoscore_std)})
     return rows
 
 
@@ -67,12 +64,10 @@ def why_not(reference: str) -> str:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The comparison as a Markdown table."""
-    header = ("Model", "Task", "Method", "λ", "ζ", "setting", "against", "metric", "seeds", "Δ", "95% interval",
-              "verdict", "per seed", "reference sd", "within sd", "Δ eval IsoScore*", "per seed", "reference sd",
-              "within sd")
+    header = (*SETTING_HEADER[:5], "setting", "against", "metric", "seeds", "Δ", "95% interval", "verdict", "per seed",
+              "reference sd", "within sd", "Δ eval IsoScore*", "per seed", "reference sd", "within sd")
     return markdown_table(header, ([
-        row["model"], row["task"], row["method"], number_text(row["lam"]), number_text(row["zeta"]), row["variant"],
-        row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
+        *setting_cells(row), row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
         f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
         std_text(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
         row["isoscore_per_seed"], std_text(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]

@@ -1,5 +1,4 @@
 """``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path
@@ -34,11 +33,6 @@ def distinct_labels(analyses: list[dict[str, Any]]) -> None:
             analysis["label"] += f" seed {analysis['seed']}"
 
 
-def _score(analysis: dict[str, Any]) -> str:
-    score = "—" if analysis.get("score") is None else f"{analysis['score']:.3f}"
-    return f"{score} ({analysis.get('examples')}, {analysis.get('step')})"
-
-
 def _last_layer(analysis: dict[str, Any]) -> str:
     curves = analysis.get("explained_variance_per_layer") or []
     ev1 = "—" if not curves or not curves[-1] else f"{curves[-1][0]:.3f}"
@@ -56,7 +50,8 @@ def rows(analyses: Sequence[dict[str, Any]]) -> list[list[str]]:
     layers = max(len(a.get("isoscore_star_per_layer") or ()) for a in ordered)
     metrics = sorted({str(a.get("main_metric")) for a in ordered if a.get("main_metric")}) or ["score"]
     measures = [
-        (f"{', '.join(metrics)} ({ordered[0].get('split')}, step)", _score),
+        (f"{', '.join(metrics)} ({ordered[0].get('split')}, step)", lambda a: "{} ({}, {})".format(
+            "—" if a.get("score") is None else f"{a['score']:.3f}", a.get("examples"), a.get("step"))),
         (f"IsoScore* per layer 1 → {layers}", lambda a: " ".join(  # two digits below 0.01: 0.00031 is not 0.000
             format(v, ".3f" if abs(v) >= 0.01 or v == 0 else ".2g") for v in a["isoscore_star_per_layer"])),
         (f"TwoNN of each example's vector per layer 1 → {layers}",

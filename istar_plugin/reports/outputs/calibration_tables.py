@@ -1,5 +1,4 @@
 """Ding et al.'s isotropy-calibration Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs."""
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass
@@ -60,12 +59,11 @@ def read_runs(cells: Iterable[Path]) -> list[Run]:
     runs = []
     for cell in cells:
         results = read_results(Path(cell), require_finished=True)
-        task = results.task
-        if task not in PAPER_METRIC:
+        if results.task not in PAPER_METRIC:
             continue
-        value = results.metric(PAPER_METRIC[task])
+        value = results.metric(PAPER_METRIC[results.task])
         score = 100.0 * value if isinstance(value, (int, float)) and math.isfinite(value) else None
-        runs.append(Run(results.model, task, calibration_method(results.criterion), results.seed, score,
+        runs.append(Run(results.model, results.task, calibration_method(results.criterion), results.seed, score,
                         results.collapsed is True, results.embedding_i1, results.embedding_i2,
                         results.eval_isoscore_star))
     return runs
@@ -80,9 +78,8 @@ def calibration_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str], dict[str, list[Run]]] = {}
     for run in runs:
         grouped.setdefault((run.model, run.method), {}).setdefault(run.task, []).append(run)
-    return [{"model": model, "method": method, "tasks": tasks}
-            for (model, method), tasks in sorted(grouped.items(),
-                                                 key=lambda item: (item[0][0], method_rank(item[0][1], METHOD_ORDER)))]
+    return [{"model": model, "method": method, "tasks": grouped[model, method]}
+            for model, method in sorted(grouped, key=lambda key: (key[0], method_rank(key[1], METHOD_ORDER)))]
 
 
 def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
@@ -93,8 +90,7 @@ def score_cell(runs: Sequence[Run], paper: Optional[float]) -> str:
         text = _summary(scores, 2) if scores else "NaN"
         if len(scores) < len(runs):
             text += f" ({len(runs) - len(scores)} NaN)"
-        collapsed = sum(run.collapsed for run in runs)
-        if collapsed:
+        if collapsed := sum(run.collapsed for run in runs):
             text += f" ({collapsed}/{len(runs)} collapsed)"
     if paper is not None:
         text += f" [{'NaN' if math.isnan(paper) else f'{paper:.2f}'}]"

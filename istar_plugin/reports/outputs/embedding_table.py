@@ -1,5 +1,4 @@
 """The sentence-embedding tables: ``istar-embed``'s ``embeddings.md`` and a grid's ``sentence_embeddings.md``."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path
@@ -44,8 +43,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
     for record in records:
-        embeddings = sentence_embeddings(Path(record.path))
-        if embeddings:
+        if embeddings := sentence_embeddings(Path(record.path)):
             settings.setdefault(setting_key(record), {})[record.seed] = embeddings
             tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []
@@ -60,8 +58,7 @@ def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
             paired = paired_difference(task, "spearman x100", {s: None for s in spearman}, {s: None for s in base_raw},
                                        scores=(spearman, base_raw))
             out.append({"method": display_name(method), "lam": lam, "zeta": zeta, "transform": transform,
-                        "seeds": len(values),
-                        "spearman": over_seeds(spearman.values()).text(".2f"),
+                        "seeds": len(values), "spearman": over_seeds(spearman.values()).text(".2f"),
                         "vs_base_raw": "—" if paired is None or (method == BASE and transform == "none")
                         else paired.text(),
                         "isoscore": over_seeds(value["isoscore"] for value in values.values()).text(".4f"),

@@ -1,6 +1,5 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names."""
-from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
@@ -66,17 +65,14 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
             run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric))
         variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
         groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
-    variants_of: dict[tuple, set] = {}
-    for model, task, _, variant in groups:
-        variants_of.setdefault((model, task), set()).add(variant)
     table = []
     for (model, task, metric, variant), pairs in sorted(groups.items()):
         firsts = [first for first, _ in pairs if first is not None]
-        seconds = [second for _, second in pairs]
         improved = sum(1 for first, second in pairs if first is not None and second.score > first.score)
-        row = {"model": model, "task": task, "metric": metric,
-               "variant": variant if len(variants_of[model, task]) > 1 else "", "seeds": len(seconds)}
-        for stage, stage_runs in (("1", firsts), ("2", seconds)):
+        row = {"model": model, "task": task, "metric": metric, "seeds": len(pairs), "paper source": "",
+               "variant": variant if len({key[3] for key in groups if key[:2] == (model, task)}) > 1 else "",
+               "improved": f"{improved}/{len(firsts)}"}
+        for stage, stage_runs in (("1", firsts), ("2", [second for _, second in pairs])):
             collapsed = sum(1 for r in stage_runs if r.one_class)
             row[f"stage {stage}"] = _median_std([r.score for r in stage_runs]) + (
                 f", {collapsed}/{len(stage_runs)} one class" if collapsed else "")
@@ -88,8 +84,6 @@ def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
             row[f"paper stage {stage}"] = _paper_text(reference)
             if reference:
                 row["paper source"] = reference["source"]
-        row["improved"] = f"{improved}/{len(firsts)}"
-        row.setdefault("paper source", "")
         table.append(row)
     return table
 

@@ -1,6 +1,5 @@
 """Figure 2 of Rudman & Eickhoff (2024): covariance shrinkage makes IsoScore* reliable for small samples.
 ``python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]``."""
-from __future__ import annotations
 
 import argparse
 from pathlib import Path
@@ -27,8 +26,7 @@ def sample(variances: torch.Tensor, n: int, generator: torch.Generator) -> torch
 def run(sizes=SIZES, zetas=ZETAS, repeats=3, seed=0, dim=768, shrink_points=75_000) -> tuple[list[dict], float, float]:
     """Rows (zeta, n_points, mean, std) over repeats, the population IsoScore and IsoScore(Sigma_S)."""
     generator = torch.Generator().manual_seed(seed)
-    variances = torch.ones(dim, dtype=torch.float64)  # the population's: diag(10, 6, 4, 4, 1, ..., 1)
-    variances[: len(LEADING_VARIANCES)] = torch.tensor(LEADING_VARIANCES, dtype=torch.float64)
+    variances = torch.tensor(LEADING_VARIANCES + (1.0,) * (dim - len(LEADING_VARIANCES)), dtype=torch.float64)
     accumulator = CovarianceAccumulator(dim)  # Sigma_S: the covariance of fresh points, streamed in chunks
     for start in range(0, shrink_points, 5000):
         accumulator.update(sample(variances, min(5000, shrink_points - start), generator))
@@ -50,10 +48,8 @@ def plot(rows: list[dict], population: float, shrink_score: float, path: Path, r
     zetas = sorted({row["zeta"] for row in rows})
     colours = plt.cm.plasma(np.linspace(0, 0.85, len(zetas)))
     for zeta, colour in zip(zetas, colours):
-        own = [row for row in rows if row["zeta"] == zeta]
-        n = np.array([row["n_points"] for row in own])
-        mean = np.array([row["mean"] for row in own])
-        std = np.array([row["std"] for row in own])
+        n, mean, std = (np.array([row[key] for row in rows if row["zeta"] == zeta])
+                        for key in ("n_points", "mean", "std"))
         ax.plot(n, mean, marker="o", markersize=3, color=colour, label=f"$\\zeta$ = {zeta:g}")
         ax.fill_between(n, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
     ax.axhline(population, color="black", linestyle="--", linewidth=1, label=f"population IsoScore = {population:.4f}")

@@ -1,5 +1,4 @@
 """Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it."""
-from __future__ import annotations
 
 import os
 from pathlib import Path
@@ -20,11 +19,6 @@ def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple
         if k is not None and (k not in best or setting.mean > best[k].mean):
             best[k] = setting
     return best
-
-
-def _bars(values: Sequence[Optional[float]]) -> list[float]:
-    """Error bars of stds over seeds: none (0) where one seed leaves the std undefined."""
-    return [0.0 if value is None else value for value in values]
 
 
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:
@@ -82,8 +76,7 @@ def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict
                       dodge: float) -> None:
     """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
     for lam, setting in series:
-        difference = versus_base.comparison_of(paired, setting)
-        if difference is None:
+        if (difference := versus_base.comparison_of(paired, setting)) is None:
             continue
         ax.errorbar([lam + dodge], [difference.mean], fmt="none", ecolor=colour, elinewidth=1.1, capsize=3,
                     yerr=[[difference.mean - difference.low], [difference.high - difference.mean]])
@@ -96,7 +89,7 @@ def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, m
     xs = [setting.isoscore_mean for _, setting in series]
     ys = [setting.mean for _, setting in series]
     ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.5)
-    ax.errorbar(xs, ys, xerr=_bars([s.isoscore_std for _, s in series]), yerr=_bars([s.std for _, s in series]),
+    ax.errorbar(xs, ys, xerr=[s.isoscore_std or 0.0 for _, s in series], yerr=[s.std or 0.0 for _, s in series],
                 fmt="none", ecolor=colour, elinewidth=0.9, capsize=2.5, alpha=0.8)
     ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, markersize=5.5, markeredgecolor="white",
             markeredgewidth=0.6, zorder=3, label=model)
@@ -145,7 +138,7 @@ def figure7(records: Sequence[Record], path: str | os.PathLike) -> Path:
     fig, axes = panels(len(points))
     for ax, (task, series) in zip(axes, points.items()):
         for marker, ((model, lam), line) in zip(MARKERS * len(series), series.items()):
-            ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=_bars([s.std for _, s in line]),
+            ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=[s.std or 0.0 for _, s in line],
                         marker=marker, markersize=5, capsize=3, linewidth=1.2, label=f"{model} λ={lam:g}")
         style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{next(iter(series.values()))[0][1].metric} (%)")
         ax.legend(fontsize=8)
@@ -162,14 +155,13 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
     fig, axes = panels(len(points))
     for ax, ((task, model), panel) in zip(axes, points.items()):
         layers = [layer for layer, _ in panel["layers"]]
-        ax.errorbar(layers, [s.mean for _, s in panel["layers"]], yerr=_bars([s.std for _, s in panel["layers"]]),
+        ax.errorbar(layers, [s.mean for _, s in panel["layers"]], yerr=[s.std or 0.0 for _, s in panel["layers"]],
                     fmt="o", markersize=5, capsize=3, color="tab:blue", label="I-STAR on one layer")
         for name, colour, line_style, label in (("global", "tab:green", "-", "I-STAR, all layers"),
                                            ("base", "tab:gray", "--", "Base")):
-            reference: Optional[Setting] = panel[name]
-            if reference is not None:
+            if (reference := panel[name]) is not None:
                 ax.axhline(reference.mean, color=colour, linestyle=line_style, linewidth=1.2, label=label)
-                spread = _bars([reference.std])[0]
+                spread = reference.std or 0.0
                 ax.axhspan(reference.mean - spread, reference.mean + spread, color=colour, alpha=0.12)
         ax.set_xticks(layers)
         style(ax, f"{model} on {task}", "penalised layer", f"{panel['layers'][0][1].metric} (%)")

@@ -1,5 +1,4 @@
 """Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records, beside the paper's numbers."""
-from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
@@ -9,7 +8,7 @@ from ..comparisons.paired import LEVEL
 from ..comparisons.versus_base import compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
-from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_order, metric_summary,
+from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_rank, metric_summary,
                                 setting_order, setting_row)
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
@@ -28,7 +27,7 @@ DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column
 def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
     """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED."""
     best = best_settings(records, selection)
-    columns = [display_name(method) for method in method_order(key[2] for key in best)]
+    columns = [display_name(method) for method in sorted({key[2] for key in best}, key=method_rank)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, task, method), (setting, _) in sorted(best.items(), key=lambda item: setting_order(item[1][0])):
         row = rows.setdefault((model, task), {"model": model, "task": task, "metric": setting.metric,
@@ -46,11 +45,8 @@ def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
     if len(ranked) < 2:
         return None
     best = ranked[0][1]
-    for _, other in ranked[1:]:
-        paired = compare(row[best], row[other], metric)
-        if paired is None or paired.verdict != "better":
-            return None
-    return best
+    return best if all((paired := compare(row[best], row[other], metric)) is not None and paired.verdict == "better"
+                       for _, other in ranked[1:]) else None
 
 
 def method_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -146,7 +142,6 @@ def paper_comparison(setting: Optional[Setting], metric: str, paper_model: Optio
     if ours is None or setting is None:
         return None
     for model in (setting.model, paper_model):
-        paper = None if model is None else paper_result(model, setting.method, setting.task, metric)
-        if paper is not None:
+        if model is not None and (paper := paper_result(model, setting.method, setting.task, metric)) is not None:
             return paper[0], paper[1], ours.mean - paper[0], model
     return None

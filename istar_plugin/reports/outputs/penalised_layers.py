@@ -1,5 +1,4 @@
 """``penalised_layers.md``/``.csv``: per setting, the median and range of its penalised layers' eval IsoScore*."""
-from __future__ import annotations
 
 import statistics
 from pathlib import Path
@@ -19,14 +18,11 @@ CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.la
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per setting of every model and task whose I-STAR cells penalise chosen layers (:data:`COLUMNS`)."""
-    penalised: dict[tuple[str, str], tuple[int, ...]] = {}
-    for record in records:
-        if record.method == "istar" and record.layers:
-            penalised.setdefault((record.model, record.task), tuple(record.layers))
+    penalised = {(record.model, record.task): tuple(record.layers) for record in reversed(records)  # the first wins
+                 if record.method == "istar" and record.layers}
     result = []
     for setting in settings(records):
-        layers = penalised.get((setting.model, setting.task))
-        if layers is None:
+        if (layers := penalised.get((setting.model, setting.task))) is None:
             continue
         per_seed = [found for run in setting.records if (found := layer_isoscores(Path(run.path), layers)) is not None]
         if not per_seed:

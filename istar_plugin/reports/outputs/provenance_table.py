@@ -1,5 +1,4 @@
 """Where and how long a grid's cells ran: ``provenance.md``/``.csv`` and ``wall_times.md``/``.csv``."""
-from __future__ import annotations
 
 import statistics
 from collections import Counter
@@ -17,7 +16,6 @@ MACHINE_COLUMNS = tuple(field.name for field in fields(Provenance))
 COLUMNS = CELL_COLUMNS + MACHINE_COLUMNS
 CAPTION = ("Where the cells ran, as each run recorded it (a run from before these were recorded: the host of its "
            "last attempt and its precision).\n\n")
-UNRECORDED = "not recorded"
 
 
 def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -27,10 +25,8 @@ def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 def row(record: Record, provenance: Provenance) -> dict[str, Any]:
     """The CSV row of one cell; ``cpu_flags`` space-separated."""
-    machine = asdict(provenance)
-    if provenance.cpu_flags is not None:
-        machine["cpu_flags"] = " ".join(provenance.cpu_flags)
-    return {**{name: getattr(record, name) for name in CELL_COLUMNS}, **machine}
+    return {**{name: getattr(record, name) for name in CELL_COLUMNS}, **asdict(provenance),
+            "cpu_flags": None if provenance.cpu_flags is None else " ".join(provenance.cpu_flags)}
 
 
 def markdown(cells: Sequence[dict[str, Any]]) -> str:
@@ -52,7 +48,7 @@ def _short(commit: str) -> str:
 
 
 def _shown(value: Optional[str], empty: str = "") -> str:
-    return UNRECORDED if value is None else value or empty
+    return "not recorded" if value is None else value or empty
 
 
 WALL_TIMES_COLUMNS = ("model", "task", "method", "variant", "cells", "median s", "min s", "max s")
@@ -65,11 +61,10 @@ def wall_times(records: Sequence[Record]) -> list[dict[str, Any]]:
     for record in records:
         if record.seconds is not None:
             groups.setdefault((record.model, record.task, record.method, record.variant), []).append(record.seconds)
-    order = sorted(groups, key=lambda key: (key[0], key[1], method_rank(key[2]), key[3]))
-    return [{"model": model, "task": task, "method": display_name(method), "variant": variant,
-             "cells": len(groups[key]), "median s": statistics.median(groups[key]), "min s": min(groups[key]),
-             "max s": max(groups[key])}
-            for key in order for model, task, method, variant in [key]]
+    return [{"model": model, "task": task, "method": display_name(method), "variant": variant, "cells": len(times),
+             "median s": statistics.median(times), "min s": min(times), "max s": max(times)}
+            for (model, task, method, variant), times in sorted(groups.items(), key=lambda item: (
+                item[0][0], item[0][1], method_rank(item[0][2]), item[0][3]))]
 
 
 def wall_times_markdown(rows: Sequence[dict[str, Any]]) -> str:

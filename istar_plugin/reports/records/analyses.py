@@ -1,5 +1,4 @@
 """What ``istar-analyze`` and ``istar-embed`` wrote, read back from their ``--out`` folder (or a copy kept in git)."""
-from __future__ import annotations
 
 import json
 from pathlib import Path
@@ -10,8 +9,7 @@ ANALYSIS = "analysis.json"  # what istar-analyze writes per analysed model
 
 def analysis_files(folder: str | Path) -> list[Path]:
     """The ``analysis.json`` files of an ``istar-analyze`` output folder, in the order of their paths."""
-    folder = Path(folder)
-    return sorted([*folder.glob(f"*/{ANALYSIS}"), *folder.glob(f"*/step_*/{ANALYSIS}")])
+    return sorted([*Path(folder).glob(f"*/{ANALYSIS}"), *Path(folder).glob(f"*/step_*/{ANALYSIS}")])
 
 
 def is_analysis(folder: str | Path) -> bool:

@@ -1,5 +1,4 @@
 """A grid's cells (or an archive's) and the :class:`Record` each finished one gives the tables, or why it gives none."""
-from __future__ import annotations
 
 import math
 import numbers
@@ -25,7 +24,6 @@ SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
 
 Key = tuple  # (model, task, method) or (model, task, method, lam, zeta, variant)
-CELL_FILES = ("config.yaml", "cell.yaml")
 RECORD_FILES = ("config.yaml", "results.json", "predictions.json", "attempts.jsonl", "metrics.jsonl")
 """All the reports read of a finished cell; an archive keeps exactly these."""
 
@@ -93,18 +91,17 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     first_of: dict[Key, Record] = {}
     for record in with_variants(finished):
         key = (record.model, record.task, record.method, record.lam, record.zeta, record.variant, record.seed)
-        if key in first_of:
-            reason = f"duplicate of {first_of[key].path} (same model/task/method/lam/zeta/seed and config); left out"
-            problems.append((record.path, reason))
-            continue
-        first_of[key] = record
+        first = first_of.setdefault(key, record)
+        if first is not record:
+            problems.append((record.path, f"duplicate of {first.path} (same model/task/method/lam/zeta/seed and "
+                                          "config); left out"))
     return list(first_of.values()), problems
 
 
 def find_cells(grid: Path) -> list[Path]:
     """Every directory under ``grid`` (itself included) holding a ``config.yaml`` or ``cell.yaml``, in path order."""
     cells = [Path(root) for root, _, files in os.walk(grid, onerror=_unlisted)
-             if any(name in files for name in CELL_FILES)]
+             if "config.yaml" in files or "cell.yaml" in files]
     return sorted(cells, key=lambda path: path.parts)
 
 
@@ -132,8 +129,7 @@ def check_against_config(record: Record, config: dict[str, Any]) -> None:
 
 
 def as_computed(config: dict[str, Any]) -> dict[str, Any]:
-    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include`` (computing
-    padded, as those runs did); other older configs are left to :func:`as_configured_today`."""
+    """A flat config from before ``model.padding_free``: ``auto`` beside ``criterion.padding=include``, as it ran."""
     if "model.padding_free" not in config and config.get("criterion.padding") == "include":
         return {**config, "model.padding_free": "auto"}
     return config
@@ -171,8 +167,7 @@ RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
 
 
 def check_predictions(results: ResultsRecord, cell: Path) -> str:
-    """``""`` when the metrics recomputed from ``predictions.json`` agree, else why none were recomputed;
-    :class:`CellProblem` when the file is damaged or disagrees with ``results.json``."""
+    """``""`` when metrics recomputed from ``predictions.json`` agree, else why none were; or :class:`CellProblem`."""
     try:
         scored = read_predictions(cell)
     except DataError as error:
@@ -182,8 +177,7 @@ def check_predictions(results: ResultsRecord, cell: Path) -> str:
         return f"no {PREDICTIONS}"
     if scored.task not in task_metrics.TASK_SCORERS:
         return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
-    problem = predictions_problem(results, scored)
-    if problem:
+    if problem := predictions_problem(results, scored):
         raise CellProblem(f"{PREDICTIONS} {problem}; left out")
     return ""
 

@@ -1,5 +1,4 @@
 """What a cell's run directory says beyond its :class:`~.cells.Record` (None or empty where it recorded nothing)."""
-from __future__ import annotations
 
 import os
 from dataclasses import dataclass
@@ -42,11 +41,9 @@ def evaluations(cell: Path) -> dict[int, dict[str, Any]]:
 def failure_hints(cell: Path) -> str:
     """Where to look next: the newest checkpoint (an interrupted or running job) and the newest stderr log."""
     hints = []
-    checkpoints = sorted((cell / "checkpoints").glob("step_*.pt"))
-    if checkpoints:
+    if checkpoints := sorted((cell / "checkpoints").glob("step_*.pt")):
         hints.append(f"last checkpoint {checkpoints[-1].name}")
-    logs = sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime)
-    if logs:
+    if logs := sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime):
         last_line = _last_line(logs[-1])
         hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
     return "".join(f"; {hint}" for hint in hints)

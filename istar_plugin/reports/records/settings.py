@@ -1,9 +1,8 @@
 """A grid's records grouped into settings (:class:`Setting`), the methods' names and order, each method's best."""
-from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary, over_seeds, std_over_seeds
@@ -61,11 +60,6 @@ class Setting:
         return std_over_seeds(self.isoscores)
 
 
-def method_order(methods: Iterable[str]) -> list[str]:
-    """Base, CosReg, I-STAR first, then any other criterion by name."""
-    return sorted(set(methods), key=method_rank)
-
-
 def method_rank(method: str, known: Sequence[str] = tuple(METHOD_NAMES)) -> tuple[int, str]:
     """Where ``method`` stands: the ``known`` ones in their order, any other after them by name."""
     return (known.index(method) if method in known else len(known), method)
@@ -88,12 +82,11 @@ def settings(records: Sequence[Record]) -> list[Setting]:
                              f"({', '.join(sorted(metrics))})")
         others = [dict(record.others) for record in group]
         common = [name for name in others[0] if all(name in other for other in others)]
+        seeds, scores, isoscores, validations = zip(*((r.seed, r.score, r.isoscore_star, r.validation) for r in group))
         result.append(Setting(
-            model, task, method, lam, zeta, metrics.pop(), seeds=tuple(record.seed for record in group),
-            scores=tuple(record.score for record in group), isoscores=tuple(record.isoscore_star for record in group),
-            variant=variant, collapsed=sum(record.collapsed for record in group),
-            others=tuple((name, tuple(other[name] for other in others)) for name in common),
-            validations=tuple(record.validation for record in group), records=tuple(group)))
+            model, task, method, lam, zeta, metrics.pop(), seeds, scores, isoscores, variant, validations=validations,
+            collapsed=sum(record.collapsed for record in group), records=tuple(group),
+            others=tuple((name, tuple(other[name] for other in others)) for name in common)))
     return sorted(result, key=setting_order)
 
 
@@ -124,8 +117,7 @@ SELECTIONS = {
 
 
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
-    """(model, task, method) -> (its setting with the best mean score, how many settings were compared), among those
-    with the most seeds; ``selection="validation"``: by the mean held-out validation score."""
+    """(model, task, method) -> (its best setting by mean ``selection`` score, settings compared), of the most seeds."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection {selection!r} unknown; choose one of: {', '.join(SELECTIONS)}")
     candidates: dict[Key, list[Setting]] = {}
@@ -133,11 +125,9 @@ def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Ke
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
     score = "mean" if selection == "eval" else "validation_mean"
-    best = {}
-    for key, group in candidates.items():
-        full = [setting for setting in group if setting.n == max(other.n for other in group)]
-        best[key] = (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
-    return best
+    fullest = {key: [s for s in group if s.n == max(other.n for other in group)] for key, group in candidates.items()}
+    return {key: (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
+            for key, full in fullest.items()}
 
 
 def has_validation(records: Sequence[Record]) -> bool:
