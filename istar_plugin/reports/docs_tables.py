@@ -3,6 +3,7 @@
 ``<!-- end value -->`` one cell of it (ROW: ``COLUMN=TEXT`` conditions joined by ``;`` that pick one row). ``python -m
 istar_plugin.reports.docs_tables docs/ README.md`` rewrites every marked region; ``--check`` lists the pages that
 differ from their sources and exits 1. A page whose markers do not pair is refused before any page is written."""
+from __future__ import annotations
 
 import argparse
 import csv

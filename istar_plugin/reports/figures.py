@@ -1,4 +1,5 @@
 """What every report figure shares: a headless figure (one axis, or panels), one style, a PNG write, :class:`Figure`."""
+from __future__ import annotations
 
 import io
 import math

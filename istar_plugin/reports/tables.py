@@ -1,4 +1,5 @@
 """Tables as ``istar-report`` writes them: one :class:`Table` declaration per output, written by :func:`write_table`."""
+from __future__ import annotations
 
 import csv
 import io

@@ -1,4 +1,5 @@
 """A method against Base, paired by seed: the difference per seed, its mean, a bootstrap interval and a verdict."""
+from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Every setting against Base on its model and task, paired by seed (``versus_base.md``), and power (``power.md``)."""
+from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace

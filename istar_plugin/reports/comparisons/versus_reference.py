@@ -1,4 +1,5 @@
 """One swept setting against a reference value of it (``istar-report --reference KEY=VALUE``), paired by seed."""
+from __future__ import annotations
 
 import statistics
 from typing import Any, Optional, Sequence

@@ -1,4 +1,5 @@
 """``istar-analyze``'s analyses as one table (``summary.md``), a column per analysed model."""
+from __future__ import annotations
 
 import statistics
 from pathlib import Path

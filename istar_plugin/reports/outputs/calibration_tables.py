@@ -1,4 +1,5 @@
 """Ding et al.'s isotropy-calibration Table 1 (GLUE) and Table 4 (I1/I2), ours beside theirs."""
+from __future__ import annotations
 
 import math
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The sentence-embedding tables: ``istar-embed``'s ``embeddings.md`` and a grid's ``sentence_embeddings.md``."""
+from __future__ import annotations
 
 import statistics
 from pathlib import Path

@@ -1,4 +1,5 @@
 """How the evaluations moved during training (``curves.md``/``.csv``), per setting and evaluated step."""
+from __future__ import annotations
 
 import statistics
 from pathlib import Path

@@ -1,5 +1,6 @@
 """Table 3 of the Isotropy Layer paper from a grid: stage 1 beside stage 2, our numbers beside the paper's.
 A stage-2 cell is a finished ``isolayer`` cell; its stage 1 is the run its ``init_from`` names."""
+from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Figure 2 of Rudman & Eickhoff (2024): covariance shrinkage makes IsoScore* reliable for small samples.
 ``python -m istar_plugin.reports.outputs.istar_figure2 --out DIR [--seed 0] [--repeats 3]``."""
+from __future__ import annotations
 
 import argparse
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Figures 3, 7 and 8 of Rudman & Eickhoff (2024) from a grid's records, each drawn when the grid holds cells for it."""
+from __future__ import annotations
 
 import os
 from pathlib import Path

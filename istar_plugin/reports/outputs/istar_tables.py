@@ -1,4 +1,5 @@
 """Tables 1 and 2 of Rudman & Eickhoff (2024) from a grid's records, beside the paper's numbers."""
+from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 

@@ -1,4 +1,5 @@
 """``penalised_layers.md``/``.csv``: per setting, the median and range of its penalised layers' eval IsoScore*."""
+from __future__ import annotations
 
 import statistics
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Where and how long a grid's cells ran: ``provenance.md``/``.csv`` and ``wall_times.md``/``.csv``."""
+from __future__ import annotations
 
 import statistics
 from collections import Counter

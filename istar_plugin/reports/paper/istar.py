@@ -1,4 +1,5 @@
 """The I-STAR paper's Table 1 as data (``istar_table1.csv``: mean and std over 5 seeds, percent) and its metrics."""
+from __future__ import annotations
 
 import functools
 from typing import Optional

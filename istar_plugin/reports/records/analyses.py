@@ -1,4 +1,5 @@
 """What ``istar-analyze`` and ``istar-embed`` wrote, read back from their ``--out`` folder (or a copy kept in git)."""
+from __future__ import annotations
 
 import json
 from pathlib import Path

@@ -1,4 +1,5 @@
 """A grid's cells (or an archive's) and the :class:`Record` each finished one gives the tables, or why it gives none."""
+from __future__ import annotations
 
 import math
 import numbers

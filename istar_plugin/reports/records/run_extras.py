@@ -1,4 +1,5 @@
 """What a cell's run directory says beyond its :class:`~.cells.Record` (None or empty where it recorded nothing)."""
+from __future__ import annotations
 
 import os
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """A grid's records grouped into settings (:class:`Setting`), the methods' names and order, each method's best."""
+from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
