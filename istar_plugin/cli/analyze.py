@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..data.task import SPLITS as TASK_SPLITS
-from ..errors import ConfigError, RunDirError, RunError, one_line, run_command
+from ..errors import RunDirError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument
 from . import set_environment
 
@@ -60,8 +60,6 @@ def analyze(args: argparse.Namespace) -> int:
     if args.base:
         try:
             compose(args.base)
-        except KeyError as error:
-            raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
         except RunError as error:
             raise type(error)(f"--base: {one_line(error)}") from None
     problems, good = [], []

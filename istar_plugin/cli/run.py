@@ -91,17 +91,13 @@ def describe(keys: list[str]) -> int:
 
 def run(overrides: list[str], print_config: bool = False) -> int:
     """Compose the config, then print it or train; expected failures raise :class:`~istar_plugin.errors.RunError`."""
-    try:
-        cfg = config_module.compose(overrides)
-        if not print_config:
-            from ..launch import hub_check
-
-            hub_check.check(cfg)
-    except KeyError as error:
-        raise ConfigError(error.args[0] if error.args else str(error)) from None
+    cfg = config_module.compose(overrides)
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
+    from ..launch import hub_check
+
+    hub_check.check(cfg)
     trainer = ENGINES.get(cfg.engine).cls(cfg)
     results = trainer.fit()
     if trainer.is_main:

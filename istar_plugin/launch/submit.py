@@ -100,7 +100,7 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
 def _compose_or_error(arguments: list[str]) -> DictConfig | str:
     try:
         return compose(arguments)
-    except (ConfigError, KeyError) as error:
+    except ConfigError as error:
         return str(error.args[0] if error.args else error)
 
 
