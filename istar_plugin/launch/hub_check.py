@@ -29,11 +29,8 @@ class HubUnavailable(ConfigError):
 
 def hub_model_id(name_or_path: str) -> Optional[str]:
     """The hub id a model setting names, or None when it is local or a path no hub id can be."""
-    if name_or_path.startswith(PACKAGE_PREFIX) or Path(name_or_path).expanduser().exists():
-        return None
-    if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
-        return None
-    return name_or_path
+    local = name_or_path.startswith((PACKAGE_PREFIX, "/", ".", "~")) or Path(name_or_path).expanduser().exists()
+    return None if local or name_or_path.count("/") > 1 else name_or_path
 
 
 def needed_from_hub(cfg: DictConfig) -> list[str]:
