@@ -9,6 +9,7 @@ job ids in ``GRID_DIR/manifest.json``.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import datetime
@@ -181,8 +182,7 @@ def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) ->
 def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions) -> str:
     """The dry run: what would be submitted, each cell with its status and arguments, and the sbatch script."""
     pending = [p for p in planned if p.status == "pending"]
-    counts = {status: sum(p.status == status for p in planned)
-              for status in ("pending", "finished", "active", "running")}
+    counts = collections.Counter(p.status for p in planned)
     lines = [f"grid {grid.name}: {len(planned)} cells in {grid_dir.resolve()}; {counts['pending']} to run, "
              f"{counts['finished']} finished, {counts['active']} queued or running, {counts['running']} "
              f"{RUNNING_ELSEWHERE}; launcher={options.launcher}"]
