@@ -22,7 +22,7 @@ import sys
 from typing import Optional, Sequence
 
 from .. import config as config_module
-from ..errors import TRACEBACK_ENV, ConfigError, run_command
+from ..errors import TRACEBACK_ENV, run_command
 from ..registry import ENGINES, REGISTRIES
 from . import set_environment
 
@@ -49,11 +49,8 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
         raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
     arguments = [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument  # its grid directory
                  for key, argument in zip(keys, arguments)]
-    try:
-        options, rest = profiles.parse(arguments)
-        return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
-    except profiles.LaunchError as error:
-        raise ConfigError(str(error)) from None
+    options, rest = profiles.parse(arguments)
+    return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
