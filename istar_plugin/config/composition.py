@@ -175,8 +175,7 @@ def compose(arguments: list[str]) -> DictConfig:
         recipe = load_yaml(path, "recipe")
         with open_dict(recipe):
             recipe.recipe = groups["recipe"]
-    defaults = recipe.pop("defaults", {}) if "defaults" in recipe else {}
-    tuned = recipe.pop("tuned", {}) if "tuned" in recipe else {}
+    defaults, tuned = recipe.pop("defaults", {}), recipe.pop("tuned", {})
     criterion_name = groups.get("criterion") or defaults.get("criterion", DEFAULT_CRITERION)
     model_name = groups.get("model") or defaults.get("model", DEFAULT_MODEL)
     try:
