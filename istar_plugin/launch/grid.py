@@ -71,12 +71,18 @@ def run_arguments(cell: Cell, grid_dir: Path) -> list[str]:
     return [*cell.arguments, "output_dir='" + str(Path(grid_dir) / cell.name).replace("'", "''") + "'"]
 
 
+def composed(arguments: list[str]) -> DictConfig | str:
+    """``compose(arguments)``, or its refusal's message."""
+    try:
+        return compose(arguments)
+    except ConfigError as error:
+        return str(error)
+
+
 def check_cell(cell: Cell, grid_dir: Path) -> None:
     """Compose ``cell``'s run config in ``grid_dir`` as :func:`~.submit.plan` does; a refusal is one line."""
-    try:
-        compose(run_arguments(cell, grid_dir))
-    except ConfigError as error:
-        raise GridError(f"cell {cell.name}: {error.args[0] if error.args else error}") from None
+    if isinstance(refusal := composed(run_arguments(cell, grid_dir)), str):
+        raise GridError(f"cell {cell.name}: {refusal}")
 
 
 def split_values(text: str) -> list[str]:
