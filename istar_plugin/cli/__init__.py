@@ -5,9 +5,17 @@
 ``python -m istar_plugin.cli ARGS`` is ``istar-run ARGS``; ``python -m istar_plugin.cli.grid ARGS`` is
 ``istar-grid ARGS``, and so on.
 """
+import argparse
 import os
 
 
 def set_environment() -> None:
     """Set, before torch is imported, what the environment does not set (its children inherit it)."""
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+
+def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A console script's parser, ``description`` (its module's docstring) as written; the environment set first."""
+    set_environment()
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)

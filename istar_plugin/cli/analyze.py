@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from ..data.task import SPLITS as TASK_SPLITS
 from ..errors import RunDirError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument
-from . import set_environment
+from . import command_parser
 
 if TYPE_CHECKING:
     from ..storage.ownership import OwnedOutput
@@ -30,9 +30,7 @@ if TYPE_CHECKING:
 SPLITS = tuple(sorted(TASK_SPLITS))
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
-    parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("istar-analyze", __doc__)
     parser.add_argument("run_dirs", type=path_argument, nargs="*", metavar="RUN_DIR", help="finished run directories")
     parser.add_argument("--base", nargs="+", metavar="KEY=VALUE",
                         help="also analyse the pretrained model istar-run with these arguments starts from")

@@ -16,7 +16,6 @@ reached, says which model or data set it could not fetch and the offline way.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Optional, Sequence
@@ -24,7 +23,7 @@ from typing import Optional, Sequence
 from .. import config as config_module
 from ..errors import TRACEBACK_ENV, run_command
 from ..registry import ENGINES, REGISTRIES
-from . import set_environment
+from . import command_parser
 
 LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
@@ -54,12 +53,10 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
+    parser = command_parser("istar-run", __doc__)
     arguments = list(sys.argv[1:] if argv is None else argv)
     if len(arguments) >= 2 and arguments[0] in ("-h", "--help") and "=" not in arguments[1]:
         return run_command("istar-run", lambda: describe(arguments[1:]))
-    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit (--help KEY: one key)")
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
