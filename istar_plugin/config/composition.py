@@ -60,11 +60,9 @@ def value_for_task(*pairs, _root_) -> Any:
 
 
 def register_resolvers() -> None:
-    """Make ``${cell:...}`` and ``${for_task:...}`` resolvable; registering again does nothing."""
-    if not OmegaConf.has_resolver("cell"):
-        OmegaConf.register_resolver("cell", sibling_cell, annotation_validation="off")
-    if not OmegaConf.has_resolver("for_task"):
-        OmegaConf.register_resolver("for_task", value_for_task)
+    """Make ``${cell:...}`` and ``${for_task:...}`` resolvable (registering again replaces them)."""
+    OmegaConf.register_resolver("cell", sibling_cell, replace=True, annotation_validation="off")
+    OmegaConf.register_resolver("for_task", value_for_task, replace=True)
 
 
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
