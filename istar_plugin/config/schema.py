@@ -1,12 +1,6 @@
 """What a run config holds: :class:`RunConfig` and :class:`OptimConfig` declare each top-level and ``optim.*`` key
 once, with the choices and defaults the composition needs besides; :data:`ADDED_KEYS` and
-:func:`as_configured_today` read a run written before a key existed as a config written today would say it.
-
->>> RunConfig().precision in PRECISION_CHOICES, OptimConfig().lr, ADDED_KEYS["engine"], ADDED_KEYS["model.lora.r"]
-(True, 2e-05, 'istar', 0)
->>> bool(DEVICE_PATTERN.fullmatch("cuda:1")), bool(DEVICE_PATTERN.fullmatch("gpu"))
-(True, False)
-"""
+:func:`as_configured_today` read a run written before a key existed as a config written today would say it."""
 from __future__ import annotations
 
 import re

@@ -1,10 +1,6 @@
 """The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices,
 the device, the typed views', criterion's, task's and engine's own checks, and the combinations no single key can
-refuse.
-
->>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
-['criterion.layers[1]', 'optim.lr']
-"""
+refuse."""
 from __future__ import annotations
 
 import math
