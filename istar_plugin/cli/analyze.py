@@ -129,9 +129,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
         analyses.append(analysis)
     for problem in problems:
         print(f"istar-analyze: skipped {problem}", file=sys.stderr)
-    if not analyses:
-        if written:
-            folder.finish(written)
+    if not analyses:  # nothing was written either
         return 2
     distinct_labels(analyses)
     drawn = [figure(analyses, path) for path, figure in figures]
