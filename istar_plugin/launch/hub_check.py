@@ -23,10 +23,6 @@ OFFLINE_WAY = ("offline: model=minilm (installed with istar_plugin) or model.nam
                "data.source=files data.dir=DIR (the task's files, e.g. ../shared/data/{task})")
 
 
-class HubUnavailable(ConfigError):
-    """The run needs the hub, which cannot be reached; the message names what and the offline way."""
-
-
 def hub_model_id(name_or_path: str) -> Optional[str]:
     """The hub id a model setting names, or None when it is local or a path no hub id can be."""
     local = name_or_path.startswith((PACKAGE_PREFIX, "/", ".", "~")) or Path(name_or_path).expanduser().exists()
@@ -52,7 +48,7 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
 
 
 def check(cfg: DictConfig) -> None:
-    """Raise :class:`HubUnavailable` when ``cfg`` needs the hub and it cannot be reached."""
+    """Raise a one-line :class:`ConfigError` (what, and the offline way) when ``cfg`` needs an unreachable hub."""
     if not (needed := needed_from_hub(cfg)):
         return
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -68,5 +64,5 @@ def check(cfg: DictConfig) -> None:
             return
         except (OSError, ValueError) as error:
             reason = f"{constants.ENDPOINT} cannot be reached: {getattr(error, 'reason', None) or error}"
-    raise HubUnavailable(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
-                         + OFFLINE_WAY.format(task=cfg.task))
+    raise ConfigError(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
+                      + OFFLINE_WAY.format(task=cfg.task))
