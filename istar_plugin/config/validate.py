@@ -54,8 +54,7 @@ def validate(cfg: DictConfig) -> None:
         data_cfg = data_config(cfg)
         lora = model_config(cfg).lora
         lora.check()
-        weights = getattr(criterion_cfg, "penalised_weights", None)
-        if weights is not None and lora.enabled:
+        if (weights := getattr(criterion_cfg, "penalised_weights", None)) is not None and lora.enabled:
             raise ConfigError(f"criterion={cfg.criterion.name} penalises {weights}, which LoRA freezes "
                               f"(model.lora.r={lora.r}): the penalty would stay constant and change nothing; train "
                               "every parameter (model.lora.r=0) or penalise what LoRA trains (e.g. criterion=cosreg "

@@ -32,8 +32,7 @@ def hub_model_id(name_or_path: str) -> Optional[str]:
 def needed_from_hub(cfg: DictConfig) -> list[str]:
     """What of ``cfg`` would be downloaded: ``model 'ID' (model=NAME)``, ``data set 'ID' (data.source=hub)``."""
     needed = []
-    model_id = hub_model_id(cfg.model.name_or_path)
-    if model_id is not None:
+    if (model_id := hub_model_id(cfg.model.name_or_path)) is not None:
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(model_id, "config.json", revision=cfg.model.get("revision")), str):
