@@ -156,10 +156,8 @@ def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
     """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
     from ..analysis.sts_embeddings import read_corpus, read_sts
 
-    if fit in SPLITS:
-        sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))
-    else:
-        sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
+    sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences if fit in SPLITS else
+                                   _named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:
         return sentences
     return [sentences[i] for i in sorted(random.Random(0).sample(range(len(sentences)), maximum))]
