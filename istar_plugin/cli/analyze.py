@@ -123,8 +123,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
         print(f"  {analysis['label']}: IsoScore* per layer "
               f"{' '.join(f'{v:.3f}' for v in analysis['isoscore_star_per_layer'])}; TwoNN {_twonn_text(analysis)}; "
               f"{scored}; {analysis['seconds']['total']:.1f} s -> {path}", flush=True)
-        difference = analysis.get("results_max_abs_difference")
-        if difference is not None and difference > CONSISTENCY_TOLERANCE:
+        if (difference := analysis.get("results_max_abs_difference") or 0) > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
         analyses.append(analysis)
     for problem in problems:
