@@ -6,6 +6,8 @@ from omegaconf import OmegaConf
 from istar_plugin import config as config_module
 from istar_plugin.cli.run import main
 from istar_plugin.config import ConfigError, compose
+from istar_plugin.config.schema import DEVICE_PATTERN
+from istar_plugin.config.validate import non_finite_values
 from istar_plugin.registry import CRITERIONS, MODELS, TASKS
 
 
@@ -133,6 +135,14 @@ def test_every_key_is_declared_once_with_help_and_the_validator_reads_the_declar
     assert declared(config_module.RunConfig)["precision"][1].choices == config_module.PRECISION_CHOICES
     with pytest.raises(ConfigError, match=r"^optim.warmup_ratio=-0.5 is out of range; allowed: 0 to 1$"):
         compose(["recipe=movie_snippets", "optim.warmup_ratio=-0.5"])
+
+
+def test_non_finite_values_are_named_by_their_dotted_keys_and_devices_by_their_pattern():
+    nested = {"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}}
+    assert non_finite_values(nested) == ["criterion.layers[1]", "optim.lr"]
+    assert DEVICE_PATTERN.fullmatch("cuda:1") and not DEVICE_PATTERN.fullmatch("gpu")
+    assert config_module.RunConfig().precision in config_module.PRECISION_CHOICES
+    assert config_module.OptimConfig().lr == 2e-05
 
 
 def test_added_keys_are_the_declarations_marked_added_at_what_older_runs_did():  # padding_free: default auto

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..data.task import SPLITS as TASK_SPLITS
-from ..errors import ConfigError, RunDirError, RunError, one_line, run_command
+from ..errors import RunDirError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument
-from . import set_environment
+from . import command_parser
 
 if TYPE_CHECKING:
     from ..storage.ownership import OwnedOutput
@@ -30,9 +30,7 @@ if TYPE_CHECKING:
 SPLITS = tuple(sorted(TASK_SPLITS))
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
-    parser = argparse.ArgumentParser(prog="istar-analyze", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("istar-analyze", __doc__)
     parser.add_argument("run_dirs", type=path_argument, nargs="*", metavar="RUN_DIR", help="finished run directories")
     parser.add_argument("--base", nargs="+", metavar="KEY=VALUE",
                         help="also analyse the pretrained model istar-run with these arguments starts from")
@@ -60,8 +58,6 @@ def analyze(args: argparse.Namespace) -> int:
     if args.base:
         try:
             compose(args.base)
-        except KeyError as error:
-            raise ConfigError(f"--base: {error.args[0] if error.args else error}") from None
         except RunError as error:
             raise type(error)(f"--base: {one_line(error)}") from None
     problems, good = [], []
@@ -127,15 +123,12 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
         print(f"  {analysis['label']}: IsoScore* per layer "
               f"{' '.join(f'{v:.3f}' for v in analysis['isoscore_star_per_layer'])}; TwoNN {_twonn_text(analysis)}; "
               f"{scored}; {analysis['seconds']['total']:.1f} s -> {path}", flush=True)
-        difference = analysis.get("results_max_abs_difference")
-        if difference is not None and difference > CONSISTENCY_TOLERANCE:
+        if (difference := analysis.get("results_max_abs_difference") or 0) > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
         analyses.append(analysis)
     for problem in problems:
         print(f"istar-analyze: skipped {problem}", file=sys.stderr)
-    if not analyses:
-        if written:
-            folder.finish(written)
+    if not analyses:  # nothing was written either
         return 2
     distinct_labels(analyses)
     drawn = [figure(analyses, path) for path, figure in figures]

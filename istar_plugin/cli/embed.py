@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ConfigError, DataError, RunError, one_line, run_command
 from ..storage.user_paths import path_argument, text_argument
-from . import set_environment
+from . import command_parser
 
 SPLITS = ("train", "dev")  # analysis.sts_embeddings.SPLITS, named here so that --help imports no torch
 POOLINGS = ("mean", "cls", "first_last_mean", "last_token")  # models.sentence_encoder.POOLINGS, likewise
@@ -39,9 +39,7 @@ def _layers(text: str) -> Optional[list[int]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
-    parser = argparse.ArgumentParser(prog="istar-embed", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("istar-embed", __doc__)
     parser.add_argument("model", metavar="MODEL_OR_RUN", type=text_argument,
                         help="run directory, model folder, preset (minilm) or hub name")
     parser.add_argument("--sts", type=path_argument, required=True, metavar="DIR",
@@ -158,10 +156,8 @@ def _fit_sentences(fit: str, sts_dir: Path, maximum: Optional[int]) -> list:
     """The fit set's sentences, each once, in first-seen order; at most ``maximum`` of them, a seeded sample."""
     from ..analysis.sts_embeddings import read_corpus, read_sts
 
-    if fit in SPLITS:
-        sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences))
-    else:
-        sentences = list(dict.fromkeys(_named("--fit", fit, lambda: read_corpus(fit))))
+    sentences = list(dict.fromkeys(read_sts(sts_dir, fit).sentences if fit in SPLITS else
+                                   _named("--fit", fit, lambda: read_corpus(fit))))
     if maximum is None or len(sentences) <= maximum:
         return sentences
     return [sentences[i] for i in sorted(random.Random(0).sample(range(len(sentences)), maximum))]

@@ -19,13 +19,11 @@ from typing import Optional, Sequence
 
 from ..errors import ConfigError, run_command
 from ..storage.user_paths import path_argument
-from . import set_environment
+from . import command_parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
-    parser = argparse.ArgumentParser(prog="istar-export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("istar-export", __doc__)
     parser.add_argument("run_dir", type=path_argument, help="a run directory (holding checkpoints/step_*.pt)")
     parser.add_argument("--step", type=int, help="the checkpoint's step (default: the latest)")
     parser.add_argument("--out", type=path_argument,

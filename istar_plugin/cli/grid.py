@@ -23,7 +23,7 @@ from ..errors import run_command
 from ..launch import grid as grid_module
 from ..launch import options as profiles
 from ..storage.user_paths import text_argument
-from . import set_environment
+from . import command_parser
 
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
@@ -76,9 +76,7 @@ def _body(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()  # before torch: the cells it starts (local processes, SLURM jobs) inherit it
-    parser = argparse.ArgumentParser(prog="istar-grid", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("istar-grid", __doc__)
     parser.add_argument("grid", nargs="?", type=text_argument, help="a grid in recipes/grids/ (name) or a YAML file")
     parser.add_argument("arguments", nargs="*", help="key=value: cell filters, overrides, launch keys")
     parser.add_argument("--cells", action="append", default=[], metavar="PATTERN",

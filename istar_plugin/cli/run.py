@@ -16,15 +16,14 @@ reached, says which model or data set it could not fetch and the offline way.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Optional, Sequence
 
 from .. import config as config_module
-from ..errors import TRACEBACK_ENV, ConfigError, run_command
+from ..errors import TRACEBACK_ENV, run_command
 from ..registry import ENGINES, REGISTRIES
-from . import set_environment
+from . import command_parser
 
 LISTABLE = ("criterions", "recipes", "models", "tasks", "engines")
 
@@ -49,20 +48,15 @@ def multirun(arguments: list[str], dry_run: bool) -> int:
         raise grid.GridError("give output_dir= or grid_dir= to a sweep, not both: either names the grid directory")
     arguments = [f"grid_dir={argument.partition('=')[2]}" if key == "output_dir" else argument  # its grid directory
                  for key, argument in zip(keys, arguments)]
-    try:
-        options, rest = profiles.parse(arguments)
-        return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
-    except profiles.LaunchError as error:
-        raise ConfigError(str(error)) from None
+    options, rest = profiles.parse(arguments)
+    return grid_cli.run(grid.sweep(rest), options, ["-m", *arguments], dry_run)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    set_environment()
+    parser = command_parser("istar-run", __doc__)
     arguments = list(sys.argv[1:] if argv is None else argv)
     if len(arguments) >= 2 and arguments[0] in ("-h", "--help") and "=" not in arguments[1]:
         return run_command("istar-run", lambda: describe(arguments[1:]))
-    parser = argparse.ArgumentParser(prog="istar-run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit (--help KEY: one key)")
     parser.add_argument("--list", choices=LISTABLE, help="list what can be chosen and exit")
     parser.add_argument("-m", "--multirun", action="store_true", help="sweep key=a,b,c values as a grid of runs")
@@ -91,17 +85,13 @@ def describe(keys: list[str]) -> int:
 
 def run(overrides: list[str], print_config: bool = False) -> int:
     """Compose the config, then print it or train; expected failures raise :class:`~istar_plugin.errors.RunError`."""
-    try:
-        cfg = config_module.compose(overrides)
-        if not print_config:
-            from ..launch import hub_check
-
-            hub_check.check(cfg)
-    except KeyError as error:
-        raise ConfigError(error.args[0] if error.args else str(error)) from None
+    cfg = config_module.compose(overrides)
     if print_config:
         print(config_module.to_yaml(cfg), end="")
         return 0
+    from ..launch import hub_check
+
+    hub_check.check(cfg)
     trainer = ENGINES.get(cfg.engine).cls(cfg)
     results = trainer.fit()
     if trainer.is_main:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException
 
 from ..errors import ConfigError, ModelError
 from ..models.config import ModelConfig
@@ -60,27 +60,22 @@ def value_for_task(*pairs, _root_) -> Any:
 
 
 def register_resolvers() -> None:
-    """Make ``${cell:...}`` and ``${for_task:...}`` resolvable; registering again does nothing."""
-    if not OmegaConf.has_resolver("cell"):
-        OmegaConf.register_resolver("cell", sibling_cell, annotation_validation="off")
-    if not OmegaConf.has_resolver("for_task"):
-        OmegaConf.register_resolver("for_task", value_for_task)
+    """Make ``${cell:...}`` and ``${for_task:...}`` resolvable (registering again replaces them)."""
+    OmegaConf.register_resolver("cell", sibling_cell, replace=True, annotation_validation="off")
+    OmegaConf.register_resolver("for_task", value_for_task, replace=True)
 
 
 def _merge(base: DictConfig, update: Any, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, update)
-    except ConfigKeyError as error:
-        parent = ".".join(_full_key(error).split(".")[:-1])
+    except OmegaConfBaseException as error:
+        key = str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
+        if not isinstance(error, ConfigKeyError):
+            raise ConfigError(f"{where}: bad value for {key!r}: {error.msg}") from None
+        parent = key.rpartition(".")[0]
         node = OmegaConf.select(base, parent) if parent else base
         allowed = ", ".join(sorted(node.keys())) if isinstance(node, DictConfig) else "(none)"
-        raise ConfigError(f"{where}: unknown key {_full_key(error)!r}; allowed: {allowed}") from None
-    except (ValidationError, OmegaConfBaseException) as error:
-        raise ConfigError(f"{where}: bad value for {_full_key(error)!r}: {error.msg}") from None
-
-
-def _full_key(error: OmegaConfBaseException) -> str:
-    return str(getattr(error, "full_key", None) or getattr(error, "key", "?"))
+        raise ConfigError(f"{where}: unknown key {key!r}; allowed: {allowed}") from None
 
 
 def _criterion_node(name: str, params: dict) -> DictConfig:
@@ -178,13 +173,15 @@ def compose(arguments: list[str]) -> DictConfig:
         recipe = load_yaml(path, "recipe")
         with open_dict(recipe):
             recipe.recipe = groups["recipe"]
-    defaults = recipe.pop("defaults", {}) if "defaults" in recipe else {}
-    tuned = recipe.pop("tuned", {}) if "tuned" in recipe else {}
+    defaults, tuned = recipe.pop("defaults", {}), recipe.pop("tuned", {})
     criterion_name = groups.get("criterion") or defaults.get("criterion", DEFAULT_CRITERION)
     model_name = groups.get("model") or defaults.get("model", DEFAULT_MODEL)
-    with open_dict(cfg):
-        cfg.model = _model_node(model_name)
-        cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
+    try:
+        with open_dict(cfg):
+            cfg.model = _model_node(model_name)
+            cfg.criterion = _criterion_node(criterion_name, dict(tuned.get(criterion_name, {}).get(model_name, {})))
+    except KeyError as error:  # an unknown criterion or model adapter, as the registry words it
+        raise ConfigError(error.args[0]) from None
     cfg = _merge(cfg, recipe, f"recipe {groups.get('recipe')}")
     overrides, unbounded_layers = _layer_ranges(overrides)
     cfg = _merge(cfg, _dotlist(overrides), "command line")

@@ -17,7 +17,7 @@ from ..models.config import LoraSettings, ModelConfig
 from ..registry import CRITERIONS, MODELS
 from ..settings import declared, describe
 from .recipes import available
-from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, GROUPS, OptimConfig, RunConfig
+from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, OptimConfig, RunConfig
 
 
 def declared_keys() -> dict[str, list[tuple[type, str, str]]]:
@@ -39,34 +39,31 @@ def model_choices() -> list[str]:
     return [f"{name} (preset)" for name in available("model")] + [f"{name} (adapter)" for name in MODELS.names()]
 
 
-GROUP_CHOICES: dict[str, tuple[str, Callable[[], list[str]]]] = {
-    "recipe": ("none, the declared defaults alone", available),
-    "criterion": (f"the recipe's defaults.criterion, else {DEFAULT_CRITERION}", CRITERIONS.names),
-    "model": (f"the recipe's defaults.model, else {DEFAULT_MODEL}", model_choices),
+CHOSEN_BY_NAME: dict[str, tuple[str, str, Callable[[], list[str]]]] = {
+    "recipe": ("recipe=NAME (default: none, the declared defaults alone)", declared(RunConfig)["recipe"][1].help,
+               available),
+    "criterion": (f"criterion=NAME (default: the recipe's defaults.criterion, else {DEFAULT_CRITERION})",
+                  declared(RunConfig)["criterion"][1].help, CRITERIONS.names),
+    "model": (f"model=NAME (default: the recipe's defaults.model, else {DEFAULT_MODEL})",
+              declared(RunConfig)["model"][1].help, model_choices),
+    "criterion.name": ("criterion.name: str (set by criterion=NAME)",
+                       "the criterion chosen with criterion=NAME; its settings are criterion.*", CRITERIONS.names),
+    "model.name": ("model.name: str (set by model=NAME)",
+                   "the model chosen with model=NAME: a preset or a registered adapter", model_choices),
+    "model.adapter": ("model.adapter: str (set by model=NAME)", "the registered class building the model: a preset's "
+                      f"adapter (else {DEFAULT_ADAPTER}), or NAME when model=NAME is one", MODELS.names),
 }
-"""Each group's default when the command line does not choose it, and its choices, looked up when asked."""
-SET_BY_GROUPS: dict[str, tuple[str, Callable[[], list[str]]]] = {
-    "criterion.name": ("the criterion chosen with criterion=NAME; its settings are criterion.*", CRITERIONS.names),
-    "model.name": ("the model chosen with model=NAME: a preset or a registered adapter", model_choices),
-    "model.adapter": (f"the registered class building the model: a preset's adapter (else {DEFAULT_ADAPTER}), or "
-                      "NAME when model=NAME is one", MODELS.names),
-}
-"""The keys composing sets from a group, declared by no dataclass: (help, choices)."""
+"""The groups and the keys composing sets from them, declared by no dataclass: (first line, meaning, choices)."""
 
 
 def describe_key(key: str) -> str:
     """``istar-run --help KEY``; an unknown key is a :class:`ConfigError` naming close matches."""
-    if key in GROUPS:
-        default, choices = GROUP_CHOICES[key]
-        return "\n".join([f"{key}=NAME (default: {default})", f"  {declared(RunConfig)[key][1].help}",
-                          f"  choices: {', '.join(choices())}"])
-    if key in SET_BY_GROUPS:
-        meaning, choices = SET_BY_GROUPS[key]
-        return "\n".join([f"{key}: str (set by {key.split('.')[0]}=NAME)", f"  {meaning}",
-                          f"  choices: {', '.join(choices())}"])
+    if key in CHOSEN_BY_NAME:
+        first, meaning, choices = CHOSEN_BY_NAME[key]
+        return "\n".join([first, f"  {meaning}", f"  choices: {', '.join(choices())}"])
     keys = declared_keys()
     if key not in keys:
-        close = difflib.get_close_matches(key, [*keys, *SET_BY_GROUPS], n=3, cutoff=0.8)
+        close = difflib.get_close_matches(key, [*keys, *CHOSEN_BY_NAME], n=3, cutoff=0.8)
         raise ConfigError(f"unknown key {key!r}; " + (f"close matches: {', '.join(close)}" if close else
                                                        "istar-run --cfg prints every key"))
     return "\n".join(describe(cls, name, key + note) for cls, name, note in keys[key])

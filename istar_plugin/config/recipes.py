@@ -51,8 +51,7 @@ def find_yaml(name: str, subdir: str = "", dirs: Optional[list[Path]] = None) ->
             if Path(name).is_file():
                 return Path(name)
     for directory in recipe_dirs() if dirs is None else dirs:
-        candidate = directory / subdir / f"{name}.yaml"
-        if candidate.is_file():
+        if (candidate := directory / subdir / f"{name}.yaml").is_file():
             return candidate
     return None
 

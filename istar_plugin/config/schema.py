@@ -1,12 +1,6 @@
 """What a run config holds: :class:`RunConfig` and :class:`OptimConfig` declare each top-level and ``optim.*`` key
 once, with the choices and defaults the composition needs besides; :data:`ADDED_KEYS` and
-:func:`as_configured_today` read a run written before a key existed as a config written today would say it.
-
->>> RunConfig().precision in PRECISION_CHOICES, OptimConfig().lr, ADDED_KEYS["engine"], ADDED_KEYS["model.lora.r"]
-(True, 2e-05, 'istar', 0)
->>> bool(DEVICE_PATTERN.fullmatch("cuda:1")), bool(DEVICE_PATTERN.fullmatch("gpu"))
-(True, False)
-"""
+:func:`as_configured_today` read a run written before a key existed as a config written today would say it."""
 from __future__ import annotations
 
 import re
@@ -21,14 +15,12 @@ GROUPS = ("recipe", "criterion", "model")  # chosen by name on the command line 
 DEFAULT_CRITERION = "cross_entropy"  # when neither the command line nor the recipe's defaults: chooses one
 DEFAULT_MODEL = "minilm"  # likewise
 DEFAULT_ADAPTER = "hf_auto"  # model.adapter of a model preset that names none
-FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")
-"""Read only with ``data.source=files`` (which giving one of them without ``data.source=`` means)."""
+FILE_KEYS = ("data.dir", "data.train_file", "data.eval_file")  # read with data.source=files, which one of them implies
 PATH_KEYS = ("output_dir", "init_from", "recipe", *FILE_KEYS, "data.cache_dir", "model.name_or_path")
 """Keys that may hold a path: composing expands a leading ``~`` or ``~user`` in them."""
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 PRECISION_CHOICES = ("auto", *PRECISIONS)
-"""``precision=``: ``auto`` (bf16 where native, else fp16 on GPU, fp32 on CPU) or one of :data:`PRECISIONS`."""
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 _SEED = dict(low=0, high=2 ** 32 - 1)  # what numpy, torch and random all take
 _EXAMPLES = dict(low=1, high=2 ** 20)  # examples in a batch (or batches per step): a larger count is a slip

@@ -1,10 +1,6 @@
 """The checks a composed config passes before anything loads: finite numbers, each key's declared range or choices,
 the device, the typed views', criterion's, task's and engine's own checks, and the combinations no single key can
-refuse.
-
->>> non_finite_values({"optim": {"lr": float("nan")}, "criterion": {"lam": 1.0, "layers": [1, float("inf")]}})
-['criterion.layers[1]', 'optim.lr']
-"""
+refuse."""
 from __future__ import annotations
 
 import math
@@ -58,8 +54,7 @@ def validate(cfg: DictConfig) -> None:
         data_cfg = data_config(cfg)
         lora = model_config(cfg).lora
         lora.check()
-        weights = getattr(criterion_cfg, "penalised_weights", None)
-        if weights is not None and lora.enabled:
+        if (weights := getattr(criterion_cfg, "penalised_weights", None)) is not None and lora.enabled:
             raise ConfigError(f"criterion={cfg.criterion.name} penalises {weights}, which LoRA freezes "
                               f"(model.lora.r={lora.r}): the penalty would stay constant and change nothing; train "
                               "every parameter (model.lora.r=0) or penalise what LoRA trains (e.g. criterion=cosreg "

@@ -71,12 +71,18 @@ def run_arguments(cell: Cell, grid_dir: Path) -> list[str]:
     return [*cell.arguments, "output_dir='" + str(Path(grid_dir) / cell.name).replace("'", "''") + "'"]
 
 
+def composed(arguments: list[str]) -> DictConfig | str:
+    """``compose(arguments)``, or its refusal's message."""
+    try:
+        return compose(arguments)
+    except ConfigError as error:
+        return str(error)
+
+
 def check_cell(cell: Cell, grid_dir: Path) -> None:
     """Compose ``cell``'s run config in ``grid_dir`` as :func:`~.submit.plan` does; a refusal is one line."""
-    try:
-        compose(run_arguments(cell, grid_dir))
-    except ConfigError as error:
-        raise GridError(f"cell {cell.name}: {error.args[0] if error.args else error}") from None
+    if isinstance(refusal := composed(run_arguments(cell, grid_dir)), str):
+        raise GridError(f"cell {cell.name}: {refusal}")
 
 
 def split_values(text: str) -> list[str]:
@@ -119,19 +125,18 @@ def _build(name: str, fixed: list[tuple[str, str]], blocks: list[tuple[list, lis
            source: Optional[Path] = None) -> Grid:
     """Cells of every (block, its own fixed overrides) pair's product, named by their swept ``keys`` in that order."""
     labels = _labels(keys)
-    cells, seen = [], {}
+    cells: dict[str, Cell] = {}
     for block, own_fixed in blocks:
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
             cell = Cell(_name(swept, labels), tuple(overrides.arguments(overrides.merge(fixed, own_fixed, swept))),
                         tuple(swept))
-            if cell.name in seen:
+            if cell.name in cells:
                 raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: "
-                                f"{seen[cell.name]} and {swept}")
-            seen[cell.name] = swept
-            cells.append(cell)
-    return Grid(name, tuple(cells), source)
+                                f"{list(cells[cell.name].swept)} and {swept}")
+            cells[cell.name] = cell
+    return Grid(name, tuple(cells.values()), source)
 
 
 def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -> tuple[dict, list, list]:

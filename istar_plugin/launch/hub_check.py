@@ -23,24 +23,16 @@ OFFLINE_WAY = ("offline: model=minilm (installed with istar_plugin) or model.nam
                "data.source=files data.dir=DIR (the task's files, e.g. ../shared/data/{task})")
 
 
-class HubUnavailable(ConfigError):
-    """The run needs the hub, which cannot be reached; the message names what and the offline way."""
-
-
 def hub_model_id(name_or_path: str) -> Optional[str]:
     """The hub id a model setting names, or None when it is local or a path no hub id can be."""
-    if name_or_path.startswith(PACKAGE_PREFIX) or Path(name_or_path).expanduser().exists():
-        return None
-    if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
-        return None
-    return name_or_path
+    local = name_or_path.startswith((PACKAGE_PREFIX, "/", ".", "~")) or Path(name_or_path).expanduser().exists()
+    return None if local or name_or_path.count("/") > 1 else name_or_path
 
 
 def needed_from_hub(cfg: DictConfig) -> list[str]:
     """What of ``cfg`` would be downloaded: ``model 'ID' (model=NAME)``, ``data set 'ID' (data.source=hub)``."""
     needed = []
-    model_id = hub_model_id(cfg.model.name_or_path)
-    if model_id is not None:
+    if (model_id := hub_model_id(cfg.model.name_or_path)) is not None:
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(model_id, "config.json", revision=cfg.model.get("revision")), str):
@@ -55,7 +47,7 @@ def needed_from_hub(cfg: DictConfig) -> list[str]:
 
 
 def check(cfg: DictConfig) -> None:
-    """Raise :class:`HubUnavailable` when ``cfg`` needs the hub and it cannot be reached."""
+    """Raise a one-line :class:`ConfigError` (what, and the offline way) when ``cfg`` needs an unreachable hub."""
     if not (needed := needed_from_hub(cfg)):
         return
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -71,5 +63,5 @@ def check(cfg: DictConfig) -> None:
             return
         except (OSError, ValueError) as error:
             reason = f"{constants.ENDPOINT} cannot be reached: {getattr(error, 'reason', None) or error}"
-    raise HubUnavailable(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
-                         + OFFLINE_WAY.format(task=cfg.task))
+    raise ConfigError(f"cannot fetch {' and '.join(needed)} from the Hugging Face hub ({reason}); "
+                      + OFFLINE_WAY.format(task=cfg.task))

@@ -9,6 +9,7 @@ job ids in ``GRID_DIR/manifest.json``.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import datetime
@@ -30,7 +31,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import submitit
 from omegaconf import DictConfig
 
-from ..config import ConfigError, compose
 from ..errors import Stopped
 from ..storage.atomic import atomic_write_json
 from ..storage.lock import holder, waiting_lock
@@ -38,7 +38,7 @@ from ..storage.ownership import GRID_MARKER, check_writable, mark
 from ..storage.results import recorded_precision
 from .cell import (FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, differences, is_finished,
                    latest_checkpoint_step, load_snapshot, outcome, write_snapshot)
-from .grid import Cell, Grid, GridError, run_arguments
+from .grid import Cell, Grid, GridError, composed, run_arguments
 from .options import LaunchError, LaunchOptions, LocalOptions, SlurmProfile
 
 MANIFEST = "manifest.json"
@@ -97,13 +97,6 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
     return planned
 
 
-def _compose_or_error(arguments: list[str]) -> DictConfig | str:
-    try:
-        return compose(arguments)
-    except (ConfigError, KeyError) as error:
-        return str(error.args[0] if error.args else error)
-
-
 def compose_all(argument_lists: Sequence[list[str]],
                 say: Callable[[str], None] = lambda line: None) -> list[DictConfig | str]:
     """``compose`` of each argument list, or its error message; big grids use a pool of processes."""
@@ -111,11 +104,11 @@ def compose_all(argument_lists: Sequence[list[str]],
     configs, reported = [], time.monotonic()
     with contextlib.ExitStack() as stack:
         if len(argument_lists) < PARALLEL_PLAN_CELLS or workers < 2:
-            results = map(_compose_or_error, argument_lists)
+            results = map(composed, argument_lists)
         else:  # spawn: a fresh interpreter (forking one that loaded torch is unsafe)
             pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
                 workers, mp_context=multiprocessing.get_context("spawn")))
-            results = pool.map(_compose_or_error, argument_lists, chunksize=32)
+            results = pool.map(composed, argument_lists, chunksize=32)
         for config in results:
             configs.append(config)
             if time.monotonic() - reported > PLAN_PROGRESS_S:
@@ -181,8 +174,7 @@ def sbatch_script(profile: SlurmProfile, folder: Path, name: str, count: int) ->
 def describe(grid: Grid, grid_dir: Path, planned: Sequence[Planned], options: LaunchOptions) -> str:
     """The dry run: what would be submitted, each cell with its status and arguments, and the sbatch script."""
     pending = [p for p in planned if p.status == "pending"]
-    counts = {status: sum(p.status == status for p in planned)
-              for status in ("pending", "finished", "active", "running")}
+    counts = collections.Counter(p.status for p in planned)
     lines = [f"grid {grid.name}: {len(planned)} cells in {grid_dir.resolve()}; {counts['pending']} to run, "
              f"{counts['finished']} finished, {counts['active']} queued or running, {counts['running']} "
              f"{RUNNING_ELSEWHERE}; launcher={options.launcher}"]
