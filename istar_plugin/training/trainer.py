@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -88,8 +88,7 @@ class Trainer:
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
-        self.step, self.epoch = 0, 0
-        self.batches_done = 0  # micro-batches of the current epoch
+        self.step, self.epoch, self.batches_done = 0, 0, 0  # batches_done: micro-batches of the current epoch
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}
@@ -229,7 +228,7 @@ class Trainer:
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
             self._tell(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion))
             return self._write_results()
-        with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
+        with StopSignal(enabled=self.world_size == 1) as self.stop_signal:  # under torchrun its teardown rules
             self._start(resumed)  # its step-0 evaluation listens too
             if self.stop_signal.received is not None:
                 self._stop_for_signal()
@@ -274,7 +273,7 @@ class Trainer:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         else:  # an attempt killed before its first checkpoint logged steps this run logs again
-            self.run_dir.clear_logs()
+            self.run_dir.restart_logs()
         self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
@@ -405,23 +404,11 @@ class TrainerView(ReadOnlyView):
     mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
     stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
 
-    def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
-        return self.__trainer.collate(features)
-
-    def autocast(self) -> ContextManager:
-        return self.__trainer.autocast()
-
-    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
-                 isotropy: bool = True) -> dict[str, Any]:
-        return self.__trainer.evaluate(examples, features, isotropy)
-
-    def log(self, values: dict[str, Any], step: int) -> None:
-        self.__trainer.log(values, step)
-
     def say(self, line: str) -> None:
         self.__trainer.say(line)
 
 
+# the trainer's attributes and methods of the same name
 for _name in ("model", "train_features", "eval_batch_size", "rank", "world_size", "device", "step", "total_steps",
-              "show_progress", "output_dir", "control"):  # the trainer's attributes of the same name
+              "show_progress", "output_dir", "control", "collate", "autocast", "evaluate", "log"):
     setattr(TrainerView, _name, property(operator.attrgetter(f"_TrainerView__trainer.{_name}")))
