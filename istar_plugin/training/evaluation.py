@@ -64,15 +64,12 @@ class Evaluator:
                  isotropy: bool = True) -> dict[str, Any]:
         """Task metrics and, with ``isotropy``, IsoScore* overall and per layer and the head input's isotropy."""
         examples, features = (self.examples, self.features) if features is None else (examples, features)
-        frozen = getattr(self.model, "frozen_cache", None) is not None
-        known = self._frozen_layers.get(id(features)) if frozen and isotropy else None
-        outputs, per_layer = self.predict(features, isotropy, layers=known is None)
-        if known is not None:
-            per_layer = known[1]
-        result = self.finish(outputs, per_layer if isotropy else None, examples, features, reduced=known is not None)
-        if frozen and isotropy and known is None:
-            self._frozen_layers[id(features)] = (features, per_layer)
-        return result
+        frozen = isotropy and getattr(self.model, "frozen_cache", None) is not None
+        known = frozen and id(features) in self._frozen_layers
+        outputs, per_layer = self.predict(features, isotropy, layers=not known)
+        if frozen:  # a frozen backbone's token clouds are measured once per feature set
+            per_layer = self._frozen_layers.setdefault(id(features), (features, per_layer))[1]
+        return self.finish(outputs, per_layer if isotropy else None, examples, features, reduced=known)
 
     @torch.no_grad()
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
