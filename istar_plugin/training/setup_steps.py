@@ -109,8 +109,7 @@ def build_optimization(cfg: DictConfig, model, total_steps: int, device: torch.d
     optimizer, scheduler = build_optimizer(model, cfg.optim, total_steps)
     precision = choose_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    lam = cfg.criterion.get("lam")
     guard = NonFiniteGuard(device, patience=cfg.optim.overflow_patience if precision == "fp16" else 0,
-                           hint=lambda loss, norm: likely_cause(cfg.optim.lr, precision, lam))
+                           hint=likely_cause(cfg.optim.lr, precision, cfg.criterion.get("lam")))
     return optimizer, scheduler, precision, scaler, guard
 
