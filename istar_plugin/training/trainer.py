@@ -54,13 +54,13 @@ class Trainer:
 
     def _build(self, cfg: DictConfig, hooks: Sequence[Hook]) -> None:
         self.cfg = cfg
-        self.dist = init_from_env(cfg.device)
-        self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
+        dist = init_from_env(cfg.device)
+        self.rank, self.world_size, self.device, self.is_main = dist.rank, dist.world_size, dist.device, dist.is_main
         self.output_dir = Path(cfg.output_dir)
-        self.run_dir = RunDirectory(self.output_dir, is_main=self.dist.is_main, tensorboard=cfg.tensorboard).open()
+        self.run_dir = RunDirectory(self.output_dir, is_main=self.is_main, tensorboard=cfg.tensorboard).open()
         self.local_batch_size, self.eval_batch_size = batch_sizes(cfg, self.world_size)
-        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()  # tqdm bars
-        self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
+        self.show_progress = bool(cfg.progress) and self.is_main and sys.stderr.isatty()  # tqdm bars
+        self.progress_lines = bool(cfg.progress) and self.is_main and not sys.stderr.isatty()  # log lines
         self.checkpoints = Checkpoints(self.output_dir, keep_last=cfg.keep_checkpoints or 2)
         seed_everything(cfg.seed)
         data = load_data(cfg)
@@ -100,8 +100,6 @@ class Trainer:
         self.run_view = TrainerView(self)
         self.dispatch = HookDispatcher(self.hooks, self.run_view)
 
-    is_main = property(lambda self: self.dist.is_main)
-
     def autocast(self):
         """The forward pass's mixed-precision context."""
         return autocast(self.precision, self.device)
@@ -123,7 +121,7 @@ class Trainer:
 
     def _tell(self, line: Optional[str]) -> None:
         """``line`` on stderr from the main process, whatever ``progress`` says (nothing for None)."""
-        if line and self.dist.is_main:
+        if line and self.is_main:
             print(line, file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
@@ -165,7 +163,7 @@ class Trainer:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
         with self.clock("checkpoints"):
             rng_states = gather_to_all(rng_state(), self.world_size)
-            if self.dist.is_main:
+            if self.is_main:
                 self.checkpoints.save(self.state_dict(rng_states), self.step)
             barrier(self.world_size)
 
@@ -255,7 +253,7 @@ class Trainer:
         self.say(self.clock.line(), even_with_bars=True)
         results = self._write_results()
         lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
-        if self.dist.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
+        if self.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
@@ -355,7 +353,7 @@ class Trainer:
 
     def _export_model(self) -> bool:
         """Whether ``output_dir/model`` was written (else the last checkpoint is kept)."""
-        if not self.dist.is_main:
+        if not self.is_main:
             return False
         try:
             export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
@@ -385,7 +383,7 @@ class Trainer:
             **{f"{k}_before": v for k, v in self.embedding_before.items()}, validation=hooked.pop("validation", None),
             top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
             extra={**hooked, "data": self.data_fingerprint, "precision": self.precision})
-        if self.dist.is_main:
+        if self.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
