@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,8 +38,7 @@ def batch_sizes(cfg: DictConfig, world_size: int) -> tuple[int, int]:
     return cfg.batch_size // world_size, cfg.eval_batch_size or cfg.batch_size
 
 
-@dataclass(frozen=True)
-class TaskData:
+class TaskData(NamedTuple):
     """The task and its examples, with the fingerprint of what was read (checked again on resume)."""
 
     task: Any
