@@ -266,13 +266,12 @@ class Trainer:
 
     def _start(self, resumed: Optional[str]) -> None:
         """The run directory's marker and config, a new run's "before" measurements, the hooks' start."""
-        cfg = self.cfg
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         else:  # an attempt killed before its first checkpoint logged steps this run logs again
             self.run_dir.restart_logs()
-        self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
+        self.run_dir.start(self.cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
             if self.embedding_before:
@@ -280,12 +279,12 @@ class Trainer:
                 self.log({names[k]: v for k, v in self.embedding_before.items()}, self.step)
         with self.clock("hooks"):
             self.dispatch.fit_start()
-        self.say(precision_line(cfg.precision, self.precision, self.device), even_with_bars=True)
+        self.say(precision_line(self.cfg.precision, self.precision, self.device), even_with_bars=True)
         if self.frozen_backbone_cached:
             self.say(CACHED_LINE, even_with_bars=True)
         if not resumed:
             self.log({"model/trainable_parameters": self.trainable_parameters}, self.step)
-        if not resumed and cfg.eval_before_training:
+        if not resumed and self.cfg.eval_before_training:
             self._record_evaluation()
 
     def _train(self) -> None:
@@ -319,16 +318,15 @@ class Trainer:
 
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
         """The step's log line, hooks, evaluation, checkpoint and stop on a signal; returns the next interval."""
-        cfg = self.cfg
         interval.add(stats)
-        if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+        if self.step % self.cfg.log_every == 0 or self.step == self.total_steps:
             self._log_interval(interval)
             interval = IntervalStatistics()
         with self.clock("hooks"):
             self.dispatch.step_end(self.step, stats)
-        if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
+        if self.cfg.eval_every and self.step % self.cfg.eval_every == 0 and self.step < self.total_steps:
             self._record_evaluation()
-        if cfg.save_every and self.step % cfg.save_every == 0:
+        if self.cfg.save_every and self.step % self.cfg.save_every == 0:
             self.save_checkpoint()
         if self.stop_signal.received is not None:
             self._stop_for_signal()
