@@ -297,7 +297,8 @@ class Trainer:
                 self.dispatch.epoch_start(self.epoch)
             if self.stop_signal.received is not None:  # e.g. during the Sigma_S pass, which then ends early
                 self._stop_for_signal()
-            for group in self._step_groups(self.epoch):
+            rest = self._train_batches(self.epoch)  # the epoch's rest, optim.grad_accum micro-batches a step
+            while self.step < self.total_steps and (group := list(itertools.islice(rest, self.cfg.optim.grad_accum))):
                 stats = self.optimizer_step(group, self.step + 1)
                 self.batches_done += len(group)
                 self.step += 1
@@ -309,12 +310,6 @@ class Trainer:
         if self.control.should_stop and self.step < self.total_steps:
             self.say(f"training stopped after epoch {self.epoch}, step {self.step} of {self.total_steps}: "
                      f"{self.control.stop_reason}", even_with_bars=True)
-
-    def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
-        """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
-        batches = self._train_batches(epoch)
-        while self.step < self.total_steps and (group := list(itertools.islice(batches, self.cfg.optim.grad_accum))):
-            yield group
 
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
         """The step's log line, hooks, evaluation, checkpoint and stop on a signal; returns the next interval."""
