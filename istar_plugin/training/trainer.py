@@ -241,9 +241,8 @@ class Trainer:
             self._validate()
         with self.clock("hooks"):
             self.dispatch.fit_end()
-        annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
-        if annotations is not None:
-            self._record_evaluation().update(annotations)
+        if (annotations := self.control.take_evaluation_request()) is not None:
+            self._record_evaluation().update(annotations)  # e.g. early stopping restored the best weights
         self._evaluate_unless_done()
         self.save_checkpoint()
         with self.clock("model folder"):
