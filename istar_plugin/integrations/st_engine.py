@@ -101,7 +101,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         from .st import IsotropyEvaluator, IStarLoss
 
         cfg = self.cfg
-        self.run_dir.clear_logs()  # an earlier attempt's steps are trained and logged again
+        self.run_dir.restart_logs()  # an earlier attempt's steps are trained and logged again
         self.run_dir.start(cfg)
         set_seed(cfg.seed)
         model = build_model(cfg, self.task, device=self.device).model
@@ -111,7 +111,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         scaled = [(example["label"] - low) / (high - low) for example in self.train]
         first, second = _columns(self.train)
         train = Dataset.from_dict({"sentence1": first, "sentence2": second, "score": scaled})
-        stop_signal = self.run_dir.stop_signal(world_size=int(os.environ.get("WORLD_SIZE", "1")))
+        stop_signal = StopSignal(enabled=int(os.environ.get("WORLD_SIZE", "1")) == 1)
         loss, callbacks = CosineSimilarityLoss(model), [_RunCallback(self.run_dir, stop_signal)]
         if cfg.criterion.name == "istar":
             c = cfg.criterion

@@ -92,11 +92,10 @@ class OwnedOutput:
 
     def earlier_files(self) -> Optional[list[str]]:
         """The files the folder's marker lists ([] for a new or empty folder; None when it lists none)."""
-        path = self.directory / self.marker
         if not self.directory.is_dir() or not any(entry.name not in IGNORED for entry in self.directory.iterdir()):
             return []
         try:
-            files = json.loads(path.read_text(encoding="utf-8")).get("files")
+            files = json.loads((self.directory / self.marker).read_text(encoding="utf-8")).get("files")
         except (OSError, ValueError, AttributeError):
             return None
         return [str(name) for name in files] if isinstance(files, list) else None

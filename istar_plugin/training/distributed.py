@@ -4,8 +4,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -15,8 +14,7 @@ from ..runtime.devices import pick_device
 TIMEOUT_ENV = "ISTAR_DIST_TIMEOUT_S"
 
 
-@dataclass(frozen=True)
-class DistInfo:
+class DistInfo(NamedTuple):
     rank: int
     world_size: int
     device: torch.device

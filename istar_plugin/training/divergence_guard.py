@@ -14,9 +14,9 @@ _NONE_AS_FLOAT = float(2**62)  # _NONE read back through float64
 
 class NonFiniteGuard:
     """Tracks, on the device, the first optimizer step at which the run counts as diverged.
-    ``patience``: consecutive non-finite steps tolerated (fp16); ``hint(loss, norm)``: the likely cause."""
+    ``patience``: consecutive non-finite steps tolerated (fp16); ``hint``: the likely cause, said with the error."""
 
-    def __init__(self, device: torch.device, patience: int = 0, hint=None):
+    def __init__(self, device: torch.device, patience: int = 0, hint: Optional[str] = None):
         self.patience, self.hint = patience, hint
         self.first_failed = torch.tensor(_NONE, dtype=torch.int64, device=device)
         self.loss_at_failure = torch.tensor(0.0, device=device)
@@ -58,8 +58,7 @@ class NonFiniteGuard:
         if self.patience:
             message += f" and stayed non-finite for more than optim.overflow_patience={self.patience} steps"
         message += "; stopped, no checkpoint written from that step on"
-        cause = self.hint(loss, norm) if self.hint else None
-        raise DivergedError(message + (f"; likely cause: {cause}" if cause else ""))
+        raise DivergedError(message + (f"; likely cause: {self.hint}" if self.hint else ""))
 
 
 def likely_cause(lr: float, precision: str, lam: Optional[float]) -> str:

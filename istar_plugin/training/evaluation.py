@@ -64,15 +64,12 @@ class Evaluator:
                  isotropy: bool = True) -> dict[str, Any]:
         """Task metrics and, with ``isotropy``, IsoScore* overall and per layer and the head input's isotropy."""
         examples, features = (self.examples, self.features) if features is None else (examples, features)
-        frozen = getattr(self.model, "frozen_cache", None) is not None
-        known = self._frozen_layers.get(id(features)) if frozen and isotropy else None
-        outputs, per_layer = self.predict(features, isotropy, layers=known is None)
-        if known is not None:
-            per_layer = known[1]
-        result = self.finish(outputs, per_layer if isotropy else None, examples, features, reduced=known is not None)
-        if frozen and isotropy and known is None:
-            self._frozen_layers[id(features)] = (features, per_layer)
-        return result
+        frozen = isotropy and getattr(self.model, "frozen_cache", None) is not None
+        known = frozen and id(features) in self._frozen_layers
+        outputs, per_layer = self.predict(features, isotropy, layers=not known)
+        if frozen:  # a frozen backbone's token clouds are measured once per feature set
+            per_layer = self._frozen_layers.setdefault(id(features), (features, per_layer))[1]
+        return self.finish(outputs, per_layer if isotropy else None, examples, features, reduced=known)
 
     @torch.no_grad()
     def predict(self, features: Optional[Sequence[dict]] = None, isotropy: bool = True,
@@ -126,11 +123,9 @@ class Evaluator:
         head_inputs = {index: row for part in gathered for index, row in zip(part["index"], part["head_input"])}
         ordered = [by_index[i] for i in range(len(features))]  # each feature exactly once
         if self.task.kind == "extractive_qa":
-            start = np.full((len(ordered), max(row.shape[1] for row in ordered)), -1e4, dtype=np.float32)
-            end = np.full_like(start, -1e4)
-            for position, row in enumerate(ordered):
-                start[position, : row.shape[1]], end[position, : row.shape[1]] = row
-            model_outputs: Any = (start, end)
+            width = max(row.shape[1] for row in ordered)  # the start and end logits, padded with -1e4
+            model_outputs: Any = tuple(np.stack([np.pad(row[k], (0, width - row.shape[1]), constant_values=-1e4)
+                                                 for row in ordered]) for k in (0, 1))
         else:
             model_outputs = np.stack(ordered)
         predictions, references = self.task.postprocess(examples, features, model_outputs)
@@ -138,11 +133,9 @@ class Evaluator:
         self.last_predictions = (predictions, references)
         if per_layer is None:
             return metrics
-        union = union_of(per_layer)
         if head_inputs:  # one vector per example: classification and regression
-            ordered_inputs = np.stack([head_inputs[i] for i in range(len(features))])
-            metrics.update(head_input_isotropy(torch.from_numpy(ordered_inputs)))
-        result = {**metrics, "eval_isoscore_star": isoscore_from_cov(union.covariance()).item(),
+            metrics.update(head_input_isotropy(np.stack([head_inputs[i] for i in range(len(features))])))
+        result = {**metrics, "eval_isoscore_star": isoscore_from_cov(union_of(per_layer).covariance()).item(),
                   "eval_isoscore_star_per_layer": [isoscore_from_cov(a.covariance()).item() for a in per_layer],
                   **embedding_isotropy(self.model)}
         one_class = collapsed(self.task.kind, predictions)

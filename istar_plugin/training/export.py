@@ -4,9 +4,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 from omegaconf import OmegaConf
@@ -32,9 +31,8 @@ def export_model(model, kind: str, label_names: Sequence[str], directory: str | 
     if not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"{type(model).__name__} has no save_pretrained(directory); it cannot be exported")
     check_writable(directory, EXPORT_MARKER, what)
-    labelled = kind in ("classification", "regression") and bool(label_names)  # a head with label names
-    id2label = dict(enumerate(label_names)) if labelled else None
-    label2id = {name: index for index, name in enumerate(label_names)} if labelled else None
+    id2label = dict(enumerate(label_names)) if kind in ("classification", "regression") and label_names else None
+    label2id = id2label and {name: index for index, name in id2label.items()}  # None without a labelled head
     temporary = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.tmp")
     previous = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.old")
     try:
@@ -105,8 +103,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         return Exported(directory, state["step"], state_then)
 
 
-@dataclass(frozen=True)
-class Exported:
+class Exported(NamedTuple):
     """Where an export went, the checkpoint's step, and the run's state then."""
 
     directory: Path

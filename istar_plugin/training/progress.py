@@ -63,8 +63,7 @@ def run_summary(results: Mapping[str, Any]) -> str:
     main = results["main_metric"]
     lines = [f"{results['task']} with {results['model']}, criterion {criterion_description(results['criterion'])}, "
              f"seed {results['seed']}"]
-    if results.get("initial"):
-        initial = results["initial"]
+    if initial := results.get("initial"):
         score = score_text(initial["eval_isoscore_star"])
         lines.append(f"before fine-tuning: {main} = {metric_text(initial[main])}, eval IsoScore* = {score}")
     lines.append(f"after {results['step']} steps:  {main} = {metric_text(results['metrics'][main])}, "

@@ -16,7 +16,6 @@ from ..storage.ownership import RUN_MARKER, check_writable, mark
 from ..storage.provenance import PROVENANCE, machine
 from ..storage.results import RESULTS, ResultsRecord, failed_record, read_results, write_results
 from .resume import described_changes
-from .signals import StopSignal
 
 class RunDirectory:
     """``RunDirectory(cfg.output_dir, is_main=..., tensorboard=cfg.tensorboard).open()`` ... ``close()``."""
@@ -80,17 +79,11 @@ class RunDirectory:
         """How long ``metrics.jsonl`` is now (None on other ranks)."""
         return self.metrics.size() if self.metrics is not None else None
 
-    def restart_logs(self, step: int, metrics_bytes: Optional[int]) -> None:
-        """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``)."""
+    def restart_logs(self, step: int = -1, metrics_bytes: Optional[int] = 0) -> None:
+        """Drop what an earlier attempt logged after ``step`` (``metrics.jsonl`` cut to ``metrics_bytes``), or all."""
         if self.metrics is not None:
             self.metrics.truncate(metrics_bytes)
         self.tensorboard.purge_step = step + 1
-
-    def clear_logs(self) -> None:
-        """Drop all an earlier attempt logged: the run starts from its beginning."""
-        if self.metrics is not None:
-            self.metrics.truncate(0)
-        self.tensorboard.purge_step = 0
 
     def write_results(self, record: ResultsRecord) -> ResultsRecord:
         """Write ``results.json`` stamped with its machine (main process) and end the TensorBoard log; returns it."""
@@ -104,11 +97,6 @@ class RunDirectory:
         """``results.json`` saying the run failed and why."""
         criterion = OmegaConf.to_container(cfg.criterion, resolve=True)
         self.write_results(failed_record(reason, cfg.task, cfg.model.name, criterion, cfg.seed))
-
-    @staticmethod
-    def stop_signal(world_size: int = 1) -> StopSignal:
-        """The SIGTERM/SIGINT listener of a training loop (a single-process run's alone)."""
-        return StopSignal(enabled=world_size == 1)
 
     def close(self) -> None:
         """Close the logs and release the lock."""

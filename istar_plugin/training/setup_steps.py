@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,8 +38,7 @@ def batch_sizes(cfg: DictConfig, world_size: int) -> tuple[int, int]:
     return cfg.batch_size // world_size, cfg.eval_batch_size or cfg.batch_size
 
 
-@dataclass(frozen=True)
-class TaskData:
+class TaskData(NamedTuple):
     """The task and its examples, with the fingerprint of what was read (checked again on resume)."""
 
     task: Any
@@ -109,8 +107,7 @@ def build_optimization(cfg: DictConfig, model, total_steps: int, device: torch.d
     optimizer, scheduler = build_optimizer(model, cfg.optim, total_steps)
     precision = choose_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    lam = cfg.criterion.get("lam")
     guard = NonFiniteGuard(device, patience=cfg.optim.overflow_patience if precision == "fp16" else 0,
-                           hint=lambda loss, norm: likely_cause(cfg.optim.lr, precision, lam))
+                           hint=likely_cause(cfg.optim.lr, precision, cfg.criterion.get("lam")))
     return optimizer, scheduler, precision, scaler, guard
 

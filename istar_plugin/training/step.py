@@ -30,8 +30,7 @@ class OptimizerStep:
                     output = self.wrapped(batch)
                 result = self.criterion(self.model, output, batch)
                 self.scaler.scale(result.loss / len(group)).backward()
-            totals["loss"] = totals.get("loss", 0.0) + result.loss.detach() / len(group)
-            for name, value in result.stats.items():
+            for name, value in {"loss": result.loss.detach(), **result.stats}.items():
                 totals[name] = totals.get(name, 0.0) + torch.as_tensor(value, device=self.device) / len(group)
         if self.max_grad_norm > 0:
             self.scaler.unscale_(self.optimizer)

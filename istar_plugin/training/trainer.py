@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -54,13 +54,13 @@ class Trainer:
 
     def _build(self, cfg: DictConfig, hooks: Sequence[Hook]) -> None:
         self.cfg = cfg
-        self.dist = init_from_env(cfg.device)
-        self.rank, self.world_size, self.device = self.dist.rank, self.dist.world_size, self.dist.device
+        dist = init_from_env(cfg.device)
+        self.rank, self.world_size, self.device, self.is_main = dist.rank, dist.world_size, dist.device, dist.is_main
         self.output_dir = Path(cfg.output_dir)
-        self.run_dir = RunDirectory(self.output_dir, is_main=self.dist.is_main, tensorboard=cfg.tensorboard).open()
+        self.run_dir = RunDirectory(self.output_dir, is_main=self.is_main, tensorboard=cfg.tensorboard).open()
         self.local_batch_size, self.eval_batch_size = batch_sizes(cfg, self.world_size)
-        self.show_progress = bool(cfg.progress) and self.dist.is_main and sys.stderr.isatty()  # tqdm bars
-        self.progress_lines = bool(cfg.progress) and self.dist.is_main and not sys.stderr.isatty()  # log lines
+        self.show_progress = bool(cfg.progress) and self.is_main and sys.stderr.isatty()  # tqdm bars
+        self.progress_lines = bool(cfg.progress) and self.is_main and not sys.stderr.isatty()  # log lines
         self.checkpoints = Checkpoints(self.output_dir, keep_last=cfg.keep_checkpoints or 2)
         seed_everything(cfg.seed)
         data = load_data(cfg)
@@ -88,8 +88,7 @@ class Trainer:
         self.optimizer_step = OptimizerStep(self.model, self.wrapped, self.criterion, self.optimizer, self.scheduler,
                                             self.scaler, self.guard, self.autocast, self.device, self.world_size,
                                             cfg.optim.max_grad_norm)
-        self.step, self.epoch = 0, 0
-        self.batches_done = 0  # micro-batches of the current epoch
+        self.step, self.epoch, self.batches_done = 0, 0, 0  # batches_done: micro-batches of the current epoch
         self.history: list[dict[str, Any]] = []
         self.evaluated_predictions: tuple[Optional[int], Any] = (None, None)  # (step, (predictions, references))
         self.embedding_before: dict[str, float] = {}
@@ -100,8 +99,6 @@ class Trainer:
         self.control = TrainingControl()
         self.run_view = TrainerView(self)
         self.dispatch = HookDispatcher(self.hooks, self.run_view)
-
-    is_main = property(lambda self: self.dist.is_main)
 
     def autocast(self):
         """The forward pass's mixed-precision context."""
@@ -124,7 +121,7 @@ class Trainer:
 
     def _tell(self, line: Optional[str]) -> None:
         """``line`` on stderr from the main process, whatever ``progress`` says (nothing for None)."""
-        if line and self.dist.is_main:
+        if line and self.is_main:
             print(line, file=sys.stderr, flush=True)
 
     def say(self, line: str, *, even_with_bars: bool = False) -> None:
@@ -166,7 +163,7 @@ class Trainer:
         self.guard.check(self.world_size)  # never a checkpoint of a diverged model
         with self.clock("checkpoints"):
             rng_states = gather_to_all(rng_state(), self.world_size)
-            if self.dist.is_main:
+            if self.is_main:
                 self.checkpoints.save(self.state_dict(rng_states), self.step)
             barrier(self.world_size)
 
@@ -229,7 +226,7 @@ class Trainer:
         if resumed and self.step >= self.total_steps and self.history and self.history[-1]["step"] == self.step:
             self._tell(complete_line(self.output_dir, self.step, self.total_steps, self.cfg.criterion))
             return self._write_results()
-        with self.run_dir.stop_signal(self.world_size) as self.stop_signal:  # under torchrun its teardown rules
+        with StopSignal(enabled=self.world_size == 1) as self.stop_signal:  # under torchrun its teardown rules
             self._start(resumed)  # its step-0 evaluation listens too
             if self.stop_signal.received is not None:
                 self._stop_for_signal()
@@ -244,9 +241,8 @@ class Trainer:
             self._validate()
         with self.clock("hooks"):
             self.dispatch.fit_end()
-        annotations = self.control.take_evaluation_request()  # e.g. early stopping restored the best weights
-        if annotations is not None:
-            self._record_evaluation().update(annotations)
+        if (annotations := self.control.take_evaluation_request()) is not None:
+            self._record_evaluation().update(annotations)  # e.g. early stopping restored the best weights
         self._evaluate_unless_done()
         self.save_checkpoint()
         with self.clock("model folder"):
@@ -256,7 +252,7 @@ class Trainer:
         self.say(self.clock.line(), even_with_bars=True)
         results = self._write_results()
         lora = getattr(getattr(self.model, "lora", None), "enabled", False)  # keeps its small last checkpoint
-        if self.dist.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
+        if self.is_main and self.cfg.keep_checkpoints is None and exported and not lora:
             self.checkpoints.keep_newest(0)  # the run is complete: model/ and results.json are what remains
         return results
 
@@ -269,13 +265,12 @@ class Trainer:
 
     def _start(self, resumed: Optional[str]) -> None:
         """The run directory's marker and config, a new run's "before" measurements, the hooks' start."""
-        cfg = self.cfg
         if resumed:
             self.say(f"resuming {self.output_dir} from step {self.step} of {self.total_steps} (checkpoint {resumed})",
                      even_with_bars=True)
         else:  # an attempt killed before its first checkpoint logged steps this run logs again
-            self.run_dir.clear_logs()
-        self.run_dir.start(cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
+            self.run_dir.restart_logs()
+        self.run_dir.start(self.cfg, board_metrics=(f"eval/{self.task.main_metric}", "eval/isoscore_star"))
         if not resumed:
             self.embedding_before = embedding_isotropy(self.model)
             if self.embedding_before:
@@ -283,12 +278,12 @@ class Trainer:
                 self.log({names[k]: v for k, v in self.embedding_before.items()}, self.step)
         with self.clock("hooks"):
             self.dispatch.fit_start()
-        self.say(precision_line(cfg.precision, self.precision, self.device), even_with_bars=True)
+        self.say(precision_line(self.cfg.precision, self.precision, self.device), even_with_bars=True)
         if self.frozen_backbone_cached:
             self.say(CACHED_LINE, even_with_bars=True)
         if not resumed:
             self.log({"model/trainable_parameters": self.trainable_parameters}, self.step)
-        if not resumed and cfg.eval_before_training:
+        if not resumed and self.cfg.eval_before_training:
             self._record_evaluation()
 
     def _train(self) -> None:
@@ -301,7 +296,8 @@ class Trainer:
                 self.dispatch.epoch_start(self.epoch)
             if self.stop_signal.received is not None:  # e.g. during the Sigma_S pass, which then ends early
                 self._stop_for_signal()
-            for group in self._step_groups(self.epoch):
+            rest = self._train_batches(self.epoch)  # the epoch's rest, optim.grad_accum micro-batches a step
+            while self.step < self.total_steps and (group := list(itertools.islice(rest, self.cfg.optim.grad_accum))):
                 stats = self.optimizer_step(group, self.step + 1)
                 self.batches_done += len(group)
                 self.step += 1
@@ -314,24 +310,17 @@ class Trainer:
             self.say(f"training stopped after epoch {self.epoch}, step {self.step} of {self.total_steps}: "
                      f"{self.control.stop_reason}", even_with_bars=True)
 
-    def _step_groups(self, epoch: int) -> Iterator[list[dict[str, torch.Tensor]]]:
-        """The rest of ``epoch``'s micro-batches, ``optim.grad_accum`` per optimizer step, until ``total_steps``."""
-        batches = self._train_batches(epoch)
-        while self.step < self.total_steps and (group := list(itertools.islice(batches, self.cfg.optim.grad_accum))):
-            yield group
-
     def _after_step(self, stats, interval: IntervalStatistics) -> IntervalStatistics:
         """The step's log line, hooks, evaluation, checkpoint and stop on a signal; returns the next interval."""
-        cfg = self.cfg
         interval.add(stats)
-        if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+        if self.step % self.cfg.log_every == 0 or self.step == self.total_steps:
             self._log_interval(interval)
             interval = IntervalStatistics()
         with self.clock("hooks"):
             self.dispatch.step_end(self.step, stats)
-        if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < self.total_steps:
+        if self.cfg.eval_every and self.step % self.cfg.eval_every == 0 and self.step < self.total_steps:
             self._record_evaluation()
-        if cfg.save_every and self.step % cfg.save_every == 0:
+        if self.cfg.save_every and self.step % self.cfg.save_every == 0:
             self.save_checkpoint()
         if self.stop_signal.received is not None:
             self._stop_for_signal()
@@ -356,7 +345,7 @@ class Trainer:
 
     def _export_model(self) -> bool:
         """Whether ``output_dir/model`` was written (else the last checkpoint is kept)."""
-        if not self.dist.is_main:
+        if not self.is_main:
             return False
         try:
             export.export_model(self.model, self.task.kind, self.task.label_names, self.output_dir / export.MODEL_DIR,
@@ -386,7 +375,7 @@ class Trainer:
             **{f"{k}_before": v for k, v in self.embedding_before.items()}, validation=hooked.pop("validation", None),
             top_level_metrics=tuple(k for k in final if k in self.task.metric_names),
             extra={**hooked, "data": self.data_fingerprint, "precision": self.precision})
-        if self.dist.is_main:
+        if self.is_main:
             step, scored = self.evaluated_predictions
             if step == record.step and scored is not None:  # not when a resume found the last evaluation done
                 write_predictions(self.output_dir, self.cfg.task, step, *scored)
@@ -405,23 +394,11 @@ class TrainerView(ReadOnlyView):
     mid_epoch = property(lambda self: self.__trainer.batches_done > 0)  # the epoch resumes part-way
     stop_requested = property(lambda self: self.__trainer.stop_signal.received is not None)
 
-    def collate(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
-        return self.__trainer.collate(features)
-
-    def autocast(self) -> ContextManager:
-        return self.__trainer.autocast()
-
-    def evaluate(self, examples: Optional[Sequence[dict]] = None, features: Optional[Sequence[dict]] = None,
-                 isotropy: bool = True) -> dict[str, Any]:
-        return self.__trainer.evaluate(examples, features, isotropy)
-
-    def log(self, values: dict[str, Any], step: int) -> None:
-        self.__trainer.log(values, step)
-
     def say(self, line: str) -> None:
         self.__trainer.say(line)
 
 
+# the trainer's attributes and methods of the same name
 for _name in ("model", "train_features", "eval_batch_size", "rank", "world_size", "device", "step", "total_steps",
-              "show_progress", "output_dir", "control"):  # the trainer's attributes of the same name
+              "show_progress", "output_dir", "control", "collate", "autocast", "evaluate", "log"):
     setattr(TrainerView, _name, property(operator.attrgetter(f"_TrainerView__trainer.{_name}")))
