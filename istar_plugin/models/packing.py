@@ -169,7 +169,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
     plan = attention_groups or attention_plan(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST)
     heads, tokens = query.shape[1], query.shape[2]
-    fast_dropout = any(isinstance(child, Dropout) for child in module.children())  # model.fast_dropout
+    fast_dropout = query.device.type == "cpu" and any(isinstance(child, Dropout) for child in module.children())
     blocks = [packed[0].transpose(0, 1).reshape(tokens, -1).index_select(0, plan.gather).split(plan.sizes)
               for packed in (query, key, value)]  # (tokens, heads x d): a view where the projection laid it so
     outputs = []
@@ -179,7 +179,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
             mask = mask & (column.unsqueeze(1) >= column).view(1, 1, width, width)
         query_block, key_block, value_block = [block.view(sequences, width, heads, -1).transpose(1, 2)
                                                for block in padded]
-        if dropout and fast_dropout:  # torch's math path, its dropout's masks from random bits
+        if dropout and fast_dropout:  # model.fast_dropout: torch's math path, the masks from random bits
             scale = scaling if scaling is not None else query_block.shape[-1] ** -0.5
             scores = (query_block * scale) @ key_block.transpose(-1, -2)
             probabilities = scores.masked_fill(~mask, float("-inf")).softmax(-1)
