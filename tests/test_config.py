@@ -149,7 +149,7 @@ def test_added_keys_are_the_declarations_marked_added_at_what_older_runs_did(): 
     assert config_module.ADDED_KEYS == {
         "engine": "istar", "model.frozen_dropout": False, "model.lora.r": 0, "model.lora.alpha": 16.0,
         "model.lora.dropout": 0.05, "model.lora.target_modules": None, "model.lora.save_merged": False,
-        "data.text_from": None, "data.hub_dataset": None, "model.padding_free": False}
+        "data.text_from": None, "data.hub_dataset": None, "model.padding_free": False, "model.fast_dropout": False}
 
 
 def test_help_key_prints_the_declaration_and_an_unknown_key_its_close_matches(capsys):

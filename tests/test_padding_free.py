@@ -22,6 +22,7 @@ from istar_plugin.criterions import IStarConfig, task_loss
 from istar_plugin.criterions.istar import IStarCriterion
 from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.models import packing
+from istar_plugin.models.dropout import Dropout, bits_dropout
 from istar_plugin.models.encoder import HFEncoder, ModelConfig
 from istar_plugin.runtime.batching import collate
 from istar_plugin.training.trainer import Trainer
@@ -176,10 +177,26 @@ def test_packed_attention_leaves_an_empty_sequence_out_of_every_call():
         torch.testing.assert_close(layout.unpack(out[0]), expected.transpose(1, 2) * mask[..., None, None])
 
 
+def math_attention(query, key, value, attend, p):
+    """torch's math path of attention with ``model.fast_dropout``'s masks: softmax(q k^T / sqrt(d)), dropped, @ v."""
+    scores = (query * query.shape[-1] ** -0.5) @ key.transpose(-1, -2)
+    return bits_dropout(scores.masked_fill(~attend, float("-inf")).softmax(-1), p) @ value
+
+
+def test_the_math_path_without_dropout_is_torchs_attention():
+    torch.manual_seed(0)
+    blocks, attend = [torch.randn(3, 2, 7, 8) for _ in range(3)], torch.rand(3, 1, 7, 7) > 0.3
+    attend[..., 0] = True  # every query sees a key
+    torch.testing.assert_close(math_attention(*blocks, attend, 0.0),
+                               torch.nn.functional.scaled_dot_product_attention(*blocks, attn_mask=attend))
+
+
+@pytest.mark.parametrize("fast_dropout", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_packed_attention_is_each_groups_zero_padded_attention_bit_for_bit_with_dropout(causal):
+def test_packed_attention_is_each_groups_zero_padded_attention_bit_for_bit_with_dropout(causal, fast_dropout):
     """Each group of the plan computed as a zero-padded block of its own (as a padded batch of those sequences is),
-    with the same dropout draws: the packed attention's outputs and its inputs' gradients are these, bit for bit."""
+    with the same dropout draws: the packed attention's outputs and its inputs' gradients are these, bit for bit;
+    with ``model.fast_dropout`` (the attention module holds a :class:`Dropout`), torch's math path with its masks."""
     lengths = [37, 5, 0, 120, 64, 64, 1, 17, 99, 3]
     mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
     for row, length in enumerate(lengths):
@@ -191,6 +208,8 @@ def test_packed_attention_is_each_groups_zero_padded_attention_bit_for_bit_with_
     gradient = torch.randn(1, tokens, 4, 8)
     module = torch.nn.Module()
     module.is_causal = causal
+    if fast_dropout:
+        module.dropout = Dropout(0.2)
 
     def packed():
         query, key, value = (tensor.clone().requires_grad_() for tensor in inputs)
@@ -217,7 +236,10 @@ def test_packed_attention_is_each_groups_zero_padded_attention_bit_for_bit_with_
             attend = key_mask
             if causal:
                 attend = attend & torch.ones(width, width, dtype=torch.bool).tril().view(1, 1, width, width)
-            result = torch.nn.functional.scaled_dot_product_attention(*blocks, attn_mask=attend, dropout_p=0.2)
+            if fast_dropout:
+                result = math_attention(*blocks, attend, 0.2)
+            else:
+                result = torch.nn.functional.scaled_dot_product_attention(*blocks, attn_mask=attend, dropout_p=0.2)
             for slot, row in enumerate(group):
                 out[0, starts[row] : starts[row] + lengths[row]] = result[slot].transpose(0, 1)[: lengths[row]]
             offset += sequences * width

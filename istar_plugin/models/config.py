@@ -63,6 +63,10 @@ class ModelConfig:
     gradient_checkpointing: bool = setting(False, help="recompute activations in the backward pass (less memory)")
     frozen_dropout: bool = setting(False, help="a backbone with no trainable parameter keeps its dropout in training "
                                    "(no cache of its outputs)", added=True)
+    fast_dropout: bool = setting(True, help="training on a CPU draws dropout's masks from random bits, two per 32-bit "
+                                 "number of torch's generator (p rounded to a multiple of 1/32768), not one Bernoulli "
+                                 "draw per element; false: torch's own dropout. Runs written before the key used "
+                                 "torch's own (false)", before=False)
     padding_free: Union[bool, str] = setting(
         "auto", help="compute on real tokens only: each batch's sequences packed into one row, attention confined to "
         f"each sequence (families: {', '.join(PADDING_FREE_FAMILIES)}; every task kind); true: refused "

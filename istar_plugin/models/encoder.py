@@ -27,6 +27,7 @@ from transformers.utils import logging as transformers_logging
 
 from ..registry import MODELS
 from .config import DECODER_MODEL_TYPES, ModelConfig
+from .dropout import use_fast_dropout
 from .frozen_backbone import FrozenBackboneCache
 from .loading import load_pretrained, load_tokenizer, pad_with_eos, restoring_weights
 from .lora import with_lora
@@ -139,6 +140,8 @@ class HFEncoder(TokenCloudSurface, torch.nn.Module):
         if kind in ("classification", "regression"):
             model.base_model.forward = _Backbone(model.base_model.forward)
         self.model = with_lora(model, cfg.lora, kind) if cfg.lora.enabled else model
+        if cfg.fast_dropout:
+            use_fast_dropout(self.model)
 
     @property
     def transformer(self) -> torch.nn.Module:

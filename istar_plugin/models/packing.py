@@ -23,6 +23,7 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
+from .dropout import Dropout, bits_dropout
 from .padding_free import position_offset
 
 PACKED_ATTENTION = "istar_packed"  # the attn_implementation of a model that computes padding-free
@@ -168,6 +169,7 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
     plan = attention_groups or attention_plan(tuple(cu_seq_lens_q.tolist()), query.device, GROUP_COST)
     heads, tokens = query.shape[1], query.shape[2]
+    fast_dropout = query.device.type == "cpu" and any(isinstance(child, Dropout) for child in module.children())
     blocks = [packed[0].transpose(0, 1).reshape(tokens, -1).index_select(0, plan.gather).split(plan.sizes)
               for packed in (query, key, value)]  # (tokens, heads x d): a view where the projection laid it so
     outputs = []
@@ -175,9 +177,16 @@ def packed_attention(module: torch.nn.Module, query: Tensor, key: Tensor, value:
         if causal:
             column = torch.arange(width, device=query.device)
             mask = mask & (column.unsqueeze(1) >= column).view(1, 1, width, width)
-        padded = [block.view(sequences, width, heads, -1).transpose(1, 2) for block in padded]
-        out = torch.nn.functional.scaled_dot_product_attention(*padded, attn_mask=mask, dropout_p=dropout,
-                                                               scale=scaling)
+        query_block, key_block, value_block = [block.view(sequences, width, heads, -1).transpose(1, 2)
+                                               for block in padded]
+        if dropout and fast_dropout:  # model.fast_dropout: torch's math path, the masks from random bits
+            scale = scaling if scaling is not None else query_block.shape[-1] ** -0.5
+            scores = (query_block * scale) @ key_block.transpose(-1, -2)
+            probabilities = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            out = bits_dropout(probabilities, dropout) @ value_block
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(query_block, key_block, value_block, attn_mask=mask,
+                                                                   dropout_p=dropout, scale=scaling)
         outputs.append(out.transpose(1, 2).reshape(sequences * width, -1))
     return torch.cat(outputs).index_select(0, plan.scatter).view(1, tokens, heads, -1), None
 
