@@ -77,7 +77,9 @@ def test_measures_match_an_independent_unbatched_pass(runs, analysed):
     assert analysis["mean_activation"] == pytest.approx(last.mean(dim=0).tolist(), abs=1e-4)
     assert analysis["tokens_per_layer"] == last.shape[0]
     twonn = [twonn_dimension(first(hidden)).item() for hidden in output.hidden_states[1:]]
-    assert analysis["twonn_per_layer"] == pytest.approx(twonn, rel=1e-3)
+    # TwoNN's ratios of neighbour distances carry the batches' rounding: bf16's (precision=auto where the CPU has it)
+    # moves them by about its 2**-8, fp32's by far less
+    assert analysis["twonn_per_layer"] == pytest.approx(twonn, rel=1e-2 if loaded.precision == "bf16" else 1e-3)
     units = torch.nn.functional.normalize(last, dim=1)
     n = units.shape[0]
     cosine = ((units @ units.T).sum() - n) / (n * (n - 1))
