@@ -53,8 +53,8 @@ def test_grid_arguments_filter_swept_keys_and_override_the_rest():
 
 
 @pytest.mark.parametrize("name, arguments, message", [
-    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, figure7, figure8, isolayer, "
-                 "isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, "
+    ("nope", [], "unknown grid 'nope'; available: calibration, calibration_minilm, fast_dropout_sst2_minilm, figure7, "
+                 "figure8, isolayer, isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, "
                  "padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, padding_include_sst2_minilm, paper, "
                  "replication_glue_minilm, replication_minilm, smoke, spectrum_lr_minilm, st_stsb_minilm, table1"),
     ("paper", ["recipe=imdb"], r"grid 'paper' has no cell with recipe in \['imdb'\]"),
@@ -144,8 +144,9 @@ def test_grid_cli_errors_and_listing(capsys):
     assert "istar-grid: error: grid 'paper' has no cell with recipe in ['imdb']" in capsys.readouterr().err
     assert grid_cli.main(["--list"]) == 0
     assert capsys.readouterr().out == (
-        "grids: calibration, calibration_minilm, figure7, figure8, isolayer, isolayer_minilm, length_grouping_minilm, "
-        "lm_sst2_smollm2, lora_sst2_smollm2, padding_free_sst2_minilm, padding_free_sst2_minilm_no_dropout, "
+        "grids: calibration, calibration_minilm, fast_dropout_sst2_minilm, figure7, figure8, isolayer, "
+        "isolayer_minilm, length_grouping_minilm, lm_sst2_smollm2, lora_sst2_smollm2, padding_free_sst2_minilm, "
+        "padding_free_sst2_minilm_no_dropout, "
         "padding_include_sst2_minilm, paper, replication_glue_minilm, replication_minilm, smoke, spectrum_lr_minilm, "
         "st_stsb_minilm, table1\nslurm profiles: gpu_a100, local\n")
     assert cli.main(["-m", "seed=1,2", "launcher=cloud"]) == 2
