@@ -65,7 +65,8 @@ def run(precision: str, overrides: str, source: str | None, folder: Path) -> dic
     command = [sys.executable, "-m", "istar_plugin.cli", *COMMAND, *overrides.split(), f"output_dir={folder / 'run'}",
                *([f"precision={precision}"] if precision != "auto" else [])]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=environment)
+    # python -m imports the working folder's package before PYTHONPATH's: a baseline runs in its own tree
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=source)
     wall = time.perf_counter() - started
     if done.returncode:
         sys.exit(f"quick start ({precision} {overrides}, {source or 'this tree'}) failed, exit {done.returncode}:\n"

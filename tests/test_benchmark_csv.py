@@ -100,3 +100,20 @@ def test_a_count_below_one_or_not_whole_is_refused_naming_the_value(text):
 @given(st.integers(1, 10**6))
 def test_a_whole_count_of_at_least_one_is_taken_as_it_is(count):
     assert csv_table.at_least_one(str(count)) == count
+
+
+def test_the_quick_starts_baseline_runs_the_baseline_trees_package(tmp_path, monkeypatch):
+    """``python -m`` imports the working folder's package before PYTHONPATH's: run from the project's root, a
+    baseline would be this tree again."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("quick_start", BENCHMARKS / "quick_start.py")
+    quick_start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quick_start)
+    package = tmp_path / "baseline" / "istar_plugin" / "cli"
+    package.mkdir(parents=True)
+    for init in (package.parent / "__init__.py", package / "__init__.py"):
+        init.write_text("")
+    (package / "__main__.py").write_text("import sys\nsys.exit('the baseline tree ran')\n")
+    monkeypatch.chdir(BENCHMARKS.parent)  # where this tree's package would shadow it
+    with pytest.raises(SystemExit, match="the baseline tree ran"):
+        quick_start.run("auto", "", str(tmp_path / "baseline"), tmp_path / "out")
