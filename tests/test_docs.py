@@ -152,18 +152,32 @@ def test_the_quick_start_and_test_command_are_where_ci_finds_them():
 
 def scratch_directory(tmp_path, shared_data):
     """tmp_path/repo, with ../shared/data, examples/, docs/, scripts/, benchmarks/, README.md and .venv as in a clone
-    beside the shared data."""
+    beside the shared data; what a page's commands write (examples/, docs/results/) goes to copies."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(shared_data, target_is_directory=True)
     work = tmp_path / "repo"
     work.mkdir()
     shutil.copytree(ROOT / "examples", work / "examples")  # a copy: pip building a package writes into its folder
     (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-    (work / "docs").symlink_to(ROOT / "docs", target_is_directory=True)  # read only (docs_tables --check)
+    (work / "docs").mkdir()  # read only (docs_tables --check) but results/, which the pages' benchmarks write to
+    for entry in (ROOT / "docs").iterdir():
+        if entry.name == "results":
+            shutil.copytree(entry, work / "docs" / "results")
+        else:
+            (work / "docs" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     (work / "README.md").symlink_to(ROOT / "README.md")
     (work / "scripts").symlink_to(ROOT / "scripts", target_is_directory=True)  # read only: the docs run its scripts
     (work / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)  # read only, as scripts/
     return work
+
+
+def test_what_a_pages_commands_write_into_docs_results_stays_in_the_scratch_copy(tmp_path, shared_data):
+    work = scratch_directory(tmp_path, shared_data)
+    results = work / "docs" / "results"  # docs/decoders.md's benchmark rewrites penalty_pull.csv in it
+    assert results.resolve() != (ROOT / "docs" / "results").resolve()  # a copy, not the repository's folder
+    assert sorted(path.name for path in results.iterdir()) == sorted(
+        path.name for path in (ROOT / "docs" / "results").iterdir())
+    assert (work / "docs" / "evidence").resolve() == (ROOT / "docs" / "evidence").resolve()
 
 
 def offline_environment():
