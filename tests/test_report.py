@@ -232,6 +232,24 @@ def test_figure3_points_leave_out_an_istar_setting_without_a_lambda():
     assert [lam for lam, _ in istar_figures.figure3_points([istar, base, with_lam])["rte"]["minilm"]] == [-1.0, 0.0]
 
 
+def test_figures_pick_the_lowest_perplexity_as_the_best_setting():
+    def run(method, lam, zeta, seed, perplexity, layers=None):
+        return istar_cells.Record("lm", "gpt2", method, lam, zeta, seed, "perplexity", perplexity, perplexity, 0.1,
+                                  f"/g/{method}{lam}{zeta}{layers}{seed}", layers=layers)
+
+    records = [run(*setting, seed, perplexity + seed) for seed in (1, 2)
+               for *setting, perplexity in (("istar", -1.0, 0.2, 20.0), ("istar", -1.0, 0.6, 30.0),
+                                            ("cross_entropy", None, None, 25.0))]
+    [(lam, best), (base_lam, base)] = istar_figures.figure3_points(records)["lm"]["gpt2"]
+    assert (lam, best.zeta, best.mean) == (-1.0, 0.2, pytest.approx(21.5))
+    assert (base_lam, base.mean) == (0.0, pytest.approx(26.5))
+    layered = [run("istar", -1.0, zeta, seed, perplexity + seed, layers=(2,)) for seed in (1, 2)
+               for zeta, perplexity in ((0.2, 40.0), (0.6, 35.0))]
+    panel = istar_figures.figure8_points(records + layered)["lm", "gpt2"]
+    assert [(layer, s.zeta, s.mean) for layer, s in panel["layers"]] == [(2, 0.6, pytest.approx(36.5))]
+    assert (panel["global"].zeta, panel["global"].mean) == (0.2, pytest.approx(21.5))
+
+
 @pytest.mark.parametrize("tasks", [("sst2",), ("sst2", "squad")])
 def test_figure3_writes_a_png(collected, tmp_path, tasks):
     records = [record for record in collected[0] if record.task in tasks]

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...errors import DataError
-from ...metrics import better_sign
 from ...storage.predictions import PREDICTIONS, read_predictions
 from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
-from ..records.settings import Setting, setting_row, settings
+from ..records.settings import Setting, ranking, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
@@ -53,7 +52,7 @@ def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
         bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
         if setting.method != BASE and bases:
             same_variant = [s for s in bases if s.variant == setting.variant]
-            ranked = sorted(bases, key=lambda s: (better_sign(s.metric) * s.mean, s.n))
+            ranked = sorted(bases, key=ranking)
             pairs.append((setting, (same_variant or ranked)[-1]))
     return pairs
 

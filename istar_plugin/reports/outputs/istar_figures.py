@@ -8,16 +8,17 @@ from typing import Any, Callable, Optional, Sequence
 from ..comparisons import versus_base
 from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
 from ..records.cells import SHOWN_AS_STORED, Record
-from ..records.settings import Setting, settings
+from ..records.settings import Setting, ranking, settings
 
 
 def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
           ) -> dict[tuple, Setting]:
-    """``key(setting)`` -> the setting with the highest mean among ``candidates`` sharing it (None: left out)."""
+    """``key(setting)`` -> the best setting by its mean (:func:`.settings.ranking`) among ``candidates``
+    sharing it (None: left out)."""
     best: dict[tuple, Setting] = {}
     for setting in candidates:
         k = key(setting)
-        if k is not None and (k not in best or setting.mean > best[k].mean):
+        if k is not None and (k not in best or ranking(setting) > ranking(best[k])):
             best[k] = setting
     return best
 

@@ -117,6 +117,12 @@ SELECTIONS = {
 }
 
 
+def ranking(setting: Setting, score: str = "mean") -> tuple[float, int]:
+    """Where ``setting`` ranks by its ``score`` (``"mean"`` or ``"validation_mean"``), its seeds breaking a tie: the
+    greater, the better, whether its metric is better higher or lower (:func:`~istar_plugin.metrics.better_sign`)."""
+    return better_sign(setting.metric) * getattr(setting, score), setting.n
+
+
 def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Key, tuple[Setting, int]]:
     """(model, task, method) -> (its best setting by mean ``selection`` score, settings compared), of the most seeds."""
     if selection not in SELECTIONS:
@@ -127,7 +133,7 @@ def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Ke
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
     score = "mean" if selection == "eval" else "validation_mean"
     fullest = {key: [s for s in group if s.n == max(other.n for other in group)] for key, group in candidates.items()}
-    return {key: (max(full, key=lambda s: (better_sign(s.metric) * getattr(s, score), s.n)), len(full))
+    return {key: (max(full, key=lambda s: ranking(s, score)), len(full))
             for key, full in fullest.items()}
 
 
