@@ -187,6 +187,16 @@ def test_an_archive_is_refused_inside_its_grid_or_in_a_folder_of_other_files(gri
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize("option", ["--archive", "--out"])
+def test_a_folder_under_a_file_is_refused_in_one_line_naming_the_file(grid, tmp_path, capsys, option):
+    (tmp_path / "notes.txt").write_text("mine")
+    target = tmp_path / "notes.txt" / "archive"
+    assert report(capsys, grid, option, target) == (
+        4, "", f"istar-report: error: {option} {target}: {tmp_path / 'notes.txt'} exists and is not a directory; "
+               f"choose another {option}\n")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_archives_from_two_machines_merge_and_the_report_says_where_each_cell_ran(tmp_path, capsys):
     first, second = make_grid(tmp_path / "a" / "grid", (1, 2), "machine-a"), make_grid(tmp_path / "b" / "grid", (3,),
                                                                                         "machine-b")

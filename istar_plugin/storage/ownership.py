@@ -46,9 +46,11 @@ LEGACY = {
 
 
 def check_writable(directory: str | os.PathLike, marker: str, what: str) -> None:
-    """Refuse ``directory`` unless it is new, empty (but for a lock) or ``owned`` with ``marker``."""
+    """Refuse ``directory`` unless it is new (under folders), empty (but for a lock) or ``owned`` with ``marker``."""
     directory = Path(directory)
     if not directory.exists():
+        if (existing := next((p for p in directory.parents if p.exists()), None)) and not existing.is_dir():
+            raise RunDirError(f"{what} {directory}: {existing} exists and is not a directory; choose another {what}")
         return
     if not directory.is_dir():
         raise RunDirError(f"{what} {directory}: exists and is not a directory; choose another {what}")
