@@ -197,6 +197,23 @@ def test_a_folder_under_a_file_is_refused_in_one_line_naming_the_file(grid, tmp_
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
+def test_a_missing_grid_is_one_line_before_any_grid_is_archived_and_a_fault_inside_is_no_user_error(
+        grid, tmp_path, capsys, monkeypatch):
+    from istar_plugin.reports.records import archive
+
+    missing = tmp_path / "missing"
+    assert report(capsys, grid, missing, "--archive", tmp_path / "archive") == (
+        2, "", f"istar-report: error: grid directory {str(missing)!r} does not exist or is not a directory\n")
+    assert not (tmp_path / "archive").exists()
+
+    def faulty(text):
+        raise NotADirectoryError(20, "Not a directory", str(tmp_path / "elsewhere"))
+
+    monkeypatch.setattr(archive, "summarised_log", faulty)
+    with pytest.raises(NotADirectoryError, match="elsewhere"):
+        report_cli.main([str(grid), "--archive", str(tmp_path / "archive")])
+
+
 def test_archives_from_two_machines_merge_and_the_report_says_where_each_cell_ran(tmp_path, capsys):
     first, second = make_grid(tmp_path / "a" / "grid", (1, 2), "machine-a"), make_grid(tmp_path / "b" / "grid", (3,),
                                                                                         "machine-b")

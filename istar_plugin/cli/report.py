@@ -85,10 +85,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
     from ..reports.grid_report import write_report
     from ..reports.records.cells import collect, recomputed_lines
 
-    try:
-        records, problems = collect(*grid_dirs)
-    except NotADirectoryError as error:
-        raise ConfigError(str(error)) from None
+    records, problems = collect(*grid_dirs)
     if not records and not problems:
         raise ConfigError(f"no cells under {' '.join(map(str, grid_dirs))} (a cell is a directory with a "
                           "config.yaml)")
@@ -138,12 +135,11 @@ def report_searches(search_dirs: Sequence[Path], out: Optional[Path], paper_mode
 def archive_grids(grid_dirs: Sequence[Path], directory: Path) -> int:
     """``--archive``: each grid's records into ``directory``, a line per cell archived or skipped, then the counts."""
     from ..reports.records.archive import archive
+    from ..reports.records.cells import grid_directories
 
+    grid_directories(*grid_dirs)  # each grid exists before any is archived
     for grid in grid_dirs:
-        try:
-            outcomes = archive(grid, directory)
-        except NotADirectoryError as error:
-            raise ConfigError(str(error)) from None
+        outcomes = archive(grid, directory)
         counts = _print_archived(outcomes)
         print(f"{grid}: {counts['archived']} cells archived, {counts['unchanged']} archived before, "
               f"{counts['skipped']} skipped; archive in {directory}")

@@ -22,7 +22,7 @@ from ...storage.lock import RunDirLock
 from ...storage.logs import json_lines
 from ...storage.ownership import ARCHIVE_MARKER, GRID_MARKER, IGNORED, check_writable, mark
 from ...storage.results import RESULTS, ResultsError, read_results
-from .cells import RECORD_FILES, collect, find_cells
+from .cells import RECORD_FILES, collect, find_cells, grid_directories
 from .searches import (STUDY_FILE, disagreements, is_search, problem_line, read, read_record, read_study,
                        study_text)
 
@@ -138,10 +138,9 @@ def archived_tasks(directory: Path) -> frozenset[str]:
 def plan(grid: str | os.PathLike, directory: str | os.PathLike, cells: Optional[Callable[[Path], bool]] = None,
          whole_grid: bool = False) -> Plan:
     """What archiving ``grid``'s cells (those ``cells`` accepts) into ``directory`` will do, writing nothing.
-    RunDirError for foreign files or another record there (``whole_grid``: or grid); ConfigError inside ``grid``."""
-    grid, directory = Path(grid), Path(directory)
-    if not grid.is_dir():
-        raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    RunDirError for foreign files or another record there (``whole_grid``: or grid); ConfigError for a ``grid`` that
+    is not a directory or a ``directory`` inside it."""
+    (grid,), directory = grid_directories(grid), Path(directory)
     if directory.resolve().is_relative_to(grid.resolve()):
         raise ConfigError(f"--archive {directory} is inside the grid {grid}: choose a folder outside it (a report on "
                           "the grid would read every cell twice)")

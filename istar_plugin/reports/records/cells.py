@@ -12,7 +12,7 @@ import yaml
 
 from ... import metrics as task_metrics
 from ...config import as_configured_today
-from ...errors import DataError, RunDirError
+from ...errors import ConfigError, DataError, RunDirError
 from ...storage.logs import flat_keys
 from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ...storage.reading import cannot_read, read_bytes
@@ -77,10 +77,7 @@ def as_percent(task: str, metric: str, value: float) -> float:
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
     """One record per finished cell under the ``grid_dirs`` (one grid), and ``(path, reason)`` for every other cell."""
-    grids = [Path(grid_dir) for grid_dir in grid_dirs]
-    for grid in grids:
-        if not grid.is_dir():
-            raise NotADirectoryError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    grids = grid_directories(*grid_dirs)
     finished: list[tuple[Record, dict[str, Any]]] = []
     problems: list[tuple[str, str]] = []
     for cell in (cell for grid in grids for cell in find_cells(grid)):
@@ -97,6 +94,15 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
             problems.append((record.path, f"duplicate of {first.path} (same model/task/method/lam/zeta/seed and "
                                           "config); left out"))
     return list(first_of.values()), problems
+
+
+def grid_directories(*grid_dirs: str | os.PathLike) -> list[Path]:
+    """The ``grid_dirs`` as paths; ConfigError naming the first that is not a directory."""
+    grids = [Path(grid_dir) for grid_dir in grid_dirs]
+    for grid in grids:
+        if not grid.is_dir():
+            raise ConfigError(f"grid directory {str(grid)!r} does not exist or is not a directory")
+    return grids
 
 
 def find_cells(grid: Path) -> list[Path]:
