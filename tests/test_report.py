@@ -183,6 +183,27 @@ def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
     assert problems[-1][0] == str(copy / "b" / "rerun") and problems[-1][1].startswith("duplicate of ")
 
 
+def test_collect_reads_each_record_file_of_a_cell_once(tmp_path, monkeypatch):
+    import builtins
+    import collections
+    import io
+
+    cell = tmp_path / "grid" / "seed1"
+    write_cell(cell, "sst2", "bert", "istar", -1.0, 0.2, 1, 91.0, 0.1)
+    opened, real_open = collections.Counter(), builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        opened[str(file)] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    (record,), problems = istar_cells.collect(tmp_path / "grid")
+    assert problems == [] and record.score == pytest.approx(91.0)
+    assert {name: opened[str(cell / name)] for name in ("config.yaml", "results.json")} == {
+        "config.yaml": 1, "results.json": 1}
+
+
 def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
     queued = tmp_path / "grid" / "sst2_seed1"
     queued.mkdir(parents=True)

@@ -206,7 +206,7 @@ def write_results(path: str | os.PathLike, record: ResultsRecord) -> Path:
     return atomic_write_json(path, record.to_json())
 
 
-def recorded_precision(run_dir: Path) -> Optional[str]:
-    """The precision a run recorded in its ``results.json``, or None."""
-    record = read_results(run_dir, strict=False)
+def recorded_precision(run: Path | ResultsRecord) -> Optional[str]:
+    """The precision a run recorded in its ``results.json`` (of a run directory, or read already), or None."""
+    record = run if isinstance(run, ResultsRecord) else read_results(run, strict=False)
     return None if record is None else record.extra.get("precision")

@@ -82,8 +82,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
     problems: list[tuple[str, str]] = []
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
-            record = read_cell(cell)
-            finished.append((record, as_configured_today(as_computed(read_config(cell)), recorded_precision(cell))))
+            finished.append(configured_cell(cell))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     first_of: dict[Key, Record] = {}
@@ -160,13 +159,20 @@ def _as_written(value: Any) -> str:
 
 def read_cell(cell: Path) -> Record:
     """The record of a finished cell, checked against its config and predictions; else :class:`CellProblem`."""
+    return configured_cell(cell)[0]
+
+
+def configured_cell(cell: Path) -> tuple[Record, dict[str, Any]]:
+    """:func:`read_cell`'s record and the cell's flat config as written today, each file read once."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         record = cell_record(results, cell)
     except ResultsError as error:
         raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
-    check_against_config(record, read_config(cell))
-    return replace(record, unchecked=check_predictions(results, cell))
+    config = read_config(cell)
+    check_against_config(record, config)
+    return (replace(record, unchecked=check_predictions(results, cell)),
+            as_configured_today(as_computed(config), recorded_precision(results)))
 
 
 RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
