@@ -98,6 +98,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
         from transformers import set_seed
 
+        from .hf import completed_epochs
         from .st import IsotropyEvaluator, IStarLoss
 
         cfg = self.cfg
@@ -127,7 +128,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             trainer.train()
         if stop_signal.received is not None:
             state = trainer.state
-            raise stopped(stop_signal.received, state.global_step, state.max_steps, int(state.epoch or 0), None,
+            raise stopped(stop_signal.received, state.global_step, state.max_steps, completed_epochs(state), None,
                           self.output_dir)
         record = self._evaluate(model, trainer, IsotropyEvaluator)
         if self.is_main:
@@ -169,7 +170,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         vectors = model.encode(first + second, batch_size=cfg.eval_batch_size or 64, convert_to_tensor=True).cpu()
         cosine = torch.nn.functional.cosine_similarity(vectors[: len(first)], vectors[len(first):], dim=1).tolist()
         per_layer, pooled = token_isoscores(model, first + second, cfg.eval_batch_size or 64)
-        step, epoch = trainer.state.global_step, int(round(trainer.state.epoch or 0))
+        from .hf import completed_epochs
+
+        step, epoch = trainer.state.global_step, completed_epochs(trainer.state)  # as istar-run's trainer counts
         final = {"step": step, "epoch": epoch, **compute(cfg.task, cosine, references), "eval_isoscore_star": pooled,
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
