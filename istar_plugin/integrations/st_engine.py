@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -34,6 +33,7 @@ from ..runtime.devices import pick_device
 from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
+from ..training.setup_steps import schedule_length
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import SentenceTransformersSetup
 
@@ -67,9 +67,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             raise
         self.data = {"train": split_fingerprint(self.train, task.source_of("train")),
                      "eval": split_fingerprint(self.eval, task.source_of("eval"))}
-        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
-        batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
-        self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
+        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step;
+        # max_steps caps the epochs, as in istar-run's trainer (transformers' own max_steps would replace them)
+        self.total_steps = schedule_length(cfg, len(self.train), int(os.environ.get("WORLD_SIZE", "1")),
+                                           cfg.batch_size).total_steps
 
     def fit(self) -> dict[str, Any]:
         """Train and evaluate (or return this run's earlier results); ``results.json`` either way."""
@@ -145,7 +146,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         constant = "constant_with_warmup" if optim.warmup_ratio else "constant"
         schedule = "linear" if optim.schedule == "linear" else constant
         return SentenceTransformerTrainingArguments(
-            output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
+            output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs,
+            max_steps=self.total_steps if cfg.max_steps else -1,
             per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
             learning_rate=optim.lr, weight_decay=optim.weight_decay, lr_scheduler_type=schedule,
             warmup_steps=min(float(optim.warmup_ratio), 0.999999), adam_epsilon=optim.adam_eps,  # below 1: a share
