@@ -148,7 +148,7 @@ def test_a_second_invocation_on_the_same_out_is_refused_before_the_model_loads(t
 
 # ------------------------------------------------------------------------- 4. errors name the option and path
 @pytest.mark.parametrize("case", ["missing fit", "fit folder", "fit not utf-8", "fit one line", "missing sts",
-                                  "sts bad header", "model folder without a model"])
+                                  "sts bad header", "model folder without a model", "config without a width"])
 def test_every_input_error_names_its_option_and_path(case, tiny_bert, shared_data, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("bad.txt").write_bytes(b"caf\xe9 au lait\nsecond line\n")
@@ -157,6 +157,8 @@ def test_every_input_error_names_its_option_and_path(case, tiny_bert, shared_dat
     for split in ("dev.tsv", "train.tsv"):
         Path("badsts", split).write_text("x\ty\n1\t2\n")
     Path("empty").mkdir()
+    Path("clip").mkdir()
+    Path("clip", "config.json").write_text('{"model_type": "clip"}')  # a config AutoConfig reads: no width, no layers
     model, sts, extra = str(tiny_bert), str(shared_data / "stsb"), []
     expected = {
         "missing fit": (["--fit", "missing.txt"], "istar-embed: error: --fit missing.txt: no such file", 2),
@@ -169,10 +171,12 @@ def test_every_input_error_names_its_option_and_path(case, tiny_bert, shared_dat
                                "columns sentence1, sentence2, score", 3),
         "model folder without a model": ([], "istar-embed: error: MODEL_OR_RUN empty: not a model istar-embed can "
                                          "read (", 7),
+        "config without a width": ([], "istar-embed: error: MODEL_OR_RUN clip: not a model istar-embed can read "
+                                   "(CLIPConfig defines none of the attributes hidden_size, dim)", 7),
     }
     extra, message, code = expected[case]
     sts = {"missing sts": "nowhere", "sts bad header": "badsts"}.get(case, sts)
-    model = "empty" if case == "model folder without a model" else model
+    model = {"model folder without a model": "empty", "config without a width": "clip"}.get(case, model)
     monkeypatch.setattr(sts_embeddings, "open_encoder", lambda *a, **k: pytest.fail("a model was loaded"))
     assert embed_cli.main([model, "--sts", sts, "--out", "out", *extra]) == code
     err = capsys.readouterr().err

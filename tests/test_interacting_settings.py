@@ -165,6 +165,7 @@ def test_the_memory_estimate_counts_the_flows_own_tensors():
 def test_a_flow_larger_than_the_machines_memory_is_refused_at_compose_time(tiny_bert, shared_data, tmp_path, refused,
                                                                           monkeypatch, overrides, needed):
     monkeypatch.setattr(configs, "physical_memory_bytes", lambda: 16_000_000_000)
+    monkeypatch.setattr(configs, "CGROUP_ROOT", tmp_path, raising=False)  # no cgroup limit
     code, stderr = refused(*tiny_run_arguments(tiny_bert, shared_data, "criterion=flow", *overrides,
                                                f"output_dir={tmp_path / 'run'}"))
     assert (code, stderr) == (2, f"istar-run: error: {needed} for its parameters, their gradients and AdamW's state, "
@@ -172,17 +173,54 @@ def test_a_flow_larger_than_the_machines_memory_is_refused_at_compose_time(tiny_
                                  "criterion.depth (default 2)\n")
 
 
-def test_the_machines_memory_is_the_limit():
+def test_the_machines_memory_is_the_limit(tmp_path, monkeypatch):
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert configs.physical_memory_bytes() == memory
+    monkeypatch.setattr(configs, "CGROUP_ROOT", tmp_path, raising=False)  # no cgroup limit
     fits = FlowConfig(width=256)
     FlowCriterion.check_hidden_size(fits, 384)
     with pytest.raises(ValueError, match=f"more than this machine's {decimal_size(memory)} of memory"):
         FlowCriterion.check_hidden_size(FlowConfig(width=10 ** 6), 384)  # 16 TB
 
 
-def test_a_flow_too_large_for_a_model_known_only_when_loaded_is_refused_before_it_is_built(monkeypatch):
+@pytest.mark.parametrize("files, limit", [
+    ({}, None),
+    ({"memory.max": "4294967296\n"}, (4294967296, "memory.max")),  # cgroup v2
+    ({"memory.max": "max\n"}, None),
+    ({"memory/memory.limit_in_bytes": "2147483648\n"}, (2147483648, "memory/memory.limit_in_bytes")),  # cgroup v1
+    ({"memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1's "no limit", rounded to pages
+    ({"memory.max": "max\n", "memory/memory.limit_in_bytes": "2147483648\n"}, (2147483648,
+                                                                               "memory/memory.limit_in_bytes")),
+    ({"memory.max": "garbage\n"}, None),
+])
+def test_a_cgroup_memory_limit_is_read_from_its_v2_or_v1_file(tmp_path, files, limit):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    expected = None if limit is None else (limit[0], tmp_path / limit[1])
+    assert configs.cgroup_memory_bytes(tmp_path) == expected
+
+
+def test_a_flow_that_fits_the_machine_but_not_its_cgroup_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(configs, "physical_memory_bytes", lambda: 16_000_000_000)
+    monkeypatch.setattr(configs, "CGROUP_ROOT", tmp_path, raising=False)
+    (tmp_path / "memory.max").write_text("2000000000\n")
+    FlowCriterion.check_hidden_size(FlowConfig(width=256), 384)
+    with pytest.raises(ValueError, match=r"^criterion.width=10000, criterion.depth=2: the flow on hidden size 384 "
+                                         r"needs about 3.4 GB .* more than the 2.0 GB of memory this process's "
+                                         rf"cgroup may use \({re.escape(str(tmp_path / 'memory.max'))}\); lower"):
+        FlowCriterion.check_hidden_size(FlowConfig(width=10_000), 384)  # fits the machine's 16 GB
+    (tmp_path / "memory.max").write_text("max\n")
+    FlowCriterion.check_hidden_size(FlowConfig(width=10_000), 384)
+    (tmp_path / "memory.max").write_text("64000000000\n")  # a limit above the machine's memory: the machine's counts
+    FlowCriterion.check_hidden_size(FlowConfig(width=10_000), 384)
+    with pytest.raises(ValueError, match="needs about 29.4 GB .* more than this machine's 16.0 GB of memory; lower"):
+        FlowCriterion.check_hidden_size(FlowConfig(width=30_000), 384)
+
+
+def test_a_flow_too_large_for_a_model_known_only_when_loaded_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    monkeypatch.setattr(configs, "physical_memory_bytes", lambda: 16_000_000_000)
+    monkeypatch.setattr(configs, "CGROUP_ROOT", tmp_path, raising=False)  # no cgroup limit
     criterion = FlowCriterion(FlowConfig(width=100_000_000), "classification")
     with pytest.raises(ConfigError, match=r"^criterion.width=100000000, criterion.depth=2: the flow on hidden size 768 "
                                           r"needs about 320.0 PB .* more than this machine's 16.0 GB of memory"):

@@ -78,6 +78,30 @@ def test_the_run_directory_is_an_istar_run_one(st_run, shared_data):
     assert results["sentence_embeddings"]["none"]["spearman"] == pytest.approx(100 * results["spearman"], abs=1e-4)
 
 
+def test_results_count_the_epochs_the_trainer_completed_as_istar_run_does(st_run, tiny_bert, shared_data, tmp_path):
+    """results.json's epoch is the whole epochs trained, as the trainer's own log and istar-run's trainer count them:
+    1 after the recipe's one epoch of 3 steps, 0 after max_steps=2 (the log says epoch 0.6667)."""
+    assert json.loads((st_run / "results.json").read_text())["epoch"] == 1
+    run = tmp_path / "run"
+    assert run_cli.run(tiny(tiny_bert, shared_data, "max_steps=2", f"output_dir={run}")) == 0
+    results = json.loads((run / "results.json").read_text())
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert results["step"] == 2 and logged[-1]["epoch"] == pytest.approx(2 / 3, abs=1e-3)
+    assert results["epoch"] == 0
+
+
+def test_max_steps_caps_the_epochs_and_does_not_add_any(tiny_bert, shared_data, tmp_path, capsys):
+    """max_steps=5 on the recipe's one epoch of 3 steps trains those 3 steps, as istar-run's trainer does."""
+    run = tmp_path / "run"
+    assert run_cli.run(tiny(tiny_bert, shared_data, "max_steps=5", f"output_dir={run}")) == 0
+    results = json.loads((run / "results.json").read_text())
+    assert (results["step"], results["epoch"]) == (3, 1)
+    assert max(json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()) == 1
+    capsys.readouterr()
+    assert run_cli.run(tiny(tiny_bert, shared_data, "max_steps=5", f"output_dir={run}")) == 0
+    assert f"{run}: already complete (3/3 steps, cross_entropy); nothing to do" in capsys.readouterr().err
+
+
 def test_istar_embed_reads_the_runs_model(st_run, shared_data, tmp_path):
     out = tmp_path / "embed"
     assert embed_cli.main([str(st_run), "--sts", str(shared_data / "stsb"), "--transforms", "none", "--fit", "dev",

@@ -153,6 +153,57 @@ def test_squad_answers_must_sit_in_their_context(tmp_path):
         files_task("squad", tmp_path).load("eval")
 
 
+def squad_question(**fields):
+    return json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Ada wrote it.", "qas": [
+        {"id": "q1", "question": "What?", "answers": [{"text": "wrote", "answer_start": 4}], **fields}]}]}]})
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"data": [', "invalid SQuAD JSON: Expecting value: line 1 column 11 (char 10)"),
+    ("[1, 2]", "not in the SQuAD layout data/paragraphs/qas: the document is an array, not an object"),
+    ('{"data": 5}', "not in the SQuAD layout data/paragraphs/qas: data is a number, not an array"),
+    ('{"data": ["x"]}', "not in the SQuAD layout data/paragraphs/qas: data[0] is a string, not an object"),
+    ('{"data": [{"paragraphs": [{"qas": []}]}]}',
+     "not in the SQuAD layout data/paragraphs/qas: data[0].paragraphs[0] has no 'context'"),
+    (squad_question(answers={"text": ["wrote"]}),
+     "not in the SQuAD layout data/paragraphs/qas: data[0].paragraphs[0].qas[0].answers is an object, not an array"),
+    (squad_question(answers=[{"text": "wrote"}]),
+     "not in the SQuAD layout data/paragraphs/qas: data[0].paragraphs[0].qas[0].answers[0] has no 'answer_start'"),
+    (squad_question(answers=[{"text": "wrote", "answer_start": "x"}]),
+     ", question q1: answer 'wrote' has answer_start 'x', not a character index (a whole number from 0)"),
+    (squad_question(answers=[{"text": "wrote", "answer_start": None}]),
+     ", question q1: answer 'wrote' has answer_start None, not a character index (a whole number from 0)"),
+    (squad_question(answers=[{"text": "wrote", "answer_start": 4.7}]),
+     ", question q1: answer 'wrote' has answer_start 4.7, not a character index (a whole number from 0)"),
+    (squad_question(answers=[{"text": 5, "answer_start": 4}]), ", question q1: answer text 5 is not text"),
+    (squad_question(answers=[], is_impossible=True).replace('"1.1"', '"v2.0"'),
+     ": SQuAD version v2.0; the squad task reads SQuAD v1.1 files (every question answered; v2.0 adds unanswerable "
+     "ones)"),
+])  # fmt: skip
+def test_every_malformed_squad_file_is_one_data_error_naming_the_file_and_the_defect(tmp_path, text, problem):
+    path = write(tmp_path / "dev-v1.1.json", text)
+    with pytest.raises(DataError) as refused:
+        files_task("squad", tmp_path).load("eval")
+    expected = f"{path}{problem}" if problem.startswith((",", ":")) else f"{path}: {problem}"
+    assert str(refused.value) == expected
+
+
+def test_a_squad_file_that_cannot_be_read_is_one_data_error(tmp_path):
+    (tmp_path / "dev-v1.1.json.gz").write_bytes(gzip.compress(squad_question().encode())[:30])
+    with pytest.raises(DataError, match=r"^cannot read data file .*dev-v1.1.json.gz: Compressed file ended before"):
+        files_task("squad", tmp_path, eval_file=str(tmp_path / "dev-v1.1.json.gz")).load("eval")
+    (tmp_path / "dev-v1.1.json.gz").unlink()
+    (tmp_path / "dev-v1.1.json").write_bytes(b"\xff{}")
+    with pytest.raises(DataError, match=r"^cannot read data file .*dev-v1.1.json: not UTF-8 text \(byte 0xff"):
+        files_task("squad", tmp_path).load("eval")
+
+
+def test_whole_number_squad_answer_starts_are_read_as_character_indices(tmp_path):
+    for start in (4, 4.0, "4"):
+        write(tmp_path / "dev-v1.1.json", squad_question(answers=[{"text": "wrote", "answer_start": start}]))
+        assert files_task("squad", tmp_path).load("eval")[0]["answers"] == {"text": ["wrote"], "answer_start": [4]}
+
+
 def test_postprocess_checks_output_shape(tmp_path):
     write(tmp_path / "dev.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n")
     task = files_task("sst2", tmp_path)

@@ -111,9 +111,9 @@ def model_shape(source: str) -> tuple[int, int]:
     try:
         folder, options = gguf_options(_model_path(source))
         config = AutoConfig.from_pretrained(folder, local_files_only=Path(folder).is_dir(), **options)
-    except (OSError, ValueError) as error:  # no such folder or hub name, no config, not a model's config
+        return hidden_size(config), num_layers(config)
+    except (OSError, ValueError) as error:  # no such folder or hub name, no config, no width or layer count in it
         raise ModelError(f"MODEL_OR_RUN {source}: not a model istar-embed can read ({one_line(error)[:300]})") from None
-    return hidden_size(config), num_layers(config)
 
 
 def open_encoder(source: str, max_length: int = 128) -> SentenceEncoder:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import ConfigError
@@ -37,12 +38,41 @@ def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
     return 16 * parameters + 4 * depth * (dim * dim + dim)  # a parameter: float32 weight, gradient, AdamW's moments
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_LIMITS = ("memory.max", "memory/memory.limit_in_bytes")  # cgroup v2, v1
+
+
 def physical_memory_bytes() -> Optional[int]:
     """This machine's physical memory, None where the system does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no os.sysconf (Windows) or no such name
         return None
+
+
+def cgroup_memory_bytes(root: Path = CGROUP_ROOT) -> Optional[tuple[int, Path]]:
+    """The memory limit of the cgroup (container) this process runs in and the file that sets it, None without one:
+    no such file, ``max`` (v2) or v1's page-rounded 2**63 - 1."""
+    for name in CGROUP_LIMITS:
+        try:
+            text = (root / name).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.isdigit() and int(text) < 2 ** 62:
+            return int(text), root / name
+    return None
+
+
+def memory_limit() -> Optional[tuple[int, str]]:
+    """The memory this process may use and what sets it: the machine's physical memory or, when smaller, its
+    cgroup's limit; None where neither is known."""
+    limits = []
+    if (physical := physical_memory_bytes()) is not None:
+        limits.append((physical, f"this machine's {decimal_size(physical)} of memory"))
+    if (cgroup := cgroup_memory_bytes(CGROUP_ROOT)) is not None:
+        size, path = cgroup
+        limits.append((size, f"the {decimal_size(size)} of memory this process's cgroup may use ({path})"))
+    return min(limits, default=None)
 
 
 def decimal_size(count: float) -> str:
@@ -60,12 +90,12 @@ class FlowCriterion(CrossEntropyCriterion):
 
     @classmethod
     def check_hidden_size(cls, cfg: FlowConfig, hidden_size: int) -> None:
-        needed, memory = flow_memory_bytes(hidden_size, cfg.depth, cfg.width), physical_memory_bytes()
-        if memory is not None and needed > memory:
+        needed, limit = flow_memory_bytes(hidden_size, cfg.depth, cfg.width), memory_limit()
+        if limit is not None and needed > limit[0]:
             raise ValueError(f"criterion.width={cfg.width}, criterion.depth={cfg.depth}: the flow on hidden size "
                              f"{hidden_size} needs about {decimal_size(needed)} for its parameters, their gradients "
-                             f"and AdamW's state, more than this machine's {decimal_size(memory)} of memory; lower "
-                             "criterion.width (default 256) or criterion.depth (default 2)")
+                             f"and AdamW's state, more than {limit[1]}; lower criterion.width (default 256) or "
+                             "criterion.depth (default 2)")
 
     @classmethod
     def check_setup(cls, cfg: FlowConfig, adapter: type, kind: str) -> None:

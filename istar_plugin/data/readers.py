@@ -146,21 +146,48 @@ def read_sentiment_lines(path: Path | str) -> Iterator[Located]:
         yield where(path, number), {"text": text, "label": label}
 
 
+SQUAD_LAYOUT = "the SQuAD layout data/paragraphs/qas"
+JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+              bool: "a boolean", type(None): "null"}
+
+
 def read_squad_json(path: Path | str) -> Iterator[Located]:
-    """Questions of a SQuAD v1.1 JSON file as ``{"id", "question", "context", "answers": {"text", "answer_start"}}``."""
+    """Questions of a SQuAD v1.1 JSON file as ``{"id", "question", "context", "answers": {"text", "answer_start"}}``;
+    a file that is not JSON, not in the SQuAD layout or of another SQuAD version is refused naming the place."""
     with open_text(path) as handle:
         try:
-            document = json.load(handle)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            with reading(path, "data file"):
+                document = json.load(handle)
+        except json.JSONDecodeError as error:
             raise DataError(f"{path}: invalid SQuAD JSON: {error}") from error
-    try:
-        for article in document["data"]:
-            for paragraph in article["paragraphs"]:
-                context = paragraph["context"]
-                for question in paragraph["qas"]:
-                    answers = question["answers"]
-                    spans = {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]}
-                    yield f"{path}, question {question['id']}", {"id": question["id"], "question": question["question"],
-                                                                 "context": context, "answers": spans}
-    except (KeyError, TypeError) as error:
-        raise DataError(f"{path}: not in the SQuAD layout data/paragraphs/qas (missing {error})") from error
+        except EOFError as error:  # a truncated .gz
+            raise DataError(f"cannot read data file {path}: {error}") from error
+    version = document.get("version") if isinstance(document, dict) else None
+    if version is not None and str(version).removeprefix("v").split(".")[0] != "1":
+        raise DataError(f"{path}: SQuAD version {version}; the squad task reads SQuAD v1.1 files (every question "
+                        "answered; v2.0 adds unanswerable ones)")
+    for a, article in enumerate(_squad_field(path, document, "data", "", list)):
+        for p, paragraph in enumerate(_squad_field(path, article, "paragraphs", f"data[{a}]", list)):
+            place = f"data[{a}].paragraphs[{p}]"
+            context = _squad_field(path, paragraph, "context", place)
+            for q, question in enumerate(_squad_field(path, paragraph, "qas", place, list)):
+                item = f"{place}.qas[{q}]"
+                qid, text = (_squad_field(path, question, key, item) for key in ("id", "question"))
+                answers = [(_squad_field(path, answer, "text", f"{item}.answers[{n}]"),
+                            _squad_field(path, answer, "answer_start", f"{item}.answers[{n}]"))
+                           for n, answer in enumerate(_squad_field(path, question, "answers", item, list))]
+                spans = {"text": [t for t, _ in answers], "answer_start": [start for _, start in answers]}
+                yield f"{path}, question {qid}", {"id": qid, "question": text, "context": context, "answers": spans}
+
+
+def _squad_field(path: Path | str, record: object, key: str, place: str, kind: type = object):
+    """``record[key]``, refused in one line unless ``record`` is a JSON object holding ``key`` as a ``kind``."""
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: not in {SQUAD_LAYOUT}: {place or 'the document'} is "
+                        f"{JSON_TYPES.get(type(record))}, not an object")
+    if key not in record:
+        raise DataError(f"{path}: not in {SQUAD_LAYOUT}: {place or 'the document'} has no {key!r}")
+    if not isinstance(record[key], kind):
+        raise DataError(f"{path}: not in {SQUAD_LAYOUT}: {f'{place}.{key}' if place else key} is "
+                        f"{JSON_TYPES.get(type(record[key]))}, not {JSON_TYPES[kind]}")
+    return record[key]

@@ -109,6 +109,18 @@ class MovieSnippets(TextTask):
         return None if valence == 0 else int(valence > 0)
 
 
+ANSWER_KEYS = ("text", "answer_start")
+
+
+def character_index(value: Any) -> int | None:
+    """``value`` as a character index (a whole number from 0, also as a float or digits), None if it is none."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and float(value).is_integer():
+        return int(value)
+    return None
+
+
 @register_task("squad")
 class SQuAD(Task):
     """SQuAD v1.1: ``{"id", "question", "context", "answers": {"text", "answer_start"}}`` examples."""
@@ -140,12 +152,19 @@ class SQuAD(Task):
             raise DataError(f"{located}: missing field(s) {', '.join(missing)}")
         question = text_value(located, record["question"])
         context = text_value(located, record["context"], strip=False)
-        answers = {"text": list(record["answers"]["text"]),
-                   "answer_start": [int(s) for s in record["answers"]["answer_start"]]}
+        given = record["answers"]
+        if not (isinstance(given, dict) and all(isinstance(given.get(key), (list, tuple)) for key in ANSWER_KEYS)):
+            raise DataError(f"{located}: answers must be lists of text and answer_start; got {given!r}")
+        answers = {"text": list(given["text"]), "answer_start": [character_index(s) for s in given["answer_start"]]}
         if not answers["text"] or len(answers["text"]) != len(answers["answer_start"]):
-            raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {answers!r}")
-        for text, start in zip(answers["text"], answers["answer_start"]):
-            if not text or context[start : start + len(text)] != text:
+            raise DataError(f"{located}: needs one or more answers, each with text and answer_start; got {given!r}")
+        for text, start, raw in zip(answers["text"], answers["answer_start"], given["answer_start"]):
+            if not isinstance(text, str) or not text:
+                raise DataError(f"{located}: answer text {text!r} is not text")
+            if start is None:
+                raise DataError(f"{located}: answer {text!r} has answer_start {raw!r}, not a character index (a "
+                                "whole number from 0)")
+            if context[start : start + len(text)] != text:
                 raise DataError(f"{located}: answer {text!r} is not in the context at character {start}")
         return {"id": str(record["id"]), "question": question, "context": context, "answers": answers}
 

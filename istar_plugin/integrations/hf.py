@@ -128,10 +128,10 @@ class _HooksCallback(TrainerCallback):
         self.trainer.hooks.fit_start()
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        self.trainer.hooks.epoch_start(_epoch(state))
+        self.trainer.hooks.epoch_start(completed_epochs(state))
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        self.trainer.hooks.epoch_end(_epoch(state) - 1)
+        self.trainer.hooks.epoch_end(completed_epochs(state) - 1)
         if self.trainer.loop.control.should_stop:
             control.should_training_stop = True
 
@@ -144,8 +144,9 @@ class _HooksCallback(TrainerCallback):
             self.trainer.loop.evaluate()
 
 
-def _epoch(state) -> int:
-    """The index of the epoch that is starting (``state.epoch`` is fractional mid-epoch, after a resume)."""
+def completed_epochs(state) -> int:
+    """The whole epochs a ``transformers`` trainer's ``state`` has completed: the index of the epoch in progress or
+    starting (``state.epoch`` is fractional mid-epoch, after a resume or a ``max_steps`` stop)."""
     return math.floor((state.epoch or 0.0) + 1e-6)
 
 

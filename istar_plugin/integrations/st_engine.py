@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -34,6 +33,7 @@ from ..runtime.devices import pick_device
 from ..runtime.precision import choose_precision, precision_line
 from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
+from ..training.setup_steps import schedule_length
 from ..training.signals import StopSignal, stopped
 from .st_engine_setup import SentenceTransformersSetup
 
@@ -67,9 +67,10 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             raise
         self.data = {"train": split_fingerprint(self.train, task.source_of("train")),
                      "eval": split_fingerprint(self.eval, task.source_of("eval"))}
-        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step
-        batches = math.ceil(math.ceil(len(self.train) / int(os.environ.get("WORLD_SIZE", "1"))) / cfg.batch_size)
-        self.total_steps = cfg.max_steps or math.ceil(batches / cfg.optim.grad_accum) * cfg.optim.epochs
+        # as transformers counts them: each rank's share of the pairs in batches of batch_size, grad_accum a step;
+        # max_steps caps the epochs, as in istar-run's trainer (transformers' own max_steps would replace them)
+        self.total_steps = schedule_length(cfg, len(self.train), int(os.environ.get("WORLD_SIZE", "1")),
+                                           cfg.batch_size).total_steps
 
     def fit(self) -> dict[str, Any]:
         """Train and evaluate (or return this run's earlier results); ``results.json`` either way."""
@@ -98,6 +99,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
         from transformers import set_seed
 
+        from .hf import completed_epochs
         from .st import IsotropyEvaluator, IStarLoss
 
         cfg = self.cfg
@@ -127,7 +129,7 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
             trainer.train()
         if stop_signal.received is not None:
             state = trainer.state
-            raise stopped(stop_signal.received, state.global_step, state.max_steps, int(state.epoch or 0), None,
+            raise stopped(stop_signal.received, state.global_step, state.max_steps, completed_epochs(state), None,
                           self.output_dir)
         record = self._evaluate(model, trainer, IsotropyEvaluator)
         if self.is_main:
@@ -144,7 +146,8 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         constant = "constant_with_warmup" if optim.warmup_ratio else "constant"
         schedule = "linear" if optim.schedule == "linear" else constant
         return SentenceTransformerTrainingArguments(
-            output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs, max_steps=cfg.max_steps or -1,
+            output_dir=str(self.output_dir / "trainer"), num_train_epochs=optim.epochs,
+            max_steps=self.total_steps if cfg.max_steps else -1,
             per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=optim.grad_accum,
             learning_rate=optim.lr, weight_decay=optim.weight_decay, lr_scheduler_type=schedule,
             warmup_steps=min(float(optim.warmup_ratio), 0.999999), adam_epsilon=optim.adam_eps,  # below 1: a share
@@ -169,7 +172,9 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         vectors = model.encode(first + second, batch_size=cfg.eval_batch_size or 64, convert_to_tensor=True).cpu()
         cosine = torch.nn.functional.cosine_similarity(vectors[: len(first)], vectors[len(first):], dim=1).tolist()
         per_layer, pooled = token_isoscores(model, first + second, cfg.eval_batch_size or 64)
-        step, epoch = trainer.state.global_step, int(round(trainer.state.epoch or 0))
+        from .hf import completed_epochs
+
+        step, epoch = trainer.state.global_step, completed_epochs(trainer.state)  # as istar-run's trainer counts
         final = {"step": step, "epoch": epoch, **compute(cfg.task, cosine, references), "eval_isoscore_star": pooled,
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
         if self.is_main:
