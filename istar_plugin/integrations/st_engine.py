@@ -35,6 +35,7 @@ from ..training.progress import complete_line
 from ..training.run_directory import RunDirectory
 from ..training.setup_steps import schedule_length
 from ..training.signals import StopSignal, stopped
+from .hf import completed_epochs
 from .st_engine_setup import SentenceTransformersSetup
 
 FIT_SENTENCES = 4000  # distinct training sentences the post-hoc transforms are fitted on (ten times MiniLM's width)
@@ -99,7 +100,6 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
         from transformers import set_seed
 
-        from .hf import completed_epochs
         from .st import IsotropyEvaluator, IStarLoss
 
         cfg = self.cfg
@@ -172,8 +172,6 @@ class SentenceTransformersEngine(SentenceTransformersSetup):
         vectors = model.encode(first + second, batch_size=cfg.eval_batch_size or 64, convert_to_tensor=True).cpu()
         cosine = torch.nn.functional.cosine_similarity(vectors[: len(first)], vectors[len(first):], dim=1).tolist()
         per_layer, pooled = token_isoscores(model, first + second, cfg.eval_batch_size or 64)
-        from .hf import completed_epochs
-
         step, epoch = trainer.state.global_step, completed_epochs(trainer.state)  # as istar-run's trainer counts
         final = {"step": step, "epoch": epoch, **compute(cfg.task, cosine, references), "eval_isoscore_star": pooled,
                  "eval_isoscore_star_per_layer": per_layer, "collapsed": collapsed("regression", cosine)}
