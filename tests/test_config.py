@@ -104,6 +104,37 @@ def test_cli_cfg_prints_resolved_yaml_and_list(capsys):
     assert "unknown key 'optim.nope'" in capsys.readouterr().err
 
 
+def test_a_bare_istar_run_says_what_to_give_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "istar-run: error: movie_snippets cannot be read from data.source='files'; its sources: packaged. "
+        "task=movie_snippets and data.source=files are the declared defaults (no recipe or argument set them): give a "
+        "recipe, e.g. recipe=movie_snippets (istar-run --list recipes), or data.source=packaged"]
+    assert list(tmp_path.iterdir()) == []  # no run directory (nor runs/movie_snippets/...) was made
+    assert main(["recipe=movie_snippets", "--cfg"]) == 0  # the quick start's config: the recipe's packaged data
+    assert OmegaConf.create(capsys.readouterr().out).data.source == "packaged"
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["task=movie_snippets"], "movie_snippets cannot be read from data.source='files'; its sources: packaged. "
+                              "data.source=files is the declared default (no recipe or argument set it): give "
+                              "data.source=packaged"),
+    (["recipe=squad", "data.source=packaged"], "squad cannot be read from data.source='packaged'; its sources: "
+                                               "files, hub"),
+    (["data.dir=/data/movies"], "movie_snippets cannot be read from data.source='files'; its sources: packaged"),
+])
+def test_a_source_the_task_cannot_be_read_from_is_refused_at_compose_time(arguments, message):
+    with pytest.raises(ConfigError) as error:
+        compose(arguments)
+    assert str(error.value) == message
+
+
+def test_the_declared_task_composes_with_a_source_it_has():
+    cfg = compose(["data.source=packaged"])
+    assert (cfg.task, cfg.data.source, cfg.recipe) == ("movie_snippets", "packaged", None)
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["seed=-1"], "seed=-1 is out of range; allowed: 0 to 4294967295"),
     (["seed=4294967296"], "seed=4294967296 is out of range"),

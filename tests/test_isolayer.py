@@ -1,6 +1,7 @@
 """The Isotropy Layer: init_from, the balanced joint loss, early stopping, head-input isotropy and refusals."""
 import json
 import math
+import re
 import shutil
 
 import pytest
@@ -150,6 +151,36 @@ def test_istar_run_prints_one_line_for_a_bad_init_from(stage_one, tiny_bert, sha
     assert capsys.readouterr().err.strip().splitlines() == [
         f"istar-run: error: init_from {source}: a run of task sst2, not rte"]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("flipped", r"its SHA-256 does not match step_\d+\.pt\.sha256 \(damaged bytes\)"),
+    ("truncated", r"it cannot be loaded \(RuntimeError: .*\)"),
+    ("foreign", r"it is not a run's checkpoint \(no model\)"),
+])
+def test_init_from_a_run_whose_final_checkpoint_is_damaged_is_one_line_naming_it(stage_one, tiny_bert, shared_data,
+                                                                                 tmp_path, capsys, damage, reason):
+    source = tmp_path / "source"
+    shutil.copytree(stage_one[0], source)
+    checkpoint = Checkpoints(source).latest()
+    data = bytearray(checkpoint.read_bytes())
+    if damage != "flipped":  # without its SHA-256, as an older version wrote it
+        (checkpoint.parent / f"{checkpoint.name}.sha256").unlink()
+    if damage == "foreign":
+        torch.save({"weights": torch.zeros(3)}, checkpoint)
+    else:
+        data[len(data) // 2] ^= 0xFF
+        checkpoint.write_bytes(bytes(data if damage == "flipped" else data[: len(data) // 2]))
+    written = checkpoint.read_bytes()
+    code = main(tiny_run_arguments(tiny_bert, shared_data, "criterion=cross_entropy", f"init_from={source}",
+                                   f"output_dir={tmp_path / 'run'}", "max_steps=1", "tensorboard=false"))
+    err = capsys.readouterr().err
+    assert code == 5 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("istar-run:")]
+    assert re.fullmatch(rf"istar-run: error: init_from {re.escape(str(source))}: its final checkpoint "
+                        rf"{re.escape(str(checkpoint))} is damaged \({reason}\); nothing was loaded from it; "
+                        rf"init_from={re.escape(str(source / 'model'))} starts from its exported model", line)
+    assert checkpoint.read_bytes() == written
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -3,13 +3,16 @@ refused in one line and left byte for byte as they were, and so is a user's file
 istar-export holds the run's lock and says what it exported (a failed run's checkpoint only to a folder of its own,
 recorded as not a finished result)."""
 import hashlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+import torch
 from transformers import AutoModelForSequenceClassification
 
 from istar_plugin.cli.export import main as export_main
@@ -135,14 +138,19 @@ def test_istar_export_of_an_unfinished_run_says_so(kept_run, tmp_path, capsys):
             f"yet); {tmp_path / 'out' / 'export.json'} records it") in capsys.readouterr().out
 
 
-def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run, tmp_path, capsys):
-    damaged = tmp_path / "damaged"
+def copy_without_model(kept_run, damaged):
+    """The run's files but its model/, in ``damaged``; returns its checkpoint."""
     damaged.mkdir()
     for path in kept_run.rglob("*"):
         if path.is_file() and "model" not in path.parts:
             (damaged / path.relative_to(kept_run)).parent.mkdir(parents=True, exist_ok=True)
             (damaged / path.relative_to(kept_run)).write_bytes(path.read_bytes())
-    checkpoint = next((damaged / "checkpoints").glob("step_*.pt"))
+    return next((damaged / "checkpoints").glob("step_*.pt"))
+
+
+def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run, tmp_path, capsys):
+    damaged = tmp_path / "damaged"
+    checkpoint = copy_without_model(kept_run, damaged)
     data = bytearray(checkpoint.read_bytes())
     data[len(data) // 2] ^= 0xFF
     checkpoint.write_bytes(bytes(data))
@@ -151,6 +159,32 @@ def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run,
     assert err == f"istar-export: error: {checkpoint}: its SHA-256 does not match {checkpoint.name}.sha256 (damaged " \
                   "bytes); nothing exported (another step: --step)"
     assert checkpoint.is_file() and not (damaged / "model").exists()  # a reader renames nothing
+
+
+@pytest.mark.parametrize("content, reason", [
+    (lambda data: data[: len(data) // 2], r"it cannot be loaded \(RuntimeError: .*\)"),
+    (lambda data: b"not a checkpoint\n", r"it cannot be loaded \(UnpicklingError: .*\)"),
+    (lambda data: saved(torch.zeros(3)), "it holds a Tensor, not a checkpoint's dict"),
+    (lambda data: saved({"weights": torch.zeros(3)}), r"it is not a run's checkpoint \(no model, config, step\)"),
+], ids=["truncated", "text", "tensor", "other_dict"])
+def test_istar_export_of_a_checkpoint_without_checksum_that_is_no_checkpoint_is_one_line(kept_run, tmp_path, capsys,
+                                                                                        content, reason):
+    damaged = tmp_path / "damaged"
+    checkpoint = copy_without_model(kept_run, damaged)
+    (checkpoint.parent / f"{checkpoint.name}.sha256").unlink()  # as an older version wrote it, or a user's file
+    checkpoint.write_bytes(written := content(checkpoint.read_bytes()))
+    assert export_main([str(damaged), "--out", str(tmp_path / "out")]) == 5
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"istar-export: error: {re.escape(str(checkpoint))}: {reason}; nothing exported "
+                        r"\(another step: --step\)", line)
+    assert checkpoint.read_bytes() == written and not (tmp_path / "out").exists()
+
+
+def saved(obj):
+    """The bytes ``torch.save`` writes for ``obj``."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
 
 
 def test_istar_export_of_a_run_with_inserted_modules_says_what_to_load(tiny_bert, shared_data, tmp_path, capsys):

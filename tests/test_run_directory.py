@@ -17,7 +17,7 @@ from istar_plugin.config import compose
 from istar_plugin.errors import ConfigError, RunDirError
 from istar_plugin.storage import atomic as rundir
 from istar_plugin.storage.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_json, atomic_write_text
-from istar_plugin.storage.lock import RunDirLock
+from istar_plugin.storage.lock import RunDirLock, held_here
 from istar_plugin.storage.logs import MetricsLog, TensorBoardLog, flat_keys
 from istar_plugin.storage.ownership import RUN_MARKER, mark
 from istar_plugin.runtime.precision import choose_precision
@@ -236,6 +236,24 @@ def test_the_lock_is_shared_within_one_process_and_refuses_unwritable_directorie
     (tmp_path / "file").write_text("")
     with pytest.raises(RunDirError, match=r"output_dir .*file \(or a parent\) exists and is not a directory"):
         RunDirLock(tmp_path / "file").acquire()
+
+
+def test_a_lock_released_more_often_than_acquired_leaves_the_other_holders_lock(tmp_path):
+    run = tmp_path / "run"
+    outer = RunDirLock(run).acquire()
+    inner = RunDirLock(run)
+    inner.acquire().acquire()  # shared twice
+    for _ in range(3):
+        inner.release()  # the third does nothing
+    assert held_here(run) and (run / ".lock").exists()
+    outer.release()
+    outer.release()
+    assert not held_here(run) and not run.exists()
+    later = RunDirLock(run).acquire()  # another holder after the first released
+    outer.release()
+    assert held_here(run) and (run / ".lock").exists()
+    later.release()
+    assert not held_here(run) and not run.exists()
 
 
 def test_a_refused_resume_leaves_no_file_behind(tiny_bert, shared_data, tmp_path):

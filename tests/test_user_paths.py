@@ -37,7 +37,7 @@ def test_a_quoted_tilde_output_dir_is_the_home_folder_not_a_folder_named_tilde(t
 
 
 def test_every_path_key_is_expanded_when_the_config_is_composed(home):
-    shutil.copy(find_yaml("movie_snippets"), home / "r.yaml")
+    shutil.copy(find_yaml("sst2"), home / "r.yaml")
     cfg = compose(["recipe=~/r.yaml", "output_dir=~/runs/x", "data.dir=~/data/sst2", "data.cache_dir=~/cache",
                    "init_from=~/runs/base", "model.name_or_path=~/models/bert", "data.train_file=~/t.tsv",
                    "data.eval_file=~/e.tsv"])

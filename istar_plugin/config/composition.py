@@ -19,6 +19,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException
 
+from ..data.task import Task
 from ..errors import ConfigError, ModelError
 from ..models.config import ModelConfig
 from ..models.preflight import check_model_limits, model_shape
@@ -29,6 +30,7 @@ from .overrides import pairs as override_pairs
 from .recipes import available, find_yaml, load_yaml
 from .schema import DEFAULT_ADAPTER, DEFAULT_CRITERION, DEFAULT_MODEL, FILE_KEYS, GROUPS, PATH_KEYS, RunConfig
 from .validate import validate
+from .views import data_config
 
 LAYER_INDEX_HIGH = 1024
 
@@ -155,6 +157,27 @@ def _dotlist(overrides: list[str]) -> DictConfig:
         raise
 
 
+def _check_source(cfg: DictConfig, chosen: set[str]) -> None:
+    """Refuse a ``data.source`` the task cannot be read from, before anything loads; when neither the recipe nor
+    the command line chose it (``chosen``: the keys they set), say what to give."""
+    task_class = TASKS.get(cfg.task).compose_time
+    if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+        return  # a plugin's task whose module is not imported yet: its load checks the source
+    task = task_class(data_config(cfg))
+    try:
+        task.check_source()
+    except ConfigError as error:
+        if "data.source" in chosen or not task.sources:
+            raise
+        source, fitting = f"data.source={cfg.data.source}", f"data.source={task.sources[0]}"
+        if "task" in chosen:
+            raise ConfigError(f"{error}. {source} is the declared default (no recipe or argument set it): give "
+                              f"{fitting}") from None
+        recipe = f", e.g. recipe={cfg.task}" if find_yaml(cfg.task) is not None else ""
+        raise ConfigError(f"{error}. task={cfg.task} and {source} are the declared defaults (no recipe or argument "
+                          f"set them): give a recipe{recipe} (istar-run --list recipes), or {fitting}") from None
+
+
 def compose(arguments: list[str]) -> DictConfig:
     """Build the resolved, read-only run config from command-line style arguments."""
     register_resolvers()
@@ -189,6 +212,8 @@ def compose(arguments: list[str]) -> DictConfig:
         _refuse_layer_range(cfg, unbounded_layers)
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; registered tasks: {', '.join(TASKS.names())}")
+    chosen = {key for key, _ in pairs} | {override.partition("=")[0] for override in overrides}
+    chosen |= {"task"} & set(recipe) | {f"data.{key}" for key in recipe.get("data") or {}}
     try:
         validate(cfg)
         OmegaConf.resolve(cfg)
@@ -200,6 +225,7 @@ def compose(arguments: list[str]) -> DictConfig:
         if isinstance(value := OmegaConf.select(cfg, key), str):
             OmegaConf.update(cfg, key, expand_home(value, f"{key}="), merge=False)
             check_path_length(OmegaConf.select(cfg, key), f"{key}=")
+    _check_source(cfg, chosen)
     check_model_limits(cfg, lenient=True, kind=getattr(TASKS.get(cfg.task).compose_time, "kind", None))
     OmegaConf.set_readonly(cfg, True)
     return cfg

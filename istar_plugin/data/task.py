@@ -111,9 +111,7 @@ class Task:
             _, held_out = seeded_split(self.load("train"), self.cfg.validation_split, self.cfg.split_seed)
             return held_out[:self.cfg.max_eval_samples]
         split_name = self.split_name(split)
-        if self.cfg.source not in self.sources:
-            raise ConfigError(f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
-                              f"its sources: {', '.join(self.sources)}")
+        self.check_source()
         cap = self.cfg.max_train_samples if split == "train" else self.cfg.max_eval_samples
         with closing(self.examples(split, split_name)) as examples:
             loaded = list(islice(examples, cap))
@@ -122,6 +120,12 @@ class Task:
         if split == "train" and self.cfg.validation_split:
             check_validation_split(self.cfg.validation_split, len(loaded), f"in {self.source_of(split)}")
         return loaded
+
+    def check_source(self) -> None:
+        """Raise :class:`ConfigError` (one line naming this task's sources) when it cannot be read from ``source``."""
+        if self.cfg.source not in self.sources:
+            raise ConfigError(f"{self.name} cannot be read from data.source={self.cfg.source!r}; "
+                              f"its sources: {', '.join(self.sources)}")
 
     @classmethod
     def check_data(cls, cfg: DataConfig) -> None:

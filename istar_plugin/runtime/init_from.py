@@ -11,8 +11,8 @@ from typing import Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
-from ..errors import ConfigError, one_line
-from ..storage.checkpoints import Checkpoints
+from ..errors import CheckpointError, ConfigError, one_line
+from ..storage.checkpoints import Checkpoints, DamagedCheckpoint, read_checkpoint
 from ..storage.results import RESULTS, ResultsError, read_results
 
 MODEL_DIR = "model"  # a finished run's exported Hugging Face folder, in its run directory
@@ -40,7 +40,13 @@ class InitSource:
         """Copy the run's final weights into ``model`` (built from the same base model, nothing inserted yet)."""
         if self.checkpoint is None:
             return  # a model folder was loaded by the model itself
-        state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["model"]
+        try:
+            state = read_checkpoint(self.checkpoint, "cpu", keys=("model",))["model"]
+        except DamagedCheckpoint as damaged:
+            exported = self.path / MODEL_DIR
+            instead = f"; init_from={exported} starts from its exported model" if exported.is_dir() else ""
+            raise CheckpointError(f"init_from {self.path}: its final checkpoint {self.checkpoint} is damaged "
+                                  f"({damaged.reason}); nothing was loaded from it{instead}") from None
         if inserted := inserted_modules(state):
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")

@@ -7,7 +7,7 @@ import numbers
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -64,14 +64,37 @@ def problem(path: Path) -> Optional[str]:
     return None
 
 
-def _load(path: Path, map_location: Any) -> tuple[Any, Optional[str]]:
+def _load(path: Path, map_location: Any, keys: Sequence[str] = ()) -> tuple[Any, Optional[str]]:
     reason = problem(path)
     if reason is None:
         try:
-            return torch.load(path, map_location=map_location, weights_only=False), None
+            state = torch.load(path, map_location=map_location, weights_only=False)
         except Exception as error:  # truncated or garbled bytes of a checkpoint without a checksum
             reason = f"it cannot be loaded ({type(error).__name__}: {' '.join(str(error).split())[:160]})"
+        else:
+            if not isinstance(state, dict):
+                return None, f"it holds a {type(state).__name__}, not a checkpoint's dict"
+            if missing := [key for key in keys if key not in state]:
+                return None, f"it is not a run's checkpoint (no {', '.join(missing)})"
+            return state, None
     return None, reason
+
+
+class DamagedCheckpoint(CheckpointError):
+    """A checkpoint file that cannot be trusted or loaded, or is no checkpoint; ``reason`` says why."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: damaged ({reason})")
+        self.path, self.reason = Path(path), reason
+
+
+def read_checkpoint(path: PathLike, map_location: Any = "cpu", keys: Sequence[str] = ()) -> dict[str, Any]:
+    """The state in the checkpoint file ``path``, its SHA-256 verified and ``keys`` present (nothing renamed); a
+    damaged or foreign file is a :class:`DamagedCheckpoint`."""
+    state, reason = _load(Path(path), map_location, keys)
+    if reason is not None:
+        raise DamagedCheckpoint(path, reason)
+    return state
 
 
 class Checkpoints:
@@ -121,10 +144,7 @@ class Checkpoints:
         if path is None:
             raise CheckpointError(f"{self.directory}: no checkpoint of step {step}; steps: "
                                   f"{', '.join(map(str, self.paths())) or 'none'}")
-        state, reason = _load(path, map_location)
-        if reason is None:
-            return state
-        raise CheckpointError(f"{path}: damaged ({reason})")
+        return read_checkpoint(path, map_location)
 
     def load_latest(self, map_location: Any = "cpu") -> Optional[dict[str, Any]]:
         """The newest intact checkpoint's state, or None; a damaged one is renamed ``NAME.damaged`` with a warning."""

@@ -32,16 +32,19 @@ class RunDirLock:
         self.role, self.advice = role, advice  # how a refusal names the directory and what it suggests
         self.path = self.directory / LOCK_NAME
         self._descriptor: Optional[int] = None
-        self._depth = 0
         self._created_directory = False
-        self._shared: Optional["RunDirLock"] = None
+        self._key: Optional[str] = None  # the real path this lock holds, while it holds the flock
+        self._holds = 0  # while it holds the flock: the acquisitions not yet released, of every lock sharing it
+        self._acquired = 0  # this object's acquisitions not yet released
+        self._holder: Optional["RunDirLock"] = None  # the lock holding the flock (this one or a shared one)
 
     def acquire(self) -> "RunDirLock":
         key = os.path.realpath(self.directory)
         held = _HELD.get(key)
         if held is not None:  # this process already holds it: share that lock
-            held._depth += 1
-            self._shared = held
+            held._holds += 1
+            self._holder = held
+            self._acquired += 1
             return self
         try:
             self._created_directory = not self.directory.exists()
@@ -58,7 +61,7 @@ class RunDirLock:
                 raise RunDirError(f"output_dir {self.directory} cannot be used ({error.strerror})") from None
             warnings.warn(f"{self.directory}: this filesystem refuses file locks ({error.strerror}); running unlocked, "
                           "so make sure no other run uses this output_dir", stacklevel=2)
-        self._depth = 1
+        self._key, self._holds, self._holder, self._acquired = key, 1, self, 1
         _HELD[key] = self
         return self
 
@@ -87,14 +90,22 @@ class RunDirLock:
             os.close(descriptor)  # the holder released and deleted it between our open and our flock: retry
 
     def release(self) -> None:
-        if self._shared is not None:
-            shared, self._shared = self._shared, None
-            shared.release()
+        """Undo one :meth:`acquire` of this object (nothing once all are undone); the last acquisition in this
+        process released, of this object or of any sharing it, unlocks the directory."""
+        if self._acquired == 0:
             return
-        self._depth -= 1
-        if self._depth > 0:
-            return
-        _HELD.pop(os.path.realpath(self.directory), None)
+        self._acquired -= 1
+        holder = self._holder
+        if self._acquired == 0:
+            self._holder = None
+        holder._holds -= 1
+        if holder._holds == 0:
+            holder._unlock()
+
+    def _unlock(self) -> None:
+        if _HELD.get(self._key) is self:
+            del _HELD[self._key]
+        self._key = None
         if self._descriptor is not None:
             self.path.unlink(missing_ok=True)  # while still locked: nobody can be holding this file
             os.close(self._descriptor)

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
-import torch
 from omegaconf import OmegaConf
 
 from .. import config as config_module
@@ -16,7 +15,7 @@ from ..runtime.builder import build_model
 from ..runtime.init_from import MODEL_DIR, inserted_modules
 from ..errors import CheckpointError, ConfigError, ModelError
 from ..storage.atomic import atomic_write_json, write_refusals
-from ..storage.checkpoints import Checkpoints, problem
+from ..storage.checkpoints import Checkpoints, DamagedCheckpoint, read_checkpoint
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, check_writable, mark
 from ..storage.results import RESULTS, ResultsError, read_results
@@ -80,10 +79,10 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         if state_then != "finished" and out is None:
             raise ConfigError(f"{run_dir}: the run {unfinished_words(state_then)}; its {MODEL_DIR}/ is kept for a "
                               f"finished run's model: pass --out DIR to export its checkpoint {path.name} anyway")
-        damage = problem(path)
-        if damage is not None:
-            raise CheckpointError(f"{path}: {damage}; nothing exported (another step: --step)")
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            state = read_checkpoint(path, "cpu", keys=("model", "config", "step"))
+        except DamagedCheckpoint as damaged:
+            raise CheckpointError(f"{path}: {damaged.reason}; nothing exported (another step: --step)") from None
         inserted = inserted_modules(state["model"])
         if inserted:
             raise ModelError(f"{run_dir}: the model has modules inserted before its head ({', '.join(inserted)}), "
