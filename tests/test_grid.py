@@ -79,7 +79,7 @@ def test_bad_grid_files_are_refused(tmp_path):
 
 def test_a_bad_cell_config_names_the_cell(tmp_path):
     with pytest.raises(GridError, match=r"cell zeta=1.5: criterion.zeta must lie in \[0, 1\], got 1.5"):
-        plan(sweep(["criterion=istar", "criterion.zeta=0.5,1.5"]), tmp_path)
+        plan(sweep(["recipe=movie_snippets", "criterion=istar", "criterion.zeta=0.5,1.5"]), tmp_path)
 
 
 def test_snapshot_freezes_the_config_and_a_changed_config_is_refused(tmp_path):
