@@ -238,6 +238,17 @@ def test_the_lock_is_shared_within_one_process_and_refuses_unwritable_directorie
         RunDirLock(tmp_path / "file").acquire()
 
 
+def test_a_released_lock_removes_the_empty_folders_it_made_and_no_other(tmp_path):
+    (tmp_path / "runs" / "sst2").mkdir(parents=True)
+    with RunDirLock(tmp_path / "runs" / "sst2" / "istar" / "seed1"):  # makes istar/ and seed1/
+        pass
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")) == ["runs", "runs/sst2"]
+    with RunDirLock(tmp_path / "new" / "istar" / "seed1"):
+        (tmp_path / "new" / "istar" / "seed2").mkdir()  # another run's folder, made meanwhile: kept, and its parents
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in (tmp_path / "new").rglob("*")) == [
+        "new/istar", "new/istar/seed2"]
+
+
 def test_a_lock_released_more_often_than_acquired_leaves_the_other_holders_lock(tmp_path):
     run = tmp_path / "run"
     outer = RunDirLock(run).acquire()

@@ -32,7 +32,7 @@ class RunDirLock:
         self.role, self.advice = role, advice  # how a refusal names the directory and what it suggests
         self.path = self.directory / LOCK_NAME
         self._descriptor: Optional[int] = None
-        self._created_directory = False
+        self._created: list[Path] = []  # the folders acquire made (the directory and its new parents), deepest first
         self._key: Optional[str] = None  # the real path this lock holds, while it holds the flock
         self._holds = 0  # while it holds the flock: the acquisitions not yet released, of every lock sharing it
         self._acquired = 0  # this object's acquisitions not yet released
@@ -47,7 +47,7 @@ class RunDirLock:
             self._acquired += 1
             return self
         try:
-            self._created_directory = not self.directory.exists()
+            self._created = [path for path in (self.directory, *self.directory.parents) if not path.exists()]
             self.directory.mkdir(parents=True, exist_ok=True)
             self._descriptor = self._lock()
         except (FileExistsError, NotADirectoryError):
@@ -110,9 +110,9 @@ class RunDirLock:
             self.path.unlink(missing_ok=True)  # while still locked: nobody can be holding this file
             os.close(self._descriptor)
             self._descriptor = None
-        if self._created_directory:
-            with contextlib.suppress(OSError):  # only when nothing was written into it
-                self.directory.rmdir()
+        with contextlib.suppress(OSError):  # each only while nothing else was written into it
+            for folder in self._created:
+                folder.rmdir()
 
     def __enter__(self) -> "RunDirLock":
         return self.acquire()
