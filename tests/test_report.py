@@ -204,6 +204,15 @@ def test_collect_reads_each_record_file_of_a_cell_once(tmp_path, monkeypatch):
         "config.yaml": 1, "results.json": 1}
 
 
+def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):
+    """Figure 3 draws the comparisons of versus_base.md, not comparisons of its own."""
+    from istar_plugin.reports.comparisons import versus_base
+    calls, real = [], versus_base.comparisons
+    monkeypatch.setattr(versus_base, "comparisons", lambda records: calls.append(len(records)) or real(records))
+    write_report(collected[0], tmp_path / "report")
+    assert (tmp_path / "report" / "figure3.png").is_file() and calls == [FINISHED]
+
+
 def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
     queued = tmp_path / "grid" / "sst2_seed1"
     queued.mkdir(parents=True)

@@ -86,10 +86,12 @@ TABLES = (
 )
 
 FIGURES = (
-    Figure("figure3.png", figure3_points, figure3, "no I-STAR cell finished"),
-    Figure("figure7.png", figure7_points, figure7,
+    Figure("figure3.png", lambda grid: figure3_points(grid.records),
+           lambda grid, path: figure3(grid.records, path, grid.versus_base), "no I-STAR cell finished"),
+    Figure("figure7.png", lambda grid: figure7_points(grid.records), lambda grid, path: figure7(grid.records, path),
            "no all-layer I-STAR cells at 3 or more zetas for one model, task and lambda"),
-    Figure("figure8.png", figure8_points, figure8, "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
+    Figure("figure8.png", lambda grid: figure8_points(grid.records), lambda grid, path: figure8(grid.records, path),
+           "no I-STAR cell penalising a single layer (criterion.layers=[L])"),
 )
 
 
@@ -98,8 +100,9 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     """Write every output file into ``out``; returns what to print, ending with each figure not written and why.
     ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
     ``key=value`` every other value of it is compared with."""
-    shown = write_outputs(TABLES, (), Grid(records, paper_model, reference), out)
-    return "\n".join(shown) + "".join(f"{why}\n" for why in write_figures(FIGURES, records, out))
+    grid = Grid(records, paper_model, reference)
+    shown = write_outputs(TABLES, (), grid, out)
+    return "\n".join(shown) + "".join(f"{why}\n" for why in write_figures(FIGURES, grid, out))
 
 
 def write_outputs(tables: Sequence[Table], figures: Sequence[Figure], inputs: Any, out: Path) -> list[str]:
