@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from functools import cached_property, partial
+from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .comparisons import versus_base, versus_reference
+from .comparisons.paired import PairedDifference
 from .figures import Figure, write_figures
 from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer_table3, istar_tables,
                       penalised_layers, provenance_table)
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
-from .records.settings import has_validation
+from .records.settings import Setting, has_validation
 from .tables import Table, write_table
 
 
@@ -26,8 +27,22 @@ class Grid:
     reference: Optional[str] = None
 
     @cached_property
+    def outcome(self) -> versus_base.Reader:
+        """Each run's :func:`.comparisons.versus_base.read_outcome`, its files read once for every comparison."""
+        return cache(versus_base.read_outcome)
+
+    def compare(self, setting: Setting, base: Setting, metric: str) -> Optional[PairedDifference]:
+        """:func:`.comparisons.versus_base.compare` on the grid's outcomes."""
+        return versus_base.compare(setting, base, metric, self.outcome)
+
+    @cached_property
     def versus_base(self) -> list[dict[str, Any]]:
-        return versus_base.comparisons(self.records)
+        return versus_base.comparisons(self.records, self.outcome)
+
+    @cached_property
+    def unpaired_predictions(self) -> list[str]:
+        """What :func:`.comparisons.versus_base.unpaired_predictions` says of the grid's runs."""
+        return versus_base.unpaired_predictions(self.records, self.outcome)
 
     @cached_property
     def calibration(self) -> list[dict[str, Any]]:
@@ -40,7 +55,7 @@ class Grid:
 def _table1(name: str, selection: str) -> Table:
     """Table 1 selected as ``selection``; none held out unless some setting scored a validation split."""
     return Table(name, caption=CAPTIONS[selection], shown="",
-                 rows=lambda grid: table1(grid.records, selection)
+                 rows=lambda grid: table1(grid.records, selection, grid.compare)
                  if selection == "eval" or has_validation(grid.records) else [],
                  markdown=lambda grid, rows: table1_markdown(rows, partial(versus_base.comparison_of, grid.versus_base),
                                                              grid.paper_model),
@@ -100,7 +115,11 @@ def write_report(records: Sequence[Record], out: Path, paper_model: Optional[str
     """Write every output file into ``out``; returns what to print, ending with each figure not written and why.
     ``paper_model``: whose paper numbers stand beside a model the paper did not run; ``reference``: a swept
     ``key=value`` every other value of it is compared with."""
-    grid = Grid(records, paper_model, reference)
+    return write_grid(Grid(records, paper_model, reference), out)
+
+
+def write_grid(grid: Grid, out: Path) -> str:
+    """:func:`write_report` of ``grid``."""
     shown = write_outputs(TABLES, (), grid, out)
     return "\n".join(shown) + "".join(f"{why}\n" for why in write_figures(FIGURES, grid, out))
 
