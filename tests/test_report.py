@@ -236,6 +236,22 @@ def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, mon
     assert (tmp_path / "report" / "figure3.png").is_file() and calls == [FINISHED]
 
 
+def test_a_report_computes_each_comparison_and_its_bootstrap_once(collected, tmp_path, monkeypatch):
+    """Table 1's bold, versus_base.md and Figure 3 share the comparisons they have in common."""
+    import collections
+
+    from istar_plugin.reports.comparisons import versus_base
+    computed, real = collections.Counter(), versus_base.paired_difference
+
+    def counting(task, metric, method, base, scores=None, **options):
+        computed[task, metric, repr(scores)] += 1
+        return real(task, metric, method, base, scores=scores, **options)
+
+    monkeypatch.setattr(versus_base, "paired_difference", counting)
+    write_report(collected[0], tmp_path / "report")
+    assert computed and max(computed.values()) == 1
+
+
 def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
     queued = tmp_path / "grid" / "sst2_seed1"
     queued.mkdir(parents=True)

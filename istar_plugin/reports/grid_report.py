@@ -1,7 +1,7 @@
 """Everything ``istar-report`` writes for a grid, one declaration per output: :data:`TABLES` and :data:`FIGURES`."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -25,6 +25,7 @@ class Grid:
     records: Sequence[Record]
     paper_model: Optional[str] = None
     reference: Optional[str] = None
+    compared: dict[tuple, Optional[PairedDifference]] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def outcome(self) -> versus_base.Reader:
@@ -32,12 +33,15 @@ class Grid:
         return cache(versus_base.read_outcome)
 
     def compare(self, setting: Setting, base: Setting, metric: str) -> Optional[PairedDifference]:
-        """:func:`.comparisons.versus_base.compare` on the grid's outcomes."""
-        return versus_base.compare(setting, base, metric, self.outcome)
+        """:func:`.comparisons.versus_base.compare` on the grid's outcomes, each computed once (:attr:`compared`)."""
+        key = (setting, base, metric, *(tuple(run.path for run in side.records) for side in (setting, base)))
+        if key not in self.compared:
+            self.compared[key] = versus_base.compare(setting, base, metric, self.outcome)
+        return self.compared[key]
 
     @cached_property
     def versus_base(self) -> list[dict[str, Any]]:
-        return versus_base.comparisons(self.records, self.outcome)
+        return versus_base.comparisons(self.records, self.compare)
 
     @cached_property
     def unpaired_predictions(self) -> list[str]:

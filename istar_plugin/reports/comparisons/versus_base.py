@@ -26,16 +26,19 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
 
 
 Reader = Callable[[Record], tuple[Optional[Outcome], str]]  # a run's outcome or its problem, as read_outcome's
+Compare = Callable[[Setting, Setting, str], Optional[PairedDifference]]  # as compare on a metric
 
 
-def comparisons(records: Sequence[Record], read: Optional[Reader] = None) -> list[dict[str, Any]]:
+def comparisons(records: Sequence[Record], compare_settings: Optional[Compare] = None) -> list[dict[str, Any]]:
     """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order.
-    ``read``: each run's outcome (default :func:`read_outcome`)."""
+    ``compare_settings``: a setting against its Base on its metric (default :func:`compare`)."""
+    against = compare_settings or compare
     return [{**setting_row(setting), "metric": setting.metric, **paired.columns(),
              "collapsed": f"{setting.collapsed}/{setting.n}" + (
                  f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
              "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting}
-            for setting, base in _against_base(records) if (paired := compare(setting, base, read=read)) is not None]
+            for setting, base in _against_base(records)
+            if (paired := against(setting, base, setting.metric)) is not None]
 
 
 def unpaired_predictions(records: Sequence[Record], read: Optional[Reader] = None) -> list[str]:

@@ -5,8 +5,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary
-from ..comparisons.paired import LEVEL, PairedDifference
-from ..comparisons.versus_base import compare
+from ..comparisons.paired import LEVEL
+from ..comparisons.versus_base import Compare, compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_rank, metric_summary,
@@ -23,9 +23,6 @@ CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}. {BOLD}\n\n",
 """Selection -> the caption above Table 1 selected so (``table1.md``, ``table1_heldout.md``)."""
 
 DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column whose best is told apart (BOLD)
-
-
-Compare = Callable[[Setting, Setting, str], Optional[PairedDifference]]  # as versus_base.compare on a metric
 
 
 def table1(records: Sequence[Record], selection: str = "eval", compare: Compare = compare) -> list[dict[str, Any]]:
