@@ -222,8 +222,9 @@ def test_a_report_reads_the_record_files_of_each_cell_once_for_all_its_outputs(t
     opened = counted_opens(monkeypatch)
     assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report")]) == 0
     assert "| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 2 | +2.50 |" in capsys.readouterr().out
-    # predictions.json: checked against results.json when the cell is collected, then paired by the comparisons
-    assert [opened[str(cell / "predictions.json")] for cell in cells] == [2] * len(cells)
+    # each read when the cell is collected, then once for every output (predictions.json: by the comparisons)
+    assert [[opened[str(cell / name)] for name in ("results.json", "predictions.json")] for cell in cells] == [
+        [2, 2]] * len(cells)
 
 
 def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):

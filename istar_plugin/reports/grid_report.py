@@ -14,6 +14,7 @@ from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
+from .records.run_extras import ResultsReader, recorded_results
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
 
@@ -28,9 +29,14 @@ class Grid:
     compared: dict[tuple, Optional[PairedDifference]] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
+    def results(self) -> ResultsReader:
+        """Each cell's ``results.json``, read once for every output."""
+        return cache(recorded_results)
+
+    @cached_property
     def outcome(self) -> versus_base.Reader:
         """Each run's :func:`.comparisons.versus_base.read_outcome`, its files read once for every comparison."""
-        return cache(versus_base.read_outcome)
+        return cache(partial(versus_base.read_outcome, read=self.results))
 
     def compare(self, setting: Setting, base: Setting, metric: str) -> Optional[PairedDifference]:
         """:func:`.comparisons.versus_base.compare` on the grid's outcomes, each computed once (:attr:`compared`)."""
@@ -51,7 +57,7 @@ class Grid:
     @cached_property
     def calibration(self) -> list[dict[str, Any]]:
         """Ding et al.'s rows (:mod:`.outputs.calibration_tables`), when some cell is a calibration method's."""
-        runs = calibration_tables.read_runs(Path(record.path) for record in self.records)
+        runs = calibration_tables.read_runs((Path(record.path) for record in self.records), self.results)
         calibrating = any(run.method in ("CosReg", "Spec-Pol", "Spec-Exp", "Flow") for run in runs)
         return calibration_tables.calibration_rows(runs) if calibrating else []
 
@@ -78,7 +84,7 @@ TABLES = (
           caption=lambda grid: versus_reference.caption(grid.reference),
           markdown=lambda grid, rows: versus_reference.markdown(rows),
           absent=lambda grid: None if grid.reference is None else versus_reference.why_not(grid.reference)),
-    Table("penalised_layers", rows=lambda grid: penalised_layers.rows(grid.records), shown="",
+    Table("penalised_layers", rows=lambda grid: penalised_layers.rows(grid.records, grid.results), shown="",
           caption=penalised_layers.CAPTION + "\n\n", markdown=lambda grid, rows: penalised_layers.markdown(rows),
           columns=penalised_layers.COLUMNS),
     Table("curves", rows=lambda grid: eval_curves.rows(grid.records), caption=eval_curves.CAPTION,
@@ -86,8 +92,9 @@ TABLES = (
     Table("wall_times", rows=lambda grid: provenance_table.wall_times(grid.records),
           caption=provenance_table.WALL_TIMES_CAPTION, columns=provenance_table.WALL_TIMES_COLUMNS,
           markdown=lambda grid, rows: provenance_table.wall_times_markdown(rows)),
-    Table("provenance", rows=lambda grid: provenance_table.rows(grid.records), caption=provenance_table.CAPTION,
-          shown="", markdown=lambda grid, rows: provenance_table.markdown(rows), columns=provenance_table.COLUMNS),
+    Table("provenance", rows=lambda grid: provenance_table.rows(grid.records, grid.results),
+          caption=provenance_table.CAPTION, shown="", markdown=lambda grid, rows: provenance_table.markdown(rows),
+          columns=provenance_table.COLUMNS),
     Table("table2", rows=lambda grid: istar_tables.table2(grid.records), always=True,
           markdown=lambda grid, rows: istar_tables.table2_markdown(rows), columns=istar_tables.TABLE2_COLUMNS),
     Table("cells", rows=lambda grid: [asdict(record) for record in grid.records], always=True,
@@ -96,10 +103,11 @@ TABLES = (
           markdown=lambda grid, rows: calibration_tables.table1_markdown(rows), csv_rows=None),
     Table("calibration_table4", rows=lambda grid: grid.calibration, caption=calibration_tables.TABLE4_CAPTION, shown="",
           markdown=lambda grid, rows: calibration_tables.table4_markdown(rows), csv_rows=None),
-    Table("sentence_embeddings", rows=lambda grid: embedding_table.grid_rows(grid.records), shown="",
+    Table("sentence_embeddings", rows=lambda grid: embedding_table.grid_rows(grid.records, grid.results), shown="",
           caption=embedding_table.GRID_CAPTION + "\n\n", columns=embedding_table.GRID_COLUMNS,
           markdown=lambda grid, rows: embedding_table.grid_markdown(rows)),
-    Table("table3", rows=lambda grid: isolayer_table3.rows([Path(record.path) for record in grid.records]),
+    Table("table3", rows=lambda grid: isolayer_table3.rows([Path(record.path) for record in grid.records],
+                                                             grid.results),
           markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
           shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),
 )

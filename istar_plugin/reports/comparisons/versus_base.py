@@ -8,9 +8,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...errors import DataError
 from ...storage.predictions import PREDICTIONS, read_predictions
-from ...storage.results import read_results
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
+from ..records.run_extras import ResultsReader, recorded_results
 from ..records.settings import Setting, ranking, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
@@ -130,8 +130,9 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
                    tuple(problems.items()))
 
 
-def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
-    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``."""
+def read_outcome(record: Record, read: ResultsReader = recorded_results) -> tuple[Optional[Outcome], str]:
+    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``
+    (checked against its ``results.json``, read by ``read``)."""
     cell = Path(record.path)
     try:
         scored = read_predictions(cell)
@@ -141,7 +142,7 @@ def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
         return None, MISSING
     if scored.task != record.task:
         return None, f"is of task {scored.task}, its results.json of {record.task}"
-    results = read_results(cell, strict=False)
+    results = read(cell)
     problem = "" if results is None else predictions_problem(results, scored)
     return (None, problem) if problem else ((scored.predictions, scored.references), "")
 

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...storage.results import read_results
 from ...storage.seeds import std_over_seeds, std_text
 from ..paper import paper_rows
 from ..records.cells import as_percent
-from ..records.run_extras import wall_seconds
+from ..records.run_extras import ResultsReader, recorded_results, wall_seconds
 from ..tables import markdown_table
 
 STAGE_TWO = "isolayer"
@@ -38,10 +37,12 @@ class Run:
     one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
 
 
-def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished."""
-    results = read_results(Path(cell), require_finished=True, strict=False)
-    if results is None:
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None, read: ResultsReader = recorded_results
+             ) -> Optional[Run]:
+    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished.
+    ``read``: a cell's ``results.json``."""
+    results = read(Path(cell))
+    if results is None or not results.finished:
         return None
     metric = (metrics or {}).get(results.task) or results.main_metric
     value = results.metrics.get(metric)
@@ -53,17 +54,18 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
                results.collapsed)
 
 
-def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
-    """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
+def rows(cells: Sequence[Path], read: ResultsReader = recorded_results) -> list[dict[str, Any]]:
+    """One row per model, task and stage-2 variant that has at least one finished stage-2 cell (``read``: a cell's
+    ``results.json``)."""
     paper = {(row["model"], row["task"], row["stage"]): row for row in paper_rows("isolayer_table3.csv")}
     paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
-    runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
+    runs = {run.path: run for run in (read_run(cell, paper_metric, read) for cell in cells) if run is not None}
     groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}
     for run in runs.values():
         if run.criterion.get("name") != STAGE_TWO:
             continue
         first = None if run.init_from is None else (runs.get(run.init_from) or runs.get(
-            run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric))
+            run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric, read))
         variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
         groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
     table = []
