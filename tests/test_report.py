@@ -219,12 +219,17 @@ def test_a_report_reads_the_record_files_of_each_cell_once_for_all_its_outputs(t
         cells.append(tmp_path / "grid" / f"{method}_seed{seed}")
         write_cell(cells[-1], "sst2", "bert", method, lam, zeta, seed, float(correct), 0.1)
         write_predictions(cells[-1], "sst2", 100, [1] * correct + [0] * (100 - correct), [1] * 100)
+        results = json.loads((cells[-1] / "results.json").read_text())
+        (cells[-1] / "results.json").write_text(json.dumps({**results, "provenance": {"host": "machine-a"}}))
+        (cells[-1] / "attempts.jsonl").write_text("".join(json.dumps({"event": event, "host": "machine-a",
+                                                                      "time": time}) + "\n"
+                                                          for event, time in (("start", 1000.0), ("finished", 1060.0))))
     opened = counted_opens(monkeypatch)
     assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report")]) == 0
     assert "| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 2 | +2.50 |" in capsys.readouterr().out
     # each read when the cell is collected, then once for every output (predictions.json: by the comparisons)
-    assert [[opened[str(cell / name)] for name in ("results.json", "predictions.json")] for cell in cells] == [
-        [2, 2]] * len(cells)
+    assert [[opened[str(cell / name)] for name in ("results.json", "predictions.json", "attempts.jsonl")]
+            for cell in cells] == [[2, 2, 1]] * len(cells)
 
 
 def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):

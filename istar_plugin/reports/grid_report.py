@@ -14,7 +14,7 @@ from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
 from .records.cells import Record
-from .records.run_extras import ResultsReader, recorded_results
+from .records.run_extras import ResultsReader, recorded_results, wall_seconds
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
 
@@ -32,6 +32,12 @@ class Grid:
     def results(self) -> ResultsReader:
         """Each cell's ``results.json``, read once for every output."""
         return cache(recorded_results)
+
+    @cached_property
+    def seconds(self) -> isolayer_table3.Seconds:
+        """A cell's wall time: its record's (read when it was collected), else :func:`.run_extras.wall_seconds`."""
+        known = {Path(record.path): record.seconds for record in self.records}
+        return lambda cell: known[Path(cell)] if Path(cell) in known else wall_seconds(cell)
 
     @cached_property
     def outcome(self) -> versus_base.Reader:
@@ -107,7 +113,7 @@ TABLES = (
           caption=embedding_table.GRID_CAPTION + "\n\n", columns=embedding_table.GRID_COLUMNS,
           markdown=lambda grid, rows: embedding_table.grid_markdown(rows)),
     Table("table3", rows=lambda grid: isolayer_table3.rows([Path(record.path) for record in grid.records],
-                                                             grid.results),
+                                                             grid.results, grid.seconds),
           markdown=lambda grid, rows: isolayer_table3.markdown(rows), columns=isolayer_table3.COLUMNS,
           shown="Isotropy Layer (Table 3 of its paper): stage 1 beside stage 2\n\n"),
 )
