@@ -227,9 +227,8 @@ def test_a_report_reads_the_record_files_of_each_cell_once_for_all_its_outputs(t
     opened = counted_opens(monkeypatch)
     assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report")]) == 0
     assert "| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 2 | +2.50 |" in capsys.readouterr().out
-    # each read when the cell is collected, then once for every output (predictions.json: by the comparisons)
     assert [[opened[str(cell / name)] for name in ("results.json", "predictions.json", "attempts.jsonl")]
-            for cell in cells] == [[2, 2, 1]] * len(cells)
+            for cell in cells] == [[1, 1, 1]] * len(cells)
 
 
 def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):

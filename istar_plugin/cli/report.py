@@ -82,9 +82,9 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
                  reference: Optional[str]) -> int:
     """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
     from ..reports.grid_report import Grid, write_grid
-    from ..reports.records.cells import collect, recomputed_lines
+    from ..reports.records.cells import collect_files, recomputed_lines
 
-    records, problems = collect(*grid_dirs)
+    records, problems, files = collect_files(*grid_dirs)
     if not records and not problems:
         raise ConfigError(f"no cells under {' '.join(map(str, grid_dirs))} (a cell is a directory with a "
                           "config.yaml)")
@@ -92,7 +92,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
     if records:
         check_writable(out, REPORT_MARKER, "--out")
         mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in grid_dirs))
-        grid = Grid(records, paper_model, reference)
+        grid = Grid(records, paper_model, reference, files)
         print(write_grid(grid, out), end="")
         for line in grid.unpaired_predictions:
             print(f"istar-report: warning: {line}", file=sys.stderr)

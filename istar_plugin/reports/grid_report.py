@@ -13,7 +13,8 @@ from .outputs import (calibration_tables, embedding_table, eval_curves, isolayer
                       penalised_layers, provenance_table)
 from .outputs.istar_figures import figure3, figure3_points, figure7, figure7_points, figure8, figure8_points
 from .outputs.istar_tables import CAPTIONS, table1, table1_csv_rows, table1_markdown
-from .records.cells import Record
+from ..storage.predictions import Predictions, read_predictions
+from .records.cells import CellFiles, Record
 from .records.run_extras import ResultsReader, recorded_results, wall_seconds
 from .records.settings import Setting, has_validation
 from .tables import Table, write_table
@@ -26,12 +27,17 @@ class Grid:
     records: Sequence[Record]
     paper_model: Optional[str] = None
     reference: Optional[str] = None
+    files: dict[str, CellFiles] = field(default_factory=dict, repr=False)  # what collect_files read of each cell
     compared: dict[tuple, Optional[PairedDifference]] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def results(self) -> ResultsReader:
-        """Each cell's ``results.json``, read once for every output."""
-        return cache(recorded_results)
+        """Each cell's ``results.json`` (as :attr:`files` holds it), read once for every output."""
+        return cache(lambda cell: self.files[str(cell)].results if str(cell) in self.files else recorded_results(cell))
+
+    def predictions(self, cell: Path) -> Optional[Predictions]:
+        """The cell's ``predictions.json`` as :attr:`files` holds it, else read."""
+        return self.files[str(cell)].predictions if str(cell) in self.files else read_predictions(cell)
 
     @cached_property
     def seconds(self) -> isolayer_table3.Seconds:
@@ -42,7 +48,7 @@ class Grid:
     @cached_property
     def outcome(self) -> versus_base.Reader:
         """Each run's :func:`.comparisons.versus_base.read_outcome`, its files read once for every comparison."""
-        return cache(partial(versus_base.read_outcome, read=self.results))
+        return cache(partial(versus_base.read_outcome, read=self.results, predictions=self.predictions))
 
     def compare(self, setting: Setting, base: Setting, metric: str) -> Optional[PairedDifference]:
         """:func:`.comparisons.versus_base.compare` on the grid's outcomes, each computed once (:attr:`compared`)."""

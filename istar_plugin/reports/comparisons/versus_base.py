@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ...errors import DataError
-from ...storage.predictions import PREDICTIONS, read_predictions
+from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
 from ..records.run_extras import ResultsReader, recorded_results
@@ -130,12 +130,14 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
                    tuple(problems.items()))
 
 
-def read_outcome(record: Record, read: ResultsReader = recorded_results) -> tuple[Optional[Outcome], str]:
+def read_outcome(record: Record, read: ResultsReader = recorded_results,
+                 predictions: Callable[[Path], Optional[Predictions]] = read_predictions
+                 ) -> tuple[Optional[Outcome], str]:
     """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``
-    (checked against its ``results.json``, read by ``read``)."""
+    (read by ``predictions``, checked against its ``results.json``, read by ``read``)."""
     cell = Path(record.path)
     try:
-        scored = read_predictions(cell)
+        scored = predictions(cell)
     except DataError as error:
         return None, f"is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')})"
     if scored is None:
