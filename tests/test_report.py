@@ -231,6 +231,22 @@ def test_a_report_reads_the_record_files_of_each_cell_once_for_all_its_outputs(t
             for cell in cells] == [[1, 1, 1]] * len(cells)
 
 
+def test_a_report_against_a_reference_reads_each_predictions_json_once(tmp_path, monkeypatch, capsys):
+    from istar_plugin.storage.predictions import write_predictions
+    cells = []
+    for precision, seed, correct in (("fp32", 1, 90), ("fp32", 2, 92), ("bf16", 1, 91), ("bf16", 2, 92)):
+        cells.append(tmp_path / "grid" / f"{precision}_seed{seed}")
+        write_cell(cells[-1], "sst2", "bert", "cross_entropy", None, None, seed, float(correct), 0.1)
+        (cells[-1] / "config.yaml").write_text(f"task: sst2\nseed: {seed}\nprecision: {precision}\n")
+        write_predictions(cells[-1], "sst2", 100, [1] * correct + [0] * (100 - correct), [1] * 100)
+    opened = counted_opens(monkeypatch)
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report"),
+                            "--reference", "precision=fp32"]) == 0
+    assert "| precision=bf16 | precision=fp32 | accuracy | 2 | +0.50 |" in (tmp_path / "report" /
+                                                                          "versus_reference.md").read_text()
+    assert [opened[str(cell / "predictions.json")] for cell in cells] == [1] * len(cells)
+
+
 def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):
     """Figure 3 draws the comparisons of versus_base.md, not comparisons of its own."""
     from istar_plugin.reports.comparisons import versus_base

@@ -92,7 +92,8 @@ TABLES = (
     Table("power", rows=lambda grid: versus_base.power_rows(grid.versus_base), caption=versus_base.POWER_CAPTION,
           shown="", markdown=lambda grid, rows: versus_base.power_markdown(rows), columns=versus_base.POWER_COLUMNS),
     Table("versus_reference", shown="", columns=versus_reference.COLUMNS,
-          rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference) if grid.reference else [],
+          rows=lambda grid: versus_reference.comparisons(grid.records, grid.reference, grid.compare)
+          if grid.reference else [],
           caption=lambda grid: versus_reference.caption(grid.reference),
           markdown=lambda grid, rows: versus_reference.markdown(rows),
           absent=lambda grid: None if grid.reference is None else versus_reference.why_not(grid.reference)),
