@@ -183,13 +183,12 @@ def test_a_duplicate_seed_is_a_problem_not_a_second_sample(grid, tmp_path):
     assert problems[-1][0] == str(copy / "b" / "rerun") and problems[-1][1].startswith("duplicate of ")
 
 
-def test_collect_reads_each_record_file_of_a_cell_once(tmp_path, monkeypatch):
+def counted_opens(monkeypatch):
+    """A counter of the files opened (path -> times) from now on."""
     import builtins
     import collections
     import io
 
-    cell = tmp_path / "grid" / "seed1"
-    write_cell(cell, "sst2", "bert", "istar", -1.0, 0.2, 1, 91.0, 0.1)
     opened, real_open = collections.Counter(), builtins.open
 
     def counting_open(file, *args, **kwargs):
@@ -198,10 +197,80 @@ def test_collect_reads_each_record_file_of_a_cell_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "open", counting_open)
     monkeypatch.setattr(io, "open", counting_open)
+    return opened
+
+
+def test_collect_reads_each_record_file_of_a_cell_once(tmp_path, monkeypatch):
+    cell = tmp_path / "grid" / "seed1"
+    write_cell(cell, "sst2", "bert", "istar", -1.0, 0.2, 1, 91.0, 0.1)
+    opened = counted_opens(monkeypatch)
     (record,), problems = istar_cells.collect(tmp_path / "grid")
     assert problems == [] and record.score == pytest.approx(91.0)
     assert {name: opened[str(cell / name)] for name in ("config.yaml", "results.json")} == {
         "config.yaml": 1, "results.json": 1}
+
+
+def test_a_report_reads_the_record_files_of_each_cell_once_for_all_its_outputs(tmp_path, monkeypatch, capsys):
+    from istar_plugin.storage.predictions import write_predictions
+    cells = []
+    for method, lam, zeta, seed, correct in (("istar", -1.0, 0.2, 1, 93), ("istar", -1.0, 0.2, 2, 94),
+                                             ("cross_entropy", None, None, 1, 90),
+                                             ("cross_entropy", None, None, 2, 92)):
+        cells.append(tmp_path / "grid" / f"{method}_seed{seed}")
+        write_cell(cells[-1], "sst2", "bert", method, lam, zeta, seed, float(correct), 0.1)
+        write_predictions(cells[-1], "sst2", 100, [1] * correct + [0] * (100 - correct), [1] * 100)
+        results = json.loads((cells[-1] / "results.json").read_text())
+        (cells[-1] / "results.json").write_text(json.dumps({**results, "provenance": {"host": "machine-a"}}))
+        (cells[-1] / "attempts.jsonl").write_text("".join(json.dumps({"event": event, "host": "machine-a",
+                                                                      "time": time}) + "\n"
+                                                          for event, time in (("start", 1000.0), ("finished", 1060.0))))
+    opened = counted_opens(monkeypatch)
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report")]) == 0
+    assert "| bert | sst2 | I-STAR | -1 | 0.2 | — | accuracy | 2 | +2.50 |" in capsys.readouterr().out
+    assert [[opened[str(cell / name)] for name in ("results.json", "predictions.json", "attempts.jsonl")]
+            for cell in cells] == [[1, 1, 1]] * len(cells)
+
+
+def test_a_report_against_a_reference_reads_each_predictions_json_once(tmp_path, monkeypatch, capsys):
+    from istar_plugin.storage.predictions import write_predictions
+    cells = []
+    for precision, seed, correct in (("fp32", 1, 90), ("fp32", 2, 92), ("bf16", 1, 91), ("bf16", 2, 92)):
+        cells.append(tmp_path / "grid" / f"{precision}_seed{seed}")
+        write_cell(cells[-1], "sst2", "bert", "cross_entropy", None, None, seed, float(correct), 0.1)
+        (cells[-1] / "config.yaml").write_text(f"task: sst2\nseed: {seed}\nprecision: {precision}\n")
+        write_predictions(cells[-1], "sst2", 100, [1] * correct + [0] * (100 - correct), [1] * 100)
+    opened = counted_opens(monkeypatch)
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report"),
+                            "--reference", "precision=fp32"]) == 0
+    assert "| precision=bf16 | precision=fp32 | accuracy | 2 | +0.50 |" in (tmp_path / "report" /
+                                                                          "versus_reference.md").read_text()
+    assert [opened[str(cell / "predictions.json")] for cell in cells] == [1] * len(cells)
+
+
+def test_a_report_compares_every_setting_with_base_once(collected, tmp_path, monkeypatch):
+    """Figure 3 draws the comparisons of versus_base.md, not comparisons of its own."""
+    from istar_plugin.reports.comparisons import versus_base
+    calls, real = [], versus_base.comparisons
+    monkeypatch.setattr(versus_base, "comparisons",
+                        lambda records, *read: calls.append(len(records)) or real(records, *read))
+    write_report(collected[0], tmp_path / "report")
+    assert (tmp_path / "report" / "figure3.png").is_file() and calls == [FINISHED]
+
+
+def test_a_report_computes_each_comparison_and_its_bootstrap_once(collected, tmp_path, monkeypatch):
+    """Table 1's bold, versus_base.md and Figure 3 share the comparisons they have in common."""
+    import collections
+
+    from istar_plugin.reports.comparisons import versus_base
+    computed, real = collections.Counter(), versus_base.paired_difference
+
+    def counting(task, metric, method, base, scores=None, **options):
+        computed[task, metric, repr(scores)] += 1
+        return real(task, metric, method, base, scores=scores, **options)
+
+    monkeypatch.setattr(versus_base, "paired_difference", counting)
+    write_report(collected[0], tmp_path / "report")
+    assert computed and max(computed.values()) == 1
 
 
 def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):

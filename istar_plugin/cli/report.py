@@ -81,11 +81,10 @@ def report(args: argparse.Namespace) -> int:
 def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Optional[str],
                  reference: Optional[str]) -> int:
     """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
-    from ..reports.comparisons.versus_base import unpaired_predictions
-    from ..reports.grid_report import write_report
-    from ..reports.records.cells import collect, recomputed_lines
+    from ..reports.grid_report import Grid, write_grid
+    from ..reports.records.cells import collect_files, recomputed_lines
 
-    records, problems = collect(*grid_dirs)
+    records, problems, files = collect_files(*grid_dirs)
     if not records and not problems:
         raise ConfigError(f"no cells under {' '.join(map(str, grid_dirs))} (a cell is a directory with a "
                           "config.yaml)")
@@ -93,8 +92,9 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
     if records:
         check_writable(out, REPORT_MARKER, "--out")
         mark(out, REPORT_MARKER, grid=" ".join(str(grid.resolve()) for grid in grid_dirs))
-        print(write_report(records, out, paper_model, reference), end="")
-        for line in unpaired_predictions(records):
+        grid = Grid(records, paper_model, reference, files)
+        print(write_grid(grid, out), end="")
+        for line in grid.unpaired_predictions:
             print(f"istar-report: warning: {line}", file=sys.stderr)
         print(f"\n{len(records)} finished cells; report in {out}")
         print("\n".join(recomputed_lines(records)))

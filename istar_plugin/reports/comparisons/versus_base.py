@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ...errors import DataError
-from ...storage.predictions import PREDICTIONS, read_predictions
-from ...storage.results import read_results
+from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
+from ..records.run_extras import ResultsReader, recorded_results
 from ..records.settings import Setting, ranking, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
@@ -25,20 +25,27 @@ CAPTION = (f"Every setting against Base, paired by seed: mean difference (points
            "these two runs differ on these examples, not whether another seed would.\n\n")
 
 
-def comparisons(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order."""
+Reader = Callable[[Record], tuple[Optional[Outcome], str]]  # a run's outcome or its problem, as read_outcome's
+Compare = Callable[[Setting, Setting, str], Optional[PairedDifference]]  # as compare on a metric
+
+
+def comparisons(records: Sequence[Record], compare_settings: Optional[Compare] = None) -> list[dict[str, Any]]:
+    """One row per non-Base setting that shares a seed with a Base setting of its model and task, in settings order.
+    ``compare_settings``: a setting against its Base on its metric (default :func:`compare`)."""
+    against = compare_settings or compare
     return [{**setting_row(setting), "metric": setting.metric, **paired.columns(),
              "collapsed": f"{setting.collapsed}/{setting.n}" + (
                  f" (Base {base.collapsed}/{base.n})" if base.collapsed else ""),
              "base_variant": base.variant, "text": paired.text(), "paired": paired, "setting": setting}
-            for setting, base in _against_base(records) if (paired := compare(setting, base)) is not None]
+            for setting, base in _against_base(records)
+            if (paired := against(setting, base, setting.metric)) is not None]
 
 
-def unpaired_predictions(records: Sequence[Record]) -> list[str]:
+def unpaired_predictions(records: Sequence[Record], read: Optional[Reader] = None) -> list[str]:
     """One line per run whose ``predictions.json`` a comparison with Base could not pair, each run once."""
     lines: dict[str, str] = {}
     for setting, base in _against_base(records):
-        pairing = pair_outcomes(setting.task, setting.metric, setting.records, base.records)
+        pairing = pair_outcomes(setting.task, setting.metric, setting.records, base.records, read)
         for path, problem in pairing.problems:
             lines.setdefault(path, f"{Path(path) / PREDICTIONS} {problem}: compared with Base by its seed alone, not "
                                    "its examples")
@@ -71,14 +78,16 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
                                     row["collapsed"], row["resampled"]] for row in rows))
 
 
-def compare(setting: Setting, base: Setting, metric: Optional[str] = None) -> Optional[PairedDifference]:
-    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None where unpaired."""
+def compare(setting: Setting, base: Setting, metric: Optional[str] = None, read: Optional[Reader] = None
+            ) -> Optional[PairedDifference]:
+    """``setting`` against ``base`` paired by seed on ``metric`` (default the table metric); None where unpaired.
+    ``read``: each run's outcome (default :func:`read_outcome`)."""
     metric = metric or setting.metric
     ours, theirs = ({r.seed: r.score if metric == r.metric else dict(r.others).get(metric) for r in side.records}
                     for side in (setting, base))
     if None in (*ours.values(), *theirs.values()):
         return None
-    pairing = pair_outcomes(setting.task, metric, setting.records, base.records)
+    pairing = pair_outcomes(setting.task, metric, setting.records, base.records, read)
     paired = paired_difference(setting.task, metric, pairing.method, pairing.base, scores=(ours, theirs))
     if paired is None or not pairing.problems:
         return paired
@@ -101,10 +110,12 @@ class Pairing:
         return [f"{PREDICTIONS} of {Path(path).name} {problem}" for path, problem in self.problems]
 
 
-def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_runs: Sequence[Record]) -> Pairing:
-    """The outcomes of two settings' runs, paired by seed, with the problems of the runs on their common seeds."""
+def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_runs: Sequence[Record],
+                  read_run: Optional[Reader] = None) -> Pairing:
+    """The outcomes of two settings' runs, paired by seed, with the problems of the runs on their common seeds.
+    ``read_run``: each run's outcome (default :func:`read_outcome`)."""
     method, base = {r.seed: r for r in method_runs}, {r.seed: r for r in base_runs}
-    read = {r.path: read_outcome(r) for r in (*method.values(), *base.values())}
+    read = {r.path: (read_run or read_outcome)(r) for r in (*method.values(), *base.values())}
     common = sorted(set(method) & set(base)) if resamples_examples(task, metric) else []  # else no run has problems
     paired = [run for seed in common for run in (method[seed], base[seed])]
     anyone_predicted = any(read[run.path][1] != MISSING for run in paired)
@@ -119,18 +130,21 @@ def pair_outcomes(task: str, metric: str, method_runs: Sequence[Record], base_ru
                    tuple(problems.items()))
 
 
-def read_outcome(record: Record) -> tuple[Optional[Outcome], str]:
-    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``."""
+def read_outcome(record: Record, read: ResultsReader = recorded_results,
+                 predictions: Callable[[Path], Optional[Predictions]] = read_predictions
+                 ) -> tuple[Optional[Outcome], str]:
+    """The run's (predictions, references) and ``""``, or None and what is wrong with its ``predictions.json``
+    (read by ``predictions``, checked against its ``results.json``, read by ``read``)."""
     cell = Path(record.path)
     try:
-        scored = read_predictions(cell)
+        scored = predictions(cell)
     except DataError as error:
         return None, f"is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')})"
     if scored is None:
         return None, MISSING
     if scored.task != record.task:
         return None, f"is of task {scored.task}, its results.json of {record.task}"
-    results = read_results(cell, strict=False)
+    results = read(cell)
     problem = "" if results is None else predictions_problem(results, scored)
     return (None, problem) if problem else ((scored.predictions, scored.references), "")
 

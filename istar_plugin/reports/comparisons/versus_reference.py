@@ -10,7 +10,7 @@ from ..records.cells import Record
 from ..records.settings import setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, signed
-from .versus_base import compare
+from .versus_base import Compare, compare
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "reference", "metric", "seeds", "difference", "low",
            "high", "verdict", "per_seed", "reference_std", "score_within_spread", "isoscore_difference",
@@ -25,8 +25,10 @@ def parse_reference(text: str) -> tuple[str, str]:
     return key, value
 
 
-def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any]]:
-    """One row per setting with ``KEY`` at another value and a reference setting sharing a seed with it."""
+def comparisons(records: Sequence[Record], reference: str, compare_settings: Optional[Compare] = None
+                ) -> list[dict[str, Any]]:
+    """One row per setting with ``KEY`` at another value and a reference setting sharing a seed with it.
+    ``compare_settings``: a setting against its reference on its metric (default :func:`.versus_base.compare`)."""
     key, value = parse_reference(reference)
     all_settings = settings(records)
     rows = []
@@ -37,7 +39,7 @@ def comparisons(records: Sequence[Record], reference: str) -> list[dict[str, Any
         target = {**swept, key: value}
         match = next((s for s in all_settings
                       if _variant(s.variant) == target and setting_key(s)[:5] == setting_key(setting)[:5]), None)
-        if match is None or (paired := compare(setting, match)) is None:
+        if match is None or (paired := (compare_settings or compare)(setting, match, setting.metric)) is None:
             continue
         ours, theirs = dict(zip(setting.seeds, setting.isoscores)), dict(zip(match.seeds, match.isoscores))
         differences = [ours[seed] - theirs[seed] for seed in paired.seeds]

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ...storage.results import read_results
 from ...storage.seeds import over_seeds
 from ..paper import paper_rows
+from ..records.run_extras import ResultsReader
 from ..records.settings import method_rank
 from ..tables import markdown_table
 
@@ -55,11 +56,12 @@ def calibration_method(criterion: dict[str, Any]) -> str:
     return {"cross_entropy": "Base", "flow": "Flow", "istar": "I-STAR"}.get(name, str(name))
 
 
-def read_runs(cells: Iterable[Path]) -> list[Run]:
-    """The runs of the given finished cell directories on a GLUE task; ResultsError for an unreadable one."""
+def read_runs(cells: Iterable[Path], read: Optional[ResultsReader] = None) -> list[Run]:
+    """The runs of the given finished cell directories on a GLUE task; ResultsError for an unreadable one.
+    ``read``: a cell's ``results.json`` (read again, to say what is wrong, where it gives none)."""
     runs = []
     for cell in cells:
-        results = read_results(Path(cell), require_finished=True)
+        results = ((read and read(Path(cell))) or read_results(Path(cell))).require_finished()
         if results.task not in PAPER_METRIC:
             continue
         value = results.metric(PAPER_METRIC[results.task])

@@ -10,7 +10,7 @@ from ...storage.seeds import over_seeds
 from ..comparisons.paired import paired_difference
 from ..comparisons.versus_base import BASE
 from ..records.cells import Record
-from ..records.run_extras import sentence_embeddings
+from ..records.run_extras import ResultsReader, recorded_results, sentence_embeddings
 from ..records.settings import display_name, setting_key
 from ..tables import markdown_table as _markdown_table, number_text
 
@@ -39,12 +39,13 @@ GRID_CAPTION = ("Sentence embeddings of the evaluation split, raw and after post
            "post-hoc transform applies).")
 
 
-def grid_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per setting and transform, Base first, for the records that hold sentence-embedding measures."""
+def grid_rows(records: Sequence[Record], read: ResultsReader = recorded_results) -> list[dict[str, Any]]:
+    """One row per setting and transform, Base first, for the records that hold sentence-embedding measures
+    (their ``results.json`` read by ``read``)."""
     settings: dict[tuple, dict[int, dict]] = {}
     tokens: dict[tuple, list[float]] = {}
     for record in records:
-        if embeddings := sentence_embeddings(Path(record.path)):
+        if embeddings := sentence_embeddings(Path(record.path), read):
             settings.setdefault(setting_key(record), {})[record.seed] = embeddings
             tokens.setdefault(setting_key(record), []).append(record.isoscore_star)
     out = []

@@ -5,13 +5,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from ...storage.results import read_results
 from ...storage.seeds import std_over_seeds, std_text
 from ..paper import paper_rows
 from ..records.cells import as_percent
-from ..records.run_extras import wall_seconds
+from ..records.run_extras import ResultsReader, recorded_results, wall_seconds
 from ..tables import markdown_table
 
 STAGE_TWO = "isolayer"
@@ -38,10 +37,15 @@ class Run:
     one_class: Optional[bool] = None  # predicted a single class on the evaluation split (None: not recorded)
 
 
-def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[Run]:
-    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished."""
-    results = read_results(Path(cell), require_finished=True, strict=False)
-    if results is None:
+Seconds = Callable[[Path], Optional[float]]  # a cell's wall time, as run_extras.wall_seconds reads it
+
+
+def read_run(cell: Path, metrics: Optional[dict[str, str]] = None, read: ResultsReader = recorded_results,
+             seconds: Seconds = wall_seconds) -> Optional[Run]:
+    """The cell's Table 3 record (``metrics``: task -> the metric reported, else the main one); None if unfinished.
+    ``read``: a cell's ``results.json``; ``seconds``: its wall time."""
+    results = read(Path(cell))
+    if results is None or not results.finished:
         return None
     metric = (metrics or {}).get(results.task) or results.main_metric
     value = results.metrics.get(metric)
@@ -49,21 +53,24 @@ def read_run(cell: Path, metrics: Optional[dict[str, str]] = None) -> Optional[R
         return None
     return Run(Path(cell).resolve(), results.model, results.task, metric, as_percent(results.task, metric, value),
                tuple(results.cls_explained_variance or ()) or None, results.cls_isoscore, results.trainable_parameters,
-               wall_seconds(cell), Path(results.init_from).resolve() if results.init_from else None, results.criterion,
+               seconds(Path(cell)), Path(results.init_from).resolve() if results.init_from else None, results.criterion,
                results.collapsed)
 
 
-def rows(cells: Sequence[Path]) -> list[dict[str, Any]]:
-    """One row per model, task and stage-2 variant that has at least one finished stage-2 cell."""
+def rows(cells: Sequence[Path], read: ResultsReader = recorded_results, seconds: Seconds = wall_seconds
+         ) -> list[dict[str, Any]]:
+    """One row per model, task and stage-2 variant that has at least one finished stage-2 cell (``read``: a cell's
+    ``results.json``; ``seconds``: its wall time)."""
     paper = {(row["model"], row["task"], row["stage"]): row for row in paper_rows("isolayer_table3.csv")}
     paper_metric = {task: row["metric"] for (_, task, _), row in paper.items()}
-    runs = {run.path: run for run in (read_run(cell, paper_metric) for cell in cells) if run is not None}
+    runs = {run.path: run for run in (read_run(cell, paper_metric, read, seconds) for cell in cells)
+            if run is not None}
     groups: dict[tuple, list[tuple[Optional[Run], Run]]] = {}
     for run in runs.values():
         if run.criterion.get("name") != STAGE_TWO:
             continue
         first = None if run.init_from is None else (runs.get(run.init_from) or runs.get(
-            run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric))
+            run.path.parent / run.init_from.name) or read_run(run.init_from, paper_metric, read, seconds))
         variant = " ".join(f"{k}={v}" for k, v in sorted(run.criterion.items()) if k != "name")
         groups.setdefault((run.model, run.task, run.metric, variant), []).append((first, run))
     table = []

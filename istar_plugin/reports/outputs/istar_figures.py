@@ -38,13 +38,15 @@ def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[
     return points
 
 
-def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
-    """Figure 3, one row per task: eval IsoScore* against score per lambda, beside each lambda's difference to Base."""
+def figure3(records: Sequence[Record], path: str | os.PathLike, paired: Optional[Sequence[dict[str, Any]]] = None
+            ) -> Path:
+    """Figure 3, one row per task: eval IsoScore* against score per lambda, beside each lambda's difference to Base.
+    ``paired``: the records' :func:`.comparisons.versus_base.comparisons` (computed from them when not given)."""
     points = figure3_points(records)
     if not points:
         raise ValueError("figure 3 needs finished I-STAR cells; none were given")
     plt = pyplot()
-    paired = versus_base.comparisons(records)
+    paired = versus_base.comparisons(records) if paired is None else paired
     models = sorted({model for per_model in points.values() for model in per_model})
     colours = {model: plt.cm.tab10(i % 10) for i, model in enumerate(models)}
     markers = {model: MARKERS[i % len(MARKERS)] for i, model in enumerate(models)}
@@ -74,7 +76,7 @@ def figure3(records: Sequence[Record], path: str | os.PathLike) -> Path:
     return save_png(fig, path)
 
 
-def _plot_differences(ax, series: list[tuple[float, Setting]], paired: list[dict], colour, marker: str,
+def _plot_differences(ax, series: list[tuple[float, Setting]], paired: Sequence[dict], colour, marker: str,
                       dodge: float) -> None:
     """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
     for lam, setting in series:

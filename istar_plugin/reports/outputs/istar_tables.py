@@ -6,7 +6,7 @@ from typing import Any, Callable, Optional, Sequence
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary
 from ..comparisons.paired import LEVEL
-from ..comparisons.versus_base import compare
+from ..comparisons.versus_base import Compare, compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_rank, metric_summary,
@@ -25,8 +25,9 @@ CAPTIONS = {"eval": f"Table 1: {SELECTIONS['eval']}. {BOLD}\n\n",
 DISTINGUISHED = "distinguished best"  # a table1 row's key: metric -> the column whose best is told apart (BOLD)
 
 
-def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str, Any]]:
-    """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED."""
+def table1(records: Sequence[Record], selection: str = "eval", compare: Compare = compare) -> list[dict[str, Any]]:
+    """Rows model x task: ``model``, ``task``, ``metric``, each method column's best :class:`Setting`, DISTINGUISHED.
+    ``compare``: two settings paired by seed on a metric (default :func:`.comparisons.versus_base.compare`)."""
     best = best_settings(records, selection)
     columns = [display_name(method) for method in sorted({key[2] for key in best}, key=method_rank)]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -35,11 +36,11 @@ def table1(records: Sequence[Record], selection: str = "eval") -> list[dict[str,
                                                **dict.fromkeys(columns)})
         row[display_name(method)] = setting
     for row in rows.values():
-        row[DISTINGUISHED] = {metric: distinguished_best(row, metric) for metric in row_metrics(row, True)}
+        row[DISTINGUISHED] = {metric: distinguished_best(row, metric, compare) for metric in row_metrics(row, True)}
     return list(rows.values())
 
 
-def distinguished_best(row: dict[str, Any], metric: str) -> Optional[str]:
+def distinguished_best(row: dict[str, Any], metric: str, compare: Compare = compare) -> Optional[str]:
     """The column of ``row`` whose mean of ``metric`` is best when told apart from every other (:data:`BOLD`)."""
     ranked = sorted(((better_sign(metric) * summary.mean, column) for column in method_columns([row])
                      if (summary := metric_summary(row[column], metric)) is not None), reverse=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..records.cells import Record
-from ..records.run_extras import layer_isoscores
+from ..records.run_extras import ResultsReader, layer_isoscores, recorded_results
 from ..records.settings import setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
@@ -17,15 +17,17 @@ CAPTION = ("Eval IsoScore* of the layers the I-STAR cells penalise (criterion.la
            "one).")
 
 
-def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per setting of every model and task whose I-STAR cells penalise chosen layers (:data:`COLUMNS`)."""
+def rows(records: Sequence[Record], read: ResultsReader = recorded_results) -> list[dict[str, Any]]:
+    """One row per setting of every model and task whose I-STAR cells penalise chosen layers (:data:`COLUMNS`);
+    ``read``: a cell's ``results.json``."""
     penalised = {(record.model, record.task): tuple(record.layers) for record in reversed(records)  # the first wins
                  if record.method == "istar" and record.layers}
     result = []
     for setting in settings(records):
         if (layers := penalised.get((setting.model, setting.task))) is None:
             continue
-        per_seed = [found for run in setting.records if (found := layer_isoscores(Path(run.path), layers)) is not None]
+        per_seed = [found for run in setting.records
+                    if (found := layer_isoscores(Path(run.path), layers, read)) is not None]
         if not per_seed:
             continue
         means = [statistics.fmean(column) for column in zip(*per_seed)]

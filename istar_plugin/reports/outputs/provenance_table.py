@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 
 from ..records.cells import Record
 from ..records.settings import display_name, method_rank
-from ..records.run_extras import Provenance, cell_provenance
+from ..records.run_extras import Provenance, ResultsReader, cell_provenance, recorded_results
 from ..tables import markdown_table
 
 CELL_COLUMNS = ("path", "model", "task", "method", "lam", "zeta", "variant", "seed")
@@ -19,9 +19,9 @@ CAPTION = ("Where the cells ran, as each run recorded it (a run from before thes
            "last attempt and its precision).\n\n")
 
 
-def rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per finished cell (:data:`COLUMNS`), its provenance read from its ``results.json``."""
-    return [row(record, cell_provenance(Path(record.path))) for record in records]
+def rows(records: Sequence[Record], read: ResultsReader = recorded_results) -> list[dict[str, Any]]:
+    """One row per finished cell (:data:`COLUMNS`), its provenance read from its ``results.json`` (by ``read``)."""
+    return [row(record, cell_provenance(Path(record.path), read)) for record in records]
 
 
 def row(record: Record, provenance: Provenance) -> dict[str, Any]:

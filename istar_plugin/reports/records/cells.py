@@ -62,6 +62,15 @@ class Record:
     unchecked: str = ""  # why its metrics were not recomputed from its predictions.json ("" when they were)
 
 
+@dataclass(frozen=True)
+class CellFiles:
+    """What :func:`collect_files` read of a finished cell beyond its :class:`Record`: its ``results.json`` and its
+    ``predictions.json`` (None: it has none)."""
+
+    results: ResultsRecord
+    predictions: Optional[Predictions]
+
+
 class CellProblem(Exception):
     """Why a cell gives no record; the message is the reason listed in the report."""
 
@@ -77,12 +86,21 @@ def as_percent(task: str, metric: str, value: float) -> float:
 
 def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str, str]]]:
     """One record per finished cell under the ``grid_dirs`` (one grid), and ``(path, reason)`` for every other cell."""
+    records, problems, _ = collect_files(*grid_dirs)
+    return records, problems
+
+
+def collect_files(*grid_dirs: str | os.PathLike
+                  ) -> tuple[list[Record], list[tuple[str, str]], dict[str, CellFiles]]:
+    """:func:`collect`'s records and problems, and what it read of each finished cell (by the cell's path)."""
     grids = grid_directories(*grid_dirs)
     finished: list[tuple[Record, dict[str, Any]]] = []
     problems: list[tuple[str, str]] = []
+    files: dict[str, CellFiles] = {}
     for cell in (cell for grid in grids for cell in find_cells(grid)):
         try:
-            finished.append(configured_cell(cell))
+            record, config, files[str(cell)] = configured_cell(cell)
+            finished.append((record, config))
         except CellProblem as problem:
             problems.append((str(cell), str(problem)))
     first_of: dict[Key, Record] = {}
@@ -92,7 +110,7 @@ def collect(*grid_dirs: str | os.PathLike) -> tuple[list[Record], list[tuple[str
         if first is not record:
             problems.append((record.path, f"duplicate of {first.path} (same model/task/method/lam/zeta/seed and "
                                           "config); left out"))
-    return list(first_of.values()), problems
+    return list(first_of.values()), problems, files
 
 
 def grid_directories(*grid_dirs: str | os.PathLike) -> list[Path]:
@@ -162,8 +180,8 @@ def read_cell(cell: Path) -> Record:
     return configured_cell(cell)[0]
 
 
-def configured_cell(cell: Path) -> tuple[Record, dict[str, Any]]:
-    """:func:`read_cell`'s record and the cell's flat config as written today, each file read once."""
+def configured_cell(cell: Path) -> tuple[Record, dict[str, Any], CellFiles]:
+    """:func:`read_cell`'s record, the cell's flat config as written today and its files, each file read once."""
     try:
         results = read_results(cell / RESULTS, require_finished=True)
         record = cell_record(results, cell)
@@ -171,28 +189,30 @@ def configured_cell(cell: Path) -> tuple[Record, dict[str, Any]]:
         raise CellProblem(error.problem + (failure_hints(cell) if error.missing else "")) from None
     config = read_config(cell)
     check_against_config(record, config)
-    return (replace(record, unchecked=check_predictions(results, cell)),
-            as_configured_today(as_computed(config), recorded_precision(results)))
+    unchecked, predictions = check_predictions(results, cell)
+    return (replace(record, unchecked=unchecked), as_configured_today(as_computed(config), recorded_precision(results)),
+            CellFiles(results, predictions))
 
 
 RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
 """How far a metric in ``results.json`` may lie from the same recomputed from ``predictions.json`` (a few ulps)."""
 
 
-def check_predictions(results: ResultsRecord, cell: Path) -> str:
-    """``""`` when metrics recomputed from ``predictions.json`` agree, else why none were; or :class:`CellProblem`."""
+def check_predictions(results: ResultsRecord, cell: Path) -> tuple[str, Optional[Predictions]]:
+    """``""`` when metrics recomputed from ``predictions.json`` agree, else why none were, with the predictions read
+    (None: none); or :class:`CellProblem`."""
     try:
         scored = read_predictions(cell)
     except DataError as error:
         raise CellProblem(f"{PREDICTIONS} is damaged ({str(error).removeprefix(f'{cell / PREDICTIONS}: ')}): its "
                           f"{RESULTS} cannot be checked; left out") from None
     if scored is None:
-        return f"no {PREDICTIONS}"
+        return f"no {PREDICTIONS}", None
     if scored.task not in task_metrics.TASK_SCORERS:
-        return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute"
+        return f"no metrics of task {scored.task!r} in istar_plugin.metrics to recompute", scored
     if problem := predictions_problem(results, scored):
         raise CellProblem(f"{PREDICTIONS} {problem}; left out")
-    return ""
+    return "", scored
 
 
 def recomputed_lines(records: Sequence[Record]) -> list[str]:

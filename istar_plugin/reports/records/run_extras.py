@@ -4,11 +4,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ...storage.logs import read_records
 from ...storage.provenance import PROVENANCE
-from ...storage.results import read_results
+from ...storage.results import ResultsRecord, read_results
+
+ResultsReader = Callable[[Path], Optional[ResultsRecord]]  # a cell's results.json, None where none is readable
+
+
+def recorded_results(cell: Path) -> Optional[ResultsRecord]:
+    """The cell's ``results.json`` (finished or failed), None where it has none readable."""
+    return read_results(Path(cell), strict=False)
 
 
 def wall_seconds(cell: Path) -> Optional[float]:
@@ -62,18 +69,19 @@ def _last_line(path: Path, limit: int = 200) -> str:
     return lines[-1][:limit] if lines else ""
 
 
-def layer_isoscores(cell: Path, layers: Sequence[int]) -> Optional[list[float]]:
+def layer_isoscores(cell: Path, layers: Sequence[int], read: ResultsReader = recorded_results
+                    ) -> Optional[list[float]]:
     """The run's eval IsoScore* of each of ``layers`` (hidden-state indices; 0, the embeddings, has none)."""
-    results = read_results(Path(cell), strict=False)
+    results = read(Path(cell))
     per_layer = None if results is None else results.eval_isoscore_star_per_layer
     if not per_layer:
         return None
     return [float(per_layer[index - 1 if index > 0 else index]) for index in layers if index != 0]
 
 
-def sentence_embeddings(cell: Path) -> Optional[dict[str, dict[str, Any]]]:
+def sentence_embeddings(cell: Path, read: ResultsReader = recorded_results) -> Optional[dict[str, dict[str, Any]]]:
     """Transform -> the evaluation split's sentence-embedding measures, as the run recorded them."""
-    results = read_results(Path(cell), strict=False)
+    results = read(Path(cell))
     return None if results is None else results.extra.get("sentence_embeddings")
 
 
@@ -89,9 +97,9 @@ class Provenance:
     commit: Optional[str] = None
 
 
-def cell_provenance(cell: Path) -> Provenance:
+def cell_provenance(cell: Path, read: ResultsReader = recorded_results) -> Provenance:
     """The provenance ``cell``'s ``results.json`` records (empty when it has none readable)."""
-    results = read_results(Path(cell), strict=False)
+    results = read(Path(cell))
     if results is None:
         return Provenance()
     recorded = results.extra.get(PROVENANCE)
