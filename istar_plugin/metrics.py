@@ -12,7 +12,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
@@ -190,3 +190,12 @@ def _scorers(task: str) -> dict[str, Scorer]:
     except KeyError:
         raise KeyError(f"no metrics for task {task!r}; known tasks: {', '.join(sorted(TASK_SCORERS))}") from None
 
+
+UNDEFINED_SUFFIX = "_undefined"  # NAME_undefined: why measure NAME is None
+
+
+def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
+    """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``."""
+    if (value := measures.get(name)) is None:
+        return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
+    return format(value, spec)

@@ -1,10 +1,12 @@
-"""The quick commands compose and answer without importing the training stack (torch, transformers, ...), the sweep
+"""The quick commands compose and answer without importing the training stack (torch, transformers, ...), nor does a
+grid's report, which reads records; the sweep
 commands (istar-grid, istar-tune) refuse bad input in one line with errors.py's exit code, and importing the library
 leaves the caller's environment as it was."""
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +65,13 @@ def test_a_sweep_command_imports_no_training_framework_and_fails_in_one_line(com
 def test_every_console_script_answers_help_and_refuses_a_bad_argument_without_torch(script, arguments):
     outcome = _probe(script, arguments)
     assert outcome == {"code": 0 if arguments == ["--help"] else 2, "heavy": []}
+
+
+@pytest.mark.parametrize("grid", ["replication_glue_minilm", "st_stsb_minilm", "isolayer_minilm"])
+def test_a_report_of_a_grid_reads_its_records_without_torch(grid, tmp_path):
+    outcome = _probe("report", [str(Path(__file__).resolve().parents[1] / "docs" / "evidence" / grid),
+                                "--out", str(tmp_path / "report")])
+    assert outcome == {"code": 0, "heavy": []} and list((tmp_path / "report").glob("*.md"))
 
 
 def test_importing_the_library_leaves_the_environment_unchanged():

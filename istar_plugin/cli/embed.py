@@ -74,7 +74,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Score the model on STS-B and write the report into ``--out``."""
     from ..analysis.sts_embeddings import (evaluate_sts, model_shape, open_encoder, read_sts, report_paths,
                                            scored_source, write_embedding_report)
-    from ..isotropy.embeddings import undefined_text
+    from ..metrics import undefined_text
     from ..posthoc import parse_transforms
     from ..storage.ownership import EMBED_MARKER, OwnedOutput
 

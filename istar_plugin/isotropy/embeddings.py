@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..metrics import spearman
+from ..metrics import UNDEFINED_SUFFIX, spearman
 from .covariance import isoscore, isoscore_star
 from .measures import (alignment, average_cosine_similarity, explained_variance_curve, partition_isotropy, rankme,
                        uniformity)
@@ -24,7 +24,6 @@ from .measures import (alignment, average_cosine_similarity, explained_variance_
 MEASURES = ("spearman", "isoscore", "isoscore_star", "i1", "i2", "average_cosine", "ev_1", "ev_10", "rankme",
             "alignment", "uniformity")
 POSITIVE_SCORE = 4.0
-UNDEFINED_SUFFIX = "_undefined"  # NAME_undefined: why measure NAME is None
 
 
 def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None, *, fit_cov: Optional[Tensor] = None,
@@ -63,13 +62,6 @@ def embedding_measures(points: Tensor, scores: Optional[Sequence[float]] = None,
         if reason:
             values[name + UNDEFINED_SUFFIX] = reason
     return values
-
-
-def undefined_text(measures: dict[str, Any], name: str, spec: str) -> str:
-    """Measure ``name`` of ``measures`` formatted with ``spec``, or ``undefined (why)``."""
-    if (value := measures.get(name)) is None:
-        return f"undefined ({measures.get(name + UNDEFINED_SUFFIX, 'not computed')})"
-    return format(value, spec)
 
 
 def _pair_cosines(first: Tensor, second: Tensor) -> Tensor:

@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...isotropy.embeddings import undefined_text
+from ...metrics import undefined_text
 from ...storage.seeds import over_seeds
 from ..comparisons.paired import paired_difference
 from ..comparisons.versus_base import BASE
