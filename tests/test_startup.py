@@ -1,7 +1,6 @@
 """The quick commands compose and answer without importing the training stack (torch, transformers, ...), nor does a
-grid's report, which reads records; the sweep
-commands (istar-grid, istar-tune) refuse bad input in one line with errors.py's exit code, and importing the library
-leaves the caller's environment as it was."""
+grid's report, which reads records; the sweep commands (istar-grid, istar-tune) refuse bad input in one line with
+errors.py's exit code, and importing the library leaves the caller's environment as it was."""
 import json
 import os
 import subprocess
