@@ -1,5 +1,7 @@
 """``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
-from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line)."""
+from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line);
+a checkpoint whose bytes prove damaged when its weights are read is one :class:`~istar_plugin.errors.CheckpointError`
+line."""
 from __future__ import annotations
 
 import json
