@@ -54,6 +54,19 @@ def test_a_docs_marker_renders_an_archives_table_and_a_changed_record_shows(grid
     assert out.count("1 archived cell(s) left out of the table") == 3 and "criterion=istar,seed=1" in out
 
 
+def test_a_docs_table_reads_each_archived_record_once(grid, tmp_path, capsys, monkeypatch):
+    from test_report import counted_opens
+
+    docs = tmp_path / "docs"
+    assert report(capsys, grid, "--archive", docs / "evidence" / "rte")[0] == 0
+    (docs / "page.md").write_text("<!-- table: evidence/rte versus_base.md -->\n<!-- end table -->\n")
+    opened = counted_opens(monkeypatch)
+    assert docs_tables.main([str(docs)]) == 0
+    cells = sorted((docs / "evidence" / "rte").glob("*/results.json"))
+    assert cells and {opened[str(cell.parent / name)] for cell in cells
+                      for name in ("results.json", "predictions.json")} == {1}
+
+
 @pytest.mark.parametrize("marker, message", [
     ("evidence/rte table9.md", "expected FILE or ARCHIVE TABLE"),
     ("evidence/rte table1.md --paper-model gpt", "--paper-model gpt is not one of albert, bert, distilbert"),

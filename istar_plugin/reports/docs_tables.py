@@ -19,11 +19,11 @@ from ..errors import RunDirError
 from ..storage.atomic import atomic_write_text
 from . import search_report
 from .comparisons.versus_reference import parse_reference
-from .grid_report import TABLES, write_report
+from .grid_report import TABLES, Grid, write_grid
 from .paper.istar import PAPER_MODELS
 from .outputs import analysis_table, embedding_table
 from .records import analyses, searches
-from .records.cells import collect
+from .records.cells import collect_files
 from .tables import markdown_table
 
 TOKEN = re.compile(r"<!-- (?:(?P<kind>table|value):(?P<source>[^\n]*?)|end (?P<end>table|value)) -->")
@@ -215,10 +215,10 @@ class ArchiveReports(tempfile.TemporaryDirectory):
             elif searches.is_search(archives[0]):
                 search_report.write_report(search_report.Report(searches.read(archives[0]), **dict(options)), folder)
             else:
-                records, self._left_out[key[0]] = collect(*archives)
+                records, self._left_out[key[0]], files = collect_files(*archives)
                 if not records:
                     raise ValueError(f"{shown}: no finished cell to report on")
-                write_report(records, folder, **dict(options))
+                write_grid(Grid(records, files=files, **dict(options)), folder)
             self._reports[key] = folder
         path = self._reports[key] / name
         if not path.is_file():
