@@ -290,3 +290,14 @@ def test_a_penalty_on_chosen_layers_shows_their_eval_isoscore_per_trial(tmp_path
     assert [row["penalised_isoscore"] for row in table] == ["0.035", "", "", "", "", ""]
     header = (root / "report" / "trials.md").read_text().splitlines()[2]
     assert "| held-out accuracy | seed 1 | seed 2 | penalised layers' eval IsoScore* | pruned at |" in header
+
+
+def test_a_search_report_reads_each_final_cells_results_once(tmp_path, monkeypatch):
+    from test_report import counted_opens
+
+    root = build(tmp_path / "demo")
+    opened = counted_opens(monkeypatch)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert report_cli.main([str(root)]) == 0
+    finals = sorted((root / "final").glob("*/results.json"))
+    assert len(finals) == 4 and [opened[str(path)] for path in finals] == [1] * 4

@@ -19,7 +19,7 @@ from ..storage.seeds import over_seeds
 from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
 from .figures import Figure, save_png, single
-from .grid_report import write_outputs, write_report as write_grid_report
+from .grid_report import Grid, write_grid, write_outputs
 from .records.cells import Record
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
@@ -273,7 +273,8 @@ def write_report(report: Report, out: Path) -> list[str]:
     """Write every table and figure into ``out``, the final grid's report into ``out/final``; returns what was not."""
     unwritten = write_outputs(TABLES, FIGURES, report, out)
     if report.search.final:
-        write_grid_report(report.search.final, out / FINAL, report.paper_model, report.reference)
+        write_grid(Grid(report.search.final, report.paper_model, report.reference, report.search.final_files),
+                   out / FINAL)
     return unwritten
 
 

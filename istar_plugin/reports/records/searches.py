@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -20,7 +20,7 @@ from ...storage.ownership import ARCHIVE_MARKER, SEARCH_MARKER
 from ...storage.reading import read_text
 from ...storage.results import RESULTS, ResultsError, read_results
 from ...storage.study_database import connect, database_errors, shown
-from .cells import Record, as_percent, collect
+from .cells import CellFiles, Record, as_percent, collect_files
 
 STUDY_FILE = "study.json"
 STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
@@ -61,6 +61,7 @@ class Search:
     task: str
     final: Sequence[Record] = ()
     final_problems: Sequence[tuple[str, str]] = ()
+    final_files: dict[str, CellFiles] = field(default_factory=dict)  # what collection read of each final cell
 
     @cached_property
     def trials(self) -> list[FrozenTrial]:
@@ -108,8 +109,8 @@ def read(search_dir: Path) -> Search:
     search_dir = Path(search_dir)
     spec = read_search(search_dir)
     study, task = read_study(spec, search_dir), spec.task()
-    final, problems = collect(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [])
-    return Search(spec, search_dir, study, task, final, problems)
+    final, problems, files = collect_files(search_dir / FINAL) if (search_dir / FINAL).is_dir() else ([], [], {})
+    return Search(spec, search_dir, study, task, final, problems, files)
 
 
 def pruned_at(trial: FrozenTrial, seeds: Sequence[int]) -> Optional[tuple[int, int]]:
