@@ -59,6 +59,20 @@ def test_two_searches_are_compared_on_what_they_trained_chose_and_scored(tmp_pat
     assert search_report.progress_points(searches.read(a)) == [(60, 62.0), (120, 72.0), (270, 72.0)]
 
 
+def test_a_comparison_the_searches_final_runs_cannot_pair_says_why(tmp_path):
+    a = build(tmp_path / "a")
+    b = build(tmp_path / "b", final={"trial1": {3: 0.83, 4: 0.88}, "baseline": {1: 0.78}})
+    c = build(tmp_path / "c", final={})
+    code, stdout, _ = istar_report(a, b, c, "--out", tmp_path / "compared")
+    lines = stdout.splitlines()
+    assert code == 0 and "not compared" not in lines[0]
+    assert lines[1].endswith("eval mean 85.50 over 2 seeds; vs its baseline: not compared (no final run of it shares "
+                             f"a seed with this choice's); vs {a}'s choice: not compared (no final run of it shares a "
+                             "seed with this choice's)")
+    assert lines[2].endswith("held-out 72.00; vs its baseline: not compared (no final run of its choice yet); vs "
+                             f"{a}'s choice: not compared (no final run of its choice yet)")
+
+
 def test_the_caption_says_what_the_searches_runs_differ_in_beyond_the_values(tmp_path):
     a, b = build(tmp_path / "a"), build(tmp_path / "b")
     record = yaml.safe_load((b / "search.yaml").read_text())

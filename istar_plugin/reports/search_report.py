@@ -451,5 +451,16 @@ def comparison_summary(comparison: Comparison) -> list[str]:
         for key, what in (("versus_baseline", "its baseline"), ("versus_first", f"{comparison.labels[0]}'s choice")):
             if row[key] is not None:
                 line += f"; vs {what} {' '.join(paired_cells(row[key]))}"
+            elif key == "versus_baseline" or row is not comparison.rows[0]:
+                line += f"; vs {what}: not compared ({_not_paired(row, comparison.rows[0], key)})"
         lines.append(line)
     return lines
+
+
+def _not_paired(row: dict[str, Any], first: dict[str, Any], key: str) -> str:
+    """Why ``row``'s choice has no paired difference in column ``key`` of :attr:`Comparison.rows`."""
+    if row["seeds"] is None:
+        return "no final run of its choice yet"
+    if key == "versus_first" and first["seeds"] is None:
+        return "no final run of that choice yet"
+    return "no final run of it shares a seed with this choice's"
