@@ -198,7 +198,31 @@ def test_a_cgroup_memory_limit_is_read_from_its_v2_or_v1_file(tmp_path, files, l
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     expected = None if limit is None else (limit[0], tmp_path / limit[1])
-    assert configs.cgroup_memory_bytes(tmp_path) == expected
+    assert configs.cgroup_memory_bytes(tmp_path, tmp_path / "no membership file") == expected
+
+
+@pytest.mark.parametrize("membership, files, limit", [
+    ("0::/system.slice/slurmstepd.scope/job_7/step_0\n",  # cgroup v2, a SLURM step: its job's limit holds it
+     {"system.slice/slurmstepd.scope/job_7/step_0/memory.max": "max\n",
+      "system.slice/slurmstepd.scope/job_7/memory.max": "4294967296\n", "system.slice/memory.max": "max\n"},
+     (4294967296, "system.slice/slurmstepd.scope/job_7/memory.max")),
+    ("4:memory:/slurm/uid_0/job_7/step_0\n1:cpu,cpuacct:/slurm/uid_0/job_7\n0::/\n",  # cgroup v1
+     {"memory/slurm/uid_0/job_7/step_0/memory.limit_in_bytes": "9223372036854771712\n",
+      "memory/slurm/uid_0/job_7/memory.limit_in_bytes": "2147483648\n",
+      "memory/slurm/memory.limit_in_bytes": "8589934592\n", "memory/memory.limit_in_bytes": "9223372036854771712\n"},
+     (2147483648, "memory/slurm/uid_0/job_7/memory.limit_in_bytes")),
+    ("0::/a/b\n", {"a/b/memory.max": "8000000000\n", "a/memory.max": "3000000000\n", "memory.max": "5000000000\n"},
+     (3000000000, "a/memory.max")),  # the smallest on the way up
+    ("4:memory:/process/1\n", {"memory/process/1/memory.limit_in_bytes": "9223372036854771712\n"}, None),
+    ("garbage\n", {}, None),
+])
+def test_the_cgroup_limit_is_the_smallest_from_the_processs_own_cgroup_up(tmp_path, membership, files, limit):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "cgroup").write_text(membership)
+    expected = None if limit is None else (limit[0], tmp_path / limit[1])
+    assert configs.cgroup_memory_bytes(tmp_path, tmp_path / "cgroup") == expected
 
 
 def test_a_flow_that_fits_the_machine_but_not_its_cgroup_is_refused(tmp_path, monkeypatch):

@@ -39,7 +39,8 @@ def flow_memory_bytes(dim: int, depth: int, width: int) -> int:
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CGROUP_LIMITS = ("memory.max", "memory/memory.limit_in_bytes")  # cgroup v2, v1
+CGROUP_MEMBERSHIP = Path("/proc/self/cgroup")  # the cgroups this process is in, one line per hierarchy
+CGROUP_LIMITS = {"": ("", "memory.max"), "memory": ("memory", "memory.limit_in_bytes")}  # v2, v1: (mount, file)
 
 
 def physical_memory_bytes() -> Optional[int]:
@@ -50,17 +51,32 @@ def physical_memory_bytes() -> Optional[int]:
         return None
 
 
-def cgroup_memory_bytes(root: Path = CGROUP_ROOT) -> Optional[tuple[int, Path]]:
-    """The memory limit of the cgroup (container) this process runs in and the file that sets it, None without one:
-    no such file, ``max`` (v2) or v1's page-rounded 2**63 - 1."""
-    for name in CGROUP_LIMITS:
+def cgroup_memory_bytes(root: Path = CGROUP_ROOT, membership: Path = CGROUP_MEMBERSHIP
+                        ) -> Optional[tuple[int, Path]]:
+    """The smallest memory limit among the cgroups this process runs in (its own, as ``membership`` names it, and
+    each above it: a SLURM job's, a container's) and the file that sets it; None without one: no such file, ``max``
+    (v2) or v1's page-rounded 2**63 - 1."""
+    try:
+        lines = membership.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    places = {("", Path("/")), ("memory", Path("/"))}  # a container's own cgroup is the root of its view
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]  # hierarchy:controllers:/path
+        if path.startswith("/"):
+            for controller in {"", "memory"} & set(controllers.split(",")):
+                places |= {(controller, folder) for folder in (Path(path), *Path(path).parents)}
+    limits = []
+    for controller, folder in places:
+        mount, name = CGROUP_LIMITS[controller]
+        file = root / mount / folder.relative_to("/") / name
         try:
-            text = (root / name).read_text(encoding="ascii").strip()
+            text = file.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
             continue
         if text.isdigit() and int(text) < 2 ** 62:
-            return int(text), root / name
-    return None
+            limits.append((int(text), file))
+    return min(limits, default=None)
 
 
 def memory_limit() -> Optional[tuple[int, str]]:
