@@ -20,7 +20,7 @@ from istar_plugin.criterions import IStarConfig, IStarCriterion
 from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
 from istar_plugin.hooks import Hook
 from istar_plugin.isotropy import pooled_isoscore_star
-from istar_plugin.training.distributed import init_from_env
+from istar_plugin.training.distributed import init_from_env, leave_process_group
 from istar_plugin.training.trainer import Trainer
 
 WORLD_SIZE = 2
@@ -94,8 +94,24 @@ def collective_checks(rank: int, port: int, overrides: list, out_dir: str) -> No
     torch.save({"pooled": pooled.detach(), "grads": [chunk.grad for chunk in chunks], "criterion": criterion_scores,
                 "sigma": sigma}, f"{out_dir}/rank{rank}.pt")
     trainer.close()
+    del trainer  # garbage, as at a run's exit, for leave_process_group
     torch.distributed.barrier()  # an orderly end: no rank tears down gloo while another still works
-    torch.distributed.destroy_process_group()
+    leave_process_group()
+
+
+def thread_names() -> list[str]:
+    """The names of this process's threads (Linux: /proc/self/task/*/comm)."""
+    return sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+
+
+def leave_after_fit(rank: int, port: int, overrides: list, out_dir: str) -> None:
+    """One rank of a finished run leaving the group as it does at exit: its threads' names before and after."""
+    join(rank, port)
+    Trainer(compose(overrides)).fit()  # the trainer, garbage now, as when istar-run returns
+    finished = thread_names()
+    leave_process_group()
+    with open(f"{out_dir}/rank{rank}.json", "w") as file:
+        json.dump({"finished": finished, "left": thread_names()}, file)
 
 
 def cell_worker(rank: int, port: int, run_dir: str, out_dir: str) -> None:
@@ -106,7 +122,7 @@ def cell_worker(rank: int, port: int, run_dir: str, out_dir: str) -> None:
     returned = CellRunner()(run_dir)
     with open(f"{out_dir}/rank{rank}.json", "w") as file:
         json.dump({key: value for key, value in returned.items() if key in ("skipped", "step")}, file)
-    torch.distributed.destroy_process_group()
+    leave_process_group()
 
 
 class FailAtStep1(Hook):

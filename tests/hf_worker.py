@@ -15,6 +15,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Data
 from istar_plugin.data.config import DataConfig
 from istar_plugin.data.tasks import get_task
 from istar_plugin.hf import IStarTrainer
+from istar_plugin.training.distributed import leave_process_group
 
 
 def sst2_dataset(sst2_dir, tokenizer, count):
@@ -45,8 +46,9 @@ def main(model_dir, sst2_dir, out_dir, lam, steps, lr="1e-4"):
     if trainer.args.process_index == 0:
         trainer.save_model(str(Path(out_dir) / "model"))
     if torch.distributed.is_initialized():  # an orderly end: no rank tears down gloo while another still works
+        del trainer, model  # garbage, as at a script's exit, for leave_process_group
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+        leave_process_group()
 
 
 if __name__ == "__main__":

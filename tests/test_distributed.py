@@ -25,6 +25,7 @@ from istar_plugin.criterions.shrinkage import estimate_shrinkage_covariance
 from istar_plugin.isotropy import CovarianceAccumulator, isoscore_star, pooled_isoscore_star
 from istar_plugin.launch.cell import RUNNING_ELSEWHERE, write_snapshot
 from istar_plugin.storage.lock import RunDirLock
+from istar_plugin.training.distributed import leave_process_group
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 from tolerances import ROUNDING_FACTOR, assert_same_computation, fp32_rounding, relative_rounding
@@ -258,8 +259,9 @@ def record_training(rank: int, port: int, overrides: list, out_dir: str) -> None
     seen = watch_training_forwards(trainer)
     trainer.fit()
     torch.save(seen, f"{out_dir}/rank{rank}.pt")
+    del trainer  # garbage, as at a run's exit, for leave_process_group
     torch.distributed.barrier()  # an orderly end: no rank tears down gloo while another still works
-    torch.distributed.destroy_process_group()
+    leave_process_group()
 
 
 def forwards_overrides(tiny_bert, shared_data, output_dir):
@@ -346,6 +348,23 @@ def test_every_rank_of_a_grid_cell_leaves_it_to_the_invocation_holding_its_lock(
     returned = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(workers.WORLD_SIZE)]
     assert returned == [{"skipped": RUNNING_ELSEWHERE}] * workers.WORLD_SIZE
     assert not (run_dir / "config.yaml").exists()  # no rank started the run
+
+
+# ------------------------------------------------------------ leaving the group at exit
+GLOO_THREADS = {"pt_gloo_runloop", "gloo_tcp_loop"}  # the names gloo gives its worker and transport threads
+
+
+def test_a_rank_leaving_the_group_after_a_run_ends_gloos_threads_before_the_interpreter_finalizes(
+        tiny_bert, shared_data, tmp_path):
+    """A gloo thread still running at finalization can drop a finished collective's tensors then, which takes the GIL
+    and aborts the process (SIGABRT): leaving the group at exit ends them, the finished run's wrapper held them."""
+    overrides = tiny_overrides(tiny_bert, shared_data, tmp_path / "run", "optim.epochs=1")
+    with workers.rendezvous() as port:
+        mp.spawn(workers.leave_after_fit, args=(port, overrides, str(tmp_path)), nprocs=workers.WORLD_SIZE, join=True)
+    for rank in range(workers.WORLD_SIZE):
+        threads = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert GLOO_THREADS <= set(threads["finished"]), threads  # the threads checked below exist during the run
+        assert not GLOO_THREADS & set(threads["left"]), threads
 
 
 # ------------------------------------------------------------ a real torchrun training run

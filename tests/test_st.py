@@ -14,6 +14,7 @@ from distributed_workers import join, rendezvous  # noqa: E402
 from istar_plugin.isotropy import isoscore_star  # noqa: E402
 from istar_plugin.analysis.sts_embeddings import read_sts  # noqa: E402
 from istar_plugin.st import IsotropyEvaluator, IStarLoss  # noqa: E402
+from istar_plugin.training.distributed import leave_process_group  # noqa: E402
 
 
 
@@ -138,7 +139,7 @@ def _sigma_s_worker(rank, port, sentences, out):
     loss = IStarLoss(model, CosineSimilarityLoss(model), lam=-1.0, zeta=0.5, shrinkage_sentences=sentences,
                      shrinkage_points=10**6)
     torch.save(loss.refresh_shrinkage(), f"{out}/rank{rank}.pt")
-    torch.distributed.destroy_process_group()
+    leave_process_group()
 
 
 @pytest.mark.slow  # the packaged MiniLM

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import gc
 import os
 from typing import Any, NamedTuple
 
@@ -34,12 +35,14 @@ def init_from_env(requested_device: str = "auto") -> DistInfo:
             torch.cuda.set_device(device)
         timeout = datetime.timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "600")))
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
-        atexit.register(_leave_process_group)  # gloo's threads left running at exit abort the process
+        atexit.register(leave_process_group)
     return DistInfo(rank, world_size, device)
 
 
-def _leave_process_group() -> None:
+def leave_process_group() -> None:
+    """Leave the process group, its worker threads ended while the interpreter is whole (run at exit)."""
     if dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
