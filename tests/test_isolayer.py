@@ -15,6 +15,7 @@ from istar_plugin.criterions import balanced_joint_loss, isotropy_loss
 from istar_plugin.launch.grid import load
 from istar_plugin.launch.submit import plan
 from istar_plugin.models import frozen_backbone
+from istar_plugin.models.encoder import HFEncoder
 from istar_plugin.storage.checkpoints import Checkpoints
 from istar_plugin.runtime.init_from import InitFromError, resolve
 from istar_plugin.runtime import batching
@@ -159,7 +160,8 @@ def test_istar_run_prints_one_line_for_a_bad_init_from(stage_one, tiny_bert, sha
     ("foreign", r"it is not a run's checkpoint \(no model\)"),
 ])
 def test_init_from_a_run_whose_final_checkpoint_is_damaged_is_one_line_naming_it(stage_one, tiny_bert, shared_data,
-                                                                                 tmp_path, capsys, damage, reason):
+                                                                                 tmp_path, capsys, monkeypatch, damage,
+                                                                                 reason):
     source = tmp_path / "source"
     shutil.copytree(stage_one[0], source)
     checkpoint = Checkpoints(source).latest()
@@ -172,6 +174,11 @@ def test_init_from_a_run_whose_final_checkpoint_is_damaged_is_one_line_naming_it
         data[len(data) // 2] ^= 0xFF
         checkpoint.write_bytes(bytes(data if damage == "flipped" else data[: len(data) // 2]))
     written = checkpoint.read_bytes()
+
+    def no_model(*args, **kwargs):
+        pytest.fail("the base model was built before the damaged checkpoint was refused")
+
+    monkeypatch.setattr(HFEncoder, "__init__", no_model)
     code = main(tiny_run_arguments(tiny_bert, shared_data, "criterion=cross_entropy", f"init_from={source}",
                                    f"output_dir={tmp_path / 'run'}", "max_steps=1", "tensorboard=false"))
     err = capsys.readouterr().err

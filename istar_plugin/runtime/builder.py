@@ -29,18 +29,19 @@ def build_model(cfg: DictConfig, task, state: Optional[dict] = None, quiet: bool
     model_cfg = config_module.model_config(cfg)
     if cfg.get("engine", "istar") == "sentence_transformers":
         return Built(_sentence_transformer(cfg, model_cfg.name_or_path, device), None)
-    source = None
+    source = weights = None
     if cfg.get("init_from"):
         source = resolve_init_from(cfg.init_from, cfg.task, task.label_names, model_cfg.name_or_path)
         model_cfg = source.model_config(model_cfg)
+        weights = source.weights() if state is None else None  # read and verified before the model loads
     quiet = quiet or state is not None or (source is not None and source.checkpoint is not None)
     try:
         with restoring_weights() if quiet else contextlib.nullcontext():
             model = MODELS.get(cfg.model.adapter).cls(model_cfg, task.kind, max(task.num_labels, 1))
     except (OSError, ImportError) as error:
         raise ModelError(f"model {model_cfg.name_or_path!r} cannot be loaded: {one_line(error)[:300]}") from None
-    if source is not None and state is None:
-        source.load_into(model)
+    if weights is not None:
+        source.load_into(model, weights)
     if cfg.criterion.get("padding") == "include" and getattr(model, "padding_free", False):
         model.keep_padding(INCLUDED_PADDING)  # model.padding_free=auto: true is refused at compose time
     criterion = CRITERIONS.get(cfg.criterion.name).cls(config_module.criterion_config(cfg), task.kind)

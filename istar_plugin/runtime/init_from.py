@@ -1,7 +1,6 @@
 """``init_from``: start a run from a finished run's fine-tuned model (its final checkpoint, else its ``model/``) or
-from a Hugging Face folder, checked from the files alone before any model loads (one :class:`InitFromError` line);
-a checkpoint whose bytes prove damaged when its weights are read is one :class:`~istar_plugin.errors.CheckpointError`
-line."""
+from a Hugging Face folder, checked before any model loads: one :class:`InitFromError` line, or one
+:class:`~istar_plugin.errors.CheckpointError` line for a final checkpoint whose bytes prove damaged."""
 from __future__ import annotations
 
 import json
@@ -38,10 +37,10 @@ class InitSource:
             return model_cfg
         return replace(model_cfg, name_or_path=str(self.path), local_files_only=True, revision=None)
 
-    def load_into(self, model: torch.nn.Module) -> None:
-        """Copy the run's final weights into ``model`` (built from the same base model, nothing inserted yet)."""
+    def weights(self) -> Optional[dict]:
+        """The run's final ``model`` tensors, verified (None for a model folder: the model loads it itself)."""
         if self.checkpoint is None:
-            return  # a model folder was loaded by the model itself
+            return None
         try:
             state = read_checkpoint(self.checkpoint, "cpu", keys=("model",))["model"]
         except DamagedCheckpoint as damaged:
@@ -52,6 +51,10 @@ class InitSource:
         if inserted := inserted_modules(state):
             raise InitFromError(f"init_from {self.path}: its model has modules inserted before the head "
                                 f"({', '.join(inserted)}); start from the run it was itself initialised from")
+        return state
+
+    def load_into(self, model: torch.nn.Module, state: dict) -> None:
+        """Copy :meth:`weights` into ``model`` (built from the same base model, nothing inserted yet)."""
         try:
             load_weights(model, state)
         except (RuntimeError, ValueError) as error:  # e.g. a LoRA run's adapters into a model without LoRA
