@@ -11,7 +11,7 @@ from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
 from ..records.run_extras import ResultsReader, recorded_results
-from ..records.settings import Setting, ranking, setting_row, settings
+from ..records.settings import Setting, best_of, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
@@ -59,8 +59,7 @@ def _against_base(records: Sequence[Record]) -> list[tuple[Setting, Setting]]:
         bases = [s for s in all_settings if s.method == BASE and (s.model, s.task) == (setting.model, setting.task)]
         if setting.method != BASE and bases:
             same_variant = [s for s in bases if s.variant == setting.variant]
-            ranked = sorted(bases, key=ranking)
-            pairs.append((setting, (same_variant or ranked)[-1]))
+            pairs.append((setting, same_variant[-1] if same_variant else best_of(bases)))
     return pairs
 
 

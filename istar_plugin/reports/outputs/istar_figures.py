@@ -8,19 +8,18 @@ from typing import Any, Callable, Optional, Sequence
 from ..comparisons import versus_base
 from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
 from ..records.cells import SHOWN_AS_STORED, Record
-from ..records.settings import Setting, ranking, settings
+from ..records.settings import Setting, best_of, settings
 
 
 def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
           ) -> dict[tuple, Setting]:
-    """``key(setting)`` -> the best setting by its mean (:func:`.settings.ranking`) among ``candidates``
-    sharing it (None: left out)."""
-    best: dict[tuple, Setting] = {}
+    """``key(setting)`` -> the best setting (:func:`.settings.best_of`) among ``candidates`` sharing it (None: left
+    out)."""
+    groups: dict[tuple, list[Setting]] = {}
     for setting in candidates:
-        k = key(setting)
-        if k is not None and (k not in best or ranking(setting) > ranking(best[k])):
-            best[k] = setting
-    return best
+        if (k := key(setting)) is not None:
+            groups.setdefault(k, []).append(setting)
+    return {k: best_of(group) for k, group in groups.items()}
 
 
 def figure3_points(records: Sequence[Record]) -> dict[str, dict[str, list[tuple[float, Setting]]]]:

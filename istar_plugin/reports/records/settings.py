@@ -132,9 +132,18 @@ def best_settings(records: Sequence[Record], selection: str = "eval") -> dict[Ke
         if selection == "eval" or setting.validation_mean is not None:
             candidates.setdefault((setting.model, setting.task, setting.method), []).append(setting)
     score = "mean" if selection == "eval" else "validation_mean"
-    fullest = {key: [s for s in group if s.n == max(other.n for other in group)] for key, group in candidates.items()}
-    return {key: (max(full, key=lambda s: ranking(s, score)), len(full))
-            for key, full in fullest.items()}
+    return {key: (best_of(group, score), len(fullest(group))) for key, group in candidates.items()}
+
+
+def fullest(group: Sequence[Setting]) -> list[Setting]:
+    """The settings of ``group`` with the most seeds: only they compete for its best (a mean over fewer seeds is
+    noisier, and a seed that failed or has not finished would leave its setting a mean of the others)."""
+    return [s for s in group if s.n == max(other.n for other in group)]
+
+
+def best_of(group: Sequence[Setting], score: str = "mean") -> Setting:
+    """The best setting of ``group`` by its ``score`` (:func:`ranking`) among its :func:`fullest`."""
+    return max(fullest(group), key=lambda s: ranking(s, score))
 
 
 def has_validation(records: Sequence[Record]) -> bool:
