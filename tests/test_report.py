@@ -689,3 +689,17 @@ def test_a_setting_left_with_fewer_seeds_is_not_figure_3s_point_nor_the_base_of_
     grid += [run("optim.lr=5e-05", "istar", seed, 65.0 + seed) for seed in SEEDS]  # no Base of its own
     (row,) = versus_base.comparisons(grid)
     assert (row["base_variant"], row["seeds"], row["difference"]) == ("optim.lr=1e-05", 3, pytest.approx(5.0))
+
+
+def test_a_difference_to_base_over_fewer_seeds_than_its_mean_says_so_in_table_1(collected, tmp_path):
+    """Base's seed 3 failed: CosReg's and I-STAR's means are over seeds 1-3, their differences to Base over 1-2."""
+    records = [r for r in collected[0] if not (r.model == "bert" and r.task == "sst2" and r.method == "cross_entropy"
+                                               and r.seed == 3)]
+    write_report(records, tmp_path / "report")
+    table = (tmp_path / "report" / "table1.md").read_text()
+    # CosReg 91.3, 92.3 and I-STAR 91.5, 93.5 against Base 91.5, 92.0
+    assert ("| bert | sst2 | accuracy | 91.75 ± 0.35 (n=2) · paper 92.40 ± 0.41 (-0.65) | "
+            "92.30 ± 1.00 (λ +1) · paper 92.01 ± 0.23 (+0.29) · Δ +0.05 [-0.20, +0.30] n.d. (2 of 3 seeds) | "
+            "93.50 ± 2.00 (λ -5, ζ 0.2) · paper 92.65 ± 0.18 (+0.85) · Δ +0.75 [+0.00, +1.50] n.d. (2 of 3 seeds) |"
+            ) in table
+    assert table.count(" seeds) |") == 2  # the other rows' differences are over every seed of their means

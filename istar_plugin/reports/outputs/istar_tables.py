@@ -5,7 +5,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...metrics import better_sign
 from ...storage.seeds import SeedSummary
-from ..comparisons.paired import LEVEL
+from ..comparisons.paired import LEVEL, PairedDifference
 from ..comparisons.versus_base import Compare, compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
@@ -95,10 +95,16 @@ def table1_markdown(rows: Sequence[dict[str, Any]], versus_base: Callable[[Setti
             for column in columns:
                 text = format_score(row[column], most_seeds, metric, paper_model)
                 paired = versus_base(row[column]) if row[column] is not None and metric == row[column].metric else None
-                text += f" · Δ {paired.text()}" if paired is not None else ""
+                text += f" · Δ {paired.text()}{paired_seeds(paired, row[column])}" if paired is not None else ""
                 cells.append(f"**{text}**" if row.get(DISTINGUISHED, {}).get(metric) == column else text)
             lines.append([row["model"], row["task"], metric, *cells])
     return markdown_table(["Model", "Task", "Metric", *columns], lines)
+
+
+def paired_seeds(paired: PairedDifference, setting: Setting) -> str:
+    """`` (K of N seeds)`` when ``paired`` is over K of the N seeds of ``setting``'s mean (its Base lacks the others),
+    else ``""``."""
+    return f" ({len(paired.seeds)} of {setting.n} seeds)" if len(paired.seeds) < setting.n else ""
 
 
 def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] = None) -> list[dict[str, Any]]:
