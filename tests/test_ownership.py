@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -146,6 +147,35 @@ def copy_without_model(kept_run, damaged):
             (damaged / path.relative_to(kept_run)).parent.mkdir(parents=True, exist_ok=True)
             (damaged / path.relative_to(kept_run)).write_bytes(path.read_bytes())
     return next((damaged / "checkpoints").glob("step_*.pt"))
+
+
+@pytest.mark.parametrize("case", ["another run's", "unfinished run's own", "older step into its own"])
+def test_istar_export_never_writes_a_runs_model_folder_but_with_its_final_model(kept_run, tmp_path, capsys, case):
+    other = tmp_path / "other"
+    shutil.copytree(kept_run, other)
+    run, extra = kept_run, []
+    if case == "unfinished run's own":
+        run = other
+        (other / "results.json").unlink()
+    if case == "older step into its own":
+        run, extra = other, ["--step", "1"]
+        for suffix in ("", ".sha256"):
+            shutil.copy(other / "checkpoints" / f"step_00000002.pt{suffix}", other / "checkpoints" /
+                        f"step_00000001.pt{suffix}")
+    before = snapshot(other)
+    assert export_main([str(run), *extra, "--out", str(other / "model")]) == 4
+    why = {"another run's": f"it is kept for the run {other}'s final model, and step_00000002.pt is of the run "
+                            f"{kept_run}",
+           "unfinished run's own": "it is kept for a finished run's model, and the run is unfinished (no results.json "
+                                   "yet)",
+           "older step into its own": "it is kept for the run's final model, and step_00000001.pt is not its latest "
+                                      "checkpoint"}[case]
+    assert capsys.readouterr().err.splitlines() == [
+        f"istar-export: error: --out {other / 'model'}: {why}; choose another --out, nothing was changed"]
+    assert snapshot(other) == before  # the run's final model is as the run wrote it
+    if case == "another run's":  # a finished run's latest checkpoint is its final model: its own model/ takes it
+        assert export_main([str(kept_run), "--out", str(kept_run / "model")]) == 0
+        assert capsys.readouterr().out.startswith(f"exported step 2 to {kept_run / 'model'} (load with")
 
 
 def test_istar_export_of_a_damaged_checkpoint_is_one_line_and_keeps_it(kept_run, tmp_path, capsys):

@@ -8,8 +8,9 @@ The folder holds ``save_pretrained`` of the model and its tokenizer, with the ta
     istar-export runs/sst2/istar/seed42 --step 300 --out sst2-step300
     istar-export runs/diverged --out diverged-step57          # a failed or unfinished run: only with --out
 
-RUN_DIR/model is a finished run's: the last checkpoint of a failed or unfinished run is exported only to --out, and
-every export holds export.json naming the run, its state and the checkpoint.
+RUN_DIR/model is a finished run's: the last checkpoint of a failed or unfinished run is exported only to --out (and
+no run's model/ takes another checkpoint than that finished run's latest), and every export holds export.json naming
+the run, its state and the checkpoint.
 """
 from __future__ import annotations
 

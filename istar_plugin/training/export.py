@@ -13,11 +13,11 @@ from .. import config as config_module
 from ..registry import TASKS, load_plugins
 from ..runtime.builder import build_model
 from ..runtime.init_from import MODEL_DIR, inserted_modules
-from ..errors import CheckpointError, ConfigError, ModelError
+from ..errors import CheckpointError, ConfigError, ModelError, RunDirError
 from ..storage.atomic import atomic_write_json, write_refusals
 from ..storage.checkpoints import Checkpoints, DamagedCheckpoint, read_checkpoint
 from ..storage.lock import RunDirLock
-from ..storage.ownership import EXPORT_MARKER, check_writable, mark
+from ..storage.ownership import EXPORT_MARKER, RUN_MARKER, check_writable, mark, owned
 from ..storage.results import RESULTS, ResultsError, read_results
 
 EXPORT_RECORD = "export.json"
@@ -79,6 +79,8 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         if state_then != "finished" and out is None:
             raise ConfigError(f"{run_dir}: the run {unfinished_words(state_then)}; its {MODEL_DIR}/ is kept for a "
                               f"finished run's model: pass --out DIR to export its checkpoint {path.name} anyway")
+        if out is not None:
+            refuse_final_model_folder(Path(out), run_dir, path, state_then)
         try:
             state = read_checkpoint(path, "cpu", keys=("model", "config", "step"))
         except DamagedCheckpoint as damaged:
@@ -100,6 +102,23 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
         directory = export_model(model, task.kind, task.label_names, out, record=record, run=str(run_dir.resolve()),
                                  step=state["step"], run_state=state_then)
         return Exported(directory, state["step"], state_then)
+
+
+def refuse_final_model_folder(out: Path, run_dir: Path, path: Path, state: str) -> None:
+    """Refuse an ``--out`` that is a run directory's ``model/`` unless ``path`` is that finished run's final model
+    (its latest checkpoint): that folder holds a finished run's final model alone, often its only copy."""
+    owner = out.parent
+    if out.name != MODEL_DIR or not owned(owner, RUN_MARKER):
+        return
+    if owner.resolve() != run_dir.resolve():
+        why = f"it is kept for the run {owner}'s final model, and {path.name} is of the run {run_dir}"
+    elif state != "finished":
+        why = f"it is kept for a finished run's model, and the run {unfinished_words(state)}"
+    elif Checkpoints.step_of(path) != max(Checkpoints(run_dir).paths()):
+        why = f"it is kept for the run's final model, and {path.name} is not its latest checkpoint"
+    else:
+        return
+    raise RunDirError(f"--out {out}: {why}; choose another --out, nothing was changed")
 
 
 class Exported(NamedTuple):
