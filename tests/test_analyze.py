@@ -236,3 +236,20 @@ def test_an_undefined_measure_is_none_with_its_reason_and_output_names_are_disti
         None, "explained variance is undefined: all points are identical (zero variance)")
     names = analyze.output_names([analyze.Path(p) for p in ("a/seed1", "b/seed1", "b/seed2")])
     assert names == ["a_seed1", "b_seed1", "seed2"]
+    names = analyze.output_names([analyze.Path(p) for p in ("x/runs/seed1", "y/runs/seed1", "x/runs/seed1", "z")])
+    assert names == ["x_runs_seed1", "y_runs_seed1", "x_runs_seed1_2", "z"]  # a run named twice: numbered
+
+
+def test_runs_whose_names_and_parents_names_repeat_each_keep_their_analysis(runs, tmp_path, capsys):
+    copies = [tmp_path / "sst2" / "runs" / "seed1", tmp_path / "sst2-long" / "runs" / "seed1"]
+    for run, copy in zip(runs, copies):
+        shutil.copytree(run, copy)
+    out = tmp_path / "out"
+    assert analyze_cli.main([*map(str, copies), "--out", str(out)]) == 0
+    assert f"-> {out / 'sst2_runs_seed1' / 'analysis.json'}" in capsys.readouterr().out
+    labels = [json.loads((out / name / "analysis.json").read_text())["label"]
+              for name in ("sst2_runs_seed1", "sst2-long_runs_seed1")]
+    assert labels == ["I-STAR λ=-1 ζ=0.2", "Base"]  # each run's own, none written over by the other
+    assert json.loads((out / ".istar-analysis").read_text())["files"] == [
+        "figure4.png", "figure5.png", "figure6.png", "massive.png", "outliers.png",
+        "sst2-long_runs_seed1/analysis.json", "sst2_runs_seed1/analysis.json", "summary.md"]
