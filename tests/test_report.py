@@ -703,3 +703,28 @@ def test_a_difference_to_base_over_fewer_seeds_than_its_mean_says_so_in_table_1(
             "93.50 ± 2.00 (λ -5, ζ 0.2) · paper 92.65 ± 0.18 (+0.85) · Δ +0.75 [+0.00, +1.50] n.d. (2 of 3 seeds) |"
             ) in table
     assert table.count(" seeds) |") == 2  # the other rows' differences are over every seed of their means
+
+
+def test_a_collapsed_setting_is_marked_in_every_table_that_shows_its_score_or_difference(tmp_path, capsys):
+    """A setting whose runs predicted one class is marked ``(K collapsed)`` wherever its score or its difference to
+    another setting is shown, as Table 1 marks it; the CSVs keep their columns and values."""
+    _ablation_grid(tmp_path / "grid")
+    options = ["--reference", "criterion.layers=[1]"]
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "plain"), *options]) == 0
+    for seed in (1, 2):  # CoLA's all-layer I-STAR setting: Table 1's and Table 2's I-STAR
+        path = tmp_path / "grid" / f"cola,global,seed={seed}" / "results.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "collapsed": True}))
+    out = tmp_path / "collapsed"
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(out), *options]) == 0
+    read = lambda name: (out / name).read_text()  # noqa: E731
+    assert "| **55.00 ± 1.41 (λ -1, ζ 0.8) (2 collapsed) · paper 59.60" in read("table1.md")
+    assert "| bert | cola | I-STAR | -1 | 0.8 | criterion.layers=None | 55.00 ± 1.41 (2 collapsed) | 4 |" in read(
+        "table2.md")
+    assert "| criterion.layers=None | 2 | +3.00 (2 collapsed) | 0.00 | better |" in read("power.md")
+    assert "| criterion.layers=None | 1 | 2 | 55.00 (2 collapsed) | 0.1 |" in read("penalised_layers.md")
+    assert ("| criterion.layers=None | criterion.layers=[1] | matthews_correlation | 2 | +4.00 (2 collapsed) |"
+            in read("versus_reference.md"))
+    assert all(read(name).count("collapsed)") == 1 for name in ("table1.md", "table2.md", "power.md",
+                                                                 "penalised_layers.md", "versus_reference.md"))
+    for name in ("table2.csv", "power.csv", "penalised_layers.csv", "versus_reference.csv"):
+        assert read(name) == (tmp_path / "plain" / name).read_text(), name

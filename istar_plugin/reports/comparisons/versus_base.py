@@ -11,7 +11,7 @@ from ...storage.predictions import PREDICTIONS, Predictions, read_predictions
 from ..paper.istar import PAPER_MODELS, paper_result
 from ..records.cells import Record, predictions_problem
 from ..records.run_extras import ResultsReader, recorded_results
-from ..records.settings import Setting, best_of, setting_row, settings
+from ..records.settings import Setting, best_of, collapsed_mark, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, Outcome, PairedDifference, paired_difference, resamples_examples, signed
 
@@ -179,7 +179,8 @@ def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in comparisons:
         paired, setting = row["paired"], row["setting"]
         width = (paired.high - paired.low) / 2
-        common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"]}
+        common = {key: row[key] for key in POWER_COLUMNS[:9]} | {"half_width": width, "verdict": row["verdict"],
+                                                                  "setting": setting}
         for model, gain in paper_gains(setting.method, setting.task, setting.metric) or [(None, None)]:
             needed = None if gain is None else seeds_to_decide(width, row["seeds"], gain)
             table.append(common | {"paper_model": model, "paper_gain": gain, "seeds_to_decide": needed})
@@ -187,7 +188,8 @@ def power_rows(comparisons: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def power_markdown(table: Sequence[dict[str, Any]]) -> str:
-    """The power table in Markdown: one line per setting, the paper's gains and the seeds each needs side by side."""
+    """The power table in Markdown: one line per setting, the paper's gains and the seeds each needs side by side;
+    a collapsed setting's difference marked as Table 1 marks its score."""
     settings: dict[tuple, list[dict[str, Any]]] = {}
     for row in table:
         settings.setdefault(tuple(row[key] for key in POWER_COLUMNS[:7]), []).append(row)
@@ -196,7 +198,7 @@ def power_markdown(table: Sequence[dict[str, Any]]) -> str:
         row, papers = group[0], [r for r in group if r["paper_model"] is not None]
         gains = "; ".join(f"{signed(r['paper_gain'])} ({PAPER_MODELS[r['paper_model']]})" for r in papers) or "—"
         needed = "; ".join("—" if r["seeds_to_decide"] is None else str(r["seeds_to_decide"]) for r in papers) or "—"
-        lines.append([*setting_cells(row), row["seeds"], signed(row["difference"]), f"{row['half_width']:.2f}",
-                      row["verdict"], gains, needed])
+        lines.append([*setting_cells(row), row["seeds"], signed(row["difference"]) + collapsed_mark(row["setting"]),
+                      f"{row['half_width']:.2f}", row["verdict"], gains, needed])
     return markdown_table((*SETTING_HEADER, "seeds", "Δ vs Base", "± half-width", "verdict", "paper's gain (model)",
                            "seeds to decide it"), lines)

@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 from ...errors import ConfigError
 from ...storage.seeds import std_text
 from ..records.cells import Record
-from ..records.settings import setting_key, setting_row, settings
+from ..records.settings import collapsed_mark, setting_key, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 from .paired import LEVEL, signed
 from .versus_base import Compare, compare
@@ -48,7 +48,7 @@ def comparisons(records: Sequence[Record], reference: str, compare_settings: Opt
                      "reference_std": match.std, "score_within_spread": _within(paired.mean, match.std),
                      "isoscore_difference": iso_mean, "isoscore_per_seed": " ".join(f"{d:+.4f}" for d in differences),
                      "isoscore_reference_std": match.isoscore_std,
-                     "isoscore_within_spread": _within(iso_mean, match.isoscore_std)})
+                     "isoscore_within_spread": _within(iso_mean, match.isoscore_std), "setting": setting})
     return rows
 
 
@@ -66,11 +66,12 @@ def why_not(reference: str) -> str:
 
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The comparison as a Markdown table."""
+    """The comparison as a Markdown table, a collapsed setting's difference marked as Table 1 marks its score."""
     header = (*SETTING_HEADER[:5], "setting", "against", "metric", "seeds", "Δ", "95% interval", "verdict", "per seed",
               "reference sd", "within sd", "Δ eval IsoScore*", "per seed", "reference sd", "within sd")
     return markdown_table(header, ([
-        *setting_cells(row), row["reference"], row["metric"], row["seeds"], signed(row["difference"]),
+        *setting_cells(row), row["reference"], row["metric"], row["seeds"],
+        signed(row["difference"]) + collapsed_mark(row["setting"]),
         f"[{signed(row['low'])}, {signed(row['high'])}]", row["verdict"], row["per_seed"],
         std_text(row["reference_std"], ".2f"), _yes(row["score_within_spread"]), f"{row['isoscore_difference']:+.4f}",
         row["isoscore_per_seed"], std_text(row["isoscore_reference_std"], ".4f"), _yes(row["isoscore_within_spread"])]

@@ -9,8 +9,8 @@ from ..comparisons.paired import LEVEL, PairedDifference
 from ..comparisons.versus_base import Compare, compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
-from ..records.settings import (SELECTIONS, Setting, best_settings, display_name, method_rank, metric_summary,
-                                setting_order, setting_row)
+from ..records.settings import (SELECTIONS, Setting, best_settings, collapsed_mark, display_name, method_rank,
+                                metric_summary, setting_order, setting_row)
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
@@ -65,7 +65,7 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     marks = [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
              if value is not None] + ([f"n={summary.n}"] if summary.n == 1 or summary.n < most_seeds else [])
     text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
-    text += f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
+    text += collapsed_mark(setting)
     paper = paper_comparison(setting, metric or setting.metric, paper_model)
     if paper is None:
         return text
@@ -128,18 +128,21 @@ def table1_csv_rows(rows: Sequence[dict[str, Any]], paper_model: Optional[str] =
 
 
 def table2(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose."""
+    """The selected hyperparameters: one row per model x task x method that has a lam, zeta or variant to choose
+    (``setting``: the chosen :class:`Setting`)."""
     return [{**setting_row(setting), "mean": setting.mean, "std": setting.std, "n": setting.n,
-             "settings_compared": compared}
+             "settings_compared": compared, "setting": setting}
             for setting, compared in sorted(best_settings(records).values(), key=lambda best: setting_order(best[0]))
             if setting.lam is not None or setting.zeta is not None or setting.variant]
 
 
 def table2_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """Table 2 as markdown; an ``other`` column (the selected variant) appears when anything else was swept."""
+    """Table 2 as markdown, each mean marked as Table 1 marks a collapsed setting's; an ``other`` column (the selected
+    variant) appears when anything else was swept."""
     shown = 6 if any(row["variant"] for row in rows) else 5
     return markdown_table([*SETTING_HEADER[:shown], "mean ± std", "settings compared"], ([
-        *setting_cells(row)[:shown], SeedSummary(row["mean"], row["std"], row["n"]).text(".2f"),
+        *setting_cells(row)[:shown],
+        SeedSummary(row["mean"], row["std"], row["n"]).text(".2f") + collapsed_mark(row["setting"]),
         row["settings_compared"]] for row in rows))
 
 

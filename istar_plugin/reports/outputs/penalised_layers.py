@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from ..records.cells import Record
 from ..records.run_extras import ResultsReader, layer_isoscores, recorded_results
-from ..records.settings import setting_row, settings
+from ..records.settings import collapsed_mark, setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "layers", "seeds", "score", "median", "low", "high")
@@ -33,13 +33,16 @@ def rows(records: Sequence[Record], read: ResultsReader = recorded_results) -> l
         means = [statistics.fmean(column) for column in zip(*per_seed)]
         result.append({**setting_row(setting), "layers": _span(layers), "seeds": len(per_seed),
                        "score": f"{setting.mean:.2f}", "median": f"{statistics.median(means):.3g}",
-                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}"})
+                       "low": f"{min(means):.3g}", "high": f"{max(means):.3g}", "setting": setting})
     return result
 
 
 def markdown(table: Sequence[dict[str, Any]]) -> str:
+    """The rows as a Markdown table, a collapsed setting's score marked as Table 1 marks it."""
     return markdown_table((*SETTING_HEADER, "layers", "seeds", "score", "median IsoScore*", "lowest", "highest"),
-                          ([*setting_cells(row), *(row[key] for key in COLUMNS[6:])] for row in table))
+                          ([*setting_cells(row), row["layers"], row["seeds"],
+                            row["score"] + collapsed_mark(row["setting"]), *(row[key] for key in COLUMNS[9:])]
+                           for row in table))
 
 
 def _span(layers: Sequence[int]) -> str:

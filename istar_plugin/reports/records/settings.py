@@ -151,6 +151,12 @@ def has_validation(records: Sequence[Record]) -> bool:
     return any(setting.validation_mean is not None for setting in settings(records))
 
 
+def collapsed_mark(setting: Setting) -> str:
+    """`` (K collapsed)`` when K of ``setting``'s seeds predicted one class on the evaluation split, else ``""``: the
+    mark every table puts beside a setting's score or difference."""
+    return f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
+
+
 def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
     """``metric`` over the setting's seeds; None where it has no such metric."""
     if setting is None:
