@@ -496,6 +496,68 @@ def test_figures_7_and_8_are_drawn_when_the_grid_holds_their_cells(tmp_path, cap
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
+def test_figures_mark_a_setting_with_collapsed_seeds_and_one_with_fewer_seeds_beside_its_point(tmp_path, monkeypatch):
+    """As Table 1 marks their scores, Figures 3, 7 and 8 cross the point of a setting whose seeds predicted one class
+    (the cross explained in the legend) and write "K collapsed" beside it, and "n=K" beside a point over fewer seeds
+    than the others of its panel."""
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    monkeypatch.setattr(istar_figures, "save_png", lambda fig, path: drawn.append(fig) or path)
+
+    def run(method, lam, zeta, seed, score, collapsed=False, layers=None):
+        return istar_cells.Record("rte", "bert", method, lam, zeta, seed, "accuracy", score / 100, score,
+                                  0.2 + 0.03 * (lam or 0.0), str(tmp_path / f"{method}{lam}{zeta}{layers}{seed}"),
+                                  variant="" if layers is None else f"criterion.layers=[{layers[0]}]",
+                                  collapsed=collapsed, layers=layers)
+
+    base = [run("cross_entropy", None, None, seed, 60.0 + seed) for seed in SEEDS]
+    collapsing = [run("istar", -1.0, 0.2, seed, 70.0 + seed, collapsed=seed < 3) for seed in SEEDS]  # best at -1
+    records = base + collapsing + [run("istar", -1.0, 0.4, seed, 65.0 + seed) for seed in SEEDS]
+    records += [run("istar", -1.0, 0.6, seed, 64.0 + seed) for seed in (1, 2)]  # seed 3 failed
+    records += [run("istar", 1.0, 0.2, seed, 50.0 + seed) for seed in (1, 2)]  # seed 3 failed
+
+    def texts(ax):
+        return [text.get_text() for text in ax.texts]
+
+    def crosses(ax):
+        return [tuple(xy) for line in ax.lines if line.get_marker() == "x" for xy in line.get_xydata().tolist()]
+
+    istar_figures.figure3(records, tmp_path / "figure3.png")
+    fig = drawn.pop()
+    ax, ax_delta = fig.axes[:2]
+    assert texts(ax) == ["-1 (2 collapsed)", "0", "1 (n=2)"] and texts(ax_delta) == ["(2 collapsed)", "(n=2)"]
+    assert crosses(ax) == [(pytest.approx(0.17), pytest.approx(72.0))]
+    assert crosses(ax_delta) == [(-1.0, pytest.approx(10.0))]  # 72 - 62, paired by seed
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["bert", istar_figures.COLLAPSED]
+    plt.close(fig)
+
+    istar_figures.figure7(records, tmp_path / "figure7.png")
+    fig = drawn.pop()
+    assert texts(fig.axes[0]) == ["(2 collapsed)", "(n=2)"]
+    assert crosses(fig.axes[0]) == [(0.2, pytest.approx(72.0))]
+    assert {text.get_text() for text in fig.axes[0].get_legend().get_texts()} == {"bert λ=-1", istar_figures.COLLAPSED}
+    plt.close(fig)
+
+    layered = [run("istar", -1.0, 0.2, seed, 55.0 + seed, collapsed=seed == 1, layers=(1,)) for seed in SEEDS]
+    layered += [run("istar", -1.0, 0.2, seed, 57.0 + seed, layers=(2,)) for seed in (1, 2)]  # seed 3 failed
+    istar_figures.figure8(base + collapsing + layered, tmp_path / "figure8.png")
+    fig = drawn.pop()
+    assert texts(fig.axes[0]) == ["(1 collapsed)", "(n=2)"]
+    assert crosses(fig.axes[0]) == [(1.0, pytest.approx(57.0))]
+    assert {text.get_text() for text in fig.axes[0].get_legend().get_texts()} == {
+        "I-STAR on one layer", istar_figures.COLLAPSED, "I-STAR, all layers (2 collapsed)", "Base"}
+    plt.close(fig)
+
+    healthy = base + [replace(record, collapsed=False) for record in collapsing]
+    healthy += [run("istar", 1.0, 0.2, seed, 50.0 + seed) for seed in SEEDS]
+    istar_figures.figure3(healthy, tmp_path / "figure3.png")
+    fig = drawn.pop()
+    assert texts(fig.axes[0]) == ["-1", "0", "1"] and texts(fig.axes[1]) == [] and crosses(fig.axes[0]) == []
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["bert"]
+    plt.close(fig)
+
+
 def test_figures_7_and_8_need_a_zeta_sweep_and_single_layer_cells(collected):
     from istar_plugin.reports.outputs import istar_figures as ablations
 

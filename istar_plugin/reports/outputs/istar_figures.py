@@ -8,7 +8,31 @@ from typing import Any, Callable, Optional, Sequence
 from ..comparisons import versus_base
 from ..figures import DPI, MARKERS, panels, pyplot, save_png, style
 from ..records.cells import SHOWN_AS_STORED, Record
-from ..records.settings import Setting, best_of, settings
+from ..records.settings import Setting, best_of, collapsed_mark, seeds_mark, settings
+
+COLLAPSED = "collapsed: seeds that predicted one class on the evaluation split (K collapsed beside the point)"
+"""The legend entry of the cross a figure draws over the point of a setting with collapsed seeds."""
+
+
+def point_marks(setting: Setting, most_seeds: int) -> str:
+    """What a figure writes beside ``setting``'s point, as Table 1 beside its score: `` (n=K)`` when its K seeds are
+    one or fewer than the ``most_seeds`` of its panel (:func:`.settings.seeds_mark`), `` (K collapsed)`` when K of them
+    predicted one class (:func:`.settings.collapsed_mark`); ``""`` for neither."""
+    seeds = seeds_mark(setting.n, most_seeds)
+    return (f" ({seeds})" if seeds else "") + collapsed_mark(setting)
+
+
+def _cross(ax, points: Sequence[tuple[float, float]], label: str = "_nolegend_") -> None:
+    """A black cross over each of ``points``: the points of settings with collapsed seeds."""
+    if points:
+        ax.plot(*zip(*points), linestyle="none", marker="x", markersize=9, markeredgewidth=1.6, color="black",
+                zorder=5, label=label)
+
+
+def _note(ax, text: str, x: float, y: float, colour) -> None:
+    """``text`` beside the point (x, y), in its series' colour."""
+    ax.annotate(text, (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, color=colour,
+                fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))
 
 
 def _best(candidates: Sequence[Setting], key: Callable[[Setting], Optional[tuple]] = lambda s: (s.task, s.model)
@@ -55,10 +79,11 @@ def figure3(records: Sequence[Record], path: str | os.PathLike, paired: Optional
     for (ax, ax_delta), (task, per_model) in zip(axes, points.items()):
         lambdas = [lam for series in per_model.values() for lam, _ in series]
         step = 0.03 * ((max(lambdas) - min(lambdas)) or 1.0)  # models at one lambda sit side by side
+        most_seeds = max(setting.n for series in per_model.values() for _, setting in series)
         for rank, (model, series) in enumerate(per_model.items()):
-            _plot_series(ax, series, colours[model], markers[model], model)
+            _plot_series(ax, series, colours[model], markers[model], model, most_seeds)
             _plot_differences(ax_delta, series, paired, colours[model], markers[model],
-                              step * (rank - (len(per_model) - 1) / 2))
+                              step * (rank - (len(per_model) - 1) / 2), most_seeds)
         percent = metric_of[task] not in SHOWN_AS_STORED.get(task, ())  # a perplexity is no percentage
         style(ax, f"{task} ({metric_of[task]})", "eval IsoScore*", metric_of[task] + (" (%)" if percent else ""),
               title_size=11)
@@ -68,6 +93,9 @@ def figure3(records: Sequence[Record], path: str | os.PathLike, paired: Optional
         ax_delta.axhline(0.0, color="0.35", linewidth=0.9)
         ax_delta.margins(0.15)
     handles = [plt.Line2D([], [], color=colours[m], marker=markers[m], linestyle="-", label=m) for m in models]
+    if any(setting.collapsed for per_model in points.values() for line in per_model.values() for _, setting in line):
+        handles.append(plt.Line2D([], [], color="black", marker="x", markersize=9, markeredgewidth=1.6,
+                                  linestyle="none", label=COLLAPSED))
     fig.suptitle("Task performance vs eval IsoScore*, one point per I-STAR λ (labels; λ = 0 is Base): mean ± std "
                  "over seeds\nright: difference to Base, paired by seed, with its 95% bootstrap interval as in "
                  "versus_base.md (filled: the interval excludes 0)", fontsize=10)
@@ -76,8 +104,10 @@ def figure3(records: Sequence[Record], path: str | os.PathLike, paired: Optional
 
 
 def _plot_differences(ax, series: list[tuple[float, Setting]], paired: Sequence[dict], colour, marker: str,
-                      dodge: float) -> None:
-    """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda."""
+                      dodge: float, most_seeds: int) -> None:
+    """Each lambda's paired difference to Base and its interval, drawn ``dodge`` to the right of its lambda, with its
+    setting's :func:`point_marks`."""
+    collapsed = []
     for lam, setting in series:
         if (difference := versus_base.comparison_of(paired, setting)) is None:
             continue
@@ -86,9 +116,15 @@ def _plot_differences(ax, series: list[tuple[float, Setting]], paired: Sequence[
         filled = difference.decided
         ax.plot([lam + dodge], [difference.mean], linestyle="none", marker=marker, markersize=6, color=colour,
                 markerfacecolor=colour if filled else "white", markeredgecolor=colour, zorder=3)
+        if marks := point_marks(setting, most_seeds):
+            _note(ax, marks.strip(), lam + dodge, difference.mean, colour)
+        if setting.collapsed:
+            collapsed.append((lam + dodge, difference.mean))
+    _cross(ax, collapsed)
 
 
-def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str) -> None:
+def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, model: str, most_seeds: int) -> None:
+    """One model's points, each labelled with its lambda and :func:`point_marks`."""
     xs = [setting.isoscore_mean for _, setting in series]
     ys = [setting.mean for _, setting in series]
     ax.plot(xs, ys, color=colour, linewidth=0.8, alpha=0.5)
@@ -96,9 +132,9 @@ def _plot_series(ax, series: list[tuple[float, Setting]], colour, marker: str, m
                 fmt="none", ecolor=colour, elinewidth=0.9, capsize=2.5, alpha=0.8)
     ax.plot(xs, ys, linestyle="none", marker=marker, color=colour, markersize=5.5, markeredgecolor="white",
             markeredgewidth=0.6, zorder=3, label=model)
-    for lam, x, y in zip((lam for lam, _ in series), xs, ys):
-        ax.annotate(f"{lam:g}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, color=colour,
-                    fontweight="bold", zorder=4, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.75))
+    for (lam, setting), x, y in zip(series, xs, ys):
+        _note(ax, f"{lam:g}{point_marks(setting, most_seeds)}", x, y, colour)
+    _cross(ax, [(x, y) for (_, setting), x, y in zip(series, xs, ys) if setting.collapsed])
 
 
 MIN_ZETAS = 3  # fewer zetas on one model, task and lambda is no zeta sweep: Figure 7 is not drawn for it
@@ -140,9 +176,16 @@ def figure7(records: Sequence[Record], path: str | os.PathLike) -> Path:
         raise ValueError(f"figure 7 needs all-layer I-STAR cells at {MIN_ZETAS} or more zetas; none were given")
     fig, axes = panels(len(points))
     for ax, (task, series) in zip(axes, points.items()):
+        most_seeds = max(setting.n for line in series.values() for _, setting in line)
+        collapsed = []
         for marker, ((model, lam), line) in zip(MARKERS * len(series), series.items()):
-            ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=[s.std or 0.0 for _, s in line],
-                        marker=marker, markersize=5, capsize=3, linewidth=1.2, label=f"{model} λ={lam:g}")
+            drawn = ax.errorbar([z for z, _ in line], [s.mean for _, s in line], yerr=[s.std or 0.0 for _, s in line],
+                                marker=marker, markersize=5, capsize=3, linewidth=1.2, label=f"{model} λ={lam:g}")
+            for zeta, setting in line:
+                if marks := point_marks(setting, most_seeds):
+                    _note(ax, marks.strip(), zeta, setting.mean, drawn.lines[0].get_color())
+            collapsed += [(zeta, setting.mean) for zeta, setting in line if setting.collapsed]
+        _cross(ax, collapsed, COLLAPSED)
         style(ax, f"{task}: I-STAR's ζ", "ζ (shrinkage towards Σ_S)", f"{next(iter(series.values()))[0][1].metric} (%)")
         ax.legend(fontsize=8)
     fig.suptitle("Task performance against ζ (mean ± std over seeds)", fontsize=10)
@@ -158,12 +201,19 @@ def figure8(records: Sequence[Record], path: str | os.PathLike) -> Path:
     fig, axes = panels(len(points))
     for ax, ((task, model), panel) in zip(axes, points.items()):
         layers = [layer for layer, _ in panel["layers"]]
+        most_seeds = max(setting.n for setting in [*(s for _, s in panel["layers"]), panel["global"], panel["base"]]
+                         if setting is not None)
         ax.errorbar(layers, [s.mean for _, s in panel["layers"]], yerr=[s.std or 0.0 for _, s in panel["layers"]],
                     fmt="o", markersize=5, capsize=3, color="tab:blue", label="I-STAR on one layer")
+        for layer, setting in panel["layers"]:
+            if marks := point_marks(setting, most_seeds):
+                _note(ax, marks.strip(), layer, setting.mean, "tab:blue")
+        _cross(ax, [(layer, setting.mean) for layer, setting in panel["layers"] if setting.collapsed], COLLAPSED)
         for name, colour, line_style, label in (("global", "tab:green", "-", "I-STAR, all layers"),
                                            ("base", "tab:gray", "--", "Base")):
             if (reference := panel[name]) is not None:
-                ax.axhline(reference.mean, color=colour, linestyle=line_style, linewidth=1.2, label=label)
+                ax.axhline(reference.mean, color=colour, linestyle=line_style, linewidth=1.2,
+                           label=label + point_marks(reference, most_seeds))
                 spread = reference.std or 0.0
                 ax.axhspan(reference.mean - spread, reference.mean + spread, color=colour, alpha=0.12)
         ax.set_xticks(layers)

@@ -10,7 +10,7 @@ from ..comparisons.versus_base import Compare, compare
 from ..paper.istar import paper_result, reported_metrics
 from ..records.cells import Record
 from ..records.settings import (SELECTIONS, Setting, best_settings, collapsed_mark, display_name, method_rank,
-                                metric_summary, setting_order, setting_row)
+                                metric_summary, seeds_mark, setting_order, setting_row)
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 
 TABLE2_COLUMNS = ("model", "task", "method", "lam", "zeta", "variant", "mean", "std", "n", "settings_compared")
@@ -63,7 +63,7 @@ def format_score(setting: Optional[Setting], most_seeds: int, metric: Optional[s
     if summary is None or setting is None:
         return "—"
     marks = [f"{name} {value:{spec}}" for name, value, spec in (("λ", setting.lam, "+g"), ("ζ", setting.zeta, "g"))
-             if value is not None] + ([f"n={summary.n}"] if summary.n == 1 or summary.n < most_seeds else [])
+             if value is not None] + ([seeds] if (seeds := seeds_mark(summary.n, most_seeds)) else [])
     text = summary.text(".2f") + (f" ({', '.join(marks)})" if marks else "")
     text += collapsed_mark(setting)
     paper = paper_comparison(setting, metric or setting.metric, paper_model)

@@ -157,6 +157,12 @@ def collapsed_mark(setting: Setting) -> str:
     return f" ({setting.collapsed} collapsed)" if setting.collapsed else ""
 
 
+def seeds_mark(n: int, most_seeds: int) -> str:
+    """``n=K`` when a score is over K seeds and K is one or fewer than the ``most_seeds`` of the scores shown beside
+    it, else ``""``: the mark Table 1 puts among a score's marks and the figures beside its point."""
+    return f"n={n}" if n == 1 or n < most_seeds else ""
+
+
 def metric_summary(setting: Optional[Setting], metric: str) -> Optional[SeedSummary]:
     """``metric`` over the setting's seeds; None where it has no such metric."""
     if setting is None:
