@@ -26,6 +26,20 @@ def test_sweep_crosses_comma_lists_in_order_and_fixes_single_values():
     assert str(grid.default_dir()) == "runs/multirun/recipe=sst2,criterion=istar,layers=_-1_-2_"
 
 
+def test_a_key_given_twice_takes_its_last_value_as_in_a_run():
+    grid = sweep(["recipe=sst2", "seed=1,2", "criterion.lam=-5,-1", "seed=3,4"])
+    assert [(cell.name, cell.swept) for cell in grid.cells[:2]] == [
+        ("seed=3,lam=-5", (("seed", "3"), ("criterion.lam", "-5"))),
+        ("seed=3,lam=-1", (("seed", "3"), ("criterion.lam", "-1")))]
+    assert sorted({cell.arguments for cell in grid.cells}) == sorted(cell.arguments for cell in grid.cells)  # 4 runs
+    once = sweep(["recipe=sst2", "seed=1,2", "seed=3"])
+    assert (once.name, [(cell.name, cell.arguments) for cell in once.cells]) == (
+        "recipe=sst2,seed=3", [("default", ("recipe=sst2", "seed=3"))])
+    fixed_last = load("smoke", ["max_steps=3,4", "max_steps=5"])
+    assert len(fixed_last.cells) == 4 and all("max_steps=5" in cell.arguments and "max_steps" not in cell.name
+                                              for cell in fixed_last.cells)
+
+
 def test_split_values_respects_brackets_and_quotes():
     assert split_values("[1,2],[3]") == ["[1,2]", "[3]"]
     assert split_values("'a,b',c") == ["'a,b'", "c"]

@@ -140,10 +140,11 @@ def _build(name: str, fixed: list[tuple[str, str]], blocks: list[tuple[list, lis
 
 
 def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -> tuple[dict, list, list]:
-    """(values kept of each of ``swept_keys``, new axes ``key=a,b``, fixed ``key=a``) of command-line ``arguments``."""
+    """(values kept of each of ``swept_keys``, new axes ``key=a,b``, fixed ``key=a``) of command-line ``arguments``;
+    a key given twice takes its last value, as in a run's command line."""
     keep: dict[str, list[str]] = {}
     axes, fixed = [], []
-    for key, value in overrides.pairs(arguments, refusal=GridError):
+    for key, value in overrides.merge(overrides.pairs(arguments, refusal=GridError)):
         values = split_values(value)
         if key in swept_keys:
             keep[key] = values
