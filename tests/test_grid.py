@@ -14,6 +14,7 @@ from istar_plugin.launch import submit as launch
 from istar_plugin.launch.cell import load_snapshot, write_snapshot
 from istar_plugin.launch.grid import GridError, load, split_values, sweep
 from istar_plugin.launch.submit import plan
+from istar_plugin.storage.ownership import GRID_MARKER, mark
 
 
 def test_sweep_crosses_comma_lists_in_order_and_fixes_single_values():
@@ -105,6 +106,25 @@ def test_snapshot_freezes_the_config_and_a_changed_config_is_refused(tmp_path):
     with pytest.raises(GridError,
                        match=r"1 cell directories hold a different config.*seed=1 \(differs at criterion.lam\)"):
         plan(changed, tmp_path)
+
+
+def test_a_cell_directory_of_someone_elses_files_is_refused_in_one_line(tmp_path, capsys):
+    grid_dir = tmp_path / "grid"
+    mark(grid_dir, GRID_MARKER, grid="earlier")
+    (grid_dir / "seed=2").mkdir()
+    (grid_dir / "seed=2" / "notes.txt").write_text("mine")
+    command = ["-m", "recipe=sst2", "seed=1,2", f"grid_dir={grid_dir}", "--dry-run"]
+    assert cli.main(command) == 4
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"istar-run: error: cell directory {grid_dir / 'seed=2'}: exists and holds files istar_plugin did not write "
+        "(notes.txt); choose a new or empty cell directory, nothing was changed")
+    (grid_dir / "seed=2" / "notes.txt").unlink()
+    (grid_dir / "seed=1").write_text("mine")  # a file where the cell's directory goes
+    assert cli.main(command) == 4
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"istar-run: error: cell directory {grid_dir / 'seed=1'}: exists and is not a directory; choose another "
+        "cell directory")
+    assert (grid_dir / "seed=1").read_text() == "mine"
 
 
 def test_finished_cell_is_skipped_only_when_its_results_match_its_config(tmp_path):

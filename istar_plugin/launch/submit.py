@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 from ..errors import Stopped
 from ..storage.atomic import atomic_write_json
 from ..storage.lock import holder, waiting_lock
-from ..storage.ownership import GRID_MARKER, check_writable, mark
+from ..storage.ownership import GRID_MARKER, RUN_MARKER, check_writable, mark
 from ..storage.results import recorded_precision
 from .cell import (FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, differences, is_finished,
                    latest_checkpoint_step, load_snapshot, outcome, write_snapshot)
@@ -66,7 +66,8 @@ def now() -> str:
 
 
 def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: None) -> list[Planned]:
-    """Resolve every cell's config and decide what to do with it; a directory holding another config is an error."""
+    """Resolve every cell's config and decide what to do with it; a directory holding another config, or files
+    istar_plugin did not write, is an error."""
     grid_dir = grid_dir.resolve()
     check_writable(grid_dir, GRID_MARKER, "grid_dir")
     active = active_slurm_jobs(read_manifest(grid_dir))
@@ -77,6 +78,7 @@ def plan(grid: Grid, grid_dir: Path, say: Callable[[str], None] = lambda line: N
         run_dir = grid_dir / cell.name
         if isinstance(cfg, str):
             raise GridError(f"cell {cell.name}: {cfg}")
+        check_writable(run_dir, RUN_MARKER, "cell directory")  # a folder of someone else's files is left alone
         if (run_dir / SNAPSHOT).is_file() and (
                 changed := differences(load_snapshot(run_dir), cfg, recorded_precision(run_dir))):
             conflicts.append(f"{run_dir} (differs at {', '.join(changed[:5])})")
