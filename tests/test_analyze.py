@@ -14,6 +14,7 @@ from istar_plugin.analysis import analyze
 from istar_plugin.analysis.loading import load_run
 from istar_plugin.isotropy.streaming import TokenMoments
 from istar_plugin.reports import docs_tables
+from istar_plugin.reports.records.analyses import output_names
 from istar_plugin.training.trainer import Trainer
 from helpers import tiny_run_arguments
 
@@ -129,6 +130,26 @@ def test_the_summary_table_holds_each_runs_numbers_and_the_docs_render_it_from_t
     assert "| 0.988 " in docs_tables.render_page(page, tmp_path)
 
 
+def test_runs_of_one_setting_and_seed_have_distinct_labels_in_the_summary_and_every_figure(runs, tmp_path,
+                                                                                         monkeypatch):
+    copies = [tmp_path / "lr=1e-3" / "base", tmp_path / "lr=2e-3" / "base"]  # the same criterion and seed
+    for copy in copies:
+        shutil.copytree(runs[1], copy)
+    legends, save_png = [], analyze.save_png
+
+    def saved(fig, path):
+        legends.append([text.get_text() for text in fig.axes[0].get_legend().get_texts()])
+        return save_png(fig, path)
+
+    monkeypatch.setattr(analyze, "save_png", saved)
+    out = tmp_path / "out"
+    assert analyze_cli.main([*map(str, copies), "--out", str(out)]) == 0
+    seed = json.loads((runs[1] / "results.json").read_text())["seed"]
+    labels = [f"Base seed {seed} (lr=1e-3_base)", f"Base seed {seed} (lr=2e-3_base)"]
+    assert (out / "summary.md").read_text().count(f"|  | {labels[0]} | {labels[1]} |\n") == 1
+    assert legends == [labels] * 5  # figures 4, 5 and 6, outliers and massive activations
+
+
 def test_progress_is_shown_when_output_is_not_a_terminal(runs, tmp_path, capsys):
     assert analyze_cli.main([str(runs[1]), "--out", str(tmp_path), "--batch-size", "8"]) == 0
     captured = capsys.readouterr()
@@ -234,9 +255,9 @@ def test_a_run_with_a_module_inserted_before_its_head_is_read(runs, tiny_bert, s
 def test_an_undefined_measure_is_none_with_its_reason_and_output_names_are_distinct():
     assert analyze._defined(analyze.explained_variance_curve, torch.zeros(2, 2), 1) == (
         None, "explained variance is undefined: all points are identical (zero variance)")
-    names = analyze.output_names([analyze.Path(p) for p in ("a/seed1", "b/seed1", "b/seed2")])
+    names = output_names([analyze.Path(p) for p in ("a/seed1", "b/seed1", "b/seed2")])
     assert names == ["a_seed1", "b_seed1", "seed2"]
-    names = analyze.output_names([analyze.Path(p) for p in ("x/runs/seed1", "y/runs/seed1", "x/runs/seed1", "z")])
+    names = output_names([analyze.Path(p) for p in ("x/runs/seed1", "y/runs/seed1", "x/runs/seed1", "z")])
     assert names == ["x_runs_seed1", "y_runs_seed1", "x_runs_seed1_2", "z"]  # a run named twice: numbered
 
 

@@ -2,9 +2,7 @@
 docs/replication.md) and Figures 4-6 of Rudman & Eickhoff (2024) overlaying the runs."""
 from __future__ import annotations
 
-import itertools
 import math
-import os
 import sys
 import time
 from functools import partial
@@ -294,25 +292,3 @@ figure_outliers = partial(_per_layer, key="outlier_dimensions_per_layer", ylabel
 figure_massive = partial(_per_layer, key="max_activation_ratio_per_layer", ylabel="max |activation| / median",
                          title="Largest activation over the median, per layer", log=True)
 
-
-def output_names(run_dirs: Sequence[Path]) -> list[str]:
-    """A distinct sub-directory name per run: its own name or, where names repeat, its folders' names joined with
-    ``_`` from as far up as tells it apart (``parent_name``, ``grandparent_parent_name``, ...); a run named twice
-    gets ``_2``, ``_3``, ... added."""
-    parts = [Path(os.path.abspath(path)).parts[1:] or ("root",) for path in run_dirs]
-    depths = [1] * len(parts)
-    while True:
-        names = ["_".join(folders[-depth:]) for folders, depth in zip(parts, depths)]
-        repeated = [i for i, name in enumerate(names) if depths[i] < len(parts[i]) and any(
-            other == name and parts[j] != parts[i] for j, other in enumerate(names))]
-        if not repeated:
-            break
-        for i in repeated:
-            depths[i] += 1
-    taken, distinct = set(names), []
-    for name in names:  # still repeated (one run named twice): numbered
-        if name in distinct:
-            name = next(f"{name}_{number}" for number in itertools.count(2) if f"{name}_{number}" not in taken)
-            taken.add(name)
-        distinct.append(name)
-    return distinct

@@ -50,8 +50,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def analyze(args: argparse.Namespace) -> int:
     """Analyse the runs (and the pretrained model) into ``--out``; exit 2 when a run was left out."""
-    from ..analysis.analyze import RunProblem, check_run, output_names
+    from ..analysis.analyze import RunProblem, check_run
     from ..config import compose
+    from ..reports.records.analyses import output_names
     from ..storage.checkpoints import Checkpoints
     from ..storage.ownership import ANALYSIS_MARKER, OwnedOutput
 

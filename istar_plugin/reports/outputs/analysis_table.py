@@ -5,6 +5,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..records.analyses import output_names
 from ..tables import Table, markdown_table, write_table
 
 CAPTION = ("What istar-analyze measured of each model, a column each (the numbers behind the I-STAR paper's Figures 4 "
@@ -27,11 +28,19 @@ def column_order(analyses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def distinct_labels(analyses: list[dict[str, Any]]) -> None:
-    """Runs sharing a label (e.g. seeds of one setting) get their seed added to it."""
-    labels = [a["label"] for a in analyses]
-    for analysis in analyses:
-        if labels.count(analysis["label"]) > 1:
-            analysis["label"] += f" seed {analysis['seed']}"
+    """Analyses sharing a label get distinct ones, in place: their seed added (seeds of one setting) and, where that
+    still repeats (runs of one setting and seed), their run folders' names from as far up as tells them apart
+    (:func:`output_names`). Distinct labels are kept as they are: a second call changes nothing."""
+    additions = (lambda group: [f" seed {a.get('seed')}" for a in group],
+                 lambda group: [f" ({name})" for name in output_names([Path(a.get("run_dir") or "pretrained")
+                                                                       for a in group])])
+    for addition in additions:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for analysis in analyses:
+            groups.setdefault(analysis["label"], []).append(analysis)
+        for group in (group for group in groups.values() if len(group) > 1):
+            for analysis, added in zip(group, addition(group)):
+                analysis["label"] += added
 
 
 def _last_layer(analysis: dict[str, Any]) -> str:

@@ -1,9 +1,11 @@
 """What ``istar-analyze`` and ``istar-embed`` wrote, read back from their ``--out`` folder (or a copy kept in git)."""
 from __future__ import annotations
 
+import itertools
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 ANALYSIS = "analysis.json"  # what istar-analyze writes per analysed model
 
@@ -11,6 +13,29 @@ ANALYSIS = "analysis.json"  # what istar-analyze writes per analysed model
 def analysis_files(folder: str | Path) -> list[Path]:
     """The ``analysis.json`` files of an ``istar-analyze`` output folder, in the order of their paths."""
     return sorted([*Path(folder).glob(f"*/{ANALYSIS}"), *Path(folder).glob(f"*/step_*/{ANALYSIS}")])
+
+
+def output_names(run_dirs: Sequence[Path]) -> list[str]:
+    """A distinct sub-directory name per run: its own name or, where names repeat, its folders' names joined with
+    ``_`` from as far up as tells it apart (``parent_name``, ``grandparent_parent_name``, ...); a run named twice
+    gets ``_2``, ``_3``, ... added."""
+    parts = [Path(os.path.abspath(path)).parts[1:] or ("root",) for path in run_dirs]
+    depths = [1] * len(parts)
+    while True:
+        names = ["_".join(folders[-depth:]) for folders, depth in zip(parts, depths)]
+        repeated = [i for i, name in enumerate(names) if depths[i] < len(parts[i]) and any(
+            other == name and parts[j] != parts[i] for j, other in enumerate(names))]
+        if not repeated:
+            break
+        for i in repeated:
+            depths[i] += 1
+    taken, distinct = set(names), []
+    for name in names:  # still repeated (one run named twice): numbered
+        if name in distinct:
+            name = next(f"{name}_{number}" for number in itertools.count(2) if f"{name}_{number}" not in taken)
+            taken.add(name)
+        distinct.append(name)
+    return distinct
 
 
 def is_analysis(folder: str | Path) -> bool:
