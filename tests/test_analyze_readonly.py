@@ -86,6 +86,20 @@ def test_loading_a_damaged_final_checkpoint_renames_nothing_and_loads_no_older_o
     assert snapshot(run) == before  # no step_00000002.pt.damaged, and step 1 was not scored in its place
 
 
+def test_a_damaged_older_checkpoint_is_skipped_alone_and_said_so_in_one_line(finished, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    older = run / "checkpoints" / "step_00000001.pt"
+    older.write_bytes(older.read_bytes()[:1000])
+    before, out = snapshot(run), tmp_path / "out"
+    assert analyze_cli.main([str(run), "--checkpoints", "--out", str(out)]) == 2  # partial: exit 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"istar-analyze: skipped the checkpoint of step 1 of {run} (its step 2 was analysed): {older}: damaged (its "
+        "SHA-256 does not match step_00000001.pt.sha256 (damaged bytes))")
+    assert json.loads((out / "run" / "step_2" / "analysis.json").read_text())["step"] == 2
+    assert not (out / "run" / "step_1").exists() and snapshot(run) == before
+
+
 def test_analyze_says_which_step_and_checkpoint_it_scored_and_changes_nothing(finished, tmp_path, capsys):
     before = snapshot(finished)
     out = tmp_path / "out"

@@ -105,7 +105,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
         ("massive.png", figure_massive))]
     summary = args.out / "summary.md"
     planned = [args.out / name / "analysis.json" for _, name, _ in jobs] + [path for path, _ in figures] + [summary]
-    analyses, written = [], []
+    analyses, written, checkpoints_skipped = [], [], []
     for number, (run_dir, name, step) in enumerate(jobs, start=1):
         what = f"{run_dir}{'' if step is None else f' at step {step}'}" if run_dir else "base: " + " ".join(args.base)
         print(f"[{number}/{len(jobs)}] {what}", file=sys.stderr, flush=True)
@@ -113,7 +113,10 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
             analysis = analyze_run(run_dir, args.split, args.batch_size, step) if run_dir else analyze_base(
                 args.base, args.split, args.batch_size)
         except RunError as error:
-            problems.append(f"{run_dir or 'base'}: {one_line(error)}")
+            if step is None:
+                problems.append(f"{run_dir or 'base'}: {one_line(error)}")
+            else:  # one checkpoint of the run: its other steps are still analysed
+                checkpoints_skipped.append((run_dir, step, one_line(error)))
             continue
         if not written:
             folder.replace(planned)
@@ -127,6 +130,7 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
         if (difference := analysis.get("results_max_abs_difference") or 0) > CONSISTENCY_TOLERANCE:
             print(f"  warning: IsoScore* differs from results.json by up to {difference:.2g}", flush=True)
         analyses.append(analysis)
+    problems += [_checkpoint_skipped(run_dir, step, why, analyses) for run_dir, step, why in checkpoints_skipped]
     for problem in problems:
         print(f"istar-analyze: skipped {problem}", file=sys.stderr)
     if not analyses:  # nothing was written either
@@ -138,6 +142,15 @@ def _analyze_all(args: argparse.Namespace, folder: OwnedOutput, jobs: list, prob
     print(table.read_text(encoding="utf-8"), end="")
     print("figures: " + ", ".join(str(path) for path in drawn) + f"; table: {table}")
     return 2 if problems else 0  # some runs were left out: a script should notice
+
+
+def _checkpoint_skipped(run_dir: Path, step: int, why: str, analyses: list[dict]) -> str:
+    """What was skipped of a run whose checkpoint of ``step`` could not be analysed: that checkpoint, and which of the
+    run's steps were analysed."""
+    steps = list(dict.fromkeys(str(a["step"]) for a in analyses if a.get("run_dir") == str(run_dir)))
+    analysed = (f"its step{'s' if len(steps) > 1 else ''} {', '.join(steps)} {'were' if len(steps) > 1 else 'was'} "
+                "analysed" if steps else "none of its steps was analysed")
+    return f"the checkpoint of step {step} of {run_dir} ({analysed}): {why}"
 
 
 def _twonn_text(analysis: dict) -> str:
