@@ -15,7 +15,9 @@ from istar_plugin.analysis.loading import load_run
 from istar_plugin.cli import analyze as analyze_cli
 from istar_plugin.analysis import sts_embeddings
 from istar_plugin.cli import embed as embed_cli
+from istar_plugin.cli import export as export_cli
 from istar_plugin.errors import CheckpointError
+from istar_plugin.reports import docs_tables
 from istar_plugin.storage.results import RESULTS, failed_record, write_results
 
 from helpers import lock_held_elsewhere
@@ -125,6 +127,32 @@ def test_embed_says_which_step_and_checkpoint_it_scored_and_changes_nothing(fini
     captured = capsys.readouterr()
     assert f"istar-embed: scoring the finished run {finished} at step 2 ({FINAL})\n" in captured.err
     assert f"wrote {out / 'embeddings.json'} (finished run, step 2, {FINAL}) in " in captured.out
+
+
+def test_embed_of_a_failed_runs_export_says_it_is_not_a_finished_result(finished, shared_data, tmp_path, capsys):
+    run, exported = variant(finished, tmp_path, "failed"), tmp_path / "exported"
+    assert export_cli.main([str(run), "--out", str(exported)]) == 0
+    out = tmp_path / "out"
+    assert embed_cli.main([str(exported), "--sts", str(shared_data / "stsb"), "--transforms", "none", "--fit", "dev",
+                           "--out", str(out)]) == 0
+    note = (f"NOT a finished result: an export of step 2 ({FINAL}) of the run {run.resolve()}, whose state then was "
+            f"'failed: the loss became nan at step 2' ({exported / 'export.json'})")
+    captured = capsys.readouterr()
+    assert f"istar-embed: scoring {exported}: {note}\n" in captured.err
+    assert f"wrote {out / 'embeddings.json'} ({note}) in " in captured.out
+    table = (out / "embeddings.md").read_text()
+    assert table.startswith(f"{note}\n\n| layer | transform | Spearman x100 |")
+    scored = json.loads((out / "embeddings.json").read_text())["scored"]
+    assert scored == {"model": str(exported), "run_dir": None, "run_finished": False, "export": {
+        "run": str(run.resolve()), "run_state": "failed: the loss became nan at step 2", "step": 2,
+        "checkpoint": FINAL, "finished_result": False}}
+    shutil.copytree(out, tmp_path / "evidence")  # the folder as kept in git: the docs render the same note
+    marker = "<!-- table: evidence embeddings.md -->\n"
+    assert docs_tables.render_page(marker + "<!-- end table -->\n", tmp_path) == f"{marker}{table}<!-- end table -->\n"
+    (exported / "export.json").write_text("{")
+    assert embed_cli.main([str(exported), "--sts", str(shared_data / "stsb"), "--out", str(out)]) == 7
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        f"istar-embed: error: {exported / 'export.json'}: not JSON (")
 
 
 def test_a_second_analysis_into_the_same_out_replaces_the_first_s_files_and_no_other(finished, tmp_path, capsys):

@@ -21,10 +21,11 @@ from ..models.sentence_encoder import SentenceEncoder
 from ..models.preflight import hidden_size, num_layers
 from ..posthoc import Transform
 from ..storage.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from ..storage.exports import read_export_record
 from ..storage.ownership import RUN_MARKER
 from ..storage.reading import read_text
 from ..reports.figures import panels, save_png, style
-from ..reports.outputs.embedding_table import markdown_table
+from ..reports.outputs.embedding_table import report_markdown, unfinished_note
 from .analyze import Progress, RunProblem, check_run, final_weights
 from .loading import load_run
 
@@ -72,7 +73,8 @@ def _is_run_dir(path: Path) -> bool:
 
 
 def scored_source(source: str) -> dict[str, Any]:
-    """What ``istar-embed`` scores for ``source``, checked before any model loads (a run's final model, a model)."""
+    """What ``istar-embed`` scores for ``source``, checked before any model loads: a run's final model, or a model
+    (with the ``export.json`` of an ``istar-export`` folder under ``export``)."""
     path = Path(source)
     if path.is_dir() and _is_run_dir(path):
         try:
@@ -85,7 +87,9 @@ def scored_source(source: str) -> dict[str, Any]:
         raise ModelError(f"MODEL_OR_RUN {source}: a LoRA adapter in peft's format (adapter_config.json, no "
                          "config.json), not a model by itself; give the run directory it came from, or its merged "
                          "model (a run with model.lora.save_merged=true writes RUN_DIR/model/merged)")
-    return {"model": source, "run_dir": None}
+    export = read_export_record(path) if path.is_dir() else None  # istar-export's record of where it came from
+    return {"model": source, "run_dir": None, **({"export": export, "run_finished": export["finished_result"]}
+                                                 if export else {})}
 
 
 def _trained_elsewhere(path: Path) -> bool:
@@ -192,8 +196,9 @@ def write_embedding_report(out: Path, summary: dict[str, Any], results: dict, fi
     for path, tensors in _fitted_tensors(out, fitted).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         written.append(atomic_torch_save(tensors, path))
-    written.append(atomic_write_text(out / "embeddings.md", markdown_table(results)))
-    title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}"
+    written.append(atomic_write_text(out / "embeddings.md", report_markdown(results, summary.get("scored"))))
+    unfinished = " — NOT a finished result" if unfinished_note(summary.get("scored")) else ""
+    title = f"{summary['model']} ({summary['pooling']} pooling) on STS-B {summary['split']}{unfinished}"
     written.append(save_png(figure(results, title), out / "embeddings.png"))
     per_layer = {str(layer): by_transform for layer, by_transform in results.items()}
     last = list(results)[-1]

@@ -76,6 +76,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                            scored_source, write_embedding_report)
     from ..metrics import undefined_text
     from ..posthoc import parse_transforms
+    from ..reports.outputs.embedding_table import unfinished_note
     from ..storage.ownership import EMBED_MARKER, OwnedOutput
 
     try:
@@ -91,6 +92,7 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         sts = _named("--sts", args.sts, lambda: read_sts(args.sts, args.split))
         fit = _fit_sentences(args.fit, args.sts, args.fit_max)
         scored = scored_source(args.model)
+        unfinished = unfinished_note(scored)
         with folder:  # refused unless new, empty or an earlier istar-embed's; locked until the report is written
             width, count = model_shape(args.model)
             layers = list(range(count + 1)) if args.layer is None else args.layer
@@ -109,6 +111,8 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             if scored["run_dir"] is not None:
                 print(f"istar-embed: scoring the finished run {scored['run_dir']} at step {scored['step']} "
                       f"({scored['weights']})", file=sys.stderr, flush=True)
+            elif unfinished:
+                print(f"istar-embed: scoring {args.model}: {unfinished}", file=sys.stderr, flush=True)
             encoder = open_encoder(args.model, args.max_length)
             results, fitted = evaluate_sts(encoder, sts, fit, transforms, args.pooling, layers, args.zeta,
                                            args.batch_size)
@@ -129,7 +133,8 @@ def embed(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for name, measures in results[max(results)].items():
         print(f"  layer {max(results)} {name:<14} Spearman {undefined_text(measures, 'spearman', '6.2f')}  "
               f"IsoScore {undefined_text(measures, 'isoscore', '.4f')}")
-    scored_text = "" if scored["run_dir"] is None else f" (finished run, step {scored['step']}, {scored['weights']})"
+    scored_text = (f" ({unfinished})" if unfinished else "" if scored["run_dir"] is None
+                   else f" (finished run, step {scored['step']}, {scored['weights']})")
     print(f"wrote {args.out / 'embeddings.json'}{scored_text} in {time.perf_counter() - started:.0f} s")
     return 0
 

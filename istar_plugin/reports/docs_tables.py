@@ -209,7 +209,8 @@ class ArchiveReports(tempfile.TemporaryDirectory):
                 analysis_table.write_summary(analyses.read_analyses(archives[0]), folder)
             elif len(archives) == 1 and (analyses.is_embedding_report(archives[0])
                                          or name == embedding_table.TABLE_FILE):  # its error names embeddings.json
-                table = embedding_table.markdown_table(analyses.read_embedding_results(archives[0]))
+                table = embedding_table.report_markdown(analyses.read_embedding_results(archives[0]),
+                                                        analyses.read_embedding_record(archives[0]).get("scored"))
                 folder.mkdir(parents=True)
                 (folder / embedding_table.TABLE_FILE).write_text(table, encoding="utf-8")
             elif searches.is_search(archives[0]):

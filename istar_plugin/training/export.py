@@ -16,11 +16,10 @@ from ..runtime.init_from import MODEL_DIR, inserted_modules
 from ..errors import CheckpointError, ConfigError, ModelError, RunDirError
 from ..storage.atomic import atomic_write_json, write_refusals
 from ..storage.checkpoints import Checkpoints, DamagedCheckpoint, read_checkpoint
+from ..storage.exports import EXPORT_RECORD
 from ..storage.lock import RunDirLock
 from ..storage.ownership import EXPORT_MARKER, RUN_MARKER, check_writable, mark, owned
 from ..storage.results import RESULTS, ResultsError, read_results
-
-EXPORT_RECORD = "export.json"
 
 
 def export_model(model, kind: str, label_names: Sequence[str], directory: str | Path, what: str = "--out",

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ...metrics import undefined_text
+from ...storage.exports import EXPORT_RECORD
 from ...storage.seeds import over_seeds
 from ..comparisons.paired import paired_difference
 from ..comparisons.versus_base import BASE
@@ -26,6 +27,22 @@ def markdown_table(results: dict[int, dict[str, dict[str, float]]]) -> str:
               "align", "uniform")
     return _markdown_table(header, ([layer, name, *(undefined_text(m, name_, spec) for name_, spec in TABLE_COLUMNS)]
                                     for layer, by_transform in results.items() for name, m in by_transform.items()))
+
+
+def unfinished_note(scored: Optional[dict[str, Any]]) -> str:
+    """What says that ``istar-embed`` scored a model that is not a finished result: an export of a failed or
+    unfinished run's checkpoint, by the ``export.json`` recorded under ``scored["export"]``; "" for any other."""
+    export = (scored or {}).get("export")
+    if not export or export["finished_result"]:
+        return ""
+    return (f"NOT a finished result: an export of step {export['step']} ({export['checkpoint']}) of the run "
+            f"{export['run']}, whose state then was '{export['run_state']}' ({Path(scored['model']) / EXPORT_RECORD})")
+
+
+def report_markdown(results: dict[int, dict[str, dict[str, float]]], scored: Optional[dict[str, Any]]) -> str:
+    """``istar-embed``'s ``embeddings.md``: :func:`markdown_table`, below :func:`unfinished_note` where there is one."""
+    note = unfinished_note(scored)
+    return (f"{note}\n\n" if note else "") + markdown_table(results)
 
 
 GRID_COLUMNS = ("method", "lam", "zeta", "transform", "seeds", "spearman", "vs_base_raw", "isoscore", "average_cosine",

@@ -59,11 +59,16 @@ def is_embedding_report(folder: str | Path) -> bool:
     return (Path(folder) / EMBEDDINGS).is_file()
 
 
-def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
-    """``results[layer][transform]`` of ``embeddings.json`` in ``embeddings.md``'s order; ValueError without one."""
+def read_embedding_record(folder: str | Path) -> dict[str, Any]:
+    """``embeddings.json`` of an ``istar-embed --out`` folder; ValueError without one."""
     path = Path(folder) / EMBEDDINGS
     if not path.is_file():
         raise ValueError(f"{folder}: no {EMBEDDINGS}: not a folder istar-embed wrote")
-    record = json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_embedding_results(folder: str | Path) -> dict[int, dict[str, dict[str, Any]]]:
+    """``results[layer][transform]`` of ``embeddings.json`` in ``embeddings.md``'s order; ValueError without one."""
+    record = read_embedding_record(folder)
     return {int(layer): {name: by_transform[name] for name in record.get("transform_order", list(by_transform))}
             for layer, by_transform in sorted(record["per_layer"].items(), key=lambda item: int(item[0]))}
