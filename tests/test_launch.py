@@ -13,6 +13,7 @@ import cloudpickle
 import pytest
 
 from istar_plugin.cli import grid as grid_cli
+from istar_plugin.cli import run as cli
 from istar_plugin.hooks import Hook
 from istar_plugin.launch import grid as grid_module
 from istar_plugin.launch.cell import CellRunner, attempts
@@ -151,6 +152,16 @@ def test_failed_cell_is_resubmitted_alone_from_the_command_line(tiny_bert, share
     assert "1 cells finished, 0 failed, 1 skipped" in capsys.readouterr().out
     # failed once, then ran once
     assert [a["event"] for a in attempts(tmp_path / "grid" / "seed=2")].count("start") == 2
+
+
+def test_a_failed_cell_s_reason_is_said_once(tiny_bert, shared_data, tmp_path, capsys):
+    arguments = [*tiny_arguments(tiny_bert, shared_data), "max_steps=2", "optim.lr=1e6,1e7"]
+    assert cli.main(["-m", *arguments, "launcher=inline", f"grid_dir={tmp_path}"]) == 1
+    failures = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  lr=")]
+    reason = "the loss became nan at step 2 (gradient norm nan)"
+    assert [(line.count(reason), line.split(reason)[0]) for line in failures] == [(1, "  lr=1e6: failed: "),
+                                                                                (1, "  lr=1e7: failed: ")]
+    assert all(line.endswith("lower it (results.json status: failed)") for line in failures), failures
 
 
 @pytest.mark.slow  # submitit's local executor starts two processes

@@ -61,7 +61,9 @@ def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequ
             reason = "finished"
         except CellProblem as problem:
             reason = str(problem)
-        print(f"  {name}: {launched.statuses[name]}: {reason}", file=sys.stderr)
+        status = launched.statuses[name]
+        said = reason if reason.startswith(status) else f"{status}: {reason}"  # results.json's reason: said once
+        print(f"  {name}: {said}", file=sys.stderr)
     return 1 if launched.failed else 0
 
 
