@@ -42,10 +42,20 @@ def test_a_key_given_twice_takes_its_last_value_as_in_a_run():
 
 
 def test_split_values_respects_brackets_and_quotes():
-    assert split_values("[1,2],[3]") == ["[1,2]", "[3]"]
-    assert split_values("'a,b',c") == ["'a,b'", "c"]
-    with pytest.raises(GridError, match="empty value in sweep '1,,2'"):
-        split_values("1,,2")
+    assert split_values("[1,2],[3]", "criterion.layers") == ["[1,2]", "[3]"]
+    assert split_values("'a,b',c", "data.dir") == ["'a,b'", "c"]
+
+
+@pytest.mark.parametrize("argument", ["criterion.lam=", "criterion.lam=1,,2", "criterion.lam=1,"])
+def test_an_empty_value_is_refused_naming_the_key_and_the_argument(argument):
+    expected = (f"argument '{argument}' gives criterion.lam an empty value; expected criterion.lam=VALUE or "
+                "criterion.lam=A,B,... with no value empty (null for no value)")
+    with pytest.raises(GridError) as refused:
+        sweep(["recipe=sst2", "criterion=istar", argument, "seed=1,2"])
+    assert str(refused.value) == expected
+    with pytest.raises(GridError) as refused:
+        load("smoke", [argument])
+    assert str(refused.value) == expected
 
 
 def test_names_are_sanitised_shortened_only_when_unambiguous_and_hashed_when_long():

@@ -85,8 +85,8 @@ def check_cell(cell: Cell, grid_dir: Path) -> None:
         raise GridError(f"cell {cell.name}: {refusal}")
 
 
-def split_values(text: str) -> list[str]:
-    """Split at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``."""
+def split_values(text: str, key: str) -> list[str]:
+    """Split ``key``'s value at commas outside brackets and quotes: ``"1,[2,3]"`` -> ``["1", "[2,3]"]``."""
     parts, depth, quote, current = [], 0, "", ""
     for char in text:
         if quote:
@@ -104,7 +104,8 @@ def split_values(text: str) -> list[str]:
         current += char
     parts.append(current)
     if any(not part for part in parts):
-        raise GridError(f"empty value in sweep {text!r}")
+        raise GridError(f"argument {key + '=' + text!r} gives {key} an empty value; expected {key}=VALUE or "
+                        f"{key}=A,B,... with no value empty (null for no value)")
     return parts
 
 
@@ -145,7 +146,7 @@ def _split_arguments(arguments: Sequence[str], swept_keys: Sequence[str] = ()) -
     keep: dict[str, list[str]] = {}
     axes, fixed = [], []
     for key, value in overrides.merge(overrides.pairs(arguments, refusal=GridError)):
-        values = split_values(value)
+        values = split_values(value, key)
         if key in swept_keys:
             keep[key] = values
         elif len(values) > 1:
