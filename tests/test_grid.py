@@ -68,6 +68,29 @@ def test_names_are_sanitised_shortened_only_when_unambiguous_and_hashed_when_lon
         sweep(["data.dir=a/b,a:b"])
 
 
+@pytest.mark.parametrize("values, first, second", [
+    ("1,1.0", "1", "1.0"), ("-5,-5e0", "-5", "-5e0"), ("1e-3,0.001", "1e-3", "0.001")])
+def test_values_the_config_reads_as_equal_are_one_run_refused_as_exact_duplicates_are(values, first, second, tmp_path):
+    with pytest.raises(GridError) as refused:
+        sweep(["recipe=sst2", "criterion=istar", f"criterion.lam={values}", "seed=1,2"])
+    assert str(refused.value) == (
+        "two cells of grid 'recipe=sst2,criterion=istar' are the same run (their values are equal as the config reads "
+        f"them): [('criterion.lam', '{first}'), ('seed', '1')] and [('criterion.lam', '{second}'), ('seed', '1')]")
+    path = tmp_path / "lams.yaml"
+    path.write_text("fixed:\n  recipe: sst2\n  criterion: istar\nsweep:\n  criterion.lam: [-5, -5.0]\n")
+    with pytest.raises(GridError, match=r"two cells of grid 'lams' are the same run .*: "
+                                        r"\[\('criterion.lam', '-5'\)\] and \[\('criterion.lam', '-5.0'\)\]"):
+        load(str(path))
+    with pytest.raises(GridError, match="two cells of grid 'recipe=sst2' share the name 'lam=-1'"):
+        sweep(["recipe=sst2", "criterion.lam=-1,-1"])
+    with pytest.raises(GridError, match=r"are the same run .*: \[\('criterion.layers', '\[1,2\]'\)\] and "
+                                        r"\[\('criterion.layers', '\[1, 2\]'\)\]"):
+        sweep(["criterion.layers=[1,2],[1, 2]"])
+    with pytest.raises(GridError, match="are the same run"):
+        sweep(["progress=true,True"])
+    assert [len(sweep([f"criterion.lam={v}"]).cells) for v in ("1,1.5", "0,false", "1,true", "null,0")] == [2] * 4
+
+
 def test_grid_arguments_filter_swept_keys_and_override_the_rest():
     grid = load("paper", ["recipe=rte", "model=bert", "seed=1,2", "criterion.lam=-5", "optim.lr=1e-5", "max_steps=3,4"])
     assert len(grid.cells) == 2 * 4 * 2  # seeds x zetas x max_steps; only istar cells have lam

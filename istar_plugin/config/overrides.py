@@ -15,7 +15,9 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable, Sequence
 
-from omegaconf import DictConfig, ListConfig
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
 
@@ -44,6 +46,19 @@ def format_value(value: Any, what: str = "a value", refusal: type[ConfigError] =
     if isinstance(value, (dict, DictConfig)):
         raise refusal(f"{what} must be a scalar or a list, got the mapping {value!r}")
     return str(value)
+
+
+def read_value(value: str) -> Any:
+    """An override's value as run composition reads it (YAML through ``OmegaConf.from_dotlist``: ``1.0`` a number,
+    ``True`` true, ``~`` null, ``[1, 2]`` a list); a value YAML cannot read, as its text (composition refuses it).
+
+    >>> [read_value(v) for v in ("-5", "1e-3", "True", "null", "[1, 2]", "${seed}")]
+    [-5, 0.001, True, None, [1, 2], '${seed}']
+    """
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={value}"]))["value"]
+    except (yaml.YAMLError, OmegaConfBaseException):
+        return value
 
 
 def from_mapping(node: Any, where: str = "overrides", refusal: type[ConfigError] = ConfigError,

@@ -10,6 +10,7 @@ named by the values they sweep.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import itertools
 import re
@@ -127,16 +128,19 @@ def _build(name: str, fixed: list[tuple[str, str]], blocks: list[tuple[list, lis
     """Cells of every (block, its own fixed overrides) pair's product, named by their swept ``keys`` in that order."""
     labels = _labels(keys)
     cells: dict[str, Cell] = {}
+    runs: dict[tuple, Cell] = {}  # by the swept values as the config reads them
     for block, own_fixed in blocks:
         block_keys = [key for key, _ in block]
         for values in itertools.product(*(values for _, values in block)):
             swept = sorted(zip(block_keys, values), key=lambda pair: keys.index(pair[0]))
             cell = Cell(_name(swept, labels), tuple(overrides.arguments(overrides.merge(fixed, own_fixed, swept))),
                         tuple(swept))
-            if cell.name in cells:
-                raise GridError(f"two cells of grid {name!r} share the name {cell.name!r}: "
-                                f"{list(cells[cell.name].swept)} and {swept}")
-            cells[cell.name] = cell
+            run = tuple((key, _read(value)) for key, value in swept)
+            if (other := cells.get(cell.name) or runs.get(run)) is not None:
+                clash = (f"share the name {cell.name!r}" if other.name == cell.name else
+                         "are the same run (their values are equal as the config reads them)")
+                raise GridError(f"two cells of grid {name!r} {clash}: {list(other.swept)} and {swept}")
+            cells[cell.name] = runs[run] = cell
     return Grid(name, tuple(cells.values()), source)
 
 
@@ -218,12 +222,26 @@ def _fixed(node: Any, where: str) -> list[tuple[str, str]]:
     return overrides.from_mapping(node, where, GridError, "a swept value")
 
 
+@functools.cache  # a grid reads each of its few values for each of its many cells
+def _read(value: str) -> Any:
+    """``value`` as the config reads it (:func:`~..config.overrides.read_value`), comparable and hashable: numbers
+    equal as numbers (``-5`` and ``-5.0``), true and false unequal to 1 and 0."""
+    return _comparable(overrides.read_value(value))
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, list):
+        return ("list", *map(_comparable, value))
+    if isinstance(value, dict):
+        return ("dict", *sorted((str(key), _comparable(item)) for key, item in value.items()))
+    return value
+
+
 def _same(a: str, b: str) -> bool:
-    """Equal as numbers when both are numbers (``-5`` and ``-5.0``), else as text."""
-    try:
-        return float(a) == float(b)
-    except ValueError:
-        return a == b
+    """Equal as the config reads them: as numbers when both are numbers (``-5`` and ``-5.0``), ``True`` and ``true``."""
+    return _read(a) == _read(b)
 
 
 def _restrict(block: list[tuple[str, list[str]]], keep: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
