@@ -164,6 +164,24 @@ def test_a_failed_cell_s_reason_is_said_once(tiny_bert, shared_data, tmp_path, c
     assert all(line.endswith("lower it (results.json status: failed)") for line in failures), failures
 
 
+def test_a_local_cell_failed_before_its_results_says_the_run_s_error_and_its_log(tiny_bert, shared_data, tmp_path,
+                                                                               capsys, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    model = tmp_path / "model"  # not there: the cell fails as its model loads, before any results.json
+    arguments = [a if not a.startswith("model.name_or_path=") else f"model.name_or_path={model}"
+                 for a in tiny_arguments(tiny_bert, shared_data)]
+    assert cli.main(["-m", *arguments, "launcher=local", f"grid_dir={tmp_path / 'grid'}"]) == 1
+    job = read_manifest(tmp_path / "grid")["cells"]["default"]["jobs"][0]["job_id"]
+    log = tmp_path / "grid" / "submitit" / f"{job}_0_log.err"
+    error = f"model '{model}' cannot be loaded: "
+    assert log.read_text().splitlines()[-1].startswith(f"istar_plugin.errors.ModelError: {error}")
+    failures = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  default:")]
+    assert len(failures) == 1 and failures[0].startswith(f"  default: failed: {error}"), failures
+    assert failures[0].count(str(log)) == 1 and failures[0].count(error) == 1
+    assert failures[0].endswith(f" (log {log}): no results.json (the run has not finished)"), failures
+    assert read_manifest(tmp_path / "grid")["cells"]["default"]["status"].startswith(f"failed: {error}")
+
+
 @pytest.mark.slow  # submitit's local executor starts two processes
 def test_a_cell_with_two_tasks_trains_in_one_process_group(tiny_bert, shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

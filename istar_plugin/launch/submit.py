@@ -17,6 +17,7 @@ import functools
 import json
 import multiprocessing
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -31,9 +32,11 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import submitit
 from omegaconf import DictConfig
 
+from .. import errors
 from ..errors import Stopped
 from ..storage.atomic import atomic_write_json
 from ..storage.lock import holder, waiting_lock
+from ..storage.logs import last_line
 from ..storage.ownership import GRID_MARKER, RUN_MARKER, check_writable, mark
 from ..storage.results import recorded_precision
 from .cell import (FINISHED_ELSEWHERE, RUNNING_ELSEWHERE, SNAPSHOT, CellRunner, differences, is_finished,
@@ -48,6 +51,7 @@ POLL_S = 1.0
 PARALLEL_PLAN_CELLS = 200  # grids at least this big are composed by a pool of processes
 MAX_PLAN_WORKERS = 16
 PLAN_PROGRESS_S = 10.0  # seconds between progress lines while a big grid is planned
+PACKAGE_ERROR = re.compile(rf"^{re.escape(errors.__name__)}[.]\w+: ")  # a traceback's last line names its class
 
 
 @dataclass
@@ -279,6 +283,17 @@ def _failure(error: BaseException) -> str:
     return "failed: " + (lines[-1] if lines else type(error).__name__)
 
 
+def job_failure(job: submitit.Job, error: BaseException) -> str:
+    """``failed: `` and the run's own error, the last line of its first failed task's stderr log (a package error's
+    message as the command-line tools print it), with that log's path; else the last line of submitit's error."""
+    failed = next((job.task(number) for number in range(job.num_tasks) if job.task(number).exception() is not None),
+                  job)
+    said = last_line(failed.paths.stderr, limit=1000)
+    if not said:
+        return _failure(error)
+    return f"failed: {PACKAGE_ERROR.sub('', said)} (log {failed.paths.stderr})"
+
+
 def _run_inline(pending: Sequence[Planned], runner: CellRunner, log: Callable[[str], None]) -> dict[str, str]:
     statuses = {}
     for number, item in enumerate(pending, start=1):
@@ -355,7 +370,7 @@ def _run_local(grid_dir: Path, pending: Sequence[Planned], options: LaunchOption
 
     def ended(name: str, job: submitit.Job) -> None:
         error = job.exception()
-        statuses[name] = outcome(job.results()[0]) if error is None else _failure(error)  # rank 0's
+        statuses[name] = outcome(job.results()[0]) if error is None else job_failure(job, error)  # rank 0's
         log(f"[{len(statuses)}/{len(pending)}] {name}: {statuses[name]} ({time.monotonic() - clock[name]:.0f} s)")
 
     jobs = run_local(grid_dir / SUBMITIT_FOLDER, options.local, runner,

@@ -102,6 +102,19 @@ def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> lis
     return [record for record in json_lines(text, path, strict) if isinstance(record, dict) or strict]
 
 
+def last_line(path: PathLike, limit: int = 200) -> str:
+    """The last non-blank line of a text file such as a job's log, at most ``limit`` characters (progress bars'
+    carriage returns count as line ends); ``""`` for none or an unreadable file."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 class TensorBoardLog:
     """Scalars for TensorBoard in ``directory``, the event file created with the first; a no-op unless ``enabled``."""
 

@@ -1,12 +1,11 @@
 """What a cell's run directory says beyond its :class:`~.cells.Record` (None or empty where it recorded nothing)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ...storage.logs import read_records
+from ...storage.logs import last_line, read_records
 from ...storage.provenance import PROVENANCE
 from ...storage.results import ResultsRecord, read_results
 
@@ -52,21 +51,9 @@ def failure_hints(cell: Path) -> str:
     if checkpoints := sorted((cell / "checkpoints").glob("step_*.pt")):
         hints.append(f"last checkpoint {checkpoints[-1].name}")
     if logs := sorted(cell.rglob("*.err"), key=lambda log: log.stat().st_mtime):
-        last_line = _last_line(logs[-1])
-        hints.append(f"log {logs[-1]}" + (f": {last_line}" if last_line else ""))
+        said = last_line(logs[-1])
+        hints.append(f"log {logs[-1]}" + (f": {said}" if said else ""))
     return "".join(f"; {hint}" for hint in hints)
-
-
-def _last_line(path: Path, limit: int = 200) -> str:
-    """The last non-blank line of a text file (progress bars' carriage returns count as line ends)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.replace("\r", "\n").split("\n") if line.strip()]
-    return lines[-1][:limit] if lines else ""
 
 
 def layer_isoscores(cell: Path, layers: Sequence[int], read: ResultsReader = recorded_results
