@@ -398,6 +398,29 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
     assert (out / "table1.md").read_text() in printed
 
 
+@pytest.mark.parametrize("damaged, why", [
+    (b'{"event": "finished", "time": 1\n', "attempts.jsonl: line 2 is not valid JSON: "),
+    (b'{"event": "finished", "time": 1\xff0}\n', "not UTF-8 text (byte 0xff at offset 64)")])
+def test_a_wall_time_not_from_a_damaged_attempts_log_says_where_it_came_from(tmp_path, capsys, damaged, why):
+    for seed in SEEDS:
+        cell = tmp_path / "grid" / f"seed{seed}"
+        write_cell(cell, "sst2", "bert", "cross_entropy", None, None, seed, 90.0, 0.2)
+        finished = damaged if seed == 2 else b'{"event": "finished", "time": 1600}\n'
+        (cell / "attempts.jsonl").write_bytes(b'{"event": "start", "time": 1000}\n' + finished)
+        (cell / "metrics.jsonl").write_text('{"time": 1030}\n{"time": 1500}\n')
+    assert report_cli.main([str(tmp_path / "grid"), "--out", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out
+    with open(tmp_path / "report" / "cells.csv") as handle:
+        assert [float(cell["seconds"]) for cell in csv.DictReader(handle)] == [600.0, 470.0, 600.0]
+    assert "wall times not from attempts.jsonl: 1\n" in printed
+    noted = printed.split("wall times not from attempts.jsonl: 1\n")[1].split("\n")[0]
+    assert noted.startswith(f"  {tmp_path / 'grid' / 'seed2'}: wall time from metrics.jsonl (first to last record), "
+                            "its attempts.jsonl being damaged: ") and why in noted
+    with open(tmp_path / "report" / "wall_times.csv") as handle:
+        assert list(next(csv.DictReader(handle))) == ["model", "task", "method", "variant", "cells", "median s",
+                                                      "min s", "max s"]
+
+
 def test_main_on_default_out_dir(grid, capsys):
     assert report_cli.main([str(grid)]) == 0
     assert (grid / "report" / "figure3.png").is_file()

@@ -82,7 +82,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
                  reference: Optional[str]) -> int:
     """``istar-report GRID_DIR ...``: the grids' report into ``out``, the missing or failed cells listed."""
     from ..reports.grid_report import Grid, write_grid
-    from ..reports.records.cells import collect_files, recomputed_lines
+    from ..reports.records.cells import collect_files, recomputed_lines, wall_time_lines
 
     records, problems, files = collect_files(*grid_dirs)
     if not records and not problems:
@@ -97,7 +97,7 @@ def report_grids(grid_dirs: Sequence[Path], out: Optional[Path], paper_model: Op
         for line in grid.unpaired_predictions:
             print(f"istar-report: warning: {line}", file=sys.stderr)
         print(f"\n{len(records)} finished cells; report in {out}")
-        print("\n".join(recomputed_lines(records)))
+        print("\n".join(recomputed_lines(records) + wall_time_lines(records, files)))
     else:
         print("no cell has finished: no report written")
     print(f"missing or failed cells: {len(problems)}")

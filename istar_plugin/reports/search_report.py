@@ -20,7 +20,7 @@ from .comparisons.paired import LEVEL, PairedDifference, signed
 from .comparisons.versus_base import compare
 from .figures import Figure, save_png, single
 from .grid_report import Grid, write_grid, write_outputs
-from .records.cells import Record
+from .records.cells import Record, wall_time_lines
 from .records.run_extras import layer_isoscores
 from .records.searches import STATES, Search, disagreements, pruned_at
 from .records.settings import settings
@@ -301,6 +301,7 @@ def summary(report: Report) -> list[str]:
     if search.final or search.final_problems:
         lines.append(f"final: {len(search.final)} cells finished, {len(search.final_problems)} missing or failed")
         lines += [f"  {Path(path).relative_to(search.directory)}: {reason}" for path, reason in search.final_problems]
+        lines += wall_time_lines(search.final, search.final_files)
     return lines
 
 

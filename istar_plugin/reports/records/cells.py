@@ -19,7 +19,7 @@ from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
-from .run_extras import failure_hints, wall_seconds
+from .run_extras import failure_hints, wall_time
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
@@ -64,11 +64,13 @@ class Record:
 
 @dataclass(frozen=True)
 class CellFiles:
-    """What :func:`collect_files` read of a finished cell beyond its :class:`Record`: its ``results.json`` and its
-    ``predictions.json`` (None: it has none)."""
+    """What :func:`collect_files` read of a finished cell beyond its :class:`Record`: its ``results.json``, its
+    ``predictions.json`` (None: it has none) and why its wall time is not its ``attempts.jsonl``'s (``""``: it is, or
+    it has none)."""
 
     results: ResultsRecord
     predictions: Optional[Predictions]
+    wall_time: str = ""
 
 
 class CellProblem(Exception):
@@ -190,8 +192,9 @@ def configured_cell(cell: Path) -> tuple[Record, dict[str, Any], CellFiles]:
     config = read_config(cell)
     check_against_config(record, config)
     unchecked, predictions = check_predictions(results, cell)
-    return (replace(record, unchecked=unchecked), as_configured_today(as_computed(config), recorded_precision(results)),
-            CellFiles(results, predictions))
+    seconds, timing = wall_time(cell)
+    configured = as_configured_today(as_computed(config), recorded_precision(results))
+    return replace(record, unchecked=unchecked, seconds=seconds), configured, CellFiles(results, predictions, timing)
 
 
 RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-9, 1e-12
@@ -221,6 +224,13 @@ def recomputed_lines(records: Sequence[Record]) -> list[str]:
     return [f"metrics recomputed from {PREDICTIONS}, agreeing with {RESULTS}: {len(records) - len(unchecked)} of "
             f"{len(records)} finished cells", *(f"  {record.path}: not recomputed ({record.unchecked})"
                                                 for record in unchecked)]
+
+
+def wall_time_lines(records: Sequence[Record], files: dict[str, CellFiles]) -> list[str]:
+    """What ``istar-report`` prints of each finished cell whose wall time is not its ``attempts.jsonl``'s: why."""
+    noted = [f"  {record.path}: {files[record.path].wall_time}" for record in records
+             if record.path in files and files[record.path].wall_time]
+    return [f"wall times not from attempts.jsonl: {len(noted)}", *noted] if noted else []
 
 
 def predictions_problem(results: ResultsRecord, scored: Predictions) -> str:
@@ -276,7 +286,7 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
         others=tuple(sorted((name, as_percent(task, name, float(number))) for name, number in results.metrics.items()
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
                             and finite_number(number))),
-        validation=validation, seconds=wall_seconds(cell))
+        validation=validation)
 
 
 def finite_number(value: Any) -> bool:

@@ -7,7 +7,10 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...storage.logs import last_line, read_records
 from ...storage.provenance import PROVENANCE
+from ...storage.reading import cannot_read
 from ...storage.results import ResultsRecord, read_results
+
+ATTEMPTS = "attempts.jsonl"
 
 ResultsReader = Callable[[Path], Optional[ResultsRecord]]  # a cell's results.json, None where none is readable
 
@@ -19,13 +22,31 @@ def recorded_results(cell: Path) -> Optional[ResultsRecord]:
 
 def wall_seconds(cell: Path) -> Optional[float]:
     """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
-    attempts = read_records(Path(cell) / "attempts.jsonl", strict=False)
+    return wall_time(cell)[0]
+
+
+def wall_time(cell: Path) -> tuple[Optional[float], str]:
+    """:func:`wall_seconds` of ``cell``, and ``""`` or, where its ``attempts.jsonl`` is damaged (a line not a JSON
+    object, not UTF-8, unreadable) and so not used, where its wall time came from and why."""
+    path = Path(cell) / ATTEMPTS
+    try:
+        attempts, damage = read_records(path), ""
+        if not all(isinstance(record, dict) for record in attempts):
+            attempts, damage = [], f"{path}: a line is not a JSON object"
+    except UnicodeDecodeError as error:
+        attempts, damage = [], cannot_read(path, "attempts log", error)
+    except ValueError as error:
+        attempts, damage = [], str(error)
+    except OSError as error:
+        attempts, damage = [], cannot_read(path, "attempts log", error)
     starts = [r["time"] for r in attempts if r.get("event") == "start"]
     ends = [r["time"] for r in attempts if r.get("event") == "finished"]
     if starts and ends and ends[-1] >= starts[-1]:
-        return ends[-1] - starts[-1]
+        return ends[-1] - starts[-1], ""
     logged = read_records(Path(cell) / "metrics.jsonl", strict=False)
-    return logged[-1]["time"] - logged[0]["time"] if len(logged) > 1 else None
+    seconds = logged[-1]["time"] - logged[0]["time"] if len(logged) > 1 else None
+    source = "not recorded" if seconds is None else "from metrics.jsonl (first to last record)"
+    return seconds, damage and f"wall time {source}, its {ATTEMPTS} being damaged: {damage}"
 
 
 def attempt_host(cell: Path) -> Optional[str]:
