@@ -62,11 +62,11 @@ def test_a_grid_file_that_is_not_utf8_is_a_grid_error(tmp_path):
 
 def test_a_results_json_that_is_a_folder_stops_the_report_instead_of_dropping_the_cell(tmp_path):
     cell = tmp_path / "grid" / "seed1"
-    (cell / "results.json" / "results.json").mkdir(parents=True)  # read_results looks inside a run folder
+    (cell / "results.json").mkdir(parents=True)  # not taken for a run directory holding a record
     (cell / "config.yaml").write_text("task: sst2\n")
     with pytest.raises(RunDirError) as refused:
         collect(tmp_path / "grid")
-    path = cell / "results.json" / "results.json"
+    path = cell / "results.json"
     assert str(refused.value) == f"cannot read run record {path}: it is a folder, not a file (name a file)"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "results.json").write_bytes(b"{\"task\": \"caf\xe9\"}")

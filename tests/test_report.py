@@ -282,15 +282,6 @@ def test_a_queued_cell_with_only_its_snapshot_is_listed_as_missing(tmp_path):
         (str(queued), "no results.json")]
 
 
-def test_a_cell_whose_results_json_is_a_folder_is_listed_as_such_not_as_unfinished(tmp_path):
-    cell = tmp_path / "grid" / "sst2_seed1"
-    (cell / "results.json").mkdir(parents=True)
-    (cell / "config.yaml").write_text("task: sst2\nseed: 1\n")
-    records, problems = istar_cells.collect(tmp_path / "grid")
-    assert records == [] and problems == [(str(cell), "results.json is a folder, not a file (a run writes its record "
-                                                      "as a file)")]
-
-
 def test_a_swept_learning_rate_is_a_setting_of_its_own_not_a_duplicate_seed(tmp_path):
     grid = tmp_path / "grid"
     for lr, mean in ((1e-5, 91.0), (3e-5, 93.0)):

@@ -153,8 +153,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def read_results(path: str | os.PathLike, require_finished: bool = False, strict: bool = True
                  ) -> Optional[ResultsRecord]:
-    """The record in ``path`` (a ``results.json``, or a run directory holding one; a folder named ``results.json`` is
-    no record). ``strict=False``: None where ``strict`` raises :class:`ResultsError`; an unreadable file is a
+    """The record in ``path`` (a ``results.json``, or a run directory holding one). ``strict=False``: None where
+    ``strict`` raises :class:`ResultsError`; an unreadable file, or a folder named ``results.json``, is a
     RunDirError."""
     path = Path(path)
     try:
@@ -167,8 +167,6 @@ def read_results(path: str | os.PathLike, require_finished: bool = False, strict
 
 
 def _read(path: Path) -> ResultsRecord:
-    if path.is_dir():
-        raise ResultsError(path, f"{RESULTS} is a folder, not a file (a run writes its record as a file)")
     try:
         data = json.loads(read_bytes(path, "run record", RunDirError).decode("utf-8"))
     except FileNotFoundError:
