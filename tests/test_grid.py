@@ -130,6 +130,22 @@ def test_a_bad_cell_config_names_the_cell(tmp_path):
         plan(sweep(["recipe=movie_snippets", "criterion=istar", "criterion.zeta=0.5,1.5"]), tmp_path)
 
 
+def test_a_bad_swept_value_is_refused_in_one_line_before_planning_and_nothing_is_written(tmp_path, capsys):
+    grid_dir = tmp_path / "grid"
+    assert cli.main(["-m", "recipe=sst2", "criterion=istar", "seed=1,true", f"grid_dir={grid_dir}"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", (
+        "istar-run: error: cell seed=true: command line: bad value for 'seed': Value 'True' of type 'bool' could not "
+        "be converted to Integer full_key: seed object_type=RunConfig\n"))
+    assert grid_cli.main(["smoke", "optim.warmup_ratio=0.1,true", f"grid_dir={grid_dir}"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", (
+        "istar-grid: error: cell criterion=cross_entropy,seed=1,warmup_ratio=true: command line: bad value for "
+        "'optim.warmup_ratio': Value 'True' of type 'bool' could not be converted to Float full_key: "
+        "optim.warmup_ratio reference_type=OptimConfig object_type=OptimConfig\n"))
+    assert not grid_dir.exists()
+
+
 def test_snapshot_freezes_the_config_and_a_changed_config_is_refused(tmp_path):
     grid = sweep(["recipe=sst2", "criterion=istar", "seed=1,2"])
     (first, second) = plan(grid, tmp_path)

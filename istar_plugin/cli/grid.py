@@ -28,12 +28,13 @@ from . import command_parser
 
 def run(grid: grid_module.Grid, options: profiles.LaunchOptions, arguments: Sequence[str], dry_run: bool) -> int:
     """Plan, then print (dry run) or launch; returns 1 when a local or inline cell failed."""
+    grid_dir = (options.grid_dir or grid.default_dir()).resolve()
+    grid_module.check_values(grid, grid_dir)  # a bad key or value refused before planning (and torch) loads
     from ..launch import hub_check
     from ..launch import submit as launch
     from ..launch.cell import FINISHED_ELSEWHERE, RUNNING_ELSEWHERE
     from ..reports.records.cells import CellProblem, read_cell
 
-    grid_dir = (options.grid_dir or grid.default_dir()).resolve()
     planned = launch.plan(grid, grid_dir, say=lambda line: print(line, file=sys.stderr, flush=True))
     if dry_run:
         print(launch.describe(grid, grid_dir, planned, options))
@@ -72,8 +73,6 @@ def _body(args: argparse.Namespace) -> int:
     grid = grid_module.load(args.grid, rest)
     if args.cells:
         grid = grid.select(args.cells)
-    if grid.cells:  # a bad key or value refused before the launcher (and torch) loads
-        grid_module.check_cell(grid.cells[0], (options.grid_dir or grid.default_dir()).resolve())
     return run(grid, options, [args.grid, *args.arguments], args.dry_run)
 
 

@@ -80,10 +80,16 @@ def composed(arguments: list[str]) -> DictConfig | str:
         return str(error)
 
 
-def check_cell(cell: Cell, grid_dir: Path) -> None:
-    """Compose ``cell``'s run config in ``grid_dir`` as :func:`~.submit.plan` does; a refusal is one line."""
-    if isinstance(refusal := composed(run_arguments(cell, grid_dir)), str):
-        raise GridError(f"cell {cell.name}: {refusal}")
+def check_values(grid: Grid, grid_dir: Path) -> None:
+    """Compose, as :func:`~.submit.plan` does, the first cell and then each cell that sweeps a value no cell before
+    it did, so that a bad value is refused in one line before planning; composing every cell is planning's job."""
+    seen: set[tuple[str, str]] = set()
+    for cell in grid.cells:
+        if seen and set(cell.swept) <= seen:
+            continue
+        seen.update(cell.swept)
+        if isinstance(refusal := composed(run_arguments(cell, grid_dir)), str):
+            raise GridError(f"cell {cell.name}: {refusal}")
 
 
 def split_values(text: str, key: str) -> list[str]:
