@@ -201,3 +201,17 @@ def test_istar_report_on_a_grid_folder_it_cannot_list_is_one_line_not_cells_left
     done = as_user(work, "-m", "istar_plugin.cli.report", str(grid))
     _one_line(done, 4, f"istar-report: error: cannot read grid folder {grid / 'b'}: permission denied "
                        "(check its mode and owner)")
+
+
+@pytest.mark.parametrize("log", ["metrics.jsonl", "attempts.jsonl"])
+def test_istar_report_on_an_unreadable_run_log_is_one_line_and_writes_no_report(as_user, work, log):
+    grid = _owned(work / "home" / "grid")
+    cell = _finished_cell(grid / "seed1")
+    (cell / "metrics.jsonl").write_text('{"step": 4, "time": 1030}\n{"step": 4, "eval/accuracy": 0.9, "time": 1500}\n')
+    (cell / log).write_text('{"step": 4, "time": 1030}\n')
+    for path in cell.iterdir():
+        path.chmod(0o000 if path.name == log else 0o644)
+    done = as_user(work, "-m", "istar_plugin.cli.report", str(grid))
+    _one_line(done, 4, f"istar-report: error: cannot read run log {cell / log}: permission denied "
+                       "(check its mode and owner)")
+    assert not (grid / "report").exists()

@@ -10,7 +10,9 @@ import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping, Optional
 
+from ..errors import RunDirError
 from .atomic import PathLike, write_refusals
+from .reading import cannot_read
 
 
 class MetricsLog(contextlib.AbstractContextManager):
@@ -86,14 +88,19 @@ def json_lines(text: str, where: PathLike, strict: bool = True) -> list[Optional
 
 def read_records(path: PathLike, strict: bool = True, warn: bool = False) -> list[dict[str, Any]]:
     """The records of the JSON-lines file ``path`` ([] when missing; a last line cut short left out).
-    ``strict``: a damaged line is a ValueError and an unreadable file an OSError; else they give no records."""
+    ``strict``: a damaged line is a ValueError and a folder an OSError; else they give no records. A file this
+    process may not read is a one-line :class:`RunDirError` whatever the strictness."""
     path = Path(path)
     try:
         data = path.read_bytes()
-    except OSError as error:
-        if strict and not isinstance(error, FileNotFoundError):
+    except FileNotFoundError:
+        return []
+    except IsADirectoryError:
+        if strict:
             raise
         return []
+    except OSError as error:
+        raise RunDirError(cannot_read(path, "run log", error)) from None
     complete, _, tail = data.rpartition(b"\n")
     if tail and warn:
         warnings.warn(f"{path}: skipping a truncated last line ({len(tail)} bytes) left by an interrupted write",

@@ -27,7 +27,7 @@ def wall_seconds(cell: Path) -> Optional[float]:
 
 def wall_time(cell: Path) -> tuple[Optional[float], str]:
     """:func:`wall_seconds` of ``cell``, and ``""`` or, where its ``attempts.jsonl`` is damaged (a line not a JSON
-    object, not UTF-8, unreadable) and so not used, where its wall time came from and why."""
+    object, not UTF-8, a folder) and so not used, where its wall time came from and why."""
     path = Path(cell) / ATTEMPTS
     try:
         attempts, damage = read_records(path), ""
