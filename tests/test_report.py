@@ -391,7 +391,8 @@ def test_main_writes_every_output_and_lists_problems(grid, tmp_path, capsys):
 
 @pytest.mark.parametrize("damaged, why", [
     (b'{"event": "finished", "time": 1\n', "attempts.jsonl: line 2 is not valid JSON: "),
-    (b'{"event": "finished", "time": 1\xff0}\n', "not UTF-8 text (byte 0xff at offset 64)")])
+    (b'{"event": "finished", "time": 1\xff0}\n', "not UTF-8 text (byte 0xff at offset 64)"),
+    (b'{"event": "finished", "time": "1600"}\n', 'attempts.jsonl: a finished record\'s "time" is "1600", not a num')])
 def test_a_wall_time_not_from_a_damaged_attempts_log_says_where_it_came_from(tmp_path, capsys, damaged, why):
     for seed in SEEDS:
         cell = tmp_path / "grid" / f"seed{seed}"

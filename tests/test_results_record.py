@@ -174,3 +174,18 @@ def test_one_json_lines_reader_skips_a_cut_short_last_line_for_the_trainer_and_t
     with pytest.raises(ValueError, match="line 2 is not valid JSON"):
         read_records(tmp_path / "metrics.jsonl")
     assert read_records(tmp_path / "metrics.jsonl", strict=False) == [{"time": 10.0}, {"time": 25.5}]
+
+
+@pytest.mark.parametrize("time", ['"1600"', "null", "true", "NaN"])
+def test_a_start_or_finish_whose_time_is_no_number_is_a_damaged_attempts_log(tmp_path, time):
+    from istar_plugin.reports.records.run_extras import wall_time
+    (tmp_path / "attempts.jsonl").write_text(f'{{"event": "start", "time": 1000}}\n'
+                                             f'{{"event": "finished", "time": {time}}}\n')
+    (tmp_path / "metrics.jsonl").write_text('{"time": 1030}\n{"time": 1500}\n')
+    damage = (f"its attempts.jsonl being damaged: {tmp_path / 'attempts.jsonl'}: a finished record's \"time\" is "
+              f"{time}, not a number of seconds")
+    assert wall_time(tmp_path) == (470, f"wall time from metrics.jsonl (first to last record), {damage}")
+    (tmp_path / "metrics.jsonl").write_text(f'{{"time": 1030}}\n{{"time": {time}}}\n')
+    assert wall_time(tmp_path) == (None, f"wall time not recorded, {damage}")
+    (tmp_path / "attempts.jsonl").unlink()
+    assert wall_time(tmp_path) == (None, "")  # metrics.jsonl alone: not recorded, with no attempts log to be damaged

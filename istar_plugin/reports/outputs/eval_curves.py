@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...storage.seeds import SeedSummary, std_over_seeds
-from ..records.cells import Record, as_percent, finite_number
-from ..records.run_extras import evaluations
+from ..records.cells import Record, as_percent
+from ..records.run_extras import evaluations, finite_number
 from ..records.settings import setting_row, settings
 from ..tables import SETTING_HEADER, markdown_table, setting_cells
 

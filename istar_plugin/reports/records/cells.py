@@ -19,7 +19,7 @@ from ...storage.reading import cannot_read, read_bytes
 from ...storage.results import (FROM_FINAL_EVALUATION, RESULTS, ResultsError, ResultsRecord, read_results,
                                recorded_precision)
 from ..paper.istar import reported_metrics
-from .run_extras import failure_hints, wall_time
+from .run_extras import failure_hints, finite_number, wall_time
 
 SHOWN_AS_STORED = {"squad": frozenset({"exact_match", "f1"}), "lm": frozenset({"perplexity", "nll_per_token"})}
 """Task -> metrics shown as stored; every other metric is a fraction in [0, 1] and is shown x100."""
@@ -287,8 +287,3 @@ def cell_record(results: ResultsRecord, cell: Path) -> Record:
                             if name != metric and name not in FROM_FINAL_EVALUATION and not name.startswith("eval_")
                             and finite_number(number))),
         validation=validation)
-
-
-def finite_number(value: Any) -> bool:
-    """Whether ``value`` is a real number (not a bool), neither infinite nor NaN."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,6 +1,9 @@
 """What a cell's run directory says beyond its :class:`~.cells.Record` (None or empty where it recorded nothing)."""
 from __future__ import annotations
 
+import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -20,6 +23,11 @@ def recorded_results(cell: Path) -> Optional[ResultsRecord]:
     return read_results(Path(cell), strict=False)
 
 
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (not a bool), neither infinite nor NaN."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def wall_seconds(cell: Path) -> Optional[float]:
     """Start to finish of the cell's last attempt (``attempts.jsonl``), else first to last metrics record."""
     return wall_time(cell)[0]
@@ -27,7 +35,8 @@ def wall_seconds(cell: Path) -> Optional[float]:
 
 def wall_time(cell: Path) -> tuple[Optional[float], str]:
     """:func:`wall_seconds` of ``cell``, and ``""`` or, where its ``attempts.jsonl`` is damaged (a line not a JSON
-    object, not UTF-8, a folder) and so not used, where its wall time came from and why."""
+    object, not UTF-8, a folder, a start or finish whose time is no number) and so not used, where its wall time came
+    from and why. A metrics record whose time is no number leaves the cell's wall time not recorded."""
     path = Path(cell) / ATTEMPTS
     try:
         attempts, damage = read_records(path), ""
@@ -39,12 +48,17 @@ def wall_time(cell: Path) -> tuple[Optional[float], str]:
         attempts, damage = [], str(error)
     except OSError as error:
         attempts, damage = [], cannot_read(path, "attempts log", error)
-    starts = [r["time"] for r in attempts if r.get("event") == "start"]
-    ends = [r["time"] for r in attempts if r.get("event") == "finished"]
+    events = [record for record in attempts if record.get("event") in ("start", "finished")]
+    if untimed := next((record for record in events if not finite_number(record.get("time"))), None):
+        events = []
+        damage = (f"{path}: a {untimed['event']} record's \"time\" is "
+                  f"{json.dumps(untimed['time']) if 'time' in untimed else 'missing'}, not a number of seconds")
+    starts = [record["time"] for record in events if record["event"] == "start"]
+    ends = [record["time"] for record in events if record["event"] == "finished"]
     if starts and ends and ends[-1] >= starts[-1]:
         return ends[-1] - starts[-1], ""
-    logged = read_records(Path(cell) / "metrics.jsonl", strict=False)
-    seconds = logged[-1]["time"] - logged[0]["time"] if len(logged) > 1 else None
+    times = [record.get("time") for record in read_records(Path(cell) / "metrics.jsonl", strict=False)]
+    seconds = times[-1] - times[0] if len(times) > 1 and all(map(finite_number, times)) else None
     source = "not recorded" if seconds is None else "from metrics.jsonl (first to last record)"
     return seconds, damage and f"wall time {source}, its {ATTEMPTS} being damaged: {damage}"
 
